@@ -1,0 +1,29 @@
+//! The kubelet's node plugin APIs, wire-exact, and the Unix-socket gRPC
+//! transport that real Go peers can reach.
+//!
+//! # APIs
+//!
+//! Compiled at build time from our own `.proto` files (no system `protoc`),
+//! with package, service, method and field names and numbers identical to
+//! upstream:
+//!
+//! | module | proto package | services |
+//! |---|---|---|
+//! | [`pluginregistration::v1`] | `pluginregistration` | `Registration` (served by plugins) |
+//! | [`deviceplugin::v1beta1`] | `v1beta1` | `Registration` (served by the agent), `DevicePlugin` |
+//! | [`dra::v1`], [`dra::v1beta1`] | `k8s.io.kubelet.pkg.apis.dra.{v1,v1beta1}` | `DRAPlugin` |
+//! | [`dra_health::v1alpha1`], [`dra_health::v1`] | `v1alpha1`, `v1` | `DRAResourceHealth` |
+//! | [`csi::v1`] | `csi.v1` | `Identity`, `Node` (registration subset) |
+//!
+//! # Transport
+//!
+//! [`transport`] binds, serves and dials Unix sockets. Its servers accept the
+//! path-valued `:authority` that grpc-go sends when dialing a socket by its
+//! path, which a stock tonic server rejects; its clients send `localhost`.
+#![forbid(unsafe_code)]
+
+pub mod constants;
+mod proto;
+pub mod transport;
+
+pub use proto::*;

@@ -1,0 +1,24 @@
+//! The Unix-socket gRPC transport every nodeplugins server and client uses.
+//!
+//! - [`BoundSocket::bind`] listens on a path with socket hygiene (length
+//!   check, stale-socket removal, permissions, removal on drop).
+//! - [`serve`] runs a tonic router on it; each connection goes through
+//!   [`ServerConnection`], which accepts the path-valued `:authority` that
+//!   grpc-go clients send when they dial a socket by its bare path (see
+//!   [`authority`]).
+//! - [`dial`] and [`dial_lazy`] connect to a socket sending `localhost` as
+//!   the authority, as the kubelet does.
+
+pub mod authority;
+mod connection;
+mod dial;
+mod error;
+pub mod hpack;
+mod serve;
+mod socket;
+
+pub use connection::ServerConnection;
+pub use dial::{dial, dial_lazy};
+pub use error::TransportError;
+pub use serve::{SHUTDOWN_GRACE, serve};
+pub use socket::{BoundSocket, MAX_SOCKET_PATH_LEN, SocketFile, check_socket_path};

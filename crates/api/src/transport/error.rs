@@ -1,0 +1,85 @@
+//! Errors of the Unix-socket transport.
+
+use std::path::PathBuf;
+
+/// What went wrong binding, serving or dialing a Unix socket.
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    /// The path does not fit in `sockaddr_un.sun_path`.
+    #[error("socket path {path:?} is {len} bytes long; the limit is {max} bytes")]
+    PathTooLong {
+        /// The offending path.
+        path: PathBuf,
+        /// Its length in bytes.
+        len: usize,
+        /// The limit, [`super::MAX_SOCKET_PATH_LEN`].
+        max: usize,
+    },
+    /// Something that is not a socket sits where the socket should go; it is left alone.
+    #[error("{path:?} exists and is not a socket; refusing to replace it")]
+    NotASocket {
+        /// The path.
+        path: PathBuf,
+    },
+    /// Another server answers on the path.
+    #[error("socket {path:?} is in use by a live server")]
+    InUse {
+        /// The path.
+        path: PathBuf,
+    },
+    /// Inspecting or removing an existing socket file failed.
+    #[error("cannot clear stale socket {path:?}: {source}")]
+    StaleSocket {
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `bind(2)` failed.
+    #[error("cannot listen on {path:?}: {source}")]
+    Bind {
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Setting the socket's permissions failed.
+    #[error("cannot set mode {mode:o} on {path:?}: {source}")]
+    Permissions {
+        /// The path.
+        path: PathBuf,
+        /// The requested mode.
+        mode: u32,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The gRPC server failed.
+    #[error("gRPC server on {path:?} failed: {source}")]
+    Serve {
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: tonic::transport::Error,
+    },
+    /// Connecting to a socket failed.
+    #[error("dial {path:?} failed: {source}")]
+    Dial {
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: tonic::transport::Error,
+    },
+    /// Connecting did not finish in time.
+    #[error("dial {path:?} timed out after {timeout:?}")]
+    DialTimeout {
+        /// The path.
+        path: PathBuf,
+        /// The time allowed.
+        timeout: std::time::Duration,
+    },
+}

@@ -1,0 +1,2 @@
+//! nodeplugins
+fn main() {}
