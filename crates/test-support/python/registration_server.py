@@ -1,0 +1,59 @@
+"""grpcio Registration server (a plugin written with an independent stack).
+
+Serves pluginregistration.Registration on a Unix socket, prints READY when
+listening and one NOTIFY JSON line per NotifyRegistrationStatus call.
+"""
+import argparse
+import json
+import signal
+import sys
+from concurrent import futures
+
+import grpc
+
+from pluginregistration.v1 import api_pb2 as reg
+from pluginregistration.v1 import api_pb2_grpc as reg_grpc
+
+
+class Registration(reg_grpc.RegistrationServicer):
+    def __init__(self, info):
+        self.info = info
+
+    def GetInfo(self, request, context):
+        print("GETINFO", flush=True)
+        return self.info
+
+    def NotifyRegistrationStatus(self, request, context):
+        print("NOTIFY " + json.dumps({"registered": request.plugin_registered,
+                                      "error": request.error}), flush=True)
+        return reg.RegistrationStatusResponse()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("socket")
+    parser.add_argument("--type", default="CSIPlugin")
+    parser.add_argument("--name", default="python.example.com")
+    parser.add_argument("--endpoint", default="")
+    parser.add_argument("--versions", default="1.0.0")
+    args = parser.parse_args()
+
+    info = reg.PluginInfo(type=args.type, name=args.name, endpoint=args.endpoint,
+                          supported_versions=[v for v in args.versions.split(",") if v])
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    reg_grpc.add_RegistrationServicer_to_server(Registration(info), server)
+    server.add_insecure_port("unix:" + args.socket)
+    server.start()
+    print("READY", flush=True)
+
+    def stop(*_):
+        server.stop(0)
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    server.wait_for_termination()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+//! Child processes for end-to-end tests: killed when dropped, with their
+//! output readable line by line.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout, Command};
+
+/// A running child process whose stdout is read line by line.
+pub struct ChildProcess {
+    name: String,
+    child: Child,
+    stdout: Lines<BufReader<ChildStdout>>,
+    seen: Vec<String>,
+}
+
+impl ChildProcess {
+    /// Spawns `command` with piped stdout; stderr goes to the test's stderr.
+    pub fn spawn(name: &str, mut command: Command) -> Self {
+        command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {name}: {e}"));
+        let stdout = child.stdout.take().expect("piped stdout");
+        Self {
+            name: name.to_string(),
+            child,
+            stdout: BufReader::new(stdout).lines(),
+            seen: Vec::new(),
+        }
+    }
+
+    /// Reads lines until one satisfies `pred` and returns it; fails on EOF or timeout.
+    pub async fn wait_for_line(
+        &mut self,
+        timeout: Duration,
+        pred: impl Fn(&str) -> bool,
+    ) -> String {
+        let name = self.name.clone();
+        let result = tokio::time::timeout(timeout, async {
+            loop {
+                match self.stdout.next_line().await {
+                    Ok(Some(line)) => {
+                        self.seen.push(line.clone());
+                        if pred(&line) {
+                            return line;
+                        }
+                    }
+                    Ok(None) => panic!("{name} exited; its output was:\n{}", self.seen.join("\n")),
+                    Err(e) => panic!("reading {name} output: {e}"),
+                }
+            }
+        })
+        .await;
+        result.unwrap_or_else(|_| {
+            panic!(
+                "timed out waiting for {name}; output so far:\n{}",
+                self.seen.join("\n")
+            )
+        })
+    }
+
+    /// Waits for the process to exit and returns its exit code.
+    pub async fn wait(&mut self, timeout: Duration) -> Option<i32> {
+        let status = tokio::time::timeout(timeout, self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("{} did not exit", self.name))
+            .expect("wait for child");
+        status.code()
+    }
+
+    /// Every stdout line read so far.
+    pub fn output(&self) -> &[String] {
+        &self.seen
+    }
+}
