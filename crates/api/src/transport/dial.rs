@@ -32,8 +32,12 @@ fn connector(
     })
 }
 
-/// Connects to the gRPC server at `path`, failing after `timeout`. The
-/// returned channel reconnects by itself if the connection later drops.
+/// Connects to the gRPC server at `path`, failing after `timeout`.
+///
+/// This completes once the socket connects (a missing socket or one with no
+/// listener fails at once); the HTTP/2 handshake finishes with the first call,
+/// so callers bound every call with their own timeout, as the kubelet does.
+/// The channel reconnects by itself if the connection later drops.
 pub async fn dial(path: impl AsRef<Path>, timeout: Duration) -> Result<Channel, TransportError> {
     let (endpoint, path) = endpoint(path.as_ref())?;
     let endpoint = endpoint.connect_timeout(timeout);
