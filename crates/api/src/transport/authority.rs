@@ -31,7 +31,9 @@
 
 use bytes::{BufMut, BytesMut};
 
-use super::hpack::{self, Decoder, HeaderField, HpackError};
+use std::ops::Range;
+
+use super::hpack::{self, Decoder, Event, HeaderField, HpackError};
 
 /// The client connection preface (RFC 9113 §3.4).
 const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -107,6 +109,35 @@ struct PendingBlock {
     priority: Option<[u8; PRIORITY_LEN]>,
 }
 
+/// The fields of the block being examined, copied into one reusable buffer
+/// so that deciding whether to rewrite costs no allocation per request.
+#[derive(Debug, Default)]
+struct FieldArena {
+    bytes: Vec<u8>,
+    fields: Vec<(Range<usize>, Range<usize>, bool)>,
+    size_updates: Vec<usize>,
+}
+
+impl FieldArena {
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.fields.clear();
+        self.size_updates.clear();
+    }
+
+    fn push(&mut self, name: &[u8], value: &[u8], sensitive: bool) {
+        let name_start = self.bytes.len();
+        self.bytes.extend_from_slice(name);
+        let value_start = self.bytes.len();
+        self.bytes.extend_from_slice(value);
+        self.fields.push((
+            name_start..value_start,
+            value_start..self.bytes.len(),
+            sensitive,
+        ));
+    }
+}
+
 /// Counters describing what the rewriter did on one connection.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct RewriteStats {
@@ -127,7 +158,10 @@ pub struct AuthorityRewriter {
     /// Set once a block was changed; from then on every block is re-encoded.
     reencode: bool,
     stats: RewriteStats,
+    arena: FieldArena,
     scratch: Vec<u8>,
+    /// The last authority found valid; clients repeat theirs on every request.
+    last_valid_authority: Option<Vec<u8>>,
 }
 
 impl Default for AuthorityRewriter {
@@ -147,7 +181,9 @@ impl AuthorityRewriter {
             decoder: Decoder::new(),
             reencode: false,
             stats: RewriteStats::default(),
+            arena: FieldArena::default(),
             scratch: Vec::new(),
+            last_valid_authority: None,
         }
     }
 
@@ -321,30 +357,49 @@ impl AuthorityRewriter {
 
     fn finish_block(&mut self, out: &mut BytesMut) -> Result<(), RewriteError> {
         let stream_id = self.block.stream_id;
-        let mut decoded = self
-            .decoder
-            .decode(&self.block.fragments)
+        let arena = &mut self.arena;
+        arena.clear();
+        let mut invalid_authority = false;
+        let last_valid = &mut self.last_valid_authority;
+        self.decoder
+            .decode_with(&self.block.fragments, |event| match event {
+                Event::SizeUpdate(size) => arena.size_updates.push(size),
+                Event::Field {
+                    name,
+                    value,
+                    sensitive,
+                } => {
+                    if name == b":authority" && last_valid.as_deref() != Some(value) {
+                        if is_valid_authority(value) {
+                            *last_valid = Some(value.to_vec());
+                        } else {
+                            invalid_authority = true;
+                        }
+                    }
+                    arena.push(name, value, sensitive);
+                }
+            })
             .map_err(|source| RewriteError::Hpack { stream_id, source })?;
         self.stats.blocks += 1;
 
-        let mut changed = false;
-        for field in &mut decoded.fields {
-            if field.name.as_ref() == b":authority" && !is_valid_authority(&field.value) {
-                field.value = bytes::Bytes::from_static(REPLACEMENT_AUTHORITY);
-                changed = true;
-                self.stats.rewritten += 1;
-            }
-        }
-
-        if changed || self.reencode {
+        if invalid_authority || self.reencode {
             self.reencode = true;
             let mut encoded = std::mem::take(&mut self.scratch);
             encoded.clear();
-            for &size in &decoded.size_updates {
+            for &size in &self.arena.size_updates {
                 hpack::encode_size_update(size, &mut encoded);
             }
-            for field in &decoded.fields {
-                hpack::encode_field(field, &mut encoded);
+            for (name, value, sensitive) in &self.arena.fields {
+                let name = &self.arena.bytes[name.clone()];
+                let mut value = &self.arena.bytes[value.clone()];
+                if name == b":authority"
+                    && self.last_valid_authority.as_deref() != Some(value)
+                    && !is_valid_authority(value)
+                {
+                    value = REPLACEMENT_AUTHORITY;
+                    self.stats.rewritten += 1;
+                }
+                hpack::encode_field(name, value, *sensitive, &mut encoded);
             }
             write_header_frames(
                 out,

@@ -4,7 +4,7 @@
 
 use std::io;
 use std::pin::Pin;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll};
 
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -24,8 +24,11 @@ pub struct ServerConnection<S> {
     pending: BytesMut,
     scratch: Box<[u8]>,
     eof: bool,
-    /// Fires when the server gives up waiting for a graceful close.
-    force_close: Pin<Box<WaitForCancellationFutureOwned>>,
+    /// Cancelled when the server gives up waiting for a graceful close.
+    force_close: CancellationToken,
+    /// Registers the task for that cancellation; polled only when the socket
+    /// would block, so the fast path is a flag check.
+    force_close_wait: Pin<Box<WaitForCancellationFutureOwned>>,
 }
 
 impl<S> ServerConnection<S> {
@@ -38,7 +41,8 @@ impl<S> ServerConnection<S> {
             pending: BytesMut::new(),
             scratch: vec![0; READ_CHUNK].into_boxed_slice(),
             eof: false,
-            force_close: Box::pin(force_close.cancelled_owned()),
+            force_close_wait: Box::pin(force_close.clone().cancelled_owned()),
+            force_close,
         }
     }
 
@@ -47,13 +51,26 @@ impl<S> ServerConnection<S> {
         self.rewriter.stats()
     }
 
-    fn check_open(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
-        match self.force_close.as_mut().poll(cx) {
-            Poll::Ready(()) => Err(io::Error::new(
-                io::ErrorKind::ConnectionAborted,
-                "server shut down before the connection closed gracefully",
-            )),
-            Poll::Pending => Ok(()),
+    fn closed_error() -> io::Error {
+        io::Error::new(
+            io::ErrorKind::ConnectionAborted,
+            "server shut down before the connection closed gracefully",
+        )
+    }
+
+    fn check_open(&self) -> io::Result<()> {
+        if self.force_close.is_cancelled() {
+            Err(Self::closed_error())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Called when the socket would block: make sure a forced close wakes us.
+    fn pending<T>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
+        match self.force_close_wait.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(Self::closed_error())),
+            Poll::Pending => Poll::Pending,
         }
     }
 }
@@ -65,7 +82,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for ServerConnection<S> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        this.check_open(cx)?;
+        this.check_open()?;
         loop {
             if !this.pending.is_empty() {
                 let n = this.pending.len().min(buf.remaining());
@@ -77,7 +94,12 @@ impl<S: AsyncRead + Unpin> AsyncRead for ServerConnection<S> {
                 return Poll::Ready(Ok(()));
             }
             let mut chunk = ReadBuf::new(&mut this.scratch);
-            ready!(Pin::new(&mut this.inner).poll_read(cx, &mut chunk))?;
+            if Pin::new(&mut this.inner)
+                .poll_read(cx, &mut chunk)?
+                .is_pending()
+            {
+                return this.pending(cx);
+            }
             let read = chunk.filled();
             if read.is_empty() {
                 this.eof = true;
@@ -97,8 +119,11 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for ServerConnection<S> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        this.check_open(cx)?;
-        Pin::new(&mut this.inner).poll_write(cx, buf)
+        this.check_open()?;
+        match Pin::new(&mut this.inner).poll_write(cx, buf) {
+            Poll::Pending => this.pending(cx),
+            ready => ready,
+        }
     }
 
     fn poll_write_vectored(
@@ -107,8 +132,11 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for ServerConnection<S> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        this.check_open(cx)?;
-        Pin::new(&mut this.inner).poll_write_vectored(cx, bufs)
+        this.check_open()?;
+        match Pin::new(&mut this.inner).poll_write_vectored(cx, bufs) {
+            Poll::Pending => this.pending(cx),
+            ready => ready,
+        }
     }
 
     fn is_write_vectored(&self) -> bool {

@@ -36,6 +36,22 @@ pub struct HeaderField {
     pub sensitive: bool,
 }
 
+/// One step of a decoded header block, as [`Decoder::decode_with`] reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event<'a> {
+    /// A dynamic table size update (only at the start of a block).
+    SizeUpdate(usize),
+    /// A header field.
+    Field {
+        /// Field name.
+        name: &'a [u8],
+        /// Field value.
+        value: &'a [u8],
+        /// Sent as "never indexed".
+        sensitive: bool,
+    },
+}
+
 /// A decoded header block.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct HeaderBlock {

@@ -507,3 +507,62 @@ fn valid_and_invalid_authorities_are_told_apart() {
         );
     }
 }
+
+#[test]
+fn empty_authority_is_replaced_even_as_the_first_one_seen() {
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut input = PREFACE.to_vec();
+    let block = ClientEncoder::new().encode(&as_refs(&request(b"", b"/a.B/C")), &mut rng);
+    header_frames(&mut input, 1, &block, false, &mut rng);
+    let (out, rewriter) = run(&input, 64).unwrap();
+    let blocks = fields_of(&decode_header_blocks(&out[PREFACE.len()..]).unwrap());
+    assert_eq!(
+        blocks[0][3],
+        (b":authority".to_vec(), b"localhost".to_vec())
+    );
+    assert_eq!(rewriter.stats().rewritten, 1);
+}
+
+/// Random corruption of valid connections: the rewriter must never panic,
+/// and what it produces must not depend on how the input was split into reads.
+#[test]
+fn corrupted_streams_never_panic_and_chunking_never_changes_the_output() {
+    for seed in 0..400u64 {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut encoder = ClientEncoder::new();
+        let mut input = PREFACE.to_vec();
+        for stream in 0..rng.random_range(1..5u32) {
+            let authority = if rng.random_bool(0.5) {
+                GO_AUTHORITY
+            } else {
+                b"localhost"
+            };
+            let block = encoder.encode(&as_refs(&request(authority, b"/s.S/M")), &mut rng);
+            header_frames(&mut input, 1 + 2 * stream, &block, false, &mut rng);
+            frame(&mut input, 0x0, 0x1, 1 + 2 * stream, &[0, 0, 0, 0, 0]);
+        }
+        for _ in 0..rng.random_range(1..6) {
+            let at = rng.random_range(PREFACE.len()..input.len());
+            input[at] ^= 1 << rng.random_range(0..8);
+        }
+        let whole = run(&input, input.len());
+        let bytewise = run(&input, 1);
+        let chunked = run(&input, rng.random_range(2..64));
+        match (whole, bytewise, chunked) {
+            (Ok((a, _)), Ok((b, _)), Ok((c, _))) => {
+                assert_eq!(a, b, "seed {seed}");
+                assert_eq!(a, c, "seed {seed}");
+            }
+            (Err(a), Err(b), Err(c)) => {
+                assert_eq!(a.to_string(), b.to_string(), "seed {seed}");
+                assert_eq!(a.to_string(), c.to_string(), "seed {seed}");
+            }
+            (a, b, c) => panic!(
+                "seed {seed}: outcome depends on chunking: {:?} {:?} {:?}",
+                a.is_ok(),
+                b.is_ok(),
+                c.is_ok()
+            ),
+        }
+    }
+}

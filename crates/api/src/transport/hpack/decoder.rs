@@ -3,7 +3,7 @@
 use bytes::Bytes;
 
 use super::table::DynamicTable;
-use super::{HeaderBlock, HeaderField, HpackError, huffman};
+use super::{Event, HeaderBlock, HeaderField, HpackError, huffman};
 
 /// The dynamic table size every HTTP/2 connection starts with (RFC 7540 §6.5.2).
 pub const DEFAULT_TABLE_SIZE: usize = 4096;
@@ -41,7 +41,30 @@ impl Decoder {
     /// anyway, since HTTP/2 treats any decoding error as fatal.
     pub fn decode(&mut self, block: &[u8]) -> Result<HeaderBlock, HpackError> {
         let mut out = HeaderBlock::default();
+        self.decode_with(block, |event| match event {
+            Event::SizeUpdate(size) => out.size_updates.push(size),
+            Event::Field {
+                name,
+                value,
+                sensitive,
+            } => out.fields.push(HeaderField {
+                name: Bytes::copy_from_slice(name),
+                value: Bytes::copy_from_slice(value),
+                sensitive,
+            }),
+        })?;
+        Ok(out)
+    }
+
+    /// Decodes one complete header block, handing each size update and field
+    /// to `on_event` in order without collecting them.
+    pub fn decode_with(
+        &mut self,
+        block: &[u8],
+        mut on_event: impl FnMut(Event<'_>),
+    ) -> Result<(), HpackError> {
         let mut pos = 0;
+        let mut seen_field = false;
         while pos < block.len() {
             let first = block[pos];
             if first & 0x80 != 0 {
@@ -51,23 +74,25 @@ impl Decoder {
                     .table
                     .get(index)
                     .ok_or(HpackError::InvalidIndex(index))?;
-                out.fields.push(HeaderField {
+                on_event(Event::Field {
                     name,
                     value,
                     sensitive: false,
                 });
+                seen_field = true;
             } else if first & 0x40 != 0 {
                 // Literal with incremental indexing (§6.2.1).
                 let (name, value) = self.literal(block, &mut pos, 6)?;
-                self.table.insert(name.clone(), value.clone());
-                out.fields.push(HeaderField {
-                    name,
-                    value,
+                on_event(Event::Field {
+                    name: &name,
+                    value: &value,
                     sensitive: false,
                 });
+                self.table.insert(name, value);
+                seen_field = true;
             } else if first & 0x20 != 0 {
                 // Dynamic table size update (§6.3): only before the first field.
-                if !out.fields.is_empty() {
+                if seen_field {
                     return Err(HpackError::MisplacedSizeUpdate);
                 }
                 let size = decode_int(block, &mut pos, 5)?;
@@ -78,19 +103,20 @@ impl Decoder {
                     });
                 }
                 self.table.set_max_size(size);
-                out.size_updates.push(size);
+                on_event(Event::SizeUpdate(size));
             } else {
                 // Literal without indexing (0000) or never indexed (0001) (§6.2.2, §6.2.3).
                 let sensitive = first & 0x10 != 0;
                 let (name, value) = self.literal(block, &mut pos, 4)?;
-                out.fields.push(HeaderField {
-                    name,
-                    value,
+                on_event(Event::Field {
+                    name: &name,
+                    value: &value,
                     sensitive,
                 });
+                seen_field = true;
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     fn literal(
@@ -104,9 +130,8 @@ impl Decoder {
             decode_string(block, pos)?
         } else {
             self.table
-                .get(index)
+                .name(index)
                 .ok_or(HpackError::InvalidIndex(index))?
-                .0
         };
         let value = decode_string(block, pos)?;
         Ok((name, value))

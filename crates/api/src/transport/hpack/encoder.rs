@@ -5,27 +5,26 @@
 //! the authority layer re-encode a client's header blocks without tracking
 //! (or disturbing) the server's table.
 
-use super::HeaderField;
 use super::table::{static_exact, static_name};
 
-/// Appends one header field.
-pub fn encode_field(field: &HeaderField, out: &mut Vec<u8>) {
-    if !field.sensitive {
-        if let Some(index) = static_exact(&field.name, &field.value) {
+/// Appends one header field; `sensitive` writes it as "never indexed".
+pub fn encode_field(name: &[u8], value: &[u8], sensitive: bool, out: &mut Vec<u8>) {
+    if !sensitive {
+        if let Some(index) = static_exact(name, value) {
             encode_int(index, 7, 0x80, out);
             return;
         }
     }
     // 0000 = without indexing, 0001 = never indexed; both with a 4-bit name index.
-    let flags = if field.sensitive { 0x10 } else { 0x00 };
-    match static_name(&field.name) {
+    let flags = if sensitive { 0x10 } else { 0x00 };
+    match static_name(name) {
         Some(index) => encode_int(index, 4, flags, out),
         None => {
             out.push(flags);
-            encode_string(&field.name, out);
+            encode_string(name, out);
         }
     }
-    encode_string(&field.value, out);
+    encode_string(value, out);
 }
 
 /// Appends a dynamic table size update.

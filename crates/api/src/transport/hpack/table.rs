@@ -108,14 +108,23 @@ impl DynamicTable {
     }
 
     /// Looks up a combined index: 1..=61 is static, 62 and up dynamic.
-    pub(crate) fn get(&self, index: usize) -> Option<(Bytes, Bytes)> {
+    pub(crate) fn get(&self, index: usize) -> Option<(&[u8], &[u8])> {
         match index {
             0 => None,
-            1..=61 => {
-                let (name, value) = STATIC_TABLE[index - 1];
-                Some((Bytes::from_static(name), Bytes::from_static(value)))
-            }
-            _ => self.entries.get(index - 62).cloned(),
+            1..=61 => Some(STATIC_TABLE[index - 1]),
+            _ => self
+                .entries
+                .get(index - 62)
+                .map(|(n, v)| (n.as_ref(), v.as_ref())),
+        }
+    }
+
+    /// The name at a combined index, shared rather than copied.
+    pub(crate) fn name(&self, index: usize) -> Option<Bytes> {
+        match index {
+            0 => None,
+            1..=61 => Some(Bytes::from_static(STATIC_TABLE[index - 1].0)),
+            _ => self.entries.get(index - 62).map(|(n, _)| n.clone()),
         }
     }
 

@@ -243,14 +243,7 @@ fn encoder_output_decodes_to_the_same_fields_and_leaves_the_table_alone() {
     let mut block = Vec::new();
     encode_size_update(1024, &mut block);
     for (name, value, sensitive) in fields {
-        encode_field(
-            &HeaderField {
-                name: bytes::Bytes::from_static(name.as_bytes()),
-                value: bytes::Bytes::from_static(value.as_bytes()),
-                sensitive,
-            },
-            &mut block,
-        );
+        encode_field(name.as_bytes(), value.as_bytes(), sensitive, &mut block);
     }
     let mut decoder = Decoder::new();
     let decoded = decoder.decode(&block).unwrap();
