@@ -9,6 +9,8 @@
 //!    the same service on a stock tonic server.
 //!
 //! Run: `cargo bench -p nodeplugins-api --bench authority`
+// Benchmark and test code: a failed unwrap aborts the run with a precise location.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::time::Duration;
 

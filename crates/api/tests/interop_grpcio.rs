@@ -2,6 +2,8 @@
 //! HTTP/2 frames from the Python `hpack`/`hyperframe` packages) against our
 //! servers, and our client against a grpcio server. Stubs are generated from
 //! our own `.proto` files, so these tests also prove the wire format.
+// Test code: a failed unwrap is a failed test with a precise location.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 use std::time::Duration;

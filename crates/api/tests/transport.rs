@@ -1,5 +1,7 @@
 //! The Unix-socket transport with real sockets: binding hygiene, serving,
 //! dialing and shutdown.
+// Test code: a failed unwrap is a failed test with a precise location.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::time::Duration;

@@ -9,11 +9,9 @@ use super::table::{static_exact, static_name};
 
 /// Appends one header field; `sensitive` writes it as "never indexed".
 pub fn encode_field(name: &[u8], value: &[u8], sensitive: bool, out: &mut Vec<u8>) {
-    if !sensitive {
-        if let Some(index) = static_exact(name, value) {
-            encode_int(index, 7, 0x80, out);
-            return;
-        }
+    if !sensitive && let Some(index) = static_exact(name, value) {
+        encode_int(index, 7, 0x80, out);
+        return;
     }
     // 0000 = without indexing, 0001 = never indexed; both with a 4-bit name index.
     let flags = if sensitive { 0x10 } else { 0x00 };
