@@ -1,1 +1,18 @@
-//! Placeholder.
+//! The node side of the kubelet's plugin system.
+//!
+//! - [`registry`]: the plugin manager. It watches `<root>/plugins_registry`
+//!   (inotify, recursive), speaks the `pluginregistration` v1 protocol with
+//!   every plugin socket, and hands plugins to a [`PluginHandler`] by type.
+//! - [`handler`]: the [`PluginHandler`] trait embedders implement for their
+//!   own plugin types.
+//! - [`admin`]: the operator socket the `nodeplugins` CLI reads status from.
+//! - [`agent`]: the wiring `nodeplugins run` uses.
+#![forbid(unsafe_code)]
+
+pub mod admin;
+pub mod agent;
+pub mod handler;
+pub mod registry;
+
+pub use handler::{HandlerError, LoggingHandler, PluginHandler};
+pub use registry::{PluginManager, RegistryConfig, RegistryHandle};

@@ -19,6 +19,6 @@ mod socket;
 
 pub use connection::ServerConnection;
 pub use dial::{dial, dial_lazy};
-pub use error::TransportError;
+pub use error::{TransportError, root_cause};
 pub use serve::{SHUTDOWN_GRACE, serve};
 pub use socket::{BoundSocket, MAX_SOCKET_PATH_LEN, SocketFile, check_socket_path};

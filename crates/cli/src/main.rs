@@ -1,2 +1,15 @@
-//! nodeplugins
-fn main() {}
+//! `nodeplugins`: run the node agent and inspect it.
+
+mod commands;
+mod logging;
+mod output;
+
+use clap::Parser;
+
+fn main() -> anyhow::Result<()> {
+    let cli = commands::Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(commands::dispatch(cli))
+}

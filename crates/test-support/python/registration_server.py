@@ -7,6 +7,7 @@ import argparse
 import json
 import signal
 import sys
+import threading
 from concurrent import futures
 
 import grpc
@@ -16,11 +17,14 @@ from pluginregistration.v1 import api_pb2_grpc as reg_grpc
 
 
 class Registration(reg_grpc.RegistrationServicer):
-    def __init__(self, info):
+    def __init__(self, info, hang_get_info):
         self.info = info
+        self.hang_get_info = hang_get_info
 
     def GetInfo(self, request, context):
         print("GETINFO", flush=True)
+        if self.hang_get_info:
+            threading.Event().wait()
         return self.info
 
     def NotifyRegistrationStatus(self, request, context):
@@ -36,12 +40,14 @@ def main():
     parser.add_argument("--name", default="python.example.com")
     parser.add_argument("--endpoint", default="")
     parser.add_argument("--versions", default="1.0.0")
+    parser.add_argument("--hang-get-info", action="store_true",
+                        help="never answer GetInfo (a plugin stuck mid-registration)")
     args = parser.parse_args()
 
     info = reg.PluginInfo(type=args.type, name=args.name, endpoint=args.endpoint,
                           supported_versions=[v for v in args.versions.split(",") if v])
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-    reg_grpc.add_RegistrationServicer_to_server(Registration(info), server)
+    reg_grpc.add_RegistrationServicer_to_server(Registration(info, args.hang_get_info), server)
     server.add_insecure_port("unix:" + args.socket)
     server.start()
     print("READY", flush=True)

@@ -66,7 +66,7 @@ pub enum TransportError {
         source: tonic::transport::Error,
     },
     /// Connecting to a socket failed.
-    #[error("dial {path:?} failed: {source}")]
+    #[error("dial {path:?} failed: {}", root_cause(source))]
     Dial {
         /// The path.
         path: PathBuf,
@@ -82,4 +82,14 @@ pub enum TransportError {
         /// The time allowed.
         timeout: std::time::Duration,
     },
+}
+
+/// The innermost cause of an error, which for transport errors is the one
+/// that says what happened ("Connection refused (os error 111)").
+pub fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut current = error;
+    while let Some(next) = current.source() {
+        current = next;
+    }
+    current.to_string()
 }

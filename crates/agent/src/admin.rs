@@ -1,0 +1,62 @@
+//! The operator socket, `<root>/nodeplugins/admin.sock`: mode 0600 in a 0700
+//! directory, and only the agent's own user (or root) is answered.
+//!
+//! The protocol is one JSON request line per connection, such as
+//! `{"request":"status"}`, answered by one JSON line ([`AgentStatus`]), or
+//! `{"request":"events"}`, answered by one [`PluginEvent`] JSON line per
+//! event until the client hangs up. Errors come back as `{"error":"..."}`.
+
+mod client;
+mod server;
+
+use std::path::{Path, PathBuf};
+
+pub use client::{AdminClientError, EventStream, events, status};
+pub use server::serve;
+
+use crate::registry::{PluginEvent, PluginStatus};
+
+/// The directory under the root that holds the admin socket.
+pub const ADMIN_DIR: &str = "nodeplugins";
+/// The admin socket's file name.
+pub const ADMIN_SOCKET: &str = "admin.sock";
+
+/// The admin socket of the agent using `root_dir`.
+pub fn socket_path(root_dir: &Path) -> PathBuf {
+    root_dir.join(ADMIN_DIR).join(ADMIN_SOCKET)
+}
+
+/// A request line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "request", rename_all = "lowercase")]
+pub enum AdminRequest {
+    /// The plugin table and agent facts.
+    Status,
+    /// Follow plugin events.
+    Events,
+}
+
+/// The answer to [`AdminRequest::Status`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AgentStatus {
+    /// nodeplugins version.
+    pub version: String,
+    /// The agent's root directory.
+    pub root_dir: PathBuf,
+    /// When the agent started (Unix milliseconds).
+    pub started_at_unix_ms: u64,
+    /// How long it has been running.
+    pub uptime_ms: u64,
+    /// Every known plugin socket.
+    pub plugins: Vec<PluginStatus>,
+}
+
+/// An error line.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AdminErrorReply {
+    /// What went wrong.
+    pub error: String,
+}
+
+/// One line of an events stream.
+pub type AdminEvent = PluginEvent;

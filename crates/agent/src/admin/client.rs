@@ -1,0 +1,116 @@
+//! Reading the admin socket, for the CLI and tests.
+
+use std::path::{Path, PathBuf};
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::net::UnixStream;
+use tokio::net::unix::OwnedReadHalf;
+
+use super::{AdminErrorReply, AdminRequest, AgentStatus, socket_path};
+use crate::registry::PluginEvent;
+
+/// Why the agent could not be asked.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminClientError {
+    /// No agent listens on the socket.
+    #[error(
+        "cannot reach the agent at {path:?} (is `nodeplugins run` running with this --root-dir?): {source}"
+    )]
+    Connect {
+        /// The admin socket.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The connection failed mid-way.
+    #[error("talking to the agent at {path:?}: {source}")]
+    Io {
+        /// The admin socket.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The agent answered with an error.
+    #[error("the agent answered: {0}")]
+    Agent(String),
+    /// The answer was not understood.
+    #[error("unexpected answer from the agent: {0}")]
+    Protocol(String),
+}
+
+async fn request(
+    root_dir: &Path,
+    request: AdminRequest,
+) -> Result<Lines<BufReader<OwnedReadHalf>>, AdminClientError> {
+    let path = socket_path(root_dir);
+    let stream = UnixStream::connect(&path)
+        .await
+        .map_err(|source| AdminClientError::Connect {
+            path: path.clone(),
+            source,
+        })?;
+    let (read, mut write) = stream.into_split();
+    let mut line =
+        serde_json::to_vec(&request).map_err(|e| AdminClientError::Protocol(e.to_string()))?;
+    line.push(b'\n');
+    write
+        .write_all(&line)
+        .await
+        .map_err(|source| AdminClientError::Io { path, source })?;
+    Ok(BufReader::new(read).lines())
+}
+
+fn parse<T: serde::de::DeserializeOwned>(line: &str) -> Result<T, AdminClientError> {
+    match serde_json::from_str::<T>(line) {
+        Ok(value) => Ok(value),
+        Err(e) => match serde_json::from_str::<AdminErrorReply>(line) {
+            Ok(reply) => Err(AdminClientError::Agent(reply.error)),
+            Err(_) => Err(AdminClientError::Protocol(e.to_string())),
+        },
+    }
+}
+
+/// Asks the agent using `root_dir` for its status.
+pub async fn status(root_dir: &Path) -> Result<AgentStatus, AdminClientError> {
+    let path = socket_path(root_dir);
+    let mut lines = request(root_dir, AdminRequest::Status).await?;
+    match lines.next_line().await {
+        Ok(Some(line)) => parse(&line),
+        Ok(None) => Err(AdminClientError::Protocol(
+            "connection closed without an answer".into(),
+        )),
+        Err(source) => Err(AdminClientError::Io { path, source }),
+    }
+}
+
+/// Follows the agent's plugin events; each call of the returned closure
+/// yields the next event, or `None` when the agent goes away.
+pub async fn events(root_dir: &Path) -> Result<EventStream, AdminClientError> {
+    let lines = request(root_dir, AdminRequest::Events).await?;
+    Ok(EventStream {
+        lines,
+        path: socket_path(root_dir),
+    })
+}
+
+/// Plugin events read from the admin socket.
+pub struct EventStream {
+    lines: Lines<BufReader<OwnedReadHalf>>,
+    path: PathBuf,
+}
+
+impl EventStream {
+    /// The next event; `None` when the agent closes the stream.
+    pub async fn next(&mut self) -> Result<Option<PluginEvent>, AdminClientError> {
+        match self.lines.next_line().await {
+            Ok(Some(line)) => parse(&line).map(Some),
+            Ok(None) => Ok(None),
+            Err(source) => Err(AdminClientError::Io {
+                path: self.path.clone(),
+                source,
+            }),
+        }
+    }
+}

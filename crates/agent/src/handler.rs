@@ -1,0 +1,100 @@
+//! The interface between the plugin manager and the code that knows a
+//! plugin type (CSI, device plugin, DRA, or an embedder's own).
+
+use std::sync::Arc;
+
+/// Why a handler refused or failed a plugin. The message is sent to the
+/// plugin in `NotifyRegistrationStatus`, so it should say what to fix.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct HandlerError {
+    message: String,
+    #[source]
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl HandlerError {
+    /// An error with a message only.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// An error with a message and its cause; the cause is appended when the
+    /// error is shown to the plugin.
+    pub fn with_source(
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        let source: Box<dyn std::error::Error + Send + Sync> = Box::new(source);
+        Self {
+            message: format!("{}: {source}", message.into()),
+            source: Some(source),
+        }
+    }
+}
+
+/// Handles the plugins of one type. The plugin manager calls it, for each
+/// socket path, strictly in the order validate → register, and later
+/// deregister; calls for one socket path never overlap.
+#[async_trait::async_trait]
+pub trait PluginHandler: Send + Sync + 'static {
+    /// Checks a plugin before registration (names, versions). An error is
+    /// sent to the plugin and the registration is retried with backoff.
+    async fn validate(
+        &self,
+        name: &str,
+        endpoint: &str,
+        versions: &[String],
+    ) -> Result<(), HandlerError>;
+
+    /// Takes the plugin into use. On error the handler must leave no trace
+    /// of the plugin: the manager will retry the whole registration.
+    async fn register(
+        &self,
+        name: &str,
+        endpoint: &str,
+        versions: &[String],
+    ) -> Result<(), HandlerError>;
+
+    /// Stops using the plugin registered with `name` at `endpoint`.
+    async fn deregister(&self, name: &str, endpoint: &str);
+}
+
+/// A handler that accepts every plugin and logs what happens to it.
+#[derive(Debug, Clone)]
+pub struct LoggingHandler {
+    plugin_type: String,
+}
+
+impl LoggingHandler {
+    /// A handler for plugins of `plugin_type`.
+    pub fn new(plugin_type: impl Into<String>) -> Arc<Self> {
+        Arc::new(Self {
+            plugin_type: plugin_type.into(),
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl PluginHandler for LoggingHandler {
+    async fn validate(&self, _: &str, _: &str, _: &[String]) -> Result<(), HandlerError> {
+        Ok(())
+    }
+
+    async fn register(
+        &self,
+        name: &str,
+        endpoint: &str,
+        versions: &[String],
+    ) -> Result<(), HandlerError> {
+        tracing::info!(plugin_type = %self.plugin_type, %name, %endpoint, ?versions, "plugin accepted");
+        Ok(())
+    }
+
+    async fn deregister(&self, name: &str, endpoint: &str) {
+        tracing::info!(plugin_type = %self.plugin_type, %name, %endpoint, "plugin removed");
+    }
+}

@@ -1,0 +1,181 @@
+//! The plugin manager: discovers registration sockets under
+//! `<root>/plugins_registry` and registers each plugin with the handler for
+//! its type, following upstream's protocol and timeouts.
+//!
+//! - [`watcher`] (inotify) reports sockets appearing and disappearing;
+//! - the [`reconciler`] task owns desired and actual state (keyed by socket
+//!   path, with a generation per socket appearance) and runs at most one
+//!   operation per path, with per-path exponential backoff on failure;
+//! - [`register`] performs one registration: dial, GetInfo, validate,
+//!   register, NotifyRegistrationStatus.
+//!
+//! # Differences from upstream
+//!
+//! - Event-driven: no once-a-second loop. A new socket is registered as soon
+//!   as its creation event arrives, and nothing runs while idle.
+//! - A failed handler `register` is retried with backoff. Upstream records the
+//!   plugin in its actual state before calling the handler and leaves it
+//!   there on failure, so it never retries until the socket is re-created.
+//! - A failure is logged once per change of error; repeats go to debug level.
+//! - A socket reported twice (initial walk and event) is one plugin: the
+//!   desired state compares the file's inode before minting a new generation.
+
+mod backoff;
+pub mod config;
+mod handlers;
+mod reconciler;
+pub mod register;
+mod state;
+pub mod status;
+pub mod watcher;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+pub use config::RegistryConfig;
+pub use state::{Generation, PluginDescription};
+pub use status::{PluginEvent, PluginEventKind, PluginState, PluginStatus};
+pub use watcher::WatchError;
+
+use crate::handler::PluginHandler;
+use handlers::Handlers;
+use reconciler::{Control, Reconciler};
+
+/// How many events a slow event subscriber may fall behind before it misses some.
+const EVENT_BUFFER: usize = 4096;
+
+/// The plugin manager. Add handlers, take a [`RegistryHandle`], then [`run`](Self::run).
+pub struct PluginManager {
+    config: Arc<RegistryConfig>,
+    handlers: Handlers,
+    control_tx: mpsc::Sender<Control>,
+    control_rx: mpsc::Receiver<Control>,
+    events: broadcast::Sender<PluginEvent>,
+    version: watch::Sender<u64>,
+    ready: watch::Sender<bool>,
+}
+
+/// The plugin manager has stopped.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("the plugin manager is not running")]
+pub struct RegistryStopped;
+
+impl PluginManager {
+    /// A manager watching `config.dir`.
+    pub fn new(config: RegistryConfig) -> Self {
+        let (control_tx, control_rx) = mpsc::channel(1024);
+        Self {
+            config: Arc::new(config),
+            handlers: Handlers::default(),
+            control_tx,
+            control_rx,
+            events: broadcast::channel(EVENT_BUFFER).0,
+            version: watch::channel(0).0,
+            ready: watch::channel(false).0,
+        }
+    }
+
+    /// Routes plugins of `plugin_type` to `handler`, replacing any previous one.
+    pub fn add_handler(&self, plugin_type: impl Into<String>, handler: Arc<dyn PluginHandler>) {
+        self.handlers.insert(plugin_type.into(), handler);
+    }
+
+    /// A handle for reading status and events, valid while the manager runs.
+    pub fn handle(&self) -> RegistryHandle {
+        RegistryHandle {
+            control: self.control_tx.clone(),
+            events: self.events.clone(),
+            version: self.version.subscribe(),
+            ready: self.ready.subscribe(),
+        }
+    }
+
+    /// Watches and registers until `shutdown`. Fails only if the directory
+    /// cannot be created or watched.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), WatchError> {
+        let (watch_tx, watch_rx) = mpsc::channel(1024);
+        let reconciler = Reconciler::new(
+            self.config.clone(),
+            self.handlers,
+            self.control_tx,
+            self.events,
+            self.version,
+            self.ready,
+        );
+        let watcher = watcher::watch(self.config.dir.clone(), watch_tx, shutdown.clone());
+        let reconcile = reconciler.run(watch_rx, self.control_rx, shutdown.clone());
+        let (watched, ()) = tokio::join!(
+            async {
+                let result = watcher.await;
+                if result.is_err() {
+                    shutdown.cancel();
+                }
+                result
+            },
+            reconcile
+        );
+        watched
+    }
+}
+
+/// Reads the plugin manager's status and events.
+#[derive(Clone)]
+pub struct RegistryHandle {
+    control: mpsc::Sender<Control>,
+    events: broadcast::Sender<PluginEvent>,
+    version: watch::Receiver<u64>,
+    ready: watch::Receiver<bool>,
+}
+
+impl RegistryHandle {
+    /// The current plugin table, sorted by socket path.
+    pub async fn snapshot(&self) -> Result<Vec<PluginStatus>, RegistryStopped> {
+        let (tx, rx) = oneshot::channel();
+        self.control
+            .send(Control::Snapshot(tx))
+            .await
+            .map_err(|_| RegistryStopped)?;
+        rx.await.map_err(|_| RegistryStopped)
+    }
+
+    /// Events from now on.
+    pub fn events(&self) -> broadcast::Receiver<PluginEvent> {
+        self.events.subscribe()
+    }
+
+    /// Waits until the sockets present at start-up have been reported.
+    pub async fn ready(&self) -> Result<(), RegistryStopped> {
+        let mut ready = self.ready.clone();
+        ready
+            .wait_for(|r| *r)
+            .await
+            .map(|_| ())
+            .map_err(|_| RegistryStopped)
+    }
+
+    /// Waits until the plugin table satisfies `pred`, re-checking after every
+    /// change, and returns it; `None` after `timeout`.
+    pub async fn wait_for(
+        &self,
+        timeout: Duration,
+        mut pred: impl FnMut(&[PluginStatus]) -> bool,
+    ) -> Result<Option<Vec<PluginStatus>>, RegistryStopped> {
+        let mut version = self.version.clone();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            version.mark_unchanged();
+            let table = self.snapshot().await?;
+            if pred(&table) {
+                return Ok(Some(table));
+            }
+            match tokio::time::timeout_at(deadline, version.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Err(RegistryStopped),
+                Err(_) => return Ok(None),
+            }
+        }
+    }
+}

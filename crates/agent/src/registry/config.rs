@@ -1,0 +1,55 @@
+//! Plugin manager settings, with the kubelet's values as defaults.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Dialing a registration socket (upstream `dialTimeoutDuration`, 10 s).
+pub const DIAL_TIMEOUT: Duration = Duration::from_secs(10);
+/// The GetInfo call (upstream: 1 s).
+pub const GET_INFO_TIMEOUT: Duration = Duration::from_secs(1);
+/// NotifyRegistrationStatus, waiting for the connection to be ready
+/// (upstream `notifyTimeoutDuration`, 5 s).
+pub const NOTIFY_TIMEOUT: Duration = Duration::from_secs(5);
+/// First retry delay after a failure (upstream `initialDurationBeforeRetry`, 500 ms).
+pub const INITIAL_BACKOFF: Duration = Duration::from_millis(500);
+/// Longest retry delay (upstream `maxDurationBeforeRetry`, 2 min 2 s).
+pub const MAX_BACKOFF: Duration = Duration::from_secs(122);
+/// How long a refused connection is retried before it counts as a failure.
+/// A plugin's socket file appears at `bind(2)`, an instant before
+/// `listen(2)`; this covers that window without waiting out a whole backoff
+/// step. (Upstream's blocking dial waits up to its full dial timeout.)
+pub const CONNECTION_REFUSED_GRACE: Duration = Duration::from_millis(100);
+
+/// Settings of a [`super::PluginManager`].
+#[derive(Debug, Clone)]
+pub struct RegistryConfig {
+    /// The watched directory, `<root>/plugins_registry`.
+    pub dir: PathBuf,
+    /// See [`DIAL_TIMEOUT`].
+    pub dial_timeout: Duration,
+    /// See [`GET_INFO_TIMEOUT`].
+    pub get_info_timeout: Duration,
+    /// See [`NOTIFY_TIMEOUT`].
+    pub notify_timeout: Duration,
+    /// See [`INITIAL_BACKOFF`].
+    pub initial_backoff: Duration,
+    /// See [`MAX_BACKOFF`].
+    pub max_backoff: Duration,
+    /// See [`CONNECTION_REFUSED_GRACE`].
+    pub connection_refused_grace: Duration,
+}
+
+impl RegistryConfig {
+    /// Upstream defaults for the directory `dir`.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            dial_timeout: DIAL_TIMEOUT,
+            get_info_timeout: GET_INFO_TIMEOUT,
+            notify_timeout: NOTIFY_TIMEOUT,
+            initial_backoff: INITIAL_BACKOFF,
+            max_backoff: MAX_BACKOFF,
+            connection_refused_grace: CONNECTION_REFUSED_GRACE,
+        }
+    }
+}

@@ -1,0 +1,495 @@
+//! The task that owns desired and actual state and makes the second follow
+//! the first: unregister first (socket gone or replaced), then register.
+//!
+//! It wakes only for a watcher event, a finished operation, a due backoff
+//! deadline or a status query; otherwise it sleeps. Each wake-up reconciles
+//! only the socket paths that event touched.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::task::{JoinError, JoinSet};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::backoff::Backoff;
+use super::config::RegistryConfig;
+use super::handlers::Handlers;
+use super::register::{Failed, Progress, Registered, register};
+use super::state::{ActualEntry, ActualState, DesiredState, Generation, PluginDescription};
+use super::status::{PluginEvent, PluginEventKind, PluginState, PluginStatus, unix_ms};
+use super::watcher::WatchEvent;
+use crate::handler::PluginHandler;
+
+/// Requests from outside and progress reports from running operations.
+pub(crate) enum Control {
+    Progress {
+        path: PathBuf,
+        generation: Generation,
+        info: PluginDescription,
+    },
+    Snapshot(oneshot::Sender<Vec<PluginStatus>>),
+}
+
+enum Outcome {
+    Register {
+        path: PathBuf,
+        generation: Generation,
+        result: Result<Registered, Failed>,
+    },
+    Unregister {
+        path: PathBuf,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Running {
+    Register(Generation),
+    Unregister,
+}
+
+pub(crate) struct Reconciler {
+    pub(crate) config: Arc<RegistryConfig>,
+    pub(crate) handlers: Handlers,
+    pub(crate) control_tx: mpsc::Sender<Control>,
+    pub(crate) events: broadcast::Sender<PluginEvent>,
+    pub(crate) version: watch::Sender<u64>,
+    pub(crate) ready: watch::Sender<bool>,
+    desired: DesiredState,
+    actual: ActualState,
+    running: HashMap<PathBuf, Running>,
+    task_paths: HashMap<tokio::task::Id, (PathBuf, Running)>,
+    backoff: HashMap<PathBuf, Backoff>,
+    pending_info: HashMap<PathBuf, PluginDescription>,
+    timers: BTreeSet<(Instant, PathBuf)>,
+    dirty: HashSet<PathBuf>,
+    tasks: JoinSet<Outcome>,
+}
+
+impl Reconciler {
+    pub(crate) fn new(
+        config: Arc<RegistryConfig>,
+        handlers: Handlers,
+        control_tx: mpsc::Sender<Control>,
+        events: broadcast::Sender<PluginEvent>,
+        version: watch::Sender<u64>,
+        ready: watch::Sender<bool>,
+    ) -> Self {
+        Self {
+            config,
+            handlers,
+            control_tx,
+            events,
+            version,
+            ready,
+            desired: DesiredState::default(),
+            actual: ActualState::default(),
+            running: HashMap::new(),
+            task_paths: HashMap::new(),
+            backoff: HashMap::new(),
+            pending_info: HashMap::new(),
+            timers: BTreeSet::new(),
+            dirty: HashSet::new(),
+            tasks: JoinSet::new(),
+        }
+    }
+
+    /// Runs until `shutdown`. Operations still running then are abandoned.
+    pub(crate) async fn run(
+        mut self,
+        mut watch_rx: mpsc::Receiver<WatchEvent>,
+        mut control_rx: mpsc::Receiver<Control>,
+        shutdown: CancellationToken,
+    ) {
+        let mut watcher_open = true;
+        loop {
+            if !self.dirty.is_empty() {
+                let dirty: Vec<PathBuf> = self.dirty.drain().collect();
+                for path in dirty {
+                    self.reconcile(&path);
+                }
+                self.version.send_modify(|v| *v += 1);
+            }
+            let next_timer = self.timers.first().map(|(at, _)| *at);
+            tokio::select! {
+                biased;
+                () = shutdown.cancelled() => break,
+                event = watch_rx.recv(), if watcher_open => match event {
+                    Some(event) => self.on_watch(event),
+                    None => watcher_open = false,
+                },
+                Some(done) = self.tasks.join_next_with_id(), if !self.tasks.is_empty() => self.on_done(done),
+                Some(control) = control_rx.recv() => self.on_control(control),
+                () = sleep_until_opt(next_timer), if next_timer.is_some() => self.on_timer(),
+            }
+        }
+        self.tasks.abort_all();
+    }
+
+    fn on_watch(&mut self, event: WatchEvent) {
+        match event {
+            WatchEvent::Added { path, identity } => {
+                if self.desired.add_or_update(&path, identity) {
+                    self.dirty.insert(path);
+                }
+            }
+            WatchEvent::Removed { path } => {
+                if self.desired.remove(&path) {
+                    self.dirty.insert(path);
+                }
+            }
+            WatchEvent::RemovedTree { dir } => {
+                self.dirty.extend(self.desired.remove_tree(&dir));
+            }
+            WatchEvent::Resync { sockets } => {
+                let present: HashSet<&PathBuf> = sockets.iter().map(|(p, _)| p).collect();
+                let gone: Vec<PathBuf> = self
+                    .desired
+                    .paths()
+                    .filter(|p| !present.contains(p))
+                    .cloned()
+                    .collect();
+                for path in gone {
+                    self.desired.remove(&path);
+                    self.dirty.insert(path);
+                }
+                for (path, identity) in sockets {
+                    if self.desired.add_or_update(&path, identity) {
+                        self.dirty.insert(path);
+                    }
+                }
+            }
+            WatchEvent::Ready => {
+                self.ready.send_replace(true);
+            }
+        }
+    }
+
+    fn on_control(&mut self, control: Control) {
+        match control {
+            Control::Progress {
+                path,
+                generation,
+                info,
+            } => {
+                if self.running.get(&path) == Some(&Running::Register(generation)) {
+                    self.pending_info.insert(path, info);
+                }
+            }
+            Control::Snapshot(reply) => {
+                let _ = reply.send(self.snapshot());
+            }
+        }
+    }
+
+    fn on_timer(&mut self) {
+        let now = Instant::now();
+        while let Some((at, _)) = self.timers.first() {
+            if *at > now {
+                break;
+            }
+            if let Some((_, path)) = self.timers.pop_first() {
+                self.dirty.insert(path);
+            }
+        }
+    }
+
+    /// Brings one socket path one step closer to its desired state.
+    fn reconcile(&mut self, path: &Path) {
+        if self.running.contains_key(path) {
+            return;
+        }
+        let desired = self.desired.get(path).copied();
+        if let Some(actual) = self.actual.get(path) {
+            if desired.map(|d| d.generation) == Some(actual.generation) {
+                return;
+            }
+            if let Some(entry) = self.actual.remove(path) {
+                self.start_unregister(path, entry);
+            }
+            return;
+        }
+        let Some(desired) = desired else {
+            self.backoff.remove(path);
+            self.pending_info.remove(path);
+            return;
+        };
+        if let Some(backoff) = self.backoff.get(path)
+            && backoff.generation == desired.generation
+            && Instant::now() < backoff.retry_at
+        {
+            self.timers.insert((backoff.retry_at, path.to_owned()));
+            return;
+        }
+        self.start_register(path, desired.generation);
+    }
+
+    fn start_register(&mut self, path: &Path, generation: Generation) {
+        let control = self.control_tx.clone();
+        let progress_path = path.to_owned();
+        let progress: Progress = Box::new(move |info| {
+            let _ = control.try_send(Control::Progress {
+                path: progress_path,
+                generation,
+                info,
+            });
+        });
+        let (handlers, config, socket) =
+            (self.handlers.clone(), self.config.clone(), path.to_owned());
+        let task = self.tasks.spawn(async move {
+            let result = register(socket.clone(), handlers, config, progress).await;
+            Outcome::Register {
+                path: socket,
+                generation,
+                result,
+            }
+        });
+        self.running
+            .insert(path.to_owned(), Running::Register(generation));
+        self.task_paths
+            .insert(task.id(), (path.to_owned(), Running::Register(generation)));
+    }
+
+    fn start_unregister(&mut self, path: &Path, entry: ActualEntry) {
+        tracing::info!(
+            socket = %path.display(), plugin_type = %entry.info.plugin_type, name = %entry.info.name,
+            "deregistering plugin"
+        );
+        self.emit(
+            PluginEventKind::Deregistered,
+            path,
+            Some(entry.info.clone()),
+            None,
+            None,
+        );
+        let handler: Arc<dyn PluginHandler> = entry.handler;
+        let (name, endpoint, socket) = (entry.info.name, entry.info.endpoint, path.to_owned());
+        let task = self.tasks.spawn(async move {
+            handler.deregister(&name, &endpoint).await;
+            Outcome::Unregister { path: socket }
+        });
+        self.running.insert(path.to_owned(), Running::Unregister);
+        self.task_paths
+            .insert(task.id(), (path.to_owned(), Running::Unregister));
+    }
+
+    fn on_done(&mut self, done: Result<(tokio::task::Id, Outcome), JoinError>) {
+        match done {
+            Ok((id, outcome)) => {
+                self.task_paths.remove(&id);
+                match outcome {
+                    Outcome::Register {
+                        path,
+                        generation,
+                        result: Ok(registered),
+                    } => {
+                        self.on_registered(path, generation, registered);
+                    }
+                    Outcome::Register {
+                        path,
+                        generation,
+                        result: Err(failed),
+                    } => {
+                        self.on_failed(path, generation, failed.error.to_string(), failed.info);
+                    }
+                    Outcome::Unregister { path } => {
+                        self.running.remove(&path);
+                        self.dirty.insert(path);
+                    }
+                }
+            }
+            Err(error) => {
+                let Some((path, running)) = self.task_paths.remove(&error.id()) else {
+                    return;
+                };
+                if !error.is_panic() {
+                    return;
+                }
+                let message = panic_message(error);
+                match running {
+                    Running::Register(generation) => {
+                        let info = self.pending_info.get(&path).cloned();
+                        self.on_failed(
+                            path,
+                            generation,
+                            format!("RegisterPlugin error -- handler panicked: {message}"),
+                            info,
+                        );
+                    }
+                    Running::Unregister => {
+                        tracing::error!(socket = %path.display(), panic = %message, "plugin handler panicked while deregistering");
+                        self.running.remove(&path);
+                        self.dirty.insert(path);
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_registered(&mut self, path: PathBuf, generation: Generation, registered: Registered) {
+        self.running.remove(&path);
+        self.backoff.remove(&path);
+        self.pending_info.remove(&path);
+        let Registered {
+            info,
+            handler,
+            notify_error,
+        } = registered;
+        match &notify_error {
+            None => tracing::info!(
+                socket = %path.display(), plugin_type = %info.plugin_type, name = %info.name,
+                endpoint = %info.endpoint, "registered plugin"
+            ),
+            Some(error) => tracing::warn!(
+                socket = %path.display(), plugin_type = %info.plugin_type, name = %info.name,
+                %error, "registered plugin, but could not tell it so"
+            ),
+        }
+        self.emit(
+            PluginEventKind::Registered,
+            &path,
+            Some(info.clone()),
+            notify_error.clone(),
+            None,
+        );
+        let entry = ActualEntry {
+            generation,
+            info,
+            handler,
+            registered_at: SystemTime::now(),
+            notify_error,
+        };
+        self.actual.insert(path.clone(), entry);
+        self.dirty.insert(path);
+    }
+
+    fn on_failed(
+        &mut self,
+        path: PathBuf,
+        generation: Generation,
+        error: String,
+        info: Option<PluginDescription>,
+    ) {
+        self.running.remove(&path);
+        let previous = self.backoff.get(&path);
+        let repeated =
+            previous.is_some_and(|p| p.generation == generation && p.last_error == error);
+        let backoff = Backoff::after_failure(
+            previous,
+            generation,
+            error.clone(),
+            Instant::now(),
+            self.config.initial_backoff,
+            self.config.max_backoff,
+        );
+        if repeated {
+            tracing::debug!(socket = %path.display(), %error, failures = backoff.failures, retry_in = ?backoff.delay, "plugin registration failed again");
+        } else {
+            tracing::warn!(socket = %path.display(), %error, retry_in = ?backoff.delay, "plugin registration failed");
+        }
+        let retry_in = Some(backoff.delay.as_millis() as u64);
+        if let Some(info) = &info {
+            self.pending_info.insert(path.clone(), info.clone());
+        }
+        self.emit(PluginEventKind::Failed, &path, info, Some(error), retry_in);
+        self.timers.insert((backoff.retry_at, path.clone()));
+        self.backoff.insert(path.clone(), backoff);
+        self.dirty.insert(path);
+    }
+
+    fn emit(
+        &self,
+        kind: PluginEventKind,
+        path: &Path,
+        plugin: Option<PluginDescription>,
+        error: Option<String>,
+        retry_in_ms: Option<u64>,
+    ) {
+        let _ = self.events.send(PluginEvent {
+            kind,
+            socket_path: path.to_owned(),
+            plugin,
+            error,
+            retry_in_ms,
+            at_unix_ms: unix_ms(SystemTime::now()),
+        });
+    }
+
+    fn snapshot(&self) -> Vec<PluginStatus> {
+        let now = Instant::now();
+        let mut paths: BTreeSet<&PathBuf> = self.desired.paths().collect();
+        paths.extend(self.actual.paths());
+        paths.extend(self.running.keys());
+        paths
+            .into_iter()
+            .map(|path| {
+                let desired = self.desired.get(path);
+                let actual = self.actual.get(path);
+                let backoff = self
+                    .backoff
+                    .get(path)
+                    .filter(|b| desired.map(|d| d.generation) == Some(b.generation));
+                let info = actual
+                    .map(|a| &a.info)
+                    .or_else(|| self.pending_info.get(path));
+                let state = match (actual, self.running.get(path), backoff) {
+                    (Some(a), _, _) if desired.map(|d| d.generation) == Some(a.generation) => {
+                        PluginState::Registered
+                    }
+                    (Some(_), _, _) | (None, Some(Running::Unregister), _) => {
+                        PluginState::Deregistering
+                    }
+                    (None, Some(Running::Register(_)), _) => PluginState::Pending,
+                    (None, None, Some(_)) => PluginState::Failed,
+                    (None, None, None) => PluginState::Pending,
+                };
+                let error = match state {
+                    PluginState::Failed => backoff.map(|b| b.last_error.clone()),
+                    PluginState::Registered => actual.and_then(|a| a.notify_error.clone()),
+                    _ => None,
+                };
+                PluginStatus {
+                    socket_path: path.clone(),
+                    plugin_type: info.map(|i| i.plugin_type.clone()),
+                    name: info.map(|i| i.name.clone()),
+                    endpoint: info.map(|i| i.endpoint.clone()),
+                    versions: info.map(|i| i.versions.clone()).unwrap_or_default(),
+                    state,
+                    generation: desired
+                        .map(|d| d.generation.0)
+                        .or(actual.map(|a| a.generation.0))
+                        .unwrap_or(0),
+                    registered_at_unix_ms: actual.map(|a| unix_ms(a.registered_at)),
+                    error,
+                    failures: backoff.map_or(0, |b| b.failures),
+                    retry_in_ms: match state {
+                        PluginState::Failed => backoff
+                            .map(|b| b.retry_at.saturating_duration_since(now).as_millis() as u64),
+                        _ => None,
+                    },
+                }
+            })
+            .collect()
+    }
+}
+
+async fn sleep_until_opt(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn panic_message(error: JoinError) -> String {
+    let payload = error.into_panic();
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_string()
+    }
+}

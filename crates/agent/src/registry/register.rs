@@ -1,0 +1,253 @@
+//! One registration, as the kubelet performs it: dial the socket, GetInfo,
+//! pick the handler by type, default the endpoint, validate, register, and
+//! tell the plugin the outcome.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nodeplugins_api::pluginregistration::v1::registration_client::RegistrationClient;
+use nodeplugins_api::pluginregistration::v1::{InfoRequest, RegistrationStatus};
+use nodeplugins_api::transport::{TransportError, dial, root_cause};
+use tokio::time::Instant;
+use tonic::transport::Channel;
+
+use super::config::RegistryConfig;
+use super::handlers::Handlers;
+use super::state::PluginDescription;
+use crate::handler::PluginHandler;
+
+/// Where a registration failed; the message is what the plugin is told.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegisterError {
+    /// The socket could not be dialed.
+    #[error("RegisterPlugin error -- dial failed at socket {socket}, err: {error}")]
+    Dial {
+        /// The registration socket.
+        socket: String,
+        /// The cause.
+        error: String,
+    },
+    /// GetInfo failed or timed out.
+    #[error(
+        "RegisterPlugin error -- failed to get plugin info using RPC GetInfo at socket {socket}, err: {error}"
+    )]
+    GetInfo {
+        /// The registration socket.
+        socket: String,
+        /// The cause.
+        error: String,
+    },
+    /// No handler for the plugin's type.
+    #[error(
+        "RegisterPlugin error -- no handler registered for plugin type: {plugin_type} at socket {socket}"
+    )]
+    NoHandler {
+        /// The type the plugin reported.
+        plugin_type: String,
+        /// The registration socket.
+        socket: String,
+    },
+    /// The handler rejected the plugin.
+    #[error("RegisterPlugin error -- plugin validation failed with err: {0}")]
+    Validation(String),
+    /// The handler could not take the plugin into use.
+    #[error("RegisterPlugin error -- plugin registration failed with err: {0}")]
+    Registration(String),
+}
+
+/// A successful registration.
+pub(crate) struct Registered {
+    pub(crate) info: PluginDescription,
+    pub(crate) handler: Arc<dyn PluginHandler>,
+    /// NotifyRegistrationStatus(true) could not be delivered; the plugin is
+    /// registered all the same (as upstream), and status shows this.
+    pub(crate) notify_error: Option<String>,
+}
+
+/// A failed registration, with what GetInfo said if it got that far.
+pub(crate) struct Failed {
+    pub(crate) error: RegisterError,
+    pub(crate) info: Option<PluginDescription>,
+}
+
+/// Reports progress to the reconciler so status can show a plugin's name
+/// while its registration is still running.
+pub(crate) type Progress = Box<dyn FnOnce(PluginDescription) + Send>;
+
+/// Performs one registration of the plugin at `socket`.
+pub(crate) async fn register(
+    socket: PathBuf,
+    handlers: Handlers,
+    config: Arc<RegistryConfig>,
+    progress: Progress,
+) -> Result<Registered, Failed> {
+    let socket_str = socket.display().to_string();
+    let channel = dial_with_grace(&socket, &config)
+        .await
+        .map_err(|e| Failed {
+            error: RegisterError::Dial {
+                socket: socket_str.clone(),
+                error: root_cause(&e),
+            },
+            info: None,
+        })?;
+    let mut client = RegistrationClient::new(channel);
+
+    let info = match tokio::time::timeout(config.get_info_timeout, client.get_info(InfoRequest {}))
+        .await
+    {
+        Ok(Ok(response)) => response.into_inner(),
+        Ok(Err(status)) => {
+            return Err(Failed {
+                error: RegisterError::GetInfo {
+                    socket: socket_str,
+                    error: status_text(&status),
+                },
+                info: None,
+            });
+        }
+        Err(_) => {
+            return Err(Failed {
+                error: RegisterError::GetInfo {
+                    socket: socket_str,
+                    error: format!("no answer within {:?}", config.get_info_timeout),
+                },
+                info: None,
+            });
+        }
+    };
+    let description = PluginDescription {
+        endpoint: if info.endpoint.is_empty() {
+            socket_str.clone()
+        } else {
+            info.endpoint.clone()
+        },
+        plugin_type: info.r#type,
+        name: info.name,
+        versions: info.supported_versions,
+    };
+    progress(description.clone());
+
+    let notify_timeout = config.notify_timeout;
+    let fail = |error: RegisterError,
+                client: RegistrationClient<Channel>,
+                description: PluginDescription| async move {
+        let _ = notify(client, false, &error.to_string(), notify_timeout).await;
+        Err(Failed {
+            error,
+            info: Some(description),
+        })
+    };
+
+    let Some(handler) = handlers.get(&description.plugin_type) else {
+        let error = RegisterError::NoHandler {
+            plugin_type: description.plugin_type.clone(),
+            socket: socket_str,
+        };
+        return fail(error, client, description).await;
+    };
+    let (name, endpoint, versions) = (
+        &description.name,
+        &description.endpoint,
+        &description.versions,
+    );
+    if let Err(e) = handler.validate(name, endpoint, versions).await {
+        return fail(
+            RegisterError::Validation(e.to_string()),
+            client,
+            description,
+        )
+        .await;
+    }
+    if let Err(e) = handler.register(name, endpoint, versions).await {
+        return fail(
+            RegisterError::Registration(e.to_string()),
+            client,
+            description,
+        )
+        .await;
+    }
+    let notify_error = notify(client, true, "", config.notify_timeout)
+        .await
+        .err()
+        .map(|e| {
+            format!(
+                "RegisterPlugin error -- failed to send registration status at socket {}, err: {e}",
+                socket.display()
+            )
+        });
+    Ok(Registered {
+        info: description,
+        handler,
+        notify_error,
+    })
+}
+
+/// Dials, retrying a refused connection for a moment: the socket file exists
+/// from `bind(2)`, slightly before the plugin calls `listen(2)`.
+async fn dial_with_grace(
+    socket: &Path,
+    config: &RegistryConfig,
+) -> Result<Channel, TransportError> {
+    let give_up = Instant::now() + config.connection_refused_grace;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match dial(socket, config.dial_timeout).await {
+            Err(e) if is_refused(&e) && Instant::now() + pause < give_up => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
+}
+
+fn is_refused(error: &TransportError) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            return io.kind() == std::io::ErrorKind::ConnectionRefused;
+        }
+        source = e.source();
+    }
+    false
+}
+
+fn status_text(status: &tonic::Status) -> String {
+    format!(
+        "rpc error: code = {:?} desc = {}",
+        status.code(),
+        status.message()
+    )
+}
+
+/// NotifyRegistrationStatus with wait-for-ready semantics: transport
+/// failures are retried until `timeout`.
+async fn notify(
+    mut client: RegistrationClient<Channel>,
+    registered: bool,
+    error: &str,
+    timeout: Duration,
+) -> Result<(), String> {
+    let deadline = Instant::now() + timeout;
+    let mut pause = Duration::from_millis(5);
+    loop {
+        let request = RegistrationStatus {
+            plugin_registered: registered,
+            error: error.to_string(),
+        };
+        match tokio::time::timeout_at(deadline, client.notify_registration_status(request)).await {
+            Ok(Ok(_)) => return Ok(()),
+            Ok(Err(status))
+                if status.code() == tonic::Code::Unavailable
+                    && Instant::now() + pause < deadline =>
+            {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(200));
+            }
+            Ok(Err(status)) => return Err(status_text(&status)),
+            Err(_) => return Err(format!("no answer within {timeout:?}")),
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! The command line: flags → config → wiring.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use nodeplugins::agent::{Agent, AgentConfig};
+use nodeplugins_api::constants::layout::DEFAULT_ROOT_DIR;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
+
+use crate::logging::{self, LogFormat};
+use crate::output::{self, Format};
+
+/// The kubelet's node plugin system: plugin manager, device manager and DRA, as one agent.
+#[derive(Debug, Parser)]
+#[command(name = "nodeplugins", version, about)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the node agent until SIGTERM or SIGINT.
+    Run {
+        /// Root directory, like the kubelet's --root-dir.
+        #[arg(long, env = "NODEPLUGINS_ROOT_DIR", default_value = DEFAULT_ROOT_DIR)]
+        root_dir: PathBuf,
+        /// Log line format.
+        #[arg(long, env = "NODEPLUGINS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+        log_format: LogFormat,
+        /// Log level or filter (RUST_LOG overrides it).
+        #[arg(long, env = "NODEPLUGINS_LOG_LEVEL", default_value = "info")]
+        log_level: String,
+    },
+    /// Show the plugins the running agent knows.
+    Status {
+        /// Root directory of the agent to ask.
+        #[arg(long, env = "NODEPLUGINS_ROOT_DIR", default_value = DEFAULT_ROOT_DIR)]
+        root_dir: PathBuf,
+        /// Output format.
+        #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
+        output: Format,
+    },
+}
+
+pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Run {
+            root_dir,
+            log_format,
+            log_level,
+        } => {
+            logging::init(log_format, &log_level);
+            run(root_dir).await
+        }
+        Command::Status { root_dir, output } => {
+            let status = nodeplugins::admin::status(&root_dir).await?;
+            output::status(&status, output, &mut std::io::stdout().lock())
+        }
+    }
+}
+
+async fn run(root_dir: PathBuf) -> anyhow::Result<()> {
+    let shutdown = CancellationToken::new();
+    let mut terminate = signal(SignalKind::terminate()).context("install SIGTERM handler")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("install SIGINT handler")?;
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = terminate.recv() => tracing::info!("SIGTERM received, stopping"),
+            _ = interrupt.recv() => tracing::info!("SIGINT received, stopping"),
+        }
+        stop.cancel();
+    });
+    let agent = Agent::new(AgentConfig::new(&root_dir));
+    tracing::info!(root_dir = %root_dir.display(), "nodeplugins agent starting");
+    agent
+        .run(shutdown)
+        .await
+        .with_context(|| format!("agent on {}", root_dir.display()))?;
+    tracing::info!("nodeplugins agent stopped");
+    Ok(())
+}

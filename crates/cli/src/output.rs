@@ -1,0 +1,110 @@
+//! Printing results as tables or JSON.
+
+use std::io::Write;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use nodeplugins::admin::AgentStatus;
+use nodeplugins::registry::PluginState;
+
+/// Output format of inspection commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Format {
+    /// Aligned columns for people.
+    Table,
+    /// A JSON document for programs.
+    Json,
+}
+
+fn ago(unix_ms: u64) -> String {
+    let then = UNIX_EPOCH + Duration::from_millis(unix_ms);
+    let secs = SystemTime::now()
+        .duration_since(then)
+        .map_or(0, |d| d.as_secs());
+    human(Duration::from_secs(secs)) + " ago"
+}
+
+pub(crate) fn human(d: Duration) -> String {
+    let secs = d.as_secs();
+    match secs {
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m{}s", secs / 60, secs % 60),
+        _ => format!("{}h{}m", secs / 3600, (secs % 3600) / 60),
+    }
+}
+
+/// Prints the agent status.
+pub(crate) fn status(
+    status: &AgentStatus,
+    format: Format,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    if format == Format::Json {
+        serde_json::to_writer_pretty(&mut *out, status)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    let count = |s: PluginState| status.plugins.iter().filter(|p| p.state == s).count();
+    writeln!(
+        out,
+        "agent {} on {}, up {}: {} plugins ({} registered, {} pending, {} failed)",
+        status.version,
+        status.root_dir.display(),
+        human(Duration::from_millis(status.uptime_ms)),
+        status.plugins.len(),
+        count(PluginState::Registered),
+        count(PluginState::Pending),
+        count(PluginState::Failed),
+    )?;
+    if status.plugins.is_empty() {
+        return Ok(());
+    }
+    let rows: Vec<[String; 6]> = status
+        .plugins
+        .iter()
+        .map(|p| {
+            let state = match p.state {
+                PluginState::Registered => p
+                    .registered_at_unix_ms
+                    .map_or("registered".into(), |t| format!("registered {}", ago(t))),
+                PluginState::Failed => format!(
+                    "failed x{}, retry in {}",
+                    p.failures,
+                    human(Duration::from_millis(p.retry_in_ms.unwrap_or(0)))
+                ),
+                PluginState::Pending => "pending".into(),
+                PluginState::Deregistering => "deregistering".into(),
+            };
+            [
+                p.plugin_type.clone().unwrap_or_else(|| "-".into()),
+                p.name.clone().unwrap_or_else(|| "-".into()),
+                state,
+                p.versions.join(","),
+                p.socket_path.display().to_string(),
+                p.error.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    let headers = ["TYPE", "NAME", "STATE", "VERSIONS", "SOCKET", "ERROR"];
+    let mut widths = headers.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let line = |cells: &[String]| {
+        let mut text = String::new();
+        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+            if i + 1 == cells.len() {
+                text.push_str(cell);
+            } else {
+                text.push_str(&format!("{cell:<w$}  "));
+            }
+        }
+        text.trim_end().to_string()
+    };
+    writeln!(out, "{}", line(&headers.map(String::from)))?;
+    for row in &rows {
+        writeln!(out, "{}", line(row))?;
+    }
+    Ok(())
+}
