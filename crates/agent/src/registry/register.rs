@@ -215,11 +215,16 @@ fn is_refused(error: &TransportError) -> bool {
 }
 
 fn status_text(status: &tonic::Status) -> String {
-    format!(
+    let mut text = format!(
         "rpc error: code = {:?} desc = {}",
         status.code(),
         status.message()
-    )
+    );
+    if let Some(source) = std::error::Error::source(status) {
+        text.push_str(": ");
+        text.push_str(&root_cause(source));
+    }
+    text
 }
 
 /// NotifyRegistrationStatus with wait-for-ready semantics: transport
