@@ -259,8 +259,8 @@ async fn recreated_socket_deregisters_then_registers_with_a_new_generation() {
             ]
         })
         .chain([
-            format!("validate v5.example.com"),
-            format!("register v5.example.com"),
+            "validate v5.example.com".to_string(),
+            "register v5.example.com".to_string(),
         ])
         .collect();
     assert_eq!(calls, expected);

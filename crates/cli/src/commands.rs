@@ -22,6 +22,9 @@ pub(crate) struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Benchmarks (figures quoted in BENCHMARKS.md).
+    #[command(subcommand)]
+    Bench(BenchCommand),
     /// Run the node agent until SIGTERM or SIGINT.
     Run {
         /// Root directory, like the kubelet's --root-dir.
@@ -45,6 +48,12 @@ enum Command {
     },
 }
 
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// Registration latency of a fleet of plugins, measured from the plugin side.
+    Fleet(crate::bench::FleetArgs),
+}
+
 pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run {
@@ -54,6 +63,10 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         } => {
             logging::init(log_format, &log_level);
             run(root_dir).await
+        }
+        Command::Bench(BenchCommand::Fleet(args)) => {
+            logging::init(LogFormat::Text, "warn");
+            crate::bench::run_fleet(args).await
         }
         Command::Status { root_dir, output } => {
             let status = nodeplugins::admin::status(&root_dir).await?;

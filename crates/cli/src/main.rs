@@ -1,5 +1,6 @@
 //! `nodeplugins`: run the node agent and inspect it.
 
+mod bench;
 mod commands;
 mod logging;
 mod output;

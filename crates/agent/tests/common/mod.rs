@@ -1,6 +1,6 @@
 //! A plugin manager on a temporary directory with a recording handler.
 
-#![allow(dead_code)]
+#![allow(dead_code, unreachable_pub)]
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -16,6 +16,9 @@ use tokio_util::sync::CancellationToken;
 pub const TIMEOUT: Duration = nodeplugins_test_support::wait::TIMEOUT;
 pub const TYPE: &str = "TestPlugin";
 
+/// Adds a note to the recorded register call.
+pub type RegisterHook = Box<dyn Fn(&str) -> String + Send + Sync>;
+
 /// Records every call; can be told to fail, panic, or hold registrations.
 #[derive(Default)]
 pub struct RecordingHandler {
@@ -29,7 +32,7 @@ pub struct RecordingHandler {
     pub max_in_flight_per_endpoint: Mutex<usize>,
     pub max_in_flight_total: Mutex<usize>,
     /// Seen in register: how many notifications the plugin had received.
-    pub on_register: Mutex<Option<Box<dyn Fn(&str) -> String + Send + Sync>>>,
+    pub on_register: Mutex<Option<RegisterHook>>,
 }
 
 impl RecordingHandler {

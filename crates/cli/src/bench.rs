@@ -1,0 +1,9 @@
+//! `nodeplugins bench`: measurements quoted in BENCHMARKS.md.
+
+// A benchmark's report is its output.
+#[allow(clippy::print_stdout)]
+mod fleet;
+mod fleet_plugin;
+mod proc_stats;
+
+pub(crate) use fleet::{FleetArgs, run_fleet};
