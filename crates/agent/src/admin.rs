@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 pub use client::{AdminClientError, EventStream, events, status};
 pub use server::serve;
 
+use crate::csi::CsiDriver;
 use crate::registry::{PluginEvent, PluginStatus};
 
 /// The directory under the root that holds the admin socket.
@@ -49,6 +50,18 @@ pub struct AgentStatus {
     pub uptime_ms: u64,
     /// Every known plugin socket.
     pub plugins: Vec<PluginStatus>,
+    /// Registered CSI drivers.
+    #[serde(default)]
+    pub csi_drivers: Vec<CsiDriver>,
+}
+
+/// Where the admin socket reads the state it reports.
+#[derive(Clone)]
+pub struct StatusSources {
+    /// The plugin manager.
+    pub registry: crate::registry::RegistryHandle,
+    /// The CSI handler's drivers.
+    pub csi: crate::csi::CsiDriverStore,
 }
 
 /// An error line.

@@ -3,11 +3,13 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use nodeplugins_api::constants::{layout, plugin_type};
 use tokio_util::sync::CancellationToken;
 
+use crate::admin::StatusSources;
+use crate::csi::{CsiDriverStore, CsiHandler, NODE_GET_INFO_TIMEOUT};
 use crate::handler::{LoggingHandler, PluginHandler};
 use crate::registry::{PluginManager, RegistryConfig, RegistryHandle, WatchError};
 
@@ -18,6 +20,8 @@ pub struct AgentConfig {
     pub root_dir: PathBuf,
     /// Plugin manager settings; its `dir` is `<root>/plugins_registry`.
     pub registry: RegistryConfig,
+    /// Timeout of CSI NodeGetInfo calls.
+    pub csi_timeout: Duration,
 }
 
 impl AgentConfig {
@@ -25,7 +29,11 @@ impl AgentConfig {
     pub fn new(root_dir: impl Into<PathBuf>) -> Self {
         let root_dir = root_dir.into();
         let registry = RegistryConfig::new(root_dir.join(layout::PLUGINS_REGISTRY_DIR));
-        Self { root_dir, registry }
+        Self {
+            root_dir,
+            registry,
+            csi_timeout: NODE_GET_INFO_TIMEOUT,
+        }
     }
 }
 
@@ -44,18 +52,30 @@ pub enum AgentError {
 pub struct Agent {
     config: AgentConfig,
     manager: PluginManager,
+    csi: Arc<CsiHandler>,
 }
 
 impl Agent {
-    /// An agent with a handler for each built-in plugin type. Until the CSI,
-    /// device and DRA handlers exist, each built-in type gets a
-    /// [`LoggingHandler`] that accepts every plugin.
+    /// An agent with a handler for each built-in plugin type: the CSI
+    /// handler, and until the device and DRA handlers exist, a
+    /// [`LoggingHandler`] that accepts every plugin of those types.
     pub fn new(config: AgentConfig) -> Self {
         let manager = PluginManager::new(config.registry.clone());
-        for kind in [plugin_type::CSI, plugin_type::DEVICE, plugin_type::DRA] {
+        let csi = Arc::new(CsiHandler::new(config.csi_timeout));
+        manager.add_handler(plugin_type::CSI, csi.clone());
+        for kind in [plugin_type::DEVICE, plugin_type::DRA] {
             manager.add_handler(kind, LoggingHandler::new(kind));
         }
-        Self { config, manager }
+        Self {
+            config,
+            manager,
+            csi,
+        }
+    }
+
+    /// The registered CSI drivers.
+    pub fn csi_drivers(&self) -> CsiDriverStore {
+        self.csi.drivers()
     }
 
     /// Routes plugins of `plugin_type` to `handler` (replacing a built-in one).
@@ -74,10 +94,13 @@ impl Agent {
             dir: self.config.root_dir.clone(),
             source,
         })?;
-        let registry = self.manager.handle();
+        let sources = StatusSources {
+            registry: self.manager.handle(),
+            csi: self.csi.drivers(),
+        };
         let admin = crate::admin::serve(
             self.config.root_dir.clone(),
-            registry,
+            sources,
             SystemTime::now(),
             shutdown.clone(),
         );

@@ -5,12 +5,14 @@
 //!   every plugin socket, and hands plugins to a [`PluginHandler`] by type.
 //! - [`handler`]: the [`PluginHandler`] trait embedders implement for their
 //!   own plugin types.
+//! - [`csi`]: the CSI handler (version rules, driver store, NodeGetInfo).
 //! - [`admin`]: the operator socket the `nodeplugins` CLI reads status from.
 //! - [`agent`]: the wiring `nodeplugins run` uses.
 #![forbid(unsafe_code)]
 
 pub mod admin;
 pub mod agent;
+pub mod csi;
 pub mod handler;
 pub mod registry;
 

@@ -55,10 +55,52 @@ pub(crate) fn status(
         count(PluginState::Pending),
         count(PluginState::Failed),
     )?;
-    if status.plugins.is_empty() {
-        return Ok(());
+    if !status.plugins.is_empty() {
+        plugin_table(status, out)?;
     }
-    let rows: Vec<[String; 6]> = status
+    if !status.csi_drivers.is_empty() {
+        writeln!(out)?;
+        let rows: Vec<Vec<String>> = status
+            .csi_drivers
+            .iter()
+            .map(|d| {
+                let topology: Vec<String> = d
+                    .accessible_topology
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                vec![
+                    d.name.clone(),
+                    d.version.clone(),
+                    d.node_id.clone(),
+                    if d.max_volumes_per_node == 0 {
+                        "-".into()
+                    } else {
+                        d.max_volumes_per_node.to_string()
+                    },
+                    topology.join(","),
+                    d.endpoint.clone(),
+                ]
+            })
+            .collect();
+        table(
+            &[
+                "CSI DRIVER",
+                "VERSION",
+                "NODE ID",
+                "MAX VOLUMES",
+                "TOPOLOGY",
+                "ENDPOINT",
+            ],
+            &rows,
+            out,
+        )?;
+    }
+    Ok(())
+}
+
+fn plugin_table(status: &AgentStatus, out: &mut impl Write) -> anyhow::Result<()> {
+    let rows: Vec<Vec<String>> = status
         .plugins
         .iter()
         .map(|p| {
@@ -74,7 +116,7 @@ pub(crate) fn status(
                 PluginState::Pending => "pending".into(),
                 PluginState::Deregistering => "deregistering".into(),
             };
-            [
+            vec![
                 p.plugin_type.clone().unwrap_or_else(|| "-".into()),
                 p.name.clone().unwrap_or_else(|| "-".into()),
                 state,
@@ -84,16 +126,25 @@ pub(crate) fn status(
             ]
         })
         .collect();
-    let headers = ["TYPE", "NAME", "STATE", "VERSIONS", "SOCKET", "ERROR"];
-    let mut widths = headers.map(str::len);
-    for row in &rows {
+    table(
+        &["TYPE", "NAME", "STATE", "VERSIONS", "SOCKET", "ERROR"],
+        &rows,
+        out,
+    )
+}
+
+/// Prints aligned columns; the last column is not padded.
+fn table(headers: &[&str], rows: &[Vec<String>], out: &mut impl Write) -> anyhow::Result<()> {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.len());
         }
     }
     let line = |cells: &[String]| {
         let mut text = String::new();
-        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+            let w = *w;
             if i + 1 == cells.len() {
                 text.push_str(cell);
             } else {
@@ -102,8 +153,9 @@ pub(crate) fn status(
         }
         text.trim_end().to_string()
     };
-    writeln!(out, "{}", line(&headers.map(String::from)))?;
-    for row in &rows {
+    let headers: Vec<String> = headers.iter().map(|h| h.to_string()).collect();
+    writeln!(out, "{}", line(&headers))?;
+    for row in rows {
         writeln!(out, "{}", line(row))?;
     }
     Ok(())

@@ -11,8 +11,7 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::{AdminErrorReply, AdminRequest, AgentStatus, socket_path};
-use crate::registry::RegistryHandle;
+use super::{AdminErrorReply, AdminRequest, AgentStatus, StatusSources, socket_path};
 use crate::registry::status::unix_ms;
 
 /// How long a client has to send its request line.
@@ -23,7 +22,7 @@ const MAX_REQUEST: usize = 4096;
 /// Binds `<root>/nodeplugins/admin.sock` and answers requests until `shutdown`.
 pub async fn serve(
     root_dir: PathBuf,
-    registry: RegistryHandle,
+    sources: StatusSources,
     started: SystemTime,
     shutdown: CancellationToken,
 ) -> Result<(), TransportError> {
@@ -52,7 +51,7 @@ pub async fn serve(
             },
         };
         let context = Context {
-            registry: registry.clone(),
+            sources: sources.clone(),
             root_dir: root_dir.clone(),
             started,
             owner,
@@ -74,7 +73,7 @@ fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
 }
 
 struct Context {
-    registry: RegistryHandle,
+    sources: StatusSources,
     root_dir: PathBuf,
     started: SystemTime,
     owner: u32,
@@ -104,13 +103,14 @@ impl Context {
         }
         match serde_json::from_str::<AdminRequest>(line.trim()) {
             Ok(AdminRequest::Status) => {
-                let reply = match self.registry.snapshot().await {
+                let reply = match self.sources.registry.snapshot().await {
                     Ok(plugins) => serde_json::to_value(AgentStatus {
                         version: env!("CARGO_PKG_VERSION").to_string(),
                         root_dir: self.root_dir.clone(),
                         started_at_unix_ms: unix_ms(self.started),
                         uptime_ms: self.started.elapsed().map_or(0, |d| d.as_millis() as u64),
                         plugins,
+                        csi_drivers: self.sources.csi.list(),
                     }),
                     Err(e) => serde_json::to_value(AdminErrorReply {
                         error: e.to_string(),
@@ -121,7 +121,7 @@ impl Context {
                 }
             }
             Ok(AdminRequest::Events) => {
-                let mut events = self.registry.events();
+                let mut events = self.sources.registry.events();
                 loop {
                     let event = tokio::select! {
                         () = self.shutdown.cancelled() => return,

@@ -1,0 +1,9 @@
+//! The CSI plugin handler: version rules, the driver store, and the
+//! NodeGetInfo call that learns the node's identity in the driver.
+
+mod handler;
+mod store;
+pub mod version;
+
+pub use handler::{CsiHandler, NODE_GET_INFO_TIMEOUT};
+pub use store::{CsiDriver, CsiDriverStore};
