@@ -1,11 +1,21 @@
 //! The plugin side of the kubelet's plugin system.
 //!
-//! This crate is where the plugin SDK lives: a registrar serving
-//! `pluginregistration.Registration` with correct socket hygiene and
-//! rolling-update socket names, a device plugin server, a DRA driver server,
-//! and a CSI registrar replacing node-driver-registrar. None of these exist
-//! yet; today plugin authors use [`nodeplugins_api`] directly (its transport
-//! already accepts the path-valued `:authority` the real kubelet sends).
+//! - [`registrar`]: serve `pluginregistration.Registration` for a plugin,
+//!   with socket hygiene, per-instance names for rolling updates, and the
+//!   kubelet's verdict on a watch channel.
+//! - [`socket_name`]: registration socket names.
+//! - [`csi_registrar`]: a replacement for the node-driver-registrar sidecar,
+//!   also shipped as the `nodeplugins-csi-registrar` binary.
+//! - [`signals`]: stop on SIGTERM/SIGINT.
+//!
+//! Every server here goes through [`nodeplugins_api::transport`], which
+//! accepts the path-valued `:authority` the real kubelet sends.
 #![forbid(unsafe_code)]
 
+pub mod csi_registrar;
+pub mod registrar;
+pub mod signals;
+pub mod socket_name;
+
 pub use nodeplugins_api as api;
+pub use registrar::{PluginRegistration, Registrar, RegistrarBuilder, RegistrationState};

@@ -8,6 +8,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod binaries;
 pub mod fake_csi_driver;
 pub mod fake_device_plugin;
 pub mod fake_kubelet;

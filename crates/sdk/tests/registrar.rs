@@ -1,0 +1,148 @@
+//! The SDK registrar against the kubelet's side of the protocol, over real sockets.
+
+// Test code: a failed unwrap is a failed test with a precise location.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use nodeplugins_sdk::registrar::{
+    PluginRegistration, Registrar, RegistrarError, RegistrationState,
+};
+use nodeplugins_test_support::fake_kubelet;
+use nodeplugins_test_support::wait::{TIMEOUT, watch_until};
+use tokio_util::sync::CancellationToken;
+
+fn info() -> PluginRegistration {
+    PluginRegistration {
+        plugin_type: "DRAPlugin".into(),
+        name: "gpu.example.com".into(),
+        endpoint: "/var/lib/kubelet/plugins/gpu.example.com/dra.sock".into(),
+        versions: vec!["v1.DRAPlugin".into(), "v1beta1.DRAPlugin".into()],
+    }
+}
+
+#[tokio::test]
+async fn serves_get_info_on_the_default_socket_and_reports_the_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let registrar = Registrar::builder(info())
+        .registry_dir(dir.path())
+        .start(CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        registrar.socket(),
+        dir.path().join("gpu.example.com-reg.sock")
+    );
+    let got = fake_kubelet::get_info(registrar.socket()).await.unwrap();
+    assert_eq!(got.r#type, "DRAPlugin");
+    assert_eq!(got.name, "gpu.example.com");
+    assert_eq!(
+        got.endpoint,
+        "/var/lib/kubelet/plugins/gpu.example.com/dra.sock"
+    );
+    assert_eq!(
+        got.supported_versions,
+        ["v1.DRAPlugin", "v1beta1.DRAPlugin"]
+    );
+
+    let mut state = registrar.state();
+    assert_eq!(*state.borrow(), RegistrationState::Pending);
+    fake_kubelet::notify(
+        registrar.socket(),
+        false,
+        "RegisterPlugin error -- plugin validation failed",
+    )
+    .await
+    .unwrap();
+    let rejected = watch_until("rejection", &mut state, TIMEOUT, |s| {
+        matches!(s, RegistrationState::Rejected(_))
+    })
+    .await;
+    assert_eq!(
+        rejected,
+        RegistrationState::Rejected("RegisterPlugin error -- plugin validation failed".into())
+    );
+    fake_kubelet::notify(registrar.socket(), true, "")
+        .await
+        .unwrap();
+    watch_until("registration", &mut state, TIMEOUT, |s| {
+        *s == RegistrationState::Registered
+    })
+    .await;
+
+    let socket = registrar.socket().to_owned();
+    registrar.stop().await.unwrap();
+    assert!(!socket.exists(), "the socket is removed on shutdown");
+}
+
+#[tokio::test]
+async fn replaces_a_stale_socket_of_its_own_name_but_not_a_live_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gpu.example.com-reg.sock");
+    drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+    let first = Registrar::builder(info())
+        .registry_dir(dir.path())
+        .start(CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        fake_kubelet::get_info(&path).await.unwrap().name,
+        "gpu.example.com"
+    );
+    let second = Registrar::builder(info())
+        .registry_dir(dir.path())
+        .start(CancellationToken::new())
+        .await;
+    assert!(
+        matches!(second, Err(RegistrarError::Transport(_))),
+        "a live socket is never taken over"
+    );
+    first.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn rolling_update_instances_get_their_own_sockets() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Registrar::builder(info())
+        .registry_dir(dir.path())
+        .rolling_update("uid-a")
+        .start(CancellationToken::new())
+        .await
+        .unwrap();
+    let b = Registrar::builder(info())
+        .registry_dir(dir.path())
+        .rolling_update("uid-b")
+        .start(CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        a.socket(),
+        dir.path().join("gpu.example.com-uid-a-reg.sock")
+    );
+    assert_ne!(a.socket(), b.socket());
+    assert_eq!(
+        fake_kubelet::get_info(b.socket()).await.unwrap().name,
+        "gpu.example.com"
+    );
+    let both = Registrar::builder(info())
+        .socket_name("x.sock")
+        .rolling_update("u")
+        .socket_path();
+    assert!(matches!(both, Err(RegistrarError::ConflictingNames)));
+}
+
+#[tokio::test]
+async fn shutdown_token_stops_the_registrar_and_removes_its_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let shutdown = CancellationToken::new();
+    let registrar = Registrar::builder(info())
+        .registry_dir(dir.path())
+        .start(shutdown.clone())
+        .await
+        .unwrap();
+    let socket = registrar.socket().to_owned();
+    shutdown.cancel();
+    tokio::time::timeout(TIMEOUT, registrar.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!socket.exists());
+}

@@ -1,0 +1,38 @@
+//! Workspace binaries for end-to-end tests in any crate: built on first use
+//! (a no-op when the workspace is already built) and found in the target dir.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+fn target_profile_dir() -> PathBuf {
+    // Test executables live in <target>/<profile>/deps/.
+    let exe = std::env::current_exe().expect("test executable path");
+    exe.parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .expect("target profile directory")
+}
+
+/// The path of binary `name` from package `package`, building it if needed.
+pub fn binary(package: &str, name: &str) -> PathBuf {
+    static BUILD: Mutex<()> = Mutex::new(());
+    let _guard = BUILD.lock().unwrap_or_else(|p| p.into_inner());
+    let path = target_profile_dir().join(name);
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut command = Command::new(cargo);
+    command.args(["build", "--quiet", "-p", package, "--bin", name]);
+    if target_profile_dir()
+        .file_name()
+        .is_some_and(|p| p == "release")
+    {
+        command.arg("--release");
+    }
+    let status = command.status().expect("run cargo build");
+    assert!(
+        status.success(),
+        "cargo build -p {package} --bin {name} failed"
+    );
+    assert!(path.exists(), "{} was not built", path.display());
+    path
+}
