@@ -74,6 +74,11 @@ impl ChildProcess {
         status.code()
     }
 
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// Every stdout line read so far.
     pub fn output(&self) -> &[String] {
         &self.seen
