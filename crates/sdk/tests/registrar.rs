@@ -146,3 +146,33 @@ async fn shutdown_token_stops_the_registrar_and_removes_its_socket() {
         .unwrap();
     assert!(!socket.exists());
 }
+
+/// The real kubelet dials registration sockets with the socket path as
+/// `:authority`; hand-built HTTP/2 requests doing that must be answered.
+#[tokio::test(flavor = "multi_thread")]
+async fn answers_get_info_sent_with_a_path_valued_authority() {
+    use nodeplugins_test_support::process::ChildProcess;
+    use nodeplugins_test_support::python::python_env;
+
+    let dir = tempfile::tempdir().unwrap();
+    let registrar = Registrar::builder(info())
+        .registry_dir(dir.path())
+        .start(CancellationToken::new())
+        .await
+        .unwrap();
+    let mut command = python_env().script("raw_h2_client.py");
+    command.arg(registrar.socket()).args([
+        "--authority",
+        registrar.socket().to_str().unwrap(),
+        "--expect-name",
+        "gpu.example.com",
+    ]);
+    let mut client = ChildProcess::spawn("raw_h2_client.py", command);
+    client.wait_for_line(TIMEOUT, |l| l == "DONE").await;
+    assert_eq!(
+        client.wait(TIMEOUT).await,
+        Some(0),
+        "{}",
+        client.output().join("\n")
+    );
+}
