@@ -72,7 +72,11 @@ pub(crate) fn status(
                 vec![
                     d.name.clone(),
                     d.version.clone(),
-                    d.node_id.clone(),
+                    if d.node_id.is_empty() {
+                        "(pending NodeGetInfo)".into()
+                    } else {
+                        d.node_id.clone()
+                    },
                     if d.max_volumes_per_node == 0 {
                         "-".into()
                     } else {

@@ -50,13 +50,14 @@ impl Node {
             .then(|| serde_json::from_slice(&output.stdout).unwrap())
     }
 
+    /// The driver once its registration finished (NodeGetInfo answered).
     async fn csi_driver(&self, name: &str) -> serde_json::Value {
         eventually(&format!("CSI driver {name}"), TIMEOUT, || async {
             let status = self.status().await?;
             status["csi_drivers"]
                 .as_array()?
                 .iter()
-                .find(|d| d["name"] == name)
+                .find(|d| d["name"] == name && d["node_id"] != "")
                 .cloned()
         })
         .await

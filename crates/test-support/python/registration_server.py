@@ -48,6 +48,13 @@ def main():
                           supported_versions=[v for v in args.versions.split(",") if v])
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     reg_grpc.add_RegistrationServicer_to_server(Registration(info, args.hang_get_info), server)
+    if args.type == "CSIPlugin" and not args.endpoint:
+        # The endpoint defaults to this socket, so serve CSI here too, as a
+        # CSI driver with an embedded registrar would.
+        from csi_driver import Identity, Node
+        from csi.v1 import csi_pb2_grpc as csi_grpc
+        csi_grpc.add_IdentityServicer_to_server(Identity(args.name), server)
+        csi_grpc.add_NodeServicer_to_server(Node("py-node"), server)
     server.add_insecure_port("unix:" + args.socket)
     server.start()
     print("READY", flush=True)
