@@ -53,6 +53,9 @@ pub struct AgentStatus {
     /// Registered CSI drivers.
     #[serde(default)]
     pub csi_drivers: Vec<CsiDriver>,
+    /// Device plugin resources.
+    #[serde(default)]
+    pub resources: Vec<crate::device::ResourceStatus>,
 }
 
 /// Where the admin socket reads the state it reports.
@@ -62,6 +65,8 @@ pub struct StatusSources {
     pub registry: crate::registry::RegistryHandle,
     /// The CSI handler's drivers.
     pub csi: crate::csi::CsiDriverStore,
+    /// The device manager.
+    pub devices: crate::device::DeviceManager,
 }
 
 /// An error line.

@@ -10,6 +10,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::admin::StatusSources;
 use crate::csi::{CsiDriverStore, CsiHandler, NODE_GET_INFO_TIMEOUT};
+use crate::device::{
+    DeviceManager, DeviceManagerConfig, DevicePluginHandler, serve_kubelet_socket,
+};
 use crate::handler::{LoggingHandler, PluginHandler};
 use crate::registry::{PluginManager, RegistryConfig, RegistryHandle, WatchError};
 
@@ -22,6 +25,8 @@ pub struct AgentConfig {
     pub registry: RegistryConfig,
     /// Timeout of CSI NodeGetInfo calls.
     pub csi_timeout: Duration,
+    /// Device manager settings; its `dir` is `<root>/device-plugins`.
+    pub devices: DeviceManagerConfig,
 }
 
 impl AgentConfig {
@@ -29,10 +34,12 @@ impl AgentConfig {
     pub fn new(root_dir: impl Into<PathBuf>) -> Self {
         let root_dir = root_dir.into();
         let registry = RegistryConfig::new(root_dir.join(layout::PLUGINS_REGISTRY_DIR));
+        let devices = DeviceManagerConfig::new(root_dir.join(layout::DEVICE_PLUGINS_DIR));
         Self {
             root_dir,
             registry,
             csi_timeout: NODE_GET_INFO_TIMEOUT,
+            devices,
         }
     }
 }
@@ -53,24 +60,34 @@ pub struct Agent {
     config: AgentConfig,
     manager: PluginManager,
     csi: Arc<CsiHandler>,
+    devices: DeviceManager,
 }
 
 impl Agent {
-    /// An agent with a handler for each built-in plugin type: the CSI
-    /// handler, and until the device and DRA handlers exist, a
-    /// [`LoggingHandler`] that accepts every plugin of those types.
+    /// An agent with a handler for each built-in plugin type: CSI, device
+    /// plugins, and until the DRA handler exists, a [`LoggingHandler`] that
+    /// accepts every DRA plugin.
     pub fn new(config: AgentConfig) -> Self {
         let manager = PluginManager::new(config.registry.clone());
         let csi = Arc::new(CsiHandler::new(config.csi_timeout));
         manager.add_handler(plugin_type::CSI, csi.clone());
-        for kind in [plugin_type::DEVICE, plugin_type::DRA] {
-            manager.add_handler(kind, LoggingHandler::new(kind));
-        }
+        let devices = DeviceManager::new(config.devices.clone());
+        manager.add_handler(
+            plugin_type::DEVICE,
+            Arc::new(DevicePluginHandler::new(devices.clone())),
+        );
+        manager.add_handler(plugin_type::DRA, LoggingHandler::new(plugin_type::DRA));
         Self {
             config,
             manager,
             csi,
+            devices,
         }
+    }
+
+    /// The device manager.
+    pub fn devices(&self) -> DeviceManager {
+        self.devices.clone()
     }
 
     /// The registered CSI drivers.
@@ -97,6 +114,7 @@ impl Agent {
         let sources = StatusSources {
             registry: self.manager.handle(),
             csi: self.csi.drivers(),
+            devices: self.devices.clone(),
         };
         let admin = crate::admin::serve(
             self.config.root_dir.clone(),
@@ -104,23 +122,30 @@ impl Agent {
             SystemTime::now(),
             shutdown.clone(),
         );
+        let kubelet_socket = serve_kubelet_socket(self.devices.clone(), shutdown.clone());
         let manager = self.manager.run(shutdown.clone());
-        let (managed, served) = tokio::join!(
+        let devices = self.devices.clone();
+        let (managed, served, kubelet) = tokio::join!(
+            stop_all_on_exit(manager, &shutdown),
+            stop_all_on_exit(admin, &shutdown),
             async {
-                let result = manager.await;
-                shutdown.cancel();
-                result
-            },
-            async {
-                let result = admin.await;
-                if result.is_err() {
-                    shutdown.cancel();
-                }
+                let result = stop_all_on_exit(kubelet_socket, &shutdown).await;
+                devices.stop();
+                devices.wait_stopped().await;
                 result
             }
         );
         managed?;
         served?;
+        kubelet?;
         Ok(())
     }
+}
+
+/// Runs one part of the agent; when it ends (normally only at shutdown, or
+/// because it failed) the others are told to stop too.
+async fn stop_all_on_exit<T>(part: impl Future<Output = T>, shutdown: &CancellationToken) -> T {
+    let result = part.await;
+    shutdown.cancel();
+    result
 }

@@ -13,6 +13,7 @@
 pub mod admin;
 pub mod agent;
 pub mod csi;
+pub mod device;
 pub mod handler;
 pub mod registry;
 

@@ -58,6 +58,33 @@ pub(crate) fn status(
     if !status.plugins.is_empty() {
         plugin_table(status, out)?;
     }
+    if !status.resources.is_empty() {
+        writeln!(out)?;
+        let rows: Vec<Vec<String>> = status
+            .resources
+            .iter()
+            .map(|r| {
+                let removal = r.removal_in_ms.map_or(String::new(), |ms| {
+                    format!(
+                        "no plugin connected; removed in {}",
+                        human(Duration::from_millis(ms))
+                    )
+                });
+                vec![
+                    r.name.clone(),
+                    r.capacity.to_string(),
+                    r.allocatable.to_string(),
+                    r.instances.len().to_string(),
+                    removal,
+                ]
+            })
+            .collect();
+        table(
+            &["RESOURCE", "CAPACITY", "ALLOCATABLE", "PLUGINS", "NOTE"],
+            &rows,
+            out,
+        )?;
+    }
     if !status.csi_drivers.is_empty() {
         writeln!(out)?;
         let rows: Vec<Vec<String>> = status

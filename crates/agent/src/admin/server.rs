@@ -111,6 +111,7 @@ impl Context {
                         uptime_ms: self.started.elapsed().map_or(0, |d| d.as_millis() as u64),
                         plugins,
                         csi_drivers: self.sources.csi.list(),
+                        resources: self.sources.devices.status(),
                     }),
                     Err(e) => serde_json::to_value(AdminErrorReply {
                         error: e.to_string(),

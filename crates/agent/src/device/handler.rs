@@ -1,0 +1,61 @@
+//! Device plugins registering through `plugins_registry` (type `DevicePlugin`).
+
+use std::path::Path;
+
+use nodeplugins_api::constants::device_plugin::VERSION;
+
+use super::manager::DeviceManager;
+use super::resource_name::is_extended_resource_name;
+use crate::handler::{HandlerError, PluginHandler};
+
+/// The `DevicePlugin` handler: the plugin's name is its resource name and its
+/// endpoint the absolute path of its DevicePlugin socket.
+#[derive(Clone)]
+pub struct DevicePluginHandler {
+    manager: DeviceManager,
+}
+
+impl DevicePluginHandler {
+    /// A handler connecting plugins to `manager`.
+    pub fn new(manager: DeviceManager) -> Self {
+        Self { manager }
+    }
+}
+
+#[async_trait::async_trait]
+impl PluginHandler for DevicePluginHandler {
+    async fn validate(
+        &self,
+        name: &str,
+        _endpoint: &str,
+        versions: &[String],
+    ) -> Result<(), HandlerError> {
+        if !versions.iter().any(|v| v == VERSION) {
+            return Err(HandlerError::new(format!(
+                "manager version, {VERSION}, is not among plugin supported versions {versions:?}"
+            )));
+        }
+        if !is_extended_resource_name(name) {
+            return Err(HandlerError::new(format!(
+                "invalid name of device plugin socket: {name:?} is not a valid extended resource name"
+            )));
+        }
+        Ok(())
+    }
+
+    async fn register(
+        &self,
+        name: &str,
+        endpoint: &str,
+        _versions: &[String],
+    ) -> Result<(), HandlerError> {
+        self.manager
+            .connect(name, Path::new(endpoint))
+            .await
+            .map_err(|e| HandlerError::new(e.to_string()))
+    }
+
+    async fn deregister(&self, name: &str, endpoint: &str) {
+        self.manager.disconnect(name, Path::new(endpoint));
+    }
+}

@@ -1,0 +1,110 @@
+//! `<root>/device-plugins/kubelet.sock`: the `v1beta1.Registration` service
+//! device plugins call, served through our transport (most Go device plugins
+//! dial it with a path-valued `:authority`).
+
+use std::os::unix::fs::FileTypeExt;
+use std::path::Path;
+
+use nodeplugins_api::constants::device_plugin::{SUPPORTED_VERSIONS, VERSION};
+use nodeplugins_api::constants::layout::{DEVICE_CHECKPOINT, KUBELET_SOCKET};
+use nodeplugins_api::deviceplugin::v1beta1::registration_server::{
+    Registration, RegistrationServer,
+};
+use nodeplugins_api::deviceplugin::v1beta1::{Empty, RegisterRequest};
+use nodeplugins_api::transport::{BoundSocket, TransportError, serve};
+use tokio_util::sync::CancellationToken;
+use tonic::{Request, Response, Status};
+
+use super::manager::{DeviceError, DeviceManager};
+use super::resource_name::{is_extended_resource_name, is_plain_socket_name};
+
+#[derive(Clone)]
+struct KubeletRegistration {
+    manager: DeviceManager,
+}
+
+#[tonic::async_trait]
+impl Registration for KubeletRegistration {
+    async fn register(&self, request: Request<RegisterRequest>) -> Result<Response<Empty>, Status> {
+        let request = request.into_inner();
+        let resource = request.resource_name.as_str();
+        if !SUPPORTED_VERSIONS.contains(&request.version.as_str()) {
+            return Err(Status::invalid_argument(format!(
+                "requested API version {:?} is not supported by kubelet. Supported version is {VERSION:?}",
+                request.version
+            )));
+        }
+        if !is_extended_resource_name(resource) {
+            return Err(Status::invalid_argument(format!(
+                "the ResourceName {resource:?} is invalid"
+            )));
+        }
+        if !is_plain_socket_name(&request.endpoint) {
+            return Err(Status::invalid_argument(format!(
+                "invalid endpoint {:?}: must be the name of a socket file in {}",
+                request.endpoint,
+                self.manager.config().dir.display()
+            )));
+        }
+        let socket = self.manager.config().dir.join(&request.endpoint);
+        tracing::info!(%resource, socket = %socket.display(), "device plugin registering through kubelet.sock");
+        match self.manager.connect(resource, &socket).await {
+            Ok(()) => Ok(Response::new(Empty {})),
+            Err(e @ DeviceError::AlreadyConnected { .. }) => {
+                Err(Status::already_exists(e.to_string()))
+            }
+            Err(e) => {
+                tracing::warn!(%resource, socket = %socket.display(), error = %e, "device plugin registration failed");
+                Err(Status::failed_precondition(e.to_string()))
+            }
+        }
+    }
+}
+
+/// Removes every socket in the device plugin directory except `kubelet.sock`
+/// and the checkpoint, as the kubelet does on start: plugins notice and
+/// register again. Other files and directories are kept.
+pub fn clean_plugin_directory(dir: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)?.flatten() {
+        let name = entry.file_name();
+        if name == KUBELET_SOCKET || name == DEVICE_CHECKPOINT {
+            continue;
+        }
+        if entry.file_type().is_ok_and(|t| t.is_socket()) {
+            match std::fs::remove_file(entry.path()) {
+                Ok(()) => {
+                    tracing::info!(socket = %entry.path().display(), "removed device plugin socket left from before")
+                }
+                Err(e) => {
+                    tracing::warn!(socket = %entry.path().display(), error = %e, "cannot remove old device plugin socket")
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Cleans the device plugin directory and serves `kubelet.sock` until `shutdown`.
+pub async fn serve_kubelet_socket(
+    manager: DeviceManager,
+    shutdown: CancellationToken,
+) -> Result<(), TransportError> {
+    let dir = manager.config().dir.clone();
+    let path = dir.join(KUBELET_SOCKET);
+    std::fs::create_dir_all(&dir).map_err(|source| TransportError::Bind {
+        path: dir.clone(),
+        source,
+    })?;
+    clean_plugin_directory(&dir).map_err(|source| TransportError::Bind {
+        path: dir.clone(),
+        source,
+    })?;
+    let socket = BoundSocket::bind(&path, None).await?;
+    let router = tonic::transport::Server::builder().add_service(RegistrationServer::new(
+        KubeletRegistration {
+            manager: manager.clone(),
+        },
+    ));
+    tracing::info!(socket = %path.display(), "serving device plugin registration");
+    serve(socket, router, shutdown).await
+}

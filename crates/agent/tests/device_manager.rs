@@ -1,0 +1,395 @@
+//! The device manager with real device plugins over real sockets (spec §6,
+//! §9 items 9-10): registration through kubelet.sock and plugins_registry,
+//! health and capacity, instances, the grace period.
+
+// Test code: a failed unwrap is a failed test with a precise location.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nodeplugins::device::{
+    DeviceManager, DeviceManagerConfig, ResourceStatus, serve_kubelet_socket,
+};
+use nodeplugins_api::deviceplugin::v1beta1::registration_client::RegistrationClient;
+use nodeplugins_api::deviceplugin::v1beta1::{
+    Device, DevicePluginOptions, NumaNode, RegisterRequest, TopologyInfo,
+};
+use nodeplugins_api::transport::dial;
+use nodeplugins_test_support::fake_device_plugin::FakeDevicePlugin;
+use nodeplugins_test_support::process::ChildProcess;
+use nodeplugins_test_support::python::python_env;
+use nodeplugins_test_support::wait::{TIMEOUT, watch_until};
+use tokio_util::sync::CancellationToken;
+
+const RESOURCE: &str = "example.com/gpu";
+
+struct Node {
+    _dir: tempfile::TempDir,
+    plugins: PathBuf,
+    manager: DeviceManager,
+    shutdown: CancellationToken,
+}
+
+impl Node {
+    async fn start(grace: Duration) -> Self {
+        Self::start_with(grace, |_| {}).await
+    }
+
+    async fn start_with(grace: Duration, before: impl FnOnce(&Path)) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let plugins = dir.path().join("device-plugins");
+        std::fs::create_dir_all(&plugins).unwrap();
+        before(&plugins);
+        let mut config = DeviceManagerConfig::new(&plugins);
+        config.grace_period = grace;
+        let manager = DeviceManager::new(config);
+        let shutdown = CancellationToken::new();
+        tokio::spawn(serve_kubelet_socket(manager.clone(), shutdown.clone()));
+        let kubelet = plugins.join("kubelet.sock");
+        nodeplugins_test_support::wait::eventually("kubelet.sock", TIMEOUT, || async {
+            kubelet.exists().then_some(())
+        })
+        .await;
+        Self {
+            _dir: dir,
+            plugins,
+            manager,
+            shutdown,
+        }
+    }
+
+    async fn register(
+        &self,
+        resource: &str,
+        endpoint: &str,
+        version: &str,
+    ) -> Result<(), tonic::Status> {
+        let channel = dial(self.plugins.join("kubelet.sock"), TIMEOUT)
+            .await
+            .unwrap();
+        RegistrationClient::new(channel)
+            .register(RegisterRequest {
+                version: version.into(),
+                endpoint: endpoint.into(),
+                resource_name: resource.into(),
+                options: Some(DevicePluginOptions::default()),
+            })
+            .await
+            .map(|_| ())
+    }
+
+    async fn plugin(&self, file: &str, devices: Vec<Device>) -> FakeDevicePlugin {
+        FakeDevicePlugin::serve(
+            self.plugins.join(file),
+            DevicePluginOptions::default(),
+            devices,
+        )
+        .await
+    }
+
+    async fn wait(
+        &self,
+        what: &str,
+        mut pred: impl FnMut(&[ResourceStatus]) -> bool,
+    ) -> Vec<ResourceStatus> {
+        let mut changes = self.manager.changes();
+        let manager = self.manager.clone();
+        watch_until(what, &mut changes, TIMEOUT, |_| pred(&manager.status())).await;
+        self.manager.status()
+    }
+
+    async fn wait_resource(
+        &self,
+        what: &str,
+        pred: impl Fn(&ResourceStatus) -> bool,
+    ) -> ResourceStatus {
+        let all = self
+            .wait(what, |all| {
+                all.iter().any(|r| r.name == RESOURCE && pred(r))
+            })
+            .await;
+        all.into_iter().find(|r| r.name == RESOURCE).unwrap()
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+        self.manager.stop();
+    }
+}
+
+fn device(id: &str, healthy: bool) -> Device {
+    Device {
+        id: id.into(),
+        health: if healthy { "Healthy" } else { "Unhealthy" }.into(),
+        topology: Some(TopologyInfo {
+            nodes: vec![NumaNode { id: 1 }],
+        }),
+    }
+}
+
+#[tokio::test]
+async fn kubelet_sock_registration_reports_capacity_and_health() {
+    let node = Node::start(Duration::from_secs(300)).await;
+    let plugin = node
+        .plugin(
+            "gpu.sock",
+            vec![device("a", true), device("b", true), device("c", false)],
+        )
+        .await;
+    node.register(RESOURCE, "gpu.sock", "v1beta1")
+        .await
+        .unwrap();
+    let r = node.wait_resource("3 devices", |r| r.capacity == 3).await;
+    assert_eq!(
+        r.allocatable, 2,
+        "capacity counts every device, allocatable only healthy ones"
+    );
+    assert_eq!(r.devices[0].numa_nodes, vec![1]);
+    // Health arithmetic as in upstream's TestUpdateCapacityAllocatable.
+    plugin.set_devices(vec![device("a", true), device("b", true)]);
+    node.wait_resource("2/2", |r| r.capacity == 2 && r.allocatable == 2)
+        .await;
+    plugin.set_devices(vec![
+        device("a", false),
+        device("b", true),
+        device("c", true),
+    ]);
+    node.wait_resource("3/2", |r| r.capacity == 3 && r.allocatable == 2)
+        .await;
+    plugin.set_devices(vec![device("a", false), device("c", true)]);
+    node.wait_resource("2/1", |r| r.capacity == 2 && r.allocatable == 1)
+        .await;
+}
+
+#[tokio::test]
+async fn bad_registrations_get_upstream_errors() {
+    let node = Node::start(Duration::from_secs(300)).await;
+    let _plugin = node.plugin("gpu.sock", vec![device("a", true)]).await;
+    let version = node
+        .register(RESOURCE, "gpu.sock", "v1alpha")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        version.message(),
+        r#"requested API version "v1alpha" is not supported by kubelet. Supported version is "v1beta1""#
+    );
+    let name = node
+        .register("gpu", "gpu.sock", "v1beta1")
+        .await
+        .unwrap_err();
+    assert_eq!(name.message(), r#"the ResourceName "gpu" is invalid"#);
+    let native = node
+        .register("kubernetes.io/gpu", "gpu.sock", "v1beta1")
+        .await
+        .unwrap_err();
+    assert!(native.message().contains("is invalid"));
+    for endpoint in ["../gpu.sock", "sub/gpu.sock", "/tmp/gpu.sock", ""] {
+        let err = node
+            .register(RESOURCE, endpoint, "v1beta1")
+            .await
+            .unwrap_err();
+        assert!(
+            err.message().starts_with("invalid endpoint"),
+            "{endpoint}: {}",
+            err.message()
+        );
+    }
+    let missing = node
+        .register(RESOURCE, "nothing-here.sock", "v1beta1")
+        .await
+        .unwrap_err();
+    assert!(
+        missing
+            .message()
+            .starts_with("failed to dial device plugin:"),
+        "{}",
+        missing.message()
+    );
+    assert!(node.manager.status().is_empty());
+}
+
+#[tokio::test]
+async fn instances_coexist_the_newest_is_primary_and_a_survivor_is_promoted() {
+    let node = Node::start(Duration::from_secs(300)).await;
+    let devices = vec![device("a", true), device("b", true)];
+    let first = node.plugin("gpu.sock", devices.clone()).await;
+    node.register(RESOURCE, "gpu.sock", "v1beta1")
+        .await
+        .unwrap();
+    node.wait_resource("2 devices", |r| r.capacity == 2).await;
+
+    let second = node.plugin("gpu.sock.new", devices).await;
+    node.register(RESOURCE, "gpu.sock.new", "v1beta1")
+        .await
+        .unwrap();
+    let r = node
+        .wait_resource("two instances", |r| r.instances.len() == 2)
+        .await;
+    assert_eq!(r.capacity, 2);
+    let primary: Vec<_> = r.instances.iter().filter(|i| i.primary).collect();
+    assert_eq!(primary.len(), 1);
+    assert!(primary[0].socket.ends_with("gpu.sock.new"));
+
+    let third = node.plugin("gpu.sock.third", vec![device("z", true)]).await;
+    node.register(RESOURCE, "gpu.sock.third", "v1beta1")
+        .await
+        .unwrap();
+    node.wait_resource("newest list wins", |r| {
+        r.instances.len() == 3 && r.capacity == 1
+    })
+    .await;
+
+    third.stop();
+    let r = node
+        .wait_resource("survivor promoted", |r| {
+            r.instances.len() == 2 && r.capacity == 2
+        })
+        .await;
+    assert_eq!(r.allocatable, 2, "a survivor's devices stay healthy");
+    drop((first, second));
+}
+
+#[tokio::test]
+async fn the_same_socket_cannot_register_twice() {
+    let node = Node::start(Duration::from_secs(300)).await;
+    let _plugin = node.plugin("gpu.sock", vec![device("a", true)]).await;
+    node.register(RESOURCE, "gpu.sock", "v1beta1")
+        .await
+        .unwrap();
+    let again = node
+        .register(RESOURCE, "gpu.sock", "v1beta1")
+        .await
+        .unwrap_err();
+    assert_eq!(again.code(), tonic::Code::AlreadyExists);
+    assert!(
+        again
+            .message()
+            .starts_with("device plugin already connected"),
+        "{}",
+        again.message()
+    );
+    assert_eq!(node.manager.status()[0].instances.len(), 1);
+}
+
+#[tokio::test]
+async fn a_disconnect_marks_devices_unhealthy_and_the_resource_expires_after_the_grace_period() {
+    let node = Node::start(Duration::from_millis(300)).await;
+    let plugin = node
+        .plugin("gpu.sock", vec![device("a", true), device("b", true)])
+        .await;
+    node.register(RESOURCE, "gpu.sock", "v1beta1")
+        .await
+        .unwrap();
+    node.wait_resource("registered", |r| r.allocatable == 2)
+        .await;
+    plugin.stop();
+    let r = node
+        .wait_resource("unhealthy after disconnect", |r| r.instances.is_empty())
+        .await;
+    assert_eq!((r.capacity, r.allocatable), (2, 0));
+    assert!(r.removal_in_ms.is_some());
+    node.wait("resource forgotten", |all| all.is_empty()).await;
+}
+
+#[tokio::test]
+async fn reconnecting_within_the_grace_period_keeps_the_resource() {
+    let node = Node::start(Duration::from_secs(3600)).await;
+    let plugin = node.plugin("gpu.sock", vec![device("a", true)]).await;
+    node.register(RESOURCE, "gpu.sock", "v1beta1")
+        .await
+        .unwrap();
+    node.wait_resource("registered", |r| r.allocatable == 1)
+        .await;
+    plugin.stop();
+    node.wait_resource("disconnected", |r| r.instances.is_empty())
+        .await;
+    let again = node.plugin("gpu2.sock", vec![device("a", true)]).await;
+    node.register(RESOURCE, "gpu2.sock", "v1beta1")
+        .await
+        .unwrap();
+    let r = node
+        .wait_resource("healthy again", |r| r.allocatable == 1)
+        .await;
+    assert_eq!(r.removal_in_ms, None);
+    drop(again);
+}
+
+#[tokio::test]
+async fn start_up_removes_old_plugin_sockets_but_keeps_other_files() {
+    let node = Node::start_with(Duration::from_secs(300), |dir| {
+        drop(std::os::unix::net::UnixListener::bind(dir.join("old-plugin.sock")).unwrap());
+        std::fs::write(dir.join("kubelet_internal_checkpoint"), b"{}").unwrap();
+        std::fs::write(dir.join("DEPRECATION"), b"").unwrap();
+        std::fs::create_dir(dir.join("subdir")).unwrap();
+    })
+    .await;
+    assert!(!node.plugins.join("old-plugin.sock").exists());
+    assert!(node.plugins.join("kubelet_internal_checkpoint").exists());
+    assert!(node.plugins.join("DEPRECATION").exists());
+    assert!(node.plugins.join("subdir").is_dir());
+    assert!(node.plugins.join("kubelet.sock").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_grpcio_device_plugin_registers_through_kubelet_sock_with_a_path_authority() {
+    let node = Node::start(Duration::from_secs(300)).await;
+    let mut command = python_env().script("device_plugin.py");
+    command
+        .arg("--dir")
+        .arg(&node.plugins)
+        .args(["--resource", RESOURCE, "--devices", "3"]);
+    let mut plugin = ChildProcess::spawn("device_plugin.py", command);
+    let line = plugin
+        .wait_for_line(TIMEOUT, |l| l.starts_with("REGISTER"))
+        .await;
+    assert_eq!(line, "REGISTERED");
+    let r = node
+        .wait_resource("3 devices from python", |r| r.capacity == 3)
+        .await;
+    assert_eq!(r.allocatable, 3);
+    assert!(r.instances[0].get_preferred_allocation_available);
+    assert_eq!(
+        r.devices
+            .iter()
+            .map(|d| d.numa_nodes[0])
+            .collect::<Vec<_>>(),
+        vec![0, 1, 0]
+    );
+}
+
+#[tokio::test]
+async fn device_plugins_register_through_plugins_registry_too() {
+    use nodeplugins::device::DevicePluginHandler;
+    use nodeplugins::{PluginManager, RegistryConfig};
+    use nodeplugins_test_support::fake_plugin::FakePlugin;
+
+    let node = Node::start(Duration::from_secs(300)).await;
+    let registry = node._dir.path().join("plugins_registry");
+    let manager = PluginManager::new(RegistryConfig::new(&registry));
+    manager.add_handler(
+        "DevicePlugin",
+        std::sync::Arc::new(DevicePluginHandler::new(node.manager.clone())),
+    );
+    tokio::spawn(manager.run(node.shutdown.clone()));
+    // The device plugin serves DevicePlugin on its own socket and Registration
+    // on a registration socket whose endpoint points at it.
+    let plugin = node
+        .plugin("probe.sock", vec![device("a", true), device("b", true)])
+        .await;
+    std::fs::create_dir_all(&registry).unwrap();
+    let reg = FakePlugin::builder("DevicePlugin", RESOURCE)
+        .endpoint(plugin.socket().to_str().unwrap())
+        .versions(&["v1beta1"])
+        .serve(registry.join("gpu-reg.sock"))
+        .await;
+    node.wait_resource("registered via plugins_registry", |r| r.capacity == 2)
+        .await;
+    reg.stop().await;
+    node.wait_resource("disconnected on deregistration", |r| {
+        r.instances.is_empty() && r.allocatable == 0
+    })
+    .await;
+}
