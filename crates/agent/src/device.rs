@@ -6,19 +6,26 @@
 //! last one disconnects its devices turn unhealthy and the resource is
 //! forgotten after a grace period (5 min).
 //!
-//! Not built yet: allocation (preferred allocation, NUMA alignment,
-//! Allocate, PreStartContainer), the checkpoint, and the `resources`,
-//! `allocate` and `release` CLI commands.
+//! Allocation takes healthy free devices, NUMA-aligned where possible, asks
+//! the plugin for its preferred allocation when it offers one, calls Allocate
+//! (and PreStartContainer when the plugin asks for it) and records the
+//! response per container; devices are reserved while the calls run, and
+//! nothing is recorded unless Allocate succeeded.
+//!
+//! Not built yet: the checkpoint (allocations do not survive a restart).
 
+mod allocation;
 mod endpoint;
 mod handler;
 mod manager;
 pub mod resource_name;
+mod selection;
 mod server;
 
+pub use allocation::{AllocateError, ContainerAllocation, DeviceNodeSpec, MountSpec};
 pub use handler::DevicePluginHandler;
 pub use manager::{
-    DIAL_TIMEOUT, DeviceError, DeviceManager, DeviceManagerConfig, DeviceStatus,
-    ENDPOINT_STOP_GRACE_PERIOD, InstanceStatus, OPTIONS_TIMEOUT, ResourceStatus,
+    ALLOCATE_TIMEOUT, DIAL_TIMEOUT, DeviceError, DeviceManager, DeviceManagerConfig, DeviceStatus,
+    ENDPOINT_STOP_GRACE_PERIOD, InstanceStatus, OPTIONS_TIMEOUT, PRE_START_TIMEOUT, ResourceStatus,
 };
 pub use server::{clean_plugin_directory, serve_kubelet_socket};

@@ -393,3 +393,218 @@ async fn device_plugins_register_through_plugins_registry_too() {
     })
     .await;
 }
+
+fn numa_device(id: &str, node: i64) -> Device {
+    Device {
+        id: id.into(),
+        health: "Healthy".into(),
+        topology: Some(TopologyInfo {
+            nodes: vec![NumaNode { id: node }],
+        }),
+    }
+}
+
+async fn plugin_with(
+    node: &Node,
+    file: &str,
+    preferred: bool,
+    devices: Vec<Device>,
+) -> FakeDevicePlugin {
+    let options = DevicePluginOptions {
+        pre_start_required: true,
+        get_preferred_allocation_available: preferred,
+    };
+    let plugin = FakeDevicePlugin::serve(node.plugins.join(file), options, devices).await;
+    node.register(RESOURCE, file, "v1beta1").await.unwrap();
+    plugin
+}
+
+#[tokio::test]
+async fn allocation_is_numa_aligned_recorded_and_idempotent() {
+    use nodeplugins::device::AllocateError;
+    let node = Node::start(Duration::from_secs(300)).await;
+    let devices = vec![
+        numa_device("n0-a", 0),
+        numa_device("n1-a", 1),
+        numa_device("n0-b", 0),
+        numa_device("n1-b", 1),
+        numa_device("n1-c", 1),
+    ];
+    let _plugin = plugin_with(&node, "gpu.sock", false, devices).await;
+    node.wait_resource("5 devices", |r| r.allocatable == 5)
+        .await;
+
+    let a = node
+        .manager
+        .allocate("pod-1", "main", RESOURCE, 2)
+        .await
+        .unwrap();
+    assert_eq!(
+        a.devices,
+        ["n0-a", "n0-b"],
+        "both from the smallest NUMA node that fits"
+    );
+    assert_eq!(
+        a.envs.get("FAKE_DEVICES").map(String::as_str),
+        Some("n0-a,n0-b"),
+        "the plugin's response is kept"
+    );
+    assert_eq!(
+        node.manager
+            .allocate("pod-1", "main", RESOURCE, 2)
+            .await
+            .unwrap(),
+        a,
+        "asking again returns the same devices"
+    );
+    let changed = node
+        .manager
+        .allocate("pod-1", "main", RESOURCE, 3)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        changed.to_string(),
+        r#"pod "pod-1" container "main" changed request for resource "example.com/gpu" from 2 to 3"#
+    );
+
+    let b = node
+        .manager
+        .allocate("pod-2", "main", RESOURCE, 3)
+        .await
+        .unwrap();
+    assert_eq!(b.devices, ["n1-a", "n1-b", "n1-c"]);
+    let none_left = node
+        .manager
+        .allocate("pod-3", "main", RESOURCE, 1)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        none_left.to_string(),
+        "requested number of devices unavailable for example.com/gpu. Requested: 1, Available: 0"
+    );
+    assert!(matches!(none_left, AllocateError::Unavailable { .. }));
+
+    assert_eq!(node.manager.release("pod-1"), 1);
+    let c = node
+        .manager
+        .allocate("pod-3", "main", RESOURCE, 2)
+        .await
+        .unwrap();
+    assert_eq!(
+        c.devices,
+        ["n0-a", "n0-b"],
+        "released devices are free again"
+    );
+    assert_eq!(node.manager.allocations().len(), 2);
+}
+
+#[tokio::test]
+async fn allocation_errors_follow_upstream() {
+    let node = Node::start(Duration::from_secs(3600)).await;
+    let unregistered = node
+        .manager
+        .allocate("p", "c", "example.com/none", 1)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        unregistered.to_string(),
+        "cannot allocate unregistered device example.com/none"
+    );
+    let plugin = plugin_with(&node, "gpu.sock", false, vec![device("a", false)]).await;
+    node.wait_resource("one unhealthy device", |r| r.capacity == 1)
+        .await;
+    let unhealthy = node
+        .manager
+        .allocate("p", "c", RESOURCE, 1)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        unhealthy.to_string(),
+        "no healthy devices present; cannot allocate unhealthy devices example.com/gpu"
+    );
+
+    plugin.set_devices(vec![device("a", true)]);
+    node.wait_resource("healthy", |r| r.allocatable == 1).await;
+    node.manager.allocate("p", "c", RESOURCE, 1).await.unwrap();
+    plugin.set_devices(vec![device("a", false)]);
+    node.wait_resource("unhealthy again", |r| r.allocatable == 0)
+        .await;
+    let previously = node
+        .manager
+        .allocate("p", "c", RESOURCE, 1)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        previously.to_string(),
+        "previously allocated devices are no longer healthy; cannot allocate unhealthy devices example.com/gpu"
+    );
+}
+
+#[tokio::test]
+async fn the_plugins_preferred_allocation_is_used_when_offered() {
+    let node = Node::start(Duration::from_secs(300)).await;
+    let devices = vec![
+        numa_device("a", 0),
+        numa_device("b", 0),
+        numa_device("c", 0),
+        numa_device("d", 0),
+    ];
+    let _plugin = plugin_with(&node, "gpu.sock", true, devices).await;
+    node.wait_resource("4 devices", |r| r.allocatable == 4)
+        .await;
+    // The fake prefers the devices offered last.
+    let a = node
+        .manager
+        .allocate("pod", "main", RESOURCE, 2)
+        .await
+        .unwrap();
+    assert_eq!(a.devices, ["d", "c"]);
+}
+
+#[tokio::test]
+async fn a_plugin_dying_mid_allocate_records_nothing_and_frees_its_reservation() {
+    let node = Node::start(Duration::from_secs(3600)).await;
+    let first = plugin_with(&node, "gpu.sock", false, vec![device("a", true)]).await;
+    node.wait_resource("registered", |r| r.allocatable == 1)
+        .await;
+    first.set_hang_allocate(true);
+    let manager = node.manager.clone();
+    let stuck = tokio::spawn(async move { manager.allocate("pod", "main", RESOURCE, 1).await });
+    // While the call hangs, the device is reserved: nobody else gets it.
+    node.wait_resource("reserved", |r| r.reserved == 1).await;
+    let busy = tokio::time::timeout(TIMEOUT, node.manager.allocate("other", "main", RESOURCE, 1))
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(busy.to_string().contains("Available: 0"), "{busy}");
+    first.stop();
+    let failed = tokio::time::timeout(TIMEOUT, stuck)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        failed.to_string().contains("has been stopped")
+            || failed.to_string().starts_with("Allocate failed"),
+        "{failed}"
+    );
+    assert!(
+        node.manager.allocations().is_empty(),
+        "nothing half-recorded"
+    );
+    let r = node
+        .wait_resource("reservation released", |r| r.reserved == 0)
+        .await;
+    assert_eq!(r.allocated, 0);
+
+    let second = plugin_with(&node, "gpu2.sock", false, vec![device("a", true)]).await;
+    node.wait_resource("back", |r| r.allocatable == 1 && !r.instances.is_empty())
+        .await;
+    let done = node
+        .manager
+        .allocate("pod", "main", RESOURCE, 1)
+        .await
+        .unwrap();
+    assert_eq!(done.devices, ["a"]);
+    drop(second);
+}

@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use nodeplugins_api::deviceplugin::v1beta1::device_plugin_server::{
     DevicePlugin, DevicePluginServer,
@@ -26,6 +28,7 @@ type DeviceStream = Pin<Box<dyn Stream<Item = Result<ListAndWatchResponse, Statu
 struct Service {
     options: DevicePluginOptions,
     devices: watch::Receiver<Vec<Device>>,
+    hang_allocate: Arc<AtomicBool>,
 }
 
 #[tonic::async_trait]
@@ -53,8 +56,10 @@ impl DevicePlugin for Service {
             .container_requests
             .into_iter()
             .map(|r| {
+                // Prefers the devices offered last, so tests can tell the
+                // preference was used.
                 let mut ids = r.must_include_device_i_ds.clone();
-                for id in r.available_device_i_ds {
+                for id in r.available_device_i_ds.into_iter().rev() {
                     if ids.len() >= r.allocation_size as usize {
                         break;
                     }
@@ -74,6 +79,9 @@ impl DevicePlugin for Service {
         &self,
         request: Request<AllocateRequest>,
     ) -> Result<Response<AllocateResponse>, Status> {
+        if self.hang_allocate.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
         let container_responses = request
             .into_inner()
             .container_requests
@@ -117,19 +125,19 @@ pub fn device_plugin_service(
     watch::Sender<Vec<Device>>,
 ) {
     let (tx, rx) = watch::channel(devices);
-    (
-        DevicePluginServer::new(Service {
-            options,
-            devices: rx,
-        }),
-        tx,
-    )
+    let service = Service {
+        options,
+        devices: rx,
+        hang_allocate: Arc::default(),
+    };
+    (DevicePluginServer::new(service), tx)
 }
 
 /// A running device plugin.
 pub struct FakeDevicePlugin {
     socket: PathBuf,
     devices: watch::Sender<Vec<Device>>,
+    hang_allocate: Arc<AtomicBool>,
     shutdown: CancellationToken,
 }
 
@@ -145,9 +153,11 @@ impl FakeDevicePlugin {
             .await
             .expect("bind fake device plugin socket");
         let (tx, rx) = watch::channel(devices);
+        let hang_allocate = Arc::new(AtomicBool::new(false));
         let service = Service {
             options,
             devices: rx,
+            hang_allocate: hang_allocate.clone(),
         };
         let shutdown = CancellationToken::new();
         let router =
@@ -156,8 +166,14 @@ impl FakeDevicePlugin {
         Self {
             socket,
             devices: tx,
+            hang_allocate,
             shutdown,
         }
+    }
+
+    /// Makes later Allocate calls hang (a plugin stuck or dying mid-call).
+    pub fn set_hang_allocate(&self, hang: bool) {
+        self.hang_allocate.store(hang, Ordering::SeqCst);
     }
 
     /// `n` healthy devices named `dev-0`.. without topology.

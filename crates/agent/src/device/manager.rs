@@ -2,7 +2,7 @@
 //! (keyed by socket; the newest is primary), the devices the primary reports
 //! with their health, and the grace period after the last instance leaves.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
@@ -14,7 +14,16 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use nodeplugins_api::deviceplugin::v1beta1::device_plugin_client::DevicePluginClient;
+use nodeplugins_api::deviceplugin::v1beta1::{
+    AllocateRequest, ContainerAllocateRequest, ContainerAllocateResponse,
+    ContainerPreferredAllocationRequest, PreStartContainerRequest, PreferredAllocationRequest,
+};
+use tonic::transport::Channel;
+
+use super::allocation::{AllocateError, ContainerAllocation};
 use super::endpoint;
+use super::selection::{Candidate, aligned_order};
 use crate::registry::status::unix_ms;
 
 /// How long a resource stays known after its last plugin disconnected
@@ -22,9 +31,16 @@ use crate::registry::status::unix_ms;
 pub const ENDPOINT_STOP_GRACE_PERIOD: Duration = Duration::from_secs(300);
 /// Dialing a device plugin (upstream: 10 s).
 pub const DIAL_TIMEOUT: Duration = Duration::from_secs(10);
-/// GetDevicePluginOptions. Upstream sets none, so a hanging plugin blocks its
-/// registration forever; here it is bounded.
+/// GetDevicePluginOptions and GetPreferredAllocation. Upstream sets none, so
+/// a hanging plugin blocks forever; here they are bounded.
 pub const OPTIONS_TIMEOUT: Duration = Duration::from_secs(10);
+/// Allocate. Upstream sets none, so a plugin that never answers blocks the
+/// container's start forever; here it is bounded.
+pub const ALLOCATE_TIMEOUT: Duration = Duration::from_secs(120);
+/// PreStartContainer (upstream `KubeletPreStartContainerRPCTimeoutInSecs`, 30 s).
+pub const PRE_START_TIMEOUT: Duration = Duration::from_secs(
+    nodeplugins_api::constants::device_plugin::PRE_START_CONTAINER_TIMEOUT_SECS,
+);
 
 /// Settings of the device manager.
 #[derive(Debug, Clone)]
@@ -75,6 +91,7 @@ pub enum DeviceError {
 
 #[derive(Debug, Clone)]
 pub(crate) struct Instance {
+    pub(crate) client: DevicePluginClient<Channel>,
     pub(crate) socket: PathBuf,
     pub(crate) options: DevicePluginOptions,
     pub(crate) connected_at: SystemTime,
@@ -98,6 +115,39 @@ pub(crate) struct Resource {
 pub(crate) struct State {
     resources: BTreeMap<String, Resource>,
     next_instance: u64,
+    /// (pod, container, resource) → what was allocated.
+    allocations: BTreeMap<(String, String, String), ContainerAllocation>,
+    /// Devices held by allocations still in progress, per resource.
+    reserved: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl State {
+    /// Healthy devices of `resource` that no container holds or is being given.
+    fn free(&self, resource: &str) -> Vec<Candidate> {
+        let Some(r) = self.resources.get(resource) else {
+            return Vec::new();
+        };
+        let reserved = self.reserved.get(resource);
+        let taken: BTreeSet<&String> = self
+            .allocations
+            .values()
+            .filter(|a| a.resource == resource)
+            .flat_map(|a| a.devices.iter())
+            .chain(reserved.into_iter().flatten())
+            .collect();
+        r.devices
+            .values()
+            .filter(|d| is_healthy(d) && !taken.contains(&d.id))
+            .map(|d| Candidate {
+                id: d.id.clone(),
+                numa: d
+                    .topology
+                    .as_ref()
+                    .map(|t| t.nodes.iter().map(|n| n.id).collect())
+                    .unwrap_or_default(),
+            })
+            .collect()
+    }
 }
 
 /// The device manager. Cheap to clone.
@@ -149,6 +199,10 @@ pub struct ResourceStatus {
     pub capacity: usize,
     /// Healthy devices.
     pub allocatable: usize,
+    /// Devices held by containers.
+    pub allocated: usize,
+    /// Devices being allocated right now.
+    pub reserved: usize,
     /// The devices.
     pub devices: Vec<DeviceStatus>,
     /// Connected plugin instances.
@@ -220,6 +274,7 @@ impl DeviceManager {
             state.next_instance += 1;
             let id = state.next_instance;
             let instance = Instance {
+                client: client.clone(),
                 socket: socket.to_owned(),
                 options,
                 connected_at: SystemTime::now(),
@@ -282,6 +337,8 @@ impl DeviceManager {
             let Some(gone) = entry.instances.remove(&id) else {
                 return;
             };
+            // Calls still running against this instance are abandoned.
+            gone.cancel.cancel();
             tracing::info!(%resource, socket = %gone.socket.display(), "device plugin disconnected");
             if let Some((_, primary)) = entry.instances.iter().next_back() {
                 if let Some(devices) = &primary.devices {
@@ -341,6 +398,13 @@ impl DeviceManager {
                     name: name.clone(),
                     capacity: r.devices.len(),
                     allocatable: r.devices.values().filter(|d| is_healthy(d)).count(),
+                    allocated: state
+                        .allocations
+                        .values()
+                        .filter(|a| &a.resource == name)
+                        .map(|a| a.devices.len())
+                        .sum(),
+                    reserved: state.reserved.get(name).map_or(0, BTreeSet::len),
                     devices: r
                         .devices
                         .values()
@@ -375,6 +439,181 @@ impl DeviceManager {
             .collect()
     }
 
+    /// Allocates `count` devices of `resource` to `container` of pod
+    /// `pod_uid`. Asking again for the same count returns what the container
+    /// already holds.
+    pub async fn allocate(
+        &self,
+        pod_uid: &str,
+        container: &str,
+        resource: &str,
+        count: usize,
+    ) -> Result<ContainerAllocation, AllocateError> {
+        if count == 0 {
+            return Err(AllocateError::Zero(resource.into()));
+        }
+        let key = (
+            pod_uid.to_string(),
+            container.to_string(),
+            resource.to_string(),
+        );
+        let (order, instance) = {
+            let state = self.lock();
+            if let Some(existing) = state.allocations.get(&key) {
+                if existing.devices.len() != count {
+                    return Err(AllocateError::ChangedRequest {
+                        pod: pod_uid.into(),
+                        container: container.into(),
+                        resource: resource.into(),
+                        from: existing.devices.len(),
+                        to: count,
+                    });
+                }
+                let r = state.resources.get(resource);
+                let healthy =
+                    |id: &String| r.and_then(|r| r.devices.get(id)).is_some_and(is_healthy);
+                if !existing.devices.iter().all(healthy) {
+                    return Err(AllocateError::PreviouslyAllocatedUnhealthy(resource.into()));
+                }
+                return Ok(existing.clone());
+            }
+            let r = state
+                .resources
+                .get(resource)
+                .ok_or_else(|| AllocateError::Unregistered(resource.into()))?;
+            if !r.devices.values().any(is_healthy) {
+                return Err(AllocateError::NoHealthy(resource.into()));
+            }
+            let instance = r
+                .instances
+                .values()
+                .next_back()
+                .cloned()
+                .ok_or_else(|| AllocateError::Stopped(resource.into()))?;
+            let free = state.free(resource);
+            if free.len() < count {
+                return Err(AllocateError::Unavailable {
+                    resource: resource.into(),
+                    requested: count,
+                    available: free.len(),
+                });
+            }
+            (aligned_order(&free, count), instance)
+        };
+
+        // Ask the plugin for its preference among all free devices, aligned first.
+        let mut chosen: Vec<String> = order[..count].to_vec();
+        if instance.options.get_preferred_allocation_available && order.len() > count {
+            if let Some(preferred) =
+                preferred(&instance, &order, count, self.inner.config.options_timeout).await
+            {
+                chosen = preferred;
+            }
+        }
+
+        // Reserve, re-checking that nothing was taken meanwhile.
+        {
+            let mut state = self.lock();
+            let free: BTreeSet<String> = state.free(resource).into_iter().map(|c| c.id).collect();
+            if !chosen.iter().all(|id| free.contains(id)) {
+                let again = aligned_order(&state.free(resource), count);
+                if again.len() < count {
+                    return Err(AllocateError::Unavailable {
+                        resource: resource.into(),
+                        requested: count,
+                        available: again.len(),
+                    });
+                }
+                chosen = again[..count].to_vec();
+            }
+            state
+                .reserved
+                .entry(resource.into())
+                .or_default()
+                .extend(chosen.iter().cloned());
+        }
+        self.changed();
+        let result = self.call_allocate(&instance, resource, &chosen).await;
+        let mut state = self.lock();
+        if let Some(reserved) = state.reserved.get_mut(resource) {
+            for id in &chosen {
+                reserved.remove(id);
+            }
+        }
+        let response = result?;
+        let allocation = ContainerAllocation::new(pod_uid, container, resource, chosen, response);
+        state.allocations.insert(key, allocation.clone());
+        drop(state);
+        tracing::info!(pod = %pod_uid, %container, %resource, devices = ?allocation.devices, "devices allocated");
+        self.changed();
+        Ok(allocation)
+    }
+
+    async fn call_allocate(
+        &self,
+        instance: &Instance,
+        resource: &str,
+        devices: &[String],
+    ) -> Result<ContainerAllocateResponse, AllocateError> {
+        let mut client = instance.client.clone();
+        let request = AllocateRequest {
+            container_requests: vec![ContainerAllocateRequest {
+                devices_ids: devices.to_vec(),
+            }],
+        };
+        let rpc = |status: tonic::Status| AllocateError::Rpc {
+            resource: resource.into(),
+            error: format!("{:?}: {}", status.code(), status.message()),
+        };
+        let response = tokio::select! {
+            () = instance.cancel.cancelled() => return Err(AllocateError::Stopped(resource.into())),
+            () = tokio::time::sleep(ALLOCATE_TIMEOUT) => {
+                return Err(AllocateError::Rpc { resource: resource.into(), error: format!("no answer within {ALLOCATE_TIMEOUT:?}") });
+            }
+            response = client.allocate(request) => response.map_err(rpc)?.into_inner(),
+        };
+        let response = response
+            .container_responses
+            .into_iter()
+            .next()
+            .ok_or(AllocateError::NoContainers)?;
+        if instance.options.pre_start_required {
+            let pre_start = client.pre_start_container(PreStartContainerRequest {
+                devices_ids: devices.to_vec(),
+            });
+            match tokio::time::timeout(PRE_START_TIMEOUT, pre_start).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(status)) => return Err(AllocateError::PreStart(status.message().into())),
+                Err(_) => {
+                    return Err(AllocateError::PreStart(format!(
+                        "no answer within {PRE_START_TIMEOUT:?}"
+                    )));
+                }
+            }
+        }
+        Ok(response)
+    }
+
+    /// Frees every device held by pod `pod_uid`; returns how many allocations ended.
+    pub fn release(&self, pod_uid: &str) -> usize {
+        let released = {
+            let mut state = self.lock();
+            let before = state.allocations.len();
+            state.allocations.retain(|(pod, _, _), _| pod != pod_uid);
+            before - state.allocations.len()
+        };
+        if released > 0 {
+            tracing::info!(pod = %pod_uid, released, "devices released");
+            self.changed();
+        }
+        released
+    }
+
+    /// Every allocation, sorted by pod, container and resource.
+    pub fn allocations(&self) -> Vec<ContainerAllocation> {
+        self.lock().allocations.values().cloned().collect()
+    }
+
     /// Disconnects every plugin and stops background work.
     pub fn stop(&self) {
         self.inner.shutdown.cancel();
@@ -385,4 +624,39 @@ impl DeviceManager {
         self.inner.tasks.close();
         self.inner.tasks.wait().await;
     }
+}
+
+/// The plugin's preferred choice of `count` among `available`, if it gives a
+/// usable one (exactly `count` distinct devices, all available).
+async fn preferred(
+    instance: &Instance,
+    available: &[String],
+    count: usize,
+    timeout: Duration,
+) -> Option<Vec<String>> {
+    let mut client = instance.client.clone();
+    let request = PreferredAllocationRequest {
+        container_requests: vec![ContainerPreferredAllocationRequest {
+            available_device_i_ds: available.to_vec(),
+            must_include_device_i_ds: Vec::new(),
+            allocation_size: i32::try_from(count).ok()?,
+        }],
+    };
+    let response = match tokio::time::timeout(timeout, client.get_preferred_allocation(request))
+        .await
+    {
+        Ok(Ok(response)) => response.into_inner(),
+        Ok(Err(status)) => {
+            tracing::warn!(error = %status.message(), "GetPreferredAllocation failed; choosing devices without it");
+            return None;
+        }
+        Err(_) => {
+            tracing::warn!("GetPreferredAllocation timed out; choosing devices without it");
+            return None;
+        }
+    };
+    let ids = response.container_responses.into_iter().next()?.device_i_ds;
+    let distinct: BTreeSet<&String> = ids.iter().collect();
+    (ids.len() == count && distinct.len() == count && ids.iter().all(|id| available.contains(id)))
+        .then_some(ids)
 }

@@ -1,0 +1,152 @@
+//! What a container was given: devices and the plugin's Allocate response.
+
+use std::collections::BTreeMap;
+
+use nodeplugins_api::deviceplugin::v1beta1::ContainerAllocateResponse;
+
+/// A host path mounted into the container.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MountSpec {
+    /// Path in the container.
+    pub container_path: String,
+    /// Path on the host.
+    pub host_path: String,
+    /// Mounted read-only.
+    pub read_only: bool,
+}
+
+/// A device node made available in the container.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DeviceNodeSpec {
+    /// Path in the container.
+    pub container_path: String,
+    /// Path on the host.
+    pub host_path: String,
+    /// Cgroup permissions: any of `r`, `w`, `m`.
+    pub permissions: String,
+}
+
+/// The devices of one resource allocated to one container.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ContainerAllocation {
+    /// Pod UID.
+    pub pod_uid: String,
+    /// Container name.
+    pub container: String,
+    /// Extended resource name.
+    pub resource: String,
+    /// Allocated device ids.
+    pub devices: Vec<String>,
+    /// Environment variables for the container.
+    pub envs: BTreeMap<String, String>,
+    /// Mounts for the container.
+    pub mounts: Vec<MountSpec>,
+    /// Device nodes for the container.
+    pub device_specs: Vec<DeviceNodeSpec>,
+    /// Annotations for the container runtime.
+    pub annotations: BTreeMap<String, String>,
+    /// Fully qualified CDI device names.
+    pub cdi_devices: Vec<String>,
+}
+
+impl ContainerAllocation {
+    pub(crate) fn new(
+        pod_uid: &str,
+        container: &str,
+        resource: &str,
+        devices: Vec<String>,
+        response: ContainerAllocateResponse,
+    ) -> Self {
+        Self {
+            pod_uid: pod_uid.into(),
+            container: container.into(),
+            resource: resource.into(),
+            devices,
+            envs: response.envs.into_iter().collect(),
+            mounts: response
+                .mounts
+                .into_iter()
+                .map(|m| MountSpec {
+                    container_path: m.container_path,
+                    host_path: m.host_path,
+                    read_only: m.read_only,
+                })
+                .collect(),
+            device_specs: response
+                .devices
+                .into_iter()
+                .map(|d| DeviceNodeSpec {
+                    container_path: d.container_path,
+                    host_path: d.host_path,
+                    permissions: d.permissions,
+                })
+                .collect(),
+            annotations: response.annotations.into_iter().collect(),
+            cdi_devices: response.cdi_devices.into_iter().map(|c| c.name).collect(),
+        }
+    }
+}
+
+/// Why devices could not be allocated; messages follow upstream's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AllocateError {
+    /// No plugin ever registered the resource.
+    #[error("cannot allocate unregistered device {0}")]
+    Unregistered(String),
+    /// Every device of the resource is unhealthy.
+    #[error("no healthy devices present; cannot allocate unhealthy devices {0}")]
+    NoHealthy(String),
+    /// Devices held by the container turned unhealthy.
+    #[error(
+        "previously allocated devices are no longer healthy; cannot allocate unhealthy devices {0}"
+    )]
+    PreviouslyAllocatedUnhealthy(String),
+    /// The container already holds a different number of devices.
+    #[error(
+        "pod {pod:?} container {container:?} changed request for resource {resource:?} from {from} to {to}"
+    )]
+    ChangedRequest {
+        /// Pod UID.
+        pod: String,
+        /// Container name.
+        container: String,
+        /// Resource.
+        resource: String,
+        /// Devices held.
+        from: usize,
+        /// Devices requested.
+        to: usize,
+    },
+    /// Not enough free healthy devices.
+    #[error(
+        "requested number of devices unavailable for {resource}. Requested: {requested}, Available: {available}"
+    )]
+    Unavailable {
+        /// Resource.
+        resource: String,
+        /// Devices requested.
+        requested: usize,
+        /// Devices free.
+        available: usize,
+    },
+    /// The resource's plugin is not connected (within its grace period).
+    #[error("endpoint for {0} has been stopped: no device plugin is connected")]
+    Stopped(String),
+    /// The Allocate call failed.
+    #[error("Allocate failed for {resource}: {error}")]
+    Rpc {
+        /// Resource.
+        resource: String,
+        /// The plugin's answer.
+        error: String,
+    },
+    /// The plugin's answer had no container response.
+    #[error("no containers return in allocation response")]
+    NoContainers,
+    /// PreStartContainer failed.
+    #[error("device plugin PreStartContainer rpc failed with err: {0}")]
+    PreStart(String),
+    /// A request for zero devices.
+    #[error("a request for {0} must ask for at least one device")]
+    Zero(String),
+}
