@@ -503,12 +503,12 @@ impl DeviceManager {
 
         // Ask the plugin for its preference among all free devices, aligned first.
         let mut chosen: Vec<String> = order[..count].to_vec();
-        if instance.options.get_preferred_allocation_available && order.len() > count {
-            if let Some(preferred) =
+        if instance.options.get_preferred_allocation_available
+            && order.len() > count
+            && let Some(preferred) =
                 preferred(&instance, &order, count, self.inner.config.options_timeout).await
-            {
-                chosen = preferred;
-            }
+        {
+            chosen = preferred;
         }
 
         // Reserve, re-checking that nothing was taken meanwhile.
