@@ -153,3 +153,51 @@ async fn deregistering_an_old_instance_keeps_the_newer_one() {
     handler.deregister("csi.example.com", new_ep).await;
     assert!(handler.drivers().get("csi.example.com").is_none());
 }
+
+#[tokio::test]
+async fn a_failed_upgrade_puts_the_working_driver_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let working = FakeCsiDriver::serve(
+        dir.path().join("ok.sock"),
+        "csi.example.com",
+        "node-ok",
+        false,
+    )
+    .await;
+    let broken = FakeCsiDriver::serve(
+        dir.path().join("bad.sock"),
+        "csi.example.com",
+        "node-bad",
+        true,
+    )
+    .await;
+    let handler = CsiHandler::new(Duration::from_secs(5));
+    let ok_ep = working.socket().to_str().unwrap();
+    handler
+        .register("csi.example.com", ok_ep, &versions(&["1.0.0"]))
+        .await
+        .unwrap();
+    // A higher version passes validation, but its NodeGetInfo fails.
+    assert!(
+        handler
+            .register(
+                "csi.example.com",
+                broken.socket().to_str().unwrap(),
+                &versions(&["1.5.0"])
+            )
+            .await
+            .is_err()
+    );
+    let kept = handler
+        .drivers()
+        .get("csi.example.com")
+        .expect("the working driver must be restored");
+    assert_eq!(
+        (
+            kept.endpoint.as_str(),
+            kept.node_id.as_str(),
+            kept.version.as_str()
+        ),
+        (ok_ep, "node-ok", "1.0.0")
+    );
+}

@@ -524,3 +524,23 @@ async fn a_hundred_sockets_flapping_end_in_exactly_the_right_state() {
     }
     assert_eq!(live.values().sum::<i32>(), 50);
 }
+
+#[tokio::test]
+async fn a_handler_that_never_answers_is_given_up_on_and_retried() {
+    let h = Harness::start_with(|c| c.handler_timeout = Duration::from_millis(200), |_| {}).await;
+    let gate = Arc::new(Semaphore::new(0));
+    *h.handler.gate.lock().unwrap() = Some(gate.clone());
+    let p = plugin(&h, "hung.sock", "hung.example.com").await;
+    let table = h
+        .wait_for("handler timeout", |t| {
+            row(t, p.socket()).is_some_and(|r| r.state == PluginState::Failed)
+        })
+        .await;
+    let error = row(&table, p.socket()).unwrap().error.clone().unwrap();
+    assert!(
+        error.contains("handler did not answer within 200ms"),
+        "{error}"
+    );
+    gate.add_permits(1000);
+    h.wait_registered(p.socket()).await;
+}

@@ -190,7 +190,11 @@ async fn serve_health(
             () = shutdown.cancelled() => return,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
-                Err(_) => continue,
+                Err(_) => {
+                    // Out of file descriptors and the like: pause instead of spinning.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
             },
         };
         let health = health.clone();

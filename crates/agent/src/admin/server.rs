@@ -46,6 +46,8 @@ pub async fn serve(
                 Ok((stream, _)) => stream,
                 Err(e) => {
                     tracing::warn!(socket = %path.display(), error = %e, "admin accept failed");
+                    // Out of file descriptors and the like: pause instead of spinning.
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                     continue;
                 }
             },

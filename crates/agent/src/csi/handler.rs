@@ -90,7 +90,7 @@ impl PluginHandler for CsiHandler {
             max_volumes_per_node: 0,
             accessible_topology: Default::default(),
         };
-        self.drivers.set(driver.clone());
+        let claim = self.drivers.claim(driver.clone());
         let info = async {
             let channel = dial(socket_path(endpoint), self.timeout)
                 .await
@@ -121,8 +121,9 @@ impl PluginHandler for CsiHandler {
         let info = match info {
             Ok(info) => info,
             Err(e) => {
-                // Leave no trace: the plugin manager retries the whole registration.
-                self.drivers.remove_if_endpoint(name, endpoint);
+                // Leave no trace and put back what was there before: the plugin
+                // manager retries the whole registration.
+                self.drivers.abandon(name, claim);
                 return Err(e);
             }
         };
@@ -133,7 +134,9 @@ impl PluginHandler for CsiHandler {
             .map(|t| t.segments.into_iter().collect())
             .unwrap_or_default();
         tracing::info!(driver = %name, %endpoint, version = %driver.version, node_id = %driver.node_id, "CSI driver registered");
-        self.drivers.set(driver);
+        if !self.drivers.complete(&claim, driver) {
+            tracing::info!(driver = %name, %endpoint, "a newer registration of this CSI driver replaced this one meanwhile");
+        }
         Ok(())
     }
 

@@ -23,39 +23,101 @@ pub struct CsiDriver {
 /// Driver name → driver. Cheap to clone; all clones share the drivers.
 #[derive(Debug, Clone, Default)]
 pub struct CsiDriverStore {
-    drivers: Arc<RwLock<HashMap<String, CsiDriver>>>,
+    inner: Arc<RwLock<Inner>>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// Name → (driver, token of the registration that wrote it).
+    drivers: HashMap<String, (CsiDriver, u64)>,
+    next_token: u64,
+}
+
+/// What a registration in progress replaced, to put back if it fails.
+#[derive(Debug)]
+pub(crate) struct Claim {
+    token: u64,
+    previous: Option<(CsiDriver, u64)>,
 }
 
 impl CsiDriverStore {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Inner> {
+        self.inner.write().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// The drivers, sorted by name.
     pub fn list(&self) -> Vec<CsiDriver> {
-        let map = self.drivers.read().unwrap_or_else(|p| p.into_inner());
-        let mut list: Vec<CsiDriver> = map.values().cloned().collect();
+        let mut list: Vec<CsiDriver> = self
+            .read()
+            .drivers
+            .values()
+            .map(|(d, _)| d.clone())
+            .collect();
         list.sort_by(|a, b| a.name.cmp(&b.name));
         list
     }
 
     /// The driver named `name`.
     pub fn get(&self, name: &str) -> Option<CsiDriver> {
-        self.drivers
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(name)
-            .cloned()
+        self.read().drivers.get(name).map(|(d, _)| d.clone())
     }
 
-    pub(crate) fn set(&self, driver: CsiDriver) {
-        self.drivers
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(driver.name.clone(), driver);
+    /// Records `driver` for a registration that is starting, remembering what
+    /// it replaced.
+    pub(crate) fn claim(&self, driver: CsiDriver) -> Claim {
+        let mut inner = self.write();
+        inner.next_token += 1;
+        let token = inner.next_token;
+        let previous = inner.drivers.insert(driver.name.clone(), (driver, token));
+        Claim { token, previous }
+    }
+
+    /// Completes a registration: stores `driver` if the entry is still this
+    /// registration's (a later registration may have replaced it meanwhile).
+    pub(crate) fn complete(&self, claim: &Claim, driver: CsiDriver) -> bool {
+        let mut inner = self.write();
+        match inner.drivers.get_mut(&driver.name) {
+            Some(entry) if entry.1 == claim.token => {
+                entry.0 = driver;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Undoes a failed registration: puts back what it replaced, if its
+    /// entry is still there.
+    pub(crate) fn abandon(&self, name: &str, claim: Claim) {
+        let mut inner = self.write();
+        if inner
+            .drivers
+            .get(name)
+            .is_some_and(|(_, token)| *token == claim.token)
+        {
+            match claim.previous {
+                Some(previous) => {
+                    inner.drivers.insert(name.to_string(), previous);
+                }
+                None => {
+                    inner.drivers.remove(name);
+                }
+            }
+        }
     }
 
     /// Removes `name` if it is still registered at `endpoint`; returns whether it was.
     pub(crate) fn remove_if_endpoint(&self, name: &str, endpoint: &str) -> bool {
-        let mut map = self.drivers.write().unwrap_or_else(|p| p.into_inner());
-        if map.get(name).is_some_and(|d| d.endpoint == endpoint) {
-            map.remove(name);
+        let mut inner = self.write();
+        if inner
+            .drivers
+            .get(name)
+            .is_some_and(|(d, _)| d.endpoint == endpoint)
+        {
+            inner.drivers.remove(name);
             true
         } else {
             false

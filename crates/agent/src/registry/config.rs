@@ -20,6 +20,11 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(122);
 /// step. (Upstream's blocking dial waits up to its full dial timeout.)
 pub const CONNECTION_REFUSED_GRACE: Duration = Duration::from_millis(100);
 
+/// A handler's validate, register or deregister call. A last resort:
+/// handlers bound their own work (the CSI handler's NodeGetInfo: 2 min), but
+/// a hung handler must not leave a socket path stuck for ever.
+pub const HANDLER_TIMEOUT: Duration = Duration::from_secs(150);
+
 /// Settings of a [`super::PluginManager`].
 #[derive(Debug, Clone)]
 pub struct RegistryConfig {
@@ -37,6 +42,8 @@ pub struct RegistryConfig {
     pub max_backoff: Duration,
     /// See [`CONNECTION_REFUSED_GRACE`].
     pub connection_refused_grace: Duration,
+    /// See [`HANDLER_TIMEOUT`].
+    pub handler_timeout: Duration,
 }
 
 impl RegistryConfig {
@@ -50,6 +57,7 @@ impl RegistryConfig {
             initial_backoff: INITIAL_BACKOFF,
             max_backoff: MAX_BACKOFF,
             connection_refused_grace: CONNECTION_REFUSED_GRACE,
+            handler_timeout: HANDLER_TIMEOUT,
         }
     }
 }

@@ -177,6 +177,7 @@ impl Reconciler {
             } => {
                 if self.running.get(&path) == Some(&Running::Register(generation)) {
                     self.pending_info.insert(path, info);
+                    self.version.send_modify(|v| *v += 1);
                 }
             }
             Control::Snapshot(reply) => {
@@ -267,8 +268,11 @@ impl Reconciler {
         );
         let handler: Arc<dyn PluginHandler> = entry.handler;
         let (name, endpoint, socket) = (entry.info.name, entry.info.endpoint, path.to_owned());
+        let limit = self.config.handler_timeout;
         let task = self.tasks.spawn(async move {
-            handler.deregister(&name, &endpoint).await;
+            if tokio::time::timeout(limit, handler.deregister(&name, &endpoint)).await.is_err() {
+                tracing::error!(socket = %socket.display(), %name, "plugin handler did not finish deregistering within {limit:?}");
+            }
             Outcome::Unregister { path: socket }
         });
         self.running.insert(path.to_owned(), Running::Unregister);
@@ -306,6 +310,9 @@ impl Reconciler {
                     return;
                 };
                 if !error.is_panic() {
+                    // Cancelled: only happens at shutdown, but never leave the path stuck.
+                    self.running.remove(&path);
+                    self.dirty.insert(path);
                     return;
                 }
                 let message = panic_message(error);

@@ -152,21 +152,26 @@ pub(crate) async fn register(
         &description.endpoint,
         &description.versions,
     );
-    if let Err(e) = handler.validate(name, endpoint, versions).await {
-        return fail(
-            RegisterError::Validation(e.to_string()),
-            client,
-            description,
+    let limit = config.handler_timeout;
+    let overdue = || {
+        format!(
+            "the {} handler did not answer within {limit:?}",
+            description.plugin_type
         )
-        .await;
+    };
+    let validated = tokio::time::timeout(limit, handler.validate(name, endpoint, versions)).await;
+    if let Err(e) = validated
+        .map_err(|_| overdue())
+        .and_then(|r| r.map_err(|e| e.to_string()))
+    {
+        return fail(RegisterError::Validation(e), client, description).await;
     }
-    if let Err(e) = handler.register(name, endpoint, versions).await {
-        return fail(
-            RegisterError::Registration(e.to_string()),
-            client,
-            description,
-        )
-        .await;
+    let registered = tokio::time::timeout(limit, handler.register(name, endpoint, versions)).await;
+    if let Err(e) = registered
+        .map_err(|_| overdue())
+        .and_then(|r| r.map_err(|e| e.to_string()))
+    {
+        return fail(RegisterError::Registration(e), client, description).await;
     }
     let notify_error = notify(client, true, "", config.notify_timeout)
         .await

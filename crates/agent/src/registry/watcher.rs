@@ -140,7 +140,12 @@ impl Tree {
         }
     }
 
+    /// Forgets every watch and watches and lists the whole tree again, so no
+    /// watch survives under a path that no longer describes its directory.
     fn rescan(&mut self) -> Vec<(PathBuf, Option<FileIdentity>)> {
+        for (wd, _) in self.dirs.drain() {
+            let _ = self.watches.remove(wd);
+        }
         let root = self.root.clone();
         if let Err(e) = std::fs::create_dir_all(&root) {
             tracing::error!(dir = %root.display(), error = %e, "cannot recreate plugin registry directory");
@@ -208,6 +213,11 @@ pub(crate) async fn watch(
             Some(Ok(event)) => event,
             Some(Err(e)) => {
                 tracing::error!(dir = %root.display(), error = %e, "inotify read failed; rescanning");
+                // Pace repeated failures instead of rescanning in a tight loop.
+                tokio::select! {
+                    () = shutdown.cancelled() => return Ok(()),
+                    () = tokio::time::sleep(std::time::Duration::from_millis(200)) => {}
+                }
                 let sockets = tree.rescan();
                 if events.send(WatchEvent::Resync { sockets }).await.is_err() {
                     return Ok(());
@@ -245,6 +255,13 @@ fn handle(
     };
     if mask.contains(EventMask::IGNORED) {
         tree.dirs.remove(&wd);
+        if dir == tree.root {
+            // The root's watch is gone (removed, unmounted): watch it again.
+            tracing::error!(dir = %dir.display(), "plugin registry watch lost; rescanning");
+            out.push(WatchEvent::Resync {
+                sockets: tree.rescan(),
+            });
+        }
         return;
     }
     if mask.intersects(EventMask::DELETE_SELF | EventMask::MOVE_SELF) {
