@@ -11,7 +11,7 @@ mod server;
 
 use std::path::{Path, PathBuf};
 
-pub use client::{AdminClientError, EventStream, events, status};
+pub use client::{AdminClientError, EventStream, allocate, events, release, status};
 pub use server::serve;
 
 use crate::csi::CsiDriver;
@@ -28,13 +28,41 @@ pub fn socket_path(root_dir: &Path) -> PathBuf {
 }
 
 /// A request line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "request", rename_all = "lowercase")]
 pub enum AdminRequest {
     /// The plugin table and agent facts.
     Status,
     /// Follow plugin events.
     Events,
+    /// Allocate devices to a container: resource name → count. All or nothing.
+    Allocate {
+        /// Pod UID.
+        pod: String,
+        /// Container name.
+        container: String,
+        /// Resource name → number of devices.
+        resources: std::collections::BTreeMap<String, usize>,
+    },
+    /// Free every device a pod holds.
+    Release {
+        /// Pod UID.
+        pod: String,
+    },
+}
+
+/// The answer to [`AdminRequest::Allocate`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AllocateReply {
+    /// One entry per resource.
+    pub allocations: Vec<crate::device::ContainerAllocation>,
+}
+
+/// The answer to [`AdminRequest::Release`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ReleaseReply {
+    /// How many (container, resource) allocations ended.
+    pub released: usize,
 }
 
 /// The answer to [`AdminRequest::Status`].

@@ -37,6 +37,42 @@ enum Command {
         #[arg(long, env = "NODEPLUGINS_LOG_LEVEL", default_value = "info")]
         log_level: String,
     },
+    /// Show device plugin resources: capacity, allocatable, allocated, devices, plugins.
+    Resources {
+        /// Root directory of the agent to ask.
+        #[arg(long, env = "NODEPLUGINS_ROOT_DIR", default_value = DEFAULT_ROOT_DIR)]
+        root_dir: PathBuf,
+        /// Output format.
+        #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
+        output: Format,
+    },
+    /// Allocate devices to a container, all or nothing, and show what it gets.
+    Allocate {
+        /// Root directory of the agent to ask.
+        #[arg(long, env = "NODEPLUGINS_ROOT_DIR", default_value = DEFAULT_ROOT_DIR)]
+        root_dir: PathBuf,
+        /// Pod UID.
+        #[arg(long)]
+        pod: String,
+        /// Container name.
+        #[arg(long)]
+        container: String,
+        /// Requests as RESOURCE=COUNT, such as example.com/device=2.
+        #[arg(required = true, value_parser = parse_request)]
+        requests: Vec<(String, usize)>,
+        /// Output format.
+        #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
+        output: Format,
+    },
+    /// Free every device a pod holds.
+    Release {
+        /// Root directory of the agent to ask.
+        #[arg(long, env = "NODEPLUGINS_ROOT_DIR", default_value = DEFAULT_ROOT_DIR)]
+        root_dir: PathBuf,
+        /// Pod UID.
+        #[arg(long)]
+        pod: String,
+    },
     /// Show the plugins the running agent knows.
     Status {
         /// Root directory of the agent to ask.
@@ -68,6 +104,36 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
             logging::init(LogFormat::Text, "warn");
             crate::bench::run_fleet(args).await
         }
+        Command::Resources { root_dir, output } => {
+            let status = nodeplugins::admin::status(&root_dir).await?;
+            output::resources(&status.resources, output, &mut std::io::stdout().lock())
+        }
+        Command::Allocate {
+            root_dir,
+            pod,
+            container,
+            requests,
+            output,
+        } => {
+            let reply = nodeplugins::admin::allocate(
+                &root_dir,
+                &pod,
+                &container,
+                requests.into_iter().collect(),
+            )
+            .await
+            .with_context(|| format!("allocate devices to pod {pod} container {container}"))?;
+            output::allocations(&reply.allocations, output, &mut std::io::stdout().lock())
+        }
+        Command::Release { root_dir, pod } => {
+            let reply = nodeplugins::admin::release(&root_dir, &pod).await?;
+            let mut out = std::io::stdout().lock();
+            std::io::Write::write_fmt(
+                &mut out,
+                format_args!("released {} allocation(s) of pod {pod}\n", reply.released),
+            )?;
+            Ok(())
+        }
         Command::Status { root_dir, output } => {
             let status = nodeplugins::admin::status(&root_dir).await?;
             output::status(&status, output, &mut std::io::stdout().lock())
@@ -95,4 +161,14 @@ async fn run(root_dir: PathBuf) -> anyhow::Result<()> {
         .with_context(|| format!("agent on {}", root_dir.display()))?;
     tracing::info!("nodeplugins agent stopped");
     Ok(())
+}
+
+fn parse_request(text: &str) -> Result<(String, usize), String> {
+    let (resource, count) = text
+        .rsplit_once('=')
+        .ok_or_else(|| format!("expected RESOURCE=COUNT, got {text:?}"))?;
+    let count = count
+        .parse()
+        .map_err(|_| format!("not a device count in {text:?}"))?;
+    Ok((resource.to_string(), count))
 }

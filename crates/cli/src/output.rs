@@ -4,6 +4,7 @@ use std::io::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use nodeplugins::admin::AgentStatus;
+use nodeplugins::device::{ContainerAllocation, ResourceStatus};
 use nodeplugins::registry::PluginState;
 
 /// Output format of inspection commands.
@@ -188,6 +189,118 @@ fn table(headers: &[&str], rows: &[Vec<String>], out: &mut impl Write) -> anyhow
     writeln!(out, "{}", line(&headers))?;
     for row in rows {
         writeln!(out, "{}", line(row))?;
+    }
+    Ok(())
+}
+
+/// Prints device plugin resources.
+pub(crate) fn resources(
+    resources: &[ResourceStatus],
+    format: Format,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    if format == Format::Json {
+        serde_json::to_writer_pretty(&mut *out, &serde_json::json!({ "resources": resources }))?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    if resources.is_empty() {
+        writeln!(out, "no device plugin resources")?;
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = resources
+        .iter()
+        .map(|r| {
+            let devices: Vec<String> = r
+                .devices
+                .iter()
+                .map(|d| {
+                    let numa: Vec<String> = d.numa_nodes.iter().map(i64::to_string).collect();
+                    let health = if d.health == "Healthy" { "" } else { "!" };
+                    if numa.is_empty() {
+                        format!("{}{health}", d.id)
+                    } else {
+                        format!("{}{health}@{}", d.id, numa.join("+"))
+                    }
+                })
+                .collect();
+            let note = r.removal_in_ms.map_or(String::new(), |ms| {
+                format!("no plugin; removed in {}", human(Duration::from_millis(ms)))
+            });
+            vec![
+                r.name.clone(),
+                r.capacity.to_string(),
+                r.allocatable.to_string(),
+                r.allocated.to_string(),
+                r.instances.len().to_string(),
+                devices.join(" "),
+                note,
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "RESOURCE",
+            "CAPACITY",
+            "ALLOCATABLE",
+            "ALLOCATED",
+            "PLUGINS",
+            "DEVICES (id[!unhealthy]@numa)",
+            "NOTE",
+        ],
+        &rows,
+        out,
+    )
+}
+
+/// Prints what a container was given.
+pub(crate) fn allocations(
+    allocations: &[ContainerAllocation],
+    format: Format,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    if format == Format::Json {
+        serde_json::to_writer_pretty(
+            &mut *out,
+            &serde_json::json!({ "allocations": allocations }),
+        )?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    for a in allocations {
+        writeln!(
+            out,
+            "{} for pod {} container {}: {}",
+            a.resource,
+            a.pod_uid,
+            a.container,
+            a.devices.join(", ")
+        )?;
+        for (k, v) in &a.envs {
+            writeln!(out, "  env        {k}={v}")?;
+        }
+        for m in &a.mounts {
+            writeln!(
+                out,
+                "  mount      {} -> {}{}",
+                m.host_path,
+                m.container_path,
+                if m.read_only { " (ro)" } else { "" }
+            )?;
+        }
+        for d in &a.device_specs {
+            writeln!(
+                out,
+                "  device     {} -> {} ({})",
+                d.host_path, d.container_path, d.permissions
+            )?;
+        }
+        for (k, v) in &a.annotations {
+            writeln!(out, "  annotation {k}={v}")?;
+        }
+        for c in &a.cdi_devices {
+            writeln!(out, "  cdi        {c}")?;
+        }
     }
     Ok(())
 }

@@ -160,3 +160,120 @@ async fn agent_pid(root: &Path) -> u32 {
     })
     .await
 }
+
+async fn cli(root: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_nodeplugins"))
+        .args(args)
+        .arg("--root-dir")
+        .arg(root)
+        .output()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn device_plugin_resources_allocate_and_release_through_the_cli() {
+    let root = tempfile::tempdir().unwrap();
+    let _agent = agent(root.path());
+    eventually("agent answering", TIMEOUT, || status_json(root.path())).await;
+    let dir = root.path().join("device-plugins");
+    eventually("kubelet.sock", TIMEOUT, || async {
+        dir.join("kubelet.sock").exists().then_some(())
+    })
+    .await;
+    let mut command = python_env().script("device_plugin.py");
+    command
+        .arg("--dir")
+        .arg(&dir)
+        .args(["--resource", "example.com/dev", "--devices", "4"]);
+    let mut plugin = ChildProcess::spawn("device_plugin.py", command);
+    assert_eq!(
+        plugin
+            .wait_for_line(TIMEOUT, |l| l.starts_with("REGISTER"))
+            .await,
+        "REGISTERED"
+    );
+
+    let resources = eventually("4 devices", TIMEOUT, || async {
+        let out = cli(root.path(), &["resources", "-o", "json"]).await;
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+        (json["resources"][0]["capacity"] == 4).then_some(json)
+    })
+    .await;
+    assert_eq!(resources["resources"][0]["name"], "example.com/dev");
+    assert_eq!(resources["resources"][0]["allocatable"], 4);
+
+    let out = cli(
+        root.path(),
+        &[
+            "allocate",
+            "--pod",
+            "uid-1",
+            "--container",
+            "main",
+            "example.com/dev=2",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reply: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let devices = reply["allocations"][0]["devices"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(devices.len(), 2);
+    let joined: Vec<&str> = devices.iter().map(|d| d.as_str().unwrap()).collect();
+    assert_eq!(
+        reply["allocations"][0]["envs"]["PY_DEVICES"],
+        joined.join(","),
+        "the plugin's Allocate response is shown"
+    );
+
+    let table = cli(
+        root.path(),
+        &[
+            "allocate",
+            "--pod",
+            "uid-1",
+            "--container",
+            "main",
+            "example.com/dev=2",
+        ],
+    )
+    .await;
+    assert!(String::from_utf8_lossy(&table.stdout).contains("env        PY_DEVICES="));
+
+    let too_many = cli(
+        root.path(),
+        &[
+            "allocate",
+            "--pod",
+            "uid-2",
+            "--container",
+            "c",
+            "example.com/dev=3",
+        ],
+    )
+    .await;
+    assert!(!too_many.status.success());
+    let stderr = String::from_utf8_lossy(&too_many.stderr);
+    assert!(stderr.contains("requested number of devices unavailable for example.com/dev. Requested: 3, Available: 2"), "{stderr}");
+
+    let held = cli(root.path(), &["resources", "-o", "json"]).await;
+    let held: serde_json::Value = serde_json::from_slice(&held.stdout).unwrap();
+    assert_eq!(held["resources"][0]["allocated"], 2);
+    let released = cli(root.path(), &["release", "--pod", "uid-1"]).await;
+    assert_eq!(
+        String::from_utf8_lossy(&released.stdout).trim(),
+        "released 1 allocation(s) of pod uid-1"
+    );
+    let after = cli(root.path(), &["resources", "-o", "json"]).await;
+    let after: serde_json::Value = serde_json::from_slice(&after.stdout).unwrap();
+    assert_eq!(after["resources"][0]["allocated"], 0);
+}

@@ -6,7 +6,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::net::UnixStream;
 use tokio::net::unix::OwnedReadHalf;
 
-use super::{AdminErrorReply, AdminRequest, AgentStatus, socket_path};
+use super::{AdminErrorReply, AdminRequest, AgentStatus, AllocateReply, ReleaseReply, socket_path};
 use crate::registry::PluginEvent;
 
 /// Why the agent could not be asked.
@@ -74,8 +74,15 @@ fn parse<T: serde::de::DeserializeOwned>(line: &str) -> Result<T, AdminClientErr
 
 /// Asks the agent using `root_dir` for its status.
 pub async fn status(root_dir: &Path) -> Result<AgentStatus, AdminClientError> {
+    one_reply(root_dir, AdminRequest::Status).await
+}
+
+async fn one_reply<T: serde::de::DeserializeOwned>(
+    root_dir: &Path,
+    req: AdminRequest,
+) -> Result<T, AdminClientError> {
     let path = socket_path(root_dir);
-    let mut lines = request(root_dir, AdminRequest::Status).await?;
+    let mut lines = request(root_dir, req).await?;
     match lines.next_line().await {
         Ok(Some(line)) => parse(&line),
         Ok(None) => Err(AdminClientError::Protocol(
@@ -83,6 +90,26 @@ pub async fn status(root_dir: &Path) -> Result<AgentStatus, AdminClientError> {
         )),
         Err(source) => Err(AdminClientError::Io { path, source }),
     }
+}
+
+/// Asks the agent to allocate devices to a container (all or nothing).
+pub async fn allocate(
+    root_dir: &Path,
+    pod: &str,
+    container: &str,
+    resources: std::collections::BTreeMap<String, usize>,
+) -> Result<AllocateReply, AdminClientError> {
+    let req = AdminRequest::Allocate {
+        pod: pod.into(),
+        container: container.into(),
+        resources,
+    };
+    one_reply(root_dir, req).await
+}
+
+/// Asks the agent to free every device `pod` holds.
+pub async fn release(root_dir: &Path, pod: &str) -> Result<ReleaseReply, AdminClientError> {
+    one_reply(root_dir, AdminRequest::Release { pod: pod.into() }).await
 }
 
 /// Follows the agent's plugin events; each call of the returned closure

@@ -11,7 +11,10 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::{AdminErrorReply, AdminRequest, AgentStatus, StatusSources, socket_path};
+use super::{
+    AdminErrorReply, AdminRequest, AgentStatus, AllocateReply, ReleaseReply, StatusSources,
+    socket_path,
+};
 use crate::registry::status::unix_ms;
 
 /// How long a client has to send its request line.
@@ -122,6 +125,53 @@ impl Context {
                 if let Ok(reply) = reply {
                     let _ = write_line(&mut write, &reply).await;
                 }
+            }
+            Ok(AdminRequest::Allocate {
+                pod,
+                container,
+                resources,
+            }) => {
+                let devices = &self.sources.devices;
+                // What the container held before: a repeat request returns it,
+                // and a failed request must not undo it.
+                let held: std::collections::BTreeSet<String> = devices
+                    .allocations()
+                    .into_iter()
+                    .filter(|a| a.pod_uid == pod && a.container == container)
+                    .map(|a| a.resource)
+                    .collect();
+                let mut done = Vec::new();
+                let mut failure = None;
+                for (resource, count) in &resources {
+                    match devices.allocate(&pod, &container, resource, *count).await {
+                        Ok(allocation) => done.push(allocation),
+                        Err(e) => {
+                            failure = Some(e.to_string());
+                            break;
+                        }
+                    }
+                }
+                let reply = match failure {
+                    None => serde_json::to_value(AllocateReply { allocations: done }),
+                    Some(error) => {
+                        // All or nothing: undo what this request allocated.
+                        for allocation in done.iter().filter(|a| !held.contains(&a.resource)) {
+                            devices.forget(
+                                &allocation.pod_uid,
+                                &allocation.container,
+                                &allocation.resource,
+                            );
+                        }
+                        serde_json::to_value(AdminErrorReply { error })
+                    }
+                };
+                if let Ok(reply) = reply {
+                    let _ = write_line(&mut write, &reply).await;
+                }
+            }
+            Ok(AdminRequest::Release { pod }) => {
+                let released = self.sources.devices.release(&pod);
+                let _ = write_line(&mut write, &ReleaseReply { released }).await;
             }
             Ok(AdminRequest::Events) => {
                 let mut events = self.sources.registry.events();

@@ -609,6 +609,19 @@ impl DeviceManager {
         released
     }
 
+    /// Forgets one container's allocation of one resource (to undo part of
+    /// a request that failed as a whole).
+    pub fn forget(&self, pod_uid: &str, container: &str, resource: &str) {
+        let key = (
+            pod_uid.to_string(),
+            container.to_string(),
+            resource.to_string(),
+        );
+        if self.lock().allocations.remove(&key).is_some() {
+            self.changed();
+        }
+    }
+
     /// Every allocation, sorted by pod, container and resource.
     pub fn allocations(&self) -> Vec<ContainerAllocation> {
         self.lock().allocations.values().cloned().collect()
