@@ -84,6 +84,9 @@ pub struct AgentStatus {
     /// Device plugin resources.
     #[serde(default)]
     pub resources: Vec<crate::device::ResourceStatus>,
+    /// Why the device checkpoint could not be loaded or written, if so.
+    #[serde(default)]
+    pub device_checkpoint_error: Option<String>,
 }
 
 /// Where the admin socket reads the state it reports.

@@ -484,7 +484,7 @@ async fn allocation_is_numa_aligned_recorded_and_idempotent() {
     );
     assert!(matches!(none_left, AllocateError::Unavailable { .. }));
 
-    assert_eq!(node.manager.release("pod-1"), 1);
+    assert_eq!(node.manager.release("pod-1").await, 1);
     let c = node
         .manager
         .allocate("pod-3", "main", RESOURCE, 2)
@@ -607,4 +607,125 @@ async fn a_plugin_dying_mid_allocate_records_nothing_and_frees_its_reservation()
         .unwrap();
     assert_eq!(done.devices, ["a"]);
     drop(second);
+}
+
+#[tokio::test]
+async fn allocations_survive_a_restart_and_resources_wait_for_their_plugin() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("device-plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    let plugins_dir = dir.path().join("device-plugins");
+    let (first, stop_first) = start_manager(&plugins, Duration::from_secs(3600)).await;
+    let node = Node {
+        _dir: tempfile::tempdir().unwrap(),
+        plugins: plugins_dir.clone(),
+        manager: first.clone(),
+        shutdown: stop_first.clone(),
+    };
+    nodeplugins_test_support::wait::eventually("kubelet.sock", TIMEOUT, || async {
+        plugins_dir.join("kubelet.sock").exists().then_some(())
+    })
+    .await;
+    let plugin = plugin_with(
+        &node,
+        "gpu.sock",
+        false,
+        vec![device("a", true), device("b", true)],
+    )
+    .await;
+    node.wait_resource("2 devices", |r| r.allocatable == 2)
+        .await;
+    let held = first.allocate("pod", "main", RESOURCE, 1).await.unwrap();
+    assert!(
+        plugins_dir.join("nodeplugins_device_checkpoint").exists(),
+        "written before the allocation is reported"
+    );
+
+    // The agent restarts: plugin sockets are removed, allocations come back.
+    stop_first.cancel();
+    first.stop();
+    first.wait_stopped().await;
+    drop(node);
+    drop(plugin);
+    let (second, stop_second) = start_manager(&plugins, Duration::from_secs(3600)).await;
+    let node = Node {
+        _dir: tempfile::tempdir().unwrap(),
+        plugins: plugins_dir.clone(),
+        manager: second.clone(),
+        shutdown: stop_second,
+    };
+    let r = node
+        .wait_resource("restored, waiting for its plugin", |r| {
+            r.removal_in_ms.is_some()
+        })
+        .await;
+    assert_eq!(
+        (r.capacity, r.allocated),
+        (0, 1),
+        "no devices until the plugin is back; the allocation is kept"
+    );
+    assert_eq!(second.allocations(), vec![held.clone()]);
+    assert!(second.checkpoint_error().is_none());
+
+    let _plugin = plugin_with(
+        &node,
+        "gpu.sock",
+        false,
+        vec![device("a", true), device("b", true)],
+    )
+    .await;
+    node.wait_resource("plugin back", |r| {
+        r.allocatable == 2 && r.removal_in_ms.is_none()
+    })
+    .await;
+    assert_eq!(
+        second.allocate("pod", "main", RESOURCE, 1).await.unwrap(),
+        held,
+        "the container keeps its device"
+    );
+    let other = second.allocate("pod-2", "main", RESOURCE, 1).await.unwrap();
+    assert_ne!(
+        other.devices, held.devices,
+        "a restored allocation's device is not given away"
+    );
+}
+
+#[tokio::test]
+async fn a_corrupt_checkpoint_is_reported_kept_aside_and_not_overwritten() {
+    let node = Node::start_with(Duration::from_secs(300), |dir| {
+        std::fs::write(
+            dir.join("nodeplugins_device_checkpoint"),
+            br#"{"version":1,"data":{"allocations":[],"registered_devices":{}},"checksum":1}"#,
+        )
+        .unwrap();
+    })
+    .await;
+    let error = node
+        .manager
+        .checkpoint_error()
+        .expect("the damage is reported");
+    assert!(error.contains("checksum mismatch"), "{error}");
+    let kept: Vec<_> = std::fs::read_dir(&node.plugins)
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("nodeplugins_device_checkpoint.corrupt-")
+        })
+        .collect();
+    assert_eq!(
+        kept.len(),
+        1,
+        "the damaged file is moved aside, not deleted"
+    );
+}
+
+async fn start_manager(plugins: &Path, grace: Duration) -> (DeviceManager, CancellationToken) {
+    let mut config = DeviceManagerConfig::new(plugins);
+    config.grace_period = grace;
+    let manager = DeviceManager::new(config);
+    let shutdown = CancellationToken::new();
+    tokio::spawn(serve_kubelet_socket(manager.clone(), shutdown.clone()));
+    (manager, shutdown)
 }

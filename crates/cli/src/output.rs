@@ -59,6 +59,9 @@ pub(crate) fn status(
     if !status.plugins.is_empty() {
         plugin_table(status, out)?;
     }
+    if let Some(error) = &status.device_checkpoint_error {
+        writeln!(out, "WARNING: {error}")?;
+    }
     if !status.resources.is_empty() {
         writeln!(out)?;
         let rows: Vec<Vec<String>> = status

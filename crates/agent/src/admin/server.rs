@@ -117,6 +117,7 @@ impl Context {
                         plugins,
                         csi_drivers: self.sources.csi.list(),
                         resources: self.sources.devices.status(),
+                        device_checkpoint_error: self.sources.devices.checkpoint_error(),
                     }),
                     Err(e) => serde_json::to_value(AdminErrorReply {
                         error: e.to_string(),
@@ -156,11 +157,13 @@ impl Context {
                     Some(error) => {
                         // All or nothing: undo what this request allocated.
                         for allocation in done.iter().filter(|a| !held.contains(&a.resource)) {
-                            devices.forget(
-                                &allocation.pod_uid,
-                                &allocation.container,
-                                &allocation.resource,
-                            );
+                            devices
+                                .forget(
+                                    &allocation.pod_uid,
+                                    &allocation.container,
+                                    &allocation.resource,
+                                )
+                                .await;
                         }
                         serde_json::to_value(AdminErrorReply { error })
                     }
@@ -170,7 +173,7 @@ impl Context {
                 }
             }
             Ok(AdminRequest::Release { pod }) => {
-                let released = self.sources.devices.release(&pod);
+                let released = self.sources.devices.release(&pod).await;
                 let _ = write_line(&mut write, &ReleaseReply { released }).await;
             }
             Ok(AdminRequest::Events) => {

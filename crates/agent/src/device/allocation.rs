@@ -146,6 +146,9 @@ pub enum AllocateError {
     /// PreStartContainer failed.
     #[error("device plugin PreStartContainer rpc failed with err: {0}")]
     PreStart(String),
+    /// The allocation could not be written to the checkpoint, so it was undone.
+    #[error("cannot record the allocation: {0}")]
+    Checkpoint(String),
     /// A request for zero devices.
     #[error("a request for {0} must ask for at least one device")]
     Zero(String),

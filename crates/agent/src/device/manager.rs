@@ -22,6 +22,7 @@ use nodeplugins_api::deviceplugin::v1beta1::{
 use tonic::transport::Channel;
 
 use super::allocation::{AllocateError, ContainerAllocation};
+use super::checkpoint::{self, CHECKPOINT_FILE, CheckpointData, CheckpointError};
 use super::endpoint;
 use super::selection::{Candidate, aligned_order};
 use crate::registry::status::unix_ms;
@@ -162,6 +163,10 @@ struct Inner {
     changes: watch::Sender<u64>,
     tasks: TaskTracker,
     shutdown: CancellationToken,
+    /// Serializes checkpoint writes so the newest state is written last.
+    writer: tokio::sync::Mutex<()>,
+    /// Why the checkpoint could not be loaded or last written, for status.
+    checkpoint_error: Mutex<Option<String>>,
 }
 
 /// One device, as status shows it.
@@ -226,6 +231,8 @@ impl DeviceManager {
                 changes: watch::channel(0).0,
                 tasks: TaskTracker::new(),
                 shutdown,
+                writer: tokio::sync::Mutex::new(()),
+                checkpoint_error: Mutex::new(None),
             }),
         }
     }
@@ -308,8 +315,8 @@ impl DeviceManager {
         }
     }
 
-    /// Applies a ListAndWatch update from instance `id`.
-    pub(crate) fn update(&self, resource: &str, id: u64, devices: Vec<Device>) {
+    /// Applies a ListAndWatch update from instance `id` and checkpoints it.
+    pub(crate) async fn update(&self, resource: &str, id: u64, devices: Vec<Device>) {
         {
             let mut state = self.lock();
             let Some(entry) = state.resources.get_mut(resource) else {
@@ -325,6 +332,9 @@ impl DeviceManager {
             }
         }
         self.changed();
+        if let Err(e) = self.persist().await {
+            tracing::error!(%resource, error = %e, "cannot write the device checkpoint");
+        }
     }
 
     /// Forgets instance `id`; promotes a survivor, or starts the grace period.
@@ -357,16 +367,20 @@ impl DeviceManager {
         };
         self.changed();
         if let Some(expiry) = grace {
-            let manager = self.clone();
-            let resource = resource.to_string();
-            let period = self.inner.config.grace_period;
-            self.inner.tasks.spawn(async move {
-                tokio::select! {
-                    () = expiry.cancelled() => {}
-                    () = tokio::time::sleep(period) => manager.expire(&resource),
-                }
-            });
+            self.schedule_expiry(resource.to_string(), expiry);
         }
+    }
+
+    /// Forgets `resource` after the grace period unless `expiry` is cancelled first.
+    fn schedule_expiry(&self, resource: String, expiry: CancellationToken) {
+        let manager = self.clone();
+        let period = self.inner.config.grace_period;
+        self.inner.tasks.spawn(async move {
+            tokio::select! {
+                () = expiry.cancelled() => {}
+                () = tokio::time::sleep(period) => manager.expire(&resource),
+            }
+        });
     }
 
     fn expire(&self, resource: &str) {
@@ -534,16 +548,24 @@ impl DeviceManager {
         }
         self.changed();
         let result = self.call_allocate(&instance, resource, &chosen).await;
-        let mut state = self.lock();
-        if let Some(reserved) = state.reserved.get_mut(resource) {
-            for id in &chosen {
-                reserved.remove(id);
+        let allocation = {
+            let mut state = self.lock();
+            if let Some(reserved) = state.reserved.get_mut(resource) {
+                for id in &chosen {
+                    reserved.remove(id);
+                }
             }
+            let response = result.inspect_err(|_| self.changed())?;
+            let allocation =
+                ContainerAllocation::new(pod_uid, container, resource, chosen, response);
+            state.allocations.insert(key.clone(), allocation.clone());
+            allocation
+        };
+        // Only report an allocation once it is on disk.
+        if let Err(e) = self.persist().await {
+            self.lock().allocations.remove(&key);
+            return Err(AllocateError::Checkpoint(e.to_string()));
         }
-        let response = result?;
-        let allocation = ContainerAllocation::new(pod_uid, container, resource, chosen, response);
-        state.allocations.insert(key, allocation.clone());
-        drop(state);
         tracing::info!(pod = %pod_uid, %container, %resource, devices = ?allocation.devices, "devices allocated");
         self.changed();
         Ok(allocation)
@@ -595,7 +617,7 @@ impl DeviceManager {
     }
 
     /// Frees every device held by pod `pod_uid`; returns how many allocations ended.
-    pub fn release(&self, pod_uid: &str) -> usize {
+    pub async fn release(&self, pod_uid: &str) -> usize {
         let released = {
             let mut state = self.lock();
             let before = state.allocations.len();
@@ -605,13 +627,16 @@ impl DeviceManager {
         if released > 0 {
             tracing::info!(pod = %pod_uid, released, "devices released");
             self.changed();
+            if let Err(e) = self.persist().await {
+                tracing::error!(error = %e, "cannot write the device checkpoint");
+            }
         }
         released
     }
 
     /// Forgets one container's allocation of one resource (to undo part of
     /// a request that failed as a whole).
-    pub fn forget(&self, pod_uid: &str, container: &str, resource: &str) {
+    pub async fn forget(&self, pod_uid: &str, container: &str, resource: &str) {
         let key = (
             pod_uid.to_string(),
             container.to_string(),
@@ -619,7 +644,130 @@ impl DeviceManager {
         );
         if self.lock().allocations.remove(&key).is_some() {
             self.changed();
+            if let Err(e) = self.persist().await {
+                tracing::error!(error = %e, "cannot write the device checkpoint");
+            }
         }
+    }
+
+    fn checkpoint_path(&self) -> PathBuf {
+        self.inner.config.dir.join(CHECKPOINT_FILE)
+    }
+
+    /// Why the checkpoint could not be loaded or last written, if it could not.
+    pub fn checkpoint_error(&self) -> Option<String> {
+        self.inner
+            .checkpoint_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn set_checkpoint_error(&self, error: Option<String>) {
+        *self
+            .inner
+            .checkpoint_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = error;
+    }
+
+    /// Writes the current allocations and healthy devices to the checkpoint.
+    pub(crate) async fn persist(&self) -> Result<(), CheckpointError> {
+        let _writing = self.inner.writer.lock().await;
+        let data = {
+            let state = self.lock();
+            CheckpointData {
+                allocations: state.allocations.values().cloned().collect(),
+                registered_devices: state
+                    .resources
+                    .iter()
+                    .map(|(name, r)| {
+                        (
+                            name.clone(),
+                            r.devices
+                                .values()
+                                .filter(|d| is_healthy(d))
+                                .map(|d| d.id.clone())
+                                .collect(),
+                        )
+                    })
+                    .collect(),
+            }
+        };
+        let path = self.checkpoint_path();
+        let result = tokio::task::spawn_blocking(move || checkpoint::write(&path, &data))
+            .await
+            .unwrap_or_else(|e| {
+                Err(CheckpointError::Io {
+                    path: self.checkpoint_path(),
+                    source: std::io::Error::other(e),
+                })
+            });
+        match &result {
+            Ok(()) => {
+                if self
+                    .checkpoint_error()
+                    .is_some_and(|e| e.starts_with("write:"))
+                {
+                    self.set_checkpoint_error(None);
+                }
+            }
+            Err(e) => self.set_checkpoint_error(Some(format!("write: {e}"))),
+        }
+        result
+    }
+
+    /// Loads the checkpoint at start: allocations come back, and each resource
+    /// it names is known again with no devices (capacity 0) and its grace
+    /// period running until its plugin registers again.
+    pub async fn restore(&self) {
+        let path = self.checkpoint_path();
+        let data = match tokio::task::spawn_blocking(move || checkpoint::load(&path)).await {
+            Ok(Ok(data)) => data,
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "device checkpoint not restored");
+                self.set_checkpoint_error(Some(e.to_string()));
+                return;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "device checkpoint not restored");
+                return;
+            }
+        };
+        let expiries: Vec<(String, CancellationToken)> = {
+            let mut state = self.lock();
+            for allocation in data.allocations {
+                let key = (
+                    allocation.pod_uid.clone(),
+                    allocation.container.clone(),
+                    allocation.resource.clone(),
+                );
+                state.allocations.insert(key, allocation);
+            }
+            data.registered_devices
+                .into_keys()
+                .filter_map(|name| {
+                    let entry = state.resources.entry(name.clone()).or_default();
+                    if !entry.instances.is_empty() {
+                        return None;
+                    }
+                    entry.stopped_at = Some(Instant::now());
+                    let expiry = self.inner.shutdown.child_token();
+                    entry.expiry = Some(expiry.clone());
+                    Some((name, expiry))
+                })
+                .collect()
+        };
+        let restored = self.lock().allocations.len();
+        tracing::info!(
+            allocations = restored,
+            resources = expiries.len(),
+            "device checkpoint restored"
+        );
+        for (resource, expiry) in expiries {
+            self.schedule_expiry(resource, expiry);
+        }
+        self.changed();
     }
 
     /// Every allocation, sorted by pod, container and resource.

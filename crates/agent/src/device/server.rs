@@ -99,6 +99,7 @@ pub async fn serve_kubelet_socket(
         path: dir.clone(),
         source,
     })?;
+    manager.restore().await;
     let socket = BoundSocket::bind(&path, None).await?;
     let router = tonic::transport::Server::builder().add_service(RegistrationServer::new(
         KubeletRegistration {
