@@ -6,6 +6,8 @@
 //! - [`socket_name`]: registration socket names.
 //! - [`csi_registrar`]: a replacement for the node-driver-registrar sidecar,
 //!   also shipped as the `nodeplugins-csi-registrar` binary.
+//! - [`device_plugin`]: serve a device plugin and keep it registered across
+//!   kubelet restarts; also the `example-device-plugin` binary.
 //! - [`signals`]: stop on SIGTERM/SIGINT.
 //!
 //! Every server here goes through [`nodeplugins_api::transport`], which
@@ -13,6 +15,7 @@
 #![forbid(unsafe_code)]
 
 pub mod csi_registrar;
+pub mod device_plugin;
 pub mod registrar;
 pub mod signals;
 pub mod socket_name;

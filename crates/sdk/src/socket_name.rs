@@ -11,9 +11,10 @@ use sha2::{Digest, Sha256};
 /// The suffix of every registration socket name.
 pub const SUFFIX: &str = "-reg.sock";
 
-/// The default registration socket name, `<name>-reg.sock`.
+/// The default registration socket name, `<name>-reg.sock`, with any `/`
+/// (device plugin names are `vendor/resource`) replaced by `_`.
 pub fn registration_socket_name(name: &str) -> String {
-    format!("{name}{SUFFIX}")
+    format!("{}{SUFFIX}", name.replace('/', "_"))
 }
 
 /// No candidate name fits in `sun_path` under the registry directory.
@@ -82,6 +83,18 @@ mod tests {
 
     fn name(dir: &str, driver: &str, uid: &str) -> String {
         rolling_update_socket_name(Path::new(dir), driver, uid).unwrap()
+    }
+
+    #[test]
+    fn default_names_never_contain_a_slash() {
+        assert_eq!(
+            registration_socket_name("gpu.example.com"),
+            "gpu.example.com-reg.sock"
+        );
+        assert_eq!(
+            registration_socket_name("example.com/device"),
+            "example.com_device-reg.sock"
+        );
     }
 
     #[test]

@@ -1,0 +1,165 @@
+//! Device plugins end to end with separate processes: `example-device-plugin`
+//! against `nodeplugins run`, including an agent restart.
+
+// Test code: a failed unwrap is a failed test with a precise location.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+
+use nodeplugins_test_support::binaries::binary;
+use nodeplugins_test_support::process::ChildProcess;
+use nodeplugins_test_support::wait::{TIMEOUT, eventually};
+use tokio::process::Command;
+
+fn agent(root: &Path) -> ChildProcess {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_nodeplugins"));
+    command.args(["run", "--root-dir"]).arg(root);
+    ChildProcess::spawn("nodeplugins run", command)
+}
+
+fn example_plugin(root: &Path, via: &str) -> ChildProcess {
+    let mut command = Command::new(binary("nodeplugins-sdk", "example-device-plugin"));
+    command
+        .arg("--root-dir")
+        .arg(root)
+        .args(["--devices", "4", "--via", via]);
+    ChildProcess::spawn("example-device-plugin", command)
+}
+
+async fn cli(root: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_nodeplugins"))
+        .args(args)
+        .arg("--root-dir")
+        .arg(root)
+        .output()
+        .await
+        .unwrap()
+}
+
+async fn resource(root: &Path, pred: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    eventually("resource state", TIMEOUT, || async {
+        let out = cli(root, &["resources", "-o", "json"]).await;
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+        let r = json["resources"]
+            .as_array()?
+            .iter()
+            .find(|r| r["name"] == "example.com/device")?
+            .clone();
+        pred(&r).then_some(r)
+    })
+    .await
+}
+
+async fn signal(child: &ChildProcess, sig: &str) {
+    Command::new("kill")
+        .args([sig, &child.pid().unwrap().to_string()])
+        .status()
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn example_device_plugin_allocates_flips_health_and_survives_an_agent_restart() {
+    let root = tempfile::tempdir().unwrap();
+    let mut first = agent(root.path());
+    let plugin = example_plugin(root.path(), "kubelet-sock");
+    let r = resource(root.path(), |r| r["allocatable"] == 4).await;
+    let numa: Vec<i64> = r["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["numa_nodes"][0].as_i64().unwrap())
+        .collect();
+    assert_eq!(numa, [0, 1, 0, 1]);
+
+    let out = cli(
+        root.path(),
+        &[
+            "allocate",
+            "--pod",
+            "p1",
+            "--container",
+            "c",
+            "example.com/device=2",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reply: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let a = &reply["allocations"][0];
+    assert_eq!(
+        a["devices"],
+        serde_json::json!(["dev-0", "dev-2"]),
+        "both on NUMA node 0"
+    );
+    assert_eq!(
+        a["cdi_devices"],
+        serde_json::json!(["example.com/device=dev-0", "example.com/device=dev-2"])
+    );
+    assert_eq!(a["envs"]["EXAMPLE_DEVICES"], "dev-0,dev-2");
+
+    signal(&plugin, "-USR1").await;
+    resource(root.path(), |r| r["allocatable"] == 3 && r["capacity"] == 4).await;
+    signal(&plugin, "-USR2").await;
+    resource(root.path(), |r| r["allocatable"] == 4).await;
+
+    // Restart the agent: kubelet.sock is re-created, the plugin registers
+    // again by itself, and the allocation is still there.
+    signal(&first, "-TERM").await;
+    assert_eq!(first.wait(TIMEOUT).await, Some(0));
+    let _second = agent(root.path());
+    let back = resource(root.path(), |r| {
+        r["allocatable"] == 4 && r["instances"].as_array().is_some_and(|i| i.len() == 1)
+    })
+    .await;
+    assert_eq!(back["allocated"], 2, "the allocation survived the restart");
+    let again = cli(
+        root.path(),
+        &[
+            "allocate",
+            "--pod",
+            "p1",
+            "--container",
+            "c",
+            "example.com/device=2",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    let again: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(
+        again["allocations"][0]["devices"],
+        serde_json::json!(["dev-0", "dev-2"])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn example_device_plugin_registers_through_plugins_registry() {
+    let root = tempfile::tempdir().unwrap();
+    let _agent = agent(root.path());
+    let _plugin = example_plugin(root.path(), "registry");
+    let r = resource(root.path(), |r| r["allocatable"] == 4).await;
+    assert!(
+        r["instances"][0]["get_preferred_allocation_available"]
+            .as_bool()
+            .unwrap()
+    );
+    let status = cli(root.path(), &["status", "-o", "json"]).await;
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let plugin = status["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["type"] == "DevicePlugin")
+        .cloned()
+        .unwrap();
+    assert_eq!(plugin["state"], "registered");
+    assert_eq!(plugin["name"], "example.com/device");
+}
