@@ -1,0 +1,112 @@
+//! Device manager latencies with a real device plugin over a Unix socket:
+//! a ListAndWatch update until the new capacity is visible, and an allocate
+//! round trip (selection, Allocate RPC, checkpoint write) plus release.
+//!
+//! Run: `cargo bench -p nodeplugins --bench devices`
+
+// Benchmark code: a failed unwrap aborts the run with a precise location.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+use std::time::Duration;
+
+use nodeplugins::device::{DeviceManager, DeviceManagerConfig, serve_kubelet_socket};
+use nodeplugins_api::deviceplugin::v1beta1::registration_client::RegistrationClient;
+use nodeplugins_api::deviceplugin::v1beta1::{Device, DevicePluginOptions, RegisterRequest};
+use nodeplugins_api::transport::dial;
+use nodeplugins_test_support::fake_device_plugin::FakeDevicePlugin;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+const RESOURCE: &str = "example.com/bench";
+
+fn devices(n: usize, healthy: usize) -> Vec<Device> {
+    (0..n)
+        .map(|i| Device {
+            id: format!("d{i}"),
+            health: if i < healthy { "Healthy" } else { "Unhealthy" }.into(),
+            topology: None,
+        })
+        .collect()
+}
+
+fn line(label: &str, mut samples: Vec<Duration>) {
+    samples.sort();
+    let at =
+        |p: f64| samples[((samples.len() - 1) as f64 * p).round() as usize].as_secs_f64() * 1e6;
+    println!(
+        "{label}: p50 {:>7.1} us  p99 {:>7.1} us  max {:>7.1} us  (n={})",
+        at(0.5),
+        at(0.99),
+        at(1.0),
+        samples.len()
+    );
+}
+
+async fn run() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("device-plugins");
+    let manager = DeviceManager::new(DeviceManagerConfig::new(&plugins));
+    let shutdown = CancellationToken::new();
+    tokio::spawn(serve_kubelet_socket(manager.clone(), shutdown.clone()));
+    while !plugins.join("kubelet.sock").exists() {
+        tokio::task::yield_now().await;
+    }
+    let plugin = FakeDevicePlugin::serve(
+        plugins.join("bench.sock"),
+        DevicePluginOptions::default(),
+        devices(8, 8),
+    )
+    .await;
+    let channel = dial(plugins.join("kubelet.sock"), Duration::from_secs(5))
+        .await
+        .unwrap();
+    RegistrationClient::new(channel)
+        .register(RegisterRequest {
+            version: "v1beta1".into(),
+            endpoint: "bench.sock".into(),
+            resource_name: RESOURCE.into(),
+            options: None,
+        })
+        .await
+        .unwrap();
+    let mut changes = manager.changes();
+    let allocatable = |m: &DeviceManager| m.status().first().map_or(0, |r| r.allocatable);
+    while allocatable(&manager) != 8 {
+        changes.changed().await.unwrap();
+    }
+
+    let mut updates = Vec::new();
+    for i in 0..2000 {
+        let want = if i % 2 == 0 { 7 } else { 8 };
+        let start = Instant::now();
+        plugin.set_devices(devices(8, want));
+        while allocatable(&manager) != want {
+            changes.changed().await.unwrap();
+        }
+        updates.push(start.elapsed());
+    }
+    line("ListAndWatch update -> allocatable visible", updates);
+
+    let mut allocations = Vec::new();
+    for i in 0..2000 {
+        let pod = format!("pod-{i}");
+        let start = Instant::now();
+        manager.allocate(&pod, "main", RESOURCE, 2).await.unwrap();
+        allocations.push(start.elapsed());
+        manager.release(&pod).await;
+    }
+    line(
+        "allocate 2 devices (Allocate RPC + checkpoint)  ",
+        allocations,
+    );
+    shutdown.cancel();
+    manager.stop();
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(run());
+}
