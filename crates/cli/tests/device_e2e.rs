@@ -111,14 +111,18 @@ async fn example_device_plugin_allocates_flips_health_and_survives_an_agent_rest
 
     // Restart the agent: kubelet.sock is re-created, the plugin registers
     // again by itself, and the allocation is still there.
-    signal(&first, "-TERM").await;
-    assert_eq!(first.wait(TIMEOUT).await, Some(0));
-    let _second = agent(root.path());
-    let back = resource(root.path(), |r| {
-        r["allocatable"] == 4 && r["instances"].as_array().is_some_and(|i| i.len() == 1)
-    })
-    .await;
-    assert_eq!(back["allocated"], 2, "the allocation survived the restart");
+    // Several restarts in a row: each deletes the plugin's socket at start-up,
+    // and the plugin must come back every time.
+    for _ in 0..3 {
+        signal(&first, "-TERM").await;
+        assert_eq!(first.wait(TIMEOUT).await, Some(0));
+        first = agent(root.path());
+        let back = resource(root.path(), |r| {
+            r["allocatable"] == 4 && r["instances"].as_array().is_some_and(|i| i.len() == 1)
+        })
+        .await;
+        assert_eq!(back["allocated"], 2, "the allocation survived the restart");
+    }
     let again = cli(
         root.path(),
         &[

@@ -264,6 +264,7 @@ pub async fn serve_device_plugin<S: DevicePluginService>(
         let round = shutdown.child_token();
         let socket = config.dir.join(&config.socket_name);
         let bound = BoundSocket::bind(&socket, None).await?;
+        let bound_identity = file_identity(&socket);
         let router = tonic::transport::Server::builder().add_service(
             dp::device_plugin_server::DevicePluginServer::new(Server {
                 service: service.clone(),
@@ -271,11 +272,15 @@ pub async fn serve_device_plugin<S: DevicePluginService>(
             }),
         );
         let server = tokio::spawn(serve(bound, router, round.clone()));
+        // Registration through kubelet.sock retries while events are
+        // watched: the kubelet's start-up cleanup may delete the socket just
+        // bound, and retrying against a deleted socket would never succeed.
+        let kubelet_registration =
+            register_with_kubelet(&config, options(service.as_ref()), &round);
+        tokio::pin!(kubelet_registration);
+        let mut registered = !matches!(config.registration, Registration::KubeletSocket);
         let registrar = match &config.registration {
-            Registration::KubeletSocket => {
-                register_with_kubelet(&config, options(service.as_ref()), &round).await;
-                None
-            }
+            Registration::KubeletSocket => None,
             Registration::Registry(dir) => Some({
                 std::fs::create_dir_all(dir).map_err(|source| DevicePluginError::Watch {
                     dir: dir.clone(),
@@ -295,6 +300,10 @@ pub async fn serve_device_plugin<S: DevicePluginService>(
         let end = loop {
             let event = tokio::select! {
                 () = shutdown.cancelled() => break RoundEnd::Shutdown,
+                () = &mut kubelet_registration, if !registered => {
+                    registered = true;
+                    continue;
+                }
                 event = events.next() => event,
             };
             let Some(Ok(event)) = event else {
@@ -309,7 +318,11 @@ pub async fn serve_device_plugin<S: DevicePluginService>(
                 && event
                     .mask
                     .intersects(EventMask::CREATE | EventMask::MOVED_TO);
-            let ours_gone = name == config.socket_name && event.mask.contains(EventMask::DELETE);
+            // Our own earlier rounds delete their sockets too: only a missing
+            // or different file at our path means someone removed this one.
+            let ours_gone = name == config.socket_name
+                && event.mask.contains(EventMask::DELETE)
+                && file_identity(&socket) != bound_identity;
             if kubelet_back || ours_gone {
                 tracing::info!(resource = %config.resource, kubelet_back, ours_gone, "the kubelet restarted; registering again");
                 break RoundEnd::KubeletRestarted;
@@ -377,4 +390,12 @@ async fn register_once(
         Ok(Err(status)) => Err(status.message().to_string()),
         Err(_) => Err("no answer within 30s".into()),
     }
+}
+
+/// Device and inode of the file at `path`, if any.
+fn file_identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
 }
