@@ -4,6 +4,7 @@
 //!   with socket hygiene, per-instance names for rolling updates, and the
 //!   kubelet's verdict on a watch channel.
 //! - [`socket_name`]: registration socket names.
+//! - [`csi_driver`]: a minimal CSI node driver server.
 //! - [`csi_registrar`]: a replacement for the node-driver-registrar sidecar,
 //!   also shipped as the `nodeplugins-csi-registrar` binary.
 //! - [`device_plugin`]: serve a device plugin and keep it registered across
@@ -14,6 +15,7 @@
 //! accepts the path-valued `:authority` the real kubelet sends.
 #![forbid(unsafe_code)]
 
+pub mod csi_driver;
 pub mod csi_registrar;
 pub mod device_plugin;
 pub mod registrar;

@@ -15,6 +15,7 @@ use nodeplugins_api::deviceplugin::v1beta1 as dp;
 use nodeplugins_api::dra::v1 as dra;
 use nodeplugins_api::pluginregistration::v1 as reg;
 use nodeplugins_api::transport::{BoundSocket, serve};
+use nodeplugins_sdk::csi_driver::CsiNodeDriver;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -47,64 +48,6 @@ impl reg::registration_server::Registration for Registration {
             }
         }
         Ok(Response::new(reg::RegistrationStatusResponse {}))
-    }
-}
-
-#[derive(Clone)]
-struct Csi {
-    name: String,
-}
-
-#[tonic::async_trait]
-impl csi::identity_server::Identity for Csi {
-    async fn get_plugin_info(
-        &self,
-        _: Request<csi::GetPluginInfoRequest>,
-    ) -> Result<Response<csi::GetPluginInfoResponse>, Status> {
-        Ok(Response::new(csi::GetPluginInfoResponse {
-            name: self.name.clone(),
-            vendor_version: env!("CARGO_PKG_VERSION").into(),
-            manifest: Default::default(),
-        }))
-    }
-
-    async fn get_plugin_capabilities(
-        &self,
-        _: Request<csi::GetPluginCapabilitiesRequest>,
-    ) -> Result<Response<csi::GetPluginCapabilitiesResponse>, Status> {
-        Ok(Response::new(csi::GetPluginCapabilitiesResponse {
-            capabilities: vec![],
-        }))
-    }
-
-    async fn probe(
-        &self,
-        _: Request<csi::ProbeRequest>,
-    ) -> Result<Response<csi::ProbeResponse>, Status> {
-        Ok(Response::new(csi::ProbeResponse { ready: Some(true) }))
-    }
-}
-
-#[tonic::async_trait]
-impl csi::node_server::Node for Csi {
-    async fn node_get_capabilities(
-        &self,
-        _: Request<csi::NodeGetCapabilitiesRequest>,
-    ) -> Result<Response<csi::NodeGetCapabilitiesResponse>, Status> {
-        Ok(Response::new(csi::NodeGetCapabilitiesResponse {
-            capabilities: vec![],
-        }))
-    }
-
-    async fn node_get_info(
-        &self,
-        _: Request<csi::NodeGetInfoRequest>,
-    ) -> Result<Response<csi::NodeGetInfoResponse>, Status> {
-        Ok(Response::new(csi::NodeGetInfoResponse {
-            node_id: "bench-node".into(),
-            max_volumes_per_node: 0,
-            accessible_topology: None,
-        }))
     }
 }
 
@@ -264,11 +207,16 @@ impl FleetPlugin {
             plugin_type::DRA => {
                 server.add_service(dra::dra_plugin_server::DraPluginServer::new(Dra))
             }
-            _ => server
-                .add_service(csi::identity_server::IdentityServer::new(Csi {
-                    name: name.clone(),
-                }))
-                .add_service(csi::node_server::NodeServer::new(Csi { name })),
+            _ => {
+                let driver = CsiNodeDriver {
+                    name,
+                    node_id: "bench-node".into(),
+                    ..Default::default()
+                };
+                server
+                    .add_service(csi::identity_server::IdentityServer::new(driver.clone()))
+                    .add_service(csi::node_server::NodeServer::new(driver))
+            }
         };
         let shutdown = CancellationToken::new();
         let stop = shutdown.clone();
