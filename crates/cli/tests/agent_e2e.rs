@@ -4,6 +4,10 @@
 // Test code: a failed unwrap is a failed test with a precise location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::*;
+
 use std::path::Path;
 use std::time::Duration;
 
@@ -11,28 +15,6 @@ use nodeplugins_test_support::process::ChildProcess;
 use nodeplugins_test_support::python::python_env;
 use nodeplugins_test_support::wait::{TIMEOUT, eventually};
 use tokio::process::Command;
-
-fn agent(root: &Path) -> ChildProcess {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_nodeplugins"));
-    command
-        .args(["run", "--root-dir"])
-        .arg(root)
-        .env("RUST_LOG", "info");
-    ChildProcess::spawn("nodeplugins run", command)
-}
-
-async fn status_json(root: &Path) -> Option<serde_json::Value> {
-    let output = Command::new(env!("CARGO_BIN_EXE_nodeplugins"))
-        .args(["status", "-o", "json", "--root-dir"])
-        .arg(root)
-        .output()
-        .await
-        .unwrap();
-    if !output.status.success() {
-        return None;
-    }
-    Some(serde_json::from_slice(&output.stdout).unwrap())
-}
 
 async fn wait_plugin_state(root: &Path, socket: &Path, state: &str) -> serde_json::Value {
     let socket = socket.to_str().unwrap().to_string();
@@ -159,16 +141,6 @@ async fn agent_pid(root: &Path) -> u32 {
         }
     })
     .await
-}
-
-async fn cli(root: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_nodeplugins"))
-        .args(args)
-        .arg("--root-dir")
-        .arg(root)
-        .output()
-        .await
-        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread")]

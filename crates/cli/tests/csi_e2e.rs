@@ -5,6 +5,10 @@
 // Test code: a failed unwrap is a failed test with a precise location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::signal;
+
 use std::path::{Path, PathBuf};
 
 use nodeplugins_test_support::binaries::binary;
@@ -109,15 +113,6 @@ impl Node {
     }
 }
 
-async fn kill(child: &ChildProcess, signal: &str) {
-    let pid = child.pid().unwrap();
-    Command::new("kill")
-        .args([signal, &pid.to_string()])
-        .status()
-        .await
-        .unwrap();
-}
-
 async fn healthz(addr: &str) -> Option<(u16, String)> {
     let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
     stream
@@ -160,7 +155,7 @@ async fn example_driver_and_registrar_register_deregister_on_sigterm_and_recover
     // SIGTERM: the registrar removes its socket and the agent deregisters the driver.
     let reg_socket = node.path("plugins_registry/csi.example.com-reg.sock");
     assert!(reg_socket.exists());
-    kill(&registrar, "-TERM").await;
+    signal(&registrar, "-TERM").await;
     assert_eq!(registrar.wait(TIMEOUT).await, Some(0));
     assert!(!reg_socket.exists());
     node.no_csi_driver("csi.example.com").await;
@@ -168,7 +163,7 @@ async fn example_driver_and_registrar_register_deregister_on_sigterm_and_recover
     // SIGKILL leaves a stale socket; a restarted registrar replaces it and registers again.
     let first = node.registrar(&csi_socket, "plugins_registry", None);
     node.csi_driver("csi.example.com").await;
-    kill(&first, "-KILL").await;
+    signal(&first, "-KILL").await;
     drop(first);
     assert!(reg_socket.exists(), "SIGKILL leaves the socket behind");
     let _again = node.registrar(&csi_socket, "plugins_registry", None);

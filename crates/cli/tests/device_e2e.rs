@@ -4,18 +4,16 @@
 // Test code: a failed unwrap is a failed test with a precise location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::*;
+
 use std::path::Path;
 
 use nodeplugins_test_support::binaries::binary;
 use nodeplugins_test_support::process::ChildProcess;
 use nodeplugins_test_support::wait::{TIMEOUT, eventually};
 use tokio::process::Command;
-
-fn agent(root: &Path) -> ChildProcess {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_nodeplugins"));
-    command.args(["run", "--root-dir"]).arg(root);
-    ChildProcess::spawn("nodeplugins run", command)
-}
 
 fn example_plugin(root: &Path, via: &str) -> ChildProcess {
     let mut command = Command::new(binary("nodeplugins-sdk", "example-device-plugin"));
@@ -24,16 +22,6 @@ fn example_plugin(root: &Path, via: &str) -> ChildProcess {
         .arg(root)
         .args(["--devices", "4", "--via", via]);
     ChildProcess::spawn("example-device-plugin", command)
-}
-
-async fn cli(root: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_nodeplugins"))
-        .args(args)
-        .arg("--root-dir")
-        .arg(root)
-        .output()
-        .await
-        .unwrap()
 }
 
 async fn resource(root: &Path, pred: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
@@ -48,14 +36,6 @@ async fn resource(root: &Path, pred: impl Fn(&serde_json::Value) -> bool) -> ser
         pred(&r).then_some(r)
     })
     .await
-}
-
-async fn signal(child: &ChildProcess, sig: &str) {
-    Command::new("kill")
-        .args([sig, &child.pid().unwrap().to_string()])
-        .status()
-        .await
-        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]
