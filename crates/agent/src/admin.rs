@@ -3,7 +3,7 @@
 //!
 //! The protocol is one JSON request line per connection, such as
 //! `{"request":"status"}`, answered by one JSON line ([`AgentStatus`]), or
-//! `{"request":"events"}`, answered by one [`PluginEvent`] JSON line per
+//! `{"request":"events"}`, answered by one [`AdminEvent`] JSON line per
 //! event until the client hangs up. Errors come back as `{"error":"..."}`.
 
 mod client;
@@ -11,10 +11,13 @@ mod server;
 
 use std::path::{Path, PathBuf};
 
-pub use client::{AdminClientError, EventStream, allocate, events, release, status};
+pub use client::{
+    AdminClientError, EventStream, allocate, dra_prepare, dra_unprepare, events, release, status,
+};
 pub use server::serve;
 
 use crate::csi::CsiDriver;
+use crate::dra::{ClaimRef, DraDriverStatus, DraEvent, PreparedClaim, UnpreparedClaim};
 use crate::registry::{PluginEvent, PluginStatus};
 
 /// The directory under the root that holds the admin socket.
@@ -29,7 +32,7 @@ pub fn socket_path(root_dir: &Path) -> PathBuf {
 
 /// A request line.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "request", rename_all = "lowercase")]
+#[serde(tag = "request", rename_all = "snake_case")]
 pub enum AdminRequest {
     /// The plugin table and agent facts.
     Status,
@@ -49,6 +52,34 @@ pub enum AdminRequest {
         /// Pod UID.
         pod: String,
     },
+    /// Prepare claims with a DRA driver.
+    DraPrepare {
+        /// Driver name.
+        driver: String,
+        /// The claims.
+        claims: Vec<ClaimRef>,
+    },
+    /// Unprepare claims with a DRA driver.
+    DraUnprepare {
+        /// Driver name.
+        driver: String,
+        /// The claims.
+        claims: Vec<ClaimRef>,
+    },
+}
+
+/// The answer to [`AdminRequest::DraPrepare`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DraPrepareReply {
+    /// One result per claim, in request order.
+    pub claims: Vec<PreparedClaim>,
+}
+
+/// The answer to [`AdminRequest::DraUnprepare`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DraUnprepareReply {
+    /// One result per claim, in request order.
+    pub claims: Vec<UnpreparedClaim>,
 }
 
 /// The answer to [`AdminRequest::Allocate`].
@@ -87,6 +118,9 @@ pub struct AgentStatus {
     /// Why the device checkpoint could not be loaded or written, if so.
     #[serde(default)]
     pub device_checkpoint_error: Option<String>,
+    /// DRA drivers.
+    #[serde(default)]
+    pub dra_drivers: Vec<DraDriverStatus>,
 }
 
 /// Where the admin socket reads the state it reports.
@@ -98,6 +132,8 @@ pub struct StatusSources {
     pub csi: crate::csi::CsiDriverStore,
     /// The device manager.
     pub devices: crate::device::DeviceManager,
+    /// The DRA manager.
+    pub dra: crate::dra::DraManager,
 }
 
 /// An error line.
@@ -107,5 +143,14 @@ pub struct AdminErrorReply {
     pub error: String,
 }
 
-/// One line of an events stream.
-pub type AdminEvent = PluginEvent;
+/// One line of an events stream, tagged with its source:
+/// `{"source":"registry","kind":"registered",...}` or
+/// `{"source":"dra","kind":"cleanup_scheduled",...}`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "source", rename_all = "lowercase")]
+pub enum AdminEvent {
+    /// A plugin registration event.
+    Registry(PluginEvent),
+    /// A DRA driver event.
+    Dra(DraEvent),
+}

@@ -1,5 +1,6 @@
 //! The node agent `nodeplugins run` starts: the plugin manager on
-//! `<root>/plugins_registry` plus the admin socket.
+//! `<root>/plugins_registry` with the CSI, device plugin and DRA handlers,
+//! `kubelet.sock`, and the admin socket.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,7 +14,8 @@ use crate::csi::{CsiDriverStore, CsiHandler, NODE_GET_INFO_TIMEOUT};
 use crate::device::{
     DeviceManager, DeviceManagerConfig, DevicePluginHandler, serve_kubelet_socket,
 };
-use crate::handler::{LoggingHandler, PluginHandler};
+use crate::dra::{DraManager, DraManagerConfig, DraPluginHandler, DriverCleanup, LoggingCleanup};
+use crate::handler::PluginHandler;
 use crate::registry::{PluginManager, RegistryConfig, RegistryHandle, WatchError};
 
 /// Settings of the agent.
@@ -27,6 +29,8 @@ pub struct AgentConfig {
     pub csi_timeout: Duration,
     /// Device manager settings; its `dir` is `<root>/device-plugins`.
     pub devices: DeviceManagerConfig,
+    /// DRA manager settings.
+    pub dra: DraManagerConfig,
 }
 
 impl AgentConfig {
@@ -40,6 +44,7 @@ impl AgentConfig {
             registry,
             csi_timeout: NODE_GET_INFO_TIMEOUT,
             devices,
+            dra: DraManagerConfig::default(),
         }
     }
 }
@@ -61,13 +66,20 @@ pub struct Agent {
     manager: PluginManager,
     csi: Arc<CsiHandler>,
     devices: DeviceManager,
+    dra: DraManager,
 }
 
 impl Agent {
     /// An agent with a handler for each built-in plugin type: CSI, device
-    /// plugins, and until the DRA handler exists, a [`LoggingHandler`] that
-    /// accepts every DRA plugin.
+    /// plugins and DRA drivers. Without an API server, a DRA driver's cleanup
+    /// is only logged and recorded ([`LoggingCleanup`]).
     pub fn new(config: AgentConfig) -> Self {
+        Self::with_dra_cleanup(config, Arc::new(LoggingCleanup))
+    }
+
+    /// An agent whose DRA manager calls `cleanup` when a driver stays
+    /// unusable (an embedder with an API server deletes its ResourceSlices).
+    pub fn with_dra_cleanup(config: AgentConfig, cleanup: Arc<dyn DriverCleanup>) -> Self {
         let manager = PluginManager::new(config.registry.clone());
         let csi = Arc::new(CsiHandler::new(config.csi_timeout));
         manager.add_handler(plugin_type::CSI, csi.clone());
@@ -76,13 +88,23 @@ impl Agent {
             plugin_type::DEVICE,
             Arc::new(DevicePluginHandler::new(devices.clone())),
         );
-        manager.add_handler(plugin_type::DRA, LoggingHandler::new(plugin_type::DRA));
+        let dra = DraManager::new(config.dra.clone(), cleanup);
+        manager.add_handler(
+            plugin_type::DRA,
+            Arc::new(DraPluginHandler::new(dra.clone())),
+        );
         Self {
             config,
             manager,
             csi,
             devices,
+            dra,
         }
+    }
+
+    /// The DRA manager.
+    pub fn dra(&self) -> DraManager {
+        self.dra.clone()
     }
 
     /// The device manager.
@@ -115,6 +137,7 @@ impl Agent {
             registry: self.manager.handle(),
             csi: self.csi.drivers(),
             devices: self.devices.clone(),
+            dra: self.dra.clone(),
         };
         let admin = crate::admin::serve(
             self.config.root_dir.clone(),
@@ -123,8 +146,10 @@ impl Agent {
             shutdown.clone(),
         );
         let kubelet_socket = serve_kubelet_socket(self.devices.clone(), shutdown.clone());
+        self.dra.start();
         let manager = self.manager.run(shutdown.clone());
         let devices = self.devices.clone();
+        let dra = self.dra.clone();
         let (managed, served, kubelet) = tokio::join!(
             stop_all_on_exit(manager, &shutdown),
             stop_all_on_exit(admin, &shutdown),
@@ -135,6 +160,8 @@ impl Agent {
                 result
             }
         );
+        dra.stop();
+        dra.wait_stopped().await;
         managed?;
         served?;
         kubelet?;

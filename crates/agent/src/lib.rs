@@ -6,6 +6,9 @@
 //! - [`handler`]: the [`PluginHandler`] trait embedders implement for their
 //!   own plugin types.
 //! - [`csi`]: the CSI handler (version rules, driver store, NodeGetInfo).
+//! - [`device`]: the device manager (device plugins, allocation, checkpoint).
+//! - [`dra`]: DRA drivers: instances, connection monitoring, cleanup,
+//!   prepare and unprepare, device health.
 //! - [`admin`]: the operator socket the `nodeplugins` CLI reads status from.
 //! - [`agent`]: the wiring `nodeplugins run` uses.
 #![forbid(unsafe_code)]
@@ -14,6 +17,7 @@ pub mod admin;
 pub mod agent;
 pub mod csi;
 pub mod device;
+pub mod dra;
 pub mod handler;
 pub mod registry;
 

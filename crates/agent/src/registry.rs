@@ -20,7 +20,7 @@
 //! - A socket reported twice (initial walk and event) is one plugin: the
 //!   desired state compares the file's inode before minting a new generation.
 
-mod backoff;
+pub(crate) mod backoff;
 pub mod config;
 mod handlers;
 mod reconciler;

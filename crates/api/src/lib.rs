@@ -15,6 +15,8 @@
 //! | [`dra_health::v1alpha1`], [`dra_health::v1`] | `v1alpha1`, `v1` | `DRAResourceHealth` |
 //! | [`csi::v1`] | `csi.v1` | `Identity`, `Node` (registration subset) |
 //!
+//! [`conversion`] converts between the DRA versions (v1 is canonical).
+//!
 //! # Transport
 //!
 //! [`transport`] binds, serves and dials Unix sockets. Its servers accept the
@@ -23,6 +25,7 @@
 #![forbid(unsafe_code)]
 
 pub mod constants;
+pub mod conversion;
 mod proto;
 pub mod transport;
 

@@ -1,14 +1,17 @@
 //! The command line: flags → config → wiring.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use nodeplugins::agent::{Agent, AgentConfig};
+use nodeplugins::dra::ClaimRef;
 use nodeplugins_api::constants::layout::DEFAULT_ROOT_DIR;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
+use crate::duration::parse_duration;
 use crate::logging::{self, LogFormat};
 use crate::output::{self, Format};
 
@@ -25,6 +28,9 @@ enum Command {
     /// Benchmarks (figures quoted in BENCHMARKS.md).
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Dynamic Resource Allocation: drivers, prepare, unprepare.
+    #[command(subcommand)]
+    Dra(DraCommand),
     /// Run the node agent until SIGTERM or SIGINT.
     Run {
         /// Root directory, like the kubelet's --root-dir.
@@ -36,6 +42,10 @@ enum Command {
         /// Log level or filter (RUST_LOG overrides it).
         #[arg(long, env = "NODEPLUGINS_LOG_LEVEL", default_value = "info")]
         log_level: String,
+        /// How long a DRA driver may have no connected instance before it is
+        /// cleaned up, such as 30s, 500ms or 2m.
+        #[arg(long, env = "NODEPLUGINS_DRA_CLEANUP_GRACE", default_value = "30s", value_parser = parse_duration)]
+        dra_cleanup_grace: Duration,
     },
     /// Show device plugin resources: capacity, allocatable, allocated, devices, plugins.
     Resources {
@@ -85,6 +95,39 @@ enum Command {
 }
 
 #[derive(Debug, Subcommand)]
+enum DraCommand {
+    /// Show DRA drivers: instances, the service chosen, connection, pending cleanup, device health.
+    Drivers {
+        /// Root directory of the agent to ask.
+        #[arg(long, env = "NODEPLUGINS_ROOT_DIR", default_value = DEFAULT_ROOT_DIR)]
+        root_dir: PathBuf,
+        /// Output format.
+        #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
+        output: Format,
+    },
+    /// Prepare claims with a driver and show their devices and CDI ids; exits 1 if any claim failed.
+    Prepare(ClaimArgs),
+    /// Unprepare claims with a driver; exits 1 if any claim failed.
+    Unprepare(ClaimArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ClaimArgs {
+    /// Root directory of the agent to ask.
+    #[arg(long, env = "NODEPLUGINS_ROOT_DIR", default_value = DEFAULT_ROOT_DIR)]
+    root_dir: PathBuf,
+    /// The DRA driver name.
+    #[arg(long)]
+    driver: String,
+    /// A claim as NAMESPACE/NAME/UID; repeat for several.
+    #[arg(long = "claim", required = true)]
+    claims: Vec<ClaimRef>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
+    output: Format,
+}
+
+#[derive(Debug, Subcommand)]
 enum BenchCommand {
     /// Registration latency of a fleet of plugins, measured from the plugin side.
     Fleet(crate::bench::FleetArgs),
@@ -96,9 +139,41 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
             root_dir,
             log_format,
             log_level,
+            dra_cleanup_grace,
         } => {
             logging::init(log_format, &log_level);
-            run(root_dir).await
+            let mut config = AgentConfig::new(&root_dir);
+            config.dra.cleanup_grace = dra_cleanup_grace;
+            run(config).await
+        }
+        Command::Dra(DraCommand::Drivers { root_dir, output }) => {
+            let status = nodeplugins::admin::status(&root_dir).await?;
+            output::dra::drivers(&status.dra_drivers, output, &mut std::io::stdout().lock())
+        }
+        Command::Dra(DraCommand::Prepare(args)) => {
+            let total = args.claims.len();
+            let reply = nodeplugins::admin::dra_prepare(&args.root_dir, &args.driver, args.claims)
+                .await
+                .with_context(|| format!("prepare claims with DRA driver {}", args.driver))?;
+            output::dra::prepared(&reply.claims, args.output, &mut std::io::stdout().lock())?;
+            let failed = reply.claims.iter().filter(|c| c.error.is_some()).count();
+            if failed > 0 {
+                anyhow::bail!("{failed} of {total} claim(s) could not be prepared");
+            }
+            Ok(())
+        }
+        Command::Dra(DraCommand::Unprepare(args)) => {
+            let total = args.claims.len();
+            let reply =
+                nodeplugins::admin::dra_unprepare(&args.root_dir, &args.driver, args.claims)
+                    .await
+                    .with_context(|| format!("unprepare claims with DRA driver {}", args.driver))?;
+            output::dra::unprepared(&reply.claims, args.output, &mut std::io::stdout().lock())?;
+            let failed = reply.claims.iter().filter(|c| c.error.is_some()).count();
+            if failed > 0 {
+                anyhow::bail!("{failed} of {total} claim(s) could not be unprepared");
+            }
+            Ok(())
         }
         Command::Bench(BenchCommand::Fleet(args)) => {
             logging::init(LogFormat::Text, "warn");
@@ -141,7 +216,8 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-async fn run(root_dir: PathBuf) -> anyhow::Result<()> {
+async fn run(config: AgentConfig) -> anyhow::Result<()> {
+    let root_dir = config.root_dir.clone();
     let shutdown = CancellationToken::new();
     let mut terminate = signal(SignalKind::terminate()).context("install SIGTERM handler")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("install SIGINT handler")?;
@@ -153,7 +229,7 @@ async fn run(root_dir: PathBuf) -> anyhow::Result<()> {
         }
         stop.cancel();
     });
-    let agent = Agent::new(AgentConfig::new(&root_dir));
+    let agent = Agent::new(config);
     tracing::info!(root_dir = %root_dir.display(), "nodeplugins agent starting");
     agent
         .run(shutdown)

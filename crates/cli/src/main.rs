@@ -2,6 +2,7 @@
 
 mod bench;
 mod commands;
+mod duration;
 mod logging;
 mod output;
 

@@ -1,5 +1,7 @@
 //! Printing results as tables or JSON.
 
+pub(crate) mod dra;
+
 use std::io::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -130,6 +132,10 @@ pub(crate) fn status(
             &rows,
             out,
         )?;
+    }
+    if !status.dra_drivers.is_empty() {
+        writeln!(out)?;
+        dra::summary(&status.dra_drivers, out)?;
     }
     Ok(())
 }

@@ -9,6 +9,8 @@
 //!   also shipped as the `nodeplugins-csi-registrar` binary.
 //! - [`device_plugin`]: serve a device plugin and keep it registered across
 //!   kubelet restarts; also the `example-device-plugin` binary.
+//! - [`dra_driver`]: serve a DRA driver (v1 and v1beta1, device health,
+//!   rolling updates); also the `example-dra-driver` binary.
 //! - [`signals`]: stop on SIGTERM/SIGINT.
 //!
 //! Every server here goes through [`nodeplugins_api::transport`], which
@@ -18,6 +20,7 @@
 pub mod csi_driver;
 pub mod csi_registrar;
 pub mod device_plugin;
+pub mod dra_driver;
 pub mod registrar;
 pub mod signals;
 pub mod socket_name;

@@ -6,8 +6,11 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::net::UnixStream;
 use tokio::net::unix::OwnedReadHalf;
 
-use super::{AdminErrorReply, AdminRequest, AgentStatus, AllocateReply, ReleaseReply, socket_path};
-use crate::registry::PluginEvent;
+use super::{
+    AdminErrorReply, AdminEvent, AdminRequest, AgentStatus, AllocateReply, DraPrepareReply,
+    DraUnprepareReply, ReleaseReply, socket_path,
+};
+use crate::dra::ClaimRef;
 
 /// Why the agent could not be asked.
 #[derive(Debug, thiserror::Error)]
@@ -112,6 +115,32 @@ pub async fn release(root_dir: &Path, pod: &str) -> Result<ReleaseReply, AdminCl
     one_reply(root_dir, AdminRequest::Release { pod: pod.into() }).await
 }
 
+/// Asks the agent to prepare `claims` with DRA driver `driver`.
+pub async fn dra_prepare(
+    root_dir: &Path,
+    driver: &str,
+    claims: Vec<ClaimRef>,
+) -> Result<DraPrepareReply, AdminClientError> {
+    let req = AdminRequest::DraPrepare {
+        driver: driver.into(),
+        claims,
+    };
+    one_reply(root_dir, req).await
+}
+
+/// Asks the agent to unprepare `claims` with DRA driver `driver`.
+pub async fn dra_unprepare(
+    root_dir: &Path,
+    driver: &str,
+    claims: Vec<ClaimRef>,
+) -> Result<DraUnprepareReply, AdminClientError> {
+    let req = AdminRequest::DraUnprepare {
+        driver: driver.into(),
+        claims,
+    };
+    one_reply(root_dir, req).await
+}
+
 /// Follows the agent's plugin events; each call of the returned closure
 /// yields the next event, or `None` when the agent goes away.
 pub async fn events(root_dir: &Path) -> Result<EventStream, AdminClientError> {
@@ -130,7 +159,7 @@ pub struct EventStream {
 
 impl EventStream {
     /// The next event; `None` when the agent closes the stream.
-    pub async fn next(&mut self) -> Result<Option<PluginEvent>, AdminClientError> {
+    pub async fn next(&mut self) -> Result<Option<AdminEvent>, AdminClientError> {
         match self.lines.next_line().await {
             Ok(Some(line)) => parse(&line).map(Some),
             Ok(None) => Ok(None),

@@ -12,8 +12,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::{
-    AdminErrorReply, AdminRequest, AgentStatus, AllocateReply, ReleaseReply, StatusSources,
-    socket_path,
+    AdminErrorReply, AdminEvent, AdminRequest, AgentStatus, AllocateReply, DraPrepareReply,
+    DraUnprepareReply, ReleaseReply, StatusSources, socket_path,
 };
 use crate::registry::status::unix_ms;
 
@@ -118,6 +118,7 @@ impl Context {
                         csi_drivers: self.sources.csi.list(),
                         resources: self.sources.devices.status(),
                         device_checkpoint_error: self.sources.devices.checkpoint_error(),
+                        dra_drivers: self.sources.dra.status(),
                     }),
                     Err(e) => serde_json::to_value(AdminErrorReply {
                         error: e.to_string(),
@@ -176,12 +177,36 @@ impl Context {
                 let released = self.sources.devices.release(&pod).await;
                 let _ = write_line(&mut write, &ReleaseReply { released }).await;
             }
+            Ok(AdminRequest::DraPrepare { driver, claims }) => {
+                let reply = match self.sources.dra.prepare(&driver, &claims).await {
+                    Ok(claims) => serde_json::to_value(DraPrepareReply { claims }),
+                    Err(e) => serde_json::to_value(AdminErrorReply {
+                        error: e.to_string(),
+                    }),
+                };
+                if let Ok(reply) = reply {
+                    let _ = write_line(&mut write, &reply).await;
+                }
+            }
+            Ok(AdminRequest::DraUnprepare { driver, claims }) => {
+                let reply = match self.sources.dra.unprepare(&driver, &claims).await {
+                    Ok(claims) => serde_json::to_value(DraUnprepareReply { claims }),
+                    Err(e) => serde_json::to_value(AdminErrorReply {
+                        error: e.to_string(),
+                    }),
+                };
+                if let Ok(reply) = reply {
+                    let _ = write_line(&mut write, &reply).await;
+                }
+            }
             Ok(AdminRequest::Events) => {
-                let mut events = self.sources.registry.events();
+                let mut registry = self.sources.registry.events();
+                let mut dra = self.sources.dra.events();
                 loop {
                     let event = tokio::select! {
                         () = self.shutdown.cancelled() => return,
-                        event = events.recv() => event,
+                        event = registry.recv() => event.map(AdminEvent::Registry),
+                        event = dra.recv() => event.map(AdminEvent::Dra),
                     };
                     match event {
                         Ok(event) => {

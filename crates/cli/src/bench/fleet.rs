@@ -101,7 +101,7 @@ async fn deregistrations(
     let deadline = Instant::now() + timeout;
     while count > 0 {
         match tokio::time::timeout_at(deadline, events.next()).await {
-            Ok(Ok(Some(event)))
+            Ok(Ok(Some(nodeplugins::admin::AdminEvent::Registry(event))))
                 if event.kind == nodeplugins::registry::PluginEventKind::Deregistered =>
             {
                 count -= 1

@@ -1,0 +1,43 @@
+//! Dynamic Resource Allocation: DRA drivers register through
+//! `plugins_registry` (type `DRAPlugin`, supported versions = the gRPC
+//! services they serve: `v1.DRAPlugin`, `v1beta1.DRAPlugin`, and optionally
+//! `v1.DRAResourceHealth` or `v1alpha1.DRAResourceHealth`).
+//!
+//! A driver may run several instances side by side (seamless upgrades), one
+//! per service endpoint; calls go to the newest connected instance, else the
+//! newest. Each instance keeps one monitored connection: a drop is noticed
+//! the moment it happens and reconnected at once, and it does not deregister
+//! the instance (only removing its registration socket does). While no
+//! instance of a driver is connected a cleanup is scheduled after a grace
+//! period (30 s) and cancelled if one connects in time; it calls the
+//! embedder's [`DriverCleanup`] hook.
+//!
+//! NodePrepareResources and NodeUnprepareResources go through either API
+//! version with a 45 s deadline and report per-claim results; the health
+//! stream, when offered, feeds device health to status.
+
+mod calls;
+mod cleanup;
+mod connection;
+mod handler;
+mod health;
+mod manager;
+mod service;
+mod status;
+
+pub use calls::CALL_TIMEOUT;
+pub use cleanup::{
+    CLEANUP_CALL_TIMEOUT, CLEANUP_GRACE, CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX, CleanupError,
+    DriverCleanup, LoggingCleanup,
+};
+pub use connection::{RECONNECT_INITIAL, RECONNECT_MAX};
+pub use handler::DraPluginHandler;
+pub use health::{DEFAULT_HEALTH_TIMEOUT, HEALTH_STREAM_RESTART, MAX_MESSAGE_CHARS};
+pub use manager::{DIAL_TIMEOUT, DraError, DraManager, DraManagerConfig};
+pub use service::{
+    DraService, HealthService, SUPPORTED_SERVICES, choose_health_service, choose_service,
+};
+pub use status::{
+    ClaimRef, DeviceHealthStatus, DraDriverStatus, DraEvent, DraEventKind, DraInstanceStatus,
+    PendingCleanup, PreparedClaim, PreparedDevice, UnpreparedClaim,
+};

@@ -1,0 +1,50 @@
+//! What happens when a DRA driver stays unusable: the hook an embedder
+//! implements to withdraw what the driver advertised (in a cluster: delete
+//! the node's ResourceSlices of that driver), and the retry schedule.
+
+use std::time::Duration;
+
+/// The default grace period between the last instance of a driver becoming
+/// unusable and its cleanup (upstream `defaultWipingDelay`, 30 s).
+pub const CLEANUP_GRACE: Duration = Duration::from_secs(30);
+/// The first retry after a failed cleanup; it doubles per failure.
+pub const CLEANUP_RETRY_INITIAL: Duration = Duration::from_secs(1);
+/// The longest wait between cleanup attempts (upstream: 5 min).
+pub const CLEANUP_RETRY_MAX: Duration = Duration::from_secs(300);
+/// How long one hook call may take before it counts as failed.
+pub const CLEANUP_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Why a cleanup failed; it is retried with backoff.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct CleanupError(pub String);
+
+/// The cleanup hook.
+#[async_trait::async_trait]
+pub trait DriverCleanup: Send + Sync + 'static {
+    /// Called once when the manager starts, before any driver is registered:
+    /// withdraw everything this node advertised, since no driver can serve it
+    /// yet. Retried with backoff until it succeeds.
+    async fn node_started(&self) -> Result<(), CleanupError> {
+        Ok(())
+    }
+
+    /// No instance of `driver` has been connected for the grace period (or
+    /// its last instance was deregistered that long ago): withdraw what it
+    /// advertised. Retried with backoff until it succeeds or an instance
+    /// connects.
+    async fn driver_gone(&self, driver: &str) -> Result<(), CleanupError>;
+}
+
+/// The agent's hook without an API server: it only logs; the manager records
+/// the cleanup in status and events.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoggingCleanup;
+
+#[async_trait::async_trait]
+impl DriverCleanup for LoggingCleanup {
+    async fn driver_gone(&self, driver: &str) -> Result<(), CleanupError> {
+        tracing::info!(%driver, "DRA driver unusable for its grace period: its resources are withdrawn");
+        Ok(())
+    }
+}

@@ -1,0 +1,247 @@
+//! Device health from a driver's `DRAResourceHealth` stream.
+//!
+//! Each message is the driver's full device list. A device keeps its last
+//! report; once that report is older than its timeout (the driver's
+//! `health_check_timeout_seconds`, or the agent's default) it reads as
+//! `Unknown`, which is also what becomes of a device the driver stops
+//! listing. While the instance is disconnected all its reports read as
+//! `Unknown`. Staleness is computed when status is read, so health costs no
+//! timer.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures::StreamExt;
+use http::Uri;
+use nodeplugins_api::dra_health::{v1, v1alpha1};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tonic::Status;
+
+use super::connection::{Channel, ConnectionState};
+use super::service::HealthService;
+use super::status::DeviceHealthStatus;
+
+/// How long after a failed or ended stream it is opened again while the
+/// connection stays up (upstream: 5 s).
+pub const HEALTH_STREAM_RESTART: Duration = Duration::from_secs(5);
+/// How long a device's report counts when the driver sets no timeout.
+pub const DEFAULT_HEALTH_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest message kept; longer ones are cut to 1021 characters and "...".
+pub const MAX_MESSAGE_CHARS: usize = 1024;
+
+/// The last report of one device.
+#[derive(Debug, Clone)]
+pub(crate) struct ReportedHealth {
+    health: i32,
+    message: String,
+    last_updated: i64,
+    timeout: Option<Duration>,
+    received: Instant,
+}
+
+/// Device health of one instance, keyed by (pool, device).
+pub(crate) type HealthReports = BTreeMap<(String, String), ReportedHealth>;
+
+/// Merges one full list into `reports`; devices not listed keep their old report.
+pub(crate) fn apply(reports: &mut HealthReports, devices: Vec<v1::DeviceHealth>, now: Instant) {
+    for device in devices {
+        let Some(id) = device.device else { continue };
+        let timeout = u64::try_from(device.health_check_timeout_seconds)
+            .ok()
+            .filter(|s| *s > 0)
+            .map(Duration::from_secs);
+        reports.insert(
+            (id.pool_name, id.device_name),
+            ReportedHealth {
+                health: device.health,
+                message: truncate(device.message),
+                last_updated: device.last_updated_time,
+                timeout,
+                received: now,
+            },
+        );
+    }
+}
+
+fn truncate(message: String) -> String {
+    if message.chars().count() <= MAX_MESSAGE_CHARS {
+        return message;
+    }
+    let mut cut: String = message.chars().take(MAX_MESSAGE_CHARS - 3).collect();
+    cut.push_str("...");
+    cut
+}
+
+/// The reports as status shows them at `now`.
+pub(crate) fn status(
+    reports: &HealthReports,
+    connected: bool,
+    now: Instant,
+    default_timeout: Duration,
+) -> Vec<DeviceHealthStatus> {
+    reports
+        .iter()
+        .map(|((pool, device), r)| {
+            let stale = !connected
+                || now.saturating_duration_since(r.received) > r.timeout.unwrap_or(default_timeout);
+            let health = match v1::HealthStatus::try_from(r.health) {
+                _ if stale => "Unknown",
+                Ok(v1::HealthStatus::Healthy) => "Healthy",
+                Ok(v1::HealthStatus::Unhealthy) => "Unhealthy",
+                Ok(v1::HealthStatus::Unknown) | Err(_) => "Unknown",
+            };
+            DeviceHealthStatus {
+                pool: pool.clone(),
+                device: device.clone(),
+                health: health.into(),
+                message: r.message.clone(),
+                last_updated_unix_s: r.last_updated,
+                stale,
+            }
+        })
+        .collect()
+}
+
+/// Keeps a health stream open on `channel` while the connection is up,
+/// handing each list to `update`, until `cancel`.
+pub(crate) async fn follow(
+    channel: Channel,
+    service: HealthService,
+    mut connection: watch::Receiver<ConnectionState>,
+    endpoint: String,
+    update: impl Fn(Vec<v1::DeviceHealth>) + Send,
+    cancel: CancellationToken,
+) {
+    let origin = Uri::from_static("http://localhost");
+    let mut last_error: Option<String> = None;
+    loop {
+        let connects = tokio::select! {
+            () = cancel.cancelled() => return,
+            state = connection.wait_for(ConnectionState::connected) => match state {
+                Ok(state) => state.connects,
+                Err(_) => return,
+            },
+        };
+        let outcome = tokio::select! {
+            () = cancel.cancelled() => return,
+            outcome = stream_once(channel.clone(), service, origin.clone(), &update) => outcome,
+        };
+        let error = match outcome {
+            Ok(()) => "the health stream ended".to_string(),
+            Err(status) => format!("{:?}: {}", status.code(), status.message()),
+        };
+        if last_error.as_ref() != Some(&error) {
+            tracing::warn!(socket = %endpoint, %error, "DRA health stream stopped; reopening");
+            last_error = Some(error);
+        }
+        // Open it again after the restart period, or at once on a new connection.
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(HEALTH_STREAM_RESTART) => {}
+            _ = connection.wait_for(|s| s.connects > connects) => {}
+        }
+    }
+}
+
+async fn stream_once(
+    channel: Channel,
+    service: HealthService,
+    origin: Uri,
+    update: &(impl Fn(Vec<v1::DeviceHealth>) + Send),
+) -> Result<(), Status> {
+    match service {
+        HealthService::V1 => {
+            let mut client = v1::dra_resource_health_client::DraResourceHealthClient::with_origin(
+                channel, origin,
+            );
+            let mut stream = client
+                .node_watch_resources(v1::NodeWatchResourcesRequest {})
+                .await?
+                .into_inner();
+            while let Some(message) = stream.next().await {
+                update(message?.devices);
+            }
+        }
+        HealthService::V1alpha1 => {
+            let mut client =
+                v1alpha1::dra_resource_health_client::DraResourceHealthClient::with_origin(
+                    channel, origin,
+                );
+            let mut stream = client
+                .node_watch_resources(v1alpha1::NodeWatchResourcesRequest {})
+                .await?
+                .into_inner();
+            while let Some(message) = stream.next().await {
+                let message: v1::NodeWatchResourcesResponse = message?.into();
+                update(message.devices);
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(device: &str, health: v1::HealthStatus, timeout_s: i64) -> v1::DeviceHealth {
+        v1::DeviceHealth {
+            device: Some(v1::DeviceIdentifier {
+                pool_name: "pool".into(),
+                device_name: device.into(),
+            }),
+            health: health as i32,
+            last_updated_time: 100,
+            health_check_timeout_seconds: timeout_s,
+            message: String::new(),
+        }
+    }
+
+    #[test]
+    fn reports_go_unknown_after_their_timeout_and_unlisted_devices_keep_their_last() {
+        let start = Instant::now();
+        let mut reports = HealthReports::new();
+        apply(
+            &mut reports,
+            vec![
+                report("a", v1::HealthStatus::Healthy, 0),
+                report("b", v1::HealthStatus::Unhealthy, 5),
+            ],
+            start,
+        );
+        let default = Duration::from_secs(30);
+        let health = |reports: &HealthReports, at: Duration| -> Vec<String> {
+            status(reports, true, start + at, default)
+                .into_iter()
+                .map(|d| d.health)
+                .collect()
+        };
+        assert_eq!(health(&reports, Duration::ZERO), ["Healthy", "Unhealthy"]);
+        assert_eq!(health(&reports, Duration::from_secs(6)), ["Healthy", "Unknown"]);
+        assert_eq!(health(&reports, Duration::from_secs(31)), ["Unknown", "Unknown"]);
+
+        // A later list without "a" leaves a's old report to go stale.
+        apply(
+            &mut reports,
+            vec![report("b", v1::HealthStatus::Healthy, 5)],
+            start + Duration::from_secs(20),
+        );
+        assert_eq!(health(&reports, Duration::from_secs(24)), ["Healthy", "Healthy"]);
+        assert_eq!(health(&reports, Duration::from_secs(31)), ["Unknown", "Unknown"]);
+
+        // Reports from a disconnected instance cannot be trusted.
+        let gone = status(&reports, false, start + Duration::from_secs(21), default);
+        assert!(gone.iter().all(|d| d.stale && d.health == "Unknown"));
+    }
+
+    #[test]
+    fn long_messages_are_cut_to_1024_characters() {
+        let long = "é".repeat(2000);
+        let cut = truncate(long);
+        assert_eq!(cut.chars().count(), MAX_MESSAGE_CHARS);
+        assert!(cut.ends_with("..."));
+        assert_eq!(truncate("short".into()), "short");
+    }
+}

@@ -1,0 +1,201 @@
+//! Printing DRA drivers and prepare/unprepare results.
+
+use std::io::Write;
+use std::time::Duration;
+
+use nodeplugins::dra::{DraDriverStatus, PreparedClaim, UnpreparedClaim};
+
+use super::{Format, ago, human, table};
+
+fn note(driver: &DraDriverStatus) -> String {
+    if let Some(cleanup) = &driver.pending_cleanup {
+        let mut note = format!(
+            "no instance connected: cleanup in {}",
+            human(Duration::from_millis(cleanup.in_ms))
+        );
+        if let Some(error) = &cleanup.last_error {
+            note += &format!(" (failed {}x: {error})", cleanup.failures);
+        }
+        return note;
+    }
+    match driver.cleaned_up_at_unix_ms {
+        Some(at) => format!("cleaned up {}", ago(at)),
+        None => String::new(),
+    }
+}
+
+/// A short summary of each driver, for `status`.
+pub(crate) fn summary(drivers: &[DraDriverStatus], out: &mut impl Write) -> anyhow::Result<()> {
+    let rows: Vec<Vec<String>> = drivers
+        .iter()
+        .map(|d| {
+            let connected = d.instances.iter().filter(|i| i.connected).count();
+            let in_use = d
+                .instances
+                .iter()
+                .find(|i| i.in_use)
+                .map_or("-".to_string(), |i| i.endpoint.clone());
+            vec![
+                d.name.clone(),
+                d.instances.len().to_string(),
+                connected.to_string(),
+                in_use,
+                note(d),
+            ]
+        })
+        .collect();
+    table(
+        &["DRA DRIVER", "INSTANCES", "CONNECTED", "IN USE", "NOTE"],
+        &rows,
+        out,
+    )
+}
+
+/// Prints DRA drivers: one row per instance, then device health.
+pub(crate) fn drivers(
+    drivers: &[DraDriverStatus],
+    format: Format,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    if format == Format::Json {
+        serde_json::to_writer_pretty(&mut *out, &serde_json::json!({ "drivers": drivers }))?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    if drivers.is_empty() {
+        writeln!(out, "no DRA drivers")?;
+        return Ok(());
+    }
+    let mut rows = Vec::new();
+    for d in drivers {
+        if d.instances.is_empty() {
+            rows.push(vec![
+                d.name.clone(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                String::new(),
+                note(d),
+            ]);
+        }
+        for (n, i) in d.instances.iter().enumerate() {
+            let connected = if i.connected {
+                format!("yes, {}", ago(i.connection_changed_at_unix_ms))
+            } else {
+                format!(
+                    "no: {}",
+                    i.last_error.as_deref().unwrap_or("not connected yet")
+                )
+            };
+            rows.push(vec![
+                d.name.clone(),
+                i.endpoint.clone(),
+                i.service.to_string(),
+                connected,
+                if i.in_use { "*".into() } else { String::new() },
+                if n == 0 { note(d) } else { String::new() },
+            ]);
+        }
+    }
+    table(
+        &[
+            "DRIVER",
+            "ENDPOINT",
+            "SERVICE",
+            "CONNECTED",
+            "IN USE",
+            "NOTE",
+        ],
+        &rows,
+        out,
+    )?;
+    let health: Vec<Vec<String>> = drivers
+        .iter()
+        .flat_map(|d| {
+            d.devices.iter().map(|h| {
+                vec![
+                    d.name.clone(),
+                    h.pool.clone(),
+                    h.device.clone(),
+                    if h.stale {
+                        format!("{} (stale)", h.health)
+                    } else {
+                        h.health.clone()
+                    },
+                    h.message.clone(),
+                ]
+            })
+        })
+        .collect();
+    if !health.is_empty() {
+        writeln!(out)?;
+        table(
+            &["DRIVER", "POOL", "DEVICE", "HEALTH", "MESSAGE"],
+            &health,
+            out,
+        )?;
+    }
+    Ok(())
+}
+
+/// Prints the outcome of a prepare call.
+pub(crate) fn prepared(
+    claims: &[PreparedClaim],
+    format: Format,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    if format == Format::Json {
+        serde_json::to_writer_pretty(&mut *out, &serde_json::json!({ "claims": claims }))?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = claims
+        .iter()
+        .map(|c| {
+            let devices: Vec<String> = c
+                .devices
+                .iter()
+                .map(|d| format!("{}/{}", d.pool, d.device))
+                .collect();
+            let cdi: Vec<String> = c
+                .devices
+                .iter()
+                .flat_map(|d| d.cdi_device_ids.iter().cloned())
+                .collect();
+            vec![
+                c.claim.to_string(),
+                devices.join(","),
+                cdi.join(","),
+                c.error.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    table(&["CLAIM", "DEVICES", "CDI IDS", "ERROR"], &rows, out)
+}
+
+/// Prints the outcome of an unprepare call.
+pub(crate) fn unprepared(
+    claims: &[UnpreparedClaim],
+    format: Format,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    if format == Format::Json {
+        serde_json::to_writer_pretty(&mut *out, &serde_json::json!({ "claims": claims }))?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = claims
+        .iter()
+        .map(|c| {
+            vec![
+                c.claim.to_string(),
+                match &c.error {
+                    None => "unprepared".into(),
+                    Some(_) => "failed".into(),
+                },
+                c.error.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    table(&["CLAIM", "RESULT", "ERROR"], &rows, out)
+}
