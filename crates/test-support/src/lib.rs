@@ -11,6 +11,7 @@
 pub mod binaries;
 pub mod fake_csi_driver;
 pub mod fake_device_plugin;
+pub mod fake_dra_driver;
 pub mod fake_kubelet;
 pub mod fake_plugin;
 pub mod process;

@@ -219,8 +219,14 @@ mod tests {
                 .collect()
         };
         assert_eq!(health(&reports, Duration::ZERO), ["Healthy", "Unhealthy"]);
-        assert_eq!(health(&reports, Duration::from_secs(6)), ["Healthy", "Unknown"]);
-        assert_eq!(health(&reports, Duration::from_secs(31)), ["Unknown", "Unknown"]);
+        assert_eq!(
+            health(&reports, Duration::from_secs(6)),
+            ["Healthy", "Unknown"]
+        );
+        assert_eq!(
+            health(&reports, Duration::from_secs(31)),
+            ["Unknown", "Unknown"]
+        );
 
         // A later list without "a" leaves a's old report to go stale.
         apply(
@@ -228,8 +234,14 @@ mod tests {
             vec![report("b", v1::HealthStatus::Healthy, 5)],
             start + Duration::from_secs(20),
         );
-        assert_eq!(health(&reports, Duration::from_secs(24)), ["Healthy", "Healthy"]);
-        assert_eq!(health(&reports, Duration::from_secs(31)), ["Unknown", "Unknown"]);
+        assert_eq!(
+            health(&reports, Duration::from_secs(24)),
+            ["Healthy", "Healthy"]
+        );
+        assert_eq!(
+            health(&reports, Duration::from_secs(31)),
+            ["Unknown", "Unknown"]
+        );
 
         // Reports from a disconnected instance cannot be trusted.
         let gone = status(&reports, false, start + Duration::from_secs(21), default);

@@ -1,0 +1,672 @@
+//! The DRA manager with real DRA drivers (the SDK server) over real sockets
+//! (spec §4.4, §9 items 7-8): service negotiation, instances, connection
+//! monitoring, cleanup after the grace period, prepare and unprepare through
+//! both API versions, device health.
+
+// Test code: a failed unwrap is a failed test with a precise location.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use nodeplugins::dra::{
+    ClaimRef, CleanupError, DraDriverStatus, DraError, DraEvent, DraEventKind, DraManager,
+    DraManagerConfig, DraService, DriverCleanup, HealthService,
+};
+use nodeplugins_api::constants::dra_service;
+use nodeplugins_api::dra_health::v1::HealthStatus;
+use nodeplugins_sdk::dra_driver::ApiVersions;
+use nodeplugins_test_support::fake_dra_driver::{FakeDraDriver, FakeDraOptions};
+use nodeplugins_test_support::wait::{TIMEOUT, watch_until};
+use tokio::sync::{broadcast, watch};
+
+const DRIVER: &str = "gpu.example.com";
+
+/// Records every cleanup; fails the first `failures` calls.
+struct RecordingCleanup {
+    done: watch::Sender<Vec<String>>,
+    failures: std::sync::Mutex<u32>,
+}
+
+#[async_trait::async_trait]
+impl DriverCleanup for RecordingCleanup {
+    async fn driver_gone(&self, driver: &str) -> Result<(), CleanupError> {
+        let mut failures = self.failures.lock().unwrap();
+        if *failures > 0 {
+            *failures -= 1;
+            return Err(CleanupError("API server unreachable".into()));
+        }
+        self.done.send_modify(|d| d.push(driver.to_string()));
+        Ok(())
+    }
+}
+
+struct Node {
+    dir: tempfile::TempDir,
+    manager: DraManager,
+    cleanups: watch::Receiver<Vec<String>>,
+    events: broadcast::Receiver<DraEvent>,
+}
+
+impl Node {
+    fn start(tweak: impl FnOnce(&mut DraManagerConfig)) -> Self {
+        Self::start_failing(tweak, 0)
+    }
+
+    fn start_failing(tweak: impl FnOnce(&mut DraManagerConfig), failures: u32) -> Self {
+        nodeplugins_test_support::init_tracing();
+        let mut config = DraManagerConfig::default();
+        tweak(&mut config);
+        let (done, cleanups) = watch::channel(Vec::new());
+        let manager = DraManager::new(
+            config,
+            Arc::new(RecordingCleanup {
+                done,
+                failures: std::sync::Mutex::new(failures),
+            }),
+        );
+        let events = manager.events();
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+            manager,
+            cleanups,
+            events,
+        }
+    }
+
+    async fn driver(&self, instance: &str) -> FakeDraDriver {
+        FakeDraDriver::start(self.dir.path(), FakeDraOptions::new(DRIVER, instance)).await
+    }
+
+    async fn driver_with(&self, options: FakeDraOptions) -> FakeDraDriver {
+        FakeDraDriver::start(self.dir.path(), options).await
+    }
+
+    fn status(&self) -> Option<DraDriverStatus> {
+        self.manager.status().into_iter().find(|d| d.name == DRIVER)
+    }
+
+    async fn wait(
+        &self,
+        what: &str,
+        pred: impl Fn(Option<&DraDriverStatus>) -> bool,
+    ) -> Option<DraDriverStatus> {
+        let mut changes = self.manager.changes();
+        let manager = self.manager.clone();
+        watch_until(what, &mut changes, TIMEOUT, |_| {
+            pred(manager.status().iter().find(|d| d.name == DRIVER))
+        })
+        .await;
+        self.status()
+    }
+
+    /// The next event of `kind`, skipping others.
+    async fn event(&mut self, kind: DraEventKind) -> DraEvent {
+        loop {
+            let event = tokio::time::timeout(TIMEOUT, self.events.recv())
+                .await
+                .unwrap_or_else(|_| panic!("no {kind:?} event"))
+                .unwrap();
+            if event.kind == kind {
+                return event;
+            }
+        }
+    }
+}
+
+fn both() -> Vec<String> {
+    vec![dra_service::V1.into(), dra_service::V1BETA1.into()]
+}
+
+fn claim(uid: &str) -> ClaimRef {
+    ClaimRef {
+        namespace: "default".into(),
+        name: format!("claim-{uid}"),
+        uid: uid.into(),
+    }
+}
+
+fn in_use(status: &DraDriverStatus) -> Option<&str> {
+    status
+        .instances
+        .iter()
+        .find(|i| i.in_use)
+        .map(|i| i.endpoint.as_str())
+}
+
+async fn prepared_by(node: &Node, uid: &str) -> String {
+    let result = node.manager.prepare(DRIVER, &[claim(uid)]).await.unwrap();
+    assert_eq!(result[0].error, None);
+    result[0].devices[0].share_id.clone().unwrap()
+}
+
+#[tokio::test]
+async fn services_are_negotiated_in_the_plugins_order() {
+    let node = Node::start(|_| {});
+    let plugin = node.driver("a").await;
+    let endpoint = plugin.endpoint();
+    let cases: &[(&str, &[&str], Result<DraService, &str>)] = &[
+        (
+            "no-services",
+            &[],
+            Err("empty list of supported gRPC services"),
+        ),
+        (
+            "version",
+            &["1.0.0"],
+            Err("none of services supported by the plugin"),
+        ),
+        (
+            "current-service",
+            &[dra_service::V1BETA1],
+            Ok(DraService::V1beta1),
+        ),
+        (
+            "two-services",
+            &[dra_service::V1BETA1, dra_service::V1],
+            Ok(DraService::V1beta1),
+        ),
+        (
+            "v1-first",
+            &[dra_service::V1, dra_service::V1BETA1],
+            Ok(DraService::V1),
+        ),
+        (
+            "unknown-skipped",
+            &["v9.DRAPlugin", dra_service::HEALTH_V1, dra_service::V1],
+            Ok(DraService::V1),
+        ),
+    ];
+    for (name, services, want) in cases {
+        let services: Vec<String> = services.iter().map(|s| s.to_string()).collect();
+        let got = node.manager.register(DRIVER, &endpoint, &services).await;
+        match want {
+            Err(text) => {
+                let error = got.expect_err(name).to_string();
+                assert!(error.contains(text), "{name}: {error}");
+                assert!(
+                    node.status().is_none(),
+                    "{name}: a refused plugin leaves no trace"
+                );
+            }
+            Ok(service) => {
+                got.unwrap_or_else(|e| panic!("{name}: {e}"));
+                let status = node.status().unwrap();
+                assert_eq!(status.instances[0].service, *service, "{name}");
+                node.manager.deregister(DRIVER, &endpoint);
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_same_endpoint_twice_is_refused_and_a_new_endpoint_takes_over() {
+    let node = Node::start(|_| {});
+    let old = node.driver("old").await;
+    let new = node.driver("new").await;
+    node.manager
+        .register(DRIVER, &old.endpoint(), &both())
+        .await
+        .unwrap();
+    let again = node
+        .manager
+        .register(DRIVER, &old.endpoint(), &both())
+        .await;
+    assert_eq!(
+        again.unwrap_err(),
+        DraError::AlreadyRegistered {
+            driver: DRIVER.into(),
+            endpoint: old.endpoint()
+        }
+    );
+    assert_eq!(prepared_by(&node, "1").await, "share-old");
+
+    node.manager
+        .register(DRIVER, &new.endpoint(), &both())
+        .await
+        .unwrap();
+    let status = node
+        .wait("both connected", |s| {
+            s.is_some_and(|s| s.instances.iter().all(|i| i.connected))
+        })
+        .await
+        .unwrap();
+    assert_eq!(in_use(&status), Some(new.endpoint().as_str()));
+    assert_eq!(prepared_by(&node, "2").await, "share-new");
+
+    // Removing the old instance leaves the new one; removing it twice, or an
+    // endpoint never registered, changes nothing.
+    node.manager.deregister(DRIVER, &old.endpoint());
+    node.manager.deregister(DRIVER, &old.endpoint());
+    node.manager.deregister(DRIVER, "/nowhere/dra.sock");
+    node.manager
+        .deregister("unknown.example.com", &new.endpoint());
+    let status = node.status().unwrap();
+    assert_eq!(status.instances.len(), 1);
+    assert_eq!(in_use(&status), Some(new.endpoint().as_str()));
+    assert_eq!(prepared_by(&node, "3").await, "share-new");
+}
+
+#[tokio::test]
+async fn calls_go_to_the_newest_connected_instance_and_fall_back() {
+    let node = Node::start(|_| {});
+    let old = node.driver("old").await;
+    let mut new = node.driver("new").await;
+    node.manager
+        .register(DRIVER, &old.endpoint(), &both())
+        .await
+        .unwrap();
+    node.manager
+        .register(DRIVER, &new.endpoint(), &both())
+        .await
+        .unwrap();
+    assert_eq!(prepared_by(&node, "1").await, "share-new");
+
+    // The new instance's server stops: noticed without any call, and calls
+    // go to the old one, which is still connected. Nothing is deregistered.
+    new.stop().await;
+    let status = node
+        .wait("new instance disconnected", |s| {
+            s.is_some_and(|s| s.instances.iter().any(|i| !i.connected))
+        })
+        .await
+        .unwrap();
+    assert_eq!(status.instances.len(), 2);
+    assert_eq!(in_use(&status), Some(old.endpoint().as_str()));
+    assert_eq!(prepared_by(&node, "2").await, "share-old");
+
+    // It comes back on the same socket: reconnected, and newest again.
+    new.restart().await;
+    node.wait("new instance reconnected", |s| {
+        s.is_some_and(|s| s.instances.iter().all(|i| i.connected))
+    })
+    .await;
+    assert_eq!(prepared_by(&node, "3").await, "share-new");
+
+    // Deregistering the newest falls back to the old one.
+    node.manager.deregister(DRIVER, &new.endpoint());
+    assert_eq!(prepared_by(&node, "4").await, "share-old");
+}
+
+#[tokio::test]
+async fn unknown_drivers_and_empty_names_are_errors() {
+    let node = Node::start(|_| {});
+    assert_eq!(
+        node.manager.prepare("", &[claim("1")]).await.unwrap_err(),
+        DraError::EmptyName
+    );
+    assert_eq!(
+        node.manager
+            .prepare("missing.example.com", &[claim("1")])
+            .await
+            .unwrap_err()
+            .to_string(),
+        "DRA driver missing.example.com is not registered"
+    );
+    let relative = node.manager.register(DRIVER, "dra.sock", &both()).await;
+    assert!(matches!(relative, Err(DraError::BadEndpoint { .. })));
+}
+
+#[tokio::test]
+async fn a_dropped_connection_is_cleaned_up_after_the_grace_period() {
+    let mut node = Node::start(|c| c.cleanup_grace = Duration::from_millis(300));
+    let mut plugin = node.driver("a").await;
+    node.manager
+        .register(DRIVER, &plugin.endpoint(), &both())
+        .await
+        .unwrap();
+    node.event(DraEventKind::Connected).await;
+
+    plugin.stop().await;
+    let disconnected = node.event(DraEventKind::Disconnected).await;
+    assert_eq!(disconnected.endpoint, Some(plugin.endpoint()));
+    node.event(DraEventKind::CleanupScheduled).await;
+    let status = node.status().unwrap();
+    assert!(status.pending_cleanup.is_some(), "{status:?}");
+    assert_eq!(status.instances.len(), 1, "a drop does not deregister");
+
+    node.event(DraEventKind::CleanedUp).await;
+    assert_eq!(*node.cleanups.borrow(), [DRIVER]);
+    let status = node.status().unwrap();
+    assert!(status.pending_cleanup.is_none());
+    assert!(status.cleaned_up_at_unix_ms.is_some());
+}
+
+#[tokio::test]
+async fn a_reconnect_within_the_grace_period_cancels_the_cleanup() {
+    let mut node = Node::start(|c| c.cleanup_grace = Duration::from_secs(3600));
+    let mut plugin = node.driver("a").await;
+    node.manager
+        .register(DRIVER, &plugin.endpoint(), &both())
+        .await
+        .unwrap();
+    plugin.stop().await;
+    node.event(DraEventKind::CleanupScheduled).await;
+    assert!(node.status().unwrap().pending_cleanup.is_some());
+
+    plugin.restart().await;
+    node.event(DraEventKind::Connected).await;
+    node.event(DraEventKind::CleanupCancelled).await;
+    let status = node.status().unwrap();
+    assert!(status.pending_cleanup.is_none());
+    assert!(node.cleanups.borrow().is_empty());
+    assert_eq!(prepared_by(&node, "1").await, "share-a");
+}
+
+#[tokio::test]
+async fn deregistering_the_last_instance_schedules_the_cleanup_once() {
+    let mut node = Node::start(|c| c.cleanup_grace = Duration::from_millis(200));
+    let plugin = node.driver("a").await;
+    node.manager
+        .register(DRIVER, &plugin.endpoint(), &both())
+        .await
+        .unwrap();
+    node.manager.deregister(DRIVER, &plugin.endpoint());
+    node.manager.deregister(DRIVER, &plugin.endpoint());
+    node.event(DraEventKind::CleanupScheduled).await;
+    node.event(DraEventKind::CleanedUp).await;
+    assert_eq!(*node.cleanups.borrow(), [DRIVER]);
+    // A driver with no instances left is forgotten once cleaned up.
+    node.wait("driver forgotten", |s| s.is_none()).await;
+}
+
+#[tokio::test]
+async fn a_failing_cleanup_is_retried_and_shown() {
+    let mut node = Node::start_failing(|c| c.cleanup_grace = Duration::from_millis(50), 1);
+    let plugin = node.driver("a").await;
+    node.manager
+        .register(DRIVER, &plugin.endpoint(), &both())
+        .await
+        .unwrap();
+    node.manager.deregister(DRIVER, &plugin.endpoint());
+    let failed = node.event(DraEventKind::CleanupFailed).await;
+    assert_eq!(failed.detail.as_deref(), Some("API server unreachable"));
+    let pending = node.status().and_then(|s| s.pending_cleanup);
+    if let Some(pending) = pending {
+        assert_eq!(pending.failures, 1);
+    }
+    node.event(DraEventKind::CleanedUp).await;
+    assert_eq!(*node.cleanups.borrow(), [DRIVER]);
+}
+
+#[tokio::test]
+async fn prepare_and_unprepare_work_through_both_api_versions() {
+    let node = Node::start(|_| {});
+    for (version, versions, services) in [
+        (
+            "v1",
+            ApiVersions {
+                v1: true,
+                v1beta1: false,
+            },
+            vec![dra_service::V1.to_string()],
+        ),
+        (
+            "v1beta1",
+            ApiVersions {
+                v1: false,
+                v1beta1: true,
+            },
+            vec![dra_service::V1BETA1.to_string()],
+        ),
+    ] {
+        let mut options = FakeDraOptions::new(DRIVER, version);
+        options.api_versions = versions;
+        let plugin = node.driver_with(options).await;
+        node.manager
+            .register(DRIVER, &plugin.endpoint(), &services)
+            .await
+            .unwrap();
+        plugin.behaviour().fail.insert("bad".into());
+        plugin.behaviour().omit.insert("lost".into());
+
+        let claims = [claim("ok"), claim("bad"), claim("lost")];
+        let prepared = node.manager.prepare(DRIVER, &claims).await.unwrap();
+        assert_eq!(prepared.len(), 3, "{version}");
+        let ok = &prepared[0];
+        assert_eq!(ok.claim, claims[0]);
+        assert_eq!(ok.error, None, "{version}");
+        assert_eq!(ok.devices[0].device, "dev-ok");
+        assert_eq!(ok.devices[0].pool, "pool");
+        assert_eq!(ok.devices[0].request_names, ["req"]);
+        assert_eq!(
+            ok.devices[0].cdi_device_ids,
+            ["test.example.com/dev=dev-ok"]
+        );
+        // share_id exists only in v1.
+        let share = (version == "v1").then(|| format!("share-{version}"));
+        assert_eq!(ok.devices[0].share_id, share, "{version}");
+        assert_eq!(
+            prepared[1].error.as_deref(),
+            Some(format!("{version} refuses bad").as_str())
+        );
+        assert!(prepared[1].devices.is_empty());
+        assert!(
+            prepared[2].error.as_deref().unwrap().contains("no result"),
+            "{version}"
+        );
+
+        let unprepared = node.manager.unprepare(DRIVER, &claims).await.unwrap();
+        assert_eq!(unprepared[0].error, None, "{version}");
+        assert!(unprepared[1].error.is_some());
+        assert!(unprepared[2].error.is_some());
+        let calls = plugin.calls().borrow().clone();
+        assert_eq!(calls.iter().filter(|(op, _)| op == "unprepare").count(), 3);
+        node.manager.deregister(DRIVER, &plugin.endpoint());
+    }
+}
+
+#[tokio::test]
+async fn a_plugin_without_the_chosen_service_answers_unimplemented() {
+    let node = Node::start(|_| {});
+    let mut options = FakeDraOptions::new(DRIVER, "v1only");
+    options.api_versions = ApiVersions {
+        v1: true,
+        v1beta1: false,
+    };
+    let plugin = node.driver_with(options).await;
+    // It claims v1beta1 but does not serve it.
+    node.manager
+        .register(
+            DRIVER,
+            &plugin.endpoint(),
+            &[dra_service::V1BETA1.to_string()],
+        )
+        .await
+        .unwrap();
+    let error = node
+        .manager
+        .prepare(DRIVER, &[claim("1")])
+        .await
+        .unwrap_err();
+    match error {
+        DraError::Call {
+            code, operation, ..
+        } => {
+            assert_eq!(code, tonic::Code::Unimplemented);
+            assert_eq!(operation, "NodePrepareResources");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_hanging_plugin_gets_deadline_exceeded_and_the_agent_goes_on() {
+    let node = Node::start(|c| c.call_timeout = Duration::from_millis(300));
+    let plugin = node.driver("slow").await;
+    node.manager
+        .register(DRIVER, &plugin.endpoint(), &both())
+        .await
+        .unwrap();
+    plugin.behaviour().hang = true;
+    let error = node
+        .manager
+        .prepare(DRIVER, &[claim("1")])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            DraError::Call {
+                code: tonic::Code::DeadlineExceeded,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    // The connection survives a timed-out call.
+    plugin.behaviour().hang = false;
+    assert_eq!(prepared_by(&node, "2").await, "share-slow");
+    assert_eq!(node.status().unwrap().instances[0].connects, 1);
+}
+
+#[tokio::test]
+async fn concurrent_calls_and_the_health_stream_share_one_connection() {
+    let node = Node::start(|_| {});
+    let mut options = FakeDraOptions::new(DRIVER, "a");
+    options.health = true;
+    let plugin = node.driver_with(options).await;
+    let mut services = both();
+    services.push(dra_service::HEALTH_V1.into());
+    node.manager
+        .register(DRIVER, &plugin.endpoint(), &services)
+        .await
+        .unwrap();
+    let calls = (0..16).map(|i| {
+        let manager = node.manager.clone();
+        async move { manager.prepare(DRIVER, &[claim(&i.to_string())]).await }
+    });
+    for result in futures::future::join_all(calls).await {
+        assert_eq!(result.unwrap()[0].error, None);
+    }
+    node.wait("health reported", |s| {
+        s.is_some_and(|s| !s.devices.is_empty())
+    })
+    .await;
+    assert_eq!(node.status().unwrap().instances[0].connects, 1);
+    assert_eq!(plugin.calls().borrow().len(), 16);
+}
+
+#[tokio::test]
+async fn device_health_follows_the_stream_in_both_versions() {
+    let node = Node::start(|_| {});
+    for (instance, health_service) in [
+        ("h1", dra_service::HEALTH_V1),
+        ("h1alpha1", dra_service::HEALTH_V1ALPHA1),
+    ] {
+        let mut options = FakeDraOptions::new(DRIVER, instance);
+        options.health = true;
+        let mut plugin = node.driver_with(options).await;
+        let services = vec![dra_service::V1.to_string(), health_service.to_string()];
+        node.manager
+            .register(DRIVER, &plugin.endpoint(), &services)
+            .await
+            .unwrap();
+        let status = node
+            .wait("device healthy", |s| {
+                s.is_some_and(|s| {
+                    s.devices
+                        .iter()
+                        .any(|d| d.device == "dev-0" && d.health == "Healthy")
+                })
+            })
+            .await
+            .unwrap();
+        let want = if instance == "h1" {
+            HealthService::V1
+        } else {
+            HealthService::V1alpha1
+        };
+        assert_eq!(status.instances[0].health_service, Some(want));
+
+        plugin
+            .health()
+            .set("pool", "dev-0", HealthStatus::Unhealthy, "fell off the bus");
+        let status = node
+            .wait("device unhealthy", |s| {
+                s.is_some_and(|s| s.devices.iter().any(|d| d.health == "Unhealthy"))
+            })
+            .await
+            .unwrap();
+        // v1alpha1 carries no message.
+        let message = if instance == "h1" {
+            "fell off the bus"
+        } else {
+            ""
+        };
+        assert_eq!(status.devices[0].message, message);
+
+        // A disconnected instance's reports are not trusted.
+        plugin.stop().await;
+        node.wait("health unknown", |s| {
+            s.is_some_and(|s| s.devices.iter().all(|d| d.health == "Unknown" && d.stale))
+        })
+        .await;
+        node.manager.deregister(DRIVER, &plugin.endpoint());
+    }
+}
+
+#[tokio::test]
+async fn a_restarted_plugin_is_reconnected_without_waiting_out_the_backoff() {
+    // After one failed attempt the next would be an hour away: only the
+    // watch on the socket's directory can bring the instance back in time.
+    let node = Node::start(|c| {
+        c.reconnect_initial = Duration::from_secs(3600);
+        c.reconnect_max = Duration::from_secs(3600);
+    });
+    let mut plugin = node.driver("a").await;
+    node.manager
+        .register(DRIVER, &plugin.endpoint(), &both())
+        .await
+        .unwrap();
+    plugin.stop().await;
+    node.wait("disconnected", |s| {
+        s.is_some_and(|s| {
+            !s.instances[0].connected
+                && s.instances[0]
+                    .last_error
+                    .as_deref()
+                    .is_some_and(|e| e.contains("dial"))
+        })
+    })
+    .await;
+    plugin.restart().await;
+    node.wait("reconnected", |s| {
+        s.is_some_and(|s| s.instances[0].connected)
+    })
+    .await;
+    assert_eq!(prepared_by(&node, "1").await, "share-a");
+}
+
+#[tokio::test]
+async fn a_plugin_registered_before_it_serves_is_connected_when_it_starts() {
+    let node = Node::start(|_| {});
+    let mut plugin = node.driver("late").await;
+    let endpoint = plugin.endpoint();
+    plugin.stop().await;
+    node.manager
+        .register(DRIVER, &endpoint, &both())
+        .await
+        .unwrap();
+    let status = node.status().unwrap();
+    assert!(!status.instances[0].connected);
+    let error = node
+        .manager
+        .prepare(DRIVER, &[claim("1")])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            DraError::Call {
+                code: tonic::Code::Unavailable,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    plugin.restart().await;
+    node.wait("connected", |s| s.is_some_and(|s| s.instances[0].connected))
+        .await;
+    assert_eq!(prepared_by(&node, "2").await, "share-late");
+}

@@ -1,0 +1,211 @@
+//! A DRA driver for tests: the SDK's DRA driver server with a driver whose
+//! answers and failures the test controls, recording every call.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use nodeplugins_api::dra::v1;
+use nodeplugins_api::dra_health::v1::HealthStatus;
+use nodeplugins_sdk::dra_driver::{
+    ApiVersions, DraDriver, DraDriverConfig, DraDriverServer, HealthReporter,
+};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// What the driver does; shared with the test while it runs.
+#[derive(Default)]
+pub struct Behaviour {
+    /// Claim UIDs answered with an error.
+    pub fail: BTreeSet<String>,
+    /// Claim UIDs left out of the response.
+    pub omit: BTreeSet<String>,
+    /// Never answer prepare.
+    pub hang: bool,
+}
+
+struct Driver {
+    tag: String,
+    behaviour: Arc<Mutex<Behaviour>>,
+    calls: watch::Sender<Vec<(String, String)>>,
+}
+
+impl Driver {
+    fn record(&self, operation: &str, claims: &[v1::Claim]) {
+        self.calls.send_modify(|calls| {
+            for claim in claims {
+                calls.push((operation.to_string(), claim.uid.clone()));
+            }
+        });
+    }
+}
+
+#[async_trait::async_trait]
+impl DraDriver for Driver {
+    async fn prepare(
+        &self,
+        claims: Vec<v1::Claim>,
+    ) -> HashMap<String, Result<Vec<v1::Device>, String>> {
+        self.record("prepare", &claims);
+        let hang = self.behaviour.lock().unwrap().hang;
+        if hang {
+            std::future::pending::<()>().await;
+        }
+        let behaviour = self.behaviour.lock().unwrap();
+        claims
+            .into_iter()
+            .filter(|c| !behaviour.omit.contains(&c.uid))
+            .map(|c| {
+                let result = if behaviour.fail.contains(&c.uid) {
+                    Err(format!("{} refuses {}", self.tag, c.uid))
+                } else {
+                    Ok(vec![v1::Device {
+                        request_names: vec!["req".into()],
+                        pool_name: "pool".into(),
+                        device_name: format!("dev-{}", c.uid),
+                        cdi_device_ids: vec![format!("test.example.com/dev=dev-{}", c.uid)],
+                        share_id: Some(format!("share-{}", self.tag)),
+                    }])
+                };
+                (c.uid, result)
+            })
+            .collect()
+    }
+
+    async fn unprepare(&self, claims: Vec<v1::Claim>) -> HashMap<String, Result<(), String>> {
+        self.record("unprepare", &claims);
+        let behaviour = self.behaviour.lock().unwrap();
+        claims
+            .into_iter()
+            .filter(|c| !behaviour.omit.contains(&c.uid))
+            .map(|c| {
+                let result = if behaviour.fail.contains(&c.uid) {
+                    Err(format!("{} refuses {}", self.tag, c.uid))
+                } else {
+                    Ok(())
+                };
+                (c.uid, result)
+            })
+            .collect()
+    }
+}
+
+/// How to start a fake driver.
+#[derive(Clone)]
+pub struct FakeDraOptions {
+    /// Driver name.
+    pub name: String,
+    /// Rolling-update instance id, which also names the service socket.
+    pub instance: Option<String>,
+    /// Versions served.
+    pub api_versions: ApiVersions,
+    /// Serve device health.
+    pub health: bool,
+    /// Serve the registration socket too.
+    pub register: bool,
+}
+
+impl FakeDraOptions {
+    /// Driver `name`, instance `instance`, both versions, no health, no registration.
+    pub fn new(name: &str, instance: &str) -> Self {
+        Self {
+            name: name.into(),
+            instance: Some(instance.into()),
+            api_versions: ApiVersions::default(),
+            health: false,
+            register: false,
+        }
+    }
+}
+
+/// A running fake DRA driver.
+pub struct FakeDraDriver {
+    tag: String,
+    root: PathBuf,
+    options: FakeDraOptions,
+    server: Option<DraDriverServer>,
+    shutdown: CancellationToken,
+    behaviour: Arc<Mutex<Behaviour>>,
+    calls: watch::Sender<Vec<(String, String)>>,
+    health: HealthReporter,
+}
+
+impl FakeDraDriver {
+    /// Serves under the kubelet root `root` (service socket in
+    /// `root/plugins/<name>/`, registration in `root/plugins_registry`).
+    pub async fn start(root: &Path, options: FakeDraOptions) -> Self {
+        let tag = options.instance.clone().unwrap_or_else(|| "default".into());
+        let health = HealthReporter::new();
+        health.set("pool", "dev-0", HealthStatus::Healthy, "");
+        let mut driver = Self {
+            tag,
+            root: root.to_owned(),
+            options,
+            server: None,
+            shutdown: CancellationToken::new(),
+            behaviour: Arc::new(Mutex::new(Behaviour::default())),
+            calls: watch::channel(Vec::new()).0,
+            health,
+        };
+        driver.restart().await;
+        driver
+    }
+
+    /// Starts serving again (after [`stop`](Self::stop)) on the same sockets.
+    pub async fn restart(&mut self) {
+        let mut config = DraDriverConfig::new(&self.options.name, &self.root);
+        config.instance = self.options.instance.clone();
+        config.api_versions = self.options.api_versions;
+        config.register = self.options.register;
+        config.health = self.options.health.then(|| self.health.clone());
+        let driver = Arc::new(Driver {
+            tag: self.tag.clone(),
+            behaviour: self.behaviour.clone(),
+            calls: self.calls.clone(),
+        });
+        self.shutdown = CancellationToken::new();
+        let server = DraDriverServer::start(config, driver, self.shutdown.clone())
+            .await
+            .expect("start fake DRA driver");
+        self.server = Some(server);
+    }
+
+    /// Stops serving and waits until both sockets are gone.
+    pub async fn stop(&mut self) {
+        self.shutdown.cancel();
+        if let Some(server) = self.server.take() {
+            server
+                .wait()
+                .await
+                .expect("fake DRA driver stopped cleanly");
+        }
+    }
+
+    /// The service socket (the endpoint to register).
+    pub fn endpoint(&self) -> String {
+        let mut config = DraDriverConfig::new(&self.options.name, &self.root);
+        config.instance = self.options.instance.clone();
+        config.service_socket().display().to_string()
+    }
+
+    /// What the driver does.
+    pub fn behaviour(&self) -> std::sync::MutexGuard<'_, Behaviour> {
+        self.behaviour.lock().unwrap()
+    }
+
+    /// Every (operation, claim uid) served so far.
+    pub fn calls(&self) -> watch::Receiver<Vec<(String, String)>> {
+        self.calls.subscribe()
+    }
+
+    /// The device health the driver reports.
+    pub fn health(&self) -> &HealthReporter {
+        &self.health
+    }
+}
+
+impl Drop for FakeDraDriver {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
