@@ -14,6 +14,7 @@ use nodeplugins_api::deviceplugin::v1beta1::registration_client::RegistrationCli
 use nodeplugins_api::deviceplugin::v1beta1::{Device, DevicePluginOptions, RegisterRequest};
 use nodeplugins_api::transport::dial;
 use nodeplugins_test_support::fake_device_plugin::FakeDevicePlugin;
+use nodeplugins_test_support::stats::percentiles;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -29,17 +30,8 @@ fn devices(n: usize, healthy: usize) -> Vec<Device> {
         .collect()
 }
 
-fn line(label: &str, mut samples: Vec<Duration>) {
-    samples.sort();
-    let at =
-        |p: f64| samples[((samples.len() - 1) as f64 * p).round() as usize].as_secs_f64() * 1e6;
-    println!(
-        "{label}: p50 {:>7.1} us  p99 {:>7.1} us  max {:>7.1} us  (n={})",
-        at(0.5),
-        at(0.99),
-        at(1.0),
-        samples.len()
-    );
+fn line(label: &str, samples: Vec<Duration>) {
+    println!("{}", percentiles(label, samples));
 }
 
 async fn run() {

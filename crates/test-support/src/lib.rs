@@ -16,6 +16,7 @@ pub mod fake_kubelet;
 pub mod fake_plugin;
 pub mod process;
 pub mod python;
+pub mod stats;
 pub mod wait;
 
 /// Installs a test log subscriber once (honours `RUST_LOG`).

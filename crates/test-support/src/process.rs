@@ -74,6 +74,11 @@ impl ChildProcess {
         status.code()
     }
 
+    /// Kills the process with SIGKILL and reaps it.
+    pub async fn kill(&mut self) {
+        self.child.kill().await.expect("kill child");
+    }
+
     /// The process id, while it runs.
     pub fn pid(&self) -> Option<u32> {
         self.child.id()

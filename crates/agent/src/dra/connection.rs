@@ -33,7 +33,7 @@ use crate::registry::backoff::delay_after;
 
 /// The first retry after a failed connection attempt; it doubles per
 /// failure. A re-created socket is noticed at once regardless.
-pub const RECONNECT_INITIAL: Duration = Duration::from_millis(5);
+pub const RECONNECT_INITIAL: Duration = Duration::from_millis(1);
 /// The longest wait between connection attempts.
 pub const RECONNECT_MAX: Duration = Duration::from_secs(30);
 
@@ -169,7 +169,6 @@ impl Monitor {
             match attempt {
                 Ok((sender, connection)) => {
                     failures = 0;
-                    socket_watch = None;
                     self.state.send_modify(|s| {
                         s.sender = Some(sender);
                         s.last_error = None;
@@ -179,6 +178,12 @@ impl Monitor {
                     });
                     tracing::info!(%socket, "DRA plugin connected");
                     (self.config.on_change)(true);
+                    if let Some(watch) = socket_watch.take() {
+                        // Closing an inotify descriptor waits for the kernel
+                        // (milliseconds): not on this task, and not before
+                        // the connection is announced.
+                        tokio::task::spawn_blocking(move || drop(watch));
+                    }
                     let mut connection = std::pin::pin!(connection);
                     let ended = tokio::select! {
                         biased;
@@ -215,6 +220,11 @@ impl Monitor {
                     }
                     if socket_watch.is_none() {
                         socket_watch = SocketWatch::new(&self.endpoint);
+                        if socket_watch.is_some() {
+                            // The socket may have appeared before the watch
+                            // existed: look once more before waiting.
+                            continue;
+                        }
                     }
                     let delay = delay_after(
                         failures,
@@ -240,6 +250,9 @@ impl Monitor {
                 s.since = SystemTime::now();
             }
         });
+        if let Some(watch) = socket_watch.take() {
+            tokio::task::spawn_blocking(move || drop(watch));
+        }
     }
 
     /// Lets calls still running on a closed instance finish: the connection

@@ -10,10 +10,16 @@ use tokio::process::Command;
 
 /// `nodeplugins run --root-dir ROOT` as a child process.
 pub fn agent(root: &Path) -> ChildProcess {
+    agent_with(root, &[])
+}
+
+/// `nodeplugins run --root-dir ROOT ARGS...` as a child process.
+pub fn agent_with(root: &Path, args: &[&str]) -> ChildProcess {
     let mut command = Command::new(env!("CARGO_BIN_EXE_nodeplugins"));
     command
         .args(["run", "--root-dir"])
         .arg(root)
+        .args(args)
         .env("RUST_LOG", "info");
     ChildProcess::spawn("nodeplugins run", command)
 }
