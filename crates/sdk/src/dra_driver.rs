@@ -224,8 +224,8 @@ pub enum DraDriverError {
     /// Neither API version is enabled.
     #[error("no supported DRA gRPC API is implemented and enabled")]
     NoService,
-    /// The plugin directory could not be created.
-    #[error("cannot create the plugin directory {dir:?}: {source}")]
+    /// The plugin or registry directory could not be created.
+    #[error("cannot create the directory {dir:?}: {source}")]
     PluginDir {
         /// The directory.
         dir: PathBuf,
@@ -460,12 +460,17 @@ impl DraDriverServer {
         if !config.api_versions.v1 && !config.api_versions.v1beta1 {
             return Err(DraDriverError::NoService);
         }
-        std::fs::create_dir_all(&config.plugin_dir).map_err(|source| {
-            DraDriverError::PluginDir {
-                dir: config.plugin_dir.clone(),
+        // Both directories, so a driver may start before the agent.
+        let mut dirs = vec![&config.plugin_dir];
+        if config.register {
+            dirs.push(&config.registry_dir);
+        }
+        for dir in dirs {
+            std::fs::create_dir_all(dir).map_err(|source| DraDriverError::PluginDir {
+                dir: dir.clone(),
                 source,
-            }
-        })?;
+            })?;
+        }
         let serializer = match (config.serialize, &config.instance) {
             (false, _) => Serializer::None,
             (true, None) => Serializer::Process(tokio::sync::Mutex::new(())),

@@ -1,0 +1,241 @@
+//! The SDK's DRA driver server against the kubelet's side, over real sockets:
+//! a grpcio client (an independent stack, with the path-valued `:authority`
+//! grpc-go sends), rolling-update socket names, serialization across
+//! instances, and shutdown.
+
+// Test code: a failed unwrap is a failed test with a precise location.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use nodeplugins_api::dra::v1;
+use nodeplugins_api::dra::v1::dra_plugin_client::DraPluginClient;
+use nodeplugins_api::dra_health::v1::HealthStatus;
+use nodeplugins_api::transport::dial;
+use nodeplugins_sdk::dra_driver::{
+    ApiVersions, DraDriver, DraDriverConfig, DraDriverError, DraDriverServer, HealthReporter,
+};
+use nodeplugins_test_support::fake_kubelet;
+use nodeplugins_test_support::process::ChildProcess;
+use nodeplugins_test_support::python::python_env;
+use nodeplugins_test_support::wait::TIMEOUT;
+use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
+
+const DRIVER: &str = "gpu.example.com";
+
+/// Gives each claim one device named after its UID. With a gate, every
+/// prepare announces itself and waits for the gate to open.
+#[derive(Default)]
+struct Driver {
+    gate: Option<(watch::Sender<u32>, Arc<Notify>)>,
+}
+
+#[async_trait::async_trait]
+impl DraDriver for Driver {
+    async fn prepare(
+        &self,
+        claims: Vec<v1::Claim>,
+    ) -> HashMap<String, Result<Vec<v1::Device>, String>> {
+        if let Some((entered, open)) = &self.gate {
+            entered.send_modify(|n| *n += 1);
+            open.notified().await;
+        }
+        claims
+            .into_iter()
+            .map(|c| {
+                let device = v1::Device {
+                    request_names: Vec::new(),
+                    pool_name: "pool".into(),
+                    device_name: format!("dev-{}", c.uid),
+                    cdi_device_ids: vec![format!("{DRIVER}/gpu=dev-{}", c.uid)],
+                    share_id: None,
+                };
+                (c.uid, Ok(vec![device]))
+            })
+            .collect()
+    }
+
+    async fn unprepare(&self, claims: Vec<v1::Claim>) -> HashMap<String, Result<(), String>> {
+        claims.into_iter().map(|c| (c.uid, Ok(()))).collect()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_grpcio_kubelet_registers_prepares_and_watches_health_in_every_version() {
+    let root = tempfile::tempdir().unwrap();
+    let mut config = DraDriverConfig::new(DRIVER, root.path());
+    let health = HealthReporter::new();
+    health.set("pool", "gpu-0", HealthStatus::Healthy, "");
+    health.set("pool", "gpu-1", HealthStatus::Unhealthy, "too hot");
+    config.health = Some(health);
+    let shutdown = CancellationToken::new();
+    let server = DraDriverServer::start(config, Arc::new(Driver::default()), shutdown.clone())
+        .await
+        .unwrap();
+    let registration = server.registration_socket().unwrap().to_owned();
+    assert_eq!(
+        registration,
+        root.path()
+            .join("plugins_registry/gpu.example.com-reg.sock")
+    );
+    assert_eq!(
+        server.service_socket(),
+        root.path().join("plugins/gpu.example.com/dra.sock")
+    );
+
+    let mut command = python_env().script("dra_client.py");
+    command
+        .arg("--registration")
+        .arg(&registration)
+        .arg("--service")
+        .arg(server.service_socket());
+    let mut client = ChildProcess::spawn("dra_client.py", command);
+    client.wait_for_line(TIMEOUT, |l| l == "DONE").await;
+    assert_eq!(client.wait(TIMEOUT).await, Some(0));
+    let lines: Vec<serde_json::Value> = client
+        .output()
+        .iter()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let info = &lines[0];
+    assert_eq!(info["type"], "DRAPlugin");
+    assert_eq!(info["name"], DRIVER);
+    assert_eq!(info["endpoint"], server.service_socket().to_str().unwrap());
+    assert_eq!(
+        info["versions"],
+        serde_json::json!([
+            "v1.DRAPlugin",
+            "v1beta1.DRAPlugin",
+            "v1.DRAResourceHealth",
+            "v1alpha1.DRAResourceHealth"
+        ])
+    );
+    for (line, version) in [(&lines[1], "v1"), (&lines[3], "v1beta1")] {
+        assert_eq!(line["call"], "NodePrepareResources");
+        assert_eq!(line["version"], version);
+        assert_eq!(line["error"], "");
+        assert_eq!(
+            line["devices"],
+            serde_json::json!([format!("dev-uid-{version}")])
+        );
+        assert_eq!(
+            line["cdi"],
+            serde_json::json!([format!("{DRIVER}/gpu=dev-uid-{version}")])
+        );
+    }
+    for (line, version) in [(&lines[2], "v1"), (&lines[4], "v1beta1")] {
+        assert_eq!(line["call"], "NodeUnprepareResources");
+        assert_eq!(
+            line["claims"],
+            serde_json::json!([format!("uid-{version}")])
+        );
+        assert_eq!(line["error"], "");
+    }
+    for (line, version) in [(&lines[5], "v1"), (&lines[6], "v1alpha1")] {
+        assert_eq!(line["call"], "NodeWatchResources");
+        assert_eq!(line["version"], version);
+        assert_eq!(
+            line["devices"],
+            serde_json::json!([["pool", "gpu-0", "HEALTHY"], ["pool", "gpu-1", "UNHEALTHY"]])
+        );
+    }
+
+    // Shutdown removes both sockets.
+    shutdown.cancel();
+    server.wait().await.unwrap();
+    assert!(!registration.exists());
+    assert!(
+        !root
+            .path()
+            .join("plugins/gpu.example.com/dra.sock")
+            .exists()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rolling_update_instances_get_their_own_sockets_and_serialize_through_a_file_lock() {
+    let root = tempfile::tempdir().unwrap();
+    let (entered, mut entries) = watch::channel(0);
+    let open = Arc::new(Notify::new());
+    let mut servers = Vec::new();
+    for id in ["pod-a", "pod-b"] {
+        let mut config = DraDriverConfig::new(DRIVER, root.path());
+        config.instance = Some(id.into());
+        let driver = Driver {
+            gate: Some((entered.clone(), open.clone())),
+        };
+        let server = DraDriverServer::start(config, Arc::new(driver), CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(
+            server.registration_socket().unwrap(),
+            root.path()
+                .join(format!("plugins_registry/{DRIVER}-{id}-reg.sock"))
+        );
+        assert_eq!(
+            server.service_socket(),
+            root.path().join(format!("plugins/{DRIVER}/dra-{id}.sock"))
+        );
+        let info = fake_kubelet::get_info(server.registration_socket().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(info.endpoint, server.service_socket().to_str().unwrap());
+        servers.push(server);
+    }
+
+    // A prepare on instance a holds the lock: nobody else can take it.
+    let channel = dial(servers[0].service_socket(), TIMEOUT).await.unwrap();
+    let call = tokio::spawn(async move {
+        DraPluginClient::new(channel)
+            .node_prepare_resources(v1::NodePrepareResourcesRequest {
+                claims: vec![v1::Claim {
+                    namespace: "ns".into(),
+                    uid: "u1".into(),
+                    name: "c1".into(),
+                }],
+            })
+            .await
+    });
+    tokio::time::timeout(TIMEOUT, entries.wait_for(|n| *n == 1))
+        .await
+        .unwrap()
+        .unwrap();
+    let lock_path = root.path().join(format!("plugins/{DRIVER}/serialize.lock"));
+    let lock = std::fs::File::open(&lock_path).unwrap();
+    assert!(
+        matches!(lock.try_lock(), Err(std::fs::TryLockError::WouldBlock)),
+        "the lock must be held while a call runs"
+    );
+
+    open.notify_one();
+    let response = call.await.unwrap().unwrap().into_inner();
+    assert_eq!(response.claims["u1"].devices[0].device_name, "dev-u1");
+    lock.try_lock()
+        .expect("the lock is free once the call returned");
+}
+
+#[tokio::test]
+async fn a_driver_serving_no_api_version_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let mut config = DraDriverConfig::new(DRIVER, root.path());
+    config.api_versions = ApiVersions {
+        v1: false,
+        v1beta1: false,
+    };
+    let error = DraDriverServer::start(
+        config,
+        Arc::new(Driver::default()),
+        CancellationToken::new(),
+    )
+    .await
+    .err()
+    .unwrap();
+    assert!(matches!(error, DraDriverError::NoService));
+    assert_eq!(
+        error.to_string(),
+        "no supported DRA gRPC API is implemented and enabled"
+    );
+}
