@@ -299,6 +299,13 @@ impl DraManager {
             }
             state.next_id += 1;
             let id = state.next_id;
+            // Announced before the connection can report anything.
+            self.event(
+                DraEventKind::InstanceAdded,
+                driver,
+                Some(endpoint),
+                Some(service.to_string()),
+            );
             let manager = self.clone();
             let name = driver.to_string();
             let connection = Connection::start(
@@ -334,12 +341,6 @@ impl DraManager {
         };
         tracing::info!(%driver, %endpoint, %service, health = ?health_service.map(HealthService::as_str),
             "DRA plugin registered");
-        self.event(
-            DraEventKind::InstanceAdded,
-            driver,
-            Some(endpoint),
-            Some(service.to_string()),
-        );
         if let Some(health_service) = health_service {
             let manager = self.clone();
             let name = driver.to_string();
