@@ -3,17 +3,22 @@
 //!
 //! The protocol is one JSON request line per connection, such as
 //! `{"request":"status"}`, answered by one JSON line ([`AgentStatus`]), or
-//! `{"request":"events"}`, answered by one [`AdminEvent`] JSON line per
-//! event until the client hangs up. Errors come back as `{"error":"..."}`.
+//! `{"request":"events","history":true,"follow":true}`, answered by one
+//! [`AdminEvent`] JSON line per event: the recent ones first (with
+//! `history`), then new ones until the client hangs up (with `follow`, the
+//! default). Errors come back as `{"error":"..."}`.
 
 mod client;
+mod event_log;
 mod server;
 
 use std::path::{Path, PathBuf};
 
 pub use client::{
-    AdminClientError, EventStream, allocate, dra_prepare, dra_unprepare, events, release, status,
+    AdminClientError, EventStream, allocate, dra_prepare, dra_unprepare, events, events_with,
+    release, status,
 };
+pub use event_log::{EVENT_HISTORY, EventLog};
 pub use server::serve;
 
 use crate::csi::CsiDriver;
@@ -36,8 +41,15 @@ pub fn socket_path(root_dir: &Path) -> PathBuf {
 pub enum AdminRequest {
     /// The plugin table and agent facts.
     Status,
-    /// Follow plugin events.
-    Events,
+    /// Plugin and DRA events.
+    Events {
+        /// Send the agent's recent events first.
+        #[serde(default)]
+        history: bool,
+        /// Keep sending new events until the client hangs up.
+        #[serde(default = "yes")]
+        follow: bool,
+    },
     /// Allocate devices to a container: resource name → count. All or nothing.
     Allocate {
         /// Pod UID.
@@ -80,6 +92,10 @@ pub struct DraPrepareReply {
 pub struct DraUnprepareReply {
     /// One result per claim, in request order.
     pub claims: Vec<UnpreparedClaim>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// The answer to [`AdminRequest::Allocate`].

@@ -83,6 +83,19 @@ enum Command {
         #[arg(long)]
         pod: String,
     },
+    /// Show the agent's recent events (registrations, failures, DRA
+    /// connections and cleanups); with --follow, keep printing new ones.
+    Events {
+        /// Root directory of the agent to ask.
+        #[arg(long, env = "NODEPLUGINS_ROOT_DIR", default_value = DEFAULT_ROOT_DIR)]
+        root_dir: PathBuf,
+        /// Keep printing events as they happen, until interrupted.
+        #[arg(short, long)]
+        follow: bool,
+        /// Output format (json: one JSON object per line).
+        #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
+        output: Format,
+    },
     /// Show the plugins the running agent knows.
     Status {
         /// Root directory of the agent to ask.
@@ -207,6 +220,20 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 &mut out,
                 format_args!("released {} allocation(s) of pod {pod}\n", reply.released),
             )?;
+            Ok(())
+        }
+        Command::Events {
+            root_dir,
+            follow,
+            output,
+        } => {
+            let mut events = nodeplugins::admin::events_with(&root_dir, true, follow).await?;
+            output::events::header(output, &mut std::io::stdout().lock())?;
+            while let Some(event) = events.next().await? {
+                let mut out = std::io::stdout().lock();
+                output::events::event(&event, output, &mut out)?;
+                std::io::Write::flush(&mut out)?;
+            }
             Ok(())
         }
         Command::Status { root_dir, output } => {

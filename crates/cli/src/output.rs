@@ -1,6 +1,7 @@
 //! Printing results as tables or JSON.
 
 pub(crate) mod dra;
+pub(crate) mod events;
 
 use std::io::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -49,7 +50,8 @@ pub(crate) fn status(
     let count = |s: PluginState| status.plugins.iter().filter(|p| p.state == s).count();
     writeln!(
         out,
-        "agent {} on {}, up {}: {} plugins ({} registered, {} pending, {} failed)",
+        "agent {} on {}, up {}: {} plugins ({} registered, {} pending, {} failed); \
+         {} CSI drivers, {} device resources, {} DRA drivers",
         status.version,
         status.root_dir.display(),
         human(Duration::from_millis(status.uptime_ms)),
@@ -57,6 +59,9 @@ pub(crate) fn status(
         count(PluginState::Registered),
         count(PluginState::Pending),
         count(PluginState::Failed),
+        status.csi_drivers.len(),
+        status.resources.len(),
+        status.dra_drivers.len(),
     )?;
     if !status.plugins.is_empty() {
         plugin_table(status, out)?;

@@ -422,3 +422,58 @@ async fn a_grpcio_dra_driver_prepares_through_the_agent_in_both_versions() {
         python.wait_for_line(TIMEOUT, |l| l == "UNPREPARE u1").await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn events_replay_the_history_and_follow_new_ones() {
+    let root = tempfile::tempdir().unwrap();
+    let _agent = agent(root.path());
+    let mut plugin = example_driver(root.path(), None);
+    driver(root.path(), DRIVER, |d| connected(d, "dra.sock")).await;
+
+    let out = cli(root.path(), &["events", "-o", "json"]).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let has = |source: &str, kind: &str| {
+        events
+            .iter()
+            .any(|e| e["source"] == source && e["kind"] == kind)
+    };
+    assert!(has("registry", "registered"), "{events:?}");
+    assert!(
+        has("dra", "instance_added") && has("dra", "connected"),
+        "{events:?}"
+    );
+    let table = cli(root.path(), &["events"]).await;
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.starts_with("TIME"), "{table}");
+    assert!(table.contains("DRAPlugin dra.example.com"), "{table}");
+
+    let mut follow = Command::new(env!("CARGO_BIN_EXE_nodeplugins"));
+    follow
+        .args(["events", "--follow", "-o", "json", "--root-dir"])
+        .arg(root.path());
+    let mut follow = ChildProcess::spawn("nodeplugins events --follow", follow);
+    follow
+        .wait_for_line(TIMEOUT, |l| l.contains("\"connected\""))
+        .await;
+    signal(&plugin, "-TERM").await;
+    assert_eq!(plugin.wait(TIMEOUT).await, Some(0));
+    // Both sources report the removal, in either order.
+    let mut seen = std::collections::BTreeSet::new();
+    while seen.len() < 2 {
+        let line = follow
+            .wait_for_line(TIMEOUT, |l| {
+                l.contains("\"deregistered\"") || l.contains("\"instance_removed\"")
+            })
+            .await;
+        let event: serde_json::Value = serde_json::from_str(&line).unwrap();
+        seen.insert(event["kind"].as_str().unwrap().to_string());
+    }
+}

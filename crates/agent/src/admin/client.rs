@@ -141,10 +141,20 @@ pub async fn dra_unprepare(
     one_reply(root_dir, req).await
 }
 
-/// Follows the agent's plugin events; each call of the returned closure
-/// yields the next event, or `None` when the agent goes away.
+/// Follows the agent's events from now on; see [`events_with`].
 pub async fn events(root_dir: &Path) -> Result<EventStream, AdminClientError> {
-    let lines = request(root_dir, AdminRequest::Events).await?;
+    events_with(root_dir, false, true).await
+}
+
+/// The agent's events: its recent history first (with `history`), then new
+/// events as they happen (with `follow`); the stream ends when the agent
+/// has sent what was asked or goes away.
+pub async fn events_with(
+    root_dir: &Path,
+    history: bool,
+    follow: bool,
+) -> Result<EventStream, AdminClientError> {
+    let lines = request(root_dir, AdminRequest::Events { history, follow }).await?;
     Ok(EventStream {
         lines,
         path: socket_path(root_dir),

@@ -11,9 +11,10 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::event_log::EventLog;
 use super::{
-    AdminErrorReply, AdminEvent, AdminRequest, AgentStatus, AllocateReply, DraPrepareReply,
-    DraUnprepareReply, ReleaseReply, StatusSources, socket_path,
+    AdminErrorReply, AdminRequest, AgentStatus, AllocateReply, DraPrepareReply, DraUnprepareReply,
+    ReleaseReply, StatusSources, socket_path,
 };
 use crate::registry::status::unix_ms;
 
@@ -41,6 +42,7 @@ pub async fn serve(
         .map(|m| m.uid())
         .unwrap_or(0);
     let (listener, _file) = socket.into_parts();
+    let events = EventLog::start(&sources, shutdown.clone());
     let tasks = TaskTracker::new();
     loop {
         let stream = tokio::select! {
@@ -56,6 +58,7 @@ pub async fn serve(
             },
         };
         let context = Context {
+            events: events.clone(),
             sources: sources.clone(),
             root_dir: root_dir.clone(),
             started,
@@ -78,6 +81,7 @@ fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
 }
 
 struct Context {
+    events: std::sync::Arc<EventLog>,
     sources: StatusSources,
     root_dir: PathBuf,
     started: SystemTime,
@@ -199,14 +203,22 @@ impl Context {
                     let _ = write_line(&mut write, &reply).await;
                 }
             }
-            Ok(AdminRequest::Events) => {
-                let mut registry = self.sources.registry.events();
-                let mut dra = self.sources.dra.events();
+            Ok(AdminRequest::Events { history, follow }) => {
+                let (past, mut live) = self.events.subscribe();
+                if history {
+                    for event in &past {
+                        if write_line(&mut write, event).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                if !follow {
+                    return;
+                }
                 loop {
                     let event = tokio::select! {
                         () = self.shutdown.cancelled() => return,
-                        event = registry.recv() => event.map(AdminEvent::Registry),
-                        event = dra.recv() => event.map(AdminEvent::Dra),
+                        event = live.recv() => event,
                     };
                     match event {
                         Ok(event) => {

@@ -1,0 +1,78 @@
+//! The agent's recent events: plugin registration and DRA events merged into
+//! one history (the newest [`EVENT_HISTORY`]) and one live stream, so a
+//! client can read what happened and then follow without a gap or a repeat.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use super::{AdminEvent, StatusSources};
+
+/// How many past events the agent keeps.
+pub const EVENT_HISTORY: usize = 1000;
+
+/// The history and the live stream.
+pub struct EventLog {
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    history: VecDeque<AdminEvent>,
+    live: broadcast::Sender<AdminEvent>,
+}
+
+impl EventLog {
+    /// Starts collecting the events of `sources` until `shutdown`.
+    pub fn start(sources: &StatusSources, shutdown: CancellationToken) -> Arc<Self> {
+        let log = Arc::new(Self {
+            inner: Mutex::new(Inner {
+                history: VecDeque::with_capacity(EVENT_HISTORY),
+                live: broadcast::channel(1024).0,
+            }),
+        });
+        let mut registry = sources.registry.events();
+        let mut dra = sources.dra.events();
+        let collector = log.clone();
+        tokio::spawn(async move {
+            loop {
+                let event = tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    event = registry.recv() => event.map(AdminEvent::Registry),
+                    event = dra.recv() => event.map(AdminEvent::Dra),
+                };
+                match event {
+                    Ok(event) => collector.push(event),
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        tracing::warn!(missed, "event history missed events");
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        });
+        log
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn push(&self, event: AdminEvent) {
+        let mut inner = self.lock();
+        if inner.history.len() == EVENT_HISTORY {
+            inner.history.pop_front();
+        }
+        inner.history.push_back(event.clone());
+        let _ = inner.live.send(event);
+    }
+
+    /// The past events, oldest first, and a stream of every later one.
+    pub fn subscribe(&self) -> (Vec<AdminEvent>, broadcast::Receiver<AdminEvent>) {
+        let inner = self.lock();
+        (
+            inner.history.iter().cloned().collect(),
+            inner.live.subscribe(),
+        )
+    }
+}
