@@ -137,6 +137,9 @@ pub struct AgentStatus {
     /// DRA drivers.
     #[serde(default)]
     pub dra_drivers: Vec<DraDriverStatus>,
+    /// Where `/metrics`, `/healthz` and `/readyz` are served, if anywhere.
+    #[serde(default)]
+    pub metrics_addr: Option<String>,
 }
 
 /// Where the admin socket reads the state it reports.
@@ -150,6 +153,8 @@ pub struct StatusSources {
     pub devices: crate::device::DeviceManager,
     /// The DRA manager.
     pub dra: crate::dra::DraManager,
+    /// Where metrics are served, if anywhere.
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 /// An error line.

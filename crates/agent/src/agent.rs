@@ -16,6 +16,7 @@ use crate::device::{
 };
 use crate::dra::{DraManager, DraManagerConfig, DraPluginHandler, DriverCleanup, LoggingCleanup};
 use crate::handler::PluginHandler;
+use crate::metrics::{MetricsSources, serve_metrics};
 use crate::registry::{PluginManager, RegistryConfig, RegistryHandle, WatchError};
 
 /// Settings of the agent.
@@ -31,7 +32,12 @@ pub struct AgentConfig {
     pub devices: DeviceManagerConfig,
     /// DRA manager settings.
     pub dra: DraManagerConfig,
+    /// Where to serve `/metrics`, `/healthz` and `/readyz`; `None` for nowhere.
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
+
+/// The default metrics address: loopback only.
+pub const DEFAULT_METRICS_ADDR: &str = "127.0.0.1:10261";
 
 impl AgentConfig {
     /// Upstream defaults under `root_dir`.
@@ -45,6 +51,7 @@ impl AgentConfig {
             csi_timeout: NODE_GET_INFO_TIMEOUT,
             devices,
             dra: DraManagerConfig::default(),
+            metrics_addr: None,
         }
     }
 }
@@ -58,6 +65,15 @@ pub enum AgentError {
     /// The admin socket could not be served.
     #[error("admin socket: {0}")]
     Admin(#[from] nodeplugins_api::transport::TransportError),
+    /// The metrics address could not be bound.
+    #[error("metrics endpoint {addr}: {source}")]
+    Metrics {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// The node agent.
@@ -133,11 +149,27 @@ impl Agent {
             dir: self.config.root_dir.clone(),
             source,
         })?;
+        let (metrics_addr, metrics) = match self.config.metrics_addr {
+            Some(addr) => {
+                let sources = MetricsSources {
+                    registry: self.manager.handle(),
+                    devices: self.devices.clone(),
+                    dra: self.dra.clone(),
+                };
+                let (bound, serving) = serve_metrics(addr, sources, shutdown.clone())
+                    .await
+                    .map_err(|source| AgentError::Metrics { addr, source })?;
+                tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz");
+                (Some(bound), Some(tokio::spawn(serving)))
+            }
+            None => (None, None),
+        };
         let sources = StatusSources {
             registry: self.manager.handle(),
             csi: self.csi.drivers(),
             devices: self.devices.clone(),
             dra: self.dra.clone(),
+            metrics_addr,
         };
         let admin = crate::admin::serve(
             self.config.root_dir.clone(),
@@ -162,6 +194,9 @@ impl Agent {
         );
         dra.stop();
         dra.wait_stopped().await;
+        if let Some(metrics) = metrics {
+            let _ = metrics.await;
+        }
         managed?;
         served?;
         kubelet?;

@@ -9,6 +9,7 @@
 //! - [`device`]: the device manager (device plugins, allocation, checkpoint).
 //! - [`dra`]: DRA drivers: instances, connection monitoring, cleanup,
 //!   prepare and unprepare, device health.
+//! - [`metrics`]: Prometheus metrics, `/healthz` and `/readyz` over HTTP.
 //! - [`admin`]: the operator socket the `nodeplugins` CLI reads status from.
 //! - [`agent`]: the wiring `nodeplugins run` uses.
 #![forbid(unsafe_code)]
@@ -19,6 +20,7 @@ pub mod csi;
 pub mod device;
 pub mod dra;
 pub mod handler;
+pub mod metrics;
 pub mod registry;
 
 pub use handler::{HandlerError, LoggingHandler, PluginHandler};

@@ -146,6 +146,11 @@ impl RegistryHandle {
         self.events.subscribe()
     }
 
+    /// Whether the sockets present at start-up have been reported.
+    pub fn is_ready(&self) -> bool {
+        *self.ready.borrow()
+    }
+
     /// Waits until the sockets present at start-up have been reported.
     pub async fn ready(&self) -> Result<(), RegistryStopped> {
         let mut ready = self.ready.clone();

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use nodeplugins::agent::{Agent, AgentConfig};
+use nodeplugins::agent::{Agent, AgentConfig, DEFAULT_METRICS_ADDR};
 use nodeplugins::dra::ClaimRef;
 use nodeplugins_api::constants::layout::DEFAULT_ROOT_DIR;
 use tokio::signal::unix::{SignalKind, signal};
@@ -46,6 +46,10 @@ enum Command {
         /// cleaned up, such as 30s, 500ms or 2m.
         #[arg(long, env = "NODEPLUGINS_DRA_CLEANUP_GRACE", default_value = "30s", value_parser = parse_duration)]
         dra_cleanup_grace: Duration,
+        /// Where to serve /metrics, /healthz and /readyz (HOST:PORT, port 0
+        /// for any), or `off`.
+        #[arg(long, env = "NODEPLUGINS_METRICS_ADDR", default_value = DEFAULT_METRICS_ADDR, value_parser = parse_metrics_addr)]
+        metrics_addr: MetricsAddr,
     },
     /// Show device plugin resources: capacity, allocatable, allocated, devices, plugins.
     Resources {
@@ -153,10 +157,12 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
             log_format,
             log_level,
             dra_cleanup_grace,
+            metrics_addr,
         } => {
             logging::init(log_format, &log_level);
             let mut config = AgentConfig::new(&root_dir);
             config.dra.cleanup_grace = dra_cleanup_grace;
+            config.metrics_addr = metrics_addr.0;
             run(config).await
         }
         Command::Dra(DraCommand::Drivers { root_dir, output }) => {
@@ -264,6 +270,19 @@ async fn run(config: AgentConfig) -> anyhow::Result<()> {
         .with_context(|| format!("agent on {}", root_dir.display()))?;
     tracing::info!("nodeplugins agent stopped");
     Ok(())
+}
+
+/// A metrics address, or none (`off`).
+#[derive(Debug, Clone)]
+struct MetricsAddr(Option<std::net::SocketAddr>);
+
+fn parse_metrics_addr(text: &str) -> Result<MetricsAddr, String> {
+    if text == "off" {
+        return Ok(MetricsAddr(None));
+    }
+    text.parse()
+        .map(|addr| MetricsAddr(Some(addr)))
+        .map_err(|_| format!("expected HOST:PORT (such as 127.0.0.1:10261) or off, got {text:?}"))
 }
 
 fn parse_request(text: &str) -> Result<(String, usize), String> {

@@ -136,7 +136,7 @@ async fn agent_pid(root: &Path) -> u32 {
                 let pid: u32 = e.file_name().to_str()?.parse().ok()?;
                 let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
                 let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-                (cmdline.contains(" run --root-dir ") && cmdline.contains(&needle)).then_some(pid)
+                (cmdline.contains(" run ") && cmdline.contains(&needle)).then_some(pid)
             })
         }
     })

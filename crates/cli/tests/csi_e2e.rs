@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::signal;
+use common::{agent, signal};
 
 use std::path::{Path, PathBuf};
 
@@ -26,9 +26,7 @@ struct Node {
 impl Node {
     async fn start() -> Self {
         let root = tempfile::tempdir().unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_nodeplugins"));
-        command.args(["run", "--root-dir"]).arg(root.path());
-        let agent = ChildProcess::spawn("nodeplugins run", command);
+        let agent = agent(root.path());
         let node = Self {
             root,
             _agent: agent,

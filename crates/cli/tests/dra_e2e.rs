@@ -477,3 +477,52 @@ async fn events_replay_the_history_and_follow_new_ones() {
         seen.insert(event["kind"].as_str().unwrap().to_string());
     }
 }
+
+async fn http_get(addr: &str, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let status = response[9..12].parse().unwrap();
+    let body = response.split_once("\r\n\r\n").unwrap().1.to_string();
+    (status, body)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_health_and_readiness_are_served_with_the_kubelets_names() {
+    let root = tempfile::tempdir().unwrap();
+    let _agent = agent(root.path());
+    let status = eventually("agent status", TIMEOUT, || status_json(root.path())).await;
+    let addr = status["metrics_addr"].as_str().unwrap().to_string();
+    assert!(addr.starts_with("127.0.0.1:"), "{addr}");
+    let _plugin = example_driver(root.path(), None);
+    driver(root.path(), DRIVER, |d| connected(d, "dra.sock")).await;
+    let out = cli(
+        root.path(),
+        &["dra", "prepare", "--driver", DRIVER, "--claim", "ns/c/u1"],
+    )
+    .await;
+    assert!(out.status.success());
+
+    let (code, body) = http_get(&addr, "/metrics").await;
+    assert_eq!(code, 200);
+    let socket = root
+        .path()
+        .join("plugins_registry/dra.example.com-reg.sock");
+    for want in [
+        format!(
+            "plugin_manager_total_plugins{{socket_path=\"{}\",state=\"actual_state_of_world\"}} 1",
+            socket.display()
+        ),
+        "dra_operations_duration_seconds_count{operation_name=\"PrepareResources\",is_error=\"false\"} 1".to_string(),
+        "dra_grpc_operations_duration_seconds_count{driver_name=\"dra.example.com\",method_name=\"/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources\",grpc_status_code=\"OK\"} 1".to_string(),
+        "# TYPE kubelet_device_plugin_alloc_duration_seconds histogram".to_string(),
+    ] {
+        assert!(body.contains(&want), "missing {want}\n{body}");
+    }
+    assert_eq!(http_get(&addr, "/healthz").await, (200, "ok\n".to_string()));
+    assert_eq!(http_get(&addr, "/readyz").await.0, 200);
+    assert_eq!(http_get(&addr, "/nothing").await.0, 404);
+}

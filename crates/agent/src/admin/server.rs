@@ -123,6 +123,7 @@ impl Context {
                         resources: self.sources.devices.status(),
                         device_checkpoint_error: self.sources.devices.checkpoint_error(),
                         dra_drivers: self.sources.dra.status(),
+                        metrics_addr: self.sources.metrics_addr.map(|a| a.to_string()),
                     }),
                     Err(e) => serde_json::to_value(AdminErrorReply {
                         error: e.to_string(),

@@ -25,6 +25,7 @@ use super::allocation::{AllocateError, ContainerAllocation};
 use super::checkpoint::{self, CHECKPOINT_FILE, CheckpointData, CheckpointError};
 use super::endpoint;
 use super::selection::{Candidate, aligned_order};
+use crate::metrics::{CounterVec, DEFAULT_BUCKETS, HistogramVec};
 use crate::registry::status::unix_ms;
 
 /// How long a resource stays known after its last plugin disconnected
@@ -167,6 +168,10 @@ struct Inner {
     writer: tokio::sync::Mutex<()>,
     /// Why the checkpoint could not be loaded or last written, for status.
     checkpoint_error: Mutex<Option<String>>,
+    /// `kubelet_device_plugin_registration_total`.
+    registrations: CounterVec,
+    /// `kubelet_device_plugin_alloc_duration_seconds`.
+    alloc_duration: HistogramVec,
 }
 
 /// One device, as status shows it.
@@ -233,6 +238,17 @@ impl DeviceManager {
                 shutdown,
                 writer: tokio::sync::Mutex::new(()),
                 checkpoint_error: Mutex::new(None),
+                registrations: CounterVec::new(
+                    "kubelet_device_plugin_registration_total",
+                    "Cumulative number of device plugin registrations.",
+                    &["resource_name"],
+                ),
+                alloc_duration: HistogramVec::new(
+                    "kubelet_device_plugin_alloc_duration_seconds",
+                    "Duration in seconds to serve a device plugin Allocation request.",
+                    &["resource_name"],
+                    DEFAULT_BUCKETS,
+                ),
             }),
         }
     }
@@ -240,6 +256,12 @@ impl DeviceManager {
     /// The settings.
     pub fn config(&self) -> &DeviceManagerConfig {
         &self.inner.config
+    }
+
+    /// Appends the device manager's metrics to `out`.
+    pub fn render_metrics(&self, out: &mut String) {
+        self.inner.registrations.render(out);
+        self.inner.alloc_duration.render(out);
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -293,6 +315,7 @@ impl DeviceManager {
             }
             id
         };
+        self.inner.registrations.inc(&[resource]);
         tracing::info!(%resource, socket = %socket.display(), pre_start = options.pre_start_required,
             preferred_allocation = options.get_preferred_allocation_available, "device plugin connected");
         self.changed();
@@ -587,12 +610,16 @@ impl DeviceManager {
             resource: resource.into(),
             error: format!("{:?}: {}", status.code(), status.message()),
         };
+        let started = Instant::now();
         let response = tokio::select! {
             () = instance.cancel.cancelled() => return Err(AllocateError::Stopped(resource.into())),
             () = tokio::time::sleep(ALLOCATE_TIMEOUT) => {
                 return Err(AllocateError::Rpc { resource: resource.into(), error: format!("no answer within {ALLOCATE_TIMEOUT:?}") });
             }
-            response = client.allocate(request) => response.map_err(rpc)?.into_inner(),
+            response = client.allocate(request) => {
+                self.inner.alloc_duration.observe(&[resource], started.elapsed());
+                response.map_err(rpc)?.into_inner()
+            }
         };
         let response = response
             .container_responses

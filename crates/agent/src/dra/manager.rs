@@ -24,6 +24,7 @@ use super::status::{
     ClaimRef, DraDriverStatus, DraEvent, DraEventKind, DraInstanceStatus, PendingCleanup,
     PreparedClaim, UnpreparedClaim,
 };
+use crate::metrics::{DEFAULT_BUCKETS, HistogramVec};
 use crate::registry::backoff::delay_after;
 use crate::registry::status::unix_ms;
 
@@ -173,6 +174,10 @@ struct Inner {
     events: broadcast::Sender<DraEvent>,
     tasks: TaskTracker,
     shutdown: CancellationToken,
+    /// `dra_operations_duration_seconds`.
+    operations: HistogramVec,
+    /// `dra_grpc_operations_duration_seconds`.
+    grpc_operations: HistogramVec,
 }
 
 /// The DRA manager. Cheap to clone.
@@ -193,6 +198,18 @@ impl DraManager {
                 events: broadcast::channel(1024).0,
                 tasks: TaskTracker::new(),
                 shutdown: CancellationToken::new(),
+                operations: HistogramVec::new(
+                    "dra_operations_duration_seconds",
+                    "Latency histogram in seconds for the duration of handling all ResourceClaims referenced by a pod when the pod starts or stops.",
+                    &["operation_name", "is_error"],
+                    DEFAULT_BUCKETS,
+                ),
+                grpc_operations: HistogramVec::new(
+                    "dra_grpc_operations_duration_seconds",
+                    "Duration in seconds of the DRA gRPC operations.",
+                    &["driver_name", "method_name", "grpc_status_code"],
+                    DEFAULT_BUCKETS,
+                ),
             }),
         }
     }
@@ -200,6 +217,38 @@ impl DraManager {
     /// The settings.
     pub fn config(&self) -> &DraManagerConfig {
         &self.inner.config
+    }
+
+    /// Appends the DRA manager's metrics to `out`.
+    pub fn render_metrics(&self, out: &mut String) {
+        self.inner.operations.render(out);
+        self.inner.grpc_operations.render(out);
+    }
+
+    fn record(
+        &self,
+        operation: &str,
+        driver: &str,
+        service: DraService,
+        started: Instant,
+        code: tonic::Code,
+        failed: bool,
+    ) {
+        let elapsed = started.elapsed();
+        let package = match service {
+            DraService::V1 => "k8s.io.kubelet.pkg.apis.dra.v1",
+            DraService::V1beta1 => "k8s.io.kubelet.pkg.apis.dra.v1beta1",
+        };
+        // The kubelet's operation names are the RPC names without "Node".
+        let method = format!("/{package}.DRAPlugin/Node{operation}");
+        let code = grpc_code_name(code);
+        self.inner
+            .grpc_operations
+            .observe(&[driver, &method, code], elapsed);
+        let is_error = if failed { "true" } else { "false" };
+        self.inner
+            .operations
+            .observe(&[operation, is_error], elapsed);
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -589,15 +638,20 @@ impl DraManager {
         if claims.is_empty() {
             return Ok(Vec::new());
         }
-        calls::prepare(channel, service, claims, self.inner.config.call_timeout)
-            .await
-            .map_err(|status| DraError::Call {
-                driver: driver.into(),
-                endpoint,
-                operation: "NodePrepareResources",
-                code: status.code(),
-                message: status.message().into(),
-            })
+        let started = Instant::now();
+        let result = calls::prepare(channel, service, claims, self.inner.config.call_timeout).await;
+        let (code, failed) = match &result {
+            Ok(claims) => (tonic::Code::Ok, claims.iter().any(|c| c.error.is_some())),
+            Err(status) => (status.code(), true),
+        };
+        self.record("PrepareResources", driver, service, started, code, failed);
+        result.map_err(|status| DraError::Call {
+            driver: driver.into(),
+            endpoint,
+            operation: "NodePrepareResources",
+            code: status.code(),
+            message: status.message().into(),
+        })
     }
 
     /// Unprepares `claims` with `driver`'s instance in use.
@@ -610,15 +664,21 @@ impl DraManager {
         if claims.is_empty() {
             return Ok(Vec::new());
         }
-        calls::unprepare(channel, service, claims, self.inner.config.call_timeout)
-            .await
-            .map_err(|status| DraError::Call {
-                driver: driver.into(),
-                endpoint,
-                operation: "NodeUnprepareResources",
-                code: status.code(),
-                message: status.message().into(),
-            })
+        let started = Instant::now();
+        let result =
+            calls::unprepare(channel, service, claims, self.inner.config.call_timeout).await;
+        let (code, failed) = match &result {
+            Ok(claims) => (tonic::Code::Ok, claims.iter().any(|c| c.error.is_some())),
+            Err(status) => (status.code(), true),
+        };
+        self.record("UnprepareResources", driver, service, started, code, failed);
+        result.map_err(|status| DraError::Call {
+            driver: driver.into(),
+            endpoint,
+            operation: "NodeUnprepareResources",
+            code: status.code(),
+            message: status.message().into(),
+        })
     }
 
     /// The drivers, sorted by name.
@@ -682,5 +742,29 @@ impl DraManager {
     /// Waits until every task has ended after [`stop`](Self::stop).
     pub async fn wait_stopped(&self) {
         self.inner.tasks.wait().await;
+    }
+}
+
+/// The name grpc-go gives a status code, as the kubelet's metrics label it.
+fn grpc_code_name(code: tonic::Code) -> &'static str {
+    use tonic::Code;
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "Canceled",
+        Code::Unknown => "Unknown",
+        Code::InvalidArgument => "InvalidArgument",
+        Code::DeadlineExceeded => "DeadlineExceeded",
+        Code::NotFound => "NotFound",
+        Code::AlreadyExists => "AlreadyExists",
+        Code::PermissionDenied => "PermissionDenied",
+        Code::ResourceExhausted => "ResourceExhausted",
+        Code::FailedPrecondition => "FailedPrecondition",
+        Code::Aborted => "Aborted",
+        Code::OutOfRange => "OutOfRange",
+        Code::Unimplemented => "Unimplemented",
+        Code::Internal => "Internal",
+        Code::Unavailable => "Unavailable",
+        Code::DataLoss => "DataLoss",
+        Code::Unauthenticated => "Unauthenticated",
     }
 }

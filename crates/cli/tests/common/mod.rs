@@ -17,7 +17,7 @@ pub fn agent(root: &Path) -> ChildProcess {
 pub fn agent_with(root: &Path, args: &[&str]) -> ChildProcess {
     let mut command = Command::new(env!("CARGO_BIN_EXE_nodeplugins"));
     command
-        .args(["run", "--root-dir"])
+        .args(["run", "--metrics-addr", "127.0.0.1:0", "--root-dir"])
         .arg(root)
         .args(args)
         .env("RUST_LOG", "info");
