@@ -1,17 +1,16 @@
 //! The command line: flags → config → wiring.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use nodeplugins::agent::{Agent, AgentConfig, DEFAULT_METRICS_ADDR};
+use nodeplugins::agent::{Agent, AgentConfig};
 use nodeplugins::dra::ClaimRef;
 use nodeplugins_api::constants::layout::DEFAULT_ROOT_DIR;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
-use crate::duration::parse_duration;
+use crate::config::{RunArgs, Settings};
 use crate::logging::{self, LogFormat};
 use crate::output::{self, Format};
 
@@ -32,25 +31,7 @@ enum Command {
     #[command(subcommand)]
     Dra(DraCommand),
     /// Run the node agent until SIGTERM or SIGINT.
-    Run {
-        /// Root directory, like the kubelet's --root-dir.
-        #[arg(long, env = "NODEPLUGINS_ROOT_DIR", default_value = DEFAULT_ROOT_DIR)]
-        root_dir: PathBuf,
-        /// Log line format.
-        #[arg(long, env = "NODEPLUGINS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
-        log_format: LogFormat,
-        /// Log level or filter (RUST_LOG overrides it).
-        #[arg(long, env = "NODEPLUGINS_LOG_LEVEL", default_value = "info")]
-        log_level: String,
-        /// How long a DRA driver may have no connected instance before it is
-        /// cleaned up, such as 30s, 500ms or 2m.
-        #[arg(long, env = "NODEPLUGINS_DRA_CLEANUP_GRACE", default_value = "30s", value_parser = parse_duration)]
-        dra_cleanup_grace: Duration,
-        /// Where to serve /metrics, /healthz and /readyz (HOST:PORT, port 0
-        /// for any), or `off`.
-        #[arg(long, env = "NODEPLUGINS_METRICS_ADDR", default_value = DEFAULT_METRICS_ADDR, value_parser = parse_metrics_addr)]
-        metrics_addr: MetricsAddr,
-    },
+    Run(RunArgs),
     /// Show device plugin resources: capacity, allocatable, allocated, devices, plugins.
     Resources {
         /// Root directory of the agent to ask.
@@ -152,18 +133,15 @@ enum BenchCommand {
 
 pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Run {
-            root_dir,
-            log_format,
-            log_level,
-            dra_cleanup_grace,
-            metrics_addr,
-        } => {
-            logging::init(log_format, &log_level);
-            let mut config = AgentConfig::new(&root_dir);
-            config.dra.cleanup_grace = dra_cleanup_grace;
-            config.metrics_addr = metrics_addr.0;
-            run(config).await
+        Command::Run(args) => {
+            let settings = Settings::resolve(&args)?;
+            if args.print_config {
+                let mut out = std::io::stdout().lock();
+                std::io::Write::write_all(&mut out, settings.to_toml().as_bytes())?;
+                return Ok(());
+            }
+            logging::init(settings.log_format, &settings.log_level);
+            run(settings.agent).await
         }
         Command::Dra(DraCommand::Drivers { root_dir, output }) => {
             let status = nodeplugins::admin::status(&root_dir).await?;
@@ -270,19 +248,6 @@ async fn run(config: AgentConfig) -> anyhow::Result<()> {
         .with_context(|| format!("agent on {}", root_dir.display()))?;
     tracing::info!("nodeplugins agent stopped");
     Ok(())
-}
-
-/// A metrics address, or none (`off`).
-#[derive(Debug, Clone)]
-struct MetricsAddr(Option<std::net::SocketAddr>);
-
-fn parse_metrics_addr(text: &str) -> Result<MetricsAddr, String> {
-    if text == "off" {
-        return Ok(MetricsAddr(None));
-    }
-    text.parse()
-        .map(|addr| MetricsAddr(Some(addr)))
-        .map_err(|_| format!("expected HOST:PORT (such as 127.0.0.1:10261) or off, got {text:?}"))
 }
 
 fn parse_request(text: &str) -> Result<(String, usize), String> {

@@ -2,6 +2,7 @@
 
 mod bench;
 mod commands;
+mod config;
 mod duration;
 mod logging;
 mod output;

@@ -1,0 +1,273 @@
+//! The agent's settings: each from its flag, else its environment variable,
+//! else the config file (`--config`, TOML), else the kubelet's default.
+//!
+//! ```toml
+//! root_dir = "/var/lib/kubelet"
+//! log_format = "json"            # or "text"
+//! log_level = "info"
+//! metrics_addr = "127.0.0.1:10261" # or "off"
+//! dra_cleanup_grace = "30s"
+//! get_info_timeout = "1s"
+//! ```
+//!
+//! Every duration is a number with a unit: `500ms`, `30s`, `2m`, `1h`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use nodeplugins::agent::{AgentConfig, DEFAULT_METRICS_ADDR};
+use nodeplugins_api::constants::layout::DEFAULT_ROOT_DIR;
+
+use crate::duration::parse_duration;
+use crate::logging::LogFormat;
+
+/// A metrics address, or none (`off`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MetricsAddr(pub(crate) Option<std::net::SocketAddr>);
+
+pub(crate) fn parse_metrics_addr(text: &str) -> Result<MetricsAddr, String> {
+    if text == "off" {
+        return Ok(MetricsAddr(None));
+    }
+    text.parse()
+        .map(|addr| MetricsAddr(Some(addr)))
+        .map_err(|_| format!("expected HOST:PORT (such as 127.0.0.1:10261) or off, got {text:?}"))
+}
+
+macro_rules! settings {
+    ($( $(#[doc = $doc:literal])* $field:ident : $ty:ty, $env:literal, $parse:expr ;)*) => {
+        /// `nodeplugins run` flags; each also reads an environment variable.
+        #[derive(Debug, Default, clap::Args)]
+        pub(crate) struct RunArgs {
+            /// A TOML file with any of these settings (flags and environment
+            /// variables take precedence).
+            #[arg(long, env = "NODEPLUGINS_CONFIG")]
+            pub(crate) config: Option<PathBuf>,
+            /// Print the settings in effect, as a config file, and exit.
+            #[arg(long)]
+            pub(crate) print_config: bool,
+            $(
+                $(#[doc = $doc])*
+                #[arg(long, env = $env, value_parser = $parse)]
+                pub(crate) $field: Option<$ty>,
+            )*
+        }
+
+        /// The config file: the same settings, as strings.
+        #[derive(Debug, Default, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct FileConfig {
+            $( $field: Option<String>, )*
+        }
+
+        /// Flag or environment, else file.
+        #[derive(Debug, Default)]
+        struct Chosen {
+            $( $field: Option<$ty>, )*
+        }
+
+        fn choose(args: &RunArgs, file: &FileConfig, path: &Path) -> anyhow::Result<Chosen> {
+            Ok(Chosen {
+                $(
+                    $field: match (&args.$field, &file.$field) {
+                        (Some(value), _) => Some(value.clone()),
+                        (None, Some(text)) => Some(($parse)(text).map_err(|e| {
+                            anyhow::anyhow!("{}: {}: {e}", path.display(), stringify!($field))
+                        })?),
+                        (None, None) => None,
+                    },
+                )*
+            })
+        }
+    };
+}
+
+fn parse_path(text: &str) -> Result<PathBuf, String> {
+    Ok(PathBuf::from(text))
+}
+
+fn parse_string(text: &str) -> Result<String, String> {
+    Ok(text.to_string())
+}
+
+fn parse_log_format(text: &str) -> Result<LogFormat, String> {
+    <LogFormat as clap::ValueEnum>::from_str(text, true)
+        .map_err(|_| format!("expected text or json, got {text:?}"))
+}
+
+settings! {
+    /// Root directory, like the kubelet's --root-dir [default: /var/lib/kubelet].
+    root_dir: PathBuf, "NODEPLUGINS_ROOT_DIR", parse_path;
+    /// Log line format: text or json [default: text].
+    log_format: LogFormat, "NODEPLUGINS_LOG_FORMAT", parse_log_format;
+    /// Log level or filter; RUST_LOG overrides it [default: info].
+    log_level: String, "NODEPLUGINS_LOG_LEVEL", parse_string;
+    /// Where to serve /metrics, /healthz and /readyz (HOST:PORT, port 0 for
+    /// any), or off [default: 127.0.0.1:10261].
+    metrics_addr: MetricsAddr, "NODEPLUGINS_METRICS_ADDR", parse_metrics_addr;
+    /// How long a DRA driver may have no connected instance before it is
+    /// cleaned up [default: 30s].
+    dra_cleanup_grace: Duration, "NODEPLUGINS_DRA_CLEANUP_GRACE", parse_duration;
+    /// DRA NodePrepareResources/NodeUnprepareResources deadline [default: 45s].
+    dra_call_timeout: Duration, "NODEPLUGINS_DRA_CALL_TIMEOUT", parse_duration;
+    /// Device health reports count this long when a DRA driver sets no timeout [default: 30s].
+    dra_health_timeout: Duration, "NODEPLUGINS_DRA_HEALTH_TIMEOUT", parse_duration;
+    /// A device plugin resource stays known this long after its last plugin left [default: 5m].
+    device_grace_period: Duration, "NODEPLUGINS_DEVICE_GRACE_PERIOD", parse_duration;
+    /// Dialing a device plugin or a DRA driver [default: 10s].
+    plugin_dial_timeout: Duration, "NODEPLUGINS_PLUGIN_DIAL_TIMEOUT", parse_duration;
+    /// GetInfo on a registration socket [default: 1s].
+    get_info_timeout: Duration, "NODEPLUGINS_GET_INFO_TIMEOUT", parse_duration;
+    /// NotifyRegistrationStatus [default: 5s].
+    notify_timeout: Duration, "NODEPLUGINS_NOTIFY_TIMEOUT", parse_duration;
+    /// The longest wait before a failed registration is retried [default: 2m2s].
+    max_backoff: Duration, "NODEPLUGINS_MAX_BACKOFF", parse_duration;
+    /// CSI NodeGetInfo [default: 2m].
+    csi_timeout: Duration, "NODEPLUGINS_CSI_TIMEOUT", parse_duration;
+}
+
+/// What `run` starts with.
+#[derive(Debug)]
+pub(crate) struct Settings {
+    pub(crate) agent: AgentConfig,
+    pub(crate) log_format: LogFormat,
+    pub(crate) log_level: String,
+}
+
+fn human(d: Duration) -> String {
+    if d.subsec_millis() != 0 || d.as_secs() == 0 {
+        format!("{}ms", d.as_millis())
+    } else {
+        format!("{}s", d.as_secs())
+    }
+}
+
+impl Settings {
+    /// Resolves `args` against the config file it names, if any.
+    pub(crate) fn resolve(args: &RunArgs) -> anyhow::Result<Self> {
+        let (file, path) = match &args.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("read config file {}", path.display()))?;
+                let file: FileConfig = toml::from_str(&text)
+                    .with_context(|| format!("config file {}", path.display()))?;
+                (file, path.clone())
+            }
+            None => (FileConfig::default(), PathBuf::new()),
+        };
+        let c = choose(args, &file, &path)?;
+        let root_dir = c
+            .root_dir
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_ROOT_DIR));
+        let mut agent = AgentConfig::new(&root_dir);
+        agent.metrics_addr = match c.metrics_addr {
+            Some(addr) => addr.0,
+            None => {
+                parse_metrics_addr(DEFAULT_METRICS_ADDR)
+                    .map_err(anyhow::Error::msg)?
+                    .0
+            }
+        };
+        let set = |target: &mut Duration, value: Option<Duration>| {
+            if let Some(value) = value {
+                *target = value;
+            }
+        };
+        set(&mut agent.dra.cleanup_grace, c.dra_cleanup_grace);
+        set(&mut agent.dra.call_timeout, c.dra_call_timeout);
+        set(&mut agent.dra.health_timeout, c.dra_health_timeout);
+        set(&mut agent.dra.dial_timeout, c.plugin_dial_timeout);
+        set(&mut agent.devices.dial_timeout, c.plugin_dial_timeout);
+        set(&mut agent.devices.grace_period, c.device_grace_period);
+        set(&mut agent.registry.get_info_timeout, c.get_info_timeout);
+        set(&mut agent.registry.notify_timeout, c.notify_timeout);
+        set(&mut agent.registry.max_backoff, c.max_backoff);
+        set(&mut agent.csi_timeout, c.csi_timeout);
+        Ok(Self {
+            agent,
+            log_format: c.log_format.unwrap_or(LogFormat::Text),
+            log_level: c.log_level.unwrap_or_else(|| "info".into()),
+        })
+    }
+
+    /// The settings as a config file.
+    pub(crate) fn to_toml(&self) -> String {
+        let a = &self.agent;
+        let format = match self.log_format {
+            LogFormat::Text => "text",
+            LogFormat::Json => "json",
+        };
+        let metrics = a.metrics_addr.map_or("off".to_string(), |m| m.to_string());
+        let lines = [
+            ("root_dir", a.root_dir.display().to_string()),
+            ("log_format", format.to_string()),
+            ("log_level", self.log_level.clone()),
+            ("metrics_addr", metrics),
+            ("dra_cleanup_grace", human(a.dra.cleanup_grace)),
+            ("dra_call_timeout", human(a.dra.call_timeout)),
+            ("dra_health_timeout", human(a.dra.health_timeout)),
+            ("device_grace_period", human(a.devices.grace_period)),
+            ("plugin_dial_timeout", human(a.devices.dial_timeout)),
+            ("get_info_timeout", human(a.registry.get_info_timeout)),
+            ("notify_timeout", human(a.registry.notify_timeout)),
+            ("max_backoff", human(a.registry.max_backoff)),
+            ("csi_timeout", human(a.csi_timeout)),
+        ];
+        lines
+            .iter()
+            .map(|(k, v)| format!("{k} = {}\n", toml::Value::String(v.clone())))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_win_over_the_file_and_the_file_over_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nodeplugins.toml");
+        std::fs::write(
+            &path,
+            "root_dir = \"/srv/k\"\ndra_cleanup_grace = \"5s\"\nmetrics_addr = \"off\"\nlog_format = \"json\"\n",
+        )
+        .unwrap();
+        let args = RunArgs {
+            config: Some(path.clone()),
+            dra_cleanup_grace: Some(Duration::from_secs(9)),
+            ..Default::default()
+        };
+        let s = Settings::resolve(&args).unwrap();
+        assert_eq!(s.agent.root_dir, PathBuf::from("/srv/k"));
+        assert_eq!(s.agent.dra.cleanup_grace, Duration::from_secs(9));
+        assert_eq!(s.agent.metrics_addr, None);
+        assert_eq!(s.log_format, LogFormat::Json);
+        assert_eq!(s.agent.registry.get_info_timeout, Duration::from_secs(1));
+        // What --print-config shows reads back to the same settings.
+        std::fs::write(&path, s.to_toml()).unwrap();
+        let again = Settings::resolve(&RunArgs {
+            config: Some(path),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(again.to_toml(), s.to_toml());
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_name_the_file_and_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.toml");
+        std::fs::write(&path, "get_info_timeout = \"soon\"\n").unwrap();
+        let args = RunArgs {
+            config: Some(path.clone()),
+            ..Default::default()
+        };
+        let error = format!("{:#}", Settings::resolve(&args).unwrap_err());
+        assert!(error.contains("get_info_timeout"), "{error}");
+        std::fs::write(&path, "root_directory = \"/x\"\n").unwrap();
+        let error = format!("{:#}", Settings::resolve(&args).unwrap_err());
+        assert!(error.contains("unknown field"), "{error}");
+    }
+}
