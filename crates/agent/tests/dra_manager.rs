@@ -17,7 +17,7 @@ use nodeplugins_api::constants::dra_service;
 use nodeplugins_api::dra_health::v1::HealthStatus;
 use nodeplugins_sdk::dra_driver::ApiVersions;
 use nodeplugins_test_support::fake_dra_driver::{FakeDraDriver, FakeDraOptions};
-use nodeplugins_test_support::wait::{TIMEOUT, watch_until};
+use nodeplugins_test_support::wait::{TIMEOUT, eventually, watch_until};
 use tokio::sync::{broadcast, watch};
 
 const DRIVER: &str = "gpu.example.com";
@@ -669,4 +669,35 @@ async fn a_plugin_registered_before_it_serves_is_connected_when_it_starts() {
     node.wait("connected", |s| s.is_some_and(|s| s.instances[0].connected))
         .await;
     assert_eq!(prepared_by(&node, "2").await, "share-late");
+}
+
+#[tokio::test]
+async fn a_socket_that_accepts_but_never_answers_is_not_connected() {
+    // A process stuck (or exiting) with its socket still listening: the dial
+    // and the client preface succeed, but no server ever answers.
+    let node = Node::start(|c| c.dial_timeout = Duration::from_millis(200));
+    let endpoint = node.dir.path().join("silent.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&endpoint).unwrap();
+    let endpoint = endpoint.display().to_string();
+    node.manager
+        .register(DRIVER, &endpoint, &both())
+        .await
+        .unwrap();
+    // A failed attempt is not a change of connectedness: poll.
+    let status = eventually("first attempt done", TIMEOUT, || async {
+        node.status()
+            .filter(|s| s.instances[0].last_error.is_some())
+    })
+    .await;
+    assert!(!status.instances[0].connected, "{status:?}");
+    assert!(
+        status.instances[0]
+            .last_error
+            .as_deref()
+            .unwrap()
+            .contains("no connection within"),
+        "{status:?}"
+    );
+    assert_eq!(status.instances[0].connects, 0);
+    assert!(status.pending_cleanup.is_some());
 }

@@ -184,11 +184,11 @@ impl Monitor {
                         // the connection is announced.
                         tokio::task::spawn_blocking(move || drop(watch));
                     }
-                    let mut connection = std::pin::pin!(connection);
+                    let mut connection = connection;
                     let ended = tokio::select! {
                         biased;
                         () = self.cancel.cancelled() => {
-                            self.drain(connection).await;
+                            self.drain(connection.as_mut()).await;
                             break;
                         }
                         () = self.config.shutdown.cancelled() => break,
@@ -272,17 +272,23 @@ impl Monitor {
     }
 }
 
-type Handshake = (
-    SendRequest<Body>,
-    http2::Connection<TokioIo<UnixStream>, Body, TokioExecutor>,
-);
+type Driven = Pin<Box<http2::Connection<TokioIo<FirstRead>, Body, TokioExecutor>>>;
 
-async fn handshake(endpoint: &Path) -> Result<Handshake, String> {
+/// Dials, performs the handshake, and waits for the plugin's first bytes
+/// (its SETTINGS frame). A socket in the listen backlog of a process that is
+/// exiting accepts the dial and the client preface; only an answer shows a
+/// server is there.
+async fn handshake(endpoint: &Path) -> Result<(SendRequest<Body>, Driven), String> {
     let stream = UnixStream::connect(endpoint)
         .await
         .map_err(|e| format!("dial {}: {e}", endpoint.display()))?;
-    http2::Builder::new(TokioExecutor::new())
-        .handshake(TokioIo::new(stream))
+    let (answered, first_read) = tokio::sync::oneshot::channel();
+    let io = FirstRead {
+        inner: stream,
+        first_read: Some(answered),
+    };
+    let (sender, connection) = http2::Builder::new(TokioExecutor::new())
+        .handshake(TokioIo::new(io))
         .await
         .map_err(|e| {
             format!(
@@ -290,7 +296,67 @@ async fn handshake(endpoint: &Path) -> Result<Handshake, String> {
                 endpoint.display(),
                 root_cause(&e)
             )
-        })
+        })?;
+    let mut connection = Box::pin(connection);
+    tokio::select! {
+        _ = first_read => Ok((sender, connection)),
+        ended = &mut connection => Err(match ended {
+            Ok(()) => format!("{} closed the connection before answering", endpoint.display()),
+            Err(e) => format!("{}: {}", endpoint.display(), root_cause(&e)),
+        }),
+    }
+}
+
+/// A socket that reports the first bytes it reads.
+struct FirstRead {
+    inner: UnixStream,
+    first_read: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl tokio::io::AsyncRead for FirstRead {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let got_bytes = matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before;
+        if let Some(tx) = self.first_read.take_if(|_| got_bytes) {
+            let _ = tx.send(());
+        }
+        polled
+    }
+}
+
+impl tokio::io::AsyncWrite for FirstRead {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
 }
 
 /// Notices the service socket being created again. Only exists while the
