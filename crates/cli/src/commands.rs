@@ -81,6 +81,16 @@ enum Command {
         #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
         output: Format,
     },
+    /// Check a plugin's registration socket the way the agent would talk to
+    /// it: GetInfo, name and version rules, the endpoint and the type's
+    /// service. Exits 1 if any check fails. Needs no running agent.
+    Check {
+        /// The plugin's registration socket.
+        socket: PathBuf,
+        /// Output format.
+        #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
+        output: Format,
+    },
     /// Show the plugins the running agent knows.
     Status {
         /// Root directory of the agent to ask.
@@ -219,6 +229,15 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 std::io::Write::flush(&mut out)?;
             }
             Ok(())
+        }
+        Command::Check { socket, output } => {
+            let report = crate::check::check(&socket).await;
+            let mut out = std::io::stdout().lock();
+            output::check::report(&report, output, &mut out)?;
+            match report.failures() {
+                0 => Ok(()),
+                n => anyhow::bail!("{n} of {} checks failed", report.checks.len()),
+            }
         }
         Command::Status { root_dir, output } => {
             let status = nodeplugins::admin::status(&root_dir).await?;

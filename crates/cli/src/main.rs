@@ -1,6 +1,7 @@
 //! `nodeplugins`: run the node agent and inspect it.
 
 mod bench;
+mod check;
 mod commands;
 mod config;
 mod duration;

@@ -1,5 +1,6 @@
 //! Printing results as tables or JSON.
 
+pub(crate) mod check;
 pub(crate) mod dra;
 pub(crate) mod events;
 

@@ -17,7 +17,7 @@ pub fn is_extended_resource_name(name: &str) -> bool {
 
 /// A DNS-1123 subdomain: at most 253 characters of lower-case alphanumerics,
 /// '-' and '.', starting and ending with an alphanumeric.
-fn is_dns_subdomain(s: &str) -> bool {
+pub fn is_dns_subdomain(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 253
         && s.bytes()

@@ -1,0 +1,215 @@
+//! `nodeplugins check SOCKET`: a conformance check of a plugin's
+//! registration socket, run the way the kubelet would talk to it (without
+//! telling the plugin it is registered): GetInfo and its fields, the name
+//! and version rules of the plugin's type, the endpoint, and the type's own
+//! service.
+
+mod services;
+
+use std::os::unix::fs::FileTypeExt;
+use std::path::Path;
+use std::time::Duration;
+
+use nodeplugins::csi::version::highest_supported;
+use nodeplugins::device::resource_name::{is_dns_subdomain, is_extended_resource_name};
+use nodeplugins::dra::choose_service;
+use nodeplugins_api::constants::{device_plugin, plugin_type};
+use nodeplugins_api::pluginregistration::v1::registration_client::RegistrationClient;
+use nodeplugins_api::pluginregistration::v1::{InfoRequest, PluginInfo};
+use nodeplugins_api::transport::{dial, root_cause};
+
+/// GetInfo, as the kubelet bounds it.
+const GET_INFO_TIMEOUT: Duration = Duration::from_secs(1);
+/// Dialing a socket and each service call.
+pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One check and its outcome.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct Check {
+    pub(crate) name: String,
+    pub(crate) passed: bool,
+    pub(crate) detail: String,
+}
+
+/// Every check run against one socket.
+#[derive(Debug, Default, serde::Serialize)]
+pub(crate) struct Report {
+    pub(crate) socket: String,
+    pub(crate) checks: Vec<Check>,
+}
+
+impl Report {
+    pub(crate) fn pass(&mut self, name: &str, detail: impl Into<String>) {
+        self.checks.push(Check {
+            name: name.into(),
+            passed: true,
+            detail: detail.into(),
+        });
+    }
+
+    pub(crate) fn fail(&mut self, name: &str, detail: impl Into<String>) {
+        self.checks.push(Check {
+            name: name.into(),
+            passed: false,
+            detail: detail.into(),
+        });
+    }
+
+    fn record(&mut self, name: &str, result: Result<String, String>) -> bool {
+        match result {
+            Ok(detail) => {
+                self.pass(name, detail);
+                true
+            }
+            Err(detail) => {
+                self.fail(name, detail);
+                false
+            }
+        }
+    }
+
+    /// How many checks failed.
+    pub(crate) fn failures(&self) -> usize {
+        self.checks.iter().filter(|c| !c.passed).count()
+    }
+}
+
+fn is_socket(path: &Path) -> Result<String, String> {
+    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if meta.file_type().is_socket() {
+        Ok(format!("{} is a Unix socket", path.display()))
+    } else {
+        Err(format!("{} is not a Unix socket", path.display()))
+    }
+}
+
+async fn get_info(socket: &Path) -> Result<PluginInfo, String> {
+    let channel = dial(socket, CALL_TIMEOUT)
+        .await
+        .map_err(|e| format!("dial: {}", root_cause(&e)))?;
+    match tokio::time::timeout(
+        GET_INFO_TIMEOUT,
+        RegistrationClient::new(channel).get_info(InfoRequest {}),
+    )
+    .await
+    {
+        Ok(Ok(info)) => Ok(info.into_inner()),
+        Ok(Err(status)) => Err(format!("{:?}: {}", status.code(), status.message())),
+        Err(_) => Err(format!(
+            "no answer within {GET_INFO_TIMEOUT:?} (the kubelet gives up then)"
+        )),
+    }
+}
+
+/// A CSI driver name: at most 63 characters, alphanumerics, '-', '.' and
+/// '_', starting and ending with an alphanumeric (CSI spec, GetPluginInfo).
+fn is_csi_driver_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_')
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+fn check_name(info: &PluginInfo) -> Result<String, String> {
+    let name = &info.name;
+    let ok = match info.r#type.as_str() {
+        plugin_type::DEVICE => is_extended_resource_name(name),
+        plugin_type::CSI => is_csi_driver_name(name),
+        _ => is_dns_subdomain(name),
+    };
+    let rule = match info.r#type.as_str() {
+        plugin_type::DEVICE => "an extended resource name such as vendor.example.com/gpu",
+        plugin_type::CSI => "a CSI driver name (<= 63 characters, alphanumerics, '-', '.', '_')",
+        _ => "a DNS subdomain such as gpu.example.com",
+    };
+    if ok {
+        Ok(format!("{name:?} is {rule}"))
+    } else {
+        Err(format!("{name:?} is not {rule}"))
+    }
+}
+
+fn check_versions(info: &PluginInfo) -> Result<String, String> {
+    let versions = &info.supported_versions;
+    match info.r#type.as_str() {
+        plugin_type::CSI => highest_supported(versions)
+            .map(|v| format!("{versions:?}: the agent uses {v}"))
+            .map_err(|e| e.to_string()),
+        plugin_type::DEVICE if versions.iter().any(|v| v == device_plugin::VERSION) => {
+            Ok(format!("{versions:?} includes {}", device_plugin::VERSION))
+        }
+        plugin_type::DEVICE => Err(format!(
+            "{versions:?} does not include {}",
+            device_plugin::VERSION
+        )),
+        _ => choose_service(versions)
+            .map(|s| format!("{versions:?}: the agent uses {s}"))
+            .map_err(|e| e.to_string()),
+    }
+}
+
+/// Runs every check against the registration socket `socket`.
+pub(crate) async fn check(socket: &Path) -> Report {
+    let mut report = Report {
+        socket: socket.display().to_string(),
+        checks: Vec::new(),
+    };
+    if !report.record("socket", is_socket(socket)) {
+        return report;
+    }
+    let info = match get_info(socket).await {
+        Ok(info) => info,
+        Err(error) => {
+            report.fail("GetInfo", error);
+            return report;
+        }
+    };
+    report.pass(
+        "GetInfo",
+        format!(
+            "type {:?}, name {:?}, endpoint {:?}, versions {:?}",
+            info.r#type, info.name, info.endpoint, info.supported_versions
+        ),
+    );
+    let known = [plugin_type::CSI, plugin_type::DEVICE, plugin_type::DRA];
+    if !known.contains(&info.r#type.as_str()) {
+        report.fail(
+            "type",
+            format!(
+                "{:?} is none of {known:?}: the kubelet answers \"no handler registered for plugin type\"",
+                info.r#type
+            ),
+        );
+        return report;
+    }
+    report.pass("type", format!("{} has a handler", info.r#type));
+    report.record("name", check_name(&info));
+    let versions_ok = report.record("versions", check_versions(&info));
+    let endpoint = if info.endpoint.is_empty() {
+        report.pass(
+            "endpoint",
+            "empty: the registration socket serves the plugin too",
+        );
+        socket.to_owned()
+    } else {
+        let endpoint = Path::new(&info.endpoint).to_owned();
+        if !endpoint.is_absolute() {
+            report.fail(
+                "endpoint",
+                format!("{:?} is not an absolute path", info.endpoint),
+            );
+            return report;
+        }
+        if !report.record("endpoint", is_socket(&endpoint)) {
+            return report;
+        }
+        endpoint
+    };
+    if versions_ok {
+        services::check(&mut report, &info, &endpoint).await;
+    }
+    report
+}
