@@ -30,6 +30,9 @@ enum Command {
     /// Dynamic Resource Allocation: drivers, prepare, unprepare.
     #[command(subcommand)]
     Dra(DraCommand),
+    /// See it work: the agent and the example CSI, device and DRA plugins on
+    /// a scratch root, narrated.
+    Demo(crate::demo::DemoArgs),
     /// Run the node agent until SIGTERM or SIGINT.
     Run(RunArgs),
     /// Show device plugin resources: capacity, allocatable, allocated, devices, plugins.
@@ -143,6 +146,7 @@ enum BenchCommand {
 
 pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
+        Command::Demo(args) => crate::demo::run(args).await,
         Command::Run(args) => {
             let settings = Settings::resolve(&args)?;
             if args.print_config {

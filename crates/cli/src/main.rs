@@ -4,6 +4,7 @@ mod bench;
 mod check;
 mod commands;
 mod config;
+mod demo;
 mod duration;
 mod logging;
 mod output;
@@ -13,6 +14,9 @@ use clap::Parser;
 fn main() -> anyhow::Result<()> {
     let cli = commands::Cli::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread()
+        // The agent's futures nest deeply; unoptimised builds need more than
+        // the default 2 MiB when it runs on a worker (as in `demo`).
+        .thread_stack_size(8 << 20)
         .enable_all()
         .build()?;
     runtime.block_on(commands::dispatch(cli))
