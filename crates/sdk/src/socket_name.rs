@@ -57,9 +57,11 @@ pub fn rolling_update_socket_name(
     driver: &str,
     uid: &str,
 ) -> Result<String, NameTooLong> {
+    // Names come from plugins; a '/' would make the name a path.
+    let (name, id) = (driver.replace('/', "_"), uid.replace('/', "_"));
     let candidates = [
-        format!("{driver}-{uid}{SUFFIX}"),
-        format!("{driver}-{}{SUFFIX}", hash(&[uid.as_bytes()], 8)),
+        format!("{name}-{id}{SUFFIX}"),
+        format!("{name}-{}{SUFFIX}", hash(&[uid.as_bytes()], 8)),
         format!(
             "dra-{}{SUFFIX}",
             hash(&[driver.as_bytes(), uid.as_bytes()], 16)
@@ -173,5 +175,14 @@ mod tests {
         }
         let long = "v".repeat(70);
         assert_ne!(name(DIR, &long, UID), name(DIR, &format!("{long}x"), UID));
+    }
+
+    #[test]
+    fn slashes_never_make_the_name_a_path() {
+        // Found by the names_and_paths fuzz target.
+        let got = rolling_update_socket_name(Path::new("/"), "/", "%").unwrap();
+        assert_eq!(got, "_-%-reg.sock");
+        let got = rolling_update_socket_name(Path::new(DIR), "a/b", "c/d").unwrap();
+        assert!(!got.contains('/'), "{got}");
     }
 }

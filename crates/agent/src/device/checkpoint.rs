@@ -69,14 +69,7 @@ pub fn write(path: &Path, data: &CheckpointData) -> Result<(), CheckpointError> 
         path: path.to_owned(),
         source,
     };
-    let value = serde_json::to_value(data).map_err(|e| io(std::io::Error::other(e)))?;
-    let canonical = serde_json::to_vec(&value).map_err(|e| io(std::io::Error::other(e)))?;
-    let file = File {
-        version: FORMAT_VERSION,
-        checksum: checksum(&canonical),
-        data: value,
-    };
-    let bytes = serde_json::to_vec_pretty(&file).map_err(|e| io(std::io::Error::other(e)))?;
+    let bytes = encode(data).map_err(|e| io(std::io::Error::other(e)))?;
     let tmp = path.with_extension("tmp");
     let mut out = std::fs::File::create(&tmp).map_err(io)?;
     out.write_all(&bytes).map_err(io)?;
@@ -91,7 +84,22 @@ pub fn write(path: &Path, data: &CheckpointData) -> Result<(), CheckpointError> 
     Ok(())
 }
 
-fn verify(bytes: &[u8]) -> Result<CheckpointData, String> {
+/// The file's bytes for `data`: JSON with the format version and the
+/// checksum of the data's canonical form.
+pub fn encode(data: &CheckpointData) -> Result<Vec<u8>, serde_json::Error> {
+    let value = serde_json::to_value(data)?;
+    let canonical = serde_json::to_vec(&value)?;
+    let file = File {
+        version: FORMAT_VERSION,
+        checksum: checksum(&canonical),
+        data: value,
+    };
+    serde_json::to_vec_pretty(&file)
+}
+
+/// Verifies and parses a checkpoint file's bytes; says what is wrong if
+/// anything is.
+pub fn decode(bytes: &[u8]) -> Result<CheckpointData, String> {
     let file: File = serde_json::from_slice(bytes).map_err(|e| format!("not a checkpoint: {e}"))?;
     if file.version != FORMAT_VERSION {
         return Err(format!("unknown format version {}", file.version));
@@ -116,7 +124,7 @@ pub fn load(path: &Path) -> Result<CheckpointData, CheckpointError> {
             });
         }
     };
-    verify(&bytes).or_else(|why| {
+    decode(&bytes).or_else(|why| {
         let stamp = crate::registry::status::unix_ms(std::time::SystemTime::now());
         let moved_to = path.with_extension(format!("corrupt-{stamp}"));
         std::fs::rename(path, &moved_to).map_err(|source| CheckpointError::Io {
