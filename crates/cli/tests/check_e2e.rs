@@ -173,3 +173,20 @@ async fn each_broken_rule_fails_its_own_check() {
     assert_eq!(code, Some(1));
     assert!(failed(&report, "socket").contains("is not a Unix socket"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_plugin_author_guides_examples_pass_the_check() {
+    let root = tempfile::tempdir().unwrap();
+    let mut command = Command::new(nodeplugins_test_support::binaries::example(
+        "nodeplugins-sdk",
+        "minimal_dra_driver",
+    ));
+    command.arg(root.path()).arg("pod-1");
+    let _driver = ChildProcess::spawn("minimal_dra_driver", command);
+    let socket = root
+        .path()
+        .join("plugins_registry/minimal.example.com-pod-1-reg.sock");
+    exists(&socket).await;
+    let (code, report) = check(&socket).await;
+    assert_eq!(code, Some(0), "{report:#}");
+}

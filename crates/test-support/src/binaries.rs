@@ -14,14 +14,28 @@ fn target_profile_dir() -> PathBuf {
         .expect("target profile directory")
 }
 
+/// The path of example `name` from package `package`, building it if needed.
+pub fn example(package: &str, name: &str) -> PathBuf {
+    build(
+        package,
+        "--example",
+        name,
+        &Path::new("examples").join(name),
+    )
+}
+
 /// The path of binary `name` from package `package`, building it if needed.
 pub fn binary(package: &str, name: &str) -> PathBuf {
+    build(package, "--bin", name, Path::new(name))
+}
+
+fn build(package: &str, kind: &str, name: &str, relative: &Path) -> PathBuf {
     static BUILD: Mutex<()> = Mutex::new(());
     let _guard = BUILD.lock().unwrap_or_else(|p| p.into_inner());
-    let path = target_profile_dir().join(name);
+    let path = target_profile_dir().join(relative);
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut command = Command::new(cargo);
-    command.args(["build", "--quiet", "-p", package, "--bin", name]);
+    command.args(["build", "--quiet", "-p", package, kind, name]);
     if target_profile_dir()
         .file_name()
         .is_some_and(|p| p == "release")
@@ -31,7 +45,7 @@ pub fn binary(package: &str, name: &str) -> PathBuf {
     let status = command.status().expect("run cargo build");
     assert!(
         status.success(),
-        "cargo build -p {package} --bin {name} failed"
+        "cargo build -p {package} {kind} {name} failed"
     );
     assert!(path.exists(), "{} was not built", path.display());
     path
