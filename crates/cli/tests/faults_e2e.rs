@@ -1,0 +1,142 @@
+//! Process-level faults: the agent SIGKILLed at random points while it
+//! allocates, then restarted (every allocation it reported survives, and no
+//! device is given twice), and the admin socket reached by another user.
+
+// Test code: a failed unwrap is a failed test with a precise location.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::Duration;
+
+use nodeplugins_test_support::binaries::binary;
+use nodeplugins_test_support::process::ChildProcess;
+use nodeplugins_test_support::wait::{TIMEOUT, eventually};
+use rand::{Rng, SeedableRng};
+use tokio::process::Command;
+
+const RESOURCE: &str = "example.com/device";
+
+async fn allocatable(root: &Path, want: u64) {
+    eventually("device plugin registered", TIMEOUT, || async {
+        let status = status_json(root).await?;
+        let r = status["resources"]
+            .as_array()?
+            .iter()
+            .find(|r| r["name"] == RESOURCE)?
+            .clone();
+        (r["capacity"] == 8 && r["allocatable"].as_u64()? >= want).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_killed_while_allocating_keeps_every_allocation_it_reported() {
+    let root = tempfile::tempdir().unwrap();
+    let mut plugin = Command::new(binary("nodeplugins-sdk", "example-device-plugin"));
+    plugin
+        .arg("--root-dir")
+        .arg(root.path())
+        .args(["--devices", "8"]);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(2026);
+    // pod → the devices the agent said it got.
+    let mut reported: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut agent = agent(root.path());
+    let _plugin = ChildProcess::spawn("example-device-plugin", plugin);
+    for round in 0..6 {
+        allocatable(root.path(), 0).await;
+        // Allocate one device per pod, as fast as possible, and kill the
+        // agent at a random moment in the middle of it.
+        let kill_after = Duration::from_millis(rng.random_range(0..40));
+        let root_path = root.path().to_owned();
+        let allocations = tokio::spawn(async move {
+            let mut got = Vec::new();
+            for i in 0..8 {
+                let pod = format!("pod-{round}-{i}");
+                let request = [(RESOURCE.to_string(), 1)].into();
+                match nodeplugins::admin::allocate(&root_path, &pod, "main", request).await {
+                    Ok(reply) => got.push((pod, reply.allocations[0].devices.clone())),
+                    Err(_) => break,
+                }
+            }
+            got
+        });
+        tokio::time::sleep(kill_after).await;
+        signal(&agent, "-KILL").await;
+        agent.wait(TIMEOUT).await;
+        for (pod, devices) in allocations.await.unwrap() {
+            reported.insert(pod, devices);
+        }
+        agent = common::agent(root.path());
+        allocatable(root.path(), 0).await;
+
+        // Every allocation reported so far is still held, with the same devices.
+        let mut held = BTreeSet::new();
+        for (pod, devices) in &reported {
+            let request = [(RESOURCE.to_string(), 1)].into();
+            let reply = nodeplugins::admin::allocate(root.path(), pod, "main", request)
+                .await
+                .unwrap_or_else(|e| panic!("round {round}: {pod} lost: {e}"));
+            assert_eq!(
+                &reply.allocations[0].devices, devices,
+                "round {round}: {pod}"
+            );
+            for device in devices {
+                assert!(
+                    held.insert(device.clone()),
+                    "round {round}: {device} given twice"
+                );
+            }
+        }
+        // Free everything before the next round, so devices stay available.
+        if reported.len() >= 6 {
+            for pod in reported.keys() {
+                nodeplugins::admin::release(root.path(), pod).await.unwrap();
+            }
+            reported.clear();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_admin_socket_refuses_other_users() {
+    let root = tempfile::tempdir().unwrap();
+    let _agent = agent(root.path());
+    eventually("agent answering", TIMEOUT, || status_json(root.path())).await;
+    let me = std::fs::metadata(root.path().join("nodeplugins/admin.sock"))
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+        .unwrap();
+    assert_eq!(
+        me, 0,
+        "this test needs root to act as another user; CI runs it as root"
+    );
+    let as_nobody = |args: &[&str]| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_nodeplugins"));
+        command.args(args).arg("--root-dir").arg(root.path());
+        std::os::unix::process::CommandExt::uid(&mut command, 65534);
+        command.output().unwrap()
+    };
+    // The directory (0700) and the socket (0600) keep other users out...
+    let out = as_nobody(&["status"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Permission denied"));
+    // ...and if someone opens them up, the agent still checks who is asking.
+    use std::os::unix::fs::PermissionsExt;
+    let all = std::fs::Permissions::from_mode(0o777);
+    std::fs::set_permissions(root.path(), all.clone()).unwrap();
+    std::fs::set_permissions(root.path().join("nodeplugins"), all.clone()).unwrap();
+    std::fs::set_permissions(root.path().join("nodeplugins/admin.sock"), all).unwrap();
+    let out = as_nobody(&["status"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("the agent answered: permission denied"),
+        "{stderr}"
+    );
+    // The owner is still answered.
+    assert!(status_json(root.path()).await.is_some());
+}
