@@ -5,5 +5,8 @@
 mod fleet;
 mod fleet_plugin;
 mod proc_stats;
+#[allow(clippy::print_stdout)]
+mod soak;
 
 pub(crate) use fleet::{FleetArgs, run_fleet};
+pub(crate) use soak::{SoakArgs, run_soak};

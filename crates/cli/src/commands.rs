@@ -142,6 +142,8 @@ struct ClaimArgs {
 enum BenchCommand {
     /// Registration latency of a fleet of plugins, measured from the plugin side.
     Fleet(crate::bench::FleetArgs),
+    /// Register/deregister cycles against a running agent, with its open fds and RSS before and after.
+    Soak(crate::bench::SoakArgs),
 }
 
 pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
@@ -185,6 +187,10 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 anyhow::bail!("{failed} of {total} claim(s) could not be unprepared");
             }
             Ok(())
+        }
+        Command::Bench(BenchCommand::Soak(args)) => {
+            logging::init(LogFormat::Text, "warn");
+            crate::bench::run_soak(args).await
         }
         Command::Bench(BenchCommand::Fleet(args)) => {
             logging::init(LogFormat::Text, "warn");
