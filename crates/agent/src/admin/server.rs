@@ -93,6 +93,15 @@ impl Context {
     async fn answer(self, stream: UnixStream) {
         let peer = stream.peer_cred().map(|c| c.uid()).ok();
         let (read, mut write) = stream.into_split();
+        // The request is read before anything is answered, even for a peer
+        // about to be refused, so that the refusal reaches a client that is
+        // still writing instead of breaking its pipe.
+        let mut line = String::new();
+        let mut reader = BufReader::new(read.take(MAX_REQUEST as u64));
+        match tokio::time::timeout(REQUEST_TIMEOUT, reader.read_line(&mut line)).await {
+            Ok(Ok(_)) => {}
+            _ => return,
+        }
         if peer != Some(0) && peer != Some(self.owner) {
             tracing::warn!(peer_uid = ?peer, "refused admin connection from another user");
             let _ = write_line(
@@ -103,12 +112,6 @@ impl Context {
             )
             .await;
             return;
-        }
-        let mut line = String::new();
-        let mut reader = BufReader::new(read.take(MAX_REQUEST as u64));
-        match tokio::time::timeout(REQUEST_TIMEOUT, reader.read_line(&mut line)).await {
-            Ok(Ok(_)) => {}
-            _ => return,
         }
         match serde_json::from_str::<AdminRequest>(line.trim()) {
             Ok(AdminRequest::Status) => {
