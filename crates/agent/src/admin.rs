@@ -131,7 +131,8 @@ pub struct AgentStatus {
     /// Device plugin resources.
     #[serde(default)]
     pub resources: Vec<crate::device::ResourceStatus>,
-    /// Why the device checkpoint could not be loaded or written, if so.
+    /// Why the device checkpoint could not be loaded or written, or how it
+    /// was repaired from its backup at start, if either happened.
     #[serde(default)]
     pub device_checkpoint_error: Option<String>,
     /// DRA drivers.

@@ -584,8 +584,7 @@ async fn a_plugin_dying_mid_allocate_records_nothing_and_frees_its_reservation()
         .unwrap()
         .unwrap_err();
     assert!(
-        failed.to_string().contains("has been stopped")
-            || failed.to_string().starts_with("Allocate failed"),
+        failed.to_string().starts_with("Allocate failed for"),
         "{failed}"
     );
     assert!(

@@ -1,6 +1,7 @@
 //! Process-level faults: the agent SIGKILLed at random points while it
 //! allocates, then restarted (every allocation it reported survives, and no
-//! device is given twice), and the admin socket reached by another user.
+//! device is given twice), the checkpoint damaged while the agent is down,
+//! and the admin socket reached by another user.
 
 // Test code: a failed unwrap is a failed test with a precise location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -139,4 +140,100 @@ async fn the_admin_socket_refuses_other_users() {
     );
     // The owner is still answered.
     assert!(status_json(root.path()).await.is_some());
+}
+
+/// `status -o json`'s entry for the example resource, once it has `capacity`.
+async fn resource(root: &Path) -> serde_json::Value {
+    eventually("device plugin registered", TIMEOUT, || async {
+        let status = status_json(root).await?;
+        let r = status["resources"]
+            .as_array()?
+            .iter()
+            .find(|r| r["name"] == RESOURCE)?
+            .clone();
+        (r["capacity"] == 8).then_some(r)
+    })
+    .await
+}
+
+fn corrupt_files(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name.contains(".corrupt-"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_damaged_checkpoint_loses_nothing_and_two_damaged_copies_are_reported() {
+    let root = tempfile::tempdir().unwrap();
+    let plugins = root.path().join("device-plugins");
+    let checkpoint = plugins.join("nodeplugins_device_checkpoint");
+    let backup = plugins.join("nodeplugins_device_checkpoint.backup");
+    let mut plugin = Command::new(binary("nodeplugins-sdk", "example-device-plugin"));
+    plugin
+        .arg("--root-dir")
+        .arg(root.path())
+        .args(["--devices", "8"]);
+    let _plugin = ChildProcess::spawn("example-device-plugin", plugin);
+    let mut agent = agent(root.path());
+    resource(root.path()).await;
+    let mut held = BTreeMap::new();
+    for (pod, count) in [("pod-a", 1), ("pod-b", 2), ("pod-c", 1)] {
+        let request = [(RESOURCE.to_string(), count)].into();
+        let reply = nodeplugins::admin::allocate(root.path(), pod, "main", request)
+            .await
+            .unwrap();
+        held.insert(pod, reply.allocations[0].devices.clone());
+    }
+
+    // Truncated while the agent is down: everything comes back from the backup.
+    signal(&agent, "-KILL").await;
+    agent.wait(TIMEOUT).await;
+    let good = std::fs::read(&checkpoint).unwrap();
+    std::fs::write(&checkpoint, &good[..good.len() / 2]).unwrap();
+    agent = common::agent(root.path());
+    assert_eq!(resource(root.path()).await["allocated"], 4);
+    let status = status_json(root.path()).await.unwrap();
+    let warning = status["device_checkpoint_error"].as_str().unwrap();
+    assert!(
+        warning.contains("restored everything from its backup"),
+        "{warning}"
+    );
+    let text = cli(root.path(), &["status"]).await;
+    assert!(String::from_utf8_lossy(&text.stdout).contains("WARNING: device checkpoint"));
+    for (pod, devices) in &held {
+        let request = [(RESOURCE.to_string(), devices.len())].into();
+        let reply = nodeplugins::admin::allocate(root.path(), pod, "main", request)
+            .await
+            .unwrap();
+        assert_eq!(
+            &reply.allocations[0].devices, devices,
+            "{pod} kept its devices"
+        );
+    }
+    assert_eq!(
+        std::fs::read(&checkpoint).unwrap(),
+        good,
+        "the checkpoint was repaired"
+    );
+    assert_eq!(corrupt_files(&plugins).len(), 1, "the damaged copy is kept");
+
+    // Both copies bit-flipped: the agent starts without allocations, says so,
+    // and keeps both damaged files for inspection.
+    signal(&agent, "-KILL").await;
+    agent.wait(TIMEOUT).await;
+    for file in [&checkpoint, &backup] {
+        let mut bytes = std::fs::read(file).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0x01;
+        std::fs::write(file, bytes).unwrap();
+    }
+    let _agent = common::agent(root.path());
+    assert_eq!(resource(root.path()).await["allocated"], 0);
+    let status = status_json(root.path()).await.unwrap();
+    let error = status["device_checkpoint_error"].as_str().unwrap();
+    assert!(error.contains("and so is its backup"), "{error}");
+    assert!(error.contains("started without it"), "{error}");
+    assert_eq!(corrupt_files(&plugins).len(), 3);
 }

@@ -143,7 +143,10 @@ pub enum AllocateError {
     /// The plugin's answer had no container response.
     #[error("no containers return in allocation response")]
     NoContainers,
-    /// PreStartContainer failed.
+    /// GetPreferredAllocation failed or went unanswered.
+    #[error("device plugin GetPreferredAllocation rpc failed with err: {0}")]
+    Preferred(String),
+    /// PreStartContainer failed or went unanswered.
     #[error("device plugin PreStartContainer rpc failed with err: {0}")]
     PreStart(String),
     /// The allocation could not be written to the checkpoint, so it was undone.

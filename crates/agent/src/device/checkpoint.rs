@@ -1,7 +1,9 @@
 //! The device manager's checkpoint: allocations and registered devices,
 //! written atomically (temporary file, fsync, rename, fsync of the directory)
-//! with a checksum, and verified on load. A file that fails verification is
-//! moved aside and reported, never silently replaced.
+//! with a checksum, and verified on load. Every write produces two identical
+//! files, the checkpoint and its backup, so damage to one (truncation, a
+//! flipped bit) loses nothing: the other is used and the damage reported. A
+//! file that fails verification is moved aside, never silently replaced.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -12,6 +14,8 @@ use super::allocation::ContainerAllocation;
 /// The checkpoint's file name in the device plugin directory. The kubelet's
 /// own file (`kubelet_internal_checkpoint`) has a different format and is left alone.
 pub const CHECKPOINT_FILE: &str = "nodeplugins_device_checkpoint";
+/// The backup's file name: the same bytes, written right after the checkpoint.
+pub const BACKUP_FILE: &str = "nodeplugins_device_checkpoint.backup";
 const FORMAT_VERSION: u32 = 1;
 
 /// What the checkpoint holds.
@@ -33,15 +37,18 @@ struct File {
 /// Why the checkpoint could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
-    /// The file exists but is damaged; it was moved to `moved_to`.
+    /// The checkpoint and its backup are both damaged; the checkpoint was
+    /// moved to `moved_to` (and a damaged backup beside it).
     #[error(
-        "device checkpoint {path:?} is corrupt ({why}); moved it to {moved_to:?} and started without it"
+        "device checkpoint {path:?} is corrupt ({why}) and so is its backup ({backup_why}); moved it to {moved_to:?} and started without it"
     )]
     Corrupt {
         /// The checkpoint.
         path: PathBuf,
         /// What was wrong.
         why: String,
+        /// What was wrong with the backup (or that it was missing).
+        backup_why: String,
         /// Where the damaged file now is.
         moved_to: PathBuf,
     },
@@ -63,25 +70,42 @@ fn checksum(bytes: &[u8]) -> u32 {
     })
 }
 
-/// Writes `data` to `path` atomically.
+/// The backup's path for the checkpoint at `path`.
+pub fn backup_path(path: &Path) -> PathBuf {
+    path.with_file_name(BACKUP_FILE)
+}
+
+/// Writes `data` atomically to `path` and then to its backup, and makes both
+/// renames durable before returning.
 pub fn write(path: &Path, data: &CheckpointData) -> Result<(), CheckpointError> {
     let io = |source| CheckpointError::Io {
         path: path.to_owned(),
         source,
     };
     let bytes = encode(data).map_err(|e| io(std::io::Error::other(e)))?;
-    let tmp = path.with_extension("tmp");
-    let mut out = std::fs::File::create(&tmp).map_err(io)?;
-    out.write_all(&bytes).map_err(io)?;
-    out.sync_all().map_err(io)?;
+    replace_file(path, &bytes).map_err(io)?;
+    replace_file(&backup_path(path), &bytes).map_err(io)?;
+    sync_parent(path).map_err(io)
+}
+
+/// Writes `bytes` to a temporary file beside `path`, syncs it, and renames it
+/// over `path`. The rename is durable once the directory is synced.
+fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+    tmp_name.push(".tmp");
+    let tmp = path.with_file_name(tmp_name);
+    let mut out = std::fs::File::create(&tmp)?;
+    out.write_all(bytes)?;
+    out.sync_all()?;
     drop(out);
-    std::fs::rename(&tmp, path).map_err(io)?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io)?;
+    std::fs::rename(&tmp, path)
+}
+
+fn sync_parent(path: &Path) -> std::io::Result<()> {
+    match path.parent() {
+        Some(dir) => std::fs::File::open(dir).and_then(|d| d.sync_all()),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// The file's bytes for `data`: JSON with the format version and the
@@ -111,32 +135,90 @@ pub fn decode(bytes: &[u8]) -> Result<CheckpointData, String> {
     serde_json::from_value(file.data).map_err(|e| format!("bad data: {e}"))
 }
 
-/// Reads the checkpoint; a missing file is an empty checkpoint. A damaged one
-/// is moved aside (`<name>.corrupt-<unix ms>`) and reported.
-pub fn load(path: &Path) -> Result<CheckpointData, CheckpointError> {
+/// What [`load`] found.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Loaded {
+    /// The allocations and devices to restore.
+    pub data: CheckpointData,
+    /// Set when the checkpoint was damaged and its backup was used instead:
+    /// what was wrong and where the damaged file went.
+    pub recovered: Option<String>,
+}
+
+/// Reads the checkpoint. A missing checkpoint is an empty one (deleting it is
+/// how an operator resets device state). A damaged one is moved aside
+/// (`<name>.corrupt-<unix ms>`) and its backup is used if that verifies; the
+/// backup is rewritten whenever it differs from a good checkpoint.
+pub fn load(path: &Path) -> Result<Loaded, CheckpointError> {
+    let io = |source| CheckpointError::Io {
+        path: path.to_owned(),
+        source,
+    };
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(CheckpointData::default()),
-        Err(source) => {
-            return Err(CheckpointError::Io {
-                path: path.to_owned(),
-                source,
-            });
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Loaded::default()),
+        Err(source) => return Err(io(source)),
     };
-    decode(&bytes).or_else(|why| {
-        let stamp = crate::registry::status::unix_ms(std::time::SystemTime::now());
-        let moved_to = path.with_extension(format!("corrupt-{stamp}"));
-        std::fs::rename(path, &moved_to).map_err(|source| CheckpointError::Io {
-            path: path.to_owned(),
-            source,
-        })?;
-        Err(CheckpointError::Corrupt {
-            path: path.to_owned(),
-            why,
-            moved_to,
-        })
-    })
+    let backup = backup_path(path);
+    let backup_bytes = match std::fs::read(&backup) {
+        Ok(bytes) => Some(bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(source) => return Err(io(source)),
+    };
+    match decode(&bytes) {
+        Ok(data) => {
+            if backup_bytes.as_deref() != Some(bytes.as_slice()) {
+                replace_file(&backup, &bytes)
+                    .and_then(|()| sync_parent(path))
+                    .map_err(io)?;
+            }
+            Ok(Loaded {
+                data,
+                recovered: None,
+            })
+        }
+        Err(why) => {
+            let moved_to = move_aside(path).map_err(io)?;
+            let from_backup = backup_bytes
+                .ok_or_else(|| "missing".to_string())
+                .and_then(|b| decode(&b).map(|data| (data, b)));
+            match from_backup {
+                Ok((data, good)) => {
+                    replace_file(path, &good)
+                        .and_then(|()| sync_parent(path))
+                        .map_err(io)?;
+                    Ok(Loaded {
+                        data,
+                        recovered: Some(format!(
+                            "device checkpoint {path:?} was corrupt ({why}); moved it to \
+                             {moved_to:?} and restored everything from its backup {backup:?}"
+                        )),
+                    })
+                }
+                Err(backup_why) => {
+                    if backup.exists() {
+                        move_aside(&backup).map_err(io)?;
+                    }
+                    Err(CheckpointError::Corrupt {
+                        path: path.to_owned(),
+                        why,
+                        backup_why,
+                        moved_to,
+                    })
+                }
+            }
+        }
+    }
+}
+
+/// Renames a damaged file to `<name>.corrupt-<unix ms>` beside it.
+fn move_aside(path: &Path) -> std::io::Result<PathBuf> {
+    let stamp = crate::registry::status::unix_ms(std::time::SystemTime::now());
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".corrupt-{stamp}"));
+    let moved_to = path.with_file_name(name);
+    std::fs::rename(path, &moved_to)?;
+    Ok(moved_to)
 }
 
 #[cfg(test)]
@@ -166,42 +248,135 @@ mod tests {
     }
 
     #[test]
-    fn round_trips_and_leaves_no_temporary_file() {
+    fn round_trips_with_an_identical_backup_and_leaves_no_temporary_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(CHECKPOINT_FILE);
-        assert_eq!(load(&path).unwrap(), CheckpointData::default());
+        assert_eq!(load(&path).unwrap(), Loaded::default());
         write(&path, &sample()).unwrap();
-        assert_eq!(load(&path).unwrap(), sample());
-        assert!(!path.with_extension("tmp").exists());
+        assert_eq!(load(&path).unwrap().data, sample());
+        assert_eq!(
+            std::fs::read(backup_path(&path)).unwrap(),
+            std::fs::read(&path).unwrap()
+        );
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(
+            names.len(),
+            2,
+            "only the checkpoint and its backup: {names:?}"
+        );
+    }
+
+    /// The checkpoint's bytes damaged in the ways a disk or a careless hand
+    /// damages files: cut short, emptied, and single bits flipped.
+    fn damaged_versions(good: &[u8]) -> Vec<Vec<u8>> {
+        let mut damaged = vec![good[..good.len() / 2].to_vec(), Vec::new()];
+        for at in [0, good.len() / 3, good.len() / 2, good.len() - 10] {
+            let mut flipped = good.to_vec();
+            flipped[at] ^= 0x04;
+            damaged.push(flipped);
+        }
+        damaged
+    }
+
+    fn corrupt_files(dir: &Path) -> Vec<PathBuf> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().contains(".corrupt-"))
+            .collect()
     }
 
     #[test]
-    fn truncation_and_bit_flips_are_detected_and_the_file_is_kept_aside() {
+    fn a_damaged_checkpoint_is_kept_aside_and_everything_comes_back_from_the_backup() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(CHECKPOINT_FILE);
         write(&path, &sample()).unwrap();
         let good = std::fs::read(&path).unwrap();
-        let mut damaged = vec![good[..good.len() / 2].to_vec()];
-        for at in [good.len() / 3, good.len() / 2, good.len() - 10] {
-            let mut flipped = good.clone();
-            flipped[at] ^= 0x04;
-            damaged.push(flipped);
-        }
-        for bytes in damaged {
+        for bytes in damaged_versions(&good) {
             std::fs::write(&path, &bytes).unwrap();
+            let loaded = load(&path).unwrap();
+            assert_eq!(loaded.data, sample(), "nothing is lost");
+            let notice = loaded.recovered.expect("the damage is reported");
+            assert!(
+                notice.contains("restored everything from its backup"),
+                "{notice}"
+            );
+            assert_eq!(
+                std::fs::read(&path).unwrap(),
+                good,
+                "the checkpoint is repaired"
+            );
+            let kept = corrupt_files(dir.path());
+            assert_eq!(kept.len(), 1);
+            assert_eq!(
+                std::fs::read(&kept[0]).unwrap(),
+                bytes,
+                "the damaged file is kept"
+            );
+            std::fs::remove_file(&kept[0]).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_damaged_backup_beside_a_good_checkpoint_is_rewritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(CHECKPOINT_FILE);
+        write(&path, &sample()).unwrap();
+        let good = std::fs::read(&path).unwrap();
+        for bytes in damaged_versions(&good) {
+            std::fs::write(backup_path(&path), &bytes).unwrap();
+            let loaded = load(&path).unwrap();
+            assert_eq!(
+                loaded,
+                Loaded {
+                    data: sample(),
+                    recovered: None
+                }
+            );
+            assert_eq!(std::fs::read(backup_path(&path)).unwrap(), good);
+        }
+        std::fs::remove_file(backup_path(&path)).unwrap();
+        load(&path).unwrap();
+        assert_eq!(
+            std::fs::read(backup_path(&path)).unwrap(),
+            good,
+            "a missing backup too"
+        );
+    }
+
+    #[test]
+    fn when_both_copies_are_damaged_both_are_kept_aside_and_the_error_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(CHECKPOINT_FILE);
+        write(&path, &sample()).unwrap();
+        let good = std::fs::read(&path).unwrap();
+        let damaged = damaged_versions(&good);
+        for (i, bytes) in damaged.iter().enumerate() {
+            let other = &damaged[(i + 1) % damaged.len()];
+            std::fs::write(&path, bytes).unwrap();
+            std::fs::write(backup_path(&path), other).unwrap();
             match load(&path) {
-                Err(CheckpointError::Corrupt { moved_to, .. }) => {
-                    assert!(!path.exists(), "the damaged file is moved, not replaced");
-                    assert_eq!(
-                        std::fs::read(&moved_to).unwrap(),
-                        bytes,
-                        "its content is kept"
-                    );
-                    std::fs::remove_file(moved_to).unwrap();
+                Err(error @ CheckpointError::Corrupt { .. }) => {
+                    assert!(error.to_string().contains("so is its backup"), "{error}");
                 }
                 // A flip inside a string can still be valid JSON with a matching
                 // shape; the checksum must catch it.
                 other => panic!("damage not detected: {other:?}"),
+            }
+            assert!(!path.exists() && !backup_path(&path).exists());
+            let mut kept: Vec<Vec<u8>> = corrupt_files(dir.path())
+                .iter()
+                .map(|p| std::fs::read(p).unwrap())
+                .collect();
+            kept.sort();
+            let mut want = vec![bytes.clone(), other.clone()];
+            want.sort();
+            assert_eq!(kept, want, "both damaged files are kept as they were");
+            for p in corrupt_files(dir.path()) {
+                std::fs::remove_file(p).unwrap();
             }
         }
     }

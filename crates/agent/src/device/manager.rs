@@ -542,8 +542,14 @@ impl DeviceManager {
         let mut chosen: Vec<String> = order[..count].to_vec();
         if instance.options.get_preferred_allocation_available
             && order.len() > count
-            && let Some(preferred) =
-                preferred(&instance, &order, count, self.inner.config.options_timeout).await
+            && let Some(preferred) = preferred(
+                &instance,
+                resource,
+                &order,
+                count,
+                self.inner.config.options_timeout,
+            )
+            .await?
         {
             chosen = preferred;
         }
@@ -612,7 +618,9 @@ impl DeviceManager {
         };
         let started = Instant::now();
         let response = tokio::select! {
-            () = instance.cancel.cancelled() => return Err(AllocateError::Stopped(resource.into())),
+            () = instance.cancel.cancelled() => {
+                return Err(AllocateError::Rpc { resource: resource.into(), error: DISCONNECTED_DURING_CALL.into() });
+            }
             () = tokio::time::sleep(ALLOCATE_TIMEOUT) => {
                 return Err(AllocateError::Rpc { resource: resource.into(), error: format!("no answer within {ALLOCATE_TIMEOUT:?}") });
             }
@@ -681,7 +689,8 @@ impl DeviceManager {
         self.inner.config.dir.join(CHECKPOINT_FILE)
     }
 
-    /// Why the checkpoint could not be loaded or last written, if it could not.
+    /// Why the checkpoint could not be loaded or last written, or how it was
+    /// repaired from its backup at start.
     pub fn checkpoint_error(&self) -> Option<String> {
         self.inner
             .checkpoint_error
@@ -750,7 +759,13 @@ impl DeviceManager {
     pub async fn restore(&self) {
         let path = self.checkpoint_path();
         let data = match tokio::task::spawn_blocking(move || checkpoint::load(&path)).await {
-            Ok(Ok(data)) => data,
+            Ok(Ok(loaded)) => {
+                if let Some(notice) = loaded.recovered {
+                    tracing::warn!("{notice}");
+                    self.set_checkpoint_error(Some(notice));
+                }
+                loaded.data
+            }
             Ok(Err(e)) => {
                 tracing::error!(error = %e, "device checkpoint not restored");
                 self.set_checkpoint_error(Some(e.to_string()));
@@ -814,37 +829,63 @@ impl DeviceManager {
     }
 }
 
+/// Why a call failed when its plugin's connection ended while it ran.
+const DISCONNECTED_DURING_CALL: &str = "the device plugin disconnected during the call";
+
 /// The plugin's preferred choice of `count` among `available`, if it gives a
-/// usable one (exactly `count` distinct devices, all available).
+/// usable one (exactly `count` distinct devices, all available; otherwise the
+/// agent's own choice stands). A failed call fails the allocation, as
+/// upstream's does: the plugin said it answers and did not.
 async fn preferred(
     instance: &Instance,
+    resource: &str,
     available: &[String],
     count: usize,
     timeout: Duration,
-) -> Option<Vec<String>> {
+) -> Result<Option<Vec<String>>, AllocateError> {
     let mut client = instance.client.clone();
+    let Ok(allocation_size) = i32::try_from(count) else {
+        return Ok(None);
+    };
     let request = PreferredAllocationRequest {
         container_requests: vec![ContainerPreferredAllocationRequest {
             available_device_i_ds: available.to_vec(),
             must_include_device_i_ds: Vec::new(),
-            allocation_size: i32::try_from(count).ok()?,
+            allocation_size,
         }],
     };
-    let response = match tokio::time::timeout(timeout, client.get_preferred_allocation(request))
-        .await
-    {
-        Ok(Ok(response)) => response.into_inner(),
-        Ok(Err(status)) => {
-            tracing::warn!(error = %status.message(), "GetPreferredAllocation failed; choosing devices without it");
-            return None;
+    let response = tokio::select! {
+        () = instance.cancel.cancelled() => {
+            return Err(AllocateError::Preferred(DISCONNECTED_DURING_CALL.into()));
         }
-        Err(_) => {
-            tracing::warn!("GetPreferredAllocation timed out; choosing devices without it");
-            return None;
+        () = tokio::time::sleep(timeout) => {
+            return Err(AllocateError::Preferred(format!("no answer within {timeout:?}")));
         }
+        response = client.get_preferred_allocation(request) => match response {
+            Ok(response) => response.into_inner(),
+            Err(status) => {
+                return Err(AllocateError::Preferred(format!(
+                    "{:?}: {}",
+                    status.code(),
+                    status.message()
+                )));
+            }
+        },
     };
-    let ids = response.container_responses.into_iter().next()?.device_i_ds;
+    let Some(ids) = response
+        .container_responses
+        .into_iter()
+        .next()
+        .map(|r| r.device_i_ds)
+    else {
+        return Ok(None);
+    };
     let distinct: BTreeSet<&String> = ids.iter().collect();
-    (ids.len() == count && distinct.len() == count && ids.iter().all(|id| available.contains(id)))
-        .then_some(ids)
+    let usable = ids.len() == count
+        && distinct.len() == count
+        && ids.iter().all(|id| available.contains(id));
+    if !usable {
+        tracing::warn!(%resource, ?ids, "GetPreferredAllocation gave an unusable answer; choosing devices without it");
+    }
+    Ok(usable.then_some(ids))
 }
