@@ -6,6 +6,8 @@ import sys
 from concurrent import futures
 
 import grpc
+
+import crash
 from google.protobuf import wrappers_pb2
 
 from csi.v1 import csi_pb2 as csi
@@ -35,6 +37,7 @@ class Node(csi_grpc.NodeServicer):
 
     def NodeGetInfo(self, request, context):
         print("NODEGETINFO", flush=True)
+        crash.point("node-get-info")
         return csi.NodeGetInfoResponse(
             node_id=self.node_id, max_volumes_per_node=3,
             accessible_topology=csi.Topology(segments={"topology.py.example.com/rack": "r7"}))

@@ -12,8 +12,13 @@ from concurrent import futures
 
 import grpc
 
+import crash
+
 from pluginregistration.v1 import api_pb2 as reg
 from pluginregistration.v1 import api_pb2_grpc as reg_grpc
+
+
+STEPS = ["get-info", "notify", "prepare", "unprepare"]
 
 
 class Registration(reg_grpc.RegistrationServicer):
@@ -21,9 +26,11 @@ class Registration(reg_grpc.RegistrationServicer):
         self.info = info
 
     def GetInfo(self, request, context):
+        crash.point("get-info")
         return self.info
 
     def NotifyRegistrationStatus(self, request, context):
+        crash.point("notify")
         print("NOTIFY registered=%s error=%s" % (request.plugin_registered, request.error),
               flush=True)
         return reg.RegistrationStatusResponse()
@@ -39,6 +46,7 @@ def dra_servicer(api, name):
 
     class Driver(pb_grpc.DRAPluginServicer):
         def NodePrepareResources(self, request, context):
+            crash.point("prepare")
             response = pb.NodePrepareResourcesResponse()
             for claim in request.claims:
                 print("PREPARE " + claim.uid, flush=True)
@@ -53,6 +61,7 @@ def dra_servicer(api, name):
             return response
 
         def NodeUnprepareResources(self, request, context):
+            crash.point("unprepare")
             response = pb.NodeUnprepareResourcesResponse()
             for claim in request.claims:
                 print("UNPREPARE " + claim.uid, flush=True)
@@ -68,7 +77,9 @@ def main():
     parser.add_argument("--service-socket", required=True)
     parser.add_argument("--name", default="python.dra.example.com")
     parser.add_argument("--api", choices=["v1", "v1beta1"], default="v1")
+    crash.add_argument(parser, STEPS)
     args = parser.parse_args()
+    crash.configure(args.crash_at, STEPS)
 
     info = reg.PluginInfo(type="DRAPlugin", name=args.name, endpoint=args.service_socket,
                           supported_versions=[args.api + ".DRAPlugin"])

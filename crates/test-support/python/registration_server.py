@@ -12,8 +12,13 @@ from concurrent import futures
 
 import grpc
 
+import crash
+
 from pluginregistration.v1 import api_pb2 as reg
 from pluginregistration.v1 import api_pb2_grpc as reg_grpc
+
+
+STEPS = ["get-info", "node-get-info", "notify"]
 
 
 class Registration(reg_grpc.RegistrationServicer):
@@ -23,11 +28,13 @@ class Registration(reg_grpc.RegistrationServicer):
 
     def GetInfo(self, request, context):
         print("GETINFO", flush=True)
+        crash.point("get-info")
         if self.hang_get_info:
             threading.Event().wait()
         return self.info
 
     def NotifyRegistrationStatus(self, request, context):
+        crash.point("notify")
         print("NOTIFY " + json.dumps({"registered": request.plugin_registered,
                                       "error": request.error}), flush=True)
         return reg.RegistrationStatusResponse()
@@ -42,7 +49,9 @@ def main():
     parser.add_argument("--versions", default="1.0.0")
     parser.add_argument("--hang-get-info", action="store_true",
                         help="never answer GetInfo (a plugin stuck mid-registration)")
+    crash.add_argument(parser, STEPS)
     args = parser.parse_args()
+    crash.configure(args.crash_at, STEPS)
 
     info = reg.PluginInfo(type=args.type, name=args.name, endpoint=args.endpoint,
                           supported_versions=[v for v in args.versions.split(",") if v])
