@@ -75,27 +75,45 @@ pub fn backup_path(path: &Path) -> PathBuf {
     path.with_file_name(BACKUP_FILE)
 }
 
-/// Writes `data` atomically to `path` and then to its backup, and makes both
-/// renames durable before returning.
+/// Writes `data` atomically to `path` and to its backup, and makes both
+/// durable before returning. Both temporary files are written before either
+/// is synced, which lets the file system flush them together; each rename
+/// happens only once both are on disk, so a crash leaves each file either
+/// whole and old or whole and new.
 pub fn write(path: &Path, data: &CheckpointData) -> Result<(), CheckpointError> {
     let io = |source| CheckpointError::Io {
         path: path.to_owned(),
         source,
     };
     let bytes = encode(data).map_err(|e| io(std::io::Error::other(e)))?;
-    replace_file(path, &bytes).map_err(io)?;
-    replace_file(&backup_path(path), &bytes).map_err(io)?;
+    let backup = backup_path(path);
+    let staged = [stage(path, &bytes), stage(&backup, &bytes)];
+    let mut ready = Vec::with_capacity(staged.len());
+    for file in staged {
+        let (file, tmp) = file.map_err(io)?;
+        file.sync_all().map_err(io)?;
+        ready.push(tmp);
+    }
+    for (tmp, target) in ready.iter().zip([path, backup.as_path()]) {
+        std::fs::rename(tmp, target).map_err(io)?;
+    }
     sync_parent(path).map_err(io)
 }
 
-/// Writes `bytes` to a temporary file beside `path`, syncs it, and renames it
-/// over `path`. The rename is durable once the directory is synced.
-fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// Writes `bytes` to the temporary file beside `path`, unsynced.
+fn stage(path: &Path, bytes: &[u8]) -> std::io::Result<(std::fs::File, PathBuf)> {
     let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
     tmp_name.push(".tmp");
     let tmp = path.with_file_name(tmp_name);
     let mut out = std::fs::File::create(&tmp)?;
     out.write_all(bytes)?;
+    Ok((out, tmp))
+}
+
+/// Writes `bytes` to a temporary file beside `path`, syncs it, and renames it
+/// over `path`. The rename is durable once the directory is synced.
+fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let (out, tmp) = stage(path, bytes)?;
     out.sync_all()?;
     drop(out);
     std::fs::rename(&tmp, path)

@@ -69,7 +69,7 @@ pub(crate) async fn list_and_watch(
             message = stream.message() => message,
         };
         match message {
-            Ok(Some(update)) => manager.update(resource, id, update.devices).await,
+            Ok(Some(update)) => manager.update(resource, id, update.devices),
             Ok(None) => {
                 tracing::info!(%resource, "ListAndWatch stream ended");
                 return;

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
@@ -166,6 +167,9 @@ struct Inner {
     shutdown: CancellationToken,
     /// Serializes checkpoint writes so the newest state is written last.
     writer: tokio::sync::Mutex<()>,
+    /// A background checkpoint write is queued; it will include every change
+    /// made before it takes `writer`, so further changes need no other write.
+    write_queued: AtomicBool,
     /// Why the checkpoint could not be loaded or last written, for status.
     checkpoint_error: Mutex<Option<String>>,
     /// `kubelet_device_plugin_registration_total`.
@@ -237,6 +241,7 @@ impl DeviceManager {
                 tasks: TaskTracker::new(),
                 shutdown,
                 writer: tokio::sync::Mutex::new(()),
+                write_queued: AtomicBool::new(false),
                 checkpoint_error: Mutex::new(None),
                 registrations: CounterVec::new(
                     "kubelet_device_plugin_registration_total",
@@ -338,8 +343,11 @@ impl DeviceManager {
         }
     }
 
-    /// Applies a ListAndWatch update from instance `id` and checkpoints it.
-    pub(crate) async fn update(&self, resource: &str, id: u64, devices: Vec<Device>) {
+    /// Applies a ListAndWatch update from instance `id` and queues a
+    /// checkpoint write. The stream is not held up by the write: device
+    /// health protects nothing on disk, and a burst of updates is written
+    /// once, with the newest state.
+    pub(crate) fn update(&self, resource: &str, id: u64, devices: Vec<Device>) {
         {
             let mut state = self.lock();
             let Some(entry) = state.resources.get_mut(resource) else {
@@ -355,9 +363,21 @@ impl DeviceManager {
             }
         }
         self.changed();
-        if let Err(e) = self.persist().await {
-            tracing::error!(%resource, error = %e, "cannot write the device checkpoint");
+        self.persist_later();
+    }
+
+    /// Queues a checkpoint write in the background unless one is already
+    /// queued (which will then include the latest change).
+    fn persist_later(&self) {
+        if self.inner.write_queued.swap(true, Ordering::SeqCst) {
+            return;
         }
+        let manager = self.clone();
+        self.inner.tasks.spawn(async move {
+            if let Err(e) = manager.persist().await {
+                tracing::error!(error = %e, "cannot write the device checkpoint");
+            }
+        });
     }
 
     /// Forgets instance `id`; promotes a survivor, or starts the grace period.
@@ -710,6 +730,8 @@ impl DeviceManager {
     /// Writes the current allocations and healthy devices to the checkpoint.
     pub(crate) async fn persist(&self) -> Result<(), CheckpointError> {
         let _writing = self.inner.writer.lock().await;
+        // What is about to be written includes every change so far.
+        self.inner.write_queued.store(false, Ordering::SeqCst);
         let data = {
             let state = self.lock();
             CheckpointData {
