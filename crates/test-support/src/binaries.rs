@@ -35,7 +35,10 @@ fn build(package: &str, kind: &str, name: &str, relative: &Path) -> PathBuf {
     let path = target_profile_dir().join(relative);
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut command = Command::new(cargo);
-    command.args(["build", "--quiet", "-p", package, kind, name]);
+    // `--workspace`, not `-p package`: features resolve as in the full
+    // build that runs before the tests, so an up-to-date target is a no-op
+    // instead of a rebuild of every dependency with other features.
+    command.args(["build", "--quiet", "--workspace", kind, name]);
     if target_profile_dir()
         .file_name()
         .is_some_and(|p| p == "release")
@@ -45,7 +48,7 @@ fn build(package: &str, kind: &str, name: &str, relative: &Path) -> PathBuf {
     let status = command.status().expect("run cargo build");
     assert!(
         status.success(),
-        "cargo build -p {package} {kind} {name} failed"
+        "cargo build --workspace {kind} {name} (from {package}) failed"
     );
     assert!(path.exists(), "{} was not built", path.display());
     path
