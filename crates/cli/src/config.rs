@@ -87,8 +87,29 @@ fn parse_path(text: &str) -> Result<PathBuf, String> {
     Ok(PathBuf::from(text))
 }
 
-fn parse_string(text: &str) -> Result<String, String> {
-    Ok(text.to_string())
+const LEVELS: [&str; 6] = ["trace", "debug", "info", "warn", "error", "off"];
+
+/// A level (`info`) or a filter of `TARGET=LEVEL` directives, optionally
+/// after a level (`info,h2=warn`). A bare word that is not a level would
+/// filter by a target of that name and silence everything else, which is
+/// never what a typo meant, so it is refused.
+fn parse_log_level(text: &str) -> Result<String, String> {
+    let is_level = |word: &str| LEVELS.contains(&word.trim().to_ascii_lowercase().as_str());
+    for directive in text.split(',') {
+        let ok = match directive.rsplit_once('=') {
+            Some((target, level)) => !target.trim().is_empty() && is_level(level),
+            None => is_level(directive),
+        };
+        if !ok {
+            return Err(format!(
+                "{directive:?} is not a level ({}) or TARGET=LEVEL",
+                LEVELS.join(", ")
+            ));
+        }
+    }
+    tracing_subscriber::EnvFilter::try_new(text)
+        .map(|_| text.to_string())
+        .map_err(|e| e.to_string())
 }
 
 fn parse_log_format(text: &str) -> Result<LogFormat, String> {
@@ -102,7 +123,7 @@ settings! {
     /// Log line format: text or json [default: text].
     log_format: LogFormat, "NODEPLUGINS_LOG_FORMAT", parse_log_format;
     /// Log level or filter; RUST_LOG overrides it [default: info].
-    log_level: String, "NODEPLUGINS_LOG_LEVEL", parse_string;
+    log_level: String, "NODEPLUGINS_LOG_LEVEL", parse_log_level;
     /// Where to serve /metrics, /healthz and /readyz (HOST:PORT, port 0 for
     /// any), or off [default: 127.0.0.1:10261].
     metrics_addr: MetricsAddr, "NODEPLUGINS_METRICS_ADDR", parse_metrics_addr;
@@ -253,6 +274,23 @@ mod tests {
         })
         .unwrap();
         assert_eq!(again.to_toml(), s.to_toml());
+    }
+
+    #[test]
+    fn log_levels_and_filters_are_accepted_and_typos_refused() {
+        for good in [
+            "info",
+            "DEBUG",
+            "off",
+            "info,h2=warn",
+            "nodeplugins::dra=trace",
+        ] {
+            assert_eq!(parse_log_level(good).unwrap(), good);
+        }
+        for bad in ["verbose", "info,h2", "h2=loud", "=info", ""] {
+            let error = parse_log_level(bad).unwrap_err();
+            assert!(error.contains("is not a level"), "{bad}: {error}");
+        }
     }
 
     #[test]
