@@ -103,13 +103,15 @@ pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let say = Say {
         started: Instant::now(),
     };
+    // Declared first, so dropped last: removed after the children it holds
+    // are gone, also when a step fails.
     let scratch = match &args.root_dir {
         Some(_) => None,
-        None => Some(tempdir()?),
+        None => Some(Scratch(tempdir()?)),
     };
     let root = match (&args.root_dir, &scratch) {
         (Some(dir), _) => dir.clone(),
-        (None, Some(dir)) => dir.clone(),
+        (None, Some(dir)) => dir.0.clone(),
         (None, None) => bail!("no root directory"),
     };
     let csi_driver = example("example-csi-driver")?;
@@ -286,10 +288,16 @@ pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<()> {
     }
     shutdown.cancel();
     let _ = agent.await;
-    if let Some(dir) = scratch {
-        let _ = std::fs::remove_dir_all(dir);
-    }
     Ok(())
+}
+
+/// The demo's own temporary root, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// A fresh directory under the system temporary directory.
