@@ -1,5 +1,5 @@
 //! The embedding guide's example (`examples/embed.rs`) runs and routes a
-//! plugin of its own type to its own handler.
+//! plugin of its own type to its own handler; the guide quotes it exactly.
 
 // Test code: a failed unwrap is a failed test with a precise location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -37,4 +37,23 @@ async fn the_embedding_example_routes_its_own_plugin_type() {
     agent
         .wait_for_line(TIMEOUT, |l| l.contains("example plugin in use"))
         .await;
+}
+
+#[test]
+fn the_guides_excerpt_is_in_the_example() {
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let guide = std::fs::read_to_string(here.join("../../docs/embedding.md")).unwrap();
+    let example = std::fs::read_to_string(here.join("examples/embed.rs")).unwrap();
+    let excerpt = guide
+        .split("```rust,ignore\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the guide has a rust block");
+    let example_lines: Vec<&str> = example.lines().map(str::trim).collect();
+    for line in excerpt.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        assert!(
+            example_lines.contains(&line),
+            "docs/embedding.md shows {line:?}, which examples/embed.rs does not have"
+        );
+    }
 }
