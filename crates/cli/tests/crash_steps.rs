@@ -1,6 +1,7 @@
 //! Plugins that crash at each step of their protocols, against `nodeplugins
 //! run`. The plugins are grpcio processes that exit on the spot inside the
-//! chosen call (`--crash-at STEP[:N]`), leaving their sockets behind. Each
+//! chosen call (`--crash-at STEP[:N]`), leaving their sockets behind, or
+//! block in it forever (`--hang-at STEP[:N]`). Each
 //! case checks that the agent keeps running, that its state says what
 //! happened, that nothing recorded before the crash is lost, and that the
 //! plugin, restarted on the same socket, works again.
@@ -283,6 +284,47 @@ async fn a_device_plugin_crashing_mid_stream_turns_its_devices_unhealthy_and_kee
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_device_plugin_hanging_before_its_first_device_list_blocks_nothing_else() {
+    let node = DeviceNode::start().await;
+    let mut hung = device_plugin(&node.dir, &["--hang-at", "list-and-watch"]);
+    hung.wait_for_line(TIMEOUT, |l| l == "HANG list-and-watch")
+        .await;
+    let r = resource(node.root(), |r| {
+        r["instances"].as_array().is_some_and(|i| i.len() == 1)
+    })
+    .await;
+    assert_eq!(r["capacity"], 0, "no devices until the plugin lists them");
+    let error = allocate(node.root(), "pod-a")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains(RESOURCE), "{error}");
+
+    // Another plugin registers and is used while the first one hangs.
+    let mut other = device_plugin(
+        &node.dir,
+        &[
+            "--socket-name",
+            "other.sock",
+            "--resource",
+            "python.example.com/other",
+        ],
+    );
+    other.wait_for_line(TIMEOUT, |l| l == "REGISTERED").await;
+    eventually("the other resource", TIMEOUT, || async {
+        let request = [("python.example.com/other".to_string(), 1)].into();
+        nodeplugins::admin::allocate(node.root(), "pod-b", "main", request)
+            .await
+            .ok()
+    })
+    .await;
+
+    // Killing the hung plugin ends its instance.
+    hung.kill().await;
+    resource(node.root(), |r| r["instances"] == serde_json::json!([])).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_device_plugin_crashing_in_get_preferred_allocation_fails_only_that_allocation() {
     let error = device_call_crash("preferred", &[]).await;
     assert!(
@@ -432,6 +474,35 @@ async fn a_dra_driver_crashing_in_get_info_is_failed_and_registers_when_restarte
     );
 
     let _driver = node.restart_driver().await;
+    assert_eq!(claim_error(node.prepare("u1").await), None);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dra_driver_crashing_in_notify_is_shown_disconnected_and_works_when_restarted() {
+    let node = DraNode::start().await;
+    expect_crash(node.driver(Some("notify")), "notify").await;
+    let row = plugin_row(node.root(), &node.registration, |r| {
+        r["state"] == "registered" && r["error"].is_string()
+    })
+    .await;
+    let error = row["error"].as_str().unwrap();
+    assert!(
+        error.contains("failed to send registration status"),
+        "{error}"
+    );
+    let d = node
+        .entry(|d| d["instances"][0]["connected"] == false)
+        .await;
+    assert!(
+        d["pending_cleanup"]["in_ms"].is_u64(),
+        "cleanup is scheduled: {d}"
+    );
+
+    let _driver = node.restart_driver().await;
+    let d = node
+        .entry(|d| d["instances"].as_array().is_some_and(|i| i.len() == 1))
+        .await;
+    assert!(d["pending_cleanup"].is_null(), "cleanup cancelled: {d}");
     assert_eq!(claim_error(node.prepare("u1").await), None);
 }
 

@@ -70,7 +70,7 @@ def main():
     parser.add_argument("--pre-start", action="store_true", help="ask for PreStartContainer calls")
     crash.add_argument(parser, STEPS)
     args = parser.parse_args()
-    crash.configure(args.crash_at, STEPS)
+    crash.configure(args, STEPS)
 
     options = dp.DevicePluginOptions(pre_start_required=args.pre_start,
                                      get_preferred_allocation_available=True)

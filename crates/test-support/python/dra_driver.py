@@ -79,7 +79,7 @@ def main():
     parser.add_argument("--api", choices=["v1", "v1beta1"], default="v1")
     crash.add_argument(parser, STEPS)
     args = parser.parse_args()
-    crash.configure(args.crash_at, STEPS)
+    crash.configure(args, STEPS)
 
     info = reg.PluginInfo(type="DRAPlugin", name=args.name, endpoint=args.service_socket,
                           supported_versions=[args.api + ".DRAPlugin"])

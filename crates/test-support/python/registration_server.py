@@ -51,7 +51,7 @@ def main():
                         help="never answer GetInfo (a plugin stuck mid-registration)")
     crash.add_argument(parser, STEPS)
     args = parser.parse_args()
-    crash.configure(args.crash_at, STEPS)
+    crash.configure(args, STEPS)
 
     info = reg.PluginInfo(type=args.type, name=args.name, endpoint=args.endpoint,
                           supported_versions=[v for v in args.versions.split(",") if v])
