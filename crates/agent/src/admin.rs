@@ -166,8 +166,9 @@ pub struct AdminErrorReply {
 }
 
 /// One line of an events stream, tagged with its source:
-/// `{"source":"registry","kind":"registered",...}` or
-/// `{"source":"dra","kind":"cleanup_scheduled",...}`.
+/// `{"source":"registry","kind":"registered",...}`,
+/// `{"source":"dra","kind":"cleanup_scheduled",...}` or
+/// `{"source":"device","kind":"allocated",...}`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "source", rename_all = "lowercase")]
 pub enum AdminEvent {
@@ -175,4 +176,6 @@ pub enum AdminEvent {
     Registry(PluginEvent),
     /// A DRA driver event.
     Dra(DraEvent),
+    /// A device manager event.
+    Device(crate::device::DeviceEvent),
 }

@@ -21,6 +21,7 @@
 mod allocation;
 pub mod checkpoint;
 mod endpoint;
+mod event;
 mod handler;
 mod manager;
 pub mod resource_name;
@@ -28,6 +29,7 @@ mod selection;
 mod server;
 
 pub use allocation::{AllocateError, ContainerAllocation, DeviceNodeSpec, MountSpec};
+pub use event::{DeviceEvent, DeviceEventKind};
 pub use handler::DevicePluginHandler;
 pub use manager::{
     ALLOCATE_TIMEOUT, DIAL_TIMEOUT, DeviceError, DeviceManager, DeviceManagerConfig, DeviceStatus,

@@ -281,6 +281,33 @@ async fn a_device_plugin_crashing_mid_stream_turns_its_devices_unhealthy_and_kee
     let _plugin = node.restart_plugin(&[]).await;
     assert_eq!(allocate(node.root(), "pod-a").await.unwrap(), held);
     assert_ne!(allocate(node.root(), "pod-b").await.unwrap(), held);
+
+    // `events` tells the story in order.
+    let out = cli(node.root(), &["events", "-o", "json"]).await;
+    let kinds: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["source"] == "device" && e["resource"] == RESOURCE)
+        .map(|e| e["kind"].as_str().unwrap().to_string())
+        .collect();
+    let story = [
+        "connected",
+        "devices_changed",
+        "allocated",
+        "disconnected",
+        "allocation_failed",
+        "connected",
+        "devices_changed",
+        "allocated",
+        "allocated",
+    ];
+    let mut rest = kinds.iter();
+    for step in story {
+        assert!(
+            rest.any(|k| k == step),
+            "{step} missing or out of order in {kinds:?}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

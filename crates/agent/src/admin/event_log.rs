@@ -1,4 +1,4 @@
-//! The agent's recent events: plugin registration and DRA events merged into
+//! The agent's recent events: plugin registration, device and DRA events merged into
 //! one history (the newest [`EVENT_HISTORY`]) and one live stream, so a
 //! client can read what happened and then follow without a gap or a repeat.
 
@@ -34,6 +34,7 @@ impl EventLog {
         });
         let mut registry = sources.registry.events();
         let mut dra = sources.dra.events();
+        let mut devices = sources.devices.events();
         let collector = log.clone();
         tokio::spawn(async move {
             loop {
@@ -41,6 +42,7 @@ impl EventLog {
                     () = shutdown.cancelled() => return,
                     event = registry.recv() => event.map(AdminEvent::Registry),
                     event = dra.recv() => event.map(AdminEvent::Dra),
+                    event = devices.recv() => event.map(AdminEvent::Device),
                 };
                 match event {
                     Ok(event) => collector.push(event),

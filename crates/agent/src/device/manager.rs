@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use nodeplugins_api::constants::device_plugin::HEALTHY;
 use nodeplugins_api::deviceplugin::v1beta1::{Device, DevicePluginOptions};
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -25,6 +25,7 @@ use tonic::transport::Channel;
 use super::allocation::{AllocateError, ContainerAllocation};
 use super::checkpoint::{self, CHECKPOINT_FILE, CheckpointData, CheckpointError};
 use super::endpoint;
+use super::event::{DeviceEvent, DeviceEventKind};
 use super::selection::{Candidate, aligned_order};
 use crate::metrics::{CounterVec, DEFAULT_BUCKETS, HistogramVec};
 use crate::registry::status::unix_ms;
@@ -172,6 +173,8 @@ struct Inner {
     write_queued: AtomicBool,
     /// Why the checkpoint could not be loaded or last written, for status.
     checkpoint_error: Mutex<Option<String>>,
+    /// Events for operators.
+    events: broadcast::Sender<DeviceEvent>,
     /// `kubelet_device_plugin_registration_total`.
     registrations: CounterVec,
     /// `kubelet_device_plugin_alloc_duration_seconds`.
@@ -243,6 +246,7 @@ impl DeviceManager {
                 writer: tokio::sync::Mutex::new(()),
                 write_queued: AtomicBool::new(false),
                 checkpoint_error: Mutex::new(None),
+                events: broadcast::channel(1024).0,
                 registrations: CounterVec::new(
                     "kubelet_device_plugin_registration_total",
                     "Cumulative number of device plugin registrations.",
@@ -280,6 +284,28 @@ impl DeviceManager {
     /// A counter that increases on every change, for waiting on state.
     pub fn changes(&self) -> watch::Receiver<u64> {
         self.inner.changes.subscribe()
+    }
+
+    /// Events from now on: plugins connecting and leaving, device lists
+    /// changing, allocations and releases.
+    pub fn events(&self) -> broadcast::Receiver<DeviceEvent> {
+        self.inner.events.subscribe()
+    }
+
+    fn emit(
+        &self,
+        kind: DeviceEventKind,
+        resource: &str,
+        endpoint: Option<&Path>,
+        detail: Option<String>,
+    ) {
+        let _ = self.inner.events.send(DeviceEvent {
+            kind,
+            resource: resource.to_string(),
+            endpoint: endpoint.map(|p| p.display().to_string()),
+            detail,
+            at_unix_ms: unix_ms(SystemTime::now()),
+        });
     }
 
     /// Connects the device plugin for `resource` serving at `socket`: dials,
@@ -323,6 +349,7 @@ impl DeviceManager {
         self.inner.registrations.inc(&[resource]);
         tracing::info!(%resource, socket = %socket.display(), pre_start = options.pre_start_required,
             preferred_allocation = options.get_preferred_allocation_available, "device plugin connected");
+        self.emit(DeviceEventKind::Connected, resource, Some(socket), None);
         self.changed();
         let manager = self.clone();
         let resource = resource.to_string();
@@ -348,7 +375,7 @@ impl DeviceManager {
     /// health protects nothing on disk, and a burst of updates is written
     /// once, with the newest state.
     pub(crate) fn update(&self, resource: &str, id: u64, devices: Vec<Device>) {
-        {
+        let changed = {
             let mut state = self.lock();
             let Some(entry) = state.resources.get_mut(resource) else {
                 return;
@@ -358,9 +385,26 @@ impl DeviceManager {
             };
             instance.devices = Some(devices.clone());
             let primary = entry.instances.keys().next_back().copied();
-            if primary == Some(id) {
+            if primary != Some(id) {
+                None
+            } else {
+                let counts = |devices: &BTreeMap<String, Device>| {
+                    let healthy = devices.values().filter(|d| is_healthy(d)).count();
+                    (healthy, devices.len())
+                };
+                let before = counts(&entry.devices);
                 entry.devices = devices.into_iter().map(|d| (d.id.clone(), d)).collect();
+                let after = counts(&entry.devices);
+                (before != after).then(|| format!("{} healthy of {}", after.0, after.1))
             }
+        };
+        if let Some(detail) = changed {
+            self.emit(
+                DeviceEventKind::DevicesChanged,
+                resource,
+                None,
+                Some(detail),
+            );
         }
         self.changed();
         self.persist_later();
@@ -393,6 +437,12 @@ impl DeviceManager {
             // Calls still running against this instance are abandoned.
             gone.cancel.cancel();
             tracing::info!(%resource, socket = %gone.socket.display(), "device plugin disconnected");
+            self.emit(
+                DeviceEventKind::Disconnected,
+                resource,
+                Some(&gone.socket),
+                None,
+            );
             if let Some((_, primary)) = entry.instances.iter().next_back() {
                 if let Some(devices) = &primary.devices {
                     entry.devices = devices.iter().map(|d| (d.id.clone(), d.clone())).collect();
@@ -437,6 +487,7 @@ impl DeviceManager {
         };
         if removed {
             tracing::info!(%resource, "device plugin resource removed after its grace period");
+            self.emit(DeviceEventKind::Expired, resource, None, None);
             self.changed();
         }
     }
@@ -500,6 +551,32 @@ impl DeviceManager {
     /// `pod_uid`. Asking again for the same count returns what the container
     /// already holds.
     pub async fn allocate(
+        &self,
+        pod_uid: &str,
+        container: &str,
+        resource: &str,
+        count: usize,
+    ) -> Result<ContainerAllocation, AllocateError> {
+        let result = self.try_allocate(pod_uid, container, resource, count).await;
+        let subject = format!("pod {pod_uid} container {container}");
+        match &result {
+            Ok(a) => self.emit(
+                DeviceEventKind::Allocated,
+                resource,
+                None,
+                Some(format!("{subject}: {}", a.devices.join(","))),
+            ),
+            Err(e) => self.emit(
+                DeviceEventKind::AllocationFailed,
+                resource,
+                None,
+                Some(format!("{subject}: {e}")),
+            ),
+        }
+        result
+    }
+
+    async fn try_allocate(
         &self,
         pod_uid: &str,
         container: &str,
@@ -681,6 +758,12 @@ impl DeviceManager {
         };
         if released > 0 {
             tracing::info!(pod = %pod_uid, released, "devices released");
+            self.emit(
+                DeviceEventKind::Released,
+                "",
+                None,
+                Some(format!("pod {pod_uid}: {released} allocation(s)")),
+            );
             self.changed();
             if let Err(e) = self.persist().await {
                 tracing::error!(error = %e, "cannot write the device checkpoint");

@@ -30,6 +30,16 @@ pub(crate) fn header(format: Format, out: &mut impl Write) -> anyhow::Result<()>
     Ok(())
 }
 
+/// `ENDPOINT: DETAIL`, either part when the other is missing.
+fn endpoint_and_detail(endpoint: &Option<String>, detail: &Option<String>) -> String {
+    [endpoint, detail]
+        .into_iter()
+        .flatten()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(": ")
+}
+
 /// Prints one event: a JSON line, or a table row.
 pub(crate) fn event(
     event: &AdminEvent,
@@ -55,13 +65,14 @@ pub(crate) fn event(
             (e.at_unix_ms, "registry", kind, subject, detail)
         }
         AdminEvent::Dra(e) => {
-            let detail = [e.endpoint.clone(), e.detail.clone()]
-                .into_iter()
-                .flatten()
-                .collect::<Vec<_>>()
-                .join(": ");
+            let detail = endpoint_and_detail(&e.endpoint, &e.detail);
             let kind = serde_json::to_value(e.kind)?;
             (e.at_unix_ms, "dra", kind, e.driver.clone(), detail)
+        }
+        AdminEvent::Device(e) => {
+            let detail = endpoint_and_detail(&e.endpoint, &e.detail);
+            let kind = serde_json::to_value(e.kind)?;
+            (e.at_unix_ms, "device", kind, e.resource.clone(), detail)
         }
     };
     let kind = kind.as_str().unwrap_or_default().to_string();
