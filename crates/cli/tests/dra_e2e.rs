@@ -314,7 +314,18 @@ async fn a_killed_driver_is_cleaned_up_after_the_grace_period() {
             seen.push(json["kind"].as_str().unwrap().to_string());
         }
     }
-    assert_eq!(seen, ["disconnected", "cleanup_scheduled", "cleaned_up"]);
+    // A process being SIGKILLed can still accept and answer a reconnection
+    // for a moment (seen once in CI: connected and cleanup_cancelled, then
+    // disconnected again); the story must still start with the drop and end
+    // with a drop held for the whole grace period.
+    let (last, story) = seen.split_last().unwrap();
+    assert_eq!(last, "cleaned_up");
+    let pairs: Vec<&[String]> = story.chunks(2).collect();
+    let down = ["disconnected", "cleanup_scheduled"];
+    let up = ["connected", "cleanup_cancelled"];
+    assert!(pairs.first().is_some_and(|p| *p == down), "{seen:?}");
+    assert!(pairs.last().is_some_and(|p| *p == down), "{seen:?}");
+    assert!(pairs.iter().all(|p| *p == down || *p == up), "{seen:?}");
     // The registration socket is stale, not removed: the instance stays registered.
     let d = driver(root.path(), DRIVER, |d| {
         !d["cleaned_up_at_unix_ms"].is_null()
