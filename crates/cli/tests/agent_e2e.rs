@@ -17,19 +17,7 @@ use nodeplugins_test_support::wait::{TIMEOUT, eventually};
 use tokio::process::Command;
 
 async fn wait_plugin_state(root: &Path, socket: &Path, state: &str) -> serde_json::Value {
-    let socket = socket.to_str().unwrap().to_string();
-    eventually(&format!("{socket} {state}"), TIMEOUT, || {
-        let socket = socket.clone();
-        async move {
-            let status = status_json(root).await?;
-            status["plugins"]
-                .as_array()?
-                .iter()
-                .find(|p| p["socket_path"] == socket.as_str() && p["state"] == state)
-                .cloned()
-        }
-    })
-    .await
+    plugin_when(root, socket, |p| p["state"] == state).await
 }
 
 fn python_plugin(socket: &Path, extra: &[&str]) -> ChildProcess {

@@ -52,29 +52,6 @@ fn csi_plugin(socket: &Path, crash_at: Option<&str>) -> ChildProcess {
     ChildProcess::spawn("registration_server.py", command)
 }
 
-/// The plugin's row in `status -o json` once `pred` holds.
-async fn plugin_row(
-    root: &Path,
-    socket: &Path,
-    pred: impl Fn(&serde_json::Value) -> bool,
-) -> serde_json::Value {
-    let socket = socket.to_str().unwrap();
-    eventually(
-        &format!("{socket} in the expected state"),
-        TIMEOUT,
-        || async {
-            let status = status_json(root).await?;
-            let row = status["plugins"]
-                .as_array()?
-                .iter()
-                .find(|p| p["socket_path"] == socket)?
-                .clone();
-            pred(&row).then_some(row)
-        },
-    )
-    .await
-}
-
 async fn csi_drivers(root: &Path) -> Vec<String> {
     let status = status_json(root).await.unwrap();
     status["csi_drivers"]
@@ -93,7 +70,7 @@ async fn csi_crash(step: &str, check: impl Fn(&serde_json::Value) -> bool) -> se
     let registry = root.path().join("plugins_registry");
     let socket = registry.join("crash-reg.sock");
     expect_crash(csi_plugin(&socket, Some(step)), step).await;
-    let after_crash = plugin_row(root.path(), &socket, &check).await;
+    let after_crash = plugin_when(root.path(), &socket, &check).await;
     assert!(socket.exists(), "a crash leaves the socket behind");
 
     // The plugin's restart removes its stale socket and listens again.
@@ -103,7 +80,7 @@ async fn csi_crash(step: &str, check: impl Fn(&serde_json::Value) -> bool) -> se
         .wait_for_line(TIMEOUT, |l| l.starts_with("NOTIFY"))
         .await;
     assert_eq!(line, r#"NOTIFY {"registered": true, "error": ""}"#);
-    plugin_row(root.path(), &socket, |r| {
+    plugin_when(root.path(), &socket, |r| {
         r["state"] == "registered" && r["error"].is_null()
     })
     .await;
@@ -158,16 +135,7 @@ fn device_plugin(dir: &Path, extra: &[&str]) -> ChildProcess {
 
 /// The resource's entry in `status -o json` once `pred` holds.
 async fn resource(root: &Path, pred: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
-    eventually("the resource in the expected state", TIMEOUT, || async {
-        let status = status_json(root).await?;
-        let r = status["resources"]
-            .as_array()?
-            .iter()
-            .find(|r| r["name"] == RESOURCE)?
-            .clone();
-        pred(&r).then_some(r)
-    })
-    .await
+    resource_when(root, RESOURCE, pred).await
 }
 
 async fn allocate(root: &Path, pod: &str) -> Result<Vec<String>, AdminClientError> {
@@ -440,17 +408,18 @@ impl DraNode {
 
     /// The driver's entry in `dra drivers -o json` once `pred` holds.
     async fn entry(&self, pred: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
-        eventually("the DRA driver in the expected state", TIMEOUT, || async {
-            let out = cli(self.root(), &["dra", "drivers", "-o", "json"]).await;
-            let json: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
-            let d = json["drivers"]
-                .as_array()?
-                .iter()
-                .find(|d| d["name"] == DRA_NAME)?
-                .clone();
-            pred(&d).then_some(d)
-        })
-        .await
+        dra_driver_when(self.root(), DRA_NAME, pred).await
+    }
+
+    /// Starts the driver crashing at `crash_at` and waits until it is
+    /// registered and connected.
+    async fn running_driver(&self, crash_at: &str) -> ChildProcess {
+        let mut driver = self.driver(Some(crash_at));
+        driver
+            .wait_for_line(TIMEOUT, |l| l == "NOTIFY registered=True error=")
+            .await;
+        self.entry(|d| d["instances"][0]["connected"] == true).await;
+        driver
     }
 
     async fn prepare(&self, uid: &str) -> Result<DraPrepareReply, String> {
@@ -492,7 +461,7 @@ fn claim_error<T: serde::Serialize>(reply: Result<T, String>) -> Option<String> 
 async fn a_dra_driver_crashing_in_get_info_is_failed_and_registers_when_restarted() {
     let node = DraNode::start().await;
     expect_crash(node.driver(Some("get-info")), "get-info").await;
-    let row = plugin_row(node.root(), &node.registration, |r| r["state"] == "failed").await;
+    let row = plugin_when(node.root(), &node.registration, |r| r["state"] == "failed").await;
     assert!(
         row["error"]
             .as_str()
@@ -508,7 +477,7 @@ async fn a_dra_driver_crashing_in_get_info_is_failed_and_registers_when_restarte
 async fn a_dra_driver_crashing_in_notify_is_shown_disconnected_and_works_when_restarted() {
     let node = DraNode::start().await;
     expect_crash(node.driver(Some("notify")), "notify").await;
-    let row = plugin_row(node.root(), &node.registration, |r| {
+    let row = plugin_when(node.root(), &node.registration, |r| {
         r["state"] == "registered" && r["error"].is_string()
     })
     .await;
@@ -536,11 +505,7 @@ async fn a_dra_driver_crashing_in_notify_is_shown_disconnected_and_works_when_re
 #[tokio::test(flavor = "multi_thread")]
 async fn a_dra_driver_crashing_in_prepare_fails_that_claim_and_prepares_it_when_restarted() {
     let node = DraNode::start().await;
-    let mut driver = node.driver(Some("prepare:2"));
-    driver
-        .wait_for_line(TIMEOUT, |l| l == "NOTIFY registered=True error=")
-        .await;
-    node.entry(|d| d["instances"][0]["connected"] == true).await;
+    let driver = node.running_driver("prepare:2").await;
     assert_eq!(claim_error(node.prepare("u1").await), None);
 
     let error = claim_error(node.prepare("u2").await).expect("the crash fails the prepare");
@@ -562,11 +527,7 @@ async fn a_dra_driver_crashing_in_prepare_fails_that_claim_and_prepares_it_when_
 #[tokio::test(flavor = "multi_thread")]
 async fn a_dra_driver_crashing_in_unprepare_fails_that_claim_and_unprepares_it_when_restarted() {
     let node = DraNode::start().await;
-    let mut driver = node.driver(Some("unprepare"));
-    driver
-        .wait_for_line(TIMEOUT, |l| l == "NOTIFY registered=True error=")
-        .await;
-    node.entry(|d| d["instances"][0]["connected"] == true).await;
+    let driver = node.running_driver("unprepare").await;
     assert_eq!(claim_error(node.prepare("u1").await), None);
 
     let error = claim_error(node.unprepare("u1").await).expect("the crash fails the unprepare");

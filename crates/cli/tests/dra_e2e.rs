@@ -33,25 +33,6 @@ fn example_driver(root: &Path, instance: Option<&str>) -> ChildProcess {
     ChildProcess::spawn("example-dra-driver", command)
 }
 
-/// The driver's entry in `dra drivers -o json`, once `pred` holds.
-async fn driver(
-    root: &Path,
-    name: &str,
-    pred: impl Fn(&serde_json::Value) -> bool,
-) -> serde_json::Value {
-    eventually("DRA driver state", TIMEOUT, || async {
-        let out = cli(root, &["dra", "drivers", "-o", "json"]).await;
-        let json: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
-        let d = json["drivers"]
-            .as_array()?
-            .iter()
-            .find(|d| d["name"] == name)?
-            .clone();
-        pred(&d).then_some(d)
-    })
-    .await
-}
-
 fn connected(d: &serde_json::Value, endpoint_part: &str) -> bool {
     d["instances"].as_array().is_some_and(|list| {
         list.iter().any(|i| {
@@ -68,7 +49,7 @@ async fn example_dra_driver_prepares_unprepares_and_reports_health_through_the_c
     let root = tempfile::tempdir().unwrap();
     let _agent = agent(root.path());
     let plugin = example_driver(root.path(), None);
-    let d = driver(root.path(), DRIVER, |d| {
+    let d = dra_driver_when(root.path(), DRIVER, |d| {
         connected(d, "dra.sock") && d["devices"].as_array().is_some_and(|v| v.len() == 4)
     })
     .await;
@@ -183,7 +164,7 @@ async fn example_dra_driver_prepares_unprepares_and_reports_health_through_the_c
 
     // SIGUSR1: the driver reports gpu-0 unhealthy, with its reason.
     signal(&plugin, "-USR1").await;
-    let d = driver(root.path(), DRIVER, |d| {
+    let d = dra_driver_when(root.path(), DRIVER, |d| {
         d["devices"]
             .as_array()
             .is_some_and(|v| v.iter().any(|h| h["health"] == "Unhealthy"))
@@ -206,7 +187,7 @@ async fn a_rolling_update_of_example_dra_driver_never_fails_a_prepare() {
     let root = tempfile::tempdir().unwrap();
     let _agent = agent(root.path());
     let mut old = example_driver(root.path(), Some("pod-old"));
-    driver(root.path(), DRIVER, |d| connected(d, "dra-pod-old.sock")).await;
+    dra_driver_when(root.path(), DRIVER, |d| connected(d, "dra-pod-old.sock")).await;
 
     // Prepare continuously while the new instance starts and the old one stops.
     let stop = Arc::new(AtomicBool::new(false));
@@ -255,7 +236,7 @@ async fn a_rolling_update_of_example_dra_driver_never_fails_a_prepare() {
 
     let _new = example_driver(root.path(), Some("pod-new"));
     let d =
-        driver(root.path(), DRIVER, |d| {
+        dra_driver_when(root.path(), DRIVER, |d| {
             connected(d, "dra-pod-new.sock")
                 && d["instances"].as_array().unwrap().iter().any(|i| {
                     i["in_use"] == true && i["endpoint"].as_str().unwrap().contains("pod-new")
@@ -267,7 +248,7 @@ async fn a_rolling_update_of_example_dra_driver_never_fails_a_prepare() {
 
     signal(&old, "-TERM").await;
     assert_eq!(old.wait(TIMEOUT).await, Some(0));
-    driver(root.path(), DRIVER, |d| {
+    dra_driver_when(root.path(), DRIVER, |d| {
         d["instances"].as_array().is_some_and(|v| v.len() == 1)
     })
     .await;
@@ -281,7 +262,7 @@ async fn a_rolling_update_of_example_dra_driver_never_fails_a_prepare() {
         "{} prepare(s) failed: {failures:?}",
         failures.len()
     );
-    let d = driver(root.path(), DRIVER, |_| true).await;
+    let d = dra_driver_when(root.path(), DRIVER, |_| true).await;
     assert!(
         d["pending_cleanup"].is_null(),
         "an upgrade schedules no cleanup: {d}"
@@ -294,7 +275,7 @@ async fn a_killed_driver_is_cleaned_up_after_the_grace_period() {
     let root = tempfile::tempdir().unwrap();
     let _agent = agent_with(root.path(), &["--dra-cleanup-grace", "300ms"]);
     let mut plugin = example_driver(root.path(), None);
-    driver(root.path(), DRIVER, |d| connected(d, "dra.sock")).await;
+    dra_driver_when(root.path(), DRIVER, |d| connected(d, "dra.sock")).await;
     let mut events = eventually("event stream", TIMEOUT, || async {
         nodeplugins::admin::events(root.path()).await.ok()
     })
@@ -327,7 +308,7 @@ async fn a_killed_driver_is_cleaned_up_after_the_grace_period() {
     assert!(pairs.last().is_some_and(|p| *p == down), "{seen:?}");
     assert!(pairs.iter().all(|p| *p == down || *p == up), "{seen:?}");
     // The registration socket is stale, not removed: the instance stays registered.
-    let d = driver(root.path(), DRIVER, |d| {
+    let d = dra_driver_when(root.path(), DRIVER, |d| {
         !d["cleaned_up_at_unix_ms"].is_null()
     })
     .await;
@@ -342,16 +323,16 @@ async fn a_driver_restarted_within_the_grace_period_is_not_cleaned_up() {
     let root = tempfile::tempdir().unwrap();
     let _agent = agent_with(root.path(), &["--dra-cleanup-grace", "10m"]);
     let mut plugin = example_driver(root.path(), None);
-    driver(root.path(), DRIVER, |d| connected(d, "dra.sock")).await;
+    dra_driver_when(root.path(), DRIVER, |d| connected(d, "dra.sock")).await;
     plugin.kill().await;
-    let d = driver(root.path(), DRIVER, |d| !d["pending_cleanup"].is_null()).await;
+    let d = dra_driver_when(root.path(), DRIVER, |d| !d["pending_cleanup"].is_null()).await;
     assert!(d["pending_cleanup"]["in_ms"].as_u64().unwrap() > 60_000);
     let out = cli(root.path(), &["dra", "drivers"]).await;
     assert!(String::from_utf8_lossy(&out.stdout).contains("cleanup in"));
 
     // The same driver comes back: it replaces its stale sockets and connects.
     let _plugin = example_driver(root.path(), None);
-    let d = driver(root.path(), DRIVER, |d| {
+    let d = dra_driver_when(root.path(), DRIVER, |d| {
         connected(d, "dra.sock") && d["pending_cleanup"].is_null()
     })
     .await;
@@ -390,7 +371,7 @@ async fn a_grpcio_dra_driver_prepares_through_the_agent_in_both_versions() {
         python
             .wait_for_line(TIMEOUT, |l| l.starts_with("NOTIFY registered=True"))
             .await;
-        let d = driver(root.path(), &name, |d| connected(d, &format!("{api}.sock"))).await;
+        let d = dra_driver_when(root.path(), &name, |d| connected(d, &format!("{api}.sock"))).await;
         assert_eq!(d["instances"][0]["service"], format!("{api}.DRAPlugin"));
 
         let out = cli(
@@ -439,7 +420,7 @@ async fn events_replay_the_history_and_follow_new_ones() {
     let root = tempfile::tempdir().unwrap();
     let _agent = agent(root.path());
     let mut plugin = example_driver(root.path(), None);
-    driver(root.path(), DRIVER, |d| connected(d, "dra.sock")).await;
+    dra_driver_when(root.path(), DRIVER, |d| connected(d, "dra.sock")).await;
 
     let out = cli(root.path(), &["events", "-o", "json"]).await;
     assert!(
@@ -509,7 +490,7 @@ async fn metrics_health_and_readiness_are_served_with_the_kubelets_names() {
     let addr = status["metrics_addr"].as_str().unwrap().to_string();
     assert!(addr.starts_with("127.0.0.1:"), "{addr}");
     let _plugin = example_driver(root.path(), None);
-    driver(root.path(), DRIVER, |d| connected(d, "dra.sock")).await;
+    dra_driver_when(root.path(), DRIVER, |d| connected(d, "dra.sock")).await;
     let out = cli(
         root.path(),
         &["dra", "prepare", "--driver", DRIVER, "--claim", "ns/c/u1"],

@@ -23,14 +23,8 @@ use tokio::process::Command;
 const RESOURCE: &str = "example.com/device";
 
 async fn allocatable(root: &Path, want: u64) {
-    eventually("device plugin registered", TIMEOUT, || async {
-        let status = status_json(root).await?;
-        let r = status["resources"]
-            .as_array()?
-            .iter()
-            .find(|r| r["name"] == RESOURCE)?
-            .clone();
-        (r["capacity"] == 8 && r["allocatable"].as_u64()? >= want).then_some(())
+    resource_when(root, RESOURCE, |r| {
+        r["capacity"] == 8 && r["allocatable"].as_u64().is_some_and(|n| n >= want)
     })
     .await;
 }
@@ -142,18 +136,9 @@ async fn the_admin_socket_refuses_other_users() {
     assert!(status_json(root.path()).await.is_some());
 }
 
-/// `status -o json`'s entry for the example resource, once it has `capacity`.
+/// `status -o json`'s entry for the example resource, once it has all 8 devices.
 async fn resource(root: &Path) -> serde_json::Value {
-    eventually("device plugin registered", TIMEOUT, || async {
-        let status = status_json(root).await?;
-        let r = status["resources"]
-            .as_array()?
-            .iter()
-            .find(|r| r["name"] == RESOURCE)?
-            .clone();
-        (r["capacity"] == 8).then_some(r)
-    })
-    .await
+    resource_when(root, RESOURCE, |r| r["capacity"] == 8).await
 }
 
 fn corrupt_files(dir: &Path) -> Vec<String> {

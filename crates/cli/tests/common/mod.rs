@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use nodeplugins_test_support::process::ChildProcess;
+use nodeplugins_test_support::wait::{TIMEOUT, eventually};
 use tokio::process::Command;
 
 /// `nodeplugins run --root-dir ROOT` as a child process.
@@ -51,4 +52,64 @@ pub async fn signal(child: &ChildProcess, sig: &str) {
         .status()
         .await
         .unwrap();
+}
+
+/// The first entry of `list` in `status -o json` whose `key` is `value`,
+/// once `pred` holds for it; fails the test after the usual timeout.
+async fn status_entry_when(
+    root: &Path,
+    list: &str,
+    key: &str,
+    value: &str,
+    pred: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let what = format!("{list} entry {key}={value} in the expected state");
+    eventually(&what, TIMEOUT, || async {
+        let status = status_json(root).await?;
+        let entry = status[list]
+            .as_array()?
+            .iter()
+            .find(|e| e[key] == value)?
+            .clone();
+        pred(&entry).then_some(entry)
+    })
+    .await
+}
+
+/// Device resource `name` in `status -o json`, once `pred` holds.
+pub async fn resource_when(
+    root: &Path,
+    name: &str,
+    pred: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    status_entry_when(root, "resources", "name", name, pred).await
+}
+
+/// The registration socket `socket`'s row in `status -o json`, once `pred` holds.
+pub async fn plugin_when(
+    root: &Path,
+    socket: &Path,
+    pred: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let socket = socket.to_str().unwrap();
+    status_entry_when(root, "plugins", "socket_path", socket, pred).await
+}
+
+/// DRA driver `name` in `dra drivers -o json`, once `pred` holds.
+pub async fn dra_driver_when(
+    root: &Path,
+    name: &str,
+    pred: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    eventually("DRA driver in the expected state", TIMEOUT, || async {
+        let out = cli(root, &["dra", "drivers", "-o", "json"]).await;
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+        let d = json["drivers"]
+            .as_array()?
+            .iter()
+            .find(|d| d["name"] == name)?
+            .clone();
+        pred(&d).then_some(d)
+    })
+    .await
 }
