@@ -9,6 +9,8 @@ as a deadlocked plugin does, while the process stays up.
 import os
 import threading
 
+from output import say
+
 _step = None
 _nth = 1
 _hang_step = None
@@ -46,8 +48,8 @@ def point(step):
         hit = step == _step and _seen[step] == _nth
         hang = step == _hang_step and _seen[step] == _hang_nth
     if hit:
-        print("CRASH " + step, flush=True)
+        say("CRASH " + step)
         os._exit(3)
     if hang:
-        print("HANG " + step, flush=True)
+        say("HANG " + step)
         threading.Event().wait()

@@ -7,6 +7,8 @@ from concurrent import futures
 
 import grpc
 
+from output import say
+
 import crash
 from google.protobuf import wrappers_pb2
 
@@ -36,7 +38,7 @@ class Node(csi_grpc.NodeServicer):
         return csi.NodeGetCapabilitiesResponse()
 
     def NodeGetInfo(self, request, context):
-        print("NODEGETINFO", flush=True)
+        say("NODEGETINFO")
         crash.point("node-get-info")
         return csi.NodeGetInfoResponse(
             node_id=self.node_id, max_volumes_per_node=3,
@@ -54,7 +56,7 @@ def main():
     csi_grpc.add_NodeServicer_to_server(Node(args.node_id), server)
     server.add_insecure_port("unix:" + args.socket)
     server.start()
-    print("READY", flush=True)
+    say("READY")
     signal.signal(signal.SIGTERM, lambda *_: (server.stop(0), sys.exit(0)))
     server.wait_for_termination()
 

@@ -12,6 +12,8 @@ from concurrent import futures
 
 import grpc
 
+from output import say
+
 import crash
 
 from deviceplugin.v1beta1 import api_pb2 as dp
@@ -51,7 +53,7 @@ class Plugin(dp_grpc.DevicePluginServicer):
 
     def PreStartContainer(self, request, context):
         crash.point("pre-start")
-        print("PRESTART " + ",".join(request.devices_ids), flush=True)
+        say("PRESTART " + ",".join(request.devices_ids))
         return dp.PreStartContainerResponse()
 
     def Allocate(self, request, context):
@@ -88,9 +90,9 @@ def main():
             dp.RegisterRequest(version="v1beta1", endpoint=args.socket_name, resource_name=args.resource,
                                options=options),
             timeout=10)
-        print("REGISTERED", flush=True)
+        say("REGISTERED")
     except grpc.RpcError as e:
-        print(f"REGISTER-FAILED {e.code()} {e.details()}", flush=True)
+        say(f"REGISTER-FAILED {e.code()} {e.details()}")
     signal.signal(signal.SIGTERM, lambda *_: (server.stop(0), sys.exit(0)))
     server.wait_for_termination()
 

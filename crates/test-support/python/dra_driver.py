@@ -12,6 +12,8 @@ from concurrent import futures
 
 import grpc
 
+from output import say
+
 import crash
 
 from pluginregistration.v1 import api_pb2 as reg
@@ -31,8 +33,7 @@ class Registration(reg_grpc.RegistrationServicer):
 
     def NotifyRegistrationStatus(self, request, context):
         crash.point("notify")
-        print("NOTIFY registered=%s error=%s" % (request.plugin_registered, request.error),
-              flush=True)
+        say("NOTIFY registered=%s error=%s" % (request.plugin_registered, request.error))
         return reg.RegistrationStatusResponse()
 
 
@@ -49,7 +50,7 @@ def dra_servicer(api, name):
             crash.point("prepare")
             response = pb.NodePrepareResourcesResponse()
             for claim in request.claims:
-                print("PREPARE " + claim.uid, flush=True)
+                say("PREPARE " + claim.uid)
                 result = response.claims[claim.uid]
                 if claim.name.startswith("fail"):
                     result.error = "python driver refuses " + claim.name
@@ -64,7 +65,7 @@ def dra_servicer(api, name):
             crash.point("unprepare")
             response = pb.NodeUnprepareResourcesResponse()
             for claim in request.claims:
-                print("UNPREPARE " + claim.uid, flush=True)
+                say("UNPREPARE " + claim.uid)
                 response.claims[claim.uid].error = ""
             return response
 
@@ -93,7 +94,7 @@ def main():
     reg_grpc.add_RegistrationServicer_to_server(Registration(info), registration)
     registration.add_insecure_port("unix:" + args.registration_socket)
     registration.start()
-    print("READY", flush=True)
+    say("READY")
 
     def stop(*_):
         registration.stop(0)

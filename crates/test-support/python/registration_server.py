@@ -12,6 +12,8 @@ from concurrent import futures
 
 import grpc
 
+from output import say
+
 import crash
 
 from pluginregistration.v1 import api_pb2 as reg
@@ -27,7 +29,7 @@ class Registration(reg_grpc.RegistrationServicer):
         self.hang_get_info = hang_get_info
 
     def GetInfo(self, request, context):
-        print("GETINFO", flush=True)
+        say("GETINFO")
         crash.point("get-info")
         if self.hang_get_info:
             threading.Event().wait()
@@ -35,8 +37,8 @@ class Registration(reg_grpc.RegistrationServicer):
 
     def NotifyRegistrationStatus(self, request, context):
         crash.point("notify")
-        print("NOTIFY " + json.dumps({"registered": request.plugin_registered,
-                                      "error": request.error}), flush=True)
+        say("NOTIFY " + json.dumps({"registered": request.plugin_registered,
+                                      "error": request.error}))
         return reg.RegistrationStatusResponse()
 
 
@@ -66,7 +68,7 @@ def main():
         csi_grpc.add_NodeServicer_to_server(Node("py-node"), server)
     server.add_insecure_port("unix:" + args.socket)
     server.start()
-    print("READY", flush=True)
+    say("READY")
 
     def stop(*_):
         server.stop(0)
