@@ -158,6 +158,15 @@ pub struct StatusSources {
     pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
+/// The line an events stream sends once the agent follows new events for
+/// it (after the history, if asked for): every later event will be sent.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FollowingMarker {
+    /// Always true.
+    pub following: bool,
+}
+
 /// An error line.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AdminErrorReply {

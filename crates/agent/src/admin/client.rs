@@ -8,7 +8,7 @@ use tokio::net::unix::OwnedReadHalf;
 
 use super::{
     AdminErrorReply, AdminEvent, AdminRequest, AgentStatus, AllocateReply, DraPrepareReply,
-    DraUnprepareReply, ReleaseReply, socket_path,
+    DraUnprepareReply, FollowingMarker, ReleaseReply, socket_path,
 };
 use crate::dra::ClaimRef;
 
@@ -141,7 +141,8 @@ pub async fn dra_unprepare(
     one_reply(root_dir, req).await
 }
 
-/// Follows the agent's events from now on; see [`events_with`].
+/// Follows the agent's events from now on: when this returns, the agent is
+/// subscribed, so nothing that happens afterwards is missed.
 pub async fn events(root_dir: &Path) -> Result<EventStream, AdminClientError> {
     events_with(root_dir, false, true).await
 }
@@ -155,10 +156,30 @@ pub async fn events_with(
     follow: bool,
 ) -> Result<EventStream, AdminClientError> {
     let lines = request(root_dir, AdminRequest::Events { history, follow }).await?;
-    Ok(EventStream {
+    let mut stream = EventStream {
         lines,
         path: socket_path(root_dir),
-    })
+    };
+    if follow && !history {
+        // The first line says the agent follows: from here on nothing is missed.
+        match stream.lines.next_line().await {
+            Ok(Some(line)) => {
+                parse::<FollowingMarker>(&line)?;
+            }
+            Ok(None) => {
+                return Err(AdminClientError::Protocol(
+                    "the agent closed the events stream".into(),
+                ));
+            }
+            Err(source) => {
+                return Err(AdminClientError::Io {
+                    path: stream.path,
+                    source,
+                });
+            }
+        }
+    }
+    Ok(stream)
 }
 
 /// Plugin events read from the admin socket.
@@ -170,13 +191,22 @@ pub struct EventStream {
 impl EventStream {
     /// The next event; `None` when the agent closes the stream.
     pub async fn next(&mut self) -> Result<Option<AdminEvent>, AdminClientError> {
-        match self.lines.next_line().await {
-            Ok(Some(line)) => parse(&line).map(Some),
-            Ok(None) => Ok(None),
-            Err(source) => Err(AdminClientError::Io {
-                path: self.path.clone(),
-                source,
-            }),
+        loop {
+            match self.lines.next_line().await {
+                Ok(Some(line)) => {
+                    if serde_json::from_str::<FollowingMarker>(&line).is_ok() {
+                        continue;
+                    }
+                    return parse(&line).map(Some);
+                }
+                Ok(None) => return Ok(None),
+                Err(source) => {
+                    return Err(AdminClientError::Io {
+                        path: self.path.clone(),
+                        source,
+                    });
+                }
+            }
         }
     }
 }

@@ -14,7 +14,7 @@ use tokio_util::task::TaskTracker;
 use super::event_log::EventLog;
 use super::{
     AdminErrorReply, AdminRequest, AgentStatus, AllocateReply, DraPrepareReply, DraUnprepareReply,
-    ReleaseReply, StatusSources, socket_path,
+    FollowingMarker, ReleaseReply, StatusSources, socket_path,
 };
 use crate::registry::status::unix_ms;
 
@@ -217,6 +217,10 @@ impl Context {
                     }
                 }
                 if !follow {
+                    return;
+                }
+                let marker = FollowingMarker { following: true };
+                if write_line(&mut write, &marker).await.is_err() {
                     return;
                 }
                 loop {
