@@ -1,6 +1,6 @@
 //! Test support for nodeplugins: real plugins and a real kubelet-side client
-//! to test against, the Python grpcio environment for interop tests, and
-//! condition waits.
+//! to test against, the Python grpcio environment for interop tests, a real
+//! kube-apiserver on loopback, and condition waits.
 //!
 //! Nothing here is a mock: every fake serves or calls real gRPC over real Unix
 //! sockets through the same transport as production code.
@@ -14,6 +14,8 @@ pub mod fake_device_plugin;
 pub mod fake_dra_driver;
 pub mod fake_kubelet;
 pub mod fake_plugin;
+pub mod go_programs;
+pub mod kube_api;
 pub mod process;
 pub mod python;
 pub mod stats;

@@ -1,0 +1,72 @@
+//! The Go programs of `interop/`: the kubelet's own plugin manager, DRA
+//! plugin manager and device-plugin server, its example plugins and stubs,
+//! a DRA driver on the official Go helper, etcd and kube-apiserver, all
+//! built from the Kubernetes Go modules pinned in `interop/go.mod`.
+//!
+//! `scripts/test` builds them before the tests; a test that finds one
+//! missing or stale builds it here (`go build` is a no-op when up to date).
+//! Test processes run in parallel, so the build is serialized across them
+//! by an exclusive lock on `interop/bin/.build.lock`.
+
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+/// Every program `interop/` builds, by name under `interop/bin/`.
+pub const PROGRAMS: &[&str] = &[
+    "kubelet-plugins",
+    "example-plugins",
+    "stub-device-plugin",
+    "dra-driver",
+    "etcd",
+    "kube-apiserver",
+];
+
+/// The `interop/` directory of the repository.
+pub fn interop_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../interop")
+        .canonicalize()
+        .expect("interop/ next to crates/")
+}
+
+/// The path of `interop/bin/<name>`, built first if missing or stale.
+pub fn go_program(name: &str) -> PathBuf {
+    assert!(PROGRAMS.contains(&name), "unknown interop program {name}");
+    static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = interop_dir();
+    let path = dir.join("bin").join(name);
+    if !built.iter().any(|b| b == name) {
+        build(&dir, name);
+        built.push(name.to_string());
+    }
+    assert!(path.exists(), "{} was not built", path.display());
+    path
+}
+
+fn build(dir: &Path, name: &str) {
+    std::fs::create_dir_all(dir.join("bin")).expect("create interop/bin");
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join("bin/.build.lock"))
+        .expect("open interop/bin/.build.lock");
+    // Released when `lock` is dropped at the end of this function.
+    lock.lock().expect("lock interop/bin/.build.lock");
+    let package = if name == "kube-apiserver" {
+        "k8s.io/kubernetes/cmd/kube-apiserver".to_string()
+    } else {
+        format!("./cmd/{name}")
+    };
+    let status = Command::new("go")
+        .current_dir(dir)
+        .args(["build", "-o"])
+        .arg(dir.join("bin").join(name))
+        .arg(&package)
+        .status()
+        .unwrap_or_else(|e| panic!("run `go build {package}` (is Go installed?): {e}"));
+    assert!(status.success(), "go build {package} in interop/ failed");
+}

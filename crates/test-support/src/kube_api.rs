@@ -1,0 +1,421 @@
+//! A real kube-apiserver on loopback with its own etcd, for tests of what a
+//! node writes to the Kubernetes API: the Node authorizer and the
+//! NodeRestriction admission plugin judge the node's requests as they do in a
+//! cluster. Both programs are built from the versions pinned in
+//! `interop/go.mod` (Kubernetes v1.37, etcd v3.7).
+//!
+//! The API server accepts two bearer tokens: an admin (group
+//! `system:masters`) and one node (`system:node:<name>`, group
+//! `system:nodes`). It serves HTTPS with a certificate it signs itself at
+//! start; the kubeconfigs trust that certificate's CA. Tests send requests
+//! with [`KubeApi::request`], which runs `curl` (nothing in the workspace
+//! speaks TLS).
+//!
+//! etcd serves the API server on a Unix socket in the fixture's directory, so
+//! the only TCP port is the API server's.
+
+use std::fs::File;
+use std::net::{Ipv4Addr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout, Command};
+use tokio::time::Instant;
+
+use crate::go_programs::go_program;
+
+const ADMIN_USER: &str = "admin";
+const ADMIN_TOKEN: &str = "admin-token";
+const NODE_TOKEN: &str = "node-token";
+
+/// The deadline for etcd and the API server to become ready. About 6 s on
+/// an idle 2-core machine; this allows for one that is busy building.
+const START_TIMEOUT: Duration = Duration::from_secs(90);
+/// How often `/readyz` is asked while the API server starts. Bounds the
+/// start-up latency only.
+const READY_POLL: Duration = Duration::from_millis(50);
+/// The deadline for one request to the API server.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
+/// Log lines shown when start-up fails.
+const LOG_TAIL_LINES: usize = 40;
+
+/// Who sends a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Identity {
+    /// `admin` in group `system:masters`: allowed everything.
+    Admin,
+    /// `system:node:<node name>` in group `system:nodes`: what a kubelet is.
+    Node,
+}
+
+/// An answer from the API server.
+#[derive(Debug)]
+pub struct Response {
+    /// The HTTP status code.
+    pub status: u16,
+    /// The body as JSON, or as a JSON string when it is not JSON.
+    pub body: Value,
+}
+
+/// A running etcd and kube-apiserver, both killed on drop.
+pub struct KubeApi {
+    // The processes are declared before `dir` so that they are killed before
+    // their directory is removed.
+    apiserver: Child,
+    etcd: Child,
+    /// Kept open: a Go program that writes to a closed stdout dies of SIGPIPE.
+    _etcd_stdout: Lines<BufReader<ChildStdout>>,
+    url: String,
+    node_name: String,
+    dir: TempDir,
+}
+
+impl KubeApi {
+    /// Starts etcd and kube-apiserver with a node identity for `node_name`
+    /// and returns once `/readyz` answers 200. Builds the Go programs first
+    /// if they are missing or stale. Fails the test with the command line and
+    /// the tail of the log when either program does not come up.
+    pub async fn start(node_name: &str) -> Self {
+        let (etcd_bin, apiserver_bin) =
+            tokio::task::spawn_blocking(|| (go_program("etcd"), go_program("kube-apiserver")))
+                .await
+                .expect("build interop programs");
+
+        let started = Instant::now();
+        let deadline = started + START_TIMEOUT;
+        let dir = tempfile::Builder::new()
+            .prefix("kube-api-")
+            .tempdir()
+            .expect("create kube-api temp dir");
+        let path = dir.path();
+        let socket = path.join("etcd.sock");
+
+        let mut etcd_command = Command::new(&etcd_bin);
+        etcd_command
+            .arg("--data-dir")
+            .arg(path.join("etcd"))
+            .arg("--client-socket")
+            .arg(&socket)
+            // Nothing here outlives the test.
+            .arg("--unsafe-no-fsync");
+        let etcd_log = path.join("etcd.log");
+        let mut etcd = spawn(&mut etcd_command, Stdio::piped(), &etcd_log);
+        let mut etcd_stdout = BufReader::new(etcd.stdout.take().expect("piped stdout")).lines();
+
+        // Written while etcd starts.
+        write_token_file(&path.join("tokens.csv"), node_name);
+        let service_account_key = path.join("service-account.key");
+        generate_service_account_key(&service_account_key).await;
+
+        let ready = tokio::time::timeout_at(deadline, next_event(&mut etcd_stdout, "ready")).await;
+        let client_url = match ready {
+            Ok(Some(event)) => event["client_url"].as_str().unwrap_or_default().to_string(),
+            Ok(None) => startup_failed("etcd exited", &etcd_command, &etcd_log),
+            Err(_) => startup_failed("etcd was not ready in time", &etcd_command, &etcd_log),
+        };
+
+        let port = free_port();
+        let mut apiserver_command = Command::new(&apiserver_bin);
+        apiserver_command
+            .arg(format!("--etcd-servers={client_url}"))
+            .arg("--bind-address=127.0.0.1")
+            .arg("--advertise-address=127.0.0.1")
+            .arg(format!("--secure-port={port}"))
+            .arg(format!("--cert-dir={}", path.join("certs").display()))
+            .arg(format!(
+                "--token-auth-file={}",
+                path.join("tokens.csv").display()
+            ))
+            .arg("--authorization-mode=Node,RBAC")
+            .arg("--enable-admission-plugins=NodeRestriction")
+            .arg("--service-account-issuer=https://kubernetes.default.svc")
+            .arg(format!(
+                "--service-account-key-file={}",
+                service_account_key.display()
+            ))
+            .arg(format!(
+                "--service-account-signing-key-file={}",
+                service_account_key.display()
+            ))
+            .arg("--service-cluster-ip-range=10.0.0.0/24")
+            // The default reconciler complains every 10 s that 127.0.0.1 is
+            // a loopback address.
+            .arg("--endpoint-reconciler-type=none");
+        let apiserver_log = path.join("kube-apiserver.log");
+        let apiserver = spawn(&mut apiserver_command, Stdio::null(), &apiserver_log);
+
+        let mut api = Self {
+            apiserver,
+            etcd,
+            _etcd_stdout: etcd_stdout,
+            url: format!("https://127.0.0.1:{port}"),
+            node_name: node_name.to_string(),
+            dir,
+        };
+        if let Err(failure) = api.wait_ready(deadline).await {
+            startup_failed(&failure, &apiserver_command, &apiserver_log);
+        }
+        if let Ok(Some(status)) = api.etcd.try_wait() {
+            startup_failed(&format!("etcd exited ({status})"), &etcd_command, &etcd_log);
+        }
+        api.write_kubeconfig(&api.admin_kubeconfig(), ADMIN_USER, ADMIN_TOKEN);
+        api.write_kubeconfig(&api.node_kubeconfig(), &api.node_user(), NODE_TOKEN);
+        tracing::info!(url = %api.url, elapsed = ?started.elapsed(), "kube-apiserver ready");
+        api
+    }
+
+    /// The API server's base URL, `https://127.0.0.1:<port>`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The bearer token of `admin` (group `system:masters`).
+    pub fn admin_token(&self) -> &str {
+        ADMIN_TOKEN
+    }
+
+    /// The bearer token of `system:node:<node name>` (group `system:nodes`).
+    pub fn node_token(&self) -> &str {
+        NODE_TOKEN
+    }
+
+    /// The name of the node whose identity [`Self::node_token`] is.
+    pub fn node_name(&self) -> &str {
+        &self.node_name
+    }
+
+    /// The PEM file with the CA that signed the API server's certificate.
+    pub fn ca_file(&self) -> PathBuf {
+        // The API server writes its self-signed certificate followed by the
+        // CA that signed it; trusting the file trusts that CA.
+        self.dir.path().join("certs/apiserver.crt")
+    }
+
+    /// A kubeconfig for `admin`.
+    pub fn admin_kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("admin.kubeconfig")
+    }
+
+    /// A kubeconfig for the node identity.
+    pub fn node_kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("node.kubeconfig")
+    }
+
+    /// Sends `method path` as `identity`, with `body` as JSON if given (as a
+    /// JSON merge patch for `PATCH`), and returns the answer. Fails the test
+    /// when the API server cannot be reached.
+    pub async fn request(
+        &self,
+        identity: Identity,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Response {
+        match self.send(identity, method, path, body).await {
+            Ok((status, text)) => Response {
+                status,
+                body: serde_json::from_str(&text).unwrap_or(Value::String(text)),
+            },
+            Err(e) => panic!("{method} {path} as {identity:?}: {e}"),
+        }
+    }
+
+    fn node_user(&self) -> String {
+        format!("system:node:{}", self.node_name)
+    }
+
+    /// Polls `/readyz` until it answers 200; an error says why it never did.
+    async fn wait_ready(&mut self, deadline: Instant) -> Result<(), String> {
+        loop {
+            if let Ok(Some(status)) = self.apiserver.try_wait() {
+                return Err(format!("kube-apiserver exited ({status})"));
+            }
+            let last = match self.send(Identity::Admin, "GET", "/readyz", None).await {
+                Ok((200, _)) => return Ok(()),
+                Ok((status, text)) => format!("/readyz answered {status}: {text}"),
+                Err(e) => e,
+            };
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "kube-apiserver was not ready within {START_TIMEOUT:?}; last: {last}"
+                ));
+            }
+            tokio::time::sleep(READY_POLL).await;
+        }
+    }
+
+    /// One request through `curl`: the status and the body, or why there
+    /// was no answer.
+    async fn send(
+        &self,
+        identity: Identity,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<(u16, String), String> {
+        let token = match identity {
+            Identity::Admin => ADMIN_TOKEN,
+            Identity::Node => NODE_TOKEN,
+        };
+        let mut command = Command::new("curl");
+        command
+            .args(["--silent", "--show-error", "--max-time"])
+            .arg(REQUEST_TIMEOUT.as_secs().to_string())
+            .arg("--cacert")
+            .arg(self.ca_file())
+            .args(["--request", method])
+            .arg("--header")
+            .arg(format!("Authorization: Bearer {token}"))
+            .args(["--header", "Accept: application/json"])
+            .args(["--write-out", "\n%{http_code}"])
+            .arg(format!("{}{path}", self.url))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        if body.is_some() {
+            let content_type = match method {
+                "PATCH" => "application/merge-patch+json",
+                _ => "application/json",
+            };
+            command
+                .arg("--header")
+                .arg(format!("Content-Type: {content_type}"))
+                .args(["--data-binary", "@-"]);
+        }
+        let mut child = command.spawn().map_err(|e| format!("run curl: {e}"))?;
+        let mut stdin = child.stdin.take().expect("piped stdin");
+        if let Some(body) = body {
+            let data = serde_json::to_vec(body).expect("serialize request body");
+            stdin
+                .write_all(&data)
+                .await
+                .map_err(|e| format!("write request body to curl: {e}"))?;
+        }
+        drop(stdin);
+        let output = tokio::time::timeout(REQUEST_TIMEOUT * 2, child.wait_with_output())
+            .await
+            .map_err(|_| "curl did not finish".to_string())?
+            .map_err(|e| format!("wait for curl: {e}"))?;
+        if !output.status.success() {
+            return Err(format!(
+                "curl failed ({}): {}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr).trim()
+            ));
+        }
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let (text, code) = stdout.rsplit_once('\n').unwrap_or(("", &stdout));
+        let status = code
+            .trim()
+            .parse()
+            .map_err(|_| format!("curl printed no status code: {stdout}"))?;
+        Ok((status, text.to_string()))
+    }
+
+    /// Writes a kubeconfig for `user` with `token`. JSON is valid YAML, and
+    /// serde_json quotes the paths.
+    fn write_kubeconfig(&self, file: &Path, user: &str, token: &str) {
+        let config = json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{
+                "name": "kube-api",
+                "cluster": {
+                    "server": self.url,
+                    "certificate-authority": self.ca_file(),
+                },
+            }],
+            "users": [{"name": user, "user": {"token": token}}],
+            "contexts": [{"name": user, "context": {"cluster": "kube-api", "user": user}}],
+            "current-context": user,
+        });
+        let text = serde_json::to_string_pretty(&config).expect("serialize kubeconfig");
+        std::fs::write(file, text).unwrap_or_else(|e| panic!("write {}: {e}", file.display()));
+    }
+}
+
+/// Spawns `command` with stdout to `stdout` and stderr to the file `log`,
+/// killed when dropped.
+fn spawn(command: &mut Command, stdout: Stdio, log: &Path) -> Child {
+    let log_file = File::create(log).unwrap_or_else(|e| panic!("create {}: {e}", log.display()));
+    command
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(log_file)
+        .kill_on_drop(true);
+    command
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {:?}: {e}", command.as_std()))
+}
+
+/// Reads event lines (`{"event": NAME, ...}`) until one named `name`;
+/// `None` when the output ends first.
+async fn next_event(lines: &mut Lines<BufReader<ChildStdout>>, name: &str) -> Option<Value> {
+    while let Ok(Some(line)) = lines.next_line().await {
+        if let Ok(event) = serde_json::from_str::<Value>(&line)
+            && event["event"] == name
+        {
+            return Some(event);
+        }
+    }
+    None
+}
+
+/// The token file of `--token-auth-file`: `token,user,uid,group`.
+fn write_token_file(file: &Path, node_name: &str) {
+    let text = format!(
+        "{ADMIN_TOKEN},{ADMIN_USER},{ADMIN_USER},system:masters\n\
+         {NODE_TOKEN},system:node:{node_name},{node_name},system:nodes\n"
+    );
+    std::fs::write(file, text).unwrap_or_else(|e| panic!("write {}: {e}", file.display()));
+}
+
+/// An ECDSA P-256 key to sign and verify service-account tokens. Generated in
+/// milliseconds, where RSA takes most of a second; in SEC 1 form because
+/// `--service-account-key-file` reads EC private keys only in that form.
+async fn generate_service_account_key(file: &Path) {
+    let output = Command::new("openssl")
+        .args([
+            "ecparam",
+            "-name",
+            "prime256v1",
+            "-genkey",
+            "-noout",
+            "-out",
+        ])
+        .arg(file)
+        .output()
+        .await
+        .expect("run openssl");
+    assert!(
+        output.status.success(),
+        "openssl ecparam -genkey failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// A loopback port that was free a moment ago. The API server binds it
+/// right after, so another process taking it in between is unlikely.
+fn free_port() -> u16 {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|listener| listener.local_addr())
+        .expect("bind a free loopback port")
+        .port()
+}
+
+/// Fails the test: what went wrong, the command line and the end of its log.
+fn startup_failed(what: &str, command: &Command, log: &Path) -> ! {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n");
+    panic!(
+        "{what}\ncommand: {:?}\nlast lines of {}:\n{tail}",
+        command.as_std(),
+        log.display()
+    );
+}
