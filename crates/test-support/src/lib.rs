@@ -14,6 +14,7 @@ pub mod fake_device_plugin;
 pub mod fake_dra_driver;
 pub mod fake_kubelet;
 pub mod fake_plugin;
+pub mod go_process;
 pub mod go_programs;
 pub mod kube_api;
 pub mod process;

@@ -4,24 +4,35 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdout, Command};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 /// A running child process whose stdout is read line by line.
 pub struct ChildProcess {
     name: String,
     child: Child,
+    stdin: Option<ChildStdin>,
     stdout: Lines<BufReader<ChildStdout>>,
     seen: Vec<String>,
 }
 
 impl ChildProcess {
     /// Spawns `command` with piped stdout; stderr goes to the test's stderr.
-    pub fn spawn(name: &str, mut command: Command) -> Self {
+    pub fn spawn(name: &str, command: Command) -> Self {
+        Self::spawn_with(name, command, Stdio::null())
+    }
+
+    /// Spawns `command` with piped stdin as well, for a program that takes
+    /// requests there (see [`ChildProcess::send_line`]).
+    pub fn spawn_with_stdin(name: &str, command: Command) -> Self {
+        Self::spawn_with(name, command, Stdio::piped())
+    }
+
+    fn spawn_with(name: &str, mut command: Command, stdin: Stdio) -> Self {
         command
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
-            .stdin(Stdio::null())
+            .stdin(stdin)
             .kill_on_drop(true);
         let mut child = command
             .spawn()
@@ -29,6 +40,7 @@ impl ChildProcess {
         let stdout = child.stdout.take().expect("piped stdout");
         Self {
             name: name.to_string(),
+            stdin: child.stdin.take(),
             child,
             stdout: BufReader::new(stdout).lines(),
             seen: Vec::new(),
@@ -63,6 +75,27 @@ impl ChildProcess {
                 self.seen.join("\n")
             )
         })
+    }
+
+    /// Writes `line` and a newline to the process's stdin.
+    pub async fn send_line(&mut self, line: &str) {
+        let name = &self.name;
+        let stdin = self
+            .stdin
+            .as_mut()
+            .unwrap_or_else(|| panic!("{name} has no stdin to write to"));
+        let mut data = line.as_bytes().to_vec();
+        data.push(b'\n');
+        stdin
+            .write_all(&data)
+            .await
+            .unwrap_or_else(|e| panic!("write to {name}: {e}"));
+    }
+
+    /// Closes the process's stdin (programs that read requests take EOF
+    /// as the signal to stop).
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
     }
 
     /// Waits for the process to exit and returns its exit code.
