@@ -16,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -38,6 +39,7 @@ func main() {
 	versions := flag.String("versions", "v1.DRAPlugin", "comma-separated supported versions GetInfo reports")
 	prefix := flag.String("name-prefix", "example-plugin", "plugin names are PREFIX-ROUND-INDEX")
 	timeout := flag.Duration("timeout", 60*time.Second, "how long a round may wait for its registrations")
+	jitter := flag.Duration("jitter", 0, "pause a random time up to this long before each round after the first, so rounds do not fall into step with a plugin manager that polls")
 	flag.Parse()
 	if *dir == "" || *count < 1 || *rounds < 1 {
 		fmt.Fprintln(os.Stderr, "example-plugins: --dir is required; --count and --rounds must be at least 1")
@@ -57,6 +59,12 @@ func main() {
 	for round := 0; round < *rounds; round++ {
 		if last != nil {
 			last.stop(ctx)
+			if *jitter > 0 {
+				select {
+				case <-time.After(rand.N(*jitter)):
+				case <-ctx.Done():
+				}
+			}
 		}
 		f, err := startFleet(ctx, spec, round, *count)
 		if err != nil {
