@@ -4,10 +4,15 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use nodeplugins::device::checkpoint::{decode, encode};
+use nodeplugins::fuzzing::{decode_device_checkpoint, encode_device_checkpoint};
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(checkpoint) = decode(data) else { return };
-    let bytes = encode(&checkpoint).expect("a decoded checkpoint encodes");
-    assert_eq!(decode(&bytes).expect("our own encoding decodes"), checkpoint);
+    let Ok(checkpoint) = decode_device_checkpoint(data) else {
+        return;
+    };
+    let bytes = encode_device_checkpoint(&checkpoint).expect("a decoded checkpoint encodes");
+    assert_eq!(
+        decode_device_checkpoint(&bytes).expect("our own encoding decodes"),
+        checkpoint
+    );
 });

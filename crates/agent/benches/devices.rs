@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use nodeplugins::device::{DeviceManager, DeviceManagerConfig, serve_kubelet_socket};
+use nodeplugins::device::{AllocationRequest, DeviceHandle, DeviceManager, DeviceManagerConfig};
 use nodeplugins_api::deviceplugin::v1beta1::registration_client::RegistrationClient;
 use nodeplugins_api::deviceplugin::v1beta1::{Device, DevicePluginOptions, RegisterRequest};
 use nodeplugins_api::transport::dial;
@@ -38,8 +38,10 @@ async fn run() {
     let dir = tempfile::tempdir().unwrap();
     let plugins = dir.path().join("device-plugins");
     let manager = DeviceManager::new(DeviceManagerConfig::new(&plugins));
+    let devices_handle = manager.handle();
     let shutdown = CancellationToken::new();
-    tokio::spawn(serve_kubelet_socket(manager.clone(), shutdown.clone()));
+    let running = tokio::spawn(manager.run(shutdown.clone()));
+    let manager = devices_handle;
     while !plugins.join("kubelet.sock").exists() {
         tokio::task::yield_now().await;
     }
@@ -62,8 +64,7 @@ async fn run() {
         .await
         .unwrap();
     let mut changes = manager.changes();
-    let allocatable = |m: &DeviceManager| m.status().first().map_or(0, |r| r.allocatable);
-    while allocatable(&manager) != 8 {
+    while allocatable(&manager).await != 8 {
         changes.changed().await.unwrap();
     }
 
@@ -72,7 +73,7 @@ async fn run() {
         let want = if i % 2 == 0 { 7 } else { 8 };
         let start = Instant::now();
         plugin.set_devices(devices(8, want));
-        while allocatable(&manager) != want {
+        while allocatable(&manager).await != want {
             changes.changed().await.unwrap();
         }
         updates.push(start.elapsed());
@@ -83,16 +84,26 @@ async fn run() {
     for i in 0..2000 {
         let pod = format!("pod-{i}");
         let start = Instant::now();
-        manager.allocate(&pod, "main", RESOURCE, 2).await.unwrap();
+        let request = AllocationRequest {
+            pod_uid: pod.clone(),
+            container: "main".into(),
+            resources: [(RESOURCE.to_string(), 2)].into(),
+        };
+        manager.allocate(&request).await.unwrap();
         allocations.push(start.elapsed());
-        manager.release(&pod).await;
+        manager.release(&pod).await.unwrap();
     }
     line(
         "allocate 2 devices (Allocate RPC + checkpoint)  ",
         allocations,
     );
     shutdown.cancel();
-    manager.stop();
+    running.await.unwrap().unwrap();
+}
+
+async fn allocatable(manager: &DeviceHandle) -> usize {
+    let status = manager.status().await.unwrap();
+    status.first().map_or(0, |r| r.allocatable)
 }
 
 fn main() {

@@ -11,19 +11,22 @@
 
 use std::sync::Arc;
 
-use nodeplugins::dra::{ClaimRef, DraManager, DraManagerConfig, LoggingCleanup};
+use nodeplugins::dra::{ClaimRef, DraHandle, DraManager, DraManagerConfig, LoggingCleanup};
 use nodeplugins_api::constants::dra_service;
 use nodeplugins_test_support::fake_dra_driver::{FakeDraDriver, FakeDraOptions};
 use nodeplugins_test_support::stats::percentiles;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 const DRIVER: &str = "bench.example.com";
 
-async fn wait_connected(manager: &DraManager, want: bool) {
+async fn wait_connected(manager: &DraHandle, want: bool) {
     let mut changes = manager.changes();
     loop {
         let connected = manager
             .status()
+            .await
+            .unwrap()
             .first()
             .is_some_and(|d| d.instances.first().is_some_and(|i| i.connected));
         if connected == want {
@@ -35,7 +38,10 @@ async fn wait_connected(manager: &DraManager, want: bool) {
 
 async fn run() {
     let dir = tempfile::tempdir().unwrap();
-    let manager = DraManager::new(DraManagerConfig::default(), Arc::new(LoggingCleanup));
+    let dra = DraManager::new(DraManagerConfig::default(), Arc::new(LoggingCleanup));
+    let manager = dra.handle();
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(dra.run(shutdown.clone()));
     let mut plugin = FakeDraDriver::start(dir.path(), FakeDraOptions::new(DRIVER, "a")).await;
     manager
         .register(DRIVER, &plugin.endpoint(), &[dra_service::V1.to_string()])
@@ -93,8 +99,8 @@ async fn run() {
             reconnects
         )
     );
-    manager.stop();
-    manager.wait_stopped().await;
+    shutdown.cancel();
+    running.await.unwrap();
 }
 
 fn main() {

@@ -23,7 +23,7 @@ pub use server::serve;
 
 use crate::csi::CsiDriver;
 use crate::dra::{ClaimRef, DraDriverStatus, DraEvent, PreparedClaim, UnpreparedClaim};
-use crate::registry::{PluginEvent, PluginStatus};
+use crate::plugin_manager::{PluginEvent, PluginStatus};
 
 /// The directory under the root that holds the admin socket.
 pub const ADMIN_DIR: &str = "nodeplugins";
@@ -147,13 +147,13 @@ pub struct AgentStatus {
 #[derive(Clone)]
 pub struct StatusSources {
     /// The plugin manager.
-    pub registry: crate::registry::RegistryHandle,
+    pub plugins: crate::plugin_manager::PluginManagerHandle,
     /// The CSI handler's drivers.
     pub csi: crate::csi::CsiDriverStore,
     /// The device manager.
-    pub devices: crate::device::DeviceManager,
+    pub devices: crate::device::DeviceHandle,
     /// The DRA manager.
-    pub dra: crate::dra::DraManager,
+    pub dra: crate::dra::DraHandle,
     /// Where metrics are served, if anywhere.
     pub metrics_addr: Option<std::net::SocketAddr>,
 }

@@ -12,12 +12,14 @@ use tokio_util::sync::CancellationToken;
 use crate::admin::StatusSources;
 use crate::csi::{CsiDriverStore, CsiHandler, NODE_GET_INFO_TIMEOUT};
 use crate::device::{
-    DeviceManager, DeviceManagerConfig, DevicePluginHandler, serve_kubelet_socket,
+    DeviceHandle, DeviceManager, DeviceManagerConfig, DeviceManagerError, DevicePluginHandler,
 };
-use crate::dra::{DraManager, DraManagerConfig, DraPluginHandler, DriverCleanup, LoggingCleanup};
+use crate::dra::{
+    DraHandle, DraManager, DraManagerConfig, DraPluginHandler, DriverCleanup, LoggingCleanup,
+};
 use crate::handler::PluginHandler;
-use crate::metrics::{MetricsSources, serve_metrics};
-use crate::registry::{PluginManager, RegistryConfig, RegistryHandle, WatchError};
+use crate::metrics::{MetricsEndpoint, serve_metrics};
+use crate::plugin_manager::{PluginManager, PluginManagerConfig, PluginManagerHandle, WatchError};
 
 /// Settings of the agent.
 #[derive(Debug, Clone)]
@@ -25,7 +27,7 @@ pub struct AgentConfig {
     /// The kubelet-style root directory (`/var/lib/kubelet` by default).
     pub root_dir: PathBuf,
     /// Plugin manager settings; its `dir` is `<root>/plugins_registry`.
-    pub registry: RegistryConfig,
+    pub plugins: PluginManagerConfig,
     /// Timeout of CSI NodeGetInfo calls.
     pub csi_timeout: Duration,
     /// Device manager settings; its `dir` is `<root>/device-plugins`.
@@ -43,11 +45,11 @@ impl AgentConfig {
     /// Upstream defaults under `root_dir`.
     pub fn new(root_dir: impl Into<PathBuf>) -> Self {
         let root_dir = root_dir.into();
-        let registry = RegistryConfig::new(root_dir.join(layout::PLUGINS_REGISTRY_DIR));
+        let plugins = PluginManagerConfig::new(root_dir.join(layout::PLUGINS_REGISTRY_DIR));
         let devices = DeviceManagerConfig::new(root_dir.join(layout::DEVICE_PLUGINS_DIR));
         Self {
             root_dir,
-            registry,
+            plugins,
             csi_timeout: NODE_GET_INFO_TIMEOUT,
             devices,
             dra: DraManagerConfig::default(),
@@ -59,12 +61,24 @@ impl AgentConfig {
 /// Why the agent stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
+    /// The root directory could not be created.
+    #[error("root directory {dir:?}: {source}")]
+    RootDir {
+        /// The root directory.
+        dir: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
     /// The plugin registry could not be watched.
     #[error(transparent)]
     Watch(#[from] WatchError),
+    /// The device manager could not start (its directory or `kubelet.sock`).
+    #[error(transparent)]
+    Devices(#[from] DeviceManagerError),
     /// The admin socket could not be served.
     #[error("admin socket: {0}")]
-    Admin(#[from] nodeplugins_api::transport::TransportError),
+    Admin(#[source] nodeplugins_api::transport::TransportError),
     /// The metrics address could not be bound.
     #[error("metrics endpoint {addr}: {source}")]
     Metrics {
@@ -79,7 +93,7 @@ pub enum AgentError {
 /// The node agent.
 pub struct Agent {
     config: AgentConfig,
-    manager: PluginManager,
+    plugins: PluginManager,
     csi: Arc<CsiHandler>,
     devices: DeviceManager,
     dra: DraManager,
@@ -96,22 +110,22 @@ impl Agent {
     /// An agent whose DRA manager calls `cleanup` when a driver stays
     /// unusable (an embedder with an API server deletes its ResourceSlices).
     pub fn with_dra_cleanup(config: AgentConfig, cleanup: Arc<dyn DriverCleanup>) -> Self {
-        let manager = PluginManager::new(config.registry.clone());
+        let plugins = PluginManager::new(config.plugins.clone());
         let csi = Arc::new(CsiHandler::new(config.csi_timeout));
-        manager.add_handler(plugin_type::CSI, csi.clone());
+        plugins.add_handler(plugin_type::CSI, csi.clone());
         let devices = DeviceManager::new(config.devices.clone());
-        manager.add_handler(
+        plugins.add_handler(
             plugin_type::DEVICE,
-            Arc::new(DevicePluginHandler::new(devices.clone())),
+            Arc::new(DevicePluginHandler::new(devices.handle())),
         );
         let dra = DraManager::new(config.dra.clone(), cleanup);
-        manager.add_handler(
+        plugins.add_handler(
             plugin_type::DRA,
-            Arc::new(DraPluginHandler::new(dra.clone())),
+            Arc::new(DraPluginHandler::new(dra.handle())),
         );
         Self {
             config,
-            manager,
+            plugins,
             csi,
             devices,
             dra,
@@ -119,13 +133,13 @@ impl Agent {
     }
 
     /// The DRA manager.
-    pub fn dra(&self) -> DraManager {
-        self.dra.clone()
+    pub fn dra(&self) -> DraHandle {
+        self.dra.handle()
     }
 
     /// The device manager.
-    pub fn devices(&self) -> DeviceManager {
-        self.devices.clone()
+    pub fn devices(&self) -> DeviceHandle {
+        self.devices.handle()
     }
 
     /// The registered CSI drivers.
@@ -135,71 +149,64 @@ impl Agent {
 
     /// Routes plugins of `plugin_type` to `handler` (replacing a built-in one).
     pub fn add_handler(&self, plugin_type: impl Into<String>, handler: Arc<dyn PluginHandler>) {
-        self.manager.add_handler(plugin_type, handler);
+        self.plugins.add_handler(plugin_type, handler);
     }
 
     /// Status and events of the plugin manager.
-    pub fn registry(&self) -> RegistryHandle {
-        self.manager.handle()
+    pub fn plugins(&self) -> PluginManagerHandle {
+        self.plugins.handle()
     }
 
     /// Runs until `shutdown` is cancelled or a part fails.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), AgentError> {
-        std::fs::create_dir_all(&self.config.root_dir).map_err(|source| WatchError::CreateDir {
-            dir: self.config.root_dir.clone(),
+        let root = self.config.root_dir.clone();
+        std::fs::create_dir_all(&root).map_err(|source| AgentError::RootDir {
+            dir: root.clone(),
             source,
         })?;
+        let plugins = self.plugins.handle();
+        let devices = self.devices.handle();
+        let dra = self.dra.handle();
         let (metrics_addr, metrics) = match self.config.metrics_addr {
             Some(addr) => {
-                let sources = MetricsSources {
-                    registry: self.manager.handle(),
-                    devices: self.devices.clone(),
-                    dra: self.dra.clone(),
+                let endpoint = MetricsEndpoint {
+                    sources: vec![
+                        Arc::new(plugins.clone()),
+                        Arc::new(devices.metrics().clone()),
+                        Arc::new(dra.metrics().clone()),
+                    ],
+                    readiness: vec![Arc::new(plugins.clone())],
                 };
-                let (bound, serving) = serve_metrics(addr, sources, shutdown.clone())
+                let (bound, serving) = serve_metrics(addr, endpoint, shutdown.clone())
                     .await
                     .map_err(|source| AgentError::Metrics { addr, source })?;
                 tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz");
-                (Some(bound), Some(tokio::spawn(serving)))
+                (Some(bound), Some(serving))
             }
             None => (None, None),
         };
         let sources = StatusSources {
-            registry: self.manager.handle(),
+            plugins,
             csi: self.csi.drivers(),
-            devices: self.devices.clone(),
-            dra: self.dra.clone(),
+            devices,
+            dra,
             metrics_addr,
         };
-        let admin = crate::admin::serve(
-            self.config.root_dir.clone(),
-            sources,
-            SystemTime::now(),
-            shutdown.clone(),
-        );
-        let kubelet_socket = serve_kubelet_socket(self.devices.clone(), shutdown.clone());
-        self.dra.start();
-        let manager = self.manager.run(shutdown.clone());
-        let devices = self.devices.clone();
-        let dra = self.dra.clone();
-        let (managed, served, kubelet) = tokio::join!(
-            stop_all_on_exit(manager, &shutdown),
+        let admin = crate::admin::serve(root, sources, SystemTime::now(), shutdown.clone());
+        let (managed, served, devices, (), ()) = tokio::join!(
+            stop_all_on_exit(self.plugins.run(shutdown.clone()), &shutdown),
             stop_all_on_exit(admin, &shutdown),
+            stop_all_on_exit(self.devices.run(shutdown.clone()), &shutdown),
+            stop_all_on_exit(self.dra.run(shutdown.clone()), &shutdown),
             async {
-                let result = stop_all_on_exit(kubelet_socket, &shutdown).await;
-                devices.stop();
-                devices.wait_stopped().await;
-                result
-            }
+                if let Some(metrics) = metrics {
+                    metrics.await;
+                }
+            },
         );
-        dra.stop();
-        dra.wait_stopped().await;
-        if let Some(metrics) = metrics {
-            let _ = metrics.await;
-        }
         managed?;
-        served?;
-        kubelet?;
+        served.map_err(AgentError::Admin)?;
+        devices?;
         Ok(())
     }
 }

@@ -9,30 +9,57 @@
 //! Allocation takes healthy free devices, NUMA-aligned where possible, asks
 //! the plugin for its preferred allocation when it offers one, calls Allocate
 //! (and PreStartContainer when the plugin asks for it) and records the
-//! response per container; devices are reserved while the calls run, and
-//! nothing is recorded unless Allocate succeeded.
+//! response per container; devices are reserved while the calls run, a
+//! request for several resources gets all of them or none, and nothing is
+//! recorded unless Allocate succeeded.
 //!
 //! Allocations and healthy devices are checkpointed atomically with a
-//! checksum after every change and before an allocation is reported; on start
+//! checksum, and an allocation is reported only once it is on disk; on start
 //! the checkpoint brings allocations back and each resource it names waits,
 //! with capacity 0, for its plugin to register again. A damaged checkpoint is
 //! moved aside and reported, never silently replaced.
+//!
+//! | file | what |
+//! |---|---|
+//! | `config` | settings and the kubelet's timeouts |
+//! | `manager` | the task that owns the state, and starting it |
+//! | `handle` | what callers hold |
+//! | `state` | resources, instances, allocations, reservations |
+//! | `plugin_client` | every call to a device plugin |
+//! | `allocate` | the allocation flow, all or nothing |
+//! | `selection` | NUMA-aligned choice of devices |
+//! | `checkpoint` | what survives a restart |
+//! | `kubelet_socket` | the registration service on `kubelet.sock` |
+//! | `handler` | device plugins registering through `plugins_registry` |
+//! | `status`, `event`, `metrics` | what operators see |
 
+mod allocate;
 mod allocation;
-pub mod checkpoint;
-mod endpoint;
+mod checkpoint;
+mod config;
 mod event;
+mod handle;
 mod handler;
+mod kubelet_socket;
 mod manager;
+mod metrics;
+mod plugin_client;
 pub mod resource_name;
 mod selection;
-mod server;
+mod state;
+mod status;
 
-pub use allocation::{AllocateError, ContainerAllocation, DeviceNodeSpec, MountSpec};
-pub use event::{DeviceEvent, DeviceEventKind};
-pub use handler::DevicePluginHandler;
-pub use manager::{
-    ALLOCATE_TIMEOUT, DIAL_TIMEOUT, DeviceError, DeviceManager, DeviceManagerConfig, DeviceStatus,
-    ENDPOINT_STOP_GRACE_PERIOD, InstanceStatus, OPTIONS_TIMEOUT, PRE_START_TIMEOUT, ResourceStatus,
+pub use allocate::{AllocateError, AllocationRequest};
+pub use allocation::{ContainerAllocation, DeviceNodeSpec, MountSpec};
+pub use checkpoint::{BACKUP_FILE, CHECKPOINT_FILE, DeviceCheckpoint};
+pub use config::{
+    ALLOCATE_TIMEOUT, DIAL_TIMEOUT, DeviceManagerConfig, ENDPOINT_STOP_GRACE_PERIOD,
+    OPTIONS_TIMEOUT, PRE_START_TIMEOUT,
 };
-pub use server::{clean_plugin_directory, serve_kubelet_socket};
+pub use event::{DeviceEvent, DeviceEventKind};
+pub use handle::{DeviceHandle, DeviceManagerStopped};
+pub use handler::DevicePluginHandler;
+pub use manager::{DeviceManager, DeviceManagerError};
+pub use metrics::DeviceMetrics;
+pub use plugin_client::{AllocateCallError, DeviceError, PluginCallError};
+pub use status::{DeviceStatus, InstanceStatus, ResourceStatus};

@@ -15,29 +15,54 @@
 //! NodePrepareResources and NodeUnprepareResources go through either API
 //! version with a 45 s deadline and report per-claim results; the health
 //! stream, when offered, feeds device health to status.
+//!
+//! | file | what |
+//! |---|---|
+//! | `config` | settings and the kubelet's timeouts |
+//! | `manager` | the task that owns the state, and starting it |
+//! | `handle` | what callers hold |
+//! | `state` | drivers and their instances |
+//! | `connection` | one instance's monitored connection |
+//! | `cleanup` | the hook, its schedule and retries |
+//! | `calls` | NodePrepareResources and NodeUnprepareResources |
+//! | `health` | device health from the health stream |
+//! | `service` | which gRPC services are used |
+//! | `handler` | drivers registering through `plugins_registry` |
+//! | `claim`, `status`, `event`, `metrics`, `error` | what callers and operators see |
 
 mod calls;
+mod claim;
 mod cleanup;
+mod config;
 mod connection;
+mod error;
+mod event;
+mod handle;
 mod handler;
 mod health;
 mod manager;
+mod metrics;
 mod service;
+mod state;
 mod status;
 
 pub use calls::CALL_TIMEOUT;
+pub use claim::{ClaimRef, PreparedClaim, PreparedDevice, UnpreparedClaim};
 pub use cleanup::{
     CLEANUP_CALL_TIMEOUT, CLEANUP_GRACE, CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX, CleanupError,
     DriverCleanup, LoggingCleanup,
 };
+pub use config::{DIAL_TIMEOUT, DraManagerConfig};
 pub use connection::{RECONNECT_INITIAL, RECONNECT_MAX};
+pub use error::DraError;
+pub use event::{DraEvent, DraEventKind};
+pub use handle::{DraHandle, DraManagerStopped};
 pub use handler::DraPluginHandler;
 pub use health::{DEFAULT_HEALTH_TIMEOUT, HEALTH_STREAM_RESTART, MAX_MESSAGE_CHARS};
-pub use manager::{DIAL_TIMEOUT, DraError, DraManager, DraManagerConfig};
+pub use manager::DraManager;
+pub use metrics::DraMetrics;
 pub use service::{
-    DraService, HealthService, SUPPORTED_SERVICES, choose_health_service, choose_service,
+    DraService, HealthService, SUPPORTED_SERVICES, ServiceError, choose_health_service,
+    choose_service,
 };
-pub use status::{
-    ClaimRef, DeviceHealthStatus, DraDriverStatus, DraEvent, DraEventKind, DraInstanceStatus,
-    PendingCleanup, PreparedClaim, PreparedDevice, UnpreparedClaim,
-};
+pub use status::{DeviceHealthStatus, DraDriverStatus, DraInstanceStatus, PendingCleanup};

@@ -22,6 +22,14 @@ impl HandlerError {
         }
     }
 
+    /// An error that says what `source` says, keeping it as the cause.
+    pub fn from_error(source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self {
+            message: source.to_string(),
+            source: Some(Box::new(source)),
+        }
+    }
+
     /// An error with a message and its cause; the cause is appended when the
     /// error is shown to the plugin.
     pub fn with_source(

@@ -1,12 +1,14 @@
 //! The node side of the kubelet's plugin system.
 //!
-//! - [`registry`]: the plugin manager. It watches `<root>/plugins_registry`
+//! - [`plugin_manager`]: the plugin manager. It watches `<root>/plugins_registry`
 //!   (inotify, recursive), speaks the `pluginregistration` v1 protocol with
 //!   every plugin socket, and hands plugins to a [`PluginHandler`] by type.
 //! - [`handler`]: the [`PluginHandler`] trait embedders implement for their
 //!   own plugin types.
 //! - [`csi`]: the CSI handler (version rules, driver store, NodeGetInfo).
 //! - [`device`]: the device manager (device plugins, allocation, checkpoint).
+//! - [`checkpoint`]: how state that must survive a restart is written and
+//!   verified.
 //! - [`dra`]: DRA drivers: instances, connection monitoring, cleanup,
 //!   prepare and unprepare, device health.
 //! - [`metrics`]: Prometheus metrics, `/healthz` and `/readyz` over HTTP.
@@ -16,12 +18,19 @@
 
 pub mod admin;
 pub mod agent;
+pub mod checkpoint;
 pub mod csi;
 pub mod device;
 pub mod dra;
 pub mod handler;
 pub mod metrics;
-pub mod registry;
+pub mod plugin_manager;
+mod retry;
+mod timer;
+mod unix_time;
+
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 
 pub use handler::{HandlerError, LoggingHandler, PluginHandler};
-pub use registry::{PluginManager, RegistryConfig, RegistryHandle};
+pub use plugin_manager::{PluginManager, PluginManagerConfig, PluginManagerHandle};

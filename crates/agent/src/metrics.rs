@@ -9,12 +9,26 @@
 //! | `dra_operations_duration_seconds` | histogram | `operation_name`, `is_error` |
 //! | `dra_grpc_operations_duration_seconds` | histogram | `driver_name`, `method_name`, `grpc_status_code` |
 //!
-//! Each part of the agent owns its families and renders them on scrape; the
-//! plugin gauge is computed from the plugin manager's table then, so nothing
-//! runs between scrapes.
+//! Each part of the agent owns its families and renders them on scrape
+//! ([`MetricsSource`]); the plugin gauge is computed from the plugin
+//! manager's table then, so nothing runs between scrapes.
 
 mod family;
 mod server;
 
+pub(crate) use family::labels;
 pub use family::{CounterVec, DEFAULT_BUCKETS, HistogramVec};
-pub use server::{MetricsSources, serve_metrics};
+pub use server::{MetricsEndpoint, serve_metrics};
+
+/// A part of the agent with metrics to show on each scrape.
+#[async_trait::async_trait]
+pub trait MetricsSource: Send + Sync + 'static {
+    /// Appends its metric families to `out`, in the text exposition format.
+    async fn render(&self, out: &mut String);
+}
+
+/// A part of the agent that can hold back `/readyz`.
+pub trait ReadinessCheck: Send + Sync + 'static {
+    /// Why the agent is not ready yet, or `None` when this part is.
+    fn not_ready(&self) -> Option<String>;
+}

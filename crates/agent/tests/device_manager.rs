@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use nodeplugins::device::{
-    DeviceManager, DeviceManagerConfig, ResourceStatus, serve_kubelet_socket,
+    AllocateError, AllocationRequest, ContainerAllocation, DeviceHandle, DeviceManager,
+    DeviceManagerConfig, ResourceStatus,
 };
 use nodeplugins_api::deviceplugin::v1beta1::registration_client::RegistrationClient;
 use nodeplugins_api::deviceplugin::v1beta1::{
@@ -19,7 +20,7 @@ use nodeplugins_api::transport::dial;
 use nodeplugins_test_support::fake_device_plugin::FakeDevicePlugin;
 use nodeplugins_test_support::process::ChildProcess;
 use nodeplugins_test_support::python::python_env;
-use nodeplugins_test_support::wait::{TIMEOUT, watch_until};
+use nodeplugins_test_support::wait::TIMEOUT;
 use tokio_util::sync::CancellationToken;
 
 const RESOURCE: &str = "example.com/gpu";
@@ -27,8 +28,26 @@ const RESOURCE: &str = "example.com/gpu";
 struct Node {
     _dir: tempfile::TempDir,
     plugins: PathBuf,
-    manager: DeviceManager,
+    manager: DeviceHandle,
     shutdown: CancellationToken,
+}
+
+/// Allocates `count` devices of one resource to a container.
+async fn allocate(
+    manager: &DeviceHandle,
+    pod: &str,
+    container: &str,
+    resource: &str,
+    count: usize,
+) -> Result<ContainerAllocation, AllocateError> {
+    let request = AllocationRequest {
+        pod_uid: pod.into(),
+        container: container.into(),
+        resources: [(resource.to_string(), count)].into(),
+    };
+    let mut allocations = manager.allocate(&request).await?;
+    assert_eq!(allocations.len(), 1);
+    Ok(allocations.remove(0))
 }
 
 impl Node {
@@ -41,11 +60,7 @@ impl Node {
         let plugins = dir.path().join("device-plugins");
         std::fs::create_dir_all(&plugins).unwrap();
         before(&plugins);
-        let mut config = DeviceManagerConfig::new(&plugins);
-        config.grace_period = grace;
-        let manager = DeviceManager::new(config);
-        let shutdown = CancellationToken::new();
-        tokio::spawn(serve_kubelet_socket(manager.clone(), shutdown.clone()));
+        let (manager, shutdown, _) = start_manager(&plugins, grace).await;
         let kubelet = plugins.join("kubelet.sock");
         nodeplugins_test_support::wait::eventually("kubelet.sock", TIMEOUT, || async {
             kubelet.exists().then_some(())
@@ -93,10 +108,11 @@ impl Node {
         what: &str,
         mut pred: impl FnMut(&[ResourceStatus]) -> bool,
     ) -> Vec<ResourceStatus> {
-        let mut changes = self.manager.changes();
-        let manager = self.manager.clone();
-        watch_until(what, &mut changes, TIMEOUT, |_| pred(&manager.status())).await;
-        self.manager.status()
+        self.manager
+            .wait_for(TIMEOUT, |all| pred(all))
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("timed out after {TIMEOUT:?} waiting for {what}"))
     }
 
     async fn wait_resource(
@@ -116,7 +132,6 @@ impl Node {
 impl Drop for Node {
     fn drop(&mut self) {
         self.shutdown.cancel();
-        self.manager.stop();
     }
 }
 
@@ -208,7 +223,7 @@ async fn bad_registrations_get_upstream_errors() {
         "{}",
         missing.message()
     );
-    assert!(node.manager.status().is_empty());
+    assert!(node.manager.status().await.unwrap().is_empty());
 }
 
 #[tokio::test]
@@ -271,7 +286,7 @@ async fn the_same_socket_cannot_register_twice() {
         "{}",
         again.message()
     );
-    assert_eq!(node.manager.status()[0].instances.len(), 1);
+    assert_eq!(node.manager.status().await.unwrap()[0].instances.len(), 1);
 }
 
 #[tokio::test]
@@ -363,12 +378,12 @@ async fn a_grpcio_device_plugin_registers_through_kubelet_sock_with_a_path_autho
 #[tokio::test]
 async fn device_plugins_register_through_plugins_registry_too() {
     use nodeplugins::device::DevicePluginHandler;
-    use nodeplugins::{PluginManager, RegistryConfig};
+    use nodeplugins::{PluginManager, PluginManagerConfig};
     use nodeplugins_test_support::fake_plugin::FakePlugin;
 
     let node = Node::start(Duration::from_secs(300)).await;
     let registry = node._dir.path().join("plugins_registry");
-    let manager = PluginManager::new(RegistryConfig::new(&registry));
+    let manager = PluginManager::new(PluginManagerConfig::new(&registry));
     manager.add_handler(
         "DevicePlugin",
         std::sync::Arc::new(DevicePluginHandler::new(node.manager.clone())),
@@ -434,9 +449,7 @@ async fn allocation_is_numa_aligned_recorded_and_idempotent() {
     node.wait_resource("5 devices", |r| r.allocatable == 5)
         .await;
 
-    let a = node
-        .manager
-        .allocate("pod-1", "main", RESOURCE, 2)
+    let a = allocate(&node.manager, "pod-1", "main", RESOURCE, 2)
         .await
         .unwrap();
     assert_eq!(
@@ -450,16 +463,13 @@ async fn allocation_is_numa_aligned_recorded_and_idempotent() {
         "the plugin's response is kept"
     );
     assert_eq!(
-        node.manager
-            .allocate("pod-1", "main", RESOURCE, 2)
+        allocate(&node.manager, "pod-1", "main", RESOURCE, 2)
             .await
             .unwrap(),
         a,
         "asking again returns the same devices"
     );
-    let changed = node
-        .manager
-        .allocate("pod-1", "main", RESOURCE, 3)
+    let changed = allocate(&node.manager, "pod-1", "main", RESOURCE, 3)
         .await
         .unwrap_err();
     assert_eq!(
@@ -467,15 +477,11 @@ async fn allocation_is_numa_aligned_recorded_and_idempotent() {
         r#"pod "pod-1" container "main" changed request for resource "example.com/gpu" from 2 to 3"#
     );
 
-    let b = node
-        .manager
-        .allocate("pod-2", "main", RESOURCE, 3)
+    let b = allocate(&node.manager, "pod-2", "main", RESOURCE, 3)
         .await
         .unwrap();
     assert_eq!(b.devices, ["n1-a", "n1-b", "n1-c"]);
-    let none_left = node
-        .manager
-        .allocate("pod-3", "main", RESOURCE, 1)
+    let none_left = allocate(&node.manager, "pod-3", "main", RESOURCE, 1)
         .await
         .unwrap_err();
     assert_eq!(
@@ -484,10 +490,8 @@ async fn allocation_is_numa_aligned_recorded_and_idempotent() {
     );
     assert!(matches!(none_left, AllocateError::Unavailable { .. }));
 
-    assert_eq!(node.manager.release("pod-1").await, 1);
-    let c = node
-        .manager
-        .allocate("pod-3", "main", RESOURCE, 2)
+    assert_eq!(node.manager.release("pod-1").await.unwrap(), 1);
+    let c = allocate(&node.manager, "pod-3", "main", RESOURCE, 2)
         .await
         .unwrap();
     assert_eq!(
@@ -495,15 +499,13 @@ async fn allocation_is_numa_aligned_recorded_and_idempotent() {
         ["n0-a", "n0-b"],
         "released devices are free again"
     );
-    assert_eq!(node.manager.allocations().len(), 2);
+    assert_eq!(node.manager.allocations().await.unwrap().len(), 2);
 }
 
 #[tokio::test]
 async fn allocation_errors_follow_upstream() {
     let node = Node::start(Duration::from_secs(3600)).await;
-    let unregistered = node
-        .manager
-        .allocate("p", "c", "example.com/none", 1)
+    let unregistered = allocate(&node.manager, "p", "c", "example.com/none", 1)
         .await
         .unwrap_err();
     assert_eq!(
@@ -513,9 +515,7 @@ async fn allocation_errors_follow_upstream() {
     let plugin = plugin_with(&node, "gpu.sock", false, vec![device("a", false)]).await;
     node.wait_resource("one unhealthy device", |r| r.capacity == 1)
         .await;
-    let unhealthy = node
-        .manager
-        .allocate("p", "c", RESOURCE, 1)
+    let unhealthy = allocate(&node.manager, "p", "c", RESOURCE, 1)
         .await
         .unwrap_err();
     assert_eq!(
@@ -525,13 +525,13 @@ async fn allocation_errors_follow_upstream() {
 
     plugin.set_devices(vec![device("a", true)]);
     node.wait_resource("healthy", |r| r.allocatable == 1).await;
-    node.manager.allocate("p", "c", RESOURCE, 1).await.unwrap();
+    allocate(&node.manager, "p", "c", RESOURCE, 1)
+        .await
+        .unwrap();
     plugin.set_devices(vec![device("a", false)]);
     node.wait_resource("unhealthy again", |r| r.allocatable == 0)
         .await;
-    let previously = node
-        .manager
-        .allocate("p", "c", RESOURCE, 1)
+    let previously = allocate(&node.manager, "p", "c", RESOURCE, 1)
         .await
         .unwrap_err();
     assert_eq!(
@@ -553,9 +553,7 @@ async fn the_plugins_preferred_allocation_is_used_when_offered() {
     node.wait_resource("4 devices", |r| r.allocatable == 4)
         .await;
     // The fake prefers the devices offered last.
-    let a = node
-        .manager
-        .allocate("pod", "main", RESOURCE, 2)
+    let a = allocate(&node.manager, "pod", "main", RESOURCE, 2)
         .await
         .unwrap();
     assert_eq!(a.devices, ["d", "c"]);
@@ -569,13 +567,16 @@ async fn a_plugin_dying_mid_allocate_records_nothing_and_frees_its_reservation()
         .await;
     first.set_hang_allocate(true);
     let manager = node.manager.clone();
-    let stuck = tokio::spawn(async move { manager.allocate("pod", "main", RESOURCE, 1).await });
+    let stuck = tokio::spawn(async move { allocate(&manager, "pod", "main", RESOURCE, 1).await });
     // While the call hangs, the device is reserved: nobody else gets it.
     node.wait_resource("reserved", |r| r.reserved == 1).await;
-    let busy = tokio::time::timeout(TIMEOUT, node.manager.allocate("other", "main", RESOURCE, 1))
-        .await
-        .unwrap()
-        .unwrap_err();
+    let busy = tokio::time::timeout(
+        TIMEOUT,
+        allocate(&node.manager, "other", "main", RESOURCE, 1),
+    )
+    .await
+    .unwrap()
+    .unwrap_err();
     assert!(busy.to_string().contains("Available: 0"), "{busy}");
     first.stop();
     let failed = tokio::time::timeout(TIMEOUT, stuck)
@@ -588,7 +589,7 @@ async fn a_plugin_dying_mid_allocate_records_nothing_and_frees_its_reservation()
         "{failed}"
     );
     assert!(
-        node.manager.allocations().is_empty(),
+        node.manager.allocations().await.unwrap().is_empty(),
         "nothing half-recorded"
     );
     let r = node
@@ -599,9 +600,7 @@ async fn a_plugin_dying_mid_allocate_records_nothing_and_frees_its_reservation()
     let second = plugin_with(&node, "gpu2.sock", false, vec![device("a", true)]).await;
     node.wait_resource("back", |r| r.allocatable == 1 && !r.instances.is_empty())
         .await;
-    let done = node
-        .manager
-        .allocate("pod", "main", RESOURCE, 1)
+    let done = allocate(&node.manager, "pod", "main", RESOURCE, 1)
         .await
         .unwrap();
     assert_eq!(done.devices, ["a"]);
@@ -614,7 +613,7 @@ async fn allocations_survive_a_restart_and_resources_wait_for_their_plugin() {
     let plugins = dir.path().join("device-plugins");
     std::fs::create_dir_all(&plugins).unwrap();
     let plugins_dir = dir.path().join("device-plugins");
-    let (first, stop_first) = start_manager(&plugins, Duration::from_secs(3600)).await;
+    let (first, stop_first, first_run) = start_manager(&plugins, Duration::from_secs(3600)).await;
     let node = Node {
         _dir: tempfile::tempdir().unwrap(),
         plugins: plugins_dir.clone(),
@@ -634,7 +633,7 @@ async fn allocations_survive_a_restart_and_resources_wait_for_their_plugin() {
     .await;
     node.wait_resource("2 devices", |r| r.allocatable == 2)
         .await;
-    let held = first.allocate("pod", "main", RESOURCE, 1).await.unwrap();
+    let held = allocate(&first, "pod", "main", RESOURCE, 1).await.unwrap();
     assert!(
         plugins_dir.join("nodeplugins_device_checkpoint").exists(),
         "written before the allocation is reported"
@@ -642,11 +641,10 @@ async fn allocations_survive_a_restart_and_resources_wait_for_their_plugin() {
 
     // The agent restarts: plugin sockets are removed, allocations come back.
     stop_first.cancel();
-    first.stop();
-    first.wait_stopped().await;
+    first_run.await.unwrap().unwrap();
     drop(node);
     drop(plugin);
-    let (second, stop_second) = start_manager(&plugins, Duration::from_secs(3600)).await;
+    let (second, stop_second, _) = start_manager(&plugins, Duration::from_secs(3600)).await;
     let node = Node {
         _dir: tempfile::tempdir().unwrap(),
         plugins: plugins_dir.clone(),
@@ -663,8 +661,8 @@ async fn allocations_survive_a_restart_and_resources_wait_for_their_plugin() {
         (0, 1),
         "no devices until the plugin is back; the allocation is kept"
     );
-    assert_eq!(second.allocations(), vec![held.clone()]);
-    assert!(second.checkpoint_error().is_none());
+    assert_eq!(second.allocations().await.unwrap(), vec![held.clone()]);
+    assert!(second.checkpoint_problem().await.unwrap().is_none());
 
     let _plugin = plugin_with(
         &node,
@@ -678,11 +676,13 @@ async fn allocations_survive_a_restart_and_resources_wait_for_their_plugin() {
     })
     .await;
     assert_eq!(
-        second.allocate("pod", "main", RESOURCE, 1).await.unwrap(),
+        allocate(&second, "pod", "main", RESOURCE, 1).await.unwrap(),
         held,
         "the container keeps its device"
     );
-    let other = second.allocate("pod-2", "main", RESOURCE, 1).await.unwrap();
+    let other = allocate(&second, "pod-2", "main", RESOURCE, 1)
+        .await
+        .unwrap();
     assert_ne!(
         other.devices, held.devices,
         "a restored allocation's device is not given away"
@@ -701,8 +701,11 @@ async fn a_corrupt_checkpoint_is_reported_kept_aside_and_not_overwritten() {
     .await;
     let error = node
         .manager
-        .checkpoint_error()
-        .expect("the damage is reported");
+        .checkpoint_problem()
+        .await
+        .unwrap()
+        .expect("the damage is reported")
+        .to_string();
     assert!(error.contains("checksum mismatch"), "{error}");
     let kept: Vec<_> = std::fs::read_dir(&node.plugins)
         .unwrap()
@@ -720,11 +723,17 @@ async fn a_corrupt_checkpoint_is_reported_kept_aside_and_not_overwritten() {
     );
 }
 
-async fn start_manager(plugins: &Path, grace: Duration) -> (DeviceManager, CancellationToken) {
+type Running = tokio::task::JoinHandle<Result<(), nodeplugins::device::DeviceManagerError>>;
+
+async fn start_manager(
+    plugins: &Path,
+    grace: Duration,
+) -> (DeviceHandle, CancellationToken, Running) {
     let mut config = DeviceManagerConfig::new(plugins);
     config.grace_period = grace;
     let manager = DeviceManager::new(config);
+    let handle = manager.handle();
     let shutdown = CancellationToken::new();
-    tokio::spawn(serve_kubelet_socket(manager.clone(), shutdown.clone()));
-    (manager, shutdown)
+    let running = tokio::spawn(manager.run(shutdown.clone()));
+    (handle, shutdown, running)
 }

@@ -10,15 +10,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nodeplugins::dra::{
-    ClaimRef, CleanupError, DraDriverStatus, DraError, DraEvent, DraEventKind, DraManager,
-    DraManagerConfig, DraService, DriverCleanup, HealthService,
+    ClaimRef, CleanupError, DraDriverStatus, DraError, DraEvent, DraEventKind, DraHandle,
+    DraManager, DraManagerConfig, DraService, DriverCleanup, HealthService,
 };
 use nodeplugins_api::constants::dra_service;
 use nodeplugins_api::dra_health::v1::HealthStatus;
 use nodeplugins_sdk::dra_driver::ApiVersions;
 use nodeplugins_test_support::fake_dra_driver::{FakeDraDriver, FakeDraOptions};
-use nodeplugins_test_support::wait::{TIMEOUT, eventually, watch_until};
+use nodeplugins_test_support::wait::{TIMEOUT, eventually};
 use tokio::sync::{broadcast, watch};
+use tokio_util::sync::CancellationToken;
 
 const DRIVER: &str = "gpu.example.com";
 
@@ -43,9 +44,16 @@ impl DriverCleanup for RecordingCleanup {
 
 struct Node {
     dir: tempfile::TempDir,
-    manager: DraManager,
+    manager: DraHandle,
     cleanups: watch::Receiver<Vec<String>>,
     events: broadcast::Receiver<DraEvent>,
+    shutdown: CancellationToken,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
 }
 
 impl Node {
@@ -65,12 +73,16 @@ impl Node {
                 failures: std::sync::Mutex::new(failures),
             }),
         );
-        let events = manager.events();
+        let handle = manager.handle();
+        let events = handle.events();
+        let shutdown = CancellationToken::new();
+        tokio::spawn(manager.run(shutdown.clone()));
         Self {
             dir: tempfile::tempdir().unwrap(),
-            manager,
+            manager: handle,
             cleanups,
             events,
+            shutdown,
         }
     }
 
@@ -82,8 +94,9 @@ impl Node {
         FakeDraDriver::start(self.dir.path(), options).await
     }
 
-    fn status(&self) -> Option<DraDriverStatus> {
-        self.manager.status().into_iter().find(|d| d.name == DRIVER)
+    async fn status(&self) -> Option<DraDriverStatus> {
+        let all = self.manager.status().await.unwrap();
+        all.into_iter().find(|d| d.name == DRIVER)
     }
 
     async fn wait(
@@ -91,13 +104,12 @@ impl Node {
         what: &str,
         pred: impl Fn(Option<&DraDriverStatus>) -> bool,
     ) -> Option<DraDriverStatus> {
-        let mut changes = self.manager.changes();
-        let manager = self.manager.clone();
-        watch_until(what, &mut changes, TIMEOUT, |_| {
-            pred(manager.status().iter().find(|d| d.name == DRIVER))
-        })
-        .await;
-        self.status()
+        self.manager
+            .wait_for(TIMEOUT, |all| pred(all.iter().find(|d| d.name == DRIVER)))
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("timed out after {TIMEOUT:?} waiting for {what}"));
+        self.status().await
     }
 
     /// The next event of `kind`, skipping others.
@@ -185,13 +197,13 @@ async fn services_are_negotiated_in_the_plugins_order() {
                 let error = got.expect_err(name).to_string();
                 assert!(error.contains(text), "{name}: {error}");
                 assert!(
-                    node.status().is_none(),
+                    node.status().await.is_none(),
                     "{name}: a refused plugin leaves no trace"
                 );
             }
             Ok(service) => {
                 got.unwrap_or_else(|e| panic!("{name}: {e}"));
-                let status = node.status().unwrap();
+                let status = node.status().await.unwrap();
                 assert_eq!(status.instances[0].service, *service, "{name}");
                 node.manager.deregister(DRIVER, &endpoint);
             }
@@ -241,7 +253,7 @@ async fn the_same_endpoint_twice_is_refused_and_a_new_endpoint_takes_over() {
     node.manager.deregister(DRIVER, "/nowhere/dra.sock");
     node.manager
         .deregister("unknown.example.com", &new.endpoint());
-    let status = node.status().unwrap();
+    let status = node.status().await.unwrap();
     assert_eq!(status.instances.len(), 1);
     assert_eq!(in_use(&status), Some(new.endpoint().as_str()));
     assert_eq!(prepared_by(&node, "3").await, "share-new");
@@ -321,13 +333,13 @@ async fn a_dropped_connection_is_cleaned_up_after_the_grace_period() {
     let disconnected = node.event(DraEventKind::Disconnected).await;
     assert_eq!(disconnected.endpoint, Some(plugin.endpoint()));
     node.event(DraEventKind::CleanupScheduled).await;
-    let status = node.status().unwrap();
+    let status = node.status().await.unwrap();
     assert!(status.pending_cleanup.is_some(), "{status:?}");
     assert_eq!(status.instances.len(), 1, "a drop does not deregister");
 
     node.event(DraEventKind::CleanedUp).await;
     assert_eq!(*node.cleanups.borrow(), [DRIVER]);
-    let status = node.status().unwrap();
+    let status = node.status().await.unwrap();
     assert!(status.pending_cleanup.is_none());
     assert!(status.cleaned_up_at_unix_ms.is_some());
 }
@@ -342,12 +354,12 @@ async fn a_reconnect_within_the_grace_period_cancels_the_cleanup() {
         .unwrap();
     plugin.stop().await;
     node.event(DraEventKind::CleanupScheduled).await;
-    assert!(node.status().unwrap().pending_cleanup.is_some());
+    assert!(node.status().await.unwrap().pending_cleanup.is_some());
 
     plugin.restart().await;
     node.event(DraEventKind::Connected).await;
     node.event(DraEventKind::CleanupCancelled).await;
-    let status = node.status().unwrap();
+    let status = node.status().await.unwrap();
     assert!(status.pending_cleanup.is_none());
     assert!(node.cleanups.borrow().is_empty());
     assert_eq!(prepared_by(&node, "1").await, "share-a");
@@ -381,7 +393,7 @@ async fn a_failing_cleanup_is_retried_and_shown() {
     node.manager.deregister(DRIVER, &plugin.endpoint());
     let failed = node.event(DraEventKind::CleanupFailed).await;
     assert_eq!(failed.detail.as_deref(), Some("API server unreachable"));
-    let pending = node.status().and_then(|s| s.pending_cleanup);
+    let pending = node.status().await.and_then(|s| s.pending_cleanup);
     if let Some(pending) = pending {
         assert_eq!(pending.failures, 1);
     }
@@ -517,7 +529,7 @@ async fn a_hanging_plugin_gets_deadline_exceeded_and_the_agent_goes_on() {
     // The connection survives a timed-out call.
     plugin.behaviour().hang = false;
     assert_eq!(prepared_by(&node, "2").await, "share-slow");
-    assert_eq!(node.status().unwrap().instances[0].connects, 1);
+    assert_eq!(node.status().await.unwrap().instances[0].connects, 1);
 }
 
 #[tokio::test]
@@ -543,7 +555,7 @@ async fn concurrent_calls_and_the_health_stream_share_one_connection() {
         s.is_some_and(|s| !s.devices.is_empty())
     })
     .await;
-    assert_eq!(node.status().unwrap().instances[0].connects, 1);
+    assert_eq!(node.status().await.unwrap().instances[0].connects, 1);
     assert_eq!(plugin.calls().borrow().len(), 16);
 }
 
@@ -648,7 +660,7 @@ async fn a_plugin_registered_before_it_serves_is_connected_when_it_starts() {
         .register(DRIVER, &endpoint, &both())
         .await
         .unwrap();
-    let status = node.status().unwrap();
+    let status = node.status().await.unwrap();
     assert!(!status.instances[0].connected);
     let error = node
         .manager
@@ -686,6 +698,7 @@ async fn a_socket_that_accepts_but_never_answers_is_not_connected() {
     // A failed attempt is not a change of connectedness: poll.
     let status = eventually("first attempt done", TIMEOUT, || async {
         node.status()
+            .await
             .filter(|s| s.instances[0].last_error.is_some())
     })
     .await;

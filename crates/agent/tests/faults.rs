@@ -9,7 +9,7 @@
 mod common;
 
 use common::{Harness, TYPE, row};
-use nodeplugins::registry::PluginState;
+use nodeplugins::plugin_manager::PluginState;
 use nodeplugins_test_support::fake_plugin::FakePlugin;
 use rand::{Rng, SeedableRng};
 use tokio::io::AsyncWriteExt;

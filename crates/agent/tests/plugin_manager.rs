@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::{Harness, TIMEOUT, TYPE, row};
-use nodeplugins::registry::PluginState;
+use nodeplugins::plugin_manager::PluginState;
 use nodeplugins_test_support::fake_plugin::{FakePlugin, GetInfoBehaviour};
 use nodeplugins_test_support::wait::watch_until;
 use tokio::sync::Semaphore;

@@ -201,9 +201,9 @@ impl Settings {
         set(&mut agent.dra.dial_timeout, c.plugin_dial_timeout);
         set(&mut agent.devices.dial_timeout, c.plugin_dial_timeout);
         set(&mut agent.devices.grace_period, c.device_grace_period);
-        set(&mut agent.registry.get_info_timeout, c.get_info_timeout);
-        set(&mut agent.registry.notify_timeout, c.notify_timeout);
-        set(&mut agent.registry.max_backoff, c.max_backoff);
+        set(&mut agent.plugins.get_info_timeout, c.get_info_timeout);
+        set(&mut agent.plugins.notify_timeout, c.notify_timeout);
+        set(&mut agent.plugins.max_backoff, c.max_backoff);
         set(&mut agent.csi_timeout, c.csi_timeout);
         Ok(Self {
             agent,
@@ -230,9 +230,9 @@ impl Settings {
             ("dra_health_timeout", human(a.dra.health_timeout)),
             ("device_grace_period", human(a.devices.grace_period)),
             ("plugin_dial_timeout", human(a.devices.dial_timeout)),
-            ("get_info_timeout", human(a.registry.get_info_timeout)),
-            ("notify_timeout", human(a.registry.notify_timeout)),
-            ("max_backoff", human(a.registry.max_backoff)),
+            ("get_info_timeout", human(a.plugins.get_info_timeout)),
+            ("notify_timeout", human(a.plugins.notify_timeout)),
+            ("max_backoff", human(a.plugins.max_backoff)),
             ("csi_timeout", human(a.csi_timeout)),
         ];
         lines
@@ -265,7 +265,7 @@ mod tests {
         assert_eq!(s.agent.dra.cleanup_grace, Duration::from_secs(9));
         assert_eq!(s.agent.metrics_addr, None);
         assert_eq!(s.log_format, LogFormat::Json);
-        assert_eq!(s.agent.registry.get_info_timeout, Duration::from_secs(1));
+        assert_eq!(s.agent.plugins.get_info_timeout, Duration::from_secs(1));
         // What --print-config shows reads back to the same settings.
         std::fs::write(&path, s.to_toml()).unwrap();
         let again = Settings::resolve(&RunArgs {

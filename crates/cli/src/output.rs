@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use nodeplugins::admin::AgentStatus;
 use nodeplugins::device::{ContainerAllocation, ResourceStatus};
-use nodeplugins::registry::PluginState;
+use nodeplugins::plugin_manager::PluginState;
 
 /// Output format of inspection commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

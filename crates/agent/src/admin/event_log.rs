@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::{AdminEvent, StatusSources};
 
@@ -24,19 +25,23 @@ struct Inner {
 }
 
 impl EventLog {
-    /// Starts collecting the events of `sources` until `shutdown`.
-    pub fn start(sources: &StatusSources, shutdown: CancellationToken) -> Arc<Self> {
+    /// Starts collecting the events of `sources` on `tasks` until `shutdown`.
+    pub fn start(
+        sources: &StatusSources,
+        tasks: &TaskTracker,
+        shutdown: CancellationToken,
+    ) -> Arc<Self> {
         let log = Arc::new(Self {
             inner: Mutex::new(Inner {
                 history: VecDeque::with_capacity(EVENT_HISTORY),
                 live: broadcast::channel(1024).0,
             }),
         });
-        let mut registry = sources.registry.events();
+        let mut registry = sources.plugins.events();
         let mut dra = sources.dra.events();
         let mut devices = sources.devices.events();
         let collector = log.clone();
-        tokio::spawn(async move {
+        tasks.spawn(async move {
             loop {
                 let event = tokio::select! {
                     () = shutdown.cancelled() => return,

@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 use nodeplugins_api::transport::{BoundSocket, TransportError};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
+use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -16,7 +17,8 @@ use super::{
     AdminErrorReply, AdminRequest, AgentStatus, AllocateReply, DraPrepareReply, DraUnprepareReply,
     FollowingMarker, ReleaseReply, StatusSources, socket_path,
 };
-use crate::registry::status::unix_ms;
+use crate::device::AllocationRequest;
+use crate::unix_time::unix_ms;
 
 /// How long a client has to send its request line.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
@@ -42,8 +44,8 @@ pub async fn serve(
         .map(|m| m.uid())
         .unwrap_or(0);
     let (listener, _file) = socket.into_parts();
-    let events = EventLog::start(&sources, shutdown.clone());
     let tasks = TaskTracker::new();
+    let events = EventLog::start(&sources, &tasks, shutdown.clone());
     loop {
         let stream = tokio::select! {
             () = shutdown.cancelled() => break,
@@ -68,6 +70,7 @@ pub async fn serve(
         tasks.spawn(async move { context.answer(stream).await });
     }
     tasks.close();
+    tasks.wait().await;
     Ok(())
 }
 
@@ -98,9 +101,12 @@ impl Context {
         // still writing instead of breaking its pipe.
         let mut line = String::new();
         let mut reader = BufReader::new(read.take(MAX_REQUEST as u64));
-        match tokio::time::timeout(REQUEST_TIMEOUT, reader.read_line(&mut line)).await {
-            Ok(Ok(_)) => {}
-            _ => return,
+        let read = tokio::select! {
+            () = self.shutdown.cancelled() => return,
+            read = tokio::time::timeout(REQUEST_TIMEOUT, reader.read_line(&mut line)) => read,
+        };
+        if !matches!(read, Ok(Ok(_))) {
+            return;
         }
         if peer != Some(0) && peer != Some(self.owner) {
             tracing::warn!(peer_uid = ?peer, "refused admin connection from another user");
@@ -115,19 +121,21 @@ impl Context {
         }
         match serde_json::from_str::<AdminRequest>(line.trim()) {
             Ok(AdminRequest::Status) => {
-                let reply = match self.sources.registry.snapshot().await {
-                    Ok(plugins) => serde_json::to_value(AgentStatus {
-                        version: env!("CARGO_PKG_VERSION").to_string(),
-                        root_dir: self.root_dir.clone(),
-                        started_at_unix_ms: unix_ms(self.started),
-                        uptime_ms: self.started.elapsed().map_or(0, |d| d.as_millis() as u64),
-                        plugins,
-                        csi_drivers: self.sources.csi.list(),
-                        resources: self.sources.devices.status(),
-                        device_checkpoint_error: self.sources.devices.checkpoint_error(),
-                        dra_drivers: self.sources.dra.status(),
-                        metrics_addr: self.sources.metrics_addr.map(|a| a.to_string()),
-                    }),
+                let reply = self.status().await;
+                let _ = write_line(&mut write, &reply).await;
+            }
+            Ok(AdminRequest::Allocate {
+                pod,
+                container,
+                resources,
+            }) => {
+                let request = AllocationRequest {
+                    pod_uid: pod,
+                    container,
+                    resources,
+                };
+                let reply = match self.sources.devices.allocate(&request).await {
+                    Ok(allocations) => serde_json::to_value(AllocateReply { allocations }),
                     Err(e) => serde_json::to_value(AdminErrorReply {
                         error: e.to_string(),
                     }),
@@ -136,54 +144,16 @@ impl Context {
                     let _ = write_line(&mut write, &reply).await;
                 }
             }
-            Ok(AdminRequest::Allocate {
-                pod,
-                container,
-                resources,
-            }) => {
-                let devices = &self.sources.devices;
-                // What the container held before: a repeat request returns it,
-                // and a failed request must not undo it.
-                let held: std::collections::BTreeSet<String> = devices
-                    .allocations()
-                    .into_iter()
-                    .filter(|a| a.pod_uid == pod && a.container == container)
-                    .map(|a| a.resource)
-                    .collect();
-                let mut done = Vec::new();
-                let mut failure = None;
-                for (resource, count) in &resources {
-                    match devices.allocate(&pod, &container, resource, *count).await {
-                        Ok(allocation) => done.push(allocation),
-                        Err(e) => {
-                            failure = Some(e.to_string());
-                            break;
-                        }
-                    }
-                }
-                let reply = match failure {
-                    None => serde_json::to_value(AllocateReply { allocations: done }),
-                    Some(error) => {
-                        // All or nothing: undo what this request allocated.
-                        for allocation in done.iter().filter(|a| !held.contains(&a.resource)) {
-                            devices
-                                .forget(
-                                    &allocation.pod_uid,
-                                    &allocation.container,
-                                    &allocation.resource,
-                                )
-                                .await;
-                        }
-                        serde_json::to_value(AdminErrorReply { error })
-                    }
+            Ok(AdminRequest::Release { pod }) => {
+                let reply = match self.sources.devices.release(&pod).await {
+                    Ok(released) => serde_json::to_value(ReleaseReply { released }),
+                    Err(e) => serde_json::to_value(AdminErrorReply {
+                        error: e.to_string(),
+                    }),
                 };
                 if let Ok(reply) = reply {
                     let _ = write_line(&mut write, &reply).await;
                 }
-            }
-            Ok(AdminRequest::Release { pod }) => {
-                let released = self.sources.devices.release(&pod).await;
-                let _ = write_line(&mut write, &ReleaseReply { released }).await;
             }
             Ok(AdminRequest::DraPrepare { driver, claims }) => {
                 let reply = match self.sources.dra.prepare(&driver, &claims).await {
@@ -208,43 +178,7 @@ impl Context {
                 }
             }
             Ok(AdminRequest::Events { history, follow }) => {
-                let (past, mut live) = self.events.subscribe();
-                if history {
-                    for event in &past {
-                        if write_line(&mut write, event).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-                if !follow {
-                    return;
-                }
-                let marker = FollowingMarker { following: true };
-                if write_line(&mut write, &marker).await.is_err() {
-                    return;
-                }
-                loop {
-                    let event = tokio::select! {
-                        () = self.shutdown.cancelled() => return,
-                        event = live.recv() => event,
-                    };
-                    match event {
-                        Ok(event) => {
-                            if write_line(&mut write, &event).await.is_err() {
-                                return;
-                            }
-                        }
-                        Err(broadcast::error::RecvError::Lagged(missed)) => {
-                            let error = AdminErrorReply {
-                                error: format!("missed {missed} events"),
-                            };
-                            if write_line(&mut write, &error).await.is_err() {
-                                return;
-                            }
-                        }
-                        Err(broadcast::error::RecvError::Closed) => return,
-                    }
-                }
+                self.stream_events(&mut write, history, follow).await;
             }
             Err(e) => {
                 let _ = write_line(
@@ -257,10 +191,81 @@ impl Context {
             }
         }
     }
+
+    /// The agent's status, or why it cannot be read.
+    async fn status(&self) -> serde_json::Value {
+        let sources = &self.sources;
+        let (plugins, resources, checkpoint, dra_drivers) = tokio::join!(
+            sources.plugins.snapshot(),
+            sources.devices.status(),
+            sources.devices.checkpoint_problem(),
+            sources.dra.status(),
+        );
+        let status = (|| -> Result<AgentStatus, String> {
+            Ok(AgentStatus {
+                version: env!("CARGO_PKG_VERSION").to_string(),
+                root_dir: self.root_dir.clone(),
+                started_at_unix_ms: unix_ms(self.started),
+                uptime_ms: self.started.elapsed().map_or(0, |d| d.as_millis() as u64),
+                plugins: plugins.map_err(|e| e.to_string())?,
+                csi_drivers: sources.csi.list(),
+                resources: resources.map_err(|e| e.to_string())?,
+                device_checkpoint_error: checkpoint
+                    .map_err(|e| e.to_string())?
+                    .map(|problem| problem.to_string()),
+                dra_drivers: dra_drivers.map_err(|e| e.to_string())?,
+                metrics_addr: sources.metrics_addr.map(|a| a.to_string()),
+            })
+        })();
+        let reply = match status {
+            Ok(status) => serde_json::to_value(status),
+            Err(error) => serde_json::to_value(AdminErrorReply { error }),
+        };
+        reply.unwrap_or_default()
+    }
+
+    /// The recent events (with `history`), then every new one until the
+    /// client hangs up (with `follow`).
+    async fn stream_events(&self, write: &mut OwnedWriteHalf, history: bool, follow: bool) {
+        let (past, mut live) = self.events.subscribe();
+        if history {
+            for event in &past {
+                if write_line(write, event).await.is_err() {
+                    return;
+                }
+            }
+        }
+        if !follow {
+            return;
+        }
+        let marker = FollowingMarker { following: true };
+        if write_line(write, &marker).await.is_err() {
+            return;
+        }
+        loop {
+            let event = tokio::select! {
+                () = self.shutdown.cancelled() => return,
+                event = live.recv() => event,
+            };
+            let written = match event {
+                Ok(event) => write_line(write, &event).await,
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    let error = AdminErrorReply {
+                        error: format!("missed {missed} events"),
+                    };
+                    write_line(write, &error).await
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            };
+            if written.is_err() {
+                return;
+            }
+        }
+    }
 }
 
 async fn write_line(
-    write: &mut tokio::net::unix::OwnedWriteHalf,
+    write: &mut OwnedWriteHalf,
     value: &impl serde::Serialize,
 ) -> std::io::Result<()> {
     let mut line = serde_json::to_vec(value).map_err(std::io::Error::other)?;

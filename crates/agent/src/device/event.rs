@@ -35,3 +35,21 @@ pub struct DeviceEvent {
     /// When (Unix milliseconds).
     pub at_unix_ms: u64,
 }
+
+impl DeviceEvent {
+    /// An event happening now.
+    pub(crate) fn now(
+        kind: DeviceEventKind,
+        resource: &str,
+        endpoint: Option<&std::path::Path>,
+        detail: Option<String>,
+    ) -> Self {
+        Self {
+            kind,
+            resource: resource.to_string(),
+            endpoint: endpoint.map(|p| p.display().to_string()),
+            detail,
+            at_unix_ms: crate::unix_time::unix_ms(std::time::SystemTime::now()),
+        }
+    }
+}

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use nodeplugins_api::constants::device_plugin::VERSION;
 
-use super::manager::DeviceManager;
+use super::handle::DeviceHandle;
 use super::resource_name::is_extended_resource_name;
 use crate::handler::{HandlerError, PluginHandler};
 
@@ -12,13 +12,13 @@ use crate::handler::{HandlerError, PluginHandler};
 /// endpoint the absolute path of its DevicePlugin socket.
 #[derive(Clone)]
 pub struct DevicePluginHandler {
-    manager: DeviceManager,
+    devices: DeviceHandle,
 }
 
 impl DevicePluginHandler {
-    /// A handler connecting plugins to `manager`.
-    pub fn new(manager: DeviceManager) -> Self {
-        Self { manager }
+    /// A handler connecting plugins through `devices`.
+    pub fn new(devices: DeviceHandle) -> Self {
+        Self { devices }
     }
 }
 
@@ -49,13 +49,13 @@ impl PluginHandler for DevicePluginHandler {
         endpoint: &str,
         _versions: &[String],
     ) -> Result<(), HandlerError> {
-        self.manager
+        self.devices
             .connect(name, Path::new(endpoint))
             .await
-            .map_err(|e| HandlerError::new(e.to_string()))
+            .map_err(HandlerError::from_error)
     }
 
     async fn deregister(&self, name: &str, endpoint: &str) {
-        self.manager.disconnect(name, Path::new(endpoint));
+        self.devices.disconnect(name, Path::new(endpoint));
     }
 }

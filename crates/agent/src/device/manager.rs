@@ -1,996 +1,577 @@
-//! The device manager's state: per resource, the connected plugin instances
-//! (keyed by socket; the newest is primary), the devices the primary reports
-//! with their health, and the grace period after the last instance leaves.
+//! The device manager: one task owns the state ([`State`]) and receives
+//! commands from [`DeviceHandle`]s, from the ListAndWatch stream of each
+//! connected plugin, and from the checkpoint writer; it wakes only for those
+//! and for the end of a resource's grace period.
+//!
+//! Starting it ([`DeviceManager::run`]) does what the kubelet's device manager
+//! does on start: it removes the plugin sockets left in the device plugin
+//! directory (plugins notice and register again), loads the checkpoint, and
+//! serves `kubelet.sock`.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::SystemTime;
 
-use nodeplugins_api::constants::device_plugin::HEALTHY;
-use nodeplugins_api::deviceplugin::v1beta1::{Device, DevicePluginOptions};
-use tokio::sync::{broadcast, watch};
+use nodeplugins_api::deviceplugin::v1beta1::Device;
+use nodeplugins_api::transport::TransportError;
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use nodeplugins_api::deviceplugin::v1beta1::device_plugin_client::DevicePluginClient;
-use nodeplugins_api::deviceplugin::v1beta1::{
-    AllocateRequest, ContainerAllocateRequest, ContainerAllocateResponse,
-    ContainerPreferredAllocationRequest, PreStartContainerRequest, PreferredAllocationRequest,
-};
-use tonic::transport::Channel;
-
-use super::allocation::{AllocateError, ContainerAllocation};
-use super::checkpoint::{self, CHECKPOINT_FILE, CheckpointData, CheckpointError};
-use super::endpoint;
+use super::allocate::{AllocateError, AllocationRequest, Choice, Planned, ReservedChoices};
+use super::allocation::ContainerAllocation;
+use super::checkpoint::{self, DeviceCheckpoint};
+use super::config::DeviceManagerConfig;
 use super::event::{DeviceEvent, DeviceEventKind};
-use super::selection::{Candidate, aligned_order};
-use crate::metrics::{CounterVec, DEFAULT_BUCKETS, HistogramVec};
-use crate::registry::status::unix_ms;
+use super::handle::{DeviceHandle, Shared};
+use super::kubelet_socket;
+use super::metrics::DeviceMetrics;
+use super::plugin_client::{DeviceError, PluginClient, StreamEnd};
+use super::state::{AllocationKey, Instance, InstanceId, ReservationId, State};
+use super::status::ResourceStatus;
+use crate::checkpoint::{CheckpointProblem, Loaded, Persister, Written, WrittenReply};
+use crate::timer::sleep_until;
 
-/// How long a resource stays known after its last plugin disconnected
-/// (upstream `endpointStopGracePeriod`, 5 min).
-pub const ENDPOINT_STOP_GRACE_PERIOD: Duration = Duration::from_secs(300);
-/// Dialing a device plugin (upstream: 10 s).
-pub const DIAL_TIMEOUT: Duration = Duration::from_secs(10);
-/// GetDevicePluginOptions and GetPreferredAllocation. Upstream sets none, so
-/// a hanging plugin blocks forever; here they are bounded.
-pub const OPTIONS_TIMEOUT: Duration = Duration::from_secs(10);
-/// Allocate. Upstream sets none, so a plugin that never answers blocks the
-/// container's start forever; here it is bounded.
-pub const ALLOCATE_TIMEOUT: Duration = Duration::from_secs(120);
-/// PreStartContainer (upstream `KubeletPreStartContainerRPCTimeoutInSecs`, 30 s).
-pub const PRE_START_TIMEOUT: Duration = Duration::from_secs(
-    nodeplugins_api::constants::device_plugin::PRE_START_CONTAINER_TIMEOUT_SECS,
-);
-
-/// Settings of the device manager.
-#[derive(Debug, Clone)]
-pub struct DeviceManagerConfig {
-    /// The device plugin directory, `<root>/device-plugins`.
-    pub dir: PathBuf,
-    /// See [`ENDPOINT_STOP_GRACE_PERIOD`].
-    pub grace_period: Duration,
-    /// See [`DIAL_TIMEOUT`].
-    pub dial_timeout: Duration,
-    /// See [`OPTIONS_TIMEOUT`].
-    pub options_timeout: Duration,
-}
-
-impl DeviceManagerConfig {
-    /// Upstream defaults for the directory `dir`.
-    pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self {
-            dir: dir.into(),
-            grace_period: ENDPOINT_STOP_GRACE_PERIOD,
-            dial_timeout: DIAL_TIMEOUT,
-            options_timeout: OPTIONS_TIMEOUT,
-        }
-    }
-}
-
-/// Why a device plugin could not be connected.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DeviceError {
-    /// The plugin's socket could not be dialed.
-    #[error("failed to dial device plugin: {0}")]
-    Dial(String),
-    /// GetDevicePluginOptions failed.
-    #[error("failed to get device plugin options: {0}")]
-    Options(String),
-    /// This socket is already connected for this resource.
-    #[error("device plugin already connected: resource {resource} at socket {socket}")]
-    AlreadyConnected {
-        /// The resource.
-        resource: String,
-        /// The socket.
-        socket: String,
+/// Why the device manager could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceManagerError {
+    /// The device plugin directory could not be created or read.
+    #[error("device plugin directory {dir:?}: {source}")]
+    Directory {
+        /// The directory.
+        dir: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
     },
-    /// The device manager is shutting down.
-    #[error("the device manager is stopping")]
-    Stopping,
+    /// `kubelet.sock` could not be served.
+    #[error("kubelet.sock: {0}")]
+    KubeletSocket(#[source] TransportError),
 }
 
-#[derive(Debug, Clone)]
-pub(crate) struct Instance {
-    pub(crate) client: DevicePluginClient<Channel>,
-    pub(crate) socket: PathBuf,
-    pub(crate) options: DevicePluginOptions,
-    pub(crate) connected_at: SystemTime,
-    pub(crate) cancel: CancellationToken,
-    /// The last device list this instance sent, if any.
-    pub(crate) devices: Option<Vec<Device>>,
+/// What the manager's task is told.
+pub(crate) enum Command {
+    /// A dialed plugin instance to record.
+    Connect {
+        resource: String,
+        plugin: PluginClient,
+        reply: oneshot::Sender<Result<(), DeviceError>>,
+    },
+    /// Drop the instance of `resource` at `socket`.
+    Disconnect { resource: String, socket: PathBuf },
+    /// An instance sent its device list.
+    DeviceList {
+        resource: String,
+        instance: InstanceId,
+        devices: Vec<Device>,
+    },
+    /// An instance's ListAndWatch stream ended.
+    StreamEnded {
+        resource: String,
+        instance: InstanceId,
+        end: StreamEnd,
+    },
+    /// Allocation step 1.
+    Plan {
+        request: AllocationRequest,
+        reply: oneshot::Sender<Result<Vec<Planned>, AllocateError>>,
+    },
+    /// Allocation step 3.
+    Reserve {
+        choices: Vec<Choice>,
+        reply: oneshot::Sender<Result<ReservedChoices, AllocateError>>,
+    },
+    /// An allocation in progress failed.
+    Unreserve { reservation: ReservationId },
+    /// Allocation step 5; answered once on disk.
+    Commit {
+        reservation: ReservationId,
+        allocations: Vec<ContainerAllocation>,
+        reply: WrittenReply,
+    },
+    /// Free a pod's devices; answered with the count at once and, when the
+    /// count is not zero, with the end of the checkpoint write.
+    Release {
+        pod_uid: String,
+        reply: oneshot::Sender<(usize, Option<oneshot::Receiver<WrittenResult>>)>,
+    },
+    Status {
+        reply: oneshot::Sender<Vec<ResourceStatus>>,
+    },
+    Allocations {
+        reply: oneshot::Sender<Vec<ContainerAllocation>>,
+    },
+    CheckpointProblem {
+        reply: oneshot::Sender<Option<CheckpointProblem>>,
+    },
 }
 
-#[derive(Debug, Default)]
-pub(crate) struct Resource {
-    /// Instance id → instance; the highest id (newest) is the primary.
-    instances: BTreeMap<u64, Instance>,
-    /// Device id → device, as the primary last reported.
-    devices: BTreeMap<String, Device>,
-    /// Set while no instance is connected.
-    stopped_at: Option<Instant>,
-    expiry: Option<CancellationToken>,
-}
+type WrittenResult = Result<(), Arc<crate::checkpoint::CheckpointError>>;
 
-#[derive(Debug, Default)]
-pub(crate) struct State {
-    resources: BTreeMap<String, Resource>,
-    next_instance: u64,
-    /// (pod, container, resource) → what was allocated.
-    allocations: BTreeMap<(String, String, String), ContainerAllocation>,
-    /// Devices held by allocations still in progress, per resource.
-    reserved: BTreeMap<String, BTreeSet<String>>,
-}
-
-impl State {
-    /// Healthy devices of `resource` that no container holds or is being given.
-    fn free(&self, resource: &str) -> Vec<Candidate> {
-        let Some(r) = self.resources.get(resource) else {
-            return Vec::new();
-        };
-        let reserved = self.reserved.get(resource);
-        let taken: BTreeSet<&String> = self
-            .allocations
-            .values()
-            .filter(|a| a.resource == resource)
-            .flat_map(|a| a.devices.iter())
-            .chain(reserved.into_iter().flatten())
-            .collect();
-        r.devices
-            .values()
-            .filter(|d| is_healthy(d) && !taken.contains(&d.id))
-            .map(|d| Candidate {
-                id: d.id.clone(),
-                numa: d
-                    .topology
-                    .as_ref()
-                    .map(|t| t.nodes.iter().map(|n| n.id).collect())
-                    .unwrap_or_default(),
-            })
-            .collect()
-    }
-}
-
-/// The device manager. Cheap to clone.
-#[derive(Clone)]
+/// The device manager. Take [`handle`](Self::handle)s, then [`run`](Self::run) it.
 pub struct DeviceManager {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
     config: DeviceManagerConfig,
-    state: Mutex<State>,
-    changes: watch::Sender<u64>,
-    tasks: TaskTracker,
-    shutdown: CancellationToken,
-    /// Serializes checkpoint writes so the newest state is written last.
-    writer: tokio::sync::Mutex<()>,
-    /// A background checkpoint write is queued; it will include every change
-    /// made before it takes `writer`, so further changes need no other write.
-    write_queued: AtomicBool,
-    /// Why the checkpoint could not be loaded or last written, for status.
-    checkpoint_error: Mutex<Option<String>>,
-    /// Events for operators.
+    commands_tx: mpsc::UnboundedSender<Command>,
+    commands: mpsc::UnboundedReceiver<Command>,
     events: broadcast::Sender<DeviceEvent>,
-    /// `kubelet_device_plugin_registration_total`.
-    registrations: CounterVec,
-    /// `kubelet_device_plugin_alloc_duration_seconds`.
-    alloc_duration: HistogramVec,
-}
-
-/// One device, as status shows it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct DeviceStatus {
-    /// Device id.
-    pub id: String,
-    /// `Healthy` or `Unhealthy`.
-    pub health: String,
-    /// NUMA nodes the device is attached to.
-    pub numa_nodes: Vec<i64>,
-}
-
-/// One connected plugin instance, as status shows it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct InstanceStatus {
-    /// The plugin's socket.
-    pub socket: PathBuf,
-    /// Whether this is the instance whose devices count.
-    pub primary: bool,
-    /// The plugin wants PreStartContainer calls.
-    pub pre_start_required: bool,
-    /// The plugin implements GetPreferredAllocation.
-    pub get_preferred_allocation_available: bool,
-    /// When it connected (Unix milliseconds).
-    pub connected_at_unix_ms: u64,
-}
-
-/// One resource, as status shows it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ResourceStatus {
-    /// Extended resource name.
-    pub name: String,
-    /// All devices.
-    pub capacity: usize,
-    /// Healthy devices.
-    pub allocatable: usize,
-    /// Devices held by containers.
-    pub allocated: usize,
-    /// Devices being allocated right now.
-    pub reserved: usize,
-    /// The devices.
-    pub devices: Vec<DeviceStatus>,
-    /// Connected plugin instances.
-    pub instances: Vec<InstanceStatus>,
-    /// Time left before the resource is forgotten, while no plugin is connected.
-    pub removal_in_ms: Option<u64>,
-}
-
-fn is_healthy(device: &Device) -> bool {
-    device.health == HEALTHY
+    changes: watch::Sender<u64>,
+    metrics: DeviceMetrics,
+    shared: Arc<Shared>,
 }
 
 impl DeviceManager {
-    /// A manager with no resources.
+    /// A manager with no resources, using `config.dir`.
     pub fn new(config: DeviceManagerConfig) -> Self {
-        let shutdown = CancellationToken::new();
+        let (commands_tx, commands) = mpsc::unbounded_channel();
+        let events = broadcast::channel(1024).0;
+        let changes = watch::channel(0).0;
+        let metrics = DeviceMetrics::default();
+        let shared = Arc::new(Shared {
+            config: config.clone(),
+            events: events.clone(),
+            changes: changes.subscribe(),
+            metrics: metrics.clone(),
+        });
         Self {
-            inner: Arc::new(Inner {
-                config,
-                state: Mutex::new(State::default()),
-                changes: watch::channel(0).0,
-                tasks: TaskTracker::new(),
-                shutdown,
-                writer: tokio::sync::Mutex::new(()),
-                write_queued: AtomicBool::new(false),
-                checkpoint_error: Mutex::new(None),
-                events: broadcast::channel(1024).0,
-                registrations: CounterVec::new(
-                    "kubelet_device_plugin_registration_total",
-                    "Cumulative number of device plugin registrations.",
-                    &["resource_name"],
-                ),
-                alloc_duration: HistogramVec::new(
-                    "kubelet_device_plugin_alloc_duration_seconds",
-                    "Duration in seconds to serve a device plugin Allocation request.",
-                    &["resource_name"],
-                    DEFAULT_BUCKETS,
-                ),
-            }),
+            config,
+            commands_tx,
+            commands,
+            events,
+            changes,
+            metrics,
+            shared,
         }
     }
 
-    /// The settings.
-    pub fn config(&self) -> &DeviceManagerConfig {
-        &self.inner.config
+    /// A handle for connecting plugins, allocating and reading state.
+    pub fn handle(&self) -> DeviceHandle {
+        DeviceHandle {
+            commands: self.commands_tx.clone(),
+            shared: self.shared.clone(),
+        }
     }
 
-    /// Appends the device manager's metrics to `out`.
-    pub fn render_metrics(&self, out: &mut String) {
-        self.inner.registrations.render(out);
-        self.inner.alloc_duration.render(out);
+    /// Removes old plugin sockets, loads the checkpoint (allocations come
+    /// back; each resource it names waits, with capacity 0, for its plugin),
+    /// serves `kubelet.sock` and runs until `shutdown`. Fails only if the
+    /// directory or `kubelet.sock` cannot be set up.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), DeviceManagerError> {
+        let dir = self.config.dir.clone();
+        let directory = |source| DeviceManagerError::Directory {
+            dir: dir.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&dir).map_err(directory)?;
+        kubelet_socket::clean_plugin_directory(&dir).map_err(directory)?;
+        let file = checkpoint::file(&dir);
+        let loaded = tokio::task::spawn_blocking(move || file.load::<DeviceCheckpoint>()).await;
+        let socket = kubelet_socket::bind(&dir)
+            .await
+            .map_err(DeviceManagerError::KubeletSocket)?;
+        let handle = self.handle();
+        let tasks = TaskTracker::new();
+        let mut owner = Owner {
+            persister: Persister::start(checkpoint::file(&dir), &tasks),
+            config: self.config,
+            state: State::default(),
+            commands: self.commands,
+            commands_tx: self.commands_tx,
+            events: self.events,
+            changes: self.changes,
+            metrics: self.metrics,
+            tasks,
+            commits: Vec::new(),
+            load_problem: None,
+        };
+        match loaded {
+            Ok(Ok(loaded)) => owner.restore(loaded),
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "device checkpoint not restored");
+                owner.load_problem = Some(CheckpointProblem::Unreadable(Arc::new(e)));
+            }
+            Err(e) => tracing::error!(error = %e, "device checkpoint not restored"),
+        }
+        let serving = kubelet_socket::serve(socket, handle, shutdown.clone());
+        let (served, ()) = tokio::join!(
+            async {
+                let result = serving.await;
+                shutdown.cancel();
+                result
+            },
+            owner.run(shutdown.clone())
+        );
+        served.map_err(DeviceManagerError::KubeletSocket)
     }
+}
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
+/// An allocation recorded but not yet on disk.
+struct PendingCommit {
+    version: u64,
+    allocations: Vec<(AllocationKey, ContainerAllocation)>,
+    reply: WrittenReply,
+}
 
-    fn changed(&self) {
-        self.inner.changes.send_modify(|v| *v += 1);
-    }
+struct Owner {
+    config: DeviceManagerConfig,
+    state: State,
+    commands: mpsc::UnboundedReceiver<Command>,
+    /// For the ListAndWatch tasks to report back.
+    commands_tx: mpsc::UnboundedSender<Command>,
+    events: broadcast::Sender<DeviceEvent>,
+    changes: watch::Sender<u64>,
+    metrics: DeviceMetrics,
+    /// The ListAndWatch streams and the checkpoint writer.
+    tasks: TaskTracker,
+    persister: Persister<DeviceCheckpoint>,
+    commits: Vec<PendingCommit>,
+    /// Why the checkpoint could not be loaded, or how it was repaired.
+    load_problem: Option<CheckpointProblem>,
+}
 
-    /// A counter that increases on every change, for waiting on state.
-    pub fn changes(&self) -> watch::Receiver<u64> {
-        self.inner.changes.subscribe()
-    }
-
-    /// Events from now on: plugins connecting and leaving, device lists
-    /// changing, allocations and releases.
-    pub fn events(&self) -> broadcast::Receiver<DeviceEvent> {
-        self.inner.events.subscribe()
+impl Owner {
+    async fn run(mut self, shutdown: CancellationToken) {
+        loop {
+            let state = &self.state;
+            self.persister.flush(|| checkpoint_data(state));
+            let next_expiry = self.next_expiry();
+            let changed = tokio::select! {
+                biased;
+                () = shutdown.cancelled() => break,
+                Some(command) = self.commands.recv() => self.on_command(command),
+                written = self.persister.next_written() => self.on_written(written),
+                () = sleep_until(next_expiry) => self.expire(),
+            };
+            if changed {
+                self.changes.send_modify(|v| *v += 1);
+            }
+        }
+        for resource in self.state.resources.values() {
+            for instance in resource.instances.values() {
+                instance.plugin.disconnect();
+            }
+        }
+        let Owner {
+            state,
+            persister,
+            tasks,
+            ..
+        } = self;
+        persister.finish(|| checkpoint_data(&state)).await;
+        tasks.close();
+        tasks.wait().await;
     }
 
     fn emit(
         &self,
         kind: DeviceEventKind,
         resource: &str,
-        endpoint: Option<&Path>,
+        endpoint: Option<&std::path::Path>,
         detail: Option<String>,
     ) {
-        let _ = self.inner.events.send(DeviceEvent {
-            kind,
-            resource: resource.to_string(),
-            endpoint: endpoint.map(|p| p.display().to_string()),
-            detail,
-            at_unix_ms: unix_ms(SystemTime::now()),
-        });
+        let _ = self
+            .events
+            .send(DeviceEvent::now(kind, resource, endpoint, detail));
     }
 
-    /// Connects the device plugin for `resource` serving at `socket`: dials,
-    /// asks for its options, records the instance (the newest becomes
-    /// primary) and starts following its device list. Returns once the
-    /// instance is recorded.
-    pub async fn connect(&self, resource: &str, socket: &Path) -> Result<(), DeviceError> {
-        if self.inner.shutdown.is_cancelled() {
-            return Err(DeviceError::Stopping);
-        }
-        let (client, options) = endpoint::connect(socket, &self.inner.config).await?;
-        let cancel = self.inner.shutdown.child_token();
-        let id = {
-            let mut state = self.lock();
-            let entry = state.resources.entry(resource.to_string()).or_default();
-            if entry.instances.values().any(|i| i.socket == socket) {
-                return Err(DeviceError::AlreadyConnected {
-                    resource: resource.to_string(),
-                    socket: socket.display().to_string(),
+    /// Handles one command; says whether the state changed.
+    fn on_command(&mut self, command: Command) -> bool {
+        match command {
+            Command::Connect {
+                resource,
+                plugin,
+                reply,
+            } => {
+                let result = self.connect(resource, plugin);
+                let changed = result.is_ok();
+                let _ = reply.send(result);
+                changed
+            }
+            Command::Disconnect { resource, socket } => {
+                let instances = self.state.resources.get(&resource).into_iter();
+                for instance in instances.flat_map(|r| r.instances.values()) {
+                    if instance.plugin.socket() == socket {
+                        instance.plugin.disconnect();
+                    }
+                }
+                false
+            }
+            Command::DeviceList {
+                resource,
+                instance,
+                devices,
+            } => self.device_list(&resource, instance, devices),
+            Command::StreamEnded {
+                resource,
+                instance,
+                end,
+            } => self.stream_ended(&resource, instance, end),
+            Command::Plan { request, reply } => {
+                let _ = reply.send(self.state.plan(&request));
+                false
+            }
+            Command::Reserve { choices, reply } => {
+                let result = self.state.reserve(choices);
+                let changed = result.is_ok();
+                let _ = reply.send(result);
+                changed
+            }
+            Command::Unreserve { reservation } => {
+                self.state.reservations.remove(&reservation).is_some()
+            }
+            Command::Commit {
+                reservation,
+                allocations,
+                reply,
+            } => {
+                let keys = self.state.commit(reservation, allocations.clone());
+                for a in &allocations {
+                    tracing::info!(pod = %a.pod_uid, container = %a.container, resource = %a.resource,
+                        devices = ?a.devices, "devices allocated");
+                }
+                let version = self.persister.changed();
+                self.commits.push(PendingCommit {
+                    version,
+                    allocations: keys.into_iter().zip(allocations).collect(),
+                    reply,
                 });
+                true
             }
-            if let Some(expiry) = entry.expiry.take() {
-                expiry.cancel();
+            Command::Release { pod_uid, reply } => {
+                let before = self.state.allocations.len();
+                self.state
+                    .allocations
+                    .retain(|(pod, _, _), _| *pod != pod_uid);
+                let released = before - self.state.allocations.len();
+                let written = (released > 0).then(|| {
+                    tracing::info!(pod = %pod_uid, released, "devices released");
+                    self.emit(
+                        DeviceEventKind::Released,
+                        "",
+                        None,
+                        Some(format!("pod {pod_uid}: {released} allocation(s)")),
+                    );
+                    let (tx, rx) = oneshot::channel();
+                    let version = self.persister.changed();
+                    self.persister.when_written(version, tx);
+                    rx
+                });
+                let _ = reply.send((released, written));
+                released > 0
             }
-            entry.stopped_at = None;
-            state.next_instance += 1;
-            let id = state.next_instance;
-            let instance = Instance {
-                client: client.clone(),
-                socket: socket.to_owned(),
-                options,
-                connected_at: SystemTime::now(),
-                cancel: cancel.clone(),
-                devices: None,
-            };
-            if let Some(entry) = state.resources.get_mut(resource) {
-                entry.instances.insert(id, instance);
+            Command::Status { reply } => {
+                let _ = reply.send(self.state.status(self.config.grace_period, Instant::now()));
+                false
             }
-            id
-        };
-        self.inner.registrations.inc(&[resource]);
+            Command::Allocations { reply } => {
+                let _ = reply.send(self.state.allocations.values().cloned().collect());
+                false
+            }
+            Command::CheckpointProblem { reply } => {
+                let problem = self
+                    .persister
+                    .last_error()
+                    .map(CheckpointProblem::Write)
+                    .or_else(|| self.load_problem.clone());
+                let _ = reply.send(problem);
+                false
+            }
+        }
+    }
+
+    fn connect(&mut self, resource: String, plugin: PluginClient) -> Result<(), DeviceError> {
+        let socket = plugin.socket().to_owned();
+        let entry = self.state.resources.entry(resource.clone()).or_default();
+        if entry
+            .instances
+            .values()
+            .any(|i| i.plugin.socket() == socket)
+        {
+            return Err(DeviceError::AlreadyConnected {
+                resource,
+                socket: socket.display().to_string(),
+            });
+        }
+        entry.stopped_since = None;
+        self.state.next_instance += 1;
+        let id = self.state.next_instance;
+        let options = plugin.options();
+        if let Some(entry) = self.state.resources.get_mut(&resource) {
+            entry.instances.insert(
+                id,
+                Instance {
+                    plugin: plugin.clone(),
+                    connected_at: SystemTime::now(),
+                    devices: None,
+                },
+            );
+        }
+        self.metrics.registered(&resource);
         tracing::info!(%resource, socket = %socket.display(), pre_start = options.pre_start_required,
             preferred_allocation = options.get_preferred_allocation_available, "device plugin connected");
-        self.emit(DeviceEventKind::Connected, resource, Some(socket), None);
-        self.changed();
-        let manager = self.clone();
-        let resource = resource.to_string();
-        self.inner.tasks.spawn(async move {
-            endpoint::list_and_watch(&manager, &resource, id, client, cancel).await;
-            manager.disconnected(&resource, id);
+        self.emit(DeviceEventKind::Connected, &resource, Some(&socket), None);
+        let commands = self.commands_tx.clone();
+        self.tasks.spawn(async move {
+            let end = plugin
+                .list_and_watch(|devices| {
+                    let _ = commands.send(Command::DeviceList {
+                        resource: resource.clone(),
+                        instance: id,
+                        devices,
+                    });
+                })
+                .await;
+            let _ = commands.send(Command::StreamEnded {
+                resource,
+                instance: id,
+                end,
+            });
         });
         Ok(())
     }
 
-    /// Disconnects the instance of `resource` at `socket`, if any.
-    pub fn disconnect(&self, resource: &str, socket: &Path) {
-        let state = self.lock();
-        if let Some(entry) = state.resources.get(resource) {
-            for instance in entry.instances.values().filter(|i| i.socket == socket) {
-                instance.cancel.cancel();
-            }
-        }
-    }
-
-    /// Applies a ListAndWatch update from instance `id` and queues a
-    /// checkpoint write. The stream is not held up by the write: device
-    /// health protects nothing on disk, and a burst of updates is written
-    /// once, with the newest state.
-    pub(crate) fn update(&self, resource: &str, id: u64, devices: Vec<Device>) {
-        let changed = {
-            let mut state = self.lock();
-            let Some(entry) = state.resources.get_mut(resource) else {
-                return;
-            };
-            let Some(instance) = entry.instances.get_mut(&id) else {
-                return;
-            };
-            instance.devices = Some(devices.clone());
-            let primary = entry.instances.keys().next_back().copied();
-            if primary != Some(id) {
-                None
-            } else {
-                let counts = |devices: &BTreeMap<String, Device>| {
-                    let healthy = devices.values().filter(|d| is_healthy(d)).count();
-                    (healthy, devices.len())
-                };
-                let before = counts(&entry.devices);
-                entry.devices = devices.into_iter().map(|d| (d.id.clone(), d)).collect();
-                let after = counts(&entry.devices);
-                (before != after).then(|| format!("{} healthy of {}", after.0, after.1))
-            }
+    /// Records a device list, and queues a checkpoint write without holding
+    /// anything up: device health protects nothing on disk, and a burst of
+    /// lists is written once, with the newest state.
+    fn device_list(&mut self, resource: &str, id: InstanceId, devices: Vec<Device>) -> bool {
+        let Some(entry) = self.state.resources.get_mut(resource) else {
+            return false;
         };
-        if let Some(detail) = changed {
+        let before = entry.counts();
+        let Some(instance) = entry.instances.get_mut(&id) else {
+            return false;
+        };
+        instance.devices = Some(devices.into_iter().map(|d| (d.id.clone(), d)).collect());
+        entry.last_known.clear();
+        let after = entry.counts();
+        if before != after {
             self.emit(
                 DeviceEventKind::DevicesChanged,
                 resource,
                 None,
-                Some(detail),
+                Some(format!("{} healthy of {}", after.0, after.1)),
             );
         }
-        self.changed();
-        self.persist_later();
+        self.persister.changed();
+        true
     }
 
-    /// Queues a checkpoint write in the background unless one is already
-    /// queued (which will then include the latest change).
-    fn persist_later(&self) {
-        if self.inner.write_queued.swap(true, Ordering::SeqCst) {
-            return;
+    /// Forgets an instance whose stream ended; a survivor takes over, or the
+    /// devices turn unhealthy and the grace period starts.
+    fn stream_ended(&mut self, resource: &str, id: InstanceId, end: StreamEnd) -> bool {
+        match end {
+            StreamEnd::Disconnected => {}
+            StreamEnd::Closed => tracing::info!(%resource, "ListAndWatch stream ended"),
+            StreamEnd::Failed(status) => {
+                tracing::warn!(%resource, code = ?status.code(), error = %status.message(), "ListAndWatch stream failed");
+            }
         }
-        let manager = self.clone();
-        self.inner.tasks.spawn(async move {
-            if let Err(e) = manager.persist().await {
-                tracing::error!(error = %e, "cannot write the device checkpoint");
-            }
-        });
-    }
-
-    /// Forgets instance `id`; promotes a survivor, or starts the grace period.
-    fn disconnected(&self, resource: &str, id: u64) {
-        let grace = {
-            let mut state = self.lock();
-            let Some(entry) = state.resources.get_mut(resource) else {
-                return;
-            };
-            let Some(gone) = entry.instances.remove(&id) else {
-                return;
-            };
-            // Calls still running against this instance are abandoned.
-            gone.cancel.cancel();
-            tracing::info!(%resource, socket = %gone.socket.display(), "device plugin disconnected");
-            self.emit(
-                DeviceEventKind::Disconnected,
-                resource,
-                Some(&gone.socket),
-                None,
-            );
-            if let Some((_, primary)) = entry.instances.iter().next_back() {
-                if let Some(devices) = &primary.devices {
-                    entry.devices = devices.iter().map(|d| (d.id.clone(), d.clone())).collect();
-                }
-                None
-            } else {
-                for device in entry.devices.values_mut() {
-                    device.health = nodeplugins_api::constants::device_plugin::UNHEALTHY.into();
-                }
-                entry.stopped_at = Some(Instant::now());
-                let expiry = self.inner.shutdown.child_token();
-                entry.expiry = Some(expiry.clone());
-                Some(expiry)
-            }
+        let Some(entry) = self.state.resources.get_mut(resource) else {
+            return false;
         };
-        self.changed();
-        if let Some(expiry) = grace {
-            self.schedule_expiry(resource.to_string(), expiry);
-        }
-    }
-
-    /// Forgets `resource` after the grace period unless `expiry` is cancelled first.
-    fn schedule_expiry(&self, resource: String, expiry: CancellationToken) {
-        let manager = self.clone();
-        let period = self.inner.config.grace_period;
-        self.inner.tasks.spawn(async move {
-            tokio::select! {
-                () = expiry.cancelled() => {}
-                () = tokio::time::sleep(period) => manager.expire(&resource),
-            }
-        });
-    }
-
-    fn expire(&self, resource: &str) {
-        let removed = {
-            let mut state = self.lock();
-            let expired = state
-                .resources
-                .get(resource)
-                .is_some_and(|r| r.instances.is_empty() && r.stopped_at.is_some());
-            expired && state.resources.remove(resource).is_some()
+        let Some(gone) = entry.remove_instance(id, Instant::now()) else {
+            return false;
         };
-        if removed {
-            tracing::info!(%resource, "device plugin resource removed after its grace period");
-            self.emit(DeviceEventKind::Expired, resource, None, None);
-            self.changed();
-        }
+        // Calls still running against this instance are abandoned.
+        gone.plugin.disconnect();
+        let socket = gone.plugin.socket();
+        tracing::info!(%resource, socket = %socket.display(), "device plugin disconnected");
+        self.emit(DeviceEventKind::Disconnected, resource, Some(socket), None);
+        true
     }
 
-    /// The resources, sorted by name.
-    pub fn status(&self) -> Vec<ResourceStatus> {
-        let state = self.lock();
+    /// When the first resource without a plugin is due to be forgotten.
+    fn next_expiry(&self) -> Option<Instant> {
+        self.state
+            .resources
+            .values()
+            .filter(|r| r.instances.is_empty())
+            .filter_map(|r| r.stopped_since)
+            .min()
+            .map(|since| since + self.config.grace_period)
+    }
+
+    /// Forgets every resource whose grace period is over.
+    fn expire(&mut self) -> bool {
         let now = Instant::now();
-        let grace = self.inner.config.grace_period;
-        state
+        let grace = self.config.grace_period;
+        let due: Vec<String> = self
+            .state
             .resources
             .iter()
-            .map(|(name, r)| {
-                let primary = r.instances.keys().next_back().copied();
-                ResourceStatus {
-                    name: name.clone(),
-                    capacity: r.devices.len(),
-                    allocatable: r.devices.values().filter(|d| is_healthy(d)).count(),
-                    allocated: state
-                        .allocations
-                        .values()
-                        .filter(|a| &a.resource == name)
-                        .map(|a| a.devices.len())
-                        .sum(),
-                    reserved: state.reserved.get(name).map_or(0, BTreeSet::len),
-                    devices: r
-                        .devices
-                        .values()
-                        .map(|d| DeviceStatus {
-                            id: d.id.clone(),
-                            health: d.health.clone(),
-                            numa_nodes: d
-                                .topology
-                                .as_ref()
-                                .map(|t| t.nodes.iter().map(|n| n.id).collect())
-                                .unwrap_or_default(),
-                        })
-                        .collect(),
-                    instances: r
-                        .instances
-                        .iter()
-                        .map(|(id, i)| InstanceStatus {
-                            socket: i.socket.clone(),
-                            primary: Some(*id) == primary,
-                            pre_start_required: i.options.pre_start_required,
-                            get_preferred_allocation_available: i
-                                .options
-                                .get_preferred_allocation_available,
-                            connected_at_unix_ms: unix_ms(i.connected_at),
-                        })
-                        .collect(),
-                    removal_in_ms: r
-                        .stopped_at
-                        .map(|t| (t + grace).saturating_duration_since(now).as_millis() as u64),
-                }
-            })
-            .collect()
+            .filter(|(_, r)| r.instances.is_empty())
+            .filter(|(_, r)| r.stopped_since.is_some_and(|since| since + grace <= now))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for resource in &due {
+            self.state.resources.remove(resource);
+            tracing::info!(%resource, "device plugin resource removed after its grace period");
+            self.emit(DeviceEventKind::Expired, resource, None, None);
+        }
+        !due.is_empty()
     }
 
-    /// Allocates `count` devices of `resource` to `container` of pod
-    /// `pod_uid`. Asking again for the same count returns what the container
-    /// already holds.
-    pub async fn allocate(
-        &self,
-        pod_uid: &str,
-        container: &str,
-        resource: &str,
-        count: usize,
-    ) -> Result<ContainerAllocation, AllocateError> {
-        let result = self.try_allocate(pod_uid, container, resource, count).await;
-        let subject = format!("pod {pod_uid} container {container}");
-        match &result {
-            Ok(a) => self.emit(
-                DeviceEventKind::Allocated,
-                resource,
-                None,
-                Some(format!("{subject}: {}", a.devices.join(","))),
-            ),
-            Err(e) => self.emit(
-                DeviceEventKind::AllocationFailed,
-                resource,
-                None,
-                Some(format!("{subject}: {e}")),
-            ),
-        }
-        result
-    }
-
-    async fn try_allocate(
-        &self,
-        pod_uid: &str,
-        container: &str,
-        resource: &str,
-        count: usize,
-    ) -> Result<ContainerAllocation, AllocateError> {
-        if count == 0 {
-            return Err(AllocateError::Zero(resource.into()));
-        }
-        let key = (
-            pod_uid.to_string(),
-            container.to_string(),
-            resource.to_string(),
-        );
-        let (order, instance) = {
-            let state = self.lock();
-            if let Some(existing) = state.allocations.get(&key) {
-                if existing.devices.len() != count {
-                    return Err(AllocateError::ChangedRequest {
-                        pod: pod_uid.into(),
-                        container: container.into(),
-                        resource: resource.into(),
-                        from: existing.devices.len(),
-                        to: count,
-                    });
-                }
-                let r = state.resources.get(resource);
-                let healthy =
-                    |id: &String| r.and_then(|r| r.devices.get(id)).is_some_and(is_healthy);
-                if !existing.devices.iter().all(healthy) {
-                    return Err(AllocateError::PreviouslyAllocatedUnhealthy(resource.into()));
-                }
-                return Ok(existing.clone());
-            }
-            let r = state
-                .resources
-                .get(resource)
-                .ok_or_else(|| AllocateError::Unregistered(resource.into()))?;
-            if !r.devices.values().any(is_healthy) {
-                return Err(AllocateError::NoHealthy(resource.into()));
-            }
-            let instance = r
-                .instances
-                .values()
-                .next_back()
-                .cloned()
-                .ok_or_else(|| AllocateError::Stopped(resource.into()))?;
-            let free = state.free(resource);
-            if free.len() < count {
-                return Err(AllocateError::Unavailable {
-                    resource: resource.into(),
-                    requested: count,
-                    available: free.len(),
-                });
-            }
-            (aligned_order(&free, count), instance)
-        };
-
-        // Ask the plugin for its preference among all free devices, aligned first.
-        let mut chosen: Vec<String> = order[..count].to_vec();
-        if instance.options.get_preferred_allocation_available
-            && order.len() > count
-            && let Some(preferred) = preferred(
-                &instance,
-                resource,
-                &order,
-                count,
-                self.inner.config.options_timeout,
-            )
-            .await?
-        {
-            chosen = preferred;
-        }
-
-        // Reserve, re-checking that nothing was taken meanwhile.
-        {
-            let mut state = self.lock();
-            let free: BTreeSet<String> = state.free(resource).into_iter().map(|c| c.id).collect();
-            if !chosen.iter().all(|id| free.contains(id)) {
-                let again = aligned_order(&state.free(resource), count);
-                if again.len() < count {
-                    return Err(AllocateError::Unavailable {
-                        resource: resource.into(),
-                        requested: count,
-                        available: again.len(),
-                    });
-                }
-                chosen = again[..count].to_vec();
-            }
-            state
-                .reserved
-                .entry(resource.into())
-                .or_default()
-                .extend(chosen.iter().cloned());
-        }
-        self.changed();
-        let result = self.call_allocate(&instance, resource, &chosen).await;
-        let allocation = {
-            let mut state = self.lock();
-            if let Some(reserved) = state.reserved.get_mut(resource) {
-                for id in &chosen {
-                    reserved.remove(id);
-                }
-            }
-            let response = result.inspect_err(|_| self.changed())?;
-            let allocation =
-                ContainerAllocation::new(pod_uid, container, resource, chosen, response);
-            state.allocations.insert(key.clone(), allocation.clone());
-            allocation
-        };
-        // Only report an allocation once it is on disk.
-        if let Err(e) = self.persist().await {
-            self.lock().allocations.remove(&key);
-            return Err(AllocateError::Checkpoint(e.to_string()));
-        }
-        tracing::info!(pod = %pod_uid, %container, %resource, devices = ?allocation.devices, "devices allocated");
-        self.changed();
-        Ok(allocation)
-    }
-
-    async fn call_allocate(
-        &self,
-        instance: &Instance,
-        resource: &str,
-        devices: &[String],
-    ) -> Result<ContainerAllocateResponse, AllocateError> {
-        let mut client = instance.client.clone();
-        let request = AllocateRequest {
-            container_requests: vec![ContainerAllocateRequest {
-                devices_ids: devices.to_vec(),
-            }],
-        };
-        let rpc = |status: tonic::Status| AllocateError::Rpc {
-            resource: resource.into(),
-            error: format!("{:?}: {}", status.code(), status.message()),
-        };
-        let started = Instant::now();
-        let response = tokio::select! {
-            () = instance.cancel.cancelled() => {
-                return Err(AllocateError::Rpc { resource: resource.into(), error: DISCONNECTED_DURING_CALL.into() });
-            }
-            () = tokio::time::sleep(ALLOCATE_TIMEOUT) => {
-                return Err(AllocateError::Rpc { resource: resource.into(), error: format!("no answer within {ALLOCATE_TIMEOUT:?}") });
-            }
-            response = client.allocate(request) => {
-                self.inner.alloc_duration.observe(&[resource], started.elapsed());
-                response.map_err(rpc)?.into_inner()
-            }
-        };
-        let response = response
-            .container_responses
+    /// A checkpoint write ended: answer the allocations waiting for it, and
+    /// undo them if it failed.
+    fn on_written(&mut self, written: Written) -> bool {
+        let version = written.version();
+        let result = self.persister.on_written(written);
+        let (done, waiting) = std::mem::take(&mut self.commits)
             .into_iter()
-            .next()
-            .ok_or(AllocateError::NoContainers)?;
-        if instance.options.pre_start_required {
-            let pre_start = client.pre_start_container(PreStartContainerRequest {
-                devices_ids: devices.to_vec(),
-            });
-            match tokio::time::timeout(PRE_START_TIMEOUT, pre_start).await {
-                Ok(Ok(_)) => {}
-                Ok(Err(status)) => return Err(AllocateError::PreStart(status.message().into())),
-                Err(_) => {
-                    return Err(AllocateError::PreStart(format!(
-                        "no answer within {PRE_START_TIMEOUT:?}"
-                    )));
-                }
-            }
+            .partition(|c: &PendingCommit| c.version <= version);
+        self.commits = waiting;
+        let mut changed = false;
+        if let Err(e) = &result {
+            tracing::error!(error = %e, "cannot write the device checkpoint");
         }
-        Ok(response)
-    }
-
-    /// Frees every device held by pod `pod_uid`; returns how many allocations ended.
-    pub async fn release(&self, pod_uid: &str) -> usize {
-        let released = {
-            let mut state = self.lock();
-            let before = state.allocations.len();
-            state.allocations.retain(|(pod, _, _), _| pod != pod_uid);
-            before - state.allocations.len()
-        };
-        if released > 0 {
-            tracing::info!(pod = %pod_uid, released, "devices released");
-            self.emit(
-                DeviceEventKind::Released,
-                "",
-                None,
-                Some(format!("pod {pod_uid}: {released} allocation(s)")),
-            );
-            self.changed();
-            if let Err(e) = self.persist().await {
-                tracing::error!(error = %e, "cannot write the device checkpoint");
-            }
-        }
-        released
-    }
-
-    /// Forgets one container's allocation of one resource (to undo part of
-    /// a request that failed as a whole).
-    pub async fn forget(&self, pod_uid: &str, container: &str, resource: &str) {
-        let key = (
-            pod_uid.to_string(),
-            container.to_string(),
-            resource.to_string(),
-        );
-        if self.lock().allocations.remove(&key).is_some() {
-            self.changed();
-            if let Err(e) = self.persist().await {
-                tracing::error!(error = %e, "cannot write the device checkpoint");
-            }
-        }
-    }
-
-    fn checkpoint_path(&self) -> PathBuf {
-        self.inner.config.dir.join(CHECKPOINT_FILE)
-    }
-
-    /// Why the checkpoint could not be loaded or last written, or how it was
-    /// repaired from its backup at start.
-    pub fn checkpoint_error(&self) -> Option<String> {
-        self.inner
-            .checkpoint_error
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
-    fn set_checkpoint_error(&self, error: Option<String>) {
-        *self
-            .inner
-            .checkpoint_error
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = error;
-    }
-
-    /// Writes the current allocations and healthy devices to the checkpoint.
-    pub(crate) async fn persist(&self) -> Result<(), CheckpointError> {
-        let _writing = self.inner.writer.lock().await;
-        // What is about to be written includes every change so far.
-        self.inner.write_queued.store(false, Ordering::SeqCst);
-        let data = {
-            let state = self.lock();
-            CheckpointData {
-                allocations: state.allocations.values().cloned().collect(),
-                registered_devices: state
-                    .resources
-                    .iter()
-                    .map(|(name, r)| {
-                        (
-                            name.clone(),
-                            r.devices
-                                .values()
-                                .filter(|d| is_healthy(d))
-                                .map(|d| d.id.clone())
-                                .collect(),
-                        )
-                    })
-                    .collect(),
-            }
-        };
-        let path = self.checkpoint_path();
-        let result = tokio::task::spawn_blocking(move || checkpoint::write(&path, &data))
-            .await
-            .unwrap_or_else(|e| {
-                Err(CheckpointError::Io {
-                    path: self.checkpoint_path(),
-                    source: std::io::Error::other(e),
-                })
-            });
-        match &result {
-            Ok(()) => {
-                if self
-                    .checkpoint_error()
-                    .is_some_and(|e| e.starts_with("write:"))
-                {
-                    self.set_checkpoint_error(None);
-                }
-            }
-            Err(e) => self.set_checkpoint_error(Some(format!("write: {e}"))),
-        }
-        result
-    }
-
-    /// Loads the checkpoint at start: allocations come back, and each resource
-    /// it names is known again with no devices (capacity 0) and its grace
-    /// period running until its plugin registers again.
-    pub async fn restore(&self) {
-        let path = self.checkpoint_path();
-        let data = match tokio::task::spawn_blocking(move || checkpoint::load(&path)).await {
-            Ok(Ok(loaded)) => {
-                if let Some(notice) = loaded.recovered {
-                    tracing::warn!("{notice}");
-                    self.set_checkpoint_error(Some(notice));
-                }
-                loaded.data
-            }
-            Ok(Err(e)) => {
-                tracing::error!(error = %e, "device checkpoint not restored");
-                self.set_checkpoint_error(Some(e.to_string()));
-                return;
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "device checkpoint not restored");
-                return;
-            }
-        };
-        let expiries: Vec<(String, CancellationToken)> = {
-            let mut state = self.lock();
-            for allocation in data.allocations {
-                let key = (
-                    allocation.pod_uid.clone(),
-                    allocation.container.clone(),
-                    allocation.resource.clone(),
-                );
-                state.allocations.insert(key, allocation);
-            }
-            data.registered_devices
-                .into_keys()
-                .filter_map(|name| {
-                    let entry = state.resources.entry(name.clone()).or_default();
-                    if !entry.instances.is_empty() {
-                        return None;
+        for commit in done {
+            if result.is_err() {
+                for (key, allocation) in &commit.allocations {
+                    if self.state.allocations.get(key) == Some(allocation) {
+                        self.state.allocations.remove(key);
+                        changed = true;
                     }
-                    entry.stopped_at = Some(Instant::now());
-                    let expiry = self.inner.shutdown.child_token();
-                    entry.expiry = Some(expiry.clone());
-                    Some((name, expiry))
-                })
-                .collect()
-        };
-        let restored = self.lock().allocations.len();
+                }
+            }
+            let _ = commit.reply.send(result.clone());
+        }
+        if changed {
+            self.persister.changed();
+        }
+        changed
+    }
+
+    /// Brings back what the checkpoint holds.
+    fn restore(&mut self, loaded: Loaded<DeviceCheckpoint>) {
+        if let Some(recovered) = loaded.recovered {
+            tracing::warn!("{recovered}");
+            self.load_problem = Some(CheckpointProblem::Recovered(Arc::new(recovered)));
+        }
+        let now = Instant::now();
+        for allocation in loaded.data.allocations {
+            let key = (
+                allocation.pod_uid.clone(),
+                allocation.container.clone(),
+                allocation.resource.clone(),
+            );
+            self.state.allocations.insert(key, allocation);
+        }
+        let resources = loaded.data.registered_devices.len();
+        for name in loaded.data.registered_devices.into_keys() {
+            self.state.resources.entry(name).or_default().stopped_since = Some(now);
+        }
         tracing::info!(
-            allocations = restored,
-            resources = expiries.len(),
+            allocations = self.state.allocations.len(),
+            resources,
             "device checkpoint restored"
         );
-        for (resource, expiry) in expiries {
-            self.schedule_expiry(resource, expiry);
-        }
-        self.changed();
-    }
-
-    /// Every allocation, sorted by pod, container and resource.
-    pub fn allocations(&self) -> Vec<ContainerAllocation> {
-        self.lock().allocations.values().cloned().collect()
-    }
-
-    /// Disconnects every plugin and stops background work.
-    pub fn stop(&self) {
-        self.inner.shutdown.cancel();
-    }
-
-    /// Waits for background tasks after [`stop`](Self::stop).
-    pub async fn wait_stopped(&self) {
-        self.inner.tasks.close();
-        self.inner.tasks.wait().await;
     }
 }
 
-/// Why a call failed when its plugin's connection ended while it ran.
-const DISCONNECTED_DURING_CALL: &str = "the device plugin disconnected during the call";
-
-/// The plugin's preferred choice of `count` among `available`, if it gives a
-/// usable one (exactly `count` distinct devices, all available; otherwise the
-/// agent's own choice stands). A failed call fails the allocation, as
-/// upstream's does: the plugin said it answers and did not.
-async fn preferred(
-    instance: &Instance,
-    resource: &str,
-    available: &[String],
-    count: usize,
-    timeout: Duration,
-) -> Result<Option<Vec<String>>, AllocateError> {
-    let mut client = instance.client.clone();
-    let Ok(allocation_size) = i32::try_from(count) else {
-        return Ok(None);
-    };
-    let request = PreferredAllocationRequest {
-        container_requests: vec![ContainerPreferredAllocationRequest {
-            available_device_i_ds: available.to_vec(),
-            must_include_device_i_ds: Vec::new(),
-            allocation_size,
-        }],
-    };
-    let response = tokio::select! {
-        () = instance.cancel.cancelled() => {
-            return Err(AllocateError::Preferred(DISCONNECTED_DURING_CALL.into()));
-        }
-        () = tokio::time::sleep(timeout) => {
-            return Err(AllocateError::Preferred(format!("no answer within {timeout:?}")));
-        }
-        response = client.get_preferred_allocation(request) => match response {
-            Ok(response) => response.into_inner(),
-            Err(status) => {
-                return Err(AllocateError::Preferred(format!(
-                    "{:?}: {}",
-                    status.code(),
-                    status.message()
-                )));
-            }
-        },
-    };
-    let Some(ids) = response
-        .container_responses
-        .into_iter()
-        .next()
-        .map(|r| r.device_i_ds)
-    else {
-        return Ok(None);
-    };
-    let distinct: BTreeSet<&String> = ids.iter().collect();
-    let usable = ids.len() == count
-        && distinct.len() == count
-        && ids.iter().all(|id| available.contains(id));
-    if !usable {
-        tracing::warn!(%resource, ?ids, "GetPreferredAllocation gave an unusable answer; choosing devices without it");
+/// What the checkpoint records of `state`.
+fn checkpoint_data(state: &State) -> DeviceCheckpoint {
+    DeviceCheckpoint {
+        allocations: state.allocations.values().cloned().collect(),
+        registered_devices: state.healthy_devices(),
     }
-    Ok(usable.then_some(ids))
 }

@@ -8,9 +8,9 @@ use http::Uri;
 use nodeplugins_api::dra::{v1, v1beta1};
 use tonic::{Request, Status};
 
+use super::claim::{ClaimRef, PreparedClaim, PreparedDevice, UnpreparedClaim};
 use super::connection::Channel;
 use super::service::DraService;
-use super::status::{ClaimRef, PreparedClaim, PreparedDevice, UnpreparedClaim};
 
 /// The default deadline of prepare and unprepare calls (upstream
 /// `defaultClientCallTimeout`, 45 s: half the kubelet's retry period).

@@ -4,6 +4,9 @@
 
 use std::time::Duration;
 
+use tokio::task::AbortHandle;
+use tokio::time::Instant;
+
 /// The default grace period between the last instance of a driver becoming
 /// unusable and its cleanup (upstream `defaultWipingDelay`, 30 s).
 pub const CLEANUP_GRACE: Duration = Duration::from_secs(30);
@@ -46,5 +49,30 @@ impl DriverCleanup for LoggingCleanup {
     async fn driver_gone(&self, driver: &str) -> Result<(), CleanupError> {
         tracing::info!(%driver, "DRA driver unusable for its grace period: its resources are withdrawn");
         Ok(())
+    }
+}
+
+/// Identifies one scheduling of a driver's cleanup, so the end of an
+/// abandoned run is not mistaken for the current one's.
+pub(crate) type CleanupId = u64;
+
+/// A driver's cleanup, from the moment it is scheduled until it succeeds or
+/// an instance connects.
+pub(crate) struct ScheduledCleanup {
+    pub(crate) id: CleanupId,
+    /// When the hook is (next) called.
+    pub(crate) due: Instant,
+    pub(crate) failures: u32,
+    pub(crate) last_error: Option<String>,
+    /// The hook call in progress, if any.
+    pub(crate) running: Option<AbortHandle>,
+}
+
+impl Drop for ScheduledCleanup {
+    fn drop(&mut self) {
+        // A cleanup no longer wanted stops at once.
+        if let Some(running) = self.running.take() {
+            running.abort();
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! DRA drivers registering through `plugins_registry` (type `DRAPlugin`).
 
-use super::manager::{DraError, DraManager};
+use super::error::DraError;
+use super::handle::DraHandle;
 use super::service::choose_service;
 use crate::handler::{HandlerError, PluginHandler};
 
@@ -9,13 +10,13 @@ use crate::handler::{HandlerError, PluginHandler};
 /// versions the gRPC services it serves.
 #[derive(Clone)]
 pub struct DraPluginHandler {
-    manager: DraManager,
+    dra: DraHandle,
 }
 
 impl DraPluginHandler {
-    /// A handler registering drivers with `manager`.
-    pub fn new(manager: DraManager) -> Self {
-        Self { manager }
+    /// A handler registering drivers through `dra`.
+    pub fn new(dra: DraHandle) -> Self {
+        Self { dra }
     }
 }
 
@@ -28,9 +29,11 @@ impl PluginHandler for DraPluginHandler {
         versions: &[String],
     ) -> Result<(), HandlerError> {
         if name.is_empty() {
-            return Err(HandlerError::new(DraError::EmptyName.to_string()));
+            return Err(HandlerError::from_error(DraError::EmptyName));
         }
-        choose_service(versions).map(|_| ())
+        choose_service(versions)
+            .map(|_| ())
+            .map_err(HandlerError::from_error)
     }
 
     async fn register(
@@ -39,13 +42,13 @@ impl PluginHandler for DraPluginHandler {
         endpoint: &str,
         versions: &[String],
     ) -> Result<(), HandlerError> {
-        self.manager
+        self.dra
             .register(name, endpoint, versions)
             .await
-            .map_err(|e| HandlerError::new(e.to_string()))
+            .map_err(HandlerError::from_error)
     }
 
     async fn deregister(&self, name: &str, endpoint: &str) {
-        self.manager.deregister(name, endpoint);
+        self.dra.deregister(name, endpoint);
     }
 }

@@ -14,12 +14,12 @@ use std::time::Duration;
 use futures::StreamExt;
 use http::Uri;
 use nodeplugins_api::dra_health::{v1, v1alpha1};
-use tokio::sync::watch;
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
-use super::connection::{Channel, ConnectionState};
+use super::connection::{Channel, Link};
 use super::service::HealthService;
 use super::status::DeviceHealthStatus;
 
@@ -104,22 +104,26 @@ pub(crate) fn status(
         .collect()
 }
 
-/// Keeps a health stream open on `channel` while the connection is up,
-/// handing each list to `update`, until `cancel`.
+/// Keeps a health stream open on `channel` while its connection is up,
+/// reporting each list as instance `id`'s, until `cancel`.
 pub(crate) async fn follow(
     channel: Channel,
     service: HealthService,
-    mut connection: watch::Receiver<ConnectionState>,
     endpoint: String,
-    update: impl Fn(Vec<v1::DeviceHealth>) + Send,
+    id: u64,
+    reports: mpsc::UnboundedSender<(u64, Vec<v1::DeviceHealth>)>,
     cancel: CancellationToken,
 ) {
     let origin = Uri::from_static("http://localhost");
+    let mut link = channel.link();
+    let update = |devices| {
+        let _ = reports.send((id, devices));
+    };
     let mut last_error: Option<String> = None;
     loop {
         let connects = tokio::select! {
             () = cancel.cancelled() => return,
-            state = connection.wait_for(ConnectionState::connected) => match state {
+            state = link.wait_for(Link::connected) => match state {
                 Ok(state) => state.connects,
                 Err(_) => return,
             },
@@ -140,7 +144,7 @@ pub(crate) async fn follow(
         tokio::select! {
             () = cancel.cancelled() => return,
             () = tokio::time::sleep(HEALTH_STREAM_RESTART) => {}
-            _ = connection.wait_for(|s| s.connects > connects) => {}
+            _ = link.wait_for(|s| s.connects > connects) => {}
         }
     }
 }
@@ -149,7 +153,7 @@ async fn stream_once(
     channel: Channel,
     service: HealthService,
     origin: Uri,
-    update: &(impl Fn(Vec<v1::DeviceHealth>) + Send),
+    update: &(impl Fn(Vec<v1::DeviceHealth>) + Sync),
 ) -> Result<(), Status> {
     match service {
         HealthService::V1 => {

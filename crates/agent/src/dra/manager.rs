@@ -1,262 +1,202 @@
-//! The DRA manager: per driver, its instances in registration order (one per
-//! service endpoint), the connection each keeps to its plugin, and the
-//! cleanup scheduled while none of them is connected.
+//! The DRA manager: one task owns the drivers ([`State`]) and receives
+//! commands from [`DraHandle`]s, reports from each instance's connection
+//! monitor and health stream, and the ends of cleanup hook calls; it wakes
+//! only for those and for a cleanup falling due.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::SystemTime;
 
 use nodeplugins_api::dra_health::v1 as health_v1;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{Notify, broadcast, mpsc, oneshot, watch};
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::calls::{self, CALL_TIMEOUT};
 use super::cleanup::{
-    CLEANUP_CALL_TIMEOUT, CLEANUP_GRACE, CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX, DriverCleanup,
+    CLEANUP_CALL_TIMEOUT, CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX, CleanupId, DriverCleanup,
+    ScheduledCleanup,
 };
-use super::connection::{Connection, MonitorConfig, RECONNECT_INITIAL, RECONNECT_MAX};
-use super::health::{self, DEFAULT_HEALTH_TIMEOUT, HealthReports};
-use super::service::{DraService, HealthService, choose_health_service, choose_service};
-use super::status::{
-    ClaimRef, DraDriverStatus, DraEvent, DraEventKind, DraInstanceStatus, PendingCleanup,
-    PreparedClaim, UnpreparedClaim,
-};
-use crate::metrics::{DEFAULT_BUCKETS, HistogramVec};
-use crate::registry::backoff::delay_after;
-use crate::registry::status::unix_ms;
+use super::config::DraManagerConfig;
+use super::connection::{Channel, Link, LinkEvent, Monitor, MonitorConfig};
+use super::error::DraError;
+use super::event::{DraEvent, DraEventKind};
+use super::handle::{DraHandle, Shared};
+use super::health::{self, HealthReports};
+use super::metrics::DraMetrics;
+use super::service::{DraService, HealthService};
+use super::state::{Driver, Instance, InstanceId, State};
+use super::status::DraDriverStatus;
+use crate::retry::delay_after;
+use crate::timer::sleep_until;
+use crate::unix_time::unix_ms;
 
-/// Dialing a DRA plugin's service socket, one attempt.
-pub const DIAL_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Settings of the DRA manager.
-#[derive(Debug, Clone)]
-pub struct DraManagerConfig {
-    /// See [`CLEANUP_GRACE`].
-    pub cleanup_grace: Duration,
-    /// Deadline of prepare and unprepare calls; see [`CALL_TIMEOUT`].
-    pub call_timeout: Duration,
-    /// See [`DIAL_TIMEOUT`].
-    pub dial_timeout: Duration,
-    /// How long a device health report counts when the driver sets no
-    /// timeout; see [`DEFAULT_HEALTH_TIMEOUT`].
-    pub health_timeout: Duration,
-    /// The first wait after a failed connection attempt; see [`RECONNECT_INITIAL`].
-    pub reconnect_initial: Duration,
-    /// The longest wait between connection attempts; see [`RECONNECT_MAX`].
-    pub reconnect_max: Duration,
-}
-
-impl Default for DraManagerConfig {
-    fn default() -> Self {
-        Self {
-            cleanup_grace: CLEANUP_GRACE,
-            call_timeout: CALL_TIMEOUT,
-            dial_timeout: DIAL_TIMEOUT,
-            health_timeout: DEFAULT_HEALTH_TIMEOUT,
-            reconnect_initial: RECONNECT_INITIAL,
-            reconnect_max: RECONNECT_MAX,
-        }
-    }
-}
-
-/// Why a DRA operation failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DraError {
-    /// The plugin lists no usable service.
-    #[error("{0}")]
-    Service(String),
-    /// The endpoint is not an absolute path.
-    #[error("DRA driver {driver}: endpoint {endpoint:?} is not an absolute socket path")]
-    BadEndpoint {
-        /// The driver.
+/// What the manager's task is told by handles.
+pub(crate) enum Command {
+    Register {
         driver: String,
-        /// The endpoint.
+        endpoint: String,
+        service: DraService,
+        health_service: Option<HealthService>,
+        /// The new instance's connection state, to wait for its first attempt.
+        reply: oneshot::Sender<Result<watch::Receiver<Link>, DraError>>,
+    },
+    Deregister {
+        driver: String,
         endpoint: String,
     },
-    /// Another instance of the driver already uses this endpoint.
-    #[error("endpoint {endpoint} already registered for DRA driver plugin {driver}")]
-    AlreadyRegistered {
-        /// The driver.
+    /// The instance calls for a driver go to.
+    Pick {
         driver: String,
-        /// The endpoint.
-        endpoint: String,
+        reply: oneshot::Sender<Result<(String, DraService, Channel), DraError>>,
     },
-    /// No driver name was given.
-    #[error("DRA driver name is empty")]
-    EmptyName,
-    /// No instance of the driver is registered.
-    #[error("DRA driver {0} is not registered")]
-    NotRegistered(String),
-    /// The call failed as a whole; per-claim errors are in the results instead.
-    #[error("DRA driver {driver} at {endpoint}: {operation} failed: {code:?}: {message}")]
-    Call {
-        /// The driver.
-        driver: String,
-        /// The instance called.
-        endpoint: String,
-        /// `NodePrepareResources` or `NodeUnprepareResources`.
-        operation: &'static str,
-        /// The gRPC status code.
-        code: tonic::Code,
-        /// The status message.
-        message: String,
+    Status {
+        reply: oneshot::Sender<Vec<DraDriverStatus>>,
     },
-    /// The manager is shutting down.
-    #[error("the DRA manager is stopping")]
-    Stopping,
 }
 
-struct Instance {
-    endpoint: String,
-    service: DraService,
-    health_service: Option<HealthService>,
-    registered_at: SystemTime,
-    connection: Connection,
-    health: HealthReports,
-    /// Stops the health stream.
-    cancel: CancellationToken,
-}
-
-impl Instance {
-    fn connected(&self) -> bool {
-        self.connection.state().connected()
-    }
-}
-
-struct Scheduled {
-    /// Identifies this schedule, so a finished cleanup does not clear a newer one.
-    seq: u64,
-    deadline: Instant,
-    deadline_wall: SystemTime,
-    cancel: CancellationToken,
-    failures: u32,
-    last_error: Option<String>,
-}
-
-#[derive(Default)]
-struct Driver {
-    /// Oldest registration first.
-    instances: Vec<(u64, Instance)>,
-    cleanup: Option<Scheduled>,
-    /// Set when the cleanup ran; cleared when an instance connects.
-    cleaned_up_at: Option<SystemTime>,
-}
-
-impl Driver {
-    /// The instance calls go to: the newest connected one, else the newest.
-    fn in_use(&self) -> Option<&(u64, Instance)> {
-        self.instances
-            .iter()
-            .rev()
-            .find(|(_, i)| i.connected())
-            .or(self.instances.last())
-    }
-
-    fn is_empty(&self) -> bool {
-        self.instances.is_empty() && self.cleanup.is_none()
-    }
-}
-
-#[derive(Default)]
-struct State {
-    drivers: BTreeMap<String, Driver>,
-    next_id: u64,
-}
-
-struct Inner {
+/// The DRA manager. Take [`handle`](Self::handle)s, then [`run`](Self::run) it.
+pub struct DraManager {
     config: DraManagerConfig,
     cleanup: Arc<dyn DriverCleanup>,
-    state: Mutex<State>,
-    changes: watch::Sender<u64>,
+    commands_tx: mpsc::UnboundedSender<Command>,
+    commands: mpsc::UnboundedReceiver<Command>,
     events: broadcast::Sender<DraEvent>,
-    tasks: TaskTracker,
-    shutdown: CancellationToken,
-    /// `dra_operations_duration_seconds`.
-    operations: HistogramVec,
-    /// `dra_grpc_operations_duration_seconds`.
-    grpc_operations: HistogramVec,
-}
-
-/// The DRA manager. Cheap to clone.
-#[derive(Clone)]
-pub struct DraManager {
-    inner: Arc<Inner>,
+    changes: watch::Sender<u64>,
+    shared: Arc<Shared>,
 }
 
 impl DraManager {
-    /// A manager with no drivers, calling `cleanup` when a driver stays unusable.
+    /// A manager with no drivers, calling `cleanup` when a driver stays
+    /// unusable.
     pub fn new(config: DraManagerConfig, cleanup: Arc<dyn DriverCleanup>) -> Self {
+        let (commands_tx, commands) = mpsc::unbounded_channel();
+        let events = broadcast::channel(1024).0;
+        let changes = watch::channel(0).0;
+        let shared = Arc::new(Shared {
+            config: config.clone(),
+            events: events.clone(),
+            changes: changes.subscribe(),
+            metrics: DraMetrics::default(),
+        });
         Self {
-            inner: Arc::new(Inner {
-                config,
-                cleanup,
-                state: Mutex::new(State::default()),
-                changes: watch::channel(0).0,
-                events: broadcast::channel(1024).0,
-                tasks: TaskTracker::new(),
-                shutdown: CancellationToken::new(),
-                operations: HistogramVec::new(
-                    "dra_operations_duration_seconds",
-                    "Latency histogram in seconds for the duration of handling all ResourceClaims referenced by a pod when the pod starts or stops.",
-                    &["operation_name", "is_error"],
-                    DEFAULT_BUCKETS,
-                ),
-                grpc_operations: HistogramVec::new(
-                    "dra_grpc_operations_duration_seconds",
-                    "Duration in seconds of the DRA gRPC operations.",
-                    &["driver_name", "method_name", "grpc_status_code"],
-                    DEFAULT_BUCKETS,
-                ),
-            }),
+            config,
+            cleanup,
+            commands_tx,
+            commands,
+            events,
+            changes,
+            shared,
         }
     }
 
-    /// The settings.
-    pub fn config(&self) -> &DraManagerConfig {
-        &self.inner.config
+    /// A handle for registering instances, calling drivers and reading state.
+    pub fn handle(&self) -> DraHandle {
+        DraHandle {
+            commands: self.commands_tx.clone(),
+            shared: self.shared.clone(),
+        }
     }
 
-    /// Appends the DRA manager's metrics to `out`.
-    pub fn render_metrics(&self, out: &mut String) {
-        self.inner.operations.render(out);
-        self.inner.grpc_operations.render(out);
-    }
-
-    fn record(
-        &self,
-        operation: &str,
-        driver: &str,
-        service: DraService,
-        started: Instant,
-        code: tonic::Code,
-        failed: bool,
-    ) {
-        let elapsed = started.elapsed();
-        let package = match service {
-            DraService::V1 => "k8s.io.kubelet.pkg.apis.dra.v1",
-            DraService::V1beta1 => "k8s.io.kubelet.pkg.apis.dra.v1beta1",
+    /// Runs the start-up cleanup ([`DriverCleanup::node_started`], retried
+    /// with backoff until it succeeds) and manages drivers until `shutdown`.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let tasks = TaskTracker::new();
+        tasks.spawn(node_started(self.cleanup.clone(), shutdown.clone()));
+        let (links_tx, links) = mpsc::unbounded_channel();
+        let (health_tx, health) = mpsc::unbounded_channel();
+        let owner = Owner {
+            config: self.config,
+            hook: self.cleanup,
+            state: State::default(),
+            commands: self.commands,
+            links_tx,
+            links,
+            health_tx,
+            health,
+            cleanups: JoinSet::new(),
+            next_cleanup: 0,
+            events: self.events,
+            changes: self.changes,
+            tasks,
+            shutdown,
         };
-        // The kubelet's operation names are the RPC names without "Node".
-        let method = format!("/{package}.DRAPlugin/Node{operation}");
-        let code = grpc_code_name(code);
-        self.inner
-            .grpc_operations
-            .observe(&[driver, &method, code], elapsed);
-        let is_error = if failed { "true" } else { "false" };
-        self.inner
-            .operations
-            .observe(&[operation, is_error], elapsed);
+        owner.run().await;
     }
+}
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
+/// Calls [`DriverCleanup::node_started`] until it succeeds or `shutdown`.
+async fn node_started(hook: Arc<dyn DriverCleanup>, shutdown: CancellationToken) {
+    let mut failures = 0;
+    loop {
+        let result = tokio::select! {
+            () = shutdown.cancelled() => return,
+            result = tokio::time::timeout(CLEANUP_CALL_TIMEOUT, hook.node_started()) => result,
+        };
+        let error = match result {
+            Ok(Ok(())) => return,
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => format!("no answer within {CLEANUP_CALL_TIMEOUT:?}"),
+        };
+        failures += 1;
+        let delay = delay_after(failures, CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX);
+        tracing::warn!(%error, retry_in = ?delay, "start-up DRA cleanup failed");
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(delay) => {}
+        }
     }
+}
 
-    fn changed(&self) {
-        self.inner.changes.send_modify(|v| *v += 1);
+/// The end of one cleanup hook call.
+type CleanupDone = (String, CleanupId, Result<(), String>);
+
+struct Owner {
+    config: DraManagerConfig,
+    hook: Arc<dyn DriverCleanup>,
+    state: State,
+    commands: mpsc::UnboundedReceiver<Command>,
+    /// Connection monitors report here.
+    links_tx: mpsc::UnboundedSender<(InstanceId, LinkEvent)>,
+    links: mpsc::UnboundedReceiver<(InstanceId, LinkEvent)>,
+    /// Health streams report here.
+    health_tx: mpsc::UnboundedSender<(InstanceId, Vec<health_v1::DeviceHealth>)>,
+    health: mpsc::UnboundedReceiver<(InstanceId, Vec<health_v1::DeviceHealth>)>,
+    /// Cleanup hook calls in progress.
+    cleanups: JoinSet<CleanupDone>,
+    next_cleanup: CleanupId,
+    events: broadcast::Sender<DraEvent>,
+    changes: watch::Sender<u64>,
+    /// Monitors and health streams.
+    tasks: TaskTracker,
+    shutdown: CancellationToken,
+}
+
+impl Owner {
+    async fn run(mut self) {
+        loop {
+            let next_due = self.next_due();
+            let changed = tokio::select! {
+                biased;
+                () = self.shutdown.cancelled() => break,
+                Some(command) = self.commands.recv() => self.on_command(command),
+                Some((id, event)) = self.links.recv() => self.on_link(id, event),
+                Some((id, devices)) = self.health.recv() => self.on_health(id, devices),
+                Some(done) = self.cleanups.join_next(), if !self.cleanups.is_empty() => match done {
+                    Ok(done) => self.on_cleanup_done(done),
+                    // Aborted: the cleanup was no longer wanted.
+                    Err(_) => false,
+                },
+                () = sleep_until(next_due) => self.start_due_cleanups(),
+            };
+            if changed {
+                self.changes.send_modify(|v| *v += 1);
+            }
+        }
+        self.cleanups.abort_all();
+        self.tasks.close();
+        self.tasks.wait().await;
     }
 
     fn event(
@@ -266,7 +206,7 @@ impl DraManager {
         endpoint: Option<&str>,
         detail: Option<String>,
     ) {
-        let _ = self.inner.events.send(DraEvent {
+        let _ = self.events.send(DraEvent {
             kind,
             driver: driver.into(),
             endpoint: endpoint.map(Into::into),
@@ -275,234 +215,201 @@ impl DraManager {
         });
     }
 
-    /// A counter that increases on every change, for waiting on state.
-    pub fn changes(&self) -> watch::Receiver<u64> {
-        self.inner.changes.subscribe()
-    }
-
-    /// Follows DRA events.
-    pub fn events(&self) -> broadcast::Receiver<DraEvent> {
-        self.inner.events.subscribe()
-    }
-
-    /// Runs the start-up cleanup ([`DriverCleanup::node_started`]) in the
-    /// background, retrying with backoff until it succeeds.
-    pub fn start(&self) {
-        let manager = self.clone();
-        self.inner.tasks.spawn(async move {
-            let mut failures = 0;
-            loop {
-                let result = tokio::time::timeout(
-                    CLEANUP_CALL_TIMEOUT,
-                    manager.inner.cleanup.node_started(),
-                )
-                .await;
-                let error = match result {
-                    Ok(Ok(())) => return,
-                    Ok(Err(e)) => e.to_string(),
-                    Err(_) => format!("no answer within {CLEANUP_CALL_TIMEOUT:?}"),
-                };
-                failures += 1;
-                let delay = delay_after(failures, CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX);
-                tracing::warn!(%error, retry_in = ?delay, "start-up DRA cleanup failed");
-                tokio::select! {
-                    () = manager.inner.shutdown.cancelled() => return,
-                    () = tokio::time::sleep(delay) => {}
-                }
-            }
-        });
-    }
-
-    /// Registers an instance of `driver` serving at `endpoint`, using the
-    /// first of `services` the agent supports. It starts a monitored
-    /// connection and returns after the first connection attempt (a plugin
-    /// that is not up yet is still registered, and connected when it is).
-    pub async fn register(
-        &self,
-        driver: &str,
-        endpoint: &str,
-        services: &[String],
-    ) -> Result<(), DraError> {
-        if self.inner.shutdown.is_cancelled() {
-            return Err(DraError::Stopping);
-        }
-        if driver.is_empty() {
-            return Err(DraError::EmptyName);
-        }
-        let service = choose_service(services).map_err(|e| DraError::Service(e.to_string()))?;
-        let health_service = choose_health_service(services);
-        if !endpoint.starts_with('/') {
-            return Err(DraError::BadEndpoint {
-                driver: driver.into(),
-                endpoint: endpoint.into(),
-            });
-        }
-        let (id, connection, channel, cancel) = {
-            let mut state = self.lock();
-            let entry = state.drivers.entry(driver.to_string()).or_default();
-            if entry.instances.iter().any(|(_, i)| i.endpoint == endpoint) {
-                return Err(DraError::AlreadyRegistered {
-                    driver: driver.into(),
-                    endpoint: endpoint.into(),
-                });
-            }
-            state.next_id += 1;
-            let id = state.next_id;
-            // Announced before the connection can report anything.
-            self.event(
-                DraEventKind::InstanceAdded,
+    fn on_command(&mut self, command: Command) -> bool {
+        match command {
+            Command::Register {
                 driver,
-                Some(endpoint),
-                Some(service.to_string()),
-            );
-            let manager = self.clone();
-            let name = driver.to_string();
-            let connection = Connection::start(
-                PathBuf::from(endpoint),
-                MonitorConfig {
-                    dial_timeout: self.inner.config.dial_timeout,
-                    drain_timeout: self.inner.config.call_timeout,
-                    reconnect_initial: self.inner.config.reconnect_initial,
-                    reconnect_max: self.inner.config.reconnect_max,
-                    on_change: Arc::new(move |connected| {
-                        manager.connection_changed(&name, id, connected);
-                    }),
-                    shutdown: self.inner.shutdown.clone(),
-                },
-                &self.inner.tasks,
-            );
-            let watch = connection.watch();
-            let channel = connection.channel();
-            let cancel = self.inner.shutdown.child_token();
-            let instance = Instance {
-                endpoint: endpoint.to_string(),
+                endpoint,
                 service,
                 health_service,
-                registered_at: SystemTime::now(),
-                connection,
-                health: HealthReports::new(),
-                cancel: cancel.clone(),
-            };
-            if let Some(entry) = state.drivers.get_mut(driver) {
-                entry.instances.push((id, instance));
+                reply,
+            } => {
+                let result = self.register(&driver, endpoint, service, health_service);
+                let changed = result.is_ok();
+                let _ = reply.send(result);
+                changed
             }
-            (id, watch, channel, cancel)
+            Command::Deregister { driver, endpoint } => self.deregister(&driver, &endpoint),
+            Command::Pick { driver, reply } => {
+                let picked = self
+                    .state
+                    .drivers
+                    .get(&driver)
+                    .and_then(Driver::in_use)
+                    .map(|i| (i.endpoint.clone(), i.service, i.channel.clone()))
+                    .ok_or(DraError::NotRegistered(driver));
+                let _ = reply.send(picked);
+                false
+            }
+            Command::Status { reply } => {
+                let _ = reply.send(
+                    self.state
+                        .status(Instant::now(), self.config.health_timeout),
+                );
+                false
+            }
+        }
+    }
+
+    fn register(
+        &mut self,
+        driver: &str,
+        endpoint: String,
+        service: DraService,
+        health_service: Option<HealthService>,
+    ) -> Result<watch::Receiver<Link>, DraError> {
+        let entry = self.state.drivers.entry(driver.to_string()).or_default();
+        if entry.instances.iter().any(|i| i.endpoint == endpoint) {
+            return Err(DraError::AlreadyRegistered {
+                driver: driver.into(),
+                endpoint,
+            });
+        }
+        self.state.next_instance += 1;
+        let id = self.state.next_instance;
+        // Announced before the connection can report anything.
+        self.event(
+            DraEventKind::InstanceAdded,
+            driver,
+            Some(&endpoint),
+            Some(service.to_string()),
+        );
+        let (link, link_rx) = watch::channel(Link::default());
+        let kick = Arc::new(Notify::new());
+        let close = self.shutdown.child_token();
+        let path: Arc<Path> = Arc::from(Path::new(&endpoint));
+        let monitor = Monitor {
+            id,
+            endpoint: path.clone(),
+            config: MonitorConfig {
+                dial_timeout: self.config.dial_timeout,
+                drain_timeout: self.config.call_timeout,
+                reconnect_initial: self.config.reconnect_initial,
+                reconnect_max: self.config.reconnect_max,
+            },
+            reports: self.links_tx.clone(),
+            kick: kick.clone(),
+            close: close.clone(),
+            shutdown: self.shutdown.clone(),
         };
+        self.tasks.spawn(monitor.run());
+        let channel = Channel::new(link_rx.clone(), kick, path);
+        if let Some(health_service) = health_service {
+            self.tasks.spawn(health::follow(
+                channel.clone(),
+                health_service,
+                endpoint.clone(),
+                id,
+                self.health_tx.clone(),
+                close.clone(),
+            ));
+        }
         tracing::info!(%driver, %endpoint, %service, health = ?health_service.map(HealthService::as_str),
             "DRA plugin registered");
-        if let Some(health_service) = health_service {
-            let manager = self.clone();
-            let name = driver.to_string();
-            let follow = health::follow(
-                channel,
-                health_service,
-                connection.clone(),
-                endpoint.to_string(),
-                move |devices| manager.health_update(&name, id, devices),
-                cancel,
-            );
-            self.inner.tasks.spawn(follow);
+        let instance = Instance {
+            id,
+            endpoint,
+            service,
+            health_service,
+            registered_at: SystemTime::now(),
+            link,
+            channel,
+            health: HealthReports::new(),
+            close,
+        };
+        if let Some(entry) = self.state.drivers.get_mut(driver) {
+            entry.instances.push(instance);
         }
-        let mut first = connection;
-        let _ = tokio::time::timeout(
-            self.inner.config.dial_timeout,
-            first.wait_for(|s| s.attempts > 0),
-        )
-        .await;
-        self.sync(driver);
-        self.changed();
-        Ok(())
+        self.state.driver_of.insert(id, driver.to_string());
+        Ok(link_rx)
     }
 
-    /// Removes the instance of `driver` at `endpoint`; unknown ones are
-    /// ignored. Calls still running on it may finish.
-    pub fn deregister(&self, driver: &str, endpoint: &str) {
-        let removed = {
-            let mut state = self.lock();
-            let Some(entry) = state.drivers.get_mut(driver) else {
-                return;
-            };
-            let Some(at) = entry
-                .instances
-                .iter()
-                .position(|(_, i)| i.endpoint == endpoint)
-            else {
-                return;
-            };
-            entry.instances.remove(at).1
+    fn deregister(&mut self, driver: &str, endpoint: &str) -> bool {
+        let Some(entry) = self.state.drivers.get_mut(driver) else {
+            return false;
         };
-        removed.cancel.cancel();
-        removed.connection.close();
+        let Some(at) = entry.instances.iter().position(|i| i.endpoint == endpoint) else {
+            return false;
+        };
+        let removed = entry.instances.remove(at);
+        self.state.driver_of.remove(&removed.id);
+        // New calls fail; those running may finish while the monitor drains.
+        removed.link.send_modify(|l| l.sender = None);
+        removed.close.cancel();
         tracing::info!(%driver, %endpoint, "DRA plugin deregistered");
         self.event(DraEventKind::InstanceRemoved, driver, Some(endpoint), None);
-        self.sync(driver);
-        self.changed();
+        self.reschedule_cleanup(driver);
+        true
     }
 
-    fn connection_changed(&self, driver: &str, id: u64, connected: bool) {
-        let endpoint = {
-            let state = self.lock();
-            state
-                .drivers
-                .get(driver)
-                .and_then(|d| d.instances.iter().find(|(i, _)| *i == id))
-                .map(|(_, i)| (i.endpoint.clone(), i.connection.state().last_error))
+    /// Applies a monitor's report to the instance's published state.
+    fn on_link(&mut self, id: InstanceId, event: LinkEvent) -> bool {
+        let Some((driver, instance)) = self.state.instance_mut(id) else {
+            // Deregistered meanwhile.
+            return false;
         };
-        let Some((endpoint, error)) = endpoint else {
-            return;
+        let kind = match &event {
+            LinkEvent::Connected(_) => Some(DraEventKind::Connected),
+            LinkEvent::Lost(_) => Some(DraEventKind::Disconnected),
+            LinkEvent::AttemptFailed(_) => None,
         };
-        if connected {
-            self.event(DraEventKind::Connected, driver, Some(&endpoint), None);
-        } else {
-            self.event(DraEventKind::Disconnected, driver, Some(&endpoint), error);
+        let mut error = None;
+        instance.link.send_modify(|l| {
+            l.apply(event);
+            error = l.last_error.clone();
+        });
+        let (driver, endpoint) = (driver.to_string(), instance.endpoint.clone());
+        match kind {
+            Some(DraEventKind::Connected) => {
+                self.event(DraEventKind::Connected, &driver, Some(&endpoint), None);
+            }
+            Some(kind) => self.event(kind, &driver, Some(&endpoint), error),
+            None => {}
         }
-        self.sync(driver);
-        self.changed();
+        self.reschedule_cleanup(&driver);
+        true
+    }
+
+    fn on_health(&mut self, id: InstanceId, devices: Vec<health_v1::DeviceHealth>) -> bool {
+        let Some((_, instance)) = self.state.instance_mut(id) else {
+            return false;
+        };
+        health::apply(&mut instance.health, devices, Instant::now());
+        true
     }
 
     /// Cancels the driver's cleanup if an instance is connected, or schedules
     /// one if none is and none is pending (a pending one keeps its deadline).
-    fn sync(&self, driver: &str) {
-        let grace = self.inner.config.cleanup_grace;
-        let mut scheduled = None;
+    fn reschedule_cleanup(&mut self, driver: &str) {
+        let grace = self.config.cleanup_grace;
+        let Some(entry) = self.state.drivers.get_mut(driver) else {
+            return;
+        };
         let mut cancelled = false;
-        {
-            let mut state = self.lock();
-            let next_seq = state.next_id + 1;
-            let Some(entry) = state.drivers.get_mut(driver) else {
-                return;
-            };
-            if entry.instances.iter().any(|(_, i)| i.connected()) {
-                entry.cleaned_up_at = None;
-                if let Some(pending) = entry.cleanup.take() {
-                    pending.cancel.cancel();
-                    cancelled = true;
-                }
-            } else if entry.cleanup.is_none() && entry.cleaned_up_at.is_none() {
-                let cancel = self.inner.shutdown.child_token();
-                let deadline_wall = SystemTime::now() + grace;
-                entry.cleanup = Some(Scheduled {
-                    seq: next_seq,
-                    deadline: Instant::now() + grace,
-                    deadline_wall,
-                    cancel: cancel.clone(),
-                    failures: 0,
-                    last_error: None,
-                });
-                scheduled = Some((next_seq, cancel, deadline_wall));
-            }
-            if scheduled.is_some() {
-                state.next_id = next_seq;
-            }
-            if state.drivers.get(driver).is_some_and(Driver::is_empty) {
-                state.drivers.remove(driver);
-            }
+        let mut scheduled = None;
+        if entry.any_connected() {
+            entry.cleaned_up_at = None;
+            cancelled = entry.cleanup.take().is_some();
+        } else if entry.cleanup.is_none() && entry.cleaned_up_at.is_none() {
+            self.next_cleanup += 1;
+            let due = Instant::now() + grace;
+            entry.cleanup = Some(ScheduledCleanup {
+                id: self.next_cleanup,
+                due,
+                failures: 0,
+                last_error: None,
+                running: None,
+            });
+            scheduled = Some(SystemTime::now() + grace);
+        }
+        if entry.is_empty() {
+            self.state.drivers.remove(driver);
         }
         if cancelled {
             tracing::info!(%driver, "DRA driver usable again: cleanup cancelled");
             self.event(DraEventKind::CleanupCancelled, driver, None, None);
         }
-        if let Some((seq, cancel, deadline)) = scheduled {
+        if let Some(deadline) = scheduled {
             tracing::info!(%driver, grace = ?grace, "no instance of the DRA driver is connected: cleanup scheduled");
             self.event(
                 DraEventKind::CleanupScheduled,
@@ -510,261 +417,77 @@ impl DraManager {
                 None,
                 Some(format!("deadline {} (unix ms)", unix_ms(deadline))),
             );
-            let manager = self.clone();
-            let driver = driver.to_string();
-            self.inner.tasks.spawn(async move {
-                tokio::select! {
-                    () = cancel.cancelled() => {}
-                    () = tokio::time::sleep(grace) => manager.run_cleanup(&driver, seq, cancel).await,
-                }
-            });
         }
     }
 
-    async fn run_cleanup(&self, driver: &str, seq: u64, cancel: CancellationToken) {
-        let mut failures: u32 = 0;
-        loop {
-            let result = tokio::select! {
-                () = cancel.cancelled() => return,
-                result = tokio::time::timeout(CLEANUP_CALL_TIMEOUT, self.inner.cleanup.driver_gone(driver)) => result,
+    /// When the first cleanup not yet running falls due.
+    fn next_due(&self) -> Option<Instant> {
+        self.state
+            .drivers
+            .values()
+            .filter_map(|d| d.cleanup.as_ref())
+            .filter(|c| c.running.is_none())
+            .map(|c| c.due)
+            .min()
+    }
+
+    /// Calls the hook for every cleanup that is due.
+    fn start_due_cleanups(&mut self) -> bool {
+        let now = Instant::now();
+        let mut started = false;
+        for (driver, entry) in &mut self.state.drivers {
+            let Some(cleanup) = entry.cleanup.as_mut() else {
+                continue;
             };
-            let error = match result {
-                Ok(Ok(())) => None,
-                Ok(Err(e)) => Some(e.to_string()),
-                Err(_) => Some(format!("no answer within {CLEANUP_CALL_TIMEOUT:?}")),
-            };
-            let current = |state: &mut State| -> bool {
-                state
-                    .drivers
-                    .get(driver)
-                    .and_then(|d| d.cleanup.as_ref())
-                    .is_some_and(|c| c.seq == seq)
-            };
-            match error {
-                None => {
+            if cleanup.running.is_some() || cleanup.due > now {
+                continue;
+            }
+            let hook = self.hook.clone();
+            let (name, id) = (driver.clone(), cleanup.id);
+            let call = async move {
+                let result =
+                    match tokio::time::timeout(CLEANUP_CALL_TIMEOUT, hook.driver_gone(&name)).await
                     {
-                        let mut state = self.lock();
-                        if !current(&mut state) || cancel.is_cancelled() {
-                            return;
-                        }
-                        if let Some(entry) = state.drivers.get_mut(driver) {
-                            entry.cleanup = None;
-                            entry.cleaned_up_at = Some(SystemTime::now());
-                            if entry.instances.is_empty() {
-                                state.drivers.remove(driver);
-                            }
-                        }
-                    }
-                    tracing::info!(%driver, "DRA driver cleaned up");
-                    self.event(DraEventKind::CleanedUp, driver, None, None);
-                    self.changed();
-                    return;
+                        Ok(Ok(())) => Ok(()),
+                        Ok(Err(e)) => Err(e.to_string()),
+                        Err(_) => Err(format!("no answer within {CLEANUP_CALL_TIMEOUT:?}")),
+                    };
+                (name, id, result)
+            };
+            cleanup.running = Some(self.cleanups.spawn(call));
+            started = true;
+        }
+        started
+    }
+
+    fn on_cleanup_done(&mut self, (driver, id, result): CleanupDone) -> bool {
+        let Some(entry) = self.state.drivers.get_mut(&driver) else {
+            return false;
+        };
+        let Some(cleanup) = entry.cleanup.as_mut().filter(|c| c.id == id) else {
+            // Cancelled (and maybe scheduled again) meanwhile.
+            return false;
+        };
+        cleanup.running = None;
+        match result {
+            Ok(()) => {
+                entry.cleanup = None;
+                entry.cleaned_up_at = Some(SystemTime::now());
+                if entry.instances.is_empty() {
+                    self.state.drivers.remove(&driver);
                 }
-                Some(error) => {
-                    failures = failures.saturating_add(1);
-                    let delay = delay_after(failures, CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX);
-                    {
-                        let mut state = self.lock();
-                        if !current(&mut state) {
-                            return;
-                        }
-                        if let Some(pending) = state
-                            .drivers
-                            .get_mut(driver)
-                            .and_then(|d| d.cleanup.as_mut())
-                        {
-                            pending.failures = failures;
-                            pending.last_error = Some(error.clone());
-                            pending.deadline = Instant::now() + delay;
-                            pending.deadline_wall = SystemTime::now() + delay;
-                        }
-                    }
-                    tracing::warn!(%driver, %error, retry_in = ?delay, "DRA driver cleanup failed");
-                    self.event(DraEventKind::CleanupFailed, driver, None, Some(error));
-                    self.changed();
-                    tokio::select! {
-                        () = cancel.cancelled() => return,
-                        () = tokio::time::sleep(delay) => {}
-                    }
-                }
+                tracing::info!(%driver, "DRA driver cleaned up");
+                self.event(DraEventKind::CleanedUp, &driver, None, None);
+            }
+            Err(error) => {
+                cleanup.failures = cleanup.failures.saturating_add(1);
+                let delay = delay_after(cleanup.failures, CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX);
+                cleanup.due = Instant::now() + delay;
+                cleanup.last_error = Some(error.clone());
+                tracing::warn!(%driver, %error, retry_in = ?delay, "DRA driver cleanup failed");
+                self.event(DraEventKind::CleanupFailed, &driver, None, Some(error));
             }
         }
-    }
-
-    fn health_update(&self, driver: &str, id: u64, devices: Vec<health_v1::DeviceHealth>) {
-        {
-            let mut state = self.lock();
-            let Some((_, instance)) = state
-                .drivers
-                .get_mut(driver)
-                .and_then(|d| d.instances.iter_mut().find(|(i, _)| *i == id))
-            else {
-                return;
-            };
-            health::apply(&mut instance.health, devices, Instant::now());
-        }
-        self.changed();
-    }
-
-    /// The instance calls for `driver` go to: its endpoint, service and channel.
-    fn pick(
-        &self,
-        driver: &str,
-    ) -> Result<(String, DraService, super::connection::Channel), DraError> {
-        if driver.is_empty() {
-            return Err(DraError::EmptyName);
-        }
-        let state = self.lock();
-        let (_, instance) = state
-            .drivers
-            .get(driver)
-            .and_then(Driver::in_use)
-            .ok_or_else(|| DraError::NotRegistered(driver.into()))?;
-        Ok((
-            instance.endpoint.clone(),
-            instance.service,
-            instance.connection.channel(),
-        ))
-    }
-
-    /// Prepares `claims` with `driver`'s instance in use. A failed call is an
-    /// error; otherwise each claim has its own result.
-    pub async fn prepare(
-        &self,
-        driver: &str,
-        claims: &[ClaimRef],
-    ) -> Result<Vec<PreparedClaim>, DraError> {
-        let (endpoint, service, channel) = self.pick(driver)?;
-        if claims.is_empty() {
-            return Ok(Vec::new());
-        }
-        let started = Instant::now();
-        let result = calls::prepare(channel, service, claims, self.inner.config.call_timeout).await;
-        let (code, failed) = match &result {
-            Ok(claims) => (tonic::Code::Ok, claims.iter().any(|c| c.error.is_some())),
-            Err(status) => (status.code(), true),
-        };
-        self.record("PrepareResources", driver, service, started, code, failed);
-        result.map_err(|status| DraError::Call {
-            driver: driver.into(),
-            endpoint,
-            operation: "NodePrepareResources",
-            code: status.code(),
-            message: status.message().into(),
-        })
-    }
-
-    /// Unprepares `claims` with `driver`'s instance in use.
-    pub async fn unprepare(
-        &self,
-        driver: &str,
-        claims: &[ClaimRef],
-    ) -> Result<Vec<UnpreparedClaim>, DraError> {
-        let (endpoint, service, channel) = self.pick(driver)?;
-        if claims.is_empty() {
-            return Ok(Vec::new());
-        }
-        let started = Instant::now();
-        let result =
-            calls::unprepare(channel, service, claims, self.inner.config.call_timeout).await;
-        let (code, failed) = match &result {
-            Ok(claims) => (tonic::Code::Ok, claims.iter().any(|c| c.error.is_some())),
-            Err(status) => (status.code(), true),
-        };
-        self.record("UnprepareResources", driver, service, started, code, failed);
-        result.map_err(|status| DraError::Call {
-            driver: driver.into(),
-            endpoint,
-            operation: "NodeUnprepareResources",
-            code: status.code(),
-            message: status.message().into(),
-        })
-    }
-
-    /// The drivers, sorted by name.
-    pub fn status(&self) -> Vec<DraDriverStatus> {
-        let state = self.lock();
-        let now = Instant::now();
-        state
-            .drivers
-            .iter()
-            .map(|(name, d)| {
-                let in_use = d.in_use().map(|(id, _)| *id);
-                DraDriverStatus {
-                    name: name.clone(),
-                    instances: d
-                        .instances
-                        .iter()
-                        .map(|(id, i)| {
-                            let conn = i.connection.state();
-                            DraInstanceStatus {
-                                endpoint: i.endpoint.clone(),
-                                service: i.service,
-                                health_service: i.health_service,
-                                connected: conn.connected(),
-                                in_use: Some(*id) == in_use,
-                                registered_at_unix_ms: unix_ms(i.registered_at),
-                                connection_changed_at_unix_ms: unix_ms(conn.since),
-                                last_error: conn.last_error,
-                                connects: conn.connects,
-                            }
-                        })
-                        .collect(),
-                    pending_cleanup: d.cleanup.as_ref().map(|c| PendingCleanup {
-                        deadline_unix_ms: unix_ms(c.deadline_wall),
-                        in_ms: c.deadline.saturating_duration_since(now).as_millis() as u64,
-                        failures: c.failures,
-                        last_error: c.last_error.clone(),
-                    }),
-                    cleaned_up_at_unix_ms: d.cleaned_up_at.map(unix_ms),
-                    devices: d
-                        .in_use()
-                        .map(|(_, i)| {
-                            health::status(
-                                &i.health,
-                                i.connected(),
-                                now,
-                                self.inner.config.health_timeout,
-                            )
-                        })
-                        .unwrap_or_default(),
-                }
-            })
-            .collect()
-    }
-
-    /// Stops all connections and cleanups.
-    pub fn stop(&self) {
-        self.inner.shutdown.cancel();
-        self.inner.tasks.close();
-    }
-
-    /// Waits until every task has ended after [`stop`](Self::stop).
-    pub async fn wait_stopped(&self) {
-        self.inner.tasks.wait().await;
-    }
-}
-
-/// The name grpc-go gives a status code, as the kubelet's metrics label it.
-fn grpc_code_name(code: tonic::Code) -> &'static str {
-    use tonic::Code;
-    match code {
-        Code::Ok => "OK",
-        Code::Cancelled => "Canceled",
-        Code::Unknown => "Unknown",
-        Code::InvalidArgument => "InvalidArgument",
-        Code::DeadlineExceeded => "DeadlineExceeded",
-        Code::NotFound => "NotFound",
-        Code::AlreadyExists => "AlreadyExists",
-        Code::PermissionDenied => "PermissionDenied",
-        Code::ResourceExhausted => "ResourceExhausted",
-        Code::FailedPrecondition => "FailedPrecondition",
-        Code::Aborted => "Aborted",
-        Code::OutOfRange => "OutOfRange",
-        Code::Unimplemented => "Unimplemented",
-        Code::Internal => "Internal",
-        Code::Unavailable => "Unavailable",
-        Code::DataLoss => "DataLoss",
-        Code::Unauthenticated => "Unauthenticated",
+        true
     }
 }

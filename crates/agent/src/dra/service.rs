@@ -4,8 +4,6 @@
 
 use nodeplugins_api::constants::dra_service;
 
-use crate::handler::HandlerError;
-
 /// The DRAPlugin service versions the agent speaks, newest first.
 pub const SUPPORTED_SERVICES: &[&str] = &[dra_service::V1, dra_service::V1BETA1];
 
@@ -65,20 +63,32 @@ impl HealthService {
     }
 }
 
+/// Why none of a plugin's services can be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ServiceError {
+    /// The plugin lists none.
+    #[error("empty list of supported gRPC services (aka supported versions)")]
+    Empty,
+    /// The agent supports none of those listed.
+    #[error(
+        "none of services supported by the plugin ({services:?}) are supported by the agent ({SUPPORTED_SERVICES:?})"
+    )]
+    NoneSupported {
+        /// What the plugin listed.
+        services: Vec<String>,
+    },
+}
+
 /// Picks the DRAPlugin service: the first of `services` the agent supports.
-pub fn choose_service(services: &[String]) -> Result<DraService, HandlerError> {
+pub fn choose_service(services: &[String]) -> Result<DraService, ServiceError> {
     if services.is_empty() {
-        return Err(HandlerError::new(
-            "empty list of supported gRPC services (aka supported versions)",
-        ));
+        return Err(ServiceError::Empty);
     }
     services
         .iter()
         .find_map(|s| DraService::parse(s))
-        .ok_or_else(|| {
-            HandlerError::new(format!(
-                "none of services supported by the plugin ({services:?}) are supported by the agent ({SUPPORTED_SERVICES:?})"
-            ))
+        .ok_or_else(|| ServiceError::NoneSupported {
+            services: services.to_vec(),
         })
 }
 

@@ -1,7 +1,14 @@
-//! What the DRA manager shows operators: a table of drivers and their
-//! instances, the results of prepare and unprepare, and events.
+//! What the DRA manager shows operators: a table of drivers, their
+//! instances, pending cleanups and device health.
 
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+
+use super::health;
 use super::service::{DraService, HealthService};
+use super::state::State;
+use crate::unix_time::unix_ms;
 
 /// One DRA driver.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -72,126 +79,50 @@ pub struct DeviceHealthStatus {
     pub stale: bool,
 }
 
-/// A claim to prepare or unprepare.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub struct ClaimRef {
-    /// Namespace.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-    /// UID; results are keyed by it.
-    pub uid: String,
-}
-
-impl std::fmt::Display for ClaimRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}/{}", self.namespace, self.name, self.uid)
-    }
-}
-
-impl std::str::FromStr for ClaimRef {
-    type Err = String;
-
-    /// Parses `NAMESPACE/NAME/UID`.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let parts: Vec<&str> = s.split('/').collect();
-        match parts.as_slice() {
-            [namespace, name, uid]
-                if !namespace.is_empty() && !name.is_empty() && !uid.is_empty() =>
-            {
-                Ok(Self {
-                    namespace: (*namespace).into(),
-                    name: (*name).into(),
-                    uid: (*uid).into(),
-                })
-            }
-            _ => Err(format!("{s:?} is not NAMESPACE/NAME/UID")),
-        }
-    }
-}
-
-/// One device a prepared claim got.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct PreparedDevice {
-    /// The claim's requests this device serves; empty means all.
-    pub request_names: Vec<String>,
-    /// Pool name.
-    pub pool: String,
-    /// Device name.
-    pub device: String,
-    /// CDI device ids for the container runtime.
-    pub cdi_device_ids: Vec<String>,
-    /// Share id (v1 only).
-    pub share_id: Option<String>,
-}
-
-/// The outcome of preparing one claim.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct PreparedClaim {
-    /// The claim.
-    pub claim: ClaimRef,
-    /// Its devices (empty on error).
-    pub devices: Vec<PreparedDevice>,
-    /// Why it failed, if it did.
-    pub error: Option<String>,
-}
-
-/// The outcome of unpreparing one claim.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct UnpreparedClaim {
-    /// The claim.
-    pub claim: ClaimRef,
-    /// Why it failed, if it did.
-    pub error: Option<String>,
-}
-
-/// What happened to a DRA driver.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DraEventKind {
-    /// An instance was registered.
-    InstanceAdded,
-    /// An instance was deregistered.
-    InstanceRemoved,
-    /// An instance's connection came up.
-    Connected,
-    /// An instance's connection went down.
-    Disconnected,
-    /// No instance is connected: cleanup will run at the deadline.
-    CleanupScheduled,
-    /// An instance connected in time: the cleanup will not run.
-    CleanupCancelled,
-    /// The cleanup ran.
-    CleanedUp,
-    /// The cleanup failed and will be retried.
-    CleanupFailed,
-}
-
-/// One DRA event.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct DraEvent {
-    /// What happened.
-    pub kind: DraEventKind,
-    /// The driver.
-    pub driver: String,
-    /// The instance's endpoint, for instance events.
-    pub endpoint: Option<String>,
-    /// Details: an error, or the cleanup deadline.
-    pub detail: Option<String>,
-    /// When (Unix milliseconds).
-    pub at_unix_ms: u64,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn claim_refs_parse_three_non_empty_parts() {
-        let claim: ClaimRef = "ns/claim/uid-1".parse().unwrap();
-        assert_eq!(claim.to_string(), "ns/claim/uid-1");
-        for bad in ["ns/claim", "ns//uid", "a/b/c/d", ""] {
-            assert!(bad.parse::<ClaimRef>().is_err(), "{bad}");
-        }
+impl State {
+    /// Every driver as status shows it at `now`, sorted by name.
+    pub(crate) fn status(&self, now: Instant, health_timeout: Duration) -> Vec<DraDriverStatus> {
+        let wall = SystemTime::now();
+        self.drivers
+            .iter()
+            .map(|(name, d)| {
+                let in_use = d.in_use().map(|i| i.id);
+                DraDriverStatus {
+                    name: name.clone(),
+                    instances: d
+                        .instances
+                        .iter()
+                        .map(|i| {
+                            let link = i.link.borrow();
+                            DraInstanceStatus {
+                                endpoint: i.endpoint.clone(),
+                                service: i.service,
+                                health_service: i.health_service,
+                                connected: link.connected(),
+                                in_use: Some(i.id) == in_use,
+                                registered_at_unix_ms: unix_ms(i.registered_at),
+                                connection_changed_at_unix_ms: unix_ms(link.since),
+                                last_error: link.last_error.clone(),
+                                connects: link.connects,
+                            }
+                        })
+                        .collect(),
+                    pending_cleanup: d.cleanup.as_ref().map(|c| {
+                        let left = c.due.saturating_duration_since(now);
+                        PendingCleanup {
+                            deadline_unix_ms: unix_ms(wall + left),
+                            in_ms: left.as_millis() as u64,
+                            failures: c.failures,
+                            last_error: c.last_error.clone(),
+                        }
+                    }),
+                    cleaned_up_at_unix_ms: d.cleaned_up_at.map(unix_ms),
+                    devices: d
+                        .in_use()
+                        .map(|i| health::status(&i.health, i.connected(), now, health_timeout))
+                        .unwrap_or_default(),
+                }
+            })
+            .collect()
     }
 }

@@ -1,10 +1,9 @@
 //! The HTTP endpoint: `/metrics` (Prometheus text format), `/healthz` (the
-//! agent runs) and `/readyz` (the plugins present at start-up have been
-//! picked up).
+//! agent runs) and `/readyz` (every [`ReadinessCheck`] passes).
 
 use std::convert::Infallible;
-use std::fmt::Write;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -13,66 +12,47 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
-use super::family::labels;
-use crate::device::DeviceManager;
-use crate::dra::DraManager;
-use crate::registry::{PluginState, RegistryHandle};
+use super::{MetricsSource, ReadinessCheck};
 
-/// Where the endpoint reads what it reports.
-#[derive(Clone)]
-pub struct MetricsSources {
-    /// The plugin manager.
-    pub registry: RegistryHandle,
-    /// The device manager.
-    pub devices: DeviceManager,
-    /// The DRA manager.
-    pub dra: DraManager,
+/// What the endpoint reports.
+#[derive(Clone, Default)]
+pub struct MetricsEndpoint {
+    /// Rendered in order on each scrape.
+    pub sources: Vec<Arc<dyn MetricsSource>>,
+    /// All must pass for `/readyz` to answer 200.
+    pub readiness: Vec<Arc<dyn ReadinessCheck>>,
 }
 
-impl MetricsSources {
+impl MetricsEndpoint {
     async fn render(&self) -> String {
         let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "# HELP plugin_manager_total_plugins Number of plugins in Plugin Manager\n# TYPE plugin_manager_total_plugins gauge"
-        );
-        if let Ok(plugins) = self.registry.snapshot().await {
-            let names = &["socket_path", "state"];
-            for plugin in &plugins {
-                let socket = plugin.socket_path.display().to_string();
-                let desired = vec![socket.clone(), "desired_state_of_world".to_string()];
-                let _ = writeln!(
-                    out,
-                    "plugin_manager_total_plugins{} 1",
-                    labels(names, &desired, None)
-                );
-                if plugin.state == PluginState::Registered {
-                    let actual = vec![socket, "actual_state_of_world".to_string()];
-                    let _ = writeln!(
-                        out,
-                        "plugin_manager_total_plugins{} 1",
-                        labels(names, &actual, None)
-                    );
-                }
-            }
+        for source in &self.sources {
+            source.render(&mut out).await;
         }
-        self.devices.render_metrics(&mut out);
-        self.dra.render_metrics(&mut out);
         out
+    }
+
+    fn not_ready(&self) -> Vec<String> {
+        self.readiness
+            .iter()
+            .filter_map(|check| check.not_ready())
+            .collect()
     }
 
     async fn respond(&self, path: &str) -> hyper::Response<Full<Bytes>> {
         let (status, content_type, body) = match path {
             "/metrics" => (200, "text/plain; version=0.0.4", self.render().await),
             "/healthz" => (200, "text/plain", "ok\n".to_string()),
-            "/readyz" if self.registry.is_ready() => (200, "text/plain", "ok\n".to_string()),
-            "/readyz" => (
-                503,
-                "text/plain",
-                "not ready: the plugins present at start-up are still being picked up\n"
-                    .to_string(),
-            ),
+            "/readyz" => match self.not_ready().as_slice() {
+                [] => (200, "text/plain", "ok\n".to_string()),
+                reasons => (
+                    503,
+                    "text/plain",
+                    format!("not ready: {}\n", reasons.join("; ")),
+                ),
+            },
             _ => (404, "text/plain", "not found\n".to_string()),
         };
         let mut response = hyper::Response::new(Full::new(Bytes::from(body)));
@@ -88,18 +68,19 @@ impl MetricsSources {
 }
 
 /// Binds `addr` and answers until `shutdown`; returns the bound address and
-/// the serving future.
+/// the serving future, which ends once every connection has.
 pub async fn serve_metrics(
     addr: SocketAddr,
-    sources: MetricsSources,
+    endpoint: MetricsEndpoint,
     shutdown: CancellationToken,
 ) -> std::io::Result<(SocketAddr, impl Future<Output = ()>)> {
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
     let serving = async move {
+        let connections = TaskTracker::new();
         loop {
             let stream = tokio::select! {
-                () = shutdown.cancelled() => return,
+                () = shutdown.cancelled() => break,
                 accepted = listener.accept() => match accepted {
                     Ok((stream, _)) => stream,
                     Err(e) => {
@@ -110,12 +91,12 @@ pub async fn serve_metrics(
                     }
                 },
             };
-            let sources = sources.clone();
+            let endpoint = endpoint.clone();
             let stop = shutdown.clone();
-            tokio::spawn(async move {
+            connections.spawn(async move {
                 let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                    let sources = sources.clone();
-                    async move { Ok::<_, Infallible>(sources.respond(request.uri().path()).await) }
+                    let endpoint = endpoint.clone();
+                    async move { Ok::<_, Infallible>(endpoint.respond(request.uri().path()).await) }
                 });
                 let connection = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), service);
@@ -125,6 +106,8 @@ pub async fn serve_metrics(
                 }
             });
         }
+        connections.close();
+        connections.wait().await;
     };
     Ok((local, serving))
 }

@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use nodeplugins::registry::{PluginState, PluginStatus, RegistryConfig, RegistryHandle};
+use nodeplugins::plugin_manager::{
+    PluginManagerConfig, PluginManagerHandle, PluginState, PluginStatus,
+};
 use nodeplugins::{HandlerError, PluginHandler, PluginManager};
 use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
@@ -107,7 +109,7 @@ impl PluginHandler for RecordingHandler {
 pub struct Harness {
     pub _dir: tempfile::TempDir,
     pub registry_dir: PathBuf,
-    pub handle: RegistryHandle,
+    pub handle: PluginManagerHandle,
     pub handler: Arc<RecordingHandler>,
     pub shutdown: CancellationToken,
 }
@@ -115,7 +117,7 @@ pub struct Harness {
 impl Harness {
     /// Starts a manager with fast backoff, after `before_start` prepared the directory.
     pub async fn start_with(
-        configure: impl FnOnce(&mut RegistryConfig),
+        configure: impl FnOnce(&mut PluginManagerConfig),
         before_start: impl FnOnce(&Path),
     ) -> Self {
         nodeplugins_test_support::init_tracing();
@@ -123,7 +125,7 @@ impl Harness {
         let registry_dir = dir.path().join("plugins_registry");
         std::fs::create_dir_all(&registry_dir).unwrap();
         before_start(&registry_dir);
-        let mut config = RegistryConfig::new(&registry_dir);
+        let mut config = PluginManagerConfig::new(&registry_dir);
         config.initial_backoff = Duration::from_millis(20);
         config.max_backoff = Duration::from_millis(80);
         configure(&mut config);

@@ -102,7 +102,7 @@ async fn deregistrations(
     while count > 0 {
         match tokio::time::timeout_at(deadline, events.next()).await {
             Ok(Ok(Some(nodeplugins::admin::AdminEvent::Registry(event))))
-                if event.kind == nodeplugins::registry::PluginEventKind::Deregistered =>
+                if event.kind == nodeplugins::plugin_manager::PluginEventKind::Deregistered =>
             {
                 count -= 1
             }

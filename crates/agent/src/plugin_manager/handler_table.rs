@@ -8,11 +8,11 @@ use crate::handler::PluginHandler;
 
 /// Plugin type → handler. Cheap to clone.
 #[derive(Clone, Default)]
-pub(crate) struct Handlers {
+pub(crate) struct HandlerTable {
     inner: Arc<RwLock<HashMap<String, Arc<dyn PluginHandler>>>>,
 }
 
-impl Handlers {
+impl HandlerTable {
     pub(crate) fn insert(&self, plugin_type: String, handler: Arc<dyn PluginHandler>) {
         let mut map = self
             .inner

@@ -2,7 +2,6 @@
 //! of events.
 
 use std::path::PathBuf;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::state::PluginDescription;
 
@@ -75,9 +74,4 @@ pub struct PluginEvent {
     pub retry_in_ms: Option<u64>,
     /// When (Unix milliseconds).
     pub at_unix_ms: u64,
-}
-
-pub(crate) fn unix_ms(time: SystemTime) -> u64 {
-    time.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }

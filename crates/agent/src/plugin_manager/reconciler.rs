@@ -16,13 +16,15 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::backoff::Backoff;
-use super::config::RegistryConfig;
-use super::handlers::Handlers;
+use super::config::PluginManagerConfig;
+use super::handler_table::HandlerTable;
 use super::register::{Failed, Progress, Registered, register};
 use super::state::{ActualEntry, ActualState, DesiredState, Generation, PluginDescription};
-use super::status::{PluginEvent, PluginEventKind, PluginState, PluginStatus, unix_ms};
+use super::status::{PluginEvent, PluginEventKind, PluginState, PluginStatus};
 use super::watcher::WatchEvent;
 use crate::handler::PluginHandler;
+use crate::timer::sleep_until;
+use crate::unix_time::unix_ms;
 
 /// Requests from outside and progress reports from running operations.
 pub(crate) enum Control {
@@ -52,8 +54,8 @@ enum Running {
 }
 
 pub(crate) struct Reconciler {
-    pub(crate) config: Arc<RegistryConfig>,
-    pub(crate) handlers: Handlers,
+    pub(crate) config: Arc<PluginManagerConfig>,
+    pub(crate) handlers: HandlerTable,
     pub(crate) control_tx: mpsc::Sender<Control>,
     pub(crate) events: broadcast::Sender<PluginEvent>,
     pub(crate) version: watch::Sender<u64>,
@@ -71,8 +73,8 @@ pub(crate) struct Reconciler {
 
 impl Reconciler {
     pub(crate) fn new(
-        config: Arc<RegistryConfig>,
-        handlers: Handlers,
+        config: Arc<PluginManagerConfig>,
+        handlers: HandlerTable,
         control_tx: mpsc::Sender<Control>,
         events: broadcast::Sender<PluginEvent>,
         version: watch::Sender<u64>,
@@ -123,7 +125,7 @@ impl Reconciler {
                 },
                 Some(done) = self.tasks.join_next_with_id(), if !self.tasks.is_empty() => self.on_done(done),
                 Some(control) = control_rx.recv() => self.on_control(control),
-                () = sleep_until_opt(next_timer), if next_timer.is_some() => self.on_timer(),
+                () = sleep_until(next_timer) => self.on_timer(),
             }
         }
         self.tasks.abort_all();
@@ -480,13 +482,6 @@ impl Reconciler {
                 }
             })
             .collect()
-    }
-}
-
-async fn sleep_until_opt(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
     }
 }
 

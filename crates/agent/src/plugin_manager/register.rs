@@ -12,8 +12,8 @@ use nodeplugins_api::transport::{TransportError, dial, root_cause};
 use tokio::time::Instant;
 use tonic::transport::Channel;
 
-use super::config::RegistryConfig;
-use super::handlers::Handlers;
+use super::config::PluginManagerConfig;
+use super::handler_table::HandlerTable;
 use super::state::PluginDescription;
 use crate::handler::PluginHandler;
 
@@ -78,8 +78,8 @@ pub(crate) type Progress = Box<dyn FnOnce(PluginDescription) + Send>;
 /// Performs one registration of the plugin at `socket`.
 pub(crate) async fn register(
     socket: PathBuf,
-    handlers: Handlers,
-    config: Arc<RegistryConfig>,
+    handlers: HandlerTable,
+    config: Arc<PluginManagerConfig>,
     progress: Progress,
 ) -> Result<Registered, Failed> {
     let socket_str = socket.display().to_string();
@@ -193,7 +193,7 @@ pub(crate) async fn register(
 /// from `bind(2)`, slightly before the plugin calls `listen(2)`.
 async fn dial_with_grace(
     socket: &Path,
-    config: &RegistryConfig,
+    config: &PluginManagerConfig,
 ) -> Result<Channel, TransportError> {
     let give_up = Instant::now() + config.connection_refused_grace;
     let mut pause = Duration::from_millis(1);

@@ -5,6 +5,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::state::Generation;
+use crate::retry::delay_after;
 
 /// The retry schedule of one socket path.
 #[derive(Debug, Clone)]
@@ -15,14 +16,6 @@ pub(crate) struct Backoff {
     pub(crate) delay: Duration,
     pub(crate) retry_at: Instant,
     pub(crate) last_error: String,
-}
-
-/// The delay after `failures` consecutive failures (1-based).
-pub(crate) fn delay_after(failures: u32, initial: Duration, max: Duration) -> Duration {
-    let doublings = failures.saturating_sub(1).min(31);
-    initial
-        .checked_mul(1u32 << doublings)
-        .map_or(max, |d| d.min(max))
 }
 
 impl Backoff {
@@ -48,27 +41,5 @@ impl Backoff {
             retry_at: now + delay,
             last_error: error,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn schedule_doubles_from_half_a_second_and_caps_at_two_minutes_two_seconds() {
-        let initial = Duration::from_millis(500);
-        let max = Duration::from_secs(122);
-        let got: Vec<u64> = (1..=12)
-            .map(|n| delay_after(n, initial, max).as_millis() as u64)
-            .collect();
-        assert_eq!(
-            got,
-            [
-                500, 1000, 2000, 4000, 8000, 16_000, 32_000, 64_000, 122_000, 122_000, 122_000,
-                122_000
-            ]
-        );
-        assert_eq!(delay_after(u32::MAX, initial, max), max);
     }
 }

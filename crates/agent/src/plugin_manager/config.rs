@@ -27,7 +27,7 @@ pub const HANDLER_TIMEOUT: Duration = Duration::from_secs(150);
 
 /// Settings of a [`super::PluginManager`].
 #[derive(Debug, Clone)]
-pub struct RegistryConfig {
+pub struct PluginManagerConfig {
     /// The watched directory, `<root>/plugins_registry`.
     pub dir: PathBuf,
     /// See [`DIAL_TIMEOUT`].
@@ -46,7 +46,7 @@ pub struct RegistryConfig {
     pub handler_timeout: Duration,
 }
 
-impl RegistryConfig {
+impl PluginManagerConfig {
     /// Upstream defaults for the directory `dir`.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         Self {

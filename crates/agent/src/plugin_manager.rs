@@ -22,7 +22,8 @@
 
 pub(crate) mod backoff;
 pub mod config;
-mod handlers;
+mod handler_table;
+mod metrics;
 mod reconciler;
 pub mod register;
 mod state;
@@ -35,22 +36,22 @@ use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-pub use config::RegistryConfig;
+pub use config::PluginManagerConfig;
 pub use state::{Generation, PluginDescription};
 pub use status::{PluginEvent, PluginEventKind, PluginState, PluginStatus};
 pub use watcher::WatchError;
 
 use crate::handler::PluginHandler;
-use handlers::Handlers;
+use handler_table::HandlerTable;
 use reconciler::{Control, Reconciler};
 
 /// How many events a slow event subscriber may fall behind before it misses some.
 const EVENT_BUFFER: usize = 4096;
 
-/// The plugin manager. Add handlers, take a [`RegistryHandle`], then [`run`](Self::run).
+/// The plugin manager. Add handlers, take a [`PluginManagerHandle`], then [`run`](Self::run).
 pub struct PluginManager {
-    config: Arc<RegistryConfig>,
-    handlers: Handlers,
+    config: Arc<PluginManagerConfig>,
+    handlers: HandlerTable,
     control_tx: mpsc::Sender<Control>,
     control_rx: mpsc::Receiver<Control>,
     events: broadcast::Sender<PluginEvent>,
@@ -61,15 +62,15 @@ pub struct PluginManager {
 /// The plugin manager has stopped.
 #[derive(Debug, Clone, Copy, thiserror::Error)]
 #[error("the plugin manager is not running")]
-pub struct RegistryStopped;
+pub struct PluginManagerStopped;
 
 impl PluginManager {
     /// A manager watching `config.dir`.
-    pub fn new(config: RegistryConfig) -> Self {
+    pub fn new(config: PluginManagerConfig) -> Self {
         let (control_tx, control_rx) = mpsc::channel(1024);
         Self {
             config: Arc::new(config),
-            handlers: Handlers::default(),
+            handlers: HandlerTable::default(),
             control_tx,
             control_rx,
             events: broadcast::channel(EVENT_BUFFER).0,
@@ -84,8 +85,8 @@ impl PluginManager {
     }
 
     /// A handle for reading status and events, valid while the manager runs.
-    pub fn handle(&self) -> RegistryHandle {
-        RegistryHandle {
+    pub fn handle(&self) -> PluginManagerHandle {
+        PluginManagerHandle {
             control: self.control_tx.clone(),
             events: self.events.clone(),
             version: self.version.subscribe(),
@@ -123,22 +124,22 @@ impl PluginManager {
 
 /// Reads the plugin manager's status and events.
 #[derive(Clone)]
-pub struct RegistryHandle {
+pub struct PluginManagerHandle {
     control: mpsc::Sender<Control>,
     events: broadcast::Sender<PluginEvent>,
     version: watch::Receiver<u64>,
     ready: watch::Receiver<bool>,
 }
 
-impl RegistryHandle {
+impl PluginManagerHandle {
     /// The current plugin table, sorted by socket path.
-    pub async fn snapshot(&self) -> Result<Vec<PluginStatus>, RegistryStopped> {
+    pub async fn snapshot(&self) -> Result<Vec<PluginStatus>, PluginManagerStopped> {
         let (tx, rx) = oneshot::channel();
         self.control
             .send(Control::Snapshot(tx))
             .await
-            .map_err(|_| RegistryStopped)?;
-        rx.await.map_err(|_| RegistryStopped)
+            .map_err(|_| PluginManagerStopped)?;
+        rx.await.map_err(|_| PluginManagerStopped)
     }
 
     /// Events from now on.
@@ -152,13 +153,13 @@ impl RegistryHandle {
     }
 
     /// Waits until the sockets present at start-up have been reported.
-    pub async fn ready(&self) -> Result<(), RegistryStopped> {
+    pub async fn ready(&self) -> Result<(), PluginManagerStopped> {
         let mut ready = self.ready.clone();
         ready
             .wait_for(|r| *r)
             .await
             .map(|_| ())
-            .map_err(|_| RegistryStopped)
+            .map_err(|_| PluginManagerStopped)
     }
 
     /// Waits until the plugin table satisfies `pred`, re-checking after every
@@ -167,7 +168,7 @@ impl RegistryHandle {
         &self,
         timeout: Duration,
         mut pred: impl FnMut(&[PluginStatus]) -> bool,
-    ) -> Result<Option<Vec<PluginStatus>>, RegistryStopped> {
+    ) -> Result<Option<Vec<PluginStatus>>, PluginManagerStopped> {
         let mut version = self.version.clone();
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
@@ -178,7 +179,7 @@ impl RegistryHandle {
             }
             match tokio::time::timeout_at(deadline, version.changed()).await {
                 Ok(Ok(())) => {}
-                Ok(Err(_)) => return Err(RegistryStopped),
+                Ok(Err(_)) => return Err(PluginManagerStopped),
                 Err(_) => return Ok(None),
             }
         }

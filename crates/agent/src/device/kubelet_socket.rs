@@ -11,16 +11,17 @@ use nodeplugins_api::deviceplugin::v1beta1::registration_server::{
     Registration, RegistrationServer,
 };
 use nodeplugins_api::deviceplugin::v1beta1::{Empty, RegisterRequest};
-use nodeplugins_api::transport::{BoundSocket, TransportError, serve};
+use nodeplugins_api::transport::{BoundSocket, TransportError, serve as serve_socket};
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
-use super::manager::{DeviceError, DeviceManager};
+use super::handle::DeviceHandle;
+use super::plugin_client::DeviceError;
 use super::resource_name::{is_extended_resource_name, is_plain_socket_name};
 
 #[derive(Clone)]
 struct KubeletRegistration {
-    manager: DeviceManager,
+    devices: DeviceHandle,
 }
 
 #[tonic::async_trait]
@@ -39,16 +40,17 @@ impl Registration for KubeletRegistration {
                 "the ResourceName {resource:?} is invalid"
             )));
         }
+        let dir = &self.devices.config().dir;
         if !is_plain_socket_name(&request.endpoint) {
             return Err(Status::invalid_argument(format!(
                 "invalid endpoint {:?}: must be the name of a socket file in {}",
                 request.endpoint,
-                self.manager.config().dir.display()
+                dir.display()
             )));
         }
-        let socket = self.manager.config().dir.join(&request.endpoint);
+        let socket = dir.join(&request.endpoint);
         tracing::info!(%resource, socket = %socket.display(), "device plugin registering through kubelet.sock");
-        match self.manager.connect(resource, &socket).await {
+        match self.devices.connect(resource, &socket).await {
             Ok(()) => Ok(Response::new(Empty {})),
             Err(e @ DeviceError::AlreadyConnected { .. }) => {
                 Err(Status::already_exists(e.to_string()))
@@ -62,9 +64,9 @@ impl Registration for KubeletRegistration {
 }
 
 /// Removes every socket in the device plugin directory except `kubelet.sock`
-/// and the checkpoint, as the kubelet does on start: plugins notice and
-/// register again. Other files and directories are kept.
-pub fn clean_plugin_directory(dir: &Path) -> std::io::Result<()> {
+/// and the kubelet's checkpoint, as the kubelet does on start: plugins notice
+/// and register again. Other files and directories are kept.
+pub(crate) fn clean_plugin_directory(dir: &Path) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)?.flatten() {
         let name = entry.file_name();
         if name == KUBELET_SOCKET || name == DEVICE_CHECKPOINT {
@@ -84,28 +86,20 @@ pub fn clean_plugin_directory(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Cleans the device plugin directory and serves `kubelet.sock` until `shutdown`.
-pub async fn serve_kubelet_socket(
-    manager: DeviceManager,
+/// Binds `<dir>/kubelet.sock`.
+pub(crate) async fn bind(dir: &Path) -> Result<BoundSocket, TransportError> {
+    BoundSocket::bind(dir.join(KUBELET_SOCKET), None).await
+}
+
+/// Serves registration on `socket` until `shutdown`.
+pub(crate) async fn serve(
+    socket: BoundSocket,
+    devices: DeviceHandle,
     shutdown: CancellationToken,
 ) -> Result<(), TransportError> {
-    let dir = manager.config().dir.clone();
-    let path = dir.join(KUBELET_SOCKET);
-    std::fs::create_dir_all(&dir).map_err(|source| TransportError::Bind {
-        path: dir.clone(),
-        source,
-    })?;
-    clean_plugin_directory(&dir).map_err(|source| TransportError::Bind {
-        path: dir.clone(),
-        source,
-    })?;
-    manager.restore().await;
-    let socket = BoundSocket::bind(&path, None).await?;
-    let router = tonic::transport::Server::builder().add_service(RegistrationServer::new(
-        KubeletRegistration {
-            manager: manager.clone(),
-        },
-    ));
+    let path = socket.path().to_owned();
+    let router = tonic::transport::Server::builder()
+        .add_service(RegistrationServer::new(KubeletRegistration { devices }));
     tracing::info!(socket = %path.display(), "serving device plugin registration");
-    serve(socket, router, shutdown).await
+    serve_socket(socket, router, shutdown).await
 }

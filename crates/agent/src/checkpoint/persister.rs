@@ -1,0 +1,147 @@
+//! Keeping a checkpoint up to date from an owner task without waiting for
+//! the disk: the task marks changes, the writer writes the newest state in
+//! the background, and whoever must not go on before a change is on disk
+//! waits for the write that includes it.
+//!
+//! Writes are coalesced: while one is running, further changes only mark the
+//! state dirty, and the next write (with everything so far) starts when the
+//! running one ends. So a burst of changes costs at most two writes, the
+//! newest state is always written last, and the state is copied once per
+//! write rather than once per change.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::task::TaskTracker;
+
+use super::{CheckpointError, CheckpointFile};
+
+/// What a write of the changes up to `version` came to.
+pub(crate) struct Written {
+    version: u64,
+    result: Result<(), Arc<CheckpointError>>,
+}
+
+impl Written {
+    /// The newest change the write included.
+    pub(crate) fn version(&self) -> u64 {
+        self.version
+    }
+}
+
+/// Told when the change it waits for is on disk, or why it is not.
+pub(crate) type WrittenReply = oneshot::Sender<Result<(), Arc<CheckpointError>>>;
+
+/// The owner's side of a checkpoint.
+pub(crate) struct Persister<T> {
+    to_writer: mpsc::UnboundedSender<(u64, T)>,
+    done: mpsc::UnboundedReceiver<Written>,
+    /// Counts changes.
+    version: u64,
+    /// The version of the newest state handed to the writer.
+    submitted: u64,
+    in_flight: bool,
+    waiters: Vec<(u64, WrittenReply)>,
+    last_error: Option<Arc<CheckpointError>>,
+}
+
+impl<T: Serialize + Send + 'static> Persister<T> {
+    /// Starts the writer of `file` on `tasks`.
+    pub(crate) fn start(file: CheckpointFile, tasks: &TaskTracker) -> Self {
+        let (to_writer, mut from_owner) = mpsc::unbounded_channel::<(u64, T)>();
+        let (to_owner, done) = mpsc::unbounded_channel();
+        tasks.spawn(async move {
+            while let Some((version, data)) = from_owner.recv().await {
+                let writing = file.clone();
+                let result = tokio::task::spawn_blocking(move || writing.write(&data))
+                    .await
+                    .unwrap_or_else(|e| Err(file.io(std::io::Error::other(e))))
+                    .map_err(Arc::new);
+                if to_owner.send(Written { version, result }).is_err() {
+                    return;
+                }
+            }
+        });
+        Self {
+            to_writer,
+            done,
+            version: 0,
+            submitted: 0,
+            in_flight: false,
+            waiters: Vec::new(),
+            last_error: None,
+        }
+    }
+
+    /// Marks the state changed; returns the change's version.
+    pub(crate) fn changed(&mut self) -> u64 {
+        self.version += 1;
+        self.version
+    }
+
+    /// Answers `reply` once the state of `version` (or newer) is written.
+    pub(crate) fn when_written(&mut self, version: u64, reply: WrittenReply) {
+        self.waiters.push((version, reply));
+    }
+
+    /// Hands the current state to the writer if it changed since the last
+    /// write and no write is running; `state` builds it only then.
+    pub(crate) fn flush(&mut self, state: impl FnOnce() -> T) {
+        if self.in_flight || self.submitted == self.version {
+            return;
+        }
+        if self.to_writer.send((self.version, state())).is_ok() {
+            self.in_flight = true;
+            self.submitted = self.version;
+        }
+    }
+
+    /// The end of the running write; never resolves while none runs.
+    pub(crate) async fn next_written(&mut self) -> Written {
+        if !self.in_flight {
+            return std::future::pending().await;
+        }
+        match self.done.recv().await {
+            Some(written) => written,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Records the end of a write and answers those waiting for it. A failed
+    /// write is returned for the owner to act on.
+    pub(crate) fn on_written(&mut self, written: Written) -> Result<(), Arc<CheckpointError>> {
+        self.in_flight = false;
+        let Written { version, result } = written;
+        let (done, waiting) = std::mem::take(&mut self.waiters)
+            .into_iter()
+            .partition(|(wanted, _)| *wanted <= version);
+        self.waiters = waiting;
+        for (_, reply) in done {
+            let _ = reply.send(result.clone());
+        }
+        self.last_error = result.as_ref().err().cloned();
+        result
+    }
+
+    /// Why the last write failed, while no later write succeeded.
+    pub(crate) fn last_error(&self) -> Option<Arc<CheckpointError>> {
+        self.last_error.clone()
+    }
+
+    /// Writes the current state now if it changed, and waits for it: for the
+    /// owner's last act before it stops.
+    pub(crate) async fn finish(mut self, state: impl FnOnce() -> T) {
+        while self.in_flight {
+            let written = self.next_written().await;
+            let _ = self.on_written(written);
+        }
+        self.flush(state);
+        if self.in_flight {
+            let written = self.next_written().await;
+            if let Err(e) = self.on_written(written) {
+                tracing::error!(error = %e, "cannot write the checkpoint at shutdown");
+            }
+        }
+    }
+}

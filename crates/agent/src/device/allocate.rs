@@ -1,0 +1,373 @@
+//! Allocating devices to a container, all or nothing across the resources
+//! of one request.
+//!
+//! The manager's task owns the state; the calls to plugins run outside it,
+//! in the caller's task, so a slow plugin holds up nobody else:
+//!
+//! 1. **plan** (task): per resource, what the container already holds (a
+//!    repeated request returns it) or the free healthy devices in NUMA-aligned
+//!    order and the primary instance to call; any refusal ends the request.
+//! 2. **preferred** (caller): GetPreferredAllocation among all free devices,
+//!    when the plugin offers it.
+//! 3. **reserve** (task): re-checks that the chosen devices are still free
+//!    (choosing again if another request took some) and reserves them.
+//! 4. **allocate** (caller): Allocate, then PreStartContainer when the plugin
+//!    asks for it, for each resource. Any failure drops the reservation.
+//! 5. **commit** (task): records every resource's allocation and answers once
+//!    the checkpoint holding them is on disk; a failed write undoes them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use super::allocation::ContainerAllocation;
+use super::handle::DeviceHandle;
+use super::plugin_client::{AllocateCallError, PluginCallError, PluginClient};
+use super::selection::aligned_order;
+use super::state::{AllocationKey, ReservationId, Reserved, State, is_healthy};
+use crate::checkpoint::CheckpointError;
+
+/// A request for devices for one container: resource name → count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllocationRequest {
+    /// Pod UID.
+    pub pod_uid: String,
+    /// Container name.
+    pub container: String,
+    /// Resource name → number of devices.
+    pub resources: BTreeMap<String, usize>,
+}
+
+/// Why devices could not be allocated; messages follow upstream's.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum AllocateError {
+    /// No plugin ever registered the resource.
+    #[error("cannot allocate unregistered device {0}")]
+    Unregistered(String),
+    /// Every device of the resource is unhealthy.
+    #[error("no healthy devices present; cannot allocate unhealthy devices {0}")]
+    NoHealthy(String),
+    /// Devices held by the container turned unhealthy.
+    #[error(
+        "previously allocated devices are no longer healthy; cannot allocate unhealthy devices {0}"
+    )]
+    PreviouslyAllocatedUnhealthy(String),
+    /// The container already holds a different number of devices.
+    #[error(
+        "pod {pod:?} container {container:?} changed request for resource {resource:?} from {from} to {to}"
+    )]
+    ChangedRequest {
+        /// Pod UID.
+        pod: String,
+        /// Container name.
+        container: String,
+        /// Resource.
+        resource: String,
+        /// Devices held.
+        from: usize,
+        /// Devices requested.
+        to: usize,
+    },
+    /// Not enough free healthy devices.
+    #[error(
+        "requested number of devices unavailable for {resource}. Requested: {requested}, Available: {available}"
+    )]
+    Unavailable {
+        /// Resource.
+        resource: String,
+        /// Devices requested.
+        requested: usize,
+        /// Devices free.
+        available: usize,
+    },
+    /// The resource's plugin is not connected (within its grace period).
+    #[error("endpoint for {0} has been stopped: no device plugin is connected")]
+    Stopped(String),
+    /// The Allocate call failed.
+    #[error("Allocate failed for {resource}: {source}")]
+    Rpc {
+        /// Resource.
+        resource: String,
+        /// The plugin's answer.
+        #[source]
+        source: AllocateCallError,
+    },
+    /// GetPreferredAllocation failed or went unanswered.
+    #[error("device plugin GetPreferredAllocation rpc failed with err: {source}")]
+    Preferred {
+        /// Resource.
+        resource: String,
+        /// The cause.
+        #[source]
+        source: PluginCallError,
+    },
+    /// PreStartContainer failed or went unanswered.
+    #[error("device plugin PreStartContainer rpc failed with err: {source}")]
+    PreStart {
+        /// Resource.
+        resource: String,
+        /// The cause.
+        #[source]
+        source: PluginCallError,
+    },
+    /// The allocation could not be written to the checkpoint, so it was undone.
+    #[error("cannot record the allocation: {0}")]
+    Checkpoint(#[source] Arc<CheckpointError>),
+    /// A request for zero devices.
+    #[error("a request for {0} must ask for at least one device")]
+    Zero(String),
+    /// A request naming no resource.
+    #[error("the request names no resource")]
+    Empty,
+    /// The device manager is not running.
+    #[error("the device manager is stopping")]
+    Stopping,
+}
+
+impl AllocateError {
+    /// The resource the error is about, if it is about one.
+    pub fn resource(&self) -> Option<&str> {
+        match self {
+            Self::Unregistered(r)
+            | Self::NoHealthy(r)
+            | Self::PreviouslyAllocatedUnhealthy(r)
+            | Self::Stopped(r)
+            | Self::Zero(r) => Some(r),
+            Self::ChangedRequest { resource, .. }
+            | Self::Unavailable { resource, .. }
+            | Self::Rpc { resource, .. }
+            | Self::Preferred { resource, .. }
+            | Self::PreStart { resource, .. } => Some(resource),
+            Self::Checkpoint(_) | Self::Empty | Self::Stopping => None,
+        }
+    }
+}
+
+/// What step 1 decided for one resource.
+pub(crate) enum Planned {
+    /// The container already holds these devices.
+    Held(ContainerAllocation),
+    /// Devices must be chosen and allocated.
+    Needed {
+        resource: String,
+        count: usize,
+        /// Every free healthy device, aligned choice first.
+        order: Vec<String>,
+        /// The primary instance.
+        plugin: PluginClient,
+    },
+}
+
+/// A reservation and the devices it holds, per chosen resource in order.
+pub(crate) type ReservedChoices = (ReservationId, Vec<Vec<String>>);
+
+/// Devices chosen for one resource, to reserve.
+pub(crate) struct Choice {
+    pub(crate) resource: String,
+    pub(crate) devices: Vec<String>,
+}
+
+impl State {
+    /// Step 1.
+    pub(crate) fn plan(&self, request: &AllocationRequest) -> Result<Vec<Planned>, AllocateError> {
+        if request.resources.is_empty() {
+            return Err(AllocateError::Empty);
+        }
+        request
+            .resources
+            .iter()
+            .map(|(resource, &count)| self.plan_one(request, resource, count))
+            .collect()
+    }
+
+    fn plan_one(
+        &self,
+        request: &AllocationRequest,
+        resource: &str,
+        count: usize,
+    ) -> Result<Planned, AllocateError> {
+        if count == 0 {
+            return Err(AllocateError::Zero(resource.into()));
+        }
+        let key = key(&request.pod_uid, &request.container, resource);
+        let r = self.resources.get(resource);
+        if let Some(existing) = self.allocations.get(&key) {
+            if existing.devices.len() != count {
+                return Err(AllocateError::ChangedRequest {
+                    pod: request.pod_uid.clone(),
+                    container: request.container.clone(),
+                    resource: resource.into(),
+                    from: existing.devices.len(),
+                    to: count,
+                });
+            }
+            let healthy = |id: &String| r.and_then(|r| r.devices().get(id)).is_some_and(is_healthy);
+            if !existing.devices.iter().all(healthy) {
+                return Err(AllocateError::PreviouslyAllocatedUnhealthy(resource.into()));
+            }
+            return Ok(Planned::Held(existing.clone()));
+        }
+        let r = r.ok_or_else(|| AllocateError::Unregistered(resource.into()))?;
+        if !r.devices().values().any(is_healthy) {
+            return Err(AllocateError::NoHealthy(resource.into()));
+        }
+        let (_, primary) = r
+            .primary()
+            .ok_or_else(|| AllocateError::Stopped(resource.into()))?;
+        let free = self.free(resource);
+        if free.len() < count {
+            return Err(AllocateError::Unavailable {
+                resource: resource.into(),
+                requested: count,
+                available: free.len(),
+            });
+        }
+        Ok(Planned::Needed {
+            resource: resource.into(),
+            count,
+            order: aligned_order(&free, count),
+            plugin: primary.plugin.clone(),
+        })
+    }
+
+    /// Step 3: reserves every choice, or none. A device taken meanwhile by
+    /// another request is replaced by the aligned choice among those left.
+    pub(crate) fn reserve(
+        &mut self,
+        choices: Vec<Choice>,
+    ) -> Result<ReservedChoices, AllocateError> {
+        let mut reserved = Vec::with_capacity(choices.len());
+        for choice in choices {
+            let free = self.free(&choice.resource);
+            let ids: BTreeSet<&String> = free.iter().map(|c| &c.id).collect();
+            let count = choice.devices.len();
+            let devices = if choice.devices.iter().all(|id| ids.contains(id)) {
+                choice.devices
+            } else {
+                let again = aligned_order(&free, count);
+                if again.len() < count {
+                    return Err(AllocateError::Unavailable {
+                        resource: choice.resource,
+                        requested: count,
+                        available: again.len(),
+                    });
+                }
+                again[..count].to_vec()
+            };
+            reserved.push(Reserved {
+                resource: choice.resource,
+                devices,
+            });
+        }
+        self.next_reservation += 1;
+        let id = self.next_reservation;
+        let chosen = reserved.iter().map(|r| r.devices.clone()).collect();
+        self.reservations.insert(id, reserved);
+        Ok((id, chosen))
+    }
+
+    /// Step 5: the reservation becomes allocations; returns their keys.
+    pub(crate) fn commit(
+        &mut self,
+        reservation: ReservationId,
+        allocations: Vec<ContainerAllocation>,
+    ) -> Vec<AllocationKey> {
+        self.reservations.remove(&reservation);
+        allocations
+            .into_iter()
+            .map(|a| {
+                let key = key(&a.pod_uid, &a.container, &a.resource);
+                self.allocations.insert(key.clone(), a);
+                key
+            })
+            .collect()
+    }
+}
+
+fn key(pod: &str, container: &str, resource: &str) -> AllocationKey {
+    (pod.into(), container.into(), resource.into())
+}
+
+/// Steps 1 to 5 for `request`, from the caller's task.
+pub(crate) async fn allocate(
+    handle: &DeviceHandle,
+    request: &AllocationRequest,
+) -> Result<Vec<ContainerAllocation>, AllocateError> {
+    let config = handle.config();
+    let planned = handle.plan(request.clone()).await?;
+
+    // Ask each plugin for its preference among all free devices, aligned first.
+    let mut choices = Vec::new();
+    let mut calls = Vec::new();
+    for step in &planned {
+        let Planned::Needed {
+            resource,
+            count,
+            order,
+            plugin,
+        } = step
+        else {
+            continue;
+        };
+        let mut chosen = order[..*count].to_vec();
+        if plugin.options().get_preferred_allocation_available
+            && order.len() > *count
+            && let Some(preferred) = plugin
+                .preferred_allocation(resource, order, *count, config.options_timeout)
+                .await
+                .map_err(|source| AllocateError::Preferred {
+                    resource: resource.clone(),
+                    source,
+                })?
+        {
+            chosen = preferred;
+        }
+        choices.push(Choice {
+            resource: resource.clone(),
+            devices: chosen,
+        });
+        calls.push((resource, plugin));
+    }
+
+    let mut allocations = Vec::with_capacity(planned.len());
+    if !choices.is_empty() {
+        let (reservation, chosen) = handle.reserve(choices).await?;
+        for ((resource, plugin), devices) in calls.into_iter().zip(chosen) {
+            let response = plugin
+                .allocate(
+                    resource,
+                    &devices,
+                    config.allocate_timeout,
+                    handle.metrics(),
+                )
+                .await
+                .map_err(|source| AllocateError::Rpc {
+                    resource: resource.clone(),
+                    source,
+                })?;
+            plugin
+                .pre_start_container(&devices, config.pre_start_timeout)
+                .await
+                .map_err(|source| AllocateError::PreStart {
+                    resource: resource.clone(),
+                    source,
+                })?;
+            allocations.push(ContainerAllocation::new(
+                &request.pod_uid,
+                &request.container,
+                resource,
+                devices,
+                response,
+            ));
+        }
+        // Only report the allocations once they are on disk.
+        reservation.commit(allocations.clone()).await?;
+    }
+    let mut allocated = allocations.into_iter();
+    Ok(planned
+        .into_iter()
+        .filter_map(|step| match step {
+            Planned::Held(held) => Some(held),
+            Planned::Needed { .. } => allocated.next(),
+        })
+        .collect())
+}

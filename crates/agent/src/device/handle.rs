@@ -1,0 +1,265 @@
+//! What callers hold: a cheap handle to the device manager's task. Calls to
+//! plugins (dial, allocation) run in the caller's task; the manager's task
+//! only records what they found.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+
+use super::allocate::{AllocateError, AllocationRequest, Choice, Planned, allocate};
+use super::allocation::ContainerAllocation;
+use super::config::DeviceManagerConfig;
+use super::event::{DeviceEvent, DeviceEventKind};
+use super::manager::Command;
+use super::metrics::DeviceMetrics;
+use super::plugin_client::{DeviceError, PluginClient};
+use super::state::ReservationId;
+use super::status::ResourceStatus;
+use crate::checkpoint::CheckpointProblem;
+
+/// The device manager has stopped.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("the device manager is not running")]
+pub struct DeviceManagerStopped;
+
+/// What the handle and the manager's task share.
+pub(crate) struct Shared {
+    pub(crate) config: DeviceManagerConfig,
+    pub(crate) events: broadcast::Sender<DeviceEvent>,
+    pub(crate) changes: watch::Receiver<u64>,
+    pub(crate) metrics: DeviceMetrics,
+}
+
+/// Connects plugins, allocates devices and reads the device manager's state.
+/// Cheap to clone; valid while the manager runs.
+#[derive(Clone)]
+pub struct DeviceHandle {
+    pub(crate) commands: mpsc::UnboundedSender<Command>,
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl DeviceHandle {
+    /// The settings.
+    pub fn config(&self) -> &DeviceManagerConfig {
+        &self.shared.config
+    }
+
+    /// The manager's metrics.
+    pub fn metrics(&self) -> &DeviceMetrics {
+        &self.shared.metrics
+    }
+
+    /// A counter that increases on every change, for waiting on state.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.shared.changes.clone()
+    }
+
+    /// Events from now on: plugins connecting and leaving, device lists
+    /// changing, allocations and releases.
+    pub fn events(&self) -> broadcast::Receiver<DeviceEvent> {
+        self.shared.events.subscribe()
+    }
+
+    /// Sends a request to the manager's task and waits for its answer.
+    async fn ask<T>(
+        &self,
+        request: impl FnOnce(oneshot::Sender<T>) -> Command,
+    ) -> Result<T, DeviceManagerStopped> {
+        let (reply, answer) = oneshot::channel();
+        self.commands
+            .send(request(reply))
+            .map_err(|_| DeviceManagerStopped)?;
+        answer.await.map_err(|_| DeviceManagerStopped)
+    }
+
+    /// Connects the device plugin for `resource` serving at `socket`: dials,
+    /// asks for its options, records the instance (the newest becomes
+    /// primary) and starts following its device list. Returns once the
+    /// instance is recorded.
+    pub async fn connect(&self, resource: &str, socket: &Path) -> Result<(), DeviceError> {
+        if self.commands.is_closed() {
+            return Err(DeviceError::Stopping);
+        }
+        let plugin = PluginClient::connect(socket, self.config()).await?;
+        let resource = resource.to_string();
+        self.ask(|reply| Command::Connect {
+            resource,
+            plugin,
+            reply,
+        })
+        .await
+        .unwrap_or(Err(DeviceError::Stopping))
+    }
+
+    /// Disconnects the instance of `resource` at `socket`, if any.
+    pub fn disconnect(&self, resource: &str, socket: &Path) {
+        let _ = self.commands.send(Command::Disconnect {
+            resource: resource.to_string(),
+            socket: socket.to_owned(),
+        });
+    }
+
+    /// Allocates devices to one container: every resource of `request` or
+    /// none. Asking again for the same counts returns what the container
+    /// already holds; a failed request leaves what it held before untouched.
+    /// Returns one allocation per resource, in resource name order.
+    pub async fn allocate(
+        &self,
+        request: &AllocationRequest,
+    ) -> Result<Vec<ContainerAllocation>, AllocateError> {
+        let result = allocate(self, request).await;
+        let subject = format!("pod {} container {}", request.pod_uid, request.container);
+        match &result {
+            Ok(allocations) => {
+                for a in allocations {
+                    self.emit(
+                        DeviceEventKind::Allocated,
+                        &a.resource,
+                        Some(format!("{subject}: {}", a.devices.join(","))),
+                    );
+                }
+            }
+            Err(e) => self.emit(
+                DeviceEventKind::AllocationFailed,
+                e.resource().unwrap_or_default(),
+                Some(format!("{subject}: {e}")),
+            ),
+        }
+        result
+    }
+
+    fn emit(&self, kind: DeviceEventKind, resource: &str, detail: Option<String>) {
+        let _ = self
+            .shared
+            .events
+            .send(DeviceEvent::now(kind, resource, None, detail));
+    }
+
+    pub(crate) async fn plan(
+        &self,
+        request: AllocationRequest,
+    ) -> Result<Vec<Planned>, AllocateError> {
+        self.ask(|reply| Command::Plan { request, reply })
+            .await
+            .unwrap_or(Err(AllocateError::Stopping))
+    }
+
+    /// Reserves the chosen devices; the reservation ends when the returned
+    /// guard is committed or dropped.
+    pub(crate) async fn reserve(
+        &self,
+        choices: Vec<Choice>,
+    ) -> Result<(Reservation, Vec<Vec<String>>), AllocateError> {
+        let (id, chosen) = self
+            .ask(|reply| Command::Reserve { choices, reply })
+            .await
+            .unwrap_or(Err(AllocateError::Stopping))?;
+        let reservation = Reservation {
+            id,
+            commands: self.commands.clone(),
+            committed: false,
+        };
+        Ok((reservation, chosen))
+    }
+
+    /// Frees every device held by pod `pod_uid`, once that is on disk;
+    /// returns how many (container, resource) allocations ended.
+    pub async fn release(&self, pod_uid: &str) -> Result<usize, DeviceManagerStopped> {
+        let pod_uid = pod_uid.to_string();
+        let (released, written) = self
+            .ask(|reply| Command::Release { pod_uid, reply })
+            .await?;
+        if let Some(written) = written
+            && let Ok(Err(e)) = written.await
+        {
+            tracing::error!(error = %e, "cannot write the device checkpoint");
+        }
+        Ok(released)
+    }
+
+    /// The resources, sorted by name.
+    pub async fn status(&self) -> Result<Vec<ResourceStatus>, DeviceManagerStopped> {
+        self.ask(|reply| Command::Status { reply }).await
+    }
+
+    /// Every allocation, sorted by pod, container and resource.
+    pub async fn allocations(&self) -> Result<Vec<ContainerAllocation>, DeviceManagerStopped> {
+        self.ask(|reply| Command::Allocations { reply }).await
+    }
+
+    /// What is wrong with the checkpoint, if anything: it could not be
+    /// loaded, it was repaired from its backup at start, or the last write
+    /// failed.
+    pub async fn checkpoint_problem(
+        &self,
+    ) -> Result<Option<CheckpointProblem>, DeviceManagerStopped> {
+        self.ask(|reply| Command::CheckpointProblem { reply }).await
+    }
+
+    /// Waits until the resources satisfy `pred`, re-checking after every
+    /// change, and returns them; `None` after `timeout`.
+    pub async fn wait_for(
+        &self,
+        timeout: Duration,
+        mut pred: impl FnMut(&[ResourceStatus]) -> bool,
+    ) -> Result<Option<Vec<ResourceStatus>>, DeviceManagerStopped> {
+        let mut changes = self.changes();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            changes.mark_unchanged();
+            let resources = self.status().await?;
+            if pred(&resources) {
+                return Ok(Some(resources));
+            }
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Err(DeviceManagerStopped),
+                Err(_) => return Ok(None),
+            }
+        }
+    }
+}
+
+/// Devices reserved for an allocation in progress. Dropping it frees them;
+/// [`commit`](Self::commit) turns them into allocations.
+pub(crate) struct Reservation {
+    id: ReservationId,
+    commands: mpsc::UnboundedSender<Command>,
+    committed: bool,
+}
+
+impl Reservation {
+    /// Records `allocations` in place of the reservation and waits until the
+    /// checkpoint holding them is on disk; a failed write undoes them.
+    pub(crate) async fn commit(
+        mut self,
+        allocations: Vec<ContainerAllocation>,
+    ) -> Result<(), AllocateError> {
+        self.committed = true;
+        let (reply, written) = oneshot::channel();
+        self.commands
+            .send(Command::Commit {
+                reservation: self.id,
+                allocations,
+                reply,
+            })
+            .map_err(|_| AllocateError::Stopping)?;
+        match written.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(AllocateError::Checkpoint(e)),
+            Err(_) => Err(AllocateError::Stopping),
+        }
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = self.commands.send(Command::Unreserve {
+                reservation: self.id,
+            });
+        }
+    }
+}

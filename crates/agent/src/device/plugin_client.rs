@@ -1,0 +1,293 @@
+//! Every call the agent makes to a device plugin, in one place: dial and
+//! GetDevicePluginOptions when it connects, the ListAndWatch stream that feeds
+//! its devices to the manager, and GetPreferredAllocation, Allocate and
+//! PreStartContainer when devices are allocated. Each call is bounded, and
+//! ends at once with [`PluginCallError::Disconnected`] when the plugin's
+//! connection is dropped by the manager.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nodeplugins_api::deviceplugin::v1beta1::device_plugin_client::DevicePluginClient;
+use nodeplugins_api::deviceplugin::v1beta1::{
+    AllocateRequest, ContainerAllocateRequest, ContainerAllocateResponse,
+    ContainerPreferredAllocationRequest, Device, DevicePluginOptions, Empty,
+    PreStartContainerRequest, PreferredAllocationRequest,
+};
+use nodeplugins_api::transport::{TransportError, dial, root_cause};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::Channel;
+
+use super::config::DeviceManagerConfig;
+use super::metrics::DeviceMetrics;
+
+/// Why a device plugin could not be connected.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceError {
+    /// The plugin's socket could not be dialed.
+    #[error("failed to dial device plugin: {}", root_cause(.source))]
+    Dial {
+        /// The plugin's socket.
+        socket: PathBuf,
+        /// The cause.
+        #[source]
+        source: TransportError,
+    },
+    /// GetDevicePluginOptions failed or went unanswered.
+    #[error("failed to get device plugin options: {source}")]
+    Options {
+        /// The plugin's socket.
+        socket: PathBuf,
+        /// The cause.
+        #[source]
+        source: PluginCallError,
+    },
+    /// This socket is already connected for this resource.
+    #[error("device plugin already connected: resource {resource} at socket {socket}")]
+    AlreadyConnected {
+        /// The resource.
+        resource: String,
+        /// The socket.
+        socket: String,
+    },
+    /// The device manager is shutting down.
+    #[error("the device manager is stopping")]
+    Stopping,
+}
+
+/// Why one call to a device plugin failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PluginCallError {
+    /// The plugin answered with an error status.
+    #[error("{:?}: {}", .0.code(), .0.message())]
+    Status(#[source] tonic::Status),
+    /// The plugin did not answer in time.
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    /// The plugin's connection was dropped while the call ran.
+    #[error("the device plugin disconnected during the call")]
+    Disconnected,
+}
+
+/// How a ListAndWatch stream ended.
+#[derive(Debug)]
+pub(crate) enum StreamEnd {
+    /// The manager disconnected the plugin.
+    Disconnected,
+    /// The plugin ended the stream.
+    Closed,
+    /// The call or the stream failed.
+    Failed(tonic::Status),
+}
+
+/// A connected device plugin instance. Cheap to clone; every clone's calls
+/// end when [`disconnect`](Self::disconnect) is called on any of them.
+#[derive(Debug, Clone)]
+pub(crate) struct PluginClient {
+    client: DevicePluginClient<Channel>,
+    socket: Arc<Path>,
+    options: DevicePluginOptions,
+    disconnected: CancellationToken,
+}
+
+impl PluginClient {
+    /// Dials the plugin at `socket` and asks for its options.
+    pub(crate) async fn connect(
+        socket: &Path,
+        config: &DeviceManagerConfig,
+    ) -> Result<Self, DeviceError> {
+        let channel =
+            dial(socket, config.dial_timeout)
+                .await
+                .map_err(|source| DeviceError::Dial {
+                    socket: socket.to_owned(),
+                    source,
+                })?;
+        let mut client = DevicePluginClient::new(channel);
+        let options = bounded(
+            config.options_timeout,
+            client.get_device_plugin_options(Empty {}),
+        )
+        .await
+        .map_err(|source| DeviceError::Options {
+            socket: socket.to_owned(),
+            source,
+        })?;
+        Ok(Self {
+            client,
+            socket: Arc::from(socket),
+            options,
+            disconnected: CancellationToken::new(),
+        })
+    }
+
+    /// The plugin's socket.
+    pub(crate) fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// What the plugin said it offers.
+    pub(crate) fn options(&self) -> DevicePluginOptions {
+        self.options
+    }
+
+    /// Ends the ListAndWatch stream and every call still running.
+    pub(crate) fn disconnect(&self) {
+        self.disconnected.cancel();
+    }
+
+    /// Follows ListAndWatch, handing each device list to `on_list`, until the
+    /// stream ends, fails, or the plugin is disconnected.
+    pub(crate) async fn list_and_watch(&self, mut on_list: impl FnMut(Vec<Device>)) -> StreamEnd {
+        let mut client = self.client.clone();
+        let stream = tokio::select! {
+            () = self.disconnected.cancelled() => return StreamEnd::Disconnected,
+            stream = client.list_and_watch(Empty {}) => stream,
+        };
+        let mut stream = match stream {
+            Ok(stream) => stream.into_inner(),
+            Err(status) => return StreamEnd::Failed(status),
+        };
+        loop {
+            let message = tokio::select! {
+                () = self.disconnected.cancelled() => return StreamEnd::Disconnected,
+                message = stream.message() => message,
+            };
+            match message {
+                Ok(Some(update)) => on_list(update.devices),
+                Ok(None) => return StreamEnd::Closed,
+                Err(status) => return StreamEnd::Failed(status),
+            }
+        }
+    }
+
+    /// The plugin's preferred choice of `count` among `available`, if it
+    /// gives a usable one (exactly `count` distinct devices, all available;
+    /// otherwise the agent's own choice stands). A failed call is an error, as
+    /// upstream's is: the plugin said it answers and did not.
+    pub(crate) async fn preferred_allocation(
+        &self,
+        resource: &str,
+        available: &[String],
+        count: usize,
+        timeout: Duration,
+    ) -> Result<Option<Vec<String>>, PluginCallError> {
+        let Ok(allocation_size) = i32::try_from(count) else {
+            return Ok(None);
+        };
+        let request = PreferredAllocationRequest {
+            container_requests: vec![ContainerPreferredAllocationRequest {
+                available_device_i_ds: available.to_vec(),
+                must_include_device_i_ds: Vec::new(),
+                allocation_size,
+            }],
+        };
+        let mut client = self.client.clone();
+        let response = self
+            .until_disconnected(timeout, client.get_preferred_allocation(request))
+            .await?;
+        let Some(ids) = response
+            .container_responses
+            .into_iter()
+            .next()
+            .map(|r| r.device_i_ds)
+        else {
+            return Ok(None);
+        };
+        let distinct: BTreeSet<&String> = ids.iter().collect();
+        let usable = ids.len() == count
+            && distinct.len() == count
+            && ids.iter().all(|id| available.contains(id));
+        if !usable {
+            tracing::warn!(%resource, socket = %self.socket.display(), ?ids,
+                "GetPreferredAllocation gave an unusable answer; choosing devices without it");
+        }
+        Ok(usable.then_some(ids))
+    }
+
+    /// Allocate for one container, timed in the allocation histogram. The
+    /// plugin's answer must hold one container response.
+    pub(crate) async fn allocate(
+        &self,
+        resource: &str,
+        devices: &[String],
+        timeout: Duration,
+        metrics: &DeviceMetrics,
+    ) -> Result<ContainerAllocateResponse, AllocateCallError> {
+        let request = AllocateRequest {
+            container_requests: vec![ContainerAllocateRequest {
+                devices_ids: devices.to_vec(),
+            }],
+        };
+        let mut client = self.client.clone();
+        let started = Instant::now();
+        let response = self
+            .until_disconnected(timeout, client.allocate(request))
+            .await;
+        if !matches!(
+            response,
+            Err(PluginCallError::Timeout(_) | PluginCallError::Disconnected)
+        ) {
+            metrics.allocation_took(resource, started.elapsed());
+        }
+        response?
+            .container_responses
+            .into_iter()
+            .next()
+            .ok_or(AllocateCallError::NoContainers)
+    }
+
+    /// PreStartContainer, when the plugin asked for it.
+    pub(crate) async fn pre_start_container(
+        &self,
+        devices: &[String],
+        timeout: Duration,
+    ) -> Result<(), PluginCallError> {
+        if !self.options.pre_start_required {
+            return Ok(());
+        }
+        let mut client = self.client.clone();
+        let request = PreStartContainerRequest {
+            devices_ids: devices.to_vec(),
+        };
+        self.until_disconnected(timeout, client.pre_start_container(request))
+            .await
+            .map(|_| ())
+    }
+
+    async fn until_disconnected<T>(
+        &self,
+        timeout: Duration,
+        call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    ) -> Result<T, PluginCallError> {
+        tokio::select! {
+            () = self.disconnected.cancelled() => Err(PluginCallError::Disconnected),
+            answer = bounded(timeout, call) => answer,
+        }
+    }
+}
+
+/// Why Allocate failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum AllocateCallError {
+    /// The call failed.
+    #[error(transparent)]
+    Call(#[from] PluginCallError),
+    /// The answer had no container response.
+    #[error("no containers return in allocation response")]
+    NoContainers,
+}
+
+async fn bounded<T>(
+    timeout: Duration,
+    call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+) -> Result<T, PluginCallError> {
+    match tokio::time::timeout(timeout, call).await {
+        Ok(Ok(response)) => Ok(response.into_inner()),
+        Ok(Err(status)) => Err(PluginCallError::Status(status)),
+        Err(_) => Err(PluginCallError::Timeout(timeout)),
+    }
+}

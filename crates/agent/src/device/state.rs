@@ -1,0 +1,169 @@
+//! What the device manager knows, owned by its task: per resource the
+//! connected plugin instances (keyed by id; the newest is primary) with the
+//! device list each last sent, and the allocations and reservations of
+//! devices to containers.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::SystemTime;
+
+use nodeplugins_api::constants::device_plugin::{HEALTHY, UNHEALTHY};
+use nodeplugins_api::deviceplugin::v1beta1::Device;
+use tokio::time::Instant;
+
+use super::allocation::ContainerAllocation;
+use super::plugin_client::PluginClient;
+use super::selection::Candidate;
+
+/// Identifies a plugin instance for the life of the manager; a later
+/// connection has a higher id.
+pub(crate) type InstanceId = u64;
+
+/// Identifies an allocation in progress.
+pub(crate) type ReservationId = u64;
+
+/// (pod UID, container, resource).
+pub(crate) type AllocationKey = (String, String, String);
+
+/// One connected plugin instance.
+pub(crate) struct Instance {
+    pub(crate) plugin: PluginClient,
+    pub(crate) connected_at: SystemTime,
+    /// Its last device list, by id; `None` until it sends one.
+    pub(crate) devices: Option<BTreeMap<String, Device>>,
+}
+
+/// One extended resource.
+#[derive(Default)]
+pub(crate) struct Resource {
+    /// Instance id → instance; the highest id (newest) is the primary.
+    pub(crate) instances: BTreeMap<InstanceId, Instance>,
+    /// The devices reported before the last instance left, all unhealthy,
+    /// shown until an instance reports a list again.
+    pub(crate) last_known: BTreeMap<String, Device>,
+    /// Set while no instance is connected: the resource is forgotten a
+    /// grace period after this.
+    pub(crate) stopped_since: Option<Instant>,
+}
+
+impl Resource {
+    /// The devices that count: the list of the newest instance that sent
+    /// one, else those last known before every instance left.
+    pub(crate) fn devices(&self) -> &BTreeMap<String, Device> {
+        self.instances
+            .values()
+            .rev()
+            .find_map(|i| i.devices.as_ref())
+            .unwrap_or(&self.last_known)
+    }
+
+    /// (healthy, all) devices.
+    pub(crate) fn counts(&self) -> (usize, usize) {
+        let devices = self.devices();
+        let healthy = devices.values().filter(|d| is_healthy(d)).count();
+        (healthy, devices.len())
+    }
+
+    /// The newest instance: the one calls go to.
+    pub(crate) fn primary(&self) -> Option<(&InstanceId, &Instance)> {
+        self.instances.iter().next_back()
+    }
+
+    /// Forgets instance `id`; when it was the last one, the devices turn
+    /// unhealthy and the grace period starts. Returns the instance.
+    pub(crate) fn remove_instance(&mut self, id: InstanceId, now: Instant) -> Option<Instance> {
+        let view: BTreeMap<String, Device> = self.devices().clone();
+        let gone = self.instances.remove(&id)?;
+        if self.instances.is_empty() {
+            self.last_known = view
+                .into_iter()
+                .map(|(id, mut device)| {
+                    device.health = UNHEALTHY.into();
+                    (id, device)
+                })
+                .collect();
+            self.stopped_since = Some(now);
+        }
+        Some(gone)
+    }
+}
+
+/// Whether the plugin reports `device` healthy.
+pub(crate) fn is_healthy(device: &Device) -> bool {
+    device.health == HEALTHY
+}
+
+/// Devices of one resource held by an allocation in progress.
+pub(crate) struct Reserved {
+    pub(crate) resource: String,
+    pub(crate) devices: Vec<String>,
+}
+
+/// Everything the device manager knows.
+#[derive(Default)]
+pub(crate) struct State {
+    pub(crate) resources: BTreeMap<String, Resource>,
+    pub(crate) next_instance: InstanceId,
+    pub(crate) allocations: BTreeMap<AllocationKey, ContainerAllocation>,
+    /// Devices held by allocations in progress.
+    pub(crate) reservations: HashMap<ReservationId, Vec<Reserved>>,
+    pub(crate) next_reservation: ReservationId,
+}
+
+impl State {
+    /// Devices of `resource` held by allocations in progress.
+    pub(crate) fn reserved(&self, resource: &str) -> BTreeSet<&String> {
+        self.reservations
+            .values()
+            .flatten()
+            .filter(|r| r.resource == resource)
+            .flat_map(|r| r.devices.iter())
+            .collect()
+    }
+
+    /// Healthy devices of `resource` that no container holds or is being given.
+    pub(crate) fn free(&self, resource: &str) -> Vec<Candidate> {
+        let Some(r) = self.resources.get(resource) else {
+            return Vec::new();
+        };
+        let mut taken = self.reserved(resource);
+        taken.extend(
+            self.allocations
+                .values()
+                .filter(|a| a.resource == resource)
+                .flat_map(|a| a.devices.iter()),
+        );
+        r.devices()
+            .values()
+            .filter(|d| is_healthy(d) && !taken.contains(&d.id))
+            .map(|d| Candidate {
+                id: d.id.clone(),
+                numa: numa_nodes(d),
+            })
+            .collect()
+    }
+
+    /// Resource → ids of its healthy devices, as the checkpoint records them.
+    pub(crate) fn healthy_devices(&self) -> BTreeMap<String, Vec<String>> {
+        self.resources
+            .iter()
+            .map(|(name, r)| {
+                let healthy = r
+                    .devices()
+                    .values()
+                    .filter(|d| is_healthy(d))
+                    .map(|d| d.id.clone())
+                    .collect();
+                (name.clone(), healthy)
+            })
+            .collect()
+    }
+}
+
+/// The NUMA nodes a device is attached to.
+pub(crate) fn numa_nodes(device: &Device) -> Vec<i64> {
+    device
+        .topology
+        .as_ref()
+        .map(|t| t.nodes.iter().map(|n| n.id).collect())
+        .unwrap_or_default()
+}

@@ -1,0 +1,50 @@
+//! Why a DRA operation failed.
+
+use super::service::ServiceError;
+
+/// Why a DRA operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DraError {
+    /// The plugin lists no usable service.
+    #[error(transparent)]
+    Service(#[from] ServiceError),
+    /// The endpoint is not an absolute path.
+    #[error("DRA driver {driver}: endpoint {endpoint:?} is not an absolute socket path")]
+    BadEndpoint {
+        /// The driver.
+        driver: String,
+        /// The endpoint.
+        endpoint: String,
+    },
+    /// Another instance of the driver already uses this endpoint.
+    #[error("endpoint {endpoint} already registered for DRA driver plugin {driver}")]
+    AlreadyRegistered {
+        /// The driver.
+        driver: String,
+        /// The endpoint.
+        endpoint: String,
+    },
+    /// No driver name was given.
+    #[error("DRA driver name is empty")]
+    EmptyName,
+    /// No instance of the driver is registered.
+    #[error("DRA driver {0} is not registered")]
+    NotRegistered(String),
+    /// The call failed as a whole; per-claim errors are in the results instead.
+    #[error("DRA driver {driver} at {endpoint}: {operation} failed: {code:?}: {message}")]
+    Call {
+        /// The driver.
+        driver: String,
+        /// The instance called.
+        endpoint: String,
+        /// `NodePrepareResources` or `NodeUnprepareResources`.
+        operation: &'static str,
+        /// The gRPC status code.
+        code: tonic::Code,
+        /// The status message.
+        message: String,
+    },
+    /// The manager is shutting down.
+    #[error("the DRA manager is stopping")]
+    Stopping,
+}
