@@ -24,6 +24,7 @@ pub mod device;
 pub mod dra;
 pub mod handler;
 pub mod metrics;
+mod owner;
 pub mod plugin_manager;
 mod retry;
 mod timer;

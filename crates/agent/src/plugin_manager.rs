@@ -42,6 +42,7 @@ pub use status::{PluginEvent, PluginEventKind, PluginState, PluginStatus};
 pub use watcher::WatchError;
 
 use crate::handler::PluginHandler;
+use crate::owner;
 use handler_table::HandlerTable;
 use reconciler::{Control, Reconciler};
 
@@ -167,21 +168,9 @@ impl PluginManagerHandle {
     pub async fn wait_for(
         &self,
         timeout: Duration,
-        mut pred: impl FnMut(&[PluginStatus]) -> bool,
+        pred: impl FnMut(&[PluginStatus]) -> bool,
     ) -> Result<Option<Vec<PluginStatus>>, PluginManagerStopped> {
-        let mut version = self.version.clone();
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            version.mark_unchanged();
-            let table = self.snapshot().await?;
-            if pred(&table) {
-                return Ok(Some(table));
-            }
-            match tokio::time::timeout_at(deadline, version.changed()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(_)) => return Err(PluginManagerStopped),
-                Err(_) => return Ok(None),
-            }
-        }
+        let read = || self.snapshot();
+        owner::wait_for(&self.version, timeout, PluginManagerStopped, read, pred).await
     }
 }

@@ -5,15 +5,22 @@
 //! - [`serve`] runs a tonic router on it; each connection goes through
 //!   [`ServerConnection`], which accepts the path-valued `:authority` that
 //!   grpc-go clients send when they dial a socket by its bare path (see
-//!   [`authority`]).
+//!   `authority`; the rewriter and its HPACK codec are public only with the
+//!   `fuzzing` feature, for the fuzz targets and the benchmark).
 //! - [`dial`] and [`dial_lazy`] connect to a socket sending `localhost` as
 //!   the authority, as the kubelet does.
 
+#[cfg(feature = "fuzzing")]
 pub mod authority;
+#[cfg(not(feature = "fuzzing"))]
+mod authority;
 mod connection;
 mod dial;
 mod error;
+#[cfg(feature = "fuzzing")]
 pub mod hpack;
+#[cfg(not(feature = "fuzzing"))]
+mod hpack;
 mod serve;
 mod socket;
 

@@ -11,8 +11,8 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{RunArgs, Settings};
-use crate::logging::{self, LogFormat};
 use crate::output::{self, Format};
+use nodeplugins_sdk::logging::{self, LogFormat};
 
 /// The kubelet's node plugin system: plugin manager, device manager and DRA, as one agent.
 #[derive(Debug, Parser)]

@@ -20,7 +20,7 @@ use nodeplugins::agent::{AgentConfig, DEFAULT_METRICS_ADDR};
 use nodeplugins_api::constants::layout::DEFAULT_ROOT_DIR;
 
 use crate::duration::parse_duration;
-use crate::logging::LogFormat;
+use nodeplugins_sdk::logging::LogFormat;
 
 /// A metrics address, or none (`off`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,7 +113,7 @@ fn parse_log_level(text: &str) -> Result<String, String> {
 }
 
 fn parse_log_format(text: &str) -> Result<LogFormat, String> {
-    <LogFormat as clap::ValueEnum>::from_str(text, true)
+    text.parse()
         .map_err(|_| format!("expected text or json, got {text:?}"))
 }
 

@@ -6,7 +6,6 @@ mod commands;
 mod config;
 mod demo;
 mod duration;
-mod logging;
 mod output;
 
 use clap::Parser;

@@ -59,10 +59,10 @@ async fn exists(path: &Path) {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_example_plugins_and_a_grpcio_csi_driver_pass() {
     let root = tempfile::tempdir().unwrap();
-    let mut dra = Command::new(binary("nodeplugins-sdk", "example-dra-driver"));
+    let mut dra = Command::new(binary("nodeplugins-sdk-bins", "example-dra-driver"));
     dra.arg("--root-dir").arg(root.path());
     let _dra = ChildProcess::spawn("example-dra-driver", dra);
-    let mut device = Command::new(binary("nodeplugins-sdk", "example-device-plugin"));
+    let mut device = Command::new(binary("nodeplugins-sdk-bins", "example-device-plugin"));
     device
         .arg("--root-dir")
         .arg(root.path())

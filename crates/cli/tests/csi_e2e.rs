@@ -84,7 +84,7 @@ impl Node {
         http: Option<&str>,
     ) -> ChildProcess {
         std::fs::create_dir_all(self.path(registration_dir)).unwrap();
-        let mut command = Command::new(binary("nodeplugins-sdk", "nodeplugins-csi-registrar"));
+        let mut command = Command::new(binary("nodeplugins-sdk-bins", "nodeplugins-csi-registrar"));
         command
             .arg(format!("--csi-address={}", csi_socket.display()))
             .arg(format!(
@@ -103,7 +103,7 @@ impl Node {
     }
 
     fn example_driver(&self, socket: &Path, node_id: &str) -> ChildProcess {
-        let mut command = Command::new(binary("nodeplugins-sdk", "example-csi-driver"));
+        let mut command = Command::new(binary("nodeplugins-sdk-bins", "example-csi-driver"));
         command
             .arg(format!("--endpoint=unix://{}", socket.display()))
             .arg(format!("--node-id={node_id}"));

@@ -16,7 +16,7 @@ async fn the_demo_narrates_every_step_and_exits_zero() {
         "example-device-plugin",
         "example-dra-driver",
     ] {
-        binary("nodeplugins-sdk", name);
+        binary("nodeplugins-sdk-bins", name);
     }
     let root = tempfile::tempdir().unwrap();
     let out = tokio::time::timeout(

@@ -16,7 +16,7 @@ use nodeplugins_test_support::wait::{TIMEOUT, eventually};
 use tokio::process::Command;
 
 fn example_plugin(root: &Path, via: &str) -> ChildProcess {
-    let mut command = Command::new(binary("nodeplugins-sdk", "example-device-plugin"));
+    let mut command = Command::new(binary("nodeplugins-sdk-bins", "example-device-plugin"));
     command
         .arg("--root-dir")
         .arg(root)

@@ -25,7 +25,7 @@ use tokio::process::Command;
 const DRIVER: &str = "dra.example.com";
 
 fn example_driver(root: &Path, instance: Option<&str>) -> ChildProcess {
-    let mut command = Command::new(binary("nodeplugins-sdk", "example-dra-driver"));
+    let mut command = Command::new(binary("nodeplugins-sdk-bins", "example-dra-driver"));
     command.arg("--root-dir").arg(root);
     if let Some(id) = instance {
         command.args(["--instance", id]);

@@ -32,7 +32,7 @@ async fn allocatable(root: &Path, want: u64) {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_agent_killed_while_allocating_keeps_every_allocation_it_reported() {
     let root = tempfile::tempdir().unwrap();
-    let mut plugin = Command::new(binary("nodeplugins-sdk", "example-device-plugin"));
+    let mut plugin = Command::new(binary("nodeplugins-sdk-bins", "example-device-plugin"));
     plugin
         .arg("--root-dir")
         .arg(root.path())
@@ -155,7 +155,7 @@ async fn a_damaged_checkpoint_loses_nothing_and_two_damaged_copies_are_reported(
     let plugins = root.path().join("device-plugins");
     let checkpoint = plugins.join("nodeplugins_device_checkpoint");
     let backup = plugins.join("nodeplugins_device_checkpoint.backup");
-    let mut plugin = Command::new(binary("nodeplugins-sdk", "example-device-plugin"));
+    let mut plugin = Command::new(binary("nodeplugins-sdk-bins", "example-device-plugin"));
     plugin
         .arg("--root-dir")
         .arg(root.path())

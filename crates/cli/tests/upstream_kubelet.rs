@@ -38,7 +38,7 @@ async fn start_kubelet(root: &Path) -> (GoProcess, Value) {
 }
 
 fn sdk(name: &str, args: &[String]) -> ChildProcess {
-    let mut command = Command::new(binary("nodeplugins-sdk", name));
+    let mut command = Command::new(binary("nodeplugins-sdk-bins", name));
     command.args(args);
     ChildProcess::spawn(name, command)
 }

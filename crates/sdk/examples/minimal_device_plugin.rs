@@ -5,9 +5,7 @@
 //! Run: `cargo run -p nodeplugins-sdk --example minimal_device_plugin -- /tmp/root`
 
 use nodeplugins_sdk::api::deviceplugin::v1beta1::{ContainerAllocateResponse, Device};
-use nodeplugins_sdk::device_plugin::{
-    DevicePluginConfig, DevicePluginService, Devices, Registration, serve_device_plugin,
-};
+use nodeplugins_sdk::device_plugin::{DevicePluginServer, DevicePluginService, Devices};
 use nodeplugins_sdk::signals::shutdown_on_signals;
 use tonic::Status;
 
@@ -38,12 +36,12 @@ async fn main() -> anyhow::Result<()> {
             })
             .collect(),
     );
-    let config = DevicePluginConfig {
-        resource: "minimal.example.com/device".into(),
-        dir: std::path::Path::new(&root).join("device-plugins"),
-        socket_name: "minimal.sock".into(),
-        registration: Registration::KubeletSocket,
-    };
-    serve_device_plugin(config, Plugin, devices, shutdown_on_signals()?).await?;
+    let plugin = DevicePluginServer::builder("minimal.example.com/device", Plugin)
+        .root_dir(&root)
+        .socket_name("minimal.sock")
+        .devices(devices)
+        .start(shutdown_on_signals()?)
+        .await?;
+    plugin.wait().await?;
     Ok(())
 }

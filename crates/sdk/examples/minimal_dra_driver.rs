@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use nodeplugins_sdk::api::dra::v1::{Claim, Device};
 use nodeplugins_sdk::api::dra_health::v1::HealthStatus;
-use nodeplugins_sdk::dra_driver::{DraDriver, DraDriverConfig, DraDriverServer, HealthReporter};
+use nodeplugins_sdk::dra_driver::{DraDriver, DraDriverServer, HealthReporter};
 use nodeplugins_sdk::signals::shutdown_on_signals;
 
 struct Driver;
@@ -45,14 +45,16 @@ impl DraDriver for Driver {
 async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let root = args.next().unwrap_or_else(|| "/var/lib/kubelet".into());
-    let mut config = DraDriverConfig::new("minimal.example.com", &root);
-    config.instance = args.next();
     let health = HealthReporter::new();
     health.set("node-1", "gpu-0", HealthStatus::Healthy, "");
-    config.health = Some(health);
+    let mut driver = DraDriverServer::builder("minimal.example.com", Arc::new(Driver))
+        .root_dir(&root)
+        .health(health);
+    if let Some(instance) = args.next() {
+        driver = driver.instance(instance);
+    }
 
-    let shutdown = shutdown_on_signals()?;
-    let server = DraDriverServer::start(config, Arc::new(Driver), shutdown).await?;
+    let server = driver.start(shutdown_on_signals()?).await?;
     eprintln!("serving {}", server.service_socket().display());
     server.wait().await?;
     Ok(())

@@ -12,22 +12,58 @@ use tonic::{Request, Response, Status};
 /// What the driver reports.
 #[derive(Debug, Clone, Default)]
 pub struct CsiNodeDriver {
-    /// Driver name (GetPluginInfo).
-    pub name: String,
-    /// Vendor version (GetPluginInfo).
-    pub vendor_version: String,
-    /// This node's id in the driver (NodeGetInfo).
-    pub node_id: String,
-    /// Volumes attachable to the node; 0 means no limit (NodeGetInfo).
-    pub max_volumes_per_node: i64,
-    /// Accessible topology (NodeGetInfo); non-empty also advertises the
-    /// VOLUME_ACCESSIBILITY_CONSTRAINTS capability.
-    pub topology: HashMap<String, String>,
-    /// Answer NodeGetInfo with UNAVAILABLE, to exercise failure handling.
-    pub fail_node_get_info: bool,
+    name: String,
+    vendor_version: String,
+    node_id: String,
+    max_volumes_per_node: i64,
+    topology: HashMap<String, String>,
+    /// Answer NodeGetInfo with UNAVAILABLE, for tests of failure handling.
+    fail_node_get_info: bool,
 }
 
 impl CsiNodeDriver {
+    /// Driver `name` (GetPluginInfo) on the node it knows as `node_id`
+    /// (NodeGetInfo), with no volume limit and no topology.
+    pub fn new(name: impl Into<String>, node_id: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            node_id: node_id.into(),
+            vendor_version: env!("CARGO_PKG_VERSION").into(),
+            ..Self::default()
+        }
+    }
+
+    /// The vendor version GetPluginInfo reports.
+    pub fn vendor_version(mut self, version: impl Into<String>) -> Self {
+        self.vendor_version = version.into();
+        self
+    }
+
+    /// Volumes attachable to the node (NodeGetInfo); 0 means no limit.
+    pub fn max_volumes_per_node(mut self, max: i64) -> Self {
+        self.max_volumes_per_node = max;
+        self
+    }
+
+    /// A topology segment of the node (NodeGetInfo's accessible topology);
+    /// any also advertises the VOLUME_ACCESSIBILITY_CONSTRAINTS capability.
+    pub fn topology(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.topology.insert(key.into(), value.into());
+        self
+    }
+
+    /// Answers NodeGetInfo with UNAVAILABLE, to exercise failure handling.
+    #[cfg(feature = "test-util")]
+    pub fn failing_node_get_info(mut self) -> Self {
+        self.fail_node_get_info = true;
+        self
+    }
+
+    /// The driver name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// A tonic router serving Identity and Node.
     pub fn router(self) -> Router {
         tonic::transport::Server::builder()

@@ -9,7 +9,6 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -22,23 +21,100 @@ use nodeplugins_api::csi::v1::identity_client::IdentityClient;
 use nodeplugins_api::transport::{TransportError, dial, root_cause};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::registrar::{PluginRegistration, Registrar, RegistrarError, RegistrationState};
 
-/// Settings, mirroring node-driver-registrar's flags.
+/// Settings, mirroring node-driver-registrar's flags; ends in
+/// [`start`](Self::start).
 #[derive(Debug, Clone)]
-pub struct CsiRegistrarConfig {
-    /// The driver's CSI socket as seen by this process (`--csi-address`).
-    pub csi_address: PathBuf,
-    /// The driver's CSI socket as the kubelet sees it (`--kubelet-registration-path`).
-    pub kubelet_registration_path: String,
-    /// The kubelet's plugin registration directory as seen by this process
+pub struct CsiRegistrarBuilder {
+    csi_address: PathBuf,
+    kubelet_registration_path: String,
+    plugin_registration_path: PathBuf,
+    http_endpoint: Option<SocketAddr>,
+    timeout: Duration,
+}
+
+impl CsiRegistrarBuilder {
+    /// Serve `/healthz` on `addr` (`--http-endpoint`): 200 once registered,
+    /// 503 with the reason otherwise.
+    pub fn http_endpoint(mut self, addr: SocketAddr) -> Self {
+        self.http_endpoint = Some(addr);
+        self
+    }
+
+    /// Timeout of each call to the driver (`--timeout`, default 1 s).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Binds the health endpoint, if any, and runs in the background until
+    /// `shutdown` or a rejection.
+    pub async fn start(
+        self,
+        shutdown: CancellationToken,
+    ) -> Result<CsiRegistrar, CsiRegistrarError> {
+        let (health_tx, health_rx) =
+            watch::channel(Health::WaitingForDriver("not contacted yet".into()));
+        // Ends the health endpoint too once the registrar has ended.
+        let shutdown = shutdown.child_token();
+        let tasks = TaskTracker::new();
+        if let Some(addr) = self.http_endpoint {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|source| CsiRegistrarError::Health { addr, source })?;
+            tasks.spawn(serve_health(listener, health_rx, shutdown.clone()));
+        }
+        let run = tasks.spawn(run(self, health_tx, shutdown.clone()));
+        tasks.close();
+        Ok(CsiRegistrar {
+            run,
+            tasks,
+            shutdown,
+        })
+    }
+}
+
+/// A running CSI registrar.
+pub struct CsiRegistrar {
+    run: tokio::task::JoinHandle<Result<Outcome, CsiRegistrarError>>,
+    tasks: TaskTracker,
+    shutdown: CancellationToken,
+}
+
+impl CsiRegistrar {
+    /// A registrar for the CSI driver at `csi_address` (`--csi-address`,
+    /// as seen by this process), registered with endpoint
+    /// `kubelet_registration_path` (`--kubelet-registration-path`, the same
+    /// socket as the kubelet sees it) in `plugin_registration_path`
     /// (`--plugin-registration-path`).
-    pub plugin_registration_path: PathBuf,
-    /// Where to serve `/healthz` (`--http-endpoint`).
-    pub http_endpoint: Option<SocketAddr>,
-    /// Timeout of each call to the driver (`--timeout`).
-    pub timeout: Duration,
+    pub fn builder(
+        csi_address: impl Into<PathBuf>,
+        kubelet_registration_path: impl Into<String>,
+        plugin_registration_path: impl Into<PathBuf>,
+    ) -> CsiRegistrarBuilder {
+        CsiRegistrarBuilder {
+            csi_address: csi_address.into(),
+            kubelet_registration_path: kubelet_registration_path.into(),
+            plugin_registration_path: plugin_registration_path.into(),
+            http_endpoint: None,
+            timeout: Duration::from_secs(1),
+        }
+    }
+
+    /// Waits until the registrar stops (on shutdown or a rejection) and its
+    /// socket and health endpoint are closed.
+    pub async fn wait(self) -> Result<Outcome, CsiRegistrarError> {
+        let outcome = match self.run.await {
+            Ok(outcome) => outcome,
+            Err(e) => Err(CsiRegistrarError::Panicked(e)),
+        };
+        self.shutdown.cancel();
+        self.tasks.wait().await;
+        outcome
+    }
 }
 
 /// How the registrar ended.
@@ -68,6 +144,9 @@ pub enum CsiRegistrarError {
     /// The server stopped with an error.
     #[error(transparent)]
     Transport(#[from] TransportError),
+    /// The registrar's task ended abnormally.
+    #[error("the registrar's task ended abnormally: {0}")]
+    Panicked(#[source] tokio::task::JoinError),
 }
 
 /// What `/healthz` reports.
@@ -80,20 +159,11 @@ enum Health {
 }
 
 /// Runs until `shutdown` or a rejection.
-pub async fn run(
-    config: CsiRegistrarConfig,
+async fn run(
+    config: CsiRegistrarBuilder,
+    health_tx: watch::Sender<Health>,
     shutdown: CancellationToken,
 ) -> Result<Outcome, CsiRegistrarError> {
-    let (health_tx, health_rx) =
-        watch::channel(Health::WaitingForDriver("not contacted yet".into()));
-    let health_tx = Arc::new(health_tx);
-    if let Some(addr) = config.http_endpoint {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|source| CsiRegistrarError::Health { addr, source })?;
-        tokio::spawn(serve_health(listener, health_rx, shutdown.clone()));
-    }
-
     let Some(driver) = wait_for_driver(&config, &health_tx, &shutdown).await else {
         return Ok(Outcome::Stopped);
     };
@@ -136,7 +206,7 @@ pub async fn run(
 
 /// Calls GetPluginInfo until the driver answers with a name; `None` on shutdown.
 async fn wait_for_driver(
-    config: &CsiRegistrarConfig,
+    config: &CsiRegistrarBuilder,
     health: &watch::Sender<Health>,
     shutdown: &CancellationToken,
 ) -> Option<String> {
@@ -185,9 +255,10 @@ async fn serve_health(
     health: watch::Receiver<Health>,
     shutdown: CancellationToken,
 ) {
+    let connections = TaskTracker::new();
     loop {
         let stream = tokio::select! {
-            () = shutdown.cancelled() => return,
+            () = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
                 Err(_) => {
@@ -198,18 +269,24 @@ async fn serve_health(
             },
         };
         let health = health.clone();
-        tokio::spawn(async move {
+        let stop = shutdown.clone();
+        connections.spawn(async move {
             let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
                 let state = health.borrow().clone();
                 async move {
                     Ok::<_, std::convert::Infallible>(health_response(request.uri().path(), &state))
                 }
             });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::select! {
+                () = stop.cancelled() => {}
+                _ = connection => {}
+            }
         });
     }
+    connections.close();
+    connections.wait().await;
 }
 
 fn health_response(path: &str, state: &Health) -> hyper::Response<Full<Bytes>> {

@@ -1,17 +1,26 @@
 //! The plugin side of the kubelet's plugin system.
 //!
-//! - [`registrar`]: serve `pluginregistration.Registration` for a plugin,
-//!   with socket hygiene, per-instance names for rolling updates, and the
-//!   kubelet's verdict on a watch channel.
-//! - [`socket_name`]: registration socket names.
-//! - [`csi_driver`]: a minimal CSI node driver server.
-//! - [`csi_registrar`]: a replacement for the node-driver-registrar sidecar,
-//!   also shipped as the `nodeplugins-csi-registrar` binary.
+//! Every server here starts the same way: a builder with the kubelet's
+//! defaults, then `start(shutdown)`, which returns a handle once the server
+//! is up; the handle's `wait()` ends after `shutdown` fires and the server's
+//! sockets are removed.
+//!
+//! - [`registrar`]: serve `pluginregistration.Registration` for a plugin
+//!   ([`Registrar::builder`]), with socket hygiene, per-instance names for
+//!   rolling updates, and the kubelet's verdict on a watch channel.
 //! - [`device_plugin`]: serve a device plugin and keep it registered across
-//!   kubelet restarts; also the `example-device-plugin` binary.
-//! - [`dra_driver`]: serve a DRA driver (v1 and v1beta1, device health,
-//!   rolling updates); also the `example-dra-driver` binary.
+//!   kubelet restarts ([`device_plugin::DevicePluginServer::builder`]).
+//! - [`dra_driver`]: serve a DRA driver: v1 and v1beta1, device health,
+//!   rolling updates ([`dra_driver::DraDriverServer::builder`]).
+//! - [`csi_registrar`]: a replacement for the node-driver-registrar sidecar
+//!   ([`csi_registrar::CsiRegistrar::builder`]).
+//! - [`csi_driver`]: a minimal CSI node driver server.
+//! - [`socket_name`]: registration socket names.
 //! - [`signals`]: stop on SIGTERM/SIGINT.
+//! - `logging` (feature `logging`): log setup for plugin binaries.
+//!
+//! The `nodeplugins-sdk-bins` package holds programs built on it: the
+//! `nodeplugins-csi-registrar` binary and the example plugins.
 //!
 //! Every server here goes through [`nodeplugins_api::transport`], which
 //! accepts the path-valued `:authority` the real kubelet sends.
@@ -21,6 +30,8 @@ pub mod csi_driver;
 pub mod csi_registrar;
 pub mod device_plugin;
 pub mod dra_driver;
+#[cfg(feature = "logging")]
+pub mod logging;
 pub mod registrar;
 pub mod signals;
 pub mod socket_name;

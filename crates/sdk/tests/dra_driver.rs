@@ -14,7 +14,7 @@ use nodeplugins_api::dra::v1::dra_plugin_client::DraPluginClient;
 use nodeplugins_api::dra_health::v1::HealthStatus;
 use nodeplugins_api::transport::dial;
 use nodeplugins_sdk::dra_driver::{
-    ApiVersions, DraDriver, DraDriverConfig, DraDriverError, DraDriverServer, HealthReporter,
+    ApiVersions, DraDriver, DraDriverError, DraDriverServer, HealthReporter,
 };
 use nodeplugins_test_support::fake_kubelet;
 use nodeplugins_test_support::process::ChildProcess;
@@ -65,13 +65,14 @@ impl DraDriver for Driver {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_grpcio_kubelet_registers_prepares_and_watches_health_in_every_version() {
     let root = tempfile::tempdir().unwrap();
-    let mut config = DraDriverConfig::new(DRIVER, root.path());
     let health = HealthReporter::new();
     health.set("pool", "gpu-0", HealthStatus::Healthy, "");
     health.set("pool", "gpu-1", HealthStatus::Unhealthy, "too hot");
-    config.health = Some(health);
     let shutdown = CancellationToken::new();
-    let server = DraDriverServer::start(config, Arc::new(Driver::default()), shutdown.clone())
+    let server = DraDriverServer::builder(DRIVER, Arc::new(Driver::default()))
+        .root_dir(root.path())
+        .health(health)
+        .start(shutdown.clone())
         .await
         .unwrap();
     let registration = server.registration_socket().unwrap().to_owned();
@@ -162,12 +163,13 @@ async fn rolling_update_instances_get_their_own_sockets_and_serialize_through_a_
     let open = Arc::new(Notify::new());
     let mut servers = Vec::new();
     for id in ["pod-a", "pod-b"] {
-        let mut config = DraDriverConfig::new(DRIVER, root.path());
-        config.instance = Some(id.into());
         let driver = Driver {
             gate: Some((entered.clone(), open.clone())),
         };
-        let server = DraDriverServer::start(config, Arc::new(driver), CancellationToken::new())
+        let server = DraDriverServer::builder(DRIVER, Arc::new(driver))
+            .root_dir(root.path())
+            .instance(id)
+            .start(CancellationToken::new())
             .await
             .unwrap();
         assert_eq!(
@@ -220,19 +222,16 @@ async fn rolling_update_instances_get_their_own_sockets_and_serialize_through_a_
 #[tokio::test]
 async fn a_driver_serving_no_api_version_is_refused() {
     let root = tempfile::tempdir().unwrap();
-    let mut config = DraDriverConfig::new(DRIVER, root.path());
-    config.api_versions = ApiVersions {
-        v1: false,
-        v1beta1: false,
-    };
-    let error = DraDriverServer::start(
-        config,
-        Arc::new(Driver::default()),
-        CancellationToken::new(),
-    )
-    .await
-    .err()
-    .unwrap();
+    let error = DraDriverServer::builder(DRIVER, Arc::new(Driver::default()))
+        .root_dir(root.path())
+        .api_versions(ApiVersions {
+            v1: false,
+            v1beta1: false,
+        })
+        .start(CancellationToken::new())
+        .await
+        .err()
+        .unwrap();
     assert!(matches!(error, DraDriverError::NoService));
     assert_eq!(
         error.to_string(),

@@ -22,14 +22,13 @@ impl FakeCsiDriver {
         fail_node_get_info: bool,
     ) -> Self {
         let socket = socket.into();
-        let driver = CsiNodeDriver {
-            name: name.into(),
-            vendor_version: "0.0.1".into(),
-            node_id: node_id.into(),
-            max_volumes_per_node: 16,
-            topology: [("topology.example.com/zone".to_string(), "z1".to_string())].into(),
-            fail_node_get_info,
-        };
+        let mut driver = CsiNodeDriver::new(name, node_id)
+            .vendor_version("0.0.1")
+            .max_volumes_per_node(16)
+            .topology("topology.example.com/zone", "z1");
+        if fail_node_get_info {
+            driver = driver.failing_node_get_info();
+        }
         let bound = BoundSocket::bind(&socket, None)
             .await
             .expect("bind fake CSI driver");

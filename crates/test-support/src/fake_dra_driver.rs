@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use nodeplugins_api::dra::v1;
 use nodeplugins_api::dra_health::v1::HealthStatus;
 use nodeplugins_sdk::dra_driver::{
-    ApiVersions, DraDriver, DraDriverConfig, DraDriverServer, HealthReporter,
+    ApiVersions, DraDriver, DraDriverBuilder, DraDriverServer, HealthReporter,
 };
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -153,18 +153,21 @@ impl FakeDraDriver {
 
     /// Starts serving again (after [`stop`](Self::stop)) on the same sockets.
     pub async fn restart(&mut self) {
-        let mut config = DraDriverConfig::new(&self.options.name, &self.root);
-        config.instance = self.options.instance.clone();
-        config.api_versions = self.options.api_versions;
-        config.register = self.options.register;
-        config.health = self.options.health.then(|| self.health.clone());
         let driver = Arc::new(Driver {
             tag: self.tag.clone(),
             behaviour: self.behaviour.clone(),
             calls: self.calls.clone(),
         });
+        let mut builder = self
+            .builder(driver)
+            .api_versions(self.options.api_versions)
+            .register(self.options.register);
+        if self.options.health {
+            builder = builder.health(self.health.clone());
+        }
         self.shutdown = CancellationToken::new();
-        let server = DraDriverServer::start(config, driver, self.shutdown.clone())
+        let server = builder
+            .start(self.shutdown.clone())
             .await
             .expect("start fake DRA driver");
         self.server = Some(server);
@@ -181,11 +184,22 @@ impl FakeDraDriver {
         }
     }
 
+    fn builder(&self, driver: Arc<dyn DraDriver>) -> DraDriverBuilder {
+        let builder = DraDriverServer::builder(&self.options.name, driver).root_dir(&self.root);
+        match &self.options.instance {
+            Some(instance) => builder.instance(instance),
+            None => builder,
+        }
+    }
+
     /// The service socket (the endpoint to register).
     pub fn endpoint(&self) -> String {
-        let mut config = DraDriverConfig::new(&self.options.name, &self.root);
-        config.instance = self.options.instance.clone();
-        config.service_socket().display().to_string()
+        let driver = Arc::new(Driver {
+            tag: self.tag.clone(),
+            behaviour: self.behaviour.clone(),
+            calls: self.calls.clone(),
+        });
+        self.builder(driver).service_socket().display().to_string()
     }
 
     /// What the driver does.

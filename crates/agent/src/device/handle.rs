@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::sync::{broadcast, oneshot, watch};
 
 use super::allocate::{AllocateError, AllocationRequest, Choice, Planned, allocate};
 use super::allocation::ContainerAllocation;
@@ -18,6 +18,7 @@ use super::plugin_client::{DeviceError, PluginClient};
 use super::state::ReservationId;
 use super::status::ResourceStatus;
 use crate::checkpoint::CheckpointProblem;
+use crate::owner::{self, Mailbox};
 
 /// The device manager has stopped.
 #[derive(Debug, Clone, Copy, thiserror::Error)]
@@ -36,7 +37,7 @@ pub(crate) struct Shared {
 /// Cheap to clone; valid while the manager runs.
 #[derive(Clone)]
 pub struct DeviceHandle {
-    pub(crate) commands: mpsc::UnboundedSender<Command>,
+    pub(crate) commands: Mailbox<Command>,
     pub(crate) shared: Arc<Shared>,
 }
 
@@ -62,18 +63,6 @@ impl DeviceHandle {
         self.shared.events.subscribe()
     }
 
-    /// Sends a request to the manager's task and waits for its answer.
-    async fn ask<T>(
-        &self,
-        request: impl FnOnce(oneshot::Sender<T>) -> Command,
-    ) -> Result<T, DeviceManagerStopped> {
-        let (reply, answer) = oneshot::channel();
-        self.commands
-            .send(request(reply))
-            .map_err(|_| DeviceManagerStopped)?;
-        answer.await.map_err(|_| DeviceManagerStopped)
-    }
-
     /// Connects the device plugin for `resource` serving at `socket`: dials,
     /// asks for its options, records the instance (the newest becomes
     /// primary) and starts following its device list. Returns once the
@@ -84,13 +73,14 @@ impl DeviceHandle {
         }
         let plugin = PluginClient::connect(socket, self.config()).await?;
         let resource = resource.to_string();
-        self.ask(|reply| Command::Connect {
-            resource,
-            plugin,
-            reply,
-        })
-        .await
-        .unwrap_or(Err(DeviceError::Stopping))
+        self.commands
+            .ask(|reply| Command::Connect {
+                resource,
+                plugin,
+                reply,
+            })
+            .await
+            .unwrap_or(Err(DeviceError::Stopping))
     }
 
     /// Disconnects the instance of `resource` at `socket`, if any.
@@ -141,7 +131,8 @@ impl DeviceHandle {
         &self,
         request: AllocationRequest,
     ) -> Result<Vec<Planned>, AllocateError> {
-        self.ask(|reply| Command::Plan { request, reply })
+        self.commands
+            .ask(|reply| Command::Plan { request, reply })
             .await
             .unwrap_or(Err(AllocateError::Stopping))
     }
@@ -153,6 +144,7 @@ impl DeviceHandle {
         choices: Vec<Choice>,
     ) -> Result<(Reservation, Vec<Vec<String>>), AllocateError> {
         let (id, chosen) = self
+            .commands
             .ask(|reply| Command::Reserve { choices, reply })
             .await
             .unwrap_or(Err(AllocateError::Stopping))?;
@@ -169,8 +161,10 @@ impl DeviceHandle {
     pub async fn release(&self, pod_uid: &str) -> Result<usize, DeviceManagerStopped> {
         let pod_uid = pod_uid.to_string();
         let (released, written) = self
+            .commands
             .ask(|reply| Command::Release { pod_uid, reply })
-            .await?;
+            .await
+            .map_err(|_| DeviceManagerStopped)?;
         if let Some(written) = written
             && let Ok(Err(e)) = written.await
         {
@@ -181,12 +175,18 @@ impl DeviceHandle {
 
     /// The resources, sorted by name.
     pub async fn status(&self) -> Result<Vec<ResourceStatus>, DeviceManagerStopped> {
-        self.ask(|reply| Command::Status { reply }).await
+        self.commands
+            .ask(|reply| Command::Status { reply })
+            .await
+            .map_err(|_| DeviceManagerStopped)
     }
 
     /// Every allocation, sorted by pod, container and resource.
     pub async fn allocations(&self) -> Result<Vec<ContainerAllocation>, DeviceManagerStopped> {
-        self.ask(|reply| Command::Allocations { reply }).await
+        self.commands
+            .ask(|reply| Command::Allocations { reply })
+            .await
+            .map_err(|_| DeviceManagerStopped)
     }
 
     /// What is wrong with the checkpoint, if anything: it could not be
@@ -195,7 +195,10 @@ impl DeviceHandle {
     pub async fn checkpoint_problem(
         &self,
     ) -> Result<Option<CheckpointProblem>, DeviceManagerStopped> {
-        self.ask(|reply| Command::CheckpointProblem { reply }).await
+        self.commands
+            .ask(|reply| Command::CheckpointProblem { reply })
+            .await
+            .map_err(|_| DeviceManagerStopped)
     }
 
     /// Waits until the resources satisfy `pred`, re-checking after every
@@ -203,22 +206,17 @@ impl DeviceHandle {
     pub async fn wait_for(
         &self,
         timeout: Duration,
-        mut pred: impl FnMut(&[ResourceStatus]) -> bool,
+        pred: impl FnMut(&[ResourceStatus]) -> bool,
     ) -> Result<Option<Vec<ResourceStatus>>, DeviceManagerStopped> {
-        let mut changes = self.changes();
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            changes.mark_unchanged();
-            let resources = self.status().await?;
-            if pred(&resources) {
-                return Ok(Some(resources));
-            }
-            match tokio::time::timeout_at(deadline, changes.changed()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(_)) => return Err(DeviceManagerStopped),
-                Err(_) => return Ok(None),
-            }
-        }
+        let read = || self.status();
+        owner::wait_for(
+            &self.shared.changes,
+            timeout,
+            DeviceManagerStopped,
+            read,
+            pred,
+        )
+        .await
     }
 }
 
@@ -226,7 +224,7 @@ impl DeviceHandle {
 /// [`commit`](Self::commit) turns them into allocations.
 pub(crate) struct Reservation {
     id: ReservationId,
-    commands: mpsc::UnboundedSender<Command>,
+    commands: Mailbox<Command>,
     committed: bool,
 }
 

@@ -31,6 +31,7 @@ use super::plugin_client::{DeviceError, PluginClient, StreamEnd};
 use super::state::{AllocationKey, Instance, InstanceId, ReservationId, State};
 use super::status::ResourceStatus;
 use crate::checkpoint::{CheckpointProblem, Loaded, Persister, Written, WrittenReply};
+use crate::owner::Mailbox;
 use crate::timer::sleep_until;
 
 /// Why the device manager could not start.
@@ -112,7 +113,7 @@ type WrittenResult = Result<(), Arc<crate::checkpoint::CheckpointError>>;
 /// The device manager. Take [`handle`](Self::handle)s, then [`run`](Self::run) it.
 pub struct DeviceManager {
     config: DeviceManagerConfig,
-    commands_tx: mpsc::UnboundedSender<Command>,
+    commands_tx: Mailbox<Command>,
     commands: mpsc::UnboundedReceiver<Command>,
     events: broadcast::Sender<DeviceEvent>,
     changes: watch::Sender<u64>,
@@ -123,7 +124,7 @@ pub struct DeviceManager {
 impl DeviceManager {
     /// A manager with no resources, using `config.dir`.
     pub fn new(config: DeviceManagerConfig) -> Self {
-        let (commands_tx, commands) = mpsc::unbounded_channel();
+        let (commands_tx, commands) = Mailbox::new();
         let events = broadcast::channel(1024).0;
         let changes = watch::channel(0).0;
         let metrics = DeviceMetrics::default();
@@ -217,7 +218,7 @@ struct Owner {
     state: State,
     commands: mpsc::UnboundedReceiver<Command>,
     /// For the ListAndWatch tasks to report back.
-    commands_tx: mpsc::UnboundedSender<Command>,
+    commands_tx: Mailbox<Command>,
     events: broadcast::Sender<DeviceEvent>,
     changes: watch::Sender<u64>,
     metrics: DeviceMetrics,

@@ -52,15 +52,40 @@ fn wire_claims(claims: &[ClaimRef]) -> Vec<v1::Claim> {
 
 const MISSING: &str = "the driver's response has no result for this claim";
 
+/// The two calls, as the kubelet names them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Operation {
+    Prepare,
+    Unprepare,
+}
+
+impl Operation {
+    /// The RPC's name.
+    pub(crate) fn rpc_name(self) -> &'static str {
+        match self {
+            Self::Prepare => "NodePrepareResources",
+            Self::Unprepare => "NodeUnprepareResources",
+        }
+    }
+
+    /// The kubelet's metric label: the RPC's name without "Node".
+    pub(crate) fn metric_name(self) -> &'static str {
+        match self {
+            Self::Prepare => "PrepareResources",
+            Self::Unprepare => "UnprepareResources",
+        }
+    }
+}
+
 /// Prepares `claims`; one result per claim, in order.
 pub(crate) async fn prepare(
     channel: Channel,
     service: DraService,
-    claims: &[ClaimRef],
+    claims: Vec<ClaimRef>,
     timeout: Duration,
 ) -> Result<Vec<PreparedClaim>, Status> {
     let message = v1::NodePrepareResourcesRequest {
-        claims: wire_claims(claims),
+        claims: wire_claims(&claims),
     };
     let response: v1::NodePrepareResourcesResponse = bounded(timeout, async {
         match service {
@@ -84,7 +109,7 @@ pub(crate) async fn prepare(
         }
     })
     .await?;
-    Ok(prepare_results(claims, response.claims))
+    Ok(prepare_results(&claims, response.claims))
 }
 
 fn prepare_results(
@@ -127,11 +152,11 @@ fn prepare_results(
 pub(crate) async fn unprepare(
     channel: Channel,
     service: DraService,
-    claims: &[ClaimRef],
+    claims: Vec<ClaimRef>,
     timeout: Duration,
 ) -> Result<Vec<UnpreparedClaim>, Status> {
     let message = v1::NodeUnprepareResourcesRequest {
-        claims: wire_claims(claims),
+        claims: wire_claims(&claims),
     };
     let response: v1::NodeUnprepareResourcesResponse = bounded(timeout, async {
         match service {
@@ -157,7 +182,7 @@ pub(crate) async fn unprepare(
     .await?;
     let mut results = response.claims;
     Ok(claims
-        .iter()
+        .into_iter()
         .map(|claim| UnpreparedClaim {
             claim: claim.clone(),
             error: match results.remove(&claim.uid) {

@@ -73,6 +73,24 @@ pub struct UnpreparedClaim {
     pub error: Option<String>,
 }
 
+/// A per-claim result.
+pub(crate) trait ClaimResult {
+    /// Whether this claim failed.
+    fn failed(&self) -> bool;
+}
+
+impl ClaimResult for PreparedClaim {
+    fn failed(&self) -> bool {
+        self.error.is_some()
+    }
+}
+
+impl ClaimResult for UnpreparedClaim {
+    fn failed(&self) -> bool {
+        self.error.is_some()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,11 +5,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
 use super::calls;
-use super::claim::{ClaimRef, PreparedClaim, UnpreparedClaim};
+use super::calls::Operation;
+use super::claim::{ClaimRef, ClaimResult, PreparedClaim, UnpreparedClaim};
 use super::config::DraManagerConfig;
 use super::connection::Channel;
 use super::error::DraError;
@@ -18,6 +19,7 @@ use super::manager::Command;
 use super::metrics::DraMetrics;
 use super::service::{DraService, choose_health_service, choose_service};
 use super::status::DraDriverStatus;
+use crate::owner::{self, Mailbox};
 
 /// The DRA manager has stopped.
 #[derive(Debug, Clone, Copy, thiserror::Error)]
@@ -36,7 +38,7 @@ pub(crate) struct Shared {
 /// DRA manager's state. Cheap to clone; valid while the manager runs.
 #[derive(Clone)]
 pub struct DraHandle {
-    pub(crate) commands: mpsc::UnboundedSender<Command>,
+    pub(crate) commands: Mailbox<Command>,
     pub(crate) shared: Arc<Shared>,
 }
 
@@ -59,17 +61,6 @@ impl DraHandle {
     /// Follows DRA events.
     pub fn events(&self) -> broadcast::Receiver<DraEvent> {
         self.shared.events.subscribe()
-    }
-
-    async fn ask<T>(
-        &self,
-        request: impl FnOnce(oneshot::Sender<T>) -> Command,
-    ) -> Result<T, DraManagerStopped> {
-        let (reply, answer) = oneshot::channel();
-        self.commands
-            .send(request(reply))
-            .map_err(|_| DraManagerStopped)?;
-        answer.await.map_err(|_| DraManagerStopped)
     }
 
     /// Registers an instance of `driver` serving at `endpoint`, using the
@@ -95,6 +86,7 @@ impl DraHandle {
         }
         let (driver, endpoint) = (driver.to_string(), endpoint.to_string());
         let mut link = self
+            .commands
             .ask(|reply| Command::Register {
                 driver,
                 endpoint,
@@ -127,7 +119,8 @@ impl DraHandle {
             return Err(DraError::EmptyName);
         }
         let driver = driver.to_string();
-        self.ask(|reply| Command::Pick { driver, reply })
+        self.commands
+            .ask(|reply| Command::Pick { driver, reply })
             .await
             .unwrap_or(Err(DraError::Stopping))
     }
@@ -139,31 +132,8 @@ impl DraHandle {
         driver: &str,
         claims: &[ClaimRef],
     ) -> Result<Vec<PreparedClaim>, DraError> {
-        let (endpoint, service, channel) = self.pick(driver).await?;
-        if claims.is_empty() {
-            return Ok(Vec::new());
-        }
-        let started = Instant::now();
-        let result = calls::prepare(channel, service, claims, self.config().call_timeout).await;
-        let (code, failed) = match &result {
-            Ok(claims) => (tonic::Code::Ok, claims.iter().any(|c| c.error.is_some())),
-            Err(status) => (status.code(), true),
-        };
-        self.shared.metrics.call(
-            "PrepareResources",
-            driver,
-            service,
-            started.elapsed(),
-            code,
-            failed,
-        );
-        result.map_err(|status| DraError::Call {
-            driver: driver.into(),
-            endpoint,
-            operation: "NodePrepareResources",
-            code: status.code(),
-            message: status.message().into(),
-        })
+        self.call(driver, claims, Operation::Prepare, calls::prepare)
+            .await
     }
 
     /// Unprepares `claims` with `driver`'s instance in use.
@@ -172,28 +142,45 @@ impl DraHandle {
         driver: &str,
         claims: &[ClaimRef],
     ) -> Result<Vec<UnpreparedClaim>, DraError> {
+        self.call(driver, claims, Operation::Unprepare, calls::unprepare)
+            .await
+    }
+
+    /// One call to the instance in use, timed in the metrics.
+    async fn call<R: ClaimResult, F>(
+        &self,
+        driver: &str,
+        claims: &[ClaimRef],
+        operation: Operation,
+        call: impl FnOnce(Channel, DraService, Vec<ClaimRef>, Duration) -> F,
+    ) -> Result<Vec<R>, DraError>
+    where
+        F: Future<Output = Result<Vec<R>, tonic::Status>>,
+    {
         let (endpoint, service, channel) = self.pick(driver).await?;
         if claims.is_empty() {
             return Ok(Vec::new());
         }
         let started = Instant::now();
-        let result = calls::unprepare(channel, service, claims, self.config().call_timeout).await;
+        let result = call(
+            channel,
+            service,
+            claims.to_vec(),
+            self.config().call_timeout,
+        )
+        .await;
         let (code, failed) = match &result {
-            Ok(claims) => (tonic::Code::Ok, claims.iter().any(|c| c.error.is_some())),
+            Ok(claims) => (tonic::Code::Ok, claims.iter().any(ClaimResult::failed)),
             Err(status) => (status.code(), true),
         };
-        self.shared.metrics.call(
-            "UnprepareResources",
-            driver,
-            service,
-            started.elapsed(),
-            code,
-            failed,
-        );
+        let took = started.elapsed();
+        self.shared
+            .metrics
+            .call(operation.metric_name(), driver, service, took, code, failed);
         result.map_err(|status| DraError::Call {
             driver: driver.into(),
             endpoint,
-            operation: "NodeUnprepareResources",
+            operation: operation.rpc_name(),
             code: status.code(),
             message: status.message().into(),
         })
@@ -201,7 +188,10 @@ impl DraHandle {
 
     /// The drivers, sorted by name.
     pub async fn status(&self) -> Result<Vec<DraDriverStatus>, DraManagerStopped> {
-        self.ask(|reply| Command::Status { reply }).await
+        self.commands
+            .ask(|reply| Command::Status { reply })
+            .await
+            .map_err(|_| DraManagerStopped)
     }
 
     /// Waits until the drivers satisfy `pred`, re-checking after every
@@ -209,21 +199,9 @@ impl DraHandle {
     pub async fn wait_for(
         &self,
         timeout: Duration,
-        mut pred: impl FnMut(&[DraDriverStatus]) -> bool,
+        pred: impl FnMut(&[DraDriverStatus]) -> bool,
     ) -> Result<Option<Vec<DraDriverStatus>>, DraManagerStopped> {
-        let mut changes = self.changes();
-        let deadline = Instant::now() + timeout;
-        loop {
-            changes.mark_unchanged();
-            let drivers = self.status().await?;
-            if pred(&drivers) {
-                return Ok(Some(drivers));
-            }
-            match tokio::time::timeout_at(deadline, changes.changed()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(_)) => return Err(DraManagerStopped),
-                Err(_) => return Ok(None),
-            }
-        }
+        let read = || self.status();
+        owner::wait_for(&self.shared.changes, timeout, DraManagerStopped, read, pred).await
     }
 }

@@ -28,6 +28,7 @@ use super::metrics::DraMetrics;
 use super::service::{DraService, HealthService};
 use super::state::{Driver, Instance, InstanceId, State};
 use super::status::DraDriverStatus;
+use crate::owner::Mailbox;
 use crate::retry::delay_after;
 use crate::timer::sleep_until;
 use crate::unix_time::unix_ms;
@@ -60,7 +61,7 @@ pub(crate) enum Command {
 pub struct DraManager {
     config: DraManagerConfig,
     cleanup: Arc<dyn DriverCleanup>,
-    commands_tx: mpsc::UnboundedSender<Command>,
+    commands_tx: Mailbox<Command>,
     commands: mpsc::UnboundedReceiver<Command>,
     events: broadcast::Sender<DraEvent>,
     changes: watch::Sender<u64>,
@@ -71,7 +72,7 @@ impl DraManager {
     /// A manager with no drivers, calling `cleanup` when a driver stays
     /// unusable.
     pub fn new(config: DraManagerConfig, cleanup: Arc<dyn DriverCleanup>) -> Self {
-        let (commands_tx, commands) = mpsc::unbounded_channel();
+        let (commands_tx, commands) = Mailbox::new();
         let events = broadcast::channel(1024).0;
         let changes = watch::channel(0).0;
         let shared = Arc::new(Shared {

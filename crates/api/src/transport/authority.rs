@@ -29,6 +29,12 @@
 //! nothing has been re-encoded, so the client gets h2's own connection error;
 //! after re-encoding began, and for any HPACK error, the connection is closed.
 
+// Public for the fuzz targets and the benchmark (feature `fuzzing`) only.
+#![cfg_attr(
+    not(feature = "fuzzing"),
+    allow(unreachable_pub, dead_code, unused_imports)
+)]
+
 use bytes::{BufMut, BytesMut};
 
 use std::ops::Range;

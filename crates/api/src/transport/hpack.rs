@@ -2,6 +2,12 @@
 //! decoder that keeps a mirror of the client's dynamic table, and a stateless
 //! encoder that never touches the server's dynamic table.
 
+// Public for the fuzz targets and the benchmark (feature `fuzzing`) only.
+#![cfg_attr(
+    not(feature = "fuzzing"),
+    allow(unreachable_pub, dead_code, unused_imports)
+)]
+
 mod decoder;
 mod encoder;
 mod huffman;

@@ -208,11 +208,7 @@ impl FleetPlugin {
                 server.add_service(dra::dra_plugin_server::DraPluginServer::new(Dra))
             }
             _ => {
-                let driver = CsiNodeDriver {
-                    name,
-                    node_id: "bench-node".into(),
-                    ..Default::default()
-                };
+                let driver = CsiNodeDriver::new(name, "bench-node");
                 server
                     .add_service(csi::identity_server::IdentityServer::new(driver.clone()))
                     .add_service(csi::node_server::NodeServer::new(driver))

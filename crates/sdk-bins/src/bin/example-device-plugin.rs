@@ -10,9 +10,10 @@ use clap::{Parser, ValueEnum};
 use nodeplugins_sdk::api::constants::layout::{DEVICE_PLUGINS_DIR, PLUGINS_REGISTRY_DIR};
 use nodeplugins_sdk::api::deviceplugin::v1beta1 as dp;
 use nodeplugins_sdk::device_plugin::{
-    DevicePluginConfig, DevicePluginService, Devices, Registration, serve_device_plugin,
+    DevicePluginServer, DevicePluginService, Devices, Registration,
 };
 use nodeplugins_sdk::signals::shutdown_on_signals;
+use nodeplugins_sdk_bins::LogFlags;
 use tokio::signal::unix::{SignalKind, signal};
 use tonic::Status;
 
@@ -41,6 +42,8 @@ struct Flags {
     /// Ask for PreStartContainer before each container start.
     #[arg(long)]
     pre_start: bool,
+    #[command(flatten)]
+    log: LogFlags,
 }
 
 struct Example {
@@ -125,10 +128,7 @@ impl DevicePluginService for Example {
 
 fn main() -> anyhow::Result<()> {
     let flags = Flags::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .init();
+    flags.log.init();
     let numa: Vec<(String, i64)> = (0..flags.devices)
         .map(|i| (format!("dev-{i}"), (i % 2) as i64))
         .collect();
@@ -143,21 +143,18 @@ fn main() -> anyhow::Result<()> {
             })
             .collect(),
     );
-    let socket_name = format!("{}.sock", flags.resource.replace('/', "_"));
-    let config = DevicePluginConfig {
-        resource: flags.resource.clone(),
-        dir: flags.root_dir.join(DEVICE_PLUGINS_DIR),
-        socket_name,
-        registration: match flags.via {
-            Via::KubeletSock => Registration::KubeletSocket,
-            Via::Registry => Registration::Registry(flags.root_dir.join(PLUGINS_REGISTRY_DIR)),
-        },
-    };
     let service = Example {
-        resource: flags.resource,
+        resource: flags.resource.clone(),
         pre_start: flags.pre_start,
         numa,
     };
+    let plugin = DevicePluginServer::builder(&flags.resource, service)
+        .dir(flags.root_dir.join(DEVICE_PLUGINS_DIR))
+        .registration(match flags.via {
+            Via::KubeletSock => Registration::KubeletSocket,
+            Via::Registry => Registration::Registry(flags.root_dir.join(PLUGINS_REGISTRY_DIR)),
+        })
+        .devices(devices.clone());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -184,7 +181,7 @@ fn main() -> anyhow::Result<()> {
                 }
             }
         });
-        serve_device_plugin(config, service, devices, shutdown).await?;
+        plugin.start(shutdown).await?.wait().await?;
         anyhow::Ok(())
     })
 }

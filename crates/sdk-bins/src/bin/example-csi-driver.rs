@@ -7,6 +7,7 @@ use clap::Parser;
 use nodeplugins_sdk::api::transport::{BoundSocket, serve};
 use nodeplugins_sdk::csi_driver::CsiNodeDriver;
 use nodeplugins_sdk::signals::shutdown_on_signals;
+use nodeplugins_sdk_bins::LogFlags;
 
 /// A minimal CSI node driver.
 #[derive(Debug, Parser)]
@@ -27,33 +28,22 @@ struct Flags {
     /// The node's zone, reported as accessible topology.
     #[arg(long, default_value = "zone-a")]
     zone: String,
+    #[command(flatten)]
+    log: LogFlags,
 }
 
 fn main() -> anyhow::Result<()> {
     let flags = Flags::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .init();
+    flags.log.init();
     let path = PathBuf::from(
         flags
             .endpoint
             .strip_prefix("unix://")
             .unwrap_or(&flags.endpoint),
     );
-    let topology = [(
-        format!("topology.{}/zone", flags.driver_name),
-        flags.zone.clone(),
-    )]
-    .into();
-    let driver = CsiNodeDriver {
-        name: flags.driver_name,
-        vendor_version: env!("CARGO_PKG_VERSION").into(),
-        node_id: flags.node_id,
-        max_volumes_per_node: flags.max_volumes,
-        topology,
-        fail_node_get_info: false,
-    };
+    let driver = CsiNodeDriver::new(&flags.driver_name, flags.node_id)
+        .max_volumes_per_node(flags.max_volumes)
+        .topology(format!("topology.{}/zone", flags.driver_name), flags.zone);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -63,7 +53,7 @@ fn main() -> anyhow::Result<()> {
             std::fs::create_dir_all(dir)?;
         }
         let socket = BoundSocket::bind(&path, None).await?;
-        tracing::info!(socket = %path.display(), driver = %driver.name, "CSI driver serving");
+        tracing::info!(socket = %path.display(), driver = %driver.name(), "CSI driver serving");
         serve(socket, driver.router(), shutdown).await?;
         anyhow::Ok(())
     })

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use nodeplugins_sdk::csi_registrar::{CsiRegistrarConfig, Outcome, run};
+use nodeplugins_sdk::csi_registrar::{CsiRegistrar, Outcome};
+use nodeplugins_sdk::logging::{self, LogFormat};
 use nodeplugins_sdk::signals::shutdown_on_signals;
 
 /// Registers a CSI driver with the kubelet's plugin manager.
@@ -28,9 +29,17 @@ struct Flags {
     /// Timeout of calls to the CSI driver, such as 1s or 500ms.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     timeout: Duration,
-    /// Log verbosity, accepted for compatibility (0-10; 5 and up is debug).
+    /// Log verbosity, as node-driver-registrar's (0-10; 5 and up is debug),
+    /// used unless --log-level is given.
     #[arg(long = "v", default_value_t = 2)]
     verbosity: u8,
+    /// Log line format: text or json.
+    #[arg(long, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// Log level (error, warn, info, debug, trace) or TARGET=LEVEL
+    /// directives; RUST_LOG overrides it.
+    #[arg(long)]
+    log_level: Option<String>,
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -63,40 +72,34 @@ fn http_endpoint(text: &str) -> anyhow::Result<SocketAddr> {
 
 fn main() -> anyhow::Result<()> {
     let flags = Flags::parse();
-    let level = if flags.verbosity >= 5 {
-        "debug"
-    } else {
-        "info"
-    };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| level.into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .init();
+    let level = flags.log_level.clone().unwrap_or_else(|| {
+        let level = if flags.verbosity >= 5 {
+            "debug"
+        } else {
+            "info"
+        };
+        level.to_string()
+    });
+    logging::init(flags.log_format, &level);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let outcome = runtime.block_on(async {
         let shutdown = shutdown_on_signals()?;
-        let config = CsiRegistrarConfig {
-            csi_address: PathBuf::from(
-                flags
-                    .csi_address
-                    .strip_prefix("unix://")
-                    .unwrap_or(&flags.csi_address),
-            ),
-            kubelet_registration_path: flags.kubelet_registration_path,
-            plugin_registration_path: flags.plugin_registration_path,
-            http_endpoint: flags
-                .http_endpoint
-                .as_deref()
-                .map(http_endpoint)
-                .transpose()?,
-            timeout: flags.timeout,
-        };
-        anyhow::Ok(run(config, shutdown).await?)
+        let csi_address = flags
+            .csi_address
+            .strip_prefix("unix://")
+            .unwrap_or(&flags.csi_address);
+        let mut registrar = CsiRegistrar::builder(
+            PathBuf::from(csi_address),
+            flags.kubelet_registration_path,
+            flags.plugin_registration_path,
+        )
+        .timeout(flags.timeout);
+        if let Some(addr) = flags.http_endpoint.as_deref() {
+            registrar = registrar.http_endpoint(http_endpoint(addr)?);
+        }
+        anyhow::Ok(registrar.start(shutdown).await?.wait().await?)
     })?;
     match outcome {
         Outcome::Stopped => Ok(()),

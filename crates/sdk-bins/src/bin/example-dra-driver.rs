@@ -15,10 +15,9 @@ use std::sync::Arc;
 use clap::Parser;
 use nodeplugins_sdk::api::dra::v1;
 use nodeplugins_sdk::api::dra_health::v1::HealthStatus;
-use nodeplugins_sdk::dra_driver::{
-    ApiVersions, DraDriver, DraDriverConfig, DraDriverServer, HealthReporter,
-};
+use nodeplugins_sdk::dra_driver::{ApiVersions, DraDriver, DraDriverServer, HealthReporter};
 use nodeplugins_sdk::signals::shutdown_on_signals;
+use nodeplugins_sdk_bins::LogFlags;
 use tokio::signal::unix::{SignalKind, signal};
 
 /// A DRA driver with fake GPUs.
@@ -48,6 +47,8 @@ struct Flags {
     /// Do not serve device health.
     #[arg(long)]
     no_health: bool,
+    #[command(flatten)]
+    log: LogFlags,
 }
 
 struct ExampleDriver {
@@ -109,14 +110,8 @@ impl DraDriver for ExampleDriver {
 }
 
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let flags = Flags::parse();
+    flags.log.init();
     let mut versions = ApiVersions {
         v1: false,
         v1beta1: false,
@@ -135,16 +130,21 @@ fn main() -> anyhow::Result<()> {
             health.set(&flags.pool, name, HealthStatus::Healthy, "");
         }
     }
-    let mut config = DraDriverConfig::new(&flags.driver_name, &flags.root_dir);
-    config.instance = flags.instance.clone();
-    config.api_versions = versions;
-    config.health = health.clone();
     let driver = Arc::new(ExampleDriver {
         name: flags.driver_name.clone(),
         pool: flags.pool.clone(),
         devices: flags.devices,
         instance: flags.instance.clone().unwrap_or_else(|| "-".into()),
     });
+    let mut server = DraDriverServer::builder(&flags.driver_name, driver)
+        .root_dir(&flags.root_dir)
+        .api_versions(versions);
+    if let Some(instance) = &flags.instance {
+        server = server.instance(instance);
+    }
+    if let Some(health) = &health {
+        server = server.health(health.clone());
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -177,7 +177,7 @@ fn main() -> anyhow::Result<()> {
                 }
             });
         }
-        let server = DraDriverServer::start(config, driver, shutdown).await?;
+        let server = server.start(shutdown).await?;
         tracing::info!(
             service = %server.service_socket().display(),
             registration = ?server.registration_socket(),

@@ -1,0 +1,65 @@
+//! Registering through `kubelet.sock`, retrying until the kubelet answers.
+
+use std::path::Path;
+use std::time::Duration;
+
+use nodeplugins_api::constants::device_plugin::VERSION;
+use nodeplugins_api::constants::layout::KUBELET_SOCKET;
+use nodeplugins_api::deviceplugin::v1beta1 as dp;
+use nodeplugins_api::transport::{dial, root_cause};
+use tokio_util::sync::CancellationToken;
+
+use super::server::DevicePluginBuilder;
+
+/// Registers through `kubelet.sock`, retrying until it succeeds or `stop` fires.
+pub(super) async fn register_with_kubelet(
+    config: &DevicePluginBuilder,
+    options: dp::DevicePluginOptions,
+    stop: &CancellationToken,
+) {
+    let kubelet = config.dir.join(KUBELET_SOCKET);
+    let mut pause = Duration::from_millis(50);
+    let mut last_error = String::new();
+    loop {
+        match register_once(&kubelet, config, options).await {
+            Ok(()) => {
+                tracing::info!(resource = %config.resource, "registered with the kubelet");
+                return;
+            }
+            Err(error) => {
+                if error != last_error {
+                    tracing::warn!(resource = %config.resource, %error, "registration with the kubelet failed; retrying");
+                    last_error = error;
+                }
+            }
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(pause) => {}
+        }
+        pause = (pause * 2).min(Duration::from_secs(5));
+    }
+}
+
+async fn register_once(
+    kubelet: &Path,
+    config: &DevicePluginBuilder,
+    options: dp::DevicePluginOptions,
+) -> Result<(), String> {
+    let channel = dial(kubelet, Duration::from_secs(10))
+        .await
+        .map_err(|e| root_cause(&e))?;
+    let request = dp::RegisterRequest {
+        version: VERSION.into(),
+        endpoint: config.socket_name.clone(),
+        resource_name: config.resource.clone(),
+        options: Some(options),
+    };
+    let mut client = dp::registration_client::RegistrationClient::new(channel);
+    let call = client.register(request);
+    match tokio::time::timeout(Duration::from_secs(30), call).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(status)) => Err(status.message().to_string()),
+        Err(_) => Err("no answer within 30s".into()),
+    }
+}

@@ -1,0 +1,140 @@
+//! How a DRA driver is served: directories, instance id, API versions,
+//! health and registration, with the kubelet's defaults.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nodeplugins_api::constants::dra_service;
+use nodeplugins_api::constants::layout::{DEFAULT_ROOT_DIR, PLUGINS_DIR, PLUGINS_REGISTRY_DIR};
+use tokio_util::sync::CancellationToken;
+
+use super::health::{HEALTH_RESEND_INTERVAL, HealthReporter};
+use super::{ApiVersions, DraDriver, DraDriverError, DraDriverServer};
+
+/// Settings of a [`DraDriverServer`], ending in [`start`](Self::start).
+#[derive(Clone)]
+pub struct DraDriverBuilder {
+    pub(super) driver: Arc<dyn DraDriver>,
+    pub(super) driver_name: String,
+    pub(super) registry_dir: PathBuf,
+    pub(super) plugin_dir: PathBuf,
+    pub(super) instance: Option<String>,
+    pub(super) serialize: bool,
+    pub(super) api_versions: ApiVersions,
+    pub(super) health: Option<HealthReporter>,
+    pub(super) health_resend: Duration,
+    pub(super) register: bool,
+}
+
+impl DraDriverBuilder {
+    pub(super) fn new(driver_name: String, driver: Arc<dyn DraDriver>) -> Self {
+        let root = Path::new(DEFAULT_ROOT_DIR);
+        Self {
+            registry_dir: root.join(PLUGINS_REGISTRY_DIR),
+            plugin_dir: root.join(PLUGINS_DIR).join(&driver_name),
+            driver_name,
+            driver,
+            instance: None,
+            serialize: true,
+            api_versions: ApiVersions::default(),
+            health: None,
+            health_resend: HEALTH_RESEND_INTERVAL,
+            register: true,
+        }
+    }
+
+    /// The kubelet root directory (default `/var/lib/kubelet`): registers in
+    /// `<root>/plugins_registry` and serves in `<root>/plugins/<driver>`.
+    pub fn root_dir(mut self, root: impl AsRef<Path>) -> Self {
+        let root = root.as_ref();
+        self.registry_dir = root.join(PLUGINS_REGISTRY_DIR);
+        self.plugin_dir = root.join(PLUGINS_DIR).join(&self.driver_name);
+        self
+    }
+
+    /// The directory the agent watches, if not `<root>/plugins_registry`.
+    pub fn registry_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.registry_dir = dir.into();
+        self
+    }
+
+    /// The driver's own directory (service socket and lock file), if not
+    /// `<root>/plugins/<driver>`.
+    pub fn plugin_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.plugin_dir = dir.into();
+        self
+    }
+
+    /// A per-instance id (the pod UID) for rolling updates: both sockets get
+    /// per-instance names, so an old and a new instance run side by side.
+    pub fn instance(mut self, id: impl Into<String>) -> Self {
+        self.instance = Some(id.into());
+        self
+    }
+
+    /// Serialize prepare and unprepare calls (default on; across instances
+    /// when an instance id is set).
+    pub fn serialize(mut self, on: bool) -> Self {
+        self.serialize = on;
+        self
+    }
+
+    /// Which DRAPlugin versions to serve (default both).
+    pub fn api_versions(mut self, versions: ApiVersions) -> Self {
+        self.api_versions = versions;
+        self
+    }
+
+    /// Serve device health from `reporter` (v1 and v1alpha1).
+    pub fn health(mut self, reporter: HealthReporter) -> Self {
+        self.health = Some(reporter);
+        self
+    }
+
+    /// How often unchanged health is sent again; see [`HEALTH_RESEND_INTERVAL`].
+    pub fn health_resend(mut self, every: Duration) -> Self {
+        self.health_resend = every;
+        self
+    }
+
+    /// Serve the registration socket (default on). Off for a driver whose
+    /// registration is done elsewhere, such as by a separate registrar.
+    pub fn register(mut self, on: bool) -> Self {
+        self.register = on;
+        self
+    }
+
+    /// The service socket: `dra.sock`, or `dra-<instance>.sock`.
+    pub fn service_socket(&self) -> PathBuf {
+        match &self.instance {
+            Some(id) => self.plugin_dir.join(format!("dra-{id}.sock")),
+            None => self.plugin_dir.join("dra.sock"),
+        }
+    }
+
+    /// The service names advertised as supported versions.
+    pub fn services(&self) -> Vec<String> {
+        let mut services = Vec::new();
+        if self.api_versions.v1 {
+            services.push(dra_service::V1.to_string());
+        }
+        if self.api_versions.v1beta1 {
+            services.push(dra_service::V1BETA1.to_string());
+        }
+        if self.health.is_some() && !services.is_empty() {
+            services.push(dra_service::HEALTH_V1.to_string());
+            services.push(dra_service::HEALTH_V1ALPHA1.to_string());
+        }
+        services
+    }
+
+    /// Serves the service socket, then registers. Stops (registration
+    /// first) when `shutdown` fires.
+    pub async fn start(
+        self,
+        shutdown: CancellationToken,
+    ) -> Result<DraDriverServer, DraDriverError> {
+        DraDriverServer::start(self, shutdown).await
+    }
+}

@@ -1,0 +1,174 @@
+//! A serving DRA driver: the service socket first, then the registration
+//! socket; on shutdown the other way round.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use nodeplugins_api::constants::plugin_type;
+use nodeplugins_api::dra::{v1, v1beta1};
+use nodeplugins_api::dra_health::{v1 as health_v1, v1alpha1 as health_v1alpha1};
+use nodeplugins_api::transport::{BoundSocket, TransportError, serve};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::builder::DraDriverBuilder;
+use super::health::{HealthV1, HealthV1alpha1};
+use super::serializer::Serializer;
+use super::service::{Service, V1, V1beta1};
+use super::{DraDriver, DraDriverError};
+use crate::registrar::{PluginRegistration, Registrar, RegistrationState};
+
+/// A serving DRA driver: its service socket and its registration socket.
+pub struct DraDriverServer {
+    service_socket: PathBuf,
+    registration_socket: Option<PathBuf>,
+    registration: Option<watch::Receiver<RegistrationState>>,
+    task: JoinHandle<Result<(), TransportError>>,
+}
+
+impl DraDriverServer {
+    /// A server for `driver` named `driver_name`, with the defaults; set
+    /// what differs, then [`start`](DraDriverBuilder::start) it.
+    pub fn builder(driver_name: impl Into<String>, driver: Arc<dyn DraDriver>) -> DraDriverBuilder {
+        DraDriverBuilder::new(driver_name.into(), driver)
+    }
+
+    pub(super) async fn start(
+        config: DraDriverBuilder,
+        shutdown: CancellationToken,
+    ) -> Result<Self, DraDriverError> {
+        let services = config.services();
+        if !config.api_versions.v1 && !config.api_versions.v1beta1 {
+            return Err(DraDriverError::NoService);
+        }
+        // Both directories, so a driver may start before the agent.
+        let mut dirs = vec![&config.plugin_dir];
+        if config.register {
+            dirs.push(&config.registry_dir);
+        }
+        for dir in dirs {
+            std::fs::create_dir_all(dir).map_err(|source| DraDriverError::PluginDir {
+                dir: dir.clone(),
+                source,
+            })?;
+        }
+        let serializer = match (config.serialize, &config.instance) {
+            (false, _) => Serializer::None,
+            (true, None) => Serializer::Process(tokio::sync::Mutex::new(())),
+            (true, Some(_)) => Serializer::Flock(config.plugin_dir.join("serialize.lock")),
+        };
+        let service = Arc::new(Service {
+            driver: config.driver.clone(),
+            serializer,
+        });
+        let service_socket = config.service_socket();
+        let socket = BoundSocket::bind(&service_socket, None).await?;
+        let mut router = tonic::transport::Server::builder().add_optional_service(
+            config
+                .api_versions
+                .v1
+                .then(|| v1::dra_plugin_server::DraPluginServer::new(V1(service.clone()))),
+        );
+        router =
+            router.add_optional_service(config.api_versions.v1beta1.then(|| {
+                v1beta1::dra_plugin_server::DraPluginServer::new(V1beta1(service.clone()))
+            }));
+        if let Some(reporter) = &config.health {
+            router = router
+                .add_service(
+                    health_v1::dra_resource_health_server::DraResourceHealthServer::new(HealthV1 {
+                        reporter: reporter.clone(),
+                        resend: config.health_resend,
+                    }),
+                )
+                .add_service(
+                    health_v1alpha1::dra_resource_health_server::DraResourceHealthServer::new(
+                        HealthV1alpha1 {
+                            reporter: reporter.clone(),
+                            resend: config.health_resend,
+                        },
+                    ),
+                );
+        }
+        let service_shutdown = CancellationToken::new();
+        let serving = tokio::spawn(serve(socket, router, service_shutdown.clone()));
+        tracing::info!(driver = %config.driver_name, socket = %service_socket.display(), ?services,
+            "DRA service listening");
+
+        let registrar = if config.register {
+            let info = PluginRegistration {
+                plugin_type: plugin_type::DRA.into(),
+                name: config.driver_name.clone(),
+                endpoint: service_socket.display().to_string(),
+                versions: services,
+            };
+            let mut builder = Registrar::builder(info).registry_dir(&config.registry_dir);
+            if let Some(id) = &config.instance {
+                builder = builder.rolling_update(id.clone());
+            }
+            match builder.start(CancellationToken::new()).await {
+                Ok(registrar) => Some(registrar),
+                Err(e) => {
+                    service_shutdown.cancel();
+                    let _ = serving.await;
+                    return Err(e.into());
+                }
+            }
+        } else {
+            None
+        };
+        let registration_socket = registrar.as_ref().map(|r| r.socket().to_owned());
+        let registration = registrar.as_ref().map(Registrar::state);
+        let task = tokio::spawn(async move {
+            shutdown.cancelled().await;
+            // Deregister first, so the agent stops choosing this instance,
+            // then let the service finish what it is running.
+            let registered = match registrar {
+                Some(registrar) => registrar.stop().await,
+                None => Ok(()),
+            };
+            service_shutdown.cancel();
+            let served = match serving.await {
+                Ok(result) => result,
+                Err(e) => Err(TransportError::Bind {
+                    path: PathBuf::new(),
+                    source: std::io::Error::other(e),
+                }),
+            };
+            registered.and(served)
+        });
+        Ok(Self {
+            service_socket,
+            registration_socket,
+            registration,
+            task,
+        })
+    }
+
+    /// The service socket (the registered endpoint).
+    pub fn service_socket(&self) -> &Path {
+        &self.service_socket
+    }
+
+    /// The registration socket, unless registration is off.
+    pub fn registration_socket(&self) -> Option<&Path> {
+        self.registration_socket.as_deref()
+    }
+
+    /// The agent's verdict on the registration, unless registration is off.
+    pub fn registration(&self) -> Option<watch::Receiver<RegistrationState>> {
+        self.registration.clone()
+    }
+
+    /// Waits until both sockets are closed and removed (after shutdown).
+    pub async fn wait(self) -> Result<(), TransportError> {
+        match self.task.await {
+            Ok(result) => result,
+            Err(e) => Err(TransportError::Bind {
+                path: self.service_socket,
+                source: std::io::Error::other(e),
+            }),
+        }
+    }
+}
