@@ -6,7 +6,8 @@
 //! is moved aside, never silently replaced.
 //!
 //! The device manager's allocations and the DRA manager's prepared claims are
-//! both kept this way, each in its own [`CheckpointFile`].
+//! both kept this way, each in its own file and backup; what is wrong with
+//! one shows in status as a [`CheckpointProblem`].
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

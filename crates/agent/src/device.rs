@@ -36,6 +36,7 @@
 mod allocate;
 mod allocation;
 mod checkpoint;
+mod command;
 mod config;
 mod event;
 mod handle;
@@ -49,8 +50,9 @@ mod selection;
 mod state;
 mod status;
 
-pub use allocate::{AllocateError, AllocationRequest};
-pub use allocation::{ContainerAllocation, DeviceNodeSpec, MountSpec};
+pub use allocation::{
+    AllocateError, AllocationRequest, ContainerAllocation, DeviceNodeSpec, MountSpec,
+};
 pub use checkpoint::{BACKUP_FILE, CHECKPOINT_FILE, DeviceCheckpoint};
 pub use config::{
     ALLOCATE_TIMEOUT, DIAL_TIMEOUT, DeviceManagerConfig, ENDPOINT_STOP_GRACE_PERIOD,

@@ -33,6 +33,7 @@
 mod calls;
 mod claim;
 mod cleanup;
+mod command;
 mod config;
 mod connection;
 mod error;
@@ -58,11 +59,13 @@ pub use error::DraError;
 pub use event::{DraEvent, DraEventKind};
 pub use handle::{DraHandle, DraManagerStopped};
 pub use handler::DraPluginHandler;
-pub use health::{DEFAULT_HEALTH_TIMEOUT, HEALTH_STREAM_RESTART, MAX_MESSAGE_CHARS};
+pub use health::{
+    DEFAULT_HEALTH_TIMEOUT, DeviceHealthStatus, HEALTH_STREAM_RESTART, MAX_MESSAGE_CHARS,
+};
 pub use manager::DraManager;
 pub use metrics::DraMetrics;
 pub use service::{
     DraService, HealthService, SUPPORTED_SERVICES, ServiceError, choose_health_service,
     choose_service,
 };
-pub use status::{DeviceHealthStatus, DraDriverStatus, DraInstanceStatus, PendingCleanup};
+pub use status::{DraDriverStatus, DraInstanceStatus, PendingCleanup};

@@ -2,11 +2,11 @@
 //! `<root>/plugins_registry` and registers each plugin with the handler for
 //! its type, following upstream's protocol and timeouts.
 //!
-//! - [`watcher`] (inotify) reports sockets appearing and disappearing;
-//! - the [`reconciler`] task owns desired and actual state (keyed by socket
+//! - `watcher` (inotify) reports sockets appearing and disappearing;
+//! - the `reconciler` task owns desired and actual state (keyed by socket
 //!   path, with a generation per socket appearance) and runs at most one
 //!   operation per path, with per-path exponential backoff on failure;
-//! - [`register`] performs one registration: dial, GetInfo, validate,
+//! - `register` performs one registration: dial, GetInfo, validate,
 //!   register, NotifyRegistrationStatus.
 //!
 //! # Differences from upstream
@@ -20,15 +20,15 @@
 //! - A socket reported twice (initial walk and event) is one plugin: the
 //!   desired state compares the file's inode before minting a new generation.
 
-pub(crate) mod backoff;
-pub mod config;
+mod backoff;
+mod config;
 mod handler_table;
 mod metrics;
 mod reconciler;
-pub mod register;
+mod register;
 mod state;
-pub mod status;
-pub mod watcher;
+mod status;
+mod watcher;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,7 +36,10 @@ use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
-pub use config::PluginManagerConfig;
+pub use config::{
+    CONNECTION_REFUSED_GRACE, DIAL_TIMEOUT, GET_INFO_TIMEOUT, HANDLER_TIMEOUT, INITIAL_BACKOFF,
+    MAX_BACKOFF, NOTIFY_TIMEOUT, PluginManagerConfig,
+};
 pub use state::{Generation, PluginDescription};
 pub use status::{PluginEvent, PluginEventKind, PluginState, PluginStatus};
 pub use watcher::WatchError;

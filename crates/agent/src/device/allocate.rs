@@ -16,155 +16,18 @@
 //! 5. **commit** (task): records every resource's allocation and answers once
 //!    the checkpoint holding them is on disk; a failed write undoes them.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::collections::BTreeSet;
 
-use super::allocation::ContainerAllocation;
-use super::handle::DeviceHandle;
-use super::plugin_client::{AllocateCallError, PluginCallError, PluginClient};
+use tokio::sync::oneshot;
+
+use super::allocation::ReservationId;
+use super::allocation::{
+    AllocateError, AllocationRequest, Choice, ContainerAllocation, Planned, ReservedChoices,
+};
+use super::command::{Command, Shared};
 use super::selection::aligned_order;
-use super::state::{AllocationKey, ReservationId, Reserved, State, is_healthy};
-use crate::checkpoint::CheckpointError;
-
-/// A request for devices for one container: resource name → count.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AllocationRequest {
-    /// Pod UID.
-    pub pod_uid: String,
-    /// Container name.
-    pub container: String,
-    /// Resource name → number of devices.
-    pub resources: BTreeMap<String, usize>,
-}
-
-/// Why devices could not be allocated; messages follow upstream's.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum AllocateError {
-    /// No plugin ever registered the resource.
-    #[error("cannot allocate unregistered device {0}")]
-    Unregistered(String),
-    /// Every device of the resource is unhealthy.
-    #[error("no healthy devices present; cannot allocate unhealthy devices {0}")]
-    NoHealthy(String),
-    /// Devices held by the container turned unhealthy.
-    #[error(
-        "previously allocated devices are no longer healthy; cannot allocate unhealthy devices {0}"
-    )]
-    PreviouslyAllocatedUnhealthy(String),
-    /// The container already holds a different number of devices.
-    #[error(
-        "pod {pod:?} container {container:?} changed request for resource {resource:?} from {from} to {to}"
-    )]
-    ChangedRequest {
-        /// Pod UID.
-        pod: String,
-        /// Container name.
-        container: String,
-        /// Resource.
-        resource: String,
-        /// Devices held.
-        from: usize,
-        /// Devices requested.
-        to: usize,
-    },
-    /// Not enough free healthy devices.
-    #[error(
-        "requested number of devices unavailable for {resource}. Requested: {requested}, Available: {available}"
-    )]
-    Unavailable {
-        /// Resource.
-        resource: String,
-        /// Devices requested.
-        requested: usize,
-        /// Devices free.
-        available: usize,
-    },
-    /// The resource's plugin is not connected (within its grace period).
-    #[error("endpoint for {0} has been stopped: no device plugin is connected")]
-    Stopped(String),
-    /// The Allocate call failed.
-    #[error("Allocate failed for {resource}: {source}")]
-    Rpc {
-        /// Resource.
-        resource: String,
-        /// The plugin's answer.
-        #[source]
-        source: AllocateCallError,
-    },
-    /// GetPreferredAllocation failed or went unanswered.
-    #[error("device plugin GetPreferredAllocation rpc failed with err: {source}")]
-    Preferred {
-        /// Resource.
-        resource: String,
-        /// The cause.
-        #[source]
-        source: PluginCallError,
-    },
-    /// PreStartContainer failed or went unanswered.
-    #[error("device plugin PreStartContainer rpc failed with err: {source}")]
-    PreStart {
-        /// Resource.
-        resource: String,
-        /// The cause.
-        #[source]
-        source: PluginCallError,
-    },
-    /// The allocation could not be written to the checkpoint, so it was undone.
-    #[error("cannot record the allocation: {0}")]
-    Checkpoint(#[source] Arc<CheckpointError>),
-    /// A request for zero devices.
-    #[error("a request for {0} must ask for at least one device")]
-    Zero(String),
-    /// A request naming no resource.
-    #[error("the request names no resource")]
-    Empty,
-    /// The device manager is not running.
-    #[error("the device manager is stopping")]
-    Stopping,
-}
-
-impl AllocateError {
-    /// The resource the error is about, if it is about one.
-    pub fn resource(&self) -> Option<&str> {
-        match self {
-            Self::Unregistered(r)
-            | Self::NoHealthy(r)
-            | Self::PreviouslyAllocatedUnhealthy(r)
-            | Self::Stopped(r)
-            | Self::Zero(r) => Some(r),
-            Self::ChangedRequest { resource, .. }
-            | Self::Unavailable { resource, .. }
-            | Self::Rpc { resource, .. }
-            | Self::Preferred { resource, .. }
-            | Self::PreStart { resource, .. } => Some(resource),
-            Self::Checkpoint(_) | Self::Empty | Self::Stopping => None,
-        }
-    }
-}
-
-/// What step 1 decided for one resource.
-pub(crate) enum Planned {
-    /// The container already holds these devices.
-    Held(ContainerAllocation),
-    /// Devices must be chosen and allocated.
-    Needed {
-        resource: String,
-        count: usize,
-        /// Every free healthy device, aligned choice first.
-        order: Vec<String>,
-        /// The primary instance.
-        plugin: PluginClient,
-    },
-}
-
-/// A reservation and the devices it holds, per chosen resource in order.
-pub(crate) type ReservedChoices = (ReservationId, Vec<Vec<String>>);
-
-/// Devices chosen for one resource, to reserve.
-pub(crate) struct Choice {
-    pub(crate) resource: String,
-    pub(crate) devices: Vec<String>,
-}
+use super::state::{AllocationKey, Reserved, State, is_healthy};
+use crate::owner::Mailbox;
 
 impl State {
     /// Step 1.
@@ -289,11 +152,19 @@ fn key(pod: &str, container: &str, resource: &str) -> AllocationKey {
 
 /// Steps 1 to 5 for `request`, from the caller's task.
 pub(crate) async fn allocate(
-    handle: &DeviceHandle,
+    commands: &Mailbox<Command>,
+    shared: &Shared,
     request: &AllocationRequest,
 ) -> Result<Vec<ContainerAllocation>, AllocateError> {
-    let config = handle.config();
-    let planned = handle.plan(request.clone()).await?;
+    let config = &shared.config;
+    let request_copy = request.clone();
+    let planned = commands
+        .ask(|reply| Command::Plan {
+            request: request_copy,
+            reply,
+        })
+        .await
+        .unwrap_or(Err(AllocateError::Stopping))?;
 
     // Ask each plugin for its preference among all free devices, aligned first.
     let mut choices = Vec::new();
@@ -330,15 +201,10 @@ pub(crate) async fn allocate(
 
     let mut allocations = Vec::with_capacity(planned.len());
     if !choices.is_empty() {
-        let (reservation, chosen) = handle.reserve(choices).await?;
+        let (reservation, chosen) = Reservation::make(commands, choices).await?;
         for ((resource, plugin), devices) in calls.into_iter().zip(chosen) {
             let response = plugin
-                .allocate(
-                    resource,
-                    &devices,
-                    config.allocate_timeout,
-                    handle.metrics(),
-                )
+                .allocate(resource, &devices, config.allocate_timeout, &shared.metrics)
                 .await
                 .map_err(|source| AllocateError::Rpc {
                     resource: resource.clone(),
@@ -370,4 +236,61 @@ pub(crate) async fn allocate(
             Planned::Needed { .. } => allocated.next(),
         })
         .collect())
+}
+
+/// Devices reserved for an allocation in progress. Dropping it frees them;
+/// [`commit`](Self::commit) turns them into allocations.
+struct Reservation {
+    id: ReservationId,
+    commands: Mailbox<Command>,
+    committed: bool,
+}
+
+impl Reservation {
+    /// Step 3: reserves the chosen devices; the reservation ends when the
+    /// guard is committed or dropped.
+    async fn make(
+        commands: &Mailbox<Command>,
+        choices: Vec<Choice>,
+    ) -> Result<(Self, Vec<Vec<String>>), AllocateError> {
+        let (id, chosen) = commands
+            .ask(|reply| Command::Reserve { choices, reply })
+            .await
+            .unwrap_or(Err(AllocateError::Stopping))?;
+        let reservation = Self {
+            id,
+            commands: commands.clone(),
+            committed: false,
+        };
+        Ok((reservation, chosen))
+    }
+
+    /// Records `allocations` in place of the reservation and waits until the
+    /// checkpoint holding them is on disk; a failed write undoes them.
+    async fn commit(mut self, allocations: Vec<ContainerAllocation>) -> Result<(), AllocateError> {
+        self.committed = true;
+        let (reply, written) = oneshot::channel();
+        self.commands
+            .send(Command::Commit {
+                reservation: self.id,
+                allocations,
+                reply,
+            })
+            .map_err(|_| AllocateError::Stopping)?;
+        match written.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(AllocateError::Checkpoint(e)),
+            Err(_) => Err(AllocateError::Stopping),
+        }
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = self.commands.send(Command::Unreserve {
+                reservation: self.id,
+            });
+        }
+    }
 }

@@ -1,8 +1,13 @@
-//! What a container was given: devices and the plugin's Allocate response.
+//! Allocations: what a container asks for, what it was given (devices and
+//! the plugin's Allocate response), and why a request was refused.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use nodeplugins_api::deviceplugin::v1beta1::ContainerAllocateResponse;
+
+use super::plugin_client::{AllocateCallError, PluginCallError, PluginClient};
+use crate::checkpoint::CheckpointError;
 
 /// A host path mounted into the container.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -85,4 +90,147 @@ impl ContainerAllocation {
             cdi_devices: response.cdi_devices.into_iter().map(|c| c.name).collect(),
         }
     }
+}
+
+/// A request for devices for one container: resource name → count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllocationRequest {
+    /// Pod UID.
+    pub pod_uid: String,
+    /// Container name.
+    pub container: String,
+    /// Resource name → number of devices.
+    pub resources: BTreeMap<String, usize>,
+}
+
+/// Why devices could not be allocated; messages follow upstream's.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum AllocateError {
+    /// No plugin ever registered the resource.
+    #[error("cannot allocate unregistered device {0}")]
+    Unregistered(String),
+    /// Every device of the resource is unhealthy.
+    #[error("no healthy devices present; cannot allocate unhealthy devices {0}")]
+    NoHealthy(String),
+    /// Devices held by the container turned unhealthy.
+    #[error(
+        "previously allocated devices are no longer healthy; cannot allocate unhealthy devices {0}"
+    )]
+    PreviouslyAllocatedUnhealthy(String),
+    /// The container already holds a different number of devices.
+    #[error(
+        "pod {pod:?} container {container:?} changed request for resource {resource:?} from {from} to {to}"
+    )]
+    ChangedRequest {
+        /// Pod UID.
+        pod: String,
+        /// Container name.
+        container: String,
+        /// Resource.
+        resource: String,
+        /// Devices held.
+        from: usize,
+        /// Devices requested.
+        to: usize,
+    },
+    /// Not enough free healthy devices.
+    #[error(
+        "requested number of devices unavailable for {resource}. Requested: {requested}, Available: {available}"
+    )]
+    Unavailable {
+        /// Resource.
+        resource: String,
+        /// Devices requested.
+        requested: usize,
+        /// Devices free.
+        available: usize,
+    },
+    /// The resource's plugin is not connected (within its grace period).
+    #[error("endpoint for {0} has been stopped: no device plugin is connected")]
+    Stopped(String),
+    /// The Allocate call failed.
+    #[error("Allocate failed for {resource}: {source}")]
+    Rpc {
+        /// Resource.
+        resource: String,
+        /// The plugin's answer.
+        #[source]
+        source: AllocateCallError,
+    },
+    /// GetPreferredAllocation failed or went unanswered.
+    #[error("device plugin GetPreferredAllocation rpc failed with err: {source}")]
+    Preferred {
+        /// Resource.
+        resource: String,
+        /// The cause.
+        #[source]
+        source: PluginCallError,
+    },
+    /// PreStartContainer failed or went unanswered.
+    #[error("device plugin PreStartContainer rpc failed with err: {source}")]
+    PreStart {
+        /// Resource.
+        resource: String,
+        /// The cause.
+        #[source]
+        source: PluginCallError,
+    },
+    /// The allocation could not be written to the checkpoint, so it was undone.
+    #[error("cannot record the allocation: {0}")]
+    Checkpoint(#[source] Arc<CheckpointError>),
+    /// A request for zero devices.
+    #[error("a request for {0} must ask for at least one device")]
+    Zero(String),
+    /// A request naming no resource.
+    #[error("the request names no resource")]
+    Empty,
+    /// The device manager is not running.
+    #[error("the device manager is stopping")]
+    Stopping,
+}
+
+impl AllocateError {
+    /// The resource the error is about, if it is about one.
+    pub fn resource(&self) -> Option<&str> {
+        match self {
+            Self::Unregistered(r)
+            | Self::NoHealthy(r)
+            | Self::PreviouslyAllocatedUnhealthy(r)
+            | Self::Stopped(r)
+            | Self::Zero(r) => Some(r),
+            Self::ChangedRequest { resource, .. }
+            | Self::Unavailable { resource, .. }
+            | Self::Rpc { resource, .. }
+            | Self::Preferred { resource, .. }
+            | Self::PreStart { resource, .. } => Some(resource),
+            Self::Checkpoint(_) | Self::Empty | Self::Stopping => None,
+        }
+    }
+}
+
+/// What step 1 decided for one resource.
+pub(crate) enum Planned {
+    /// The container already holds these devices.
+    Held(ContainerAllocation),
+    /// Devices must be chosen and allocated.
+    Needed {
+        resource: String,
+        count: usize,
+        /// Every free healthy device, aligned choice first.
+        order: Vec<String>,
+        /// The primary instance.
+        plugin: PluginClient,
+    },
+}
+
+/// Identifies an allocation in progress.
+pub(crate) type ReservationId = u64;
+
+/// A reservation and the devices it holds, per chosen resource in order.
+pub(crate) type ReservedChoices = (ReservationId, Vec<Vec<String>>);
+
+/// Devices chosen for one resource, to reserve.
+pub(crate) struct Choice {
+    pub(crate) resource: String,
+    pub(crate) devices: Vec<String>,
 }

@@ -6,16 +6,16 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{broadcast, oneshot, watch};
+use tokio::sync::{broadcast, watch};
 
-use super::allocate::{AllocateError, AllocationRequest, Choice, Planned, allocate};
+use super::allocate::allocate;
 use super::allocation::ContainerAllocation;
+use super::allocation::{AllocateError, AllocationRequest};
+use super::command::{Command, Shared};
 use super::config::DeviceManagerConfig;
 use super::event::{DeviceEvent, DeviceEventKind};
-use super::manager::Command;
 use super::metrics::DeviceMetrics;
 use super::plugin_client::{DeviceError, PluginClient};
-use super::state::ReservationId;
 use super::status::ResourceStatus;
 use crate::checkpoint::CheckpointProblem;
 use crate::owner::{self, Mailbox};
@@ -24,14 +24,6 @@ use crate::owner::{self, Mailbox};
 #[derive(Debug, Clone, Copy, thiserror::Error)]
 #[error("the device manager is not running")]
 pub struct DeviceManagerStopped;
-
-/// What the handle and the manager's task share.
-pub(crate) struct Shared {
-    pub(crate) config: DeviceManagerConfig,
-    pub(crate) events: broadcast::Sender<DeviceEvent>,
-    pub(crate) changes: watch::Receiver<u64>,
-    pub(crate) metrics: DeviceMetrics,
-}
 
 /// Connects plugins, allocates devices and reads the device manager's state.
 /// Cheap to clone; valid while the manager runs.
@@ -99,7 +91,7 @@ impl DeviceHandle {
         &self,
         request: &AllocationRequest,
     ) -> Result<Vec<ContainerAllocation>, AllocateError> {
-        let result = allocate(self, request).await;
+        let result = allocate(&self.commands, &self.shared, request).await;
         let subject = format!("pod {} container {}", request.pod_uid, request.container);
         match &result {
             Ok(allocations) => {
@@ -125,35 +117,6 @@ impl DeviceHandle {
             .shared
             .events
             .send(DeviceEvent::now(kind, resource, None, detail));
-    }
-
-    pub(crate) async fn plan(
-        &self,
-        request: AllocationRequest,
-    ) -> Result<Vec<Planned>, AllocateError> {
-        self.commands
-            .ask(|reply| Command::Plan { request, reply })
-            .await
-            .unwrap_or(Err(AllocateError::Stopping))
-    }
-
-    /// Reserves the chosen devices; the reservation ends when the returned
-    /// guard is committed or dropped.
-    pub(crate) async fn reserve(
-        &self,
-        choices: Vec<Choice>,
-    ) -> Result<(Reservation, Vec<Vec<String>>), AllocateError> {
-        let (id, chosen) = self
-            .commands
-            .ask(|reply| Command::Reserve { choices, reply })
-            .await
-            .unwrap_or(Err(AllocateError::Stopping))?;
-        let reservation = Reservation {
-            id,
-            commands: self.commands.clone(),
-            committed: false,
-        };
-        Ok((reservation, chosen))
     }
 
     /// Frees every device held by pod `pod_uid`, once that is on disk;
@@ -217,47 +180,5 @@ impl DeviceHandle {
             pred,
         )
         .await
-    }
-}
-
-/// Devices reserved for an allocation in progress. Dropping it frees them;
-/// [`commit`](Self::commit) turns them into allocations.
-pub(crate) struct Reservation {
-    id: ReservationId,
-    commands: Mailbox<Command>,
-    committed: bool,
-}
-
-impl Reservation {
-    /// Records `allocations` in place of the reservation and waits until the
-    /// checkpoint holding them is on disk; a failed write undoes them.
-    pub(crate) async fn commit(
-        mut self,
-        allocations: Vec<ContainerAllocation>,
-    ) -> Result<(), AllocateError> {
-        self.committed = true;
-        let (reply, written) = oneshot::channel();
-        self.commands
-            .send(Command::Commit {
-                reservation: self.id,
-                allocations,
-                reply,
-            })
-            .map_err(|_| AllocateError::Stopping)?;
-        match written.await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(AllocateError::Checkpoint(e)),
-            Err(_) => Err(AllocateError::Stopping),
-        }
-    }
-}
-
-impl Drop for Reservation {
-    fn drop(&mut self) {
-        if !self.committed {
-            let _ = self.commands.send(Command::Unreserve {
-                reservation: self.id,
-            });
-        }
     }
 }

@@ -19,17 +19,16 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::allocate::{AllocateError, AllocationRequest, Choice, Planned, ReservedChoices};
 use super::allocation::ContainerAllocation;
 use super::checkpoint::{self, DeviceCheckpoint};
+use super::command::{Command, Shared};
 use super::config::DeviceManagerConfig;
 use super::event::{DeviceEvent, DeviceEventKind};
-use super::handle::{DeviceHandle, Shared};
+use super::handle::DeviceHandle;
 use super::kubelet_socket;
 use super::metrics::DeviceMetrics;
 use super::plugin_client::{DeviceError, PluginClient, StreamEnd};
-use super::state::{AllocationKey, Instance, InstanceId, ReservationId, State};
-use super::status::ResourceStatus;
+use super::state::{AllocationKey, Instance, InstanceId, State};
 use crate::checkpoint::{CheckpointProblem, Loaded, Persister, Written, WrittenReply};
 use crate::owner::Mailbox;
 use crate::timer::sleep_until;
@@ -50,65 +49,6 @@ pub enum DeviceManagerError {
     #[error("kubelet.sock: {0}")]
     KubeletSocket(#[source] TransportError),
 }
-
-/// What the manager's task is told.
-pub(crate) enum Command {
-    /// A dialed plugin instance to record.
-    Connect {
-        resource: String,
-        plugin: PluginClient,
-        reply: oneshot::Sender<Result<(), DeviceError>>,
-    },
-    /// Drop the instance of `resource` at `socket`.
-    Disconnect { resource: String, socket: PathBuf },
-    /// An instance sent its device list.
-    DeviceList {
-        resource: String,
-        instance: InstanceId,
-        devices: Vec<Device>,
-    },
-    /// An instance's ListAndWatch stream ended.
-    StreamEnded {
-        resource: String,
-        instance: InstanceId,
-        end: StreamEnd,
-    },
-    /// Allocation step 1.
-    Plan {
-        request: AllocationRequest,
-        reply: oneshot::Sender<Result<Vec<Planned>, AllocateError>>,
-    },
-    /// Allocation step 3.
-    Reserve {
-        choices: Vec<Choice>,
-        reply: oneshot::Sender<Result<ReservedChoices, AllocateError>>,
-    },
-    /// An allocation in progress failed.
-    Unreserve { reservation: ReservationId },
-    /// Allocation step 5; answered once on disk.
-    Commit {
-        reservation: ReservationId,
-        allocations: Vec<ContainerAllocation>,
-        reply: WrittenReply,
-    },
-    /// Free a pod's devices; answered with the count at once and, when the
-    /// count is not zero, with the end of the checkpoint write.
-    Release {
-        pod_uid: String,
-        reply: oneshot::Sender<(usize, Option<oneshot::Receiver<WrittenResult>>)>,
-    },
-    Status {
-        reply: oneshot::Sender<Vec<ResourceStatus>>,
-    },
-    Allocations {
-        reply: oneshot::Sender<Vec<ContainerAllocation>>,
-    },
-    CheckpointProblem {
-        reply: oneshot::Sender<Option<CheckpointProblem>>,
-    },
-}
-
-type WrittenResult = Result<(), Arc<crate::checkpoint::CheckpointError>>;
 
 /// The device manager. Take [`handle`](Self::handle)s, then [`run`](Self::run) it.
 pub struct DeviceManager {

@@ -10,16 +10,13 @@ use nodeplugins_api::constants::device_plugin::{HEALTHY, UNHEALTHY};
 use nodeplugins_api::deviceplugin::v1beta1::Device;
 use tokio::time::Instant;
 
-use super::allocation::ContainerAllocation;
+use super::allocation::{ContainerAllocation, ReservationId};
 use super::plugin_client::PluginClient;
 use super::selection::Candidate;
 
 /// Identifies a plugin instance for the life of the manager; a later
 /// connection has a higher id.
 pub(crate) type InstanceId = u64;
-
-/// Identifies an allocation in progress.
-pub(crate) type ReservationId = u64;
 
 /// (pod UID, container, resource).
 pub(crate) type AllocationKey = (String, String, String);

@@ -11,11 +11,11 @@ use tokio::time::Instant;
 use super::calls;
 use super::calls::Operation;
 use super::claim::{ClaimRef, ClaimResult, PreparedClaim, UnpreparedClaim};
+use super::command::{Command, Shared};
 use super::config::DraManagerConfig;
 use super::connection::Channel;
 use super::error::DraError;
 use super::event::DraEvent;
-use super::manager::Command;
 use super::metrics::DraMetrics;
 use super::service::{DraService, choose_health_service, choose_service};
 use super::status::DraDriverStatus;
@@ -25,14 +25,6 @@ use crate::owner::{self, Mailbox};
 #[derive(Debug, Clone, Copy, thiserror::Error)]
 #[error("the DRA manager is not running")]
 pub struct DraManagerStopped;
-
-/// What the handle and the manager's task share.
-pub(crate) struct Shared {
-    pub(crate) config: DraManagerConfig,
-    pub(crate) events: broadcast::Sender<DraEvent>,
-    pub(crate) changes: watch::Receiver<u64>,
-    pub(crate) metrics: DraMetrics,
-}
 
 /// Registers driver instances, prepares and unprepares claims, and reads the
 /// DRA manager's state. Cheap to clone; valid while the manager runs.

@@ -21,7 +21,6 @@ use tonic::Status;
 
 use super::connection::{Channel, Link};
 use super::service::HealthService;
-use super::status::DeviceHealthStatus;
 
 /// How long after a failed or ended stream it is opened again while the
 /// connection stays up (upstream: 5 s).
@@ -30,6 +29,24 @@ pub const HEALTH_STREAM_RESTART: Duration = Duration::from_secs(5);
 pub const DEFAULT_HEALTH_TIMEOUT: Duration = Duration::from_secs(30);
 /// The longest message kept; longer ones are cut to 1021 characters and "...".
 pub const MAX_MESSAGE_CHARS: usize = 1024;
+
+/// The health of one device, as a driver reports it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DeviceHealthStatus {
+    /// Pool name.
+    pub pool: String,
+    /// Device name.
+    pub device: String,
+    /// `Healthy`, `Unhealthy` or `Unknown` (also when the report is older than its timeout).
+    pub health: String,
+    /// The driver's explanation (v1 only; at most 1024 characters).
+    pub message: String,
+    /// When the driver last checked (Unix seconds, as it said).
+    pub last_updated_unix_s: i64,
+    /// Whether the report is older than its timeout or came from an instance
+    /// that is now disconnected, which makes it `Unknown`.
+    pub stale: bool,
+}
 
 /// The last report of one device.
 #[derive(Debug, Clone)]

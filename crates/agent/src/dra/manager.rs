@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use nodeplugins_api::dra_health::v1 as health_v1;
-use tokio::sync::{Notify, broadcast, mpsc, oneshot, watch};
+use tokio::sync::{Notify, broadcast, mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -18,44 +18,20 @@ use super::cleanup::{
     CLEANUP_CALL_TIMEOUT, CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX, CleanupId, DriverCleanup,
     ScheduledCleanup,
 };
+use super::command::{Command, Shared};
 use super::config::DraManagerConfig;
 use super::connection::{Channel, Link, LinkEvent, Monitor, MonitorConfig};
 use super::error::DraError;
 use super::event::{DraEvent, DraEventKind};
-use super::handle::{DraHandle, Shared};
+use super::handle::DraHandle;
 use super::health::{self, HealthReports};
 use super::metrics::DraMetrics;
 use super::service::{DraService, HealthService};
 use super::state::{Driver, Instance, InstanceId, State};
-use super::status::DraDriverStatus;
 use crate::owner::Mailbox;
 use crate::retry::delay_after;
 use crate::timer::sleep_until;
 use crate::unix_time::unix_ms;
-
-/// What the manager's task is told by handles.
-pub(crate) enum Command {
-    Register {
-        driver: String,
-        endpoint: String,
-        service: DraService,
-        health_service: Option<HealthService>,
-        /// The new instance's connection state, to wait for its first attempt.
-        reply: oneshot::Sender<Result<watch::Receiver<Link>, DraError>>,
-    },
-    Deregister {
-        driver: String,
-        endpoint: String,
-    },
-    /// The instance calls for a driver go to.
-    Pick {
-        driver: String,
-        reply: oneshot::Sender<Result<(String, DraService, Channel), DraError>>,
-    },
-    Status {
-        reply: oneshot::Sender<Vec<DraDriverStatus>>,
-    },
-}
 
 /// The DRA manager. Take [`handle`](Self::handle)s, then [`run`](Self::run) it.
 pub struct DraManager {

@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use super::health;
+use super::health::{self, DeviceHealthStatus};
 use super::service::{DraService, HealthService};
 use super::state::State;
 use crate::unix_time::unix_ms;
@@ -59,24 +59,6 @@ pub struct PendingCleanup {
     pub failures: u32,
     /// The last failure.
     pub last_error: Option<String>,
-}
-
-/// The health of one device, as a driver reports it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct DeviceHealthStatus {
-    /// Pool name.
-    pub pool: String,
-    /// Device name.
-    pub device: String,
-    /// `Healthy`, `Unhealthy` or `Unknown` (also when the report is older than its timeout).
-    pub health: String,
-    /// The driver's explanation (v1 only; at most 1024 characters).
-    pub message: String,
-    /// When the driver last checked (Unix seconds, as it said).
-    pub last_updated_unix_s: i64,
-    /// Whether the report is older than its timeout or came from an instance
-    /// that is now disconnected, which makes it `Unknown`.
-    pub stale: bool,
 }
 
 impl State {

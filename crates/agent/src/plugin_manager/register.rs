@@ -19,7 +19,7 @@ use crate::handler::PluginHandler;
 
 /// Where a registration failed; the message is what the plugin is told.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RegisterError {
+pub(crate) enum RegisterError {
     /// The socket could not be dialed.
     #[error("RegisterPlugin error -- dial failed at socket {socket}, err: {error}")]
     Dial {
