@@ -11,28 +11,30 @@
 
 use std::sync::Arc;
 
-use nodeplugins::dra::{ClaimRef, DraHandle, DraManager, DraManagerConfig, LoggingCleanup};
+use nodeplugins::dra::{
+    ClaimRef, DraEvent, DraEventKind, DraManager, DraManagerConfig, LoggingCleanup,
+};
 use nodeplugins_api::constants::dra_service;
 use nodeplugins_test_support::fake_dra_driver::{FakeDraDriver, FakeDraOptions};
 use nodeplugins_test_support::stats::percentiles;
+use tokio::sync::broadcast;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 const DRIVER: &str = "bench.example.com";
 
-async fn wait_connected(manager: &DraHandle, want: bool) {
-    let mut changes = manager.changes();
+/// Waits until the manager has applied a connection change of the wanted
+/// kind (its event is sent as it applies it).
+async fn wait_connected(events: &mut broadcast::Receiver<DraEvent>, want: bool) {
+    let kind = if want {
+        DraEventKind::Connected
+    } else {
+        DraEventKind::Disconnected
+    };
     loop {
-        let connected = manager
-            .status()
-            .await
-            .unwrap()
-            .first()
-            .is_some_and(|d| d.instances.first().is_some_and(|i| i.connected));
-        if connected == want {
+        if events.recv().await.unwrap().kind == kind {
             return;
         }
-        changes.changed().await.unwrap();
     }
 }
 
@@ -40,6 +42,7 @@ async fn run() {
     let dir = tempfile::tempdir().unwrap();
     let dra = DraManager::new(DraManagerConfig::default(), Arc::new(LoggingCleanup));
     let manager = dra.handle();
+    let mut events = manager.events();
     let shutdown = CancellationToken::new();
     let running = tokio::spawn(dra.run(shutdown.clone()));
     let mut plugin = FakeDraDriver::start(dir.path(), FakeDraOptions::new(DRIVER, "a")).await;
@@ -47,7 +50,7 @@ async fn run() {
         .register(DRIVER, &plugin.endpoint(), &[dra_service::V1.to_string()])
         .await
         .unwrap();
-    wait_connected(&manager, true).await;
+    wait_connected(&mut events, true).await;
 
     let mut prepares = Vec::new();
     for i in 0..2000 {
@@ -71,7 +74,7 @@ async fn run() {
     let mut restarts = Vec::new();
     for _ in 0..200 {
         let start = Instant::now();
-        let (_, ()) = tokio::join!(plugin.stop(), wait_connected(&manager, false));
+        let (_, ()) = tokio::join!(plugin.stop(), wait_connected(&mut events, false));
         drops.push(start.elapsed());
         let start = Instant::now();
         let (restarted, ()) = tokio::join!(
@@ -79,7 +82,7 @@ async fn run() {
                 plugin.restart().await;
                 start.elapsed()
             },
-            wait_connected(&manager, true)
+            wait_connected(&mut events, true)
         );
         reconnects.push(start.elapsed());
         restarts.push(restarted);

@@ -205,7 +205,7 @@ async fn services_are_negotiated_in_the_plugins_order() {
                 got.unwrap_or_else(|e| panic!("{name}: {e}"));
                 let status = node.status().await.unwrap();
                 assert_eq!(status.instances[0].service, *service, "{name}");
-                node.manager.deregister(DRIVER, &endpoint);
+                node.manager.deregister(DRIVER, &endpoint).await;
             }
         }
     }
@@ -248,11 +248,12 @@ async fn the_same_endpoint_twice_is_refused_and_a_new_endpoint_takes_over() {
 
     // Removing the old instance leaves the new one; removing it twice, or an
     // endpoint never registered, changes nothing.
-    node.manager.deregister(DRIVER, &old.endpoint());
-    node.manager.deregister(DRIVER, &old.endpoint());
-    node.manager.deregister(DRIVER, "/nowhere/dra.sock");
+    node.manager.deregister(DRIVER, &old.endpoint()).await;
+    node.manager.deregister(DRIVER, &old.endpoint()).await;
+    node.manager.deregister(DRIVER, "/nowhere/dra.sock").await;
     node.manager
-        .deregister("unknown.example.com", &new.endpoint());
+        .deregister("unknown.example.com", &new.endpoint())
+        .await;
     let status = node.status().await.unwrap();
     assert_eq!(status.instances.len(), 1);
     assert_eq!(in_use(&status), Some(new.endpoint().as_str()));
@@ -296,7 +297,7 @@ async fn calls_go_to_the_newest_connected_instance_and_fall_back() {
     assert_eq!(prepared_by(&node, "3").await, "share-new");
 
     // Deregistering the newest falls back to the old one.
-    node.manager.deregister(DRIVER, &new.endpoint());
+    node.manager.deregister(DRIVER, &new.endpoint()).await;
     assert_eq!(prepared_by(&node, "4").await, "share-old");
 }
 
@@ -373,8 +374,8 @@ async fn deregistering_the_last_instance_schedules_the_cleanup_once() {
         .register(DRIVER, &plugin.endpoint(), &both())
         .await
         .unwrap();
-    node.manager.deregister(DRIVER, &plugin.endpoint());
-    node.manager.deregister(DRIVER, &plugin.endpoint());
+    node.manager.deregister(DRIVER, &plugin.endpoint()).await;
+    node.manager.deregister(DRIVER, &plugin.endpoint()).await;
     node.event(DraEventKind::CleanupScheduled).await;
     node.event(DraEventKind::CleanedUp).await;
     assert_eq!(*node.cleanups.borrow(), [DRIVER]);
@@ -390,7 +391,7 @@ async fn a_failing_cleanup_is_retried_and_shown() {
         .register(DRIVER, &plugin.endpoint(), &both())
         .await
         .unwrap();
-    node.manager.deregister(DRIVER, &plugin.endpoint());
+    node.manager.deregister(DRIVER, &plugin.endpoint()).await;
     let failed = node.event(DraEventKind::CleanupFailed).await;
     assert_eq!(failed.detail.as_deref(), Some("API server unreachable"));
     let pending = node.status().await.and_then(|s| s.pending_cleanup);
@@ -464,7 +465,7 @@ async fn prepare_and_unprepare_work_through_both_api_versions() {
         assert!(unprepared[2].error.is_some());
         let calls = plugin.calls().borrow().clone();
         assert_eq!(calls.iter().filter(|(op, _)| op == "unprepare").count(), 3);
-        node.manager.deregister(DRIVER, &plugin.endpoint());
+        node.manager.deregister(DRIVER, &plugin.endpoint()).await;
     }
 }
 
@@ -614,7 +615,7 @@ async fn device_health_follows_the_stream_in_both_versions() {
             s.is_some_and(|s| s.devices.iter().all(|d| d.health == "Unknown" && d.stale))
         })
         .await;
-        node.manager.deregister(DRIVER, &plugin.endpoint());
+        node.manager.deregister(DRIVER, &plugin.endpoint()).await;
     }
 }
 

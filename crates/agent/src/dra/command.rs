@@ -1,5 +1,8 @@
 //! What handles and the DRA manager's task exchange.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
 use tokio::sync::{broadcast, oneshot, watch};
 
 use super::config::DraManagerConfig;
@@ -8,6 +11,7 @@ use super::error::DraError;
 use super::event::DraEvent;
 use super::metrics::DraMetrics;
 use super::service::{DraService, HealthService};
+use super::state::InstanceId;
 use super::status::DraDriverStatus;
 
 /// What the manager's task is told by handles.
@@ -20,24 +24,36 @@ pub(crate) enum Command {
         /// The new instance's connection state, to wait for its first attempt.
         reply: oneshot::Sender<Result<watch::Receiver<Link>, DraError>>,
     },
+    /// Answered once the instance is gone from the routes.
     Deregister {
         driver: String,
         endpoint: String,
-    },
-    /// The instance calls for a driver go to.
-    Pick {
-        driver: String,
-        reply: oneshot::Sender<Result<(String, DraService, Channel), DraError>>,
+        reply: oneshot::Sender<()>,
     },
     Status {
         reply: oneshot::Sender<Vec<DraDriverStatus>>,
     },
 }
 
+/// Where calls to a driver go: its instance in use.
+#[derive(Clone)]
+pub(crate) struct Route {
+    pub(crate) instance: InstanceId,
+    pub(crate) endpoint: String,
+    pub(crate) service: DraService,
+    pub(crate) channel: Channel,
+}
+
+/// Driver → where its calls go, as the manager's task last decided. Calls
+/// read it without a round trip to the task; the task publishes a new table
+/// before it answers a registration or deregistration.
+pub(crate) type Routes = BTreeMap<String, Route>;
+
 /// What the handle and the manager's task share.
 pub(crate) struct Shared {
     pub(crate) config: DraManagerConfig,
     pub(crate) events: broadcast::Sender<DraEvent>,
     pub(crate) changes: watch::Receiver<u64>,
+    pub(crate) routes: watch::Receiver<Arc<Routes>>,
     pub(crate) metrics: DraMetrics,
 }

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use super::calls;
 use super::calls::Operation;
 use super::claim::{ClaimRef, ClaimResult, PreparedClaim, UnpreparedClaim};
-use super::command::{Command, Shared};
+use super::command::{Command, Route, Shared};
 use super::config::DraManagerConfig;
 use super::connection::Channel;
 use super::error::DraError;
@@ -97,24 +97,34 @@ impl DraHandle {
     }
 
     /// Removes the instance of `driver` at `endpoint`; unknown ones are
-    /// ignored. Calls still running on it may finish.
-    pub fn deregister(&self, driver: &str, endpoint: &str) {
-        let _ = self.commands.send(Command::Deregister {
-            driver: driver.to_string(),
-            endpoint: endpoint.to_string(),
-        });
+    /// ignored. Calls still running on it may finish; calls made after this
+    /// returns go elsewhere.
+    pub async fn deregister(&self, driver: &str, endpoint: &str) {
+        let (driver, endpoint) = (driver.to_string(), endpoint.to_string());
+        let _ = self
+            .commands
+            .ask(|reply| Command::Deregister {
+                driver,
+                endpoint,
+                reply,
+            })
+            .await;
     }
 
     /// The instance calls for `driver` go to: its endpoint, service and channel.
-    async fn pick(&self, driver: &str) -> Result<(String, DraService, Channel), DraError> {
+    fn pick(&self, driver: &str) -> Result<Route, DraError> {
         if driver.is_empty() {
             return Err(DraError::EmptyName);
         }
-        let driver = driver.to_string();
-        self.commands
-            .ask(|reply| Command::Pick { driver, reply })
-            .await
-            .unwrap_or(Err(DraError::Stopping))
+        if self.commands.is_closed() {
+            return Err(DraError::Stopping);
+        }
+        self.shared
+            .routes
+            .borrow()
+            .get(driver)
+            .cloned()
+            .ok_or_else(|| DraError::NotRegistered(driver.into()))
     }
 
     /// Prepares `claims` with `driver`'s instance in use. A failed call is an
@@ -149,7 +159,12 @@ impl DraHandle {
     where
         F: Future<Output = Result<Vec<R>, tonic::Status>>,
     {
-        let (endpoint, service, channel) = self.pick(driver).await?;
+        let Route {
+            endpoint,
+            service,
+            channel,
+            ..
+        } = self.pick(driver)?;
         if claims.is_empty() {
             return Ok(Vec::new());
         }

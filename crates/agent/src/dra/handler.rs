@@ -49,6 +49,6 @@ impl PluginHandler for DraPluginHandler {
     }
 
     async fn deregister(&self, name: &str, endpoint: &str) {
-        self.dra.deregister(name, endpoint);
+        self.dra.deregister(name, endpoint).await;
     }
 }

@@ -18,7 +18,7 @@ use super::cleanup::{
     CLEANUP_CALL_TIMEOUT, CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX, CleanupId, DriverCleanup,
     ScheduledCleanup,
 };
-use super::command::{Command, Shared};
+use super::command::{Command, Route, Routes, Shared};
 use super::config::DraManagerConfig;
 use super::connection::{Channel, Link, LinkEvent, Monitor, MonitorConfig};
 use super::error::DraError;
@@ -41,6 +41,7 @@ pub struct DraManager {
     commands: mpsc::UnboundedReceiver<Command>,
     events: broadcast::Sender<DraEvent>,
     changes: watch::Sender<u64>,
+    routes: watch::Sender<Arc<Routes>>,
     shared: Arc<Shared>,
 }
 
@@ -51,10 +52,12 @@ impl DraManager {
         let (commands_tx, commands) = Mailbox::new();
         let events = broadcast::channel(1024).0;
         let changes = watch::channel(0).0;
+        let routes = watch::channel(Arc::new(Routes::new())).0;
         let shared = Arc::new(Shared {
             config: config.clone(),
             events: events.clone(),
             changes: changes.subscribe(),
+            routes: routes.subscribe(),
             metrics: DraMetrics::default(),
         });
         Self {
@@ -64,6 +67,7 @@ impl DraManager {
             commands,
             events,
             changes,
+            routes,
             shared,
         }
     }
@@ -96,6 +100,7 @@ impl DraManager {
             next_cleanup: 0,
             events: self.events,
             changes: self.changes,
+            routes: self.routes,
             tasks,
             shutdown,
         };
@@ -145,6 +150,8 @@ struct Owner {
     next_cleanup: CleanupId,
     events: broadcast::Sender<DraEvent>,
     changes: watch::Sender<u64>,
+    /// Where each driver's calls go, published for handles.
+    routes: watch::Sender<Arc<Routes>>,
     /// Monitors and health streams.
     tasks: TaskTracker,
     shutdown: CancellationToken,
@@ -206,17 +213,14 @@ impl Owner {
                 let _ = reply.send(result);
                 changed
             }
-            Command::Deregister { driver, endpoint } => self.deregister(&driver, &endpoint),
-            Command::Pick { driver, reply } => {
-                let picked = self
-                    .state
-                    .drivers
-                    .get(&driver)
-                    .and_then(Driver::in_use)
-                    .map(|i| (i.endpoint.clone(), i.service, i.channel.clone()))
-                    .ok_or(DraError::NotRegistered(driver));
-                let _ = reply.send(picked);
-                false
+            Command::Deregister {
+                driver,
+                endpoint,
+                reply,
+            } => {
+                let changed = self.deregister(&driver, &endpoint);
+                let _ = reply.send(());
+                changed
             }
             Command::Status { reply } => {
                 let _ = reply.send(
@@ -298,6 +302,7 @@ impl Owner {
             entry.instances.push(instance);
         }
         self.state.driver_of.insert(id, driver.to_string());
+        self.update_route(driver);
         Ok(link_rx)
     }
 
@@ -313,6 +318,7 @@ impl Owner {
         // New calls fail; those running may finish while the monitor drains.
         removed.link.send_modify(|l| l.sender = None);
         removed.close.cancel();
+        self.update_route(driver);
         tracing::info!(%driver, %endpoint, "DRA plugin deregistered");
         self.event(DraEventKind::InstanceRemoved, driver, Some(endpoint), None);
         self.reschedule_cleanup(driver);
@@ -336,6 +342,9 @@ impl Owner {
             error = l.last_error.clone();
         });
         let (driver, endpoint) = (driver.to_string(), instance.endpoint.clone());
+        if kind.is_some() {
+            self.update_route(&driver);
+        }
         match kind {
             Some(DraEventKind::Connected) => {
                 self.event(DraEventKind::Connected, &driver, Some(&endpoint), None);
@@ -345,6 +354,33 @@ impl Owner {
         }
         self.reschedule_cleanup(&driver);
         true
+    }
+
+    /// Publishes where `driver`'s calls go now, if that changed.
+    fn update_route(&mut self, driver: &str) {
+        let route = self
+            .state
+            .drivers
+            .get(driver)
+            .and_then(Driver::in_use)
+            .map(|i| Route {
+                instance: i.id,
+                endpoint: i.endpoint.clone(),
+                service: i.service,
+                channel: i.channel.clone(),
+            });
+        self.routes.send_if_modified(|routes| {
+            let current = routes.get(driver).map(|r| r.instance);
+            if current == route.as_ref().map(|r| r.instance) {
+                return false;
+            }
+            let routes = Arc::make_mut(routes);
+            match route {
+                Some(route) => routes.insert(driver.to_string(), route),
+                None => routes.remove(driver),
+            };
+            true
+        });
     }
 
     fn on_health(&mut self, id: InstanceId, devices: Vec<health_v1::DeviceHealth>) -> bool {
