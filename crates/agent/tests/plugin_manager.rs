@@ -544,3 +544,36 @@ async fn a_handler_that_never_answers_is_given_up_on_and_retried() {
     gate.add_permits(1000);
     h.wait_registered(p.socket()).await;
 }
+
+#[tokio::test]
+async fn a_registry_removed_with_registered_plugins_and_made_again_registers_new_plugins() {
+    let h = Harness::start().await;
+    let first = plugin(&h, "a.sock", "a.example.com").await;
+    let second = plugin(&h, "b.sock", "b.example.com").await;
+    h.wait_registered(first.socket()).await;
+    h.wait_registered(second.socket()).await;
+
+    // `rm -rf plugins_registry; mkdir plugins_registry`, as an operator would.
+    std::fs::remove_dir_all(&h.registry_dir).unwrap();
+    match std::fs::create_dir(&h.registry_dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => panic!("mkdir: {e}"),
+    }
+    h.wait_for_calls("both deregistered", |c| {
+        ["a.example.com", "b.example.com"].iter().all(|name| {
+            c.iter()
+                .any(|c| c.starts_with(&format!("deregister {name}")))
+        })
+    })
+    .await;
+
+    let third = plugin(&h, "c.sock", "c.example.com").await;
+    std::fs::create_dir_all(h.sock("sub")).unwrap();
+    let fourth = plugin(&h, "sub/d.sock", "d.example.com").await;
+    h.wait_registered(third.socket()).await;
+    h.wait_registered(fourth.socket()).await;
+    let table = h.wait_for("only the new plugins", |t| t.len() == 2).await;
+    assert!(table.iter().all(|p| p.state == PluginState::Registered));
+    drop((first, second));
+}

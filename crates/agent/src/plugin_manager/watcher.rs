@@ -8,6 +8,12 @@
 //! ignored. A move into the tree counts as a creation, a move out as a
 //! deletion; a directory moved out takes every socket below it along. If the
 //! kernel's event queue overflows, the whole tree is listed again.
+//!
+//! The root itself is also watched from its parent directory: a root that is
+//! removed while plugins still hold sockets bound in it reports no
+//! `DELETE_SELF` until the last of them closes (a bound socket pins its
+//! directory), but its parent sees the removal at once. The watcher then
+//! re-creates the root and watches the new directory.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -80,6 +86,12 @@ fn is_hidden(path: &Path) -> bool {
         .is_some_and(|n| n.as_encoded_bytes().first() == Some(&b'.'))
 }
 
+/// The identity of the directory at `path`.
+fn dir_identity(path: &Path) -> Option<FileIdentity> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    meta.is_dir().then(|| (meta.dev(), meta.ino()))
+}
+
 /// The identity of `path` if it is a Unix socket.
 fn socket_identity(path: &Path) -> Option<FileIdentity> {
     let meta = std::fs::symlink_metadata(path).ok()?;
@@ -92,6 +104,10 @@ struct Tree {
     root: PathBuf,
     watches: Watches,
     dirs: HashMap<WatchDescriptor, PathBuf>,
+    /// The watch on the root's parent, for the root's removal and creation.
+    parent: Option<WatchDescriptor>,
+    /// The directory being watched as the root.
+    root_identity: Option<FileIdentity>,
 }
 
 impl Tree {
@@ -150,9 +166,29 @@ impl Tree {
         if let Err(e) = std::fs::create_dir_all(&root) {
             tracing::error!(dir = %root.display(), error = %e, "cannot recreate plugin registry directory");
         }
+        self.root_identity = dir_identity(&root);
         let mut found = Vec::new();
         self.add(&root, &mut found);
         found
+    }
+
+    /// Watches the root's parent for the root's own removal and creation.
+    fn watch_parent(&mut self) {
+        let Some(parent) = self.root.parent() else {
+            return;
+        };
+        let mask = WatchMask::CREATE
+            | WatchMask::DELETE
+            | WatchMask::MOVED_FROM
+            | WatchMask::MOVED_TO
+            | WatchMask::ONLYDIR
+            | WatchMask::DONT_FOLLOW;
+        match self.watches.add(parent, mask) {
+            Ok(wd) => self.parent = Some(wd),
+            Err(e) => {
+                tracing::warn!(dir = %parent.display(), error = %e, "cannot watch the plugin registry's parent directory");
+            }
+        }
     }
 }
 
@@ -181,7 +217,10 @@ pub(crate) async fn watch(
         root: root.clone(),
         watches: stream.watches(),
         dirs: HashMap::new(),
+        parent: None,
+        root_identity: dir_identity(&root),
     };
+    tree.watch_parent();
     tree.watches
         .add(&root, dir_mask())
         .map_err(|source| WatchError::Inotify {
@@ -250,6 +289,10 @@ fn handle(
         });
         return;
     }
+    if tree.parent.as_ref() == Some(&wd) {
+        root_changed(tree, mask, name, out);
+        return;
+    }
     let Some(dir) = tree.dirs.get(&wd).cloned() else {
         return;
     };
@@ -306,4 +349,35 @@ fn handle(
             out.push(WatchEvent::Removed { path });
         }
     }
+}
+
+/// An event on the root's parent: the root was removed or moved away (its
+/// sockets with it), or a directory other than the watched one now has its
+/// name. Either way the root is watched and listed afresh.
+fn root_changed(
+    tree: &mut Tree,
+    mask: EventMask,
+    name: Option<OsString>,
+    out: &mut Vec<WatchEvent>,
+) {
+    if name.as_deref() != tree.root.file_name() || !mask.contains(EventMask::ISDIR) {
+        return;
+    }
+    // The directory now at the root's path is the one watched: nothing to
+    // do (this event is about one already handled, or the watcher's own
+    // re-creation).
+    if tree.root_identity.is_some() && dir_identity(&tree.root) == tree.root_identity {
+        return;
+    }
+    let gone = mask.intersects(EventMask::DELETE | EventMask::MOVED_FROM);
+    if gone {
+        tracing::error!(dir = %tree.root.display(), "plugin registry directory removed; recreating it");
+    } else {
+        tracing::warn!(dir = %tree.root.display(), "plugin registry directory replaced; watching the new one");
+    }
+    let root = tree.root.clone();
+    tree.forget(&root);
+    out.push(WatchEvent::Resync {
+        sockets: tree.rescan(),
+    });
 }
