@@ -15,20 +15,33 @@ mod server;
 use std::path::{Path, PathBuf};
 
 pub use client::{
-    AdminClientError, EventStream, allocate, dra_prepare, dra_unprepare, events, events_with,
-    release, status,
+    AdminClientError, EventStream, allocate, dra_claims, dra_prepare, dra_unprepare, events,
+    events_with, release, status,
 };
 pub use event_log::{EVENT_HISTORY, EventLog};
 pub use server::serve;
 
 use crate::csi::CsiDriver;
-use crate::dra::{ClaimRef, DraDriverStatus, DraEvent, PreparedClaim, UnpreparedClaim};
+use crate::dra::{
+    ClaimRef, DraDriverStatus, DraEvent, PreparedClaim, RecordedClaim, UnpreparedClaim,
+};
 use crate::plugin_manager::{PluginEvent, PluginStatus};
 
 /// The directory under the root that holds the admin socket.
 pub const ADMIN_DIR: &str = "nodeplugins";
 /// The admin socket's file name.
 pub const ADMIN_SOCKET: &str = "admin.sock";
+
+/// Creates `dir` (and its parents) with mode 0700, and sets 0700 on it if it
+/// existed: the agent's own directory under the root.
+pub(crate) fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
 
 /// The admin socket of the agent using `root_dir`.
 pub fn socket_path(root_dir: &Path) -> PathBuf {
@@ -71,13 +84,27 @@ pub enum AdminRequest {
         /// The claims.
         claims: Vec<ClaimRef>,
     },
-    /// Unprepare claims with a DRA driver.
+    /// Unprepare claims with a DRA driver, or each with the driver that
+    /// prepared it as recorded.
     DraUnprepare {
-        /// Driver name.
-        driver: String,
+        /// Driver name; without one, each claim's recorded driver.
+        #[serde(default)]
+        driver: Option<String>,
         /// The claims.
         claims: Vec<ClaimRef>,
     },
+    /// The prepared DRA claims.
+    DraClaims,
+}
+
+/// The answer to [`AdminRequest::DraClaims`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DraClaimsReply {
+    /// Every prepared claim, sorted by UID.
+    pub claims: Vec<RecordedClaim>,
+    /// What is wrong with the claims' checkpoint, if anything.
+    #[serde(default)]
+    pub checkpoint_error: Option<String>,
 }
 
 /// The answer to [`AdminRequest::DraPrepare`].
@@ -138,9 +165,16 @@ pub struct AgentStatus {
     /// DRA drivers.
     #[serde(default)]
     pub dra_drivers: Vec<DraDriverStatus>,
+    /// Why the DRA claims checkpoint could not be loaded or written, or how
+    /// it was repaired from its backup at start, if either happened.
+    #[serde(default)]
+    pub dra_checkpoint_error: Option<String>,
     /// Where `/metrics`, `/healthz` and `/readyz` are served, if anywhere.
     #[serde(default)]
     pub metrics_addr: Option<String>,
+    /// The sockets the agent serves: `kubelet.sock` and the admin socket.
+    #[serde(default)]
+    pub sockets: Vec<crate::served_socket::SocketStatus>,
 }
 
 /// Where the admin socket reads the state it reports.
@@ -156,6 +190,44 @@ pub struct StatusSources {
     pub dra: crate::dra::DraHandle,
     /// Where metrics are served, if anywhere.
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// The admin socket's own metrics.
+    pub admin: AdminMetrics,
+}
+
+/// `nodeplugins_admin_socket_recreations_total`. Cheap to clone.
+#[derive(Clone)]
+pub struct AdminMetrics {
+    recreations: crate::metrics::CounterVec,
+}
+
+impl Default for AdminMetrics {
+    fn default() -> Self {
+        Self {
+            recreations: crate::metrics::CounterVec::new(
+                "nodeplugins_admin_socket_recreations_total",
+                "Times the admin socket was removed while the agent ran and served again.",
+                &[],
+            ),
+        }
+    }
+}
+
+impl AdminMetrics {
+    fn socket_recreated(&self) {
+        self.recreations.inc(&[]);
+    }
+
+    /// How many times the admin socket was served again after being removed.
+    pub fn socket_recreations(&self) -> u64 {
+        self.recreations.get(&[])
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::metrics::MetricsSource for AdminMetrics {
+    async fn render(&self, out: &mut String) {
+        self.recreations.render(out);
+    }
 }
 
 /// The line an events stream sends once the agent follows new events for

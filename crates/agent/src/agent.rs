@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 use nodeplugins_api::constants::{layout, plugin_type};
 use tokio_util::sync::CancellationToken;
 
-use crate::admin::StatusSources;
+use crate::admin::{AdminMetrics, StatusSources};
 use crate::csi::{CsiDriverStore, CsiHandler, NODE_GET_INFO_TIMEOUT};
 use crate::device::{
     DeviceHandle, DeviceManager, DeviceManagerConfig, DeviceManagerError, DevicePluginHandler,
@@ -20,6 +20,7 @@ use crate::dra::{
 use crate::handler::PluginHandler;
 use crate::metrics::{MetricsEndpoint, serve_metrics};
 use crate::plugin_manager::{PluginManager, PluginManagerConfig, PluginManagerHandle, WatchError};
+use crate::root_lock::{RootLock, RootLockError};
 
 /// Settings of the agent.
 #[derive(Debug, Clone)]
@@ -47,12 +48,16 @@ impl AgentConfig {
         let root_dir = root_dir.into();
         let plugins = PluginManagerConfig::new(root_dir.join(layout::PLUGINS_REGISTRY_DIR));
         let devices = DeviceManagerConfig::new(root_dir.join(layout::DEVICE_PLUGINS_DIR));
+        let dra = DraManagerConfig {
+            state_dir: Some(root_dir.join(crate::admin::ADMIN_DIR)),
+            ..DraManagerConfig::default()
+        };
         Self {
             root_dir,
             plugins,
             csi_timeout: NODE_GET_INFO_TIMEOUT,
             devices,
-            dra: DraManagerConfig::default(),
+            dra,
             metrics_addr: None,
         }
     }
@@ -70,6 +75,9 @@ pub enum AgentError {
         #[source]
         source: std::io::Error,
     },
+    /// Another agent uses the root directory, or it could not be locked.
+    #[error(transparent)]
+    Lock(#[from] RootLockError),
     /// The plugin registry could not be watched.
     #[error(transparent)]
     Watch(#[from] WatchError),
@@ -164,9 +172,13 @@ impl Agent {
             dir: root.clone(),
             source,
         })?;
+        // Before anything under the root is touched: a second agent must
+        // change nothing of the first one's.
+        let _lock = RootLock::acquire(&root)?;
         let plugins = self.plugins.handle();
         let devices = self.devices.handle();
         let dra = self.dra.handle();
+        let admin_metrics = AdminMetrics::default();
         let (metrics_addr, metrics) = match self.config.metrics_addr {
             Some(addr) => {
                 let endpoint = MetricsEndpoint {
@@ -174,8 +186,9 @@ impl Agent {
                         Arc::new(plugins.clone()),
                         Arc::new(devices.metrics().clone()),
                         Arc::new(dra.metrics().clone()),
+                        Arc::new(admin_metrics.clone()),
                     ],
-                    readiness: vec![Arc::new(plugins.clone())],
+                    readiness: vec![Arc::new(plugins.clone()), Arc::new(devices.clone())],
                 };
                 let (bound, serving) = serve_metrics(addr, endpoint, shutdown.clone())
                     .await
@@ -191,6 +204,7 @@ impl Agent {
             devices,
             dra,
             metrics_addr,
+            admin: admin_metrics,
         };
         let admin = crate::admin::serve(root, sources, SystemTime::now(), shutdown.clone());
         let (managed, served, devices, (), ()) = tokio::join!(

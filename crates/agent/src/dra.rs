@@ -43,6 +43,7 @@ mod handler;
 mod health;
 mod manager;
 mod metrics;
+mod prepared;
 mod service;
 mod state;
 mod status;
@@ -64,6 +65,7 @@ pub use health::{
 };
 pub use manager::DraManager;
 pub use metrics::DraMetrics;
+pub use prepared::{BACKUP_FILE, CHECKPOINT_FILE, DraCheckpoint, RecordedClaim};
 pub use service::{
     DraService, HealthService, SUPPORTED_SERVICES, ServiceError, choose_health_service,
     choose_service,

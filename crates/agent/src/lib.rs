@@ -27,6 +27,8 @@ pub mod metrics;
 mod owner;
 pub mod plugin_manager;
 mod retry;
+pub mod root_lock;
+pub mod served_socket;
 mod timer;
 mod unix_time;
 

@@ -118,8 +118,36 @@ enum DraCommand {
     },
     /// Prepare claims with a driver and show their devices and CDI ids; exits 1 if any claim failed.
     Prepare(ClaimArgs),
-    /// Unprepare claims with a driver; exits 1 if any claim failed.
-    Unprepare(ClaimArgs),
+    /// Unprepare claims, with the driver given or else the one that prepared
+    /// each; exits 1 if any claim failed.
+    Unprepare(UnprepareArgs),
+    /// Show the prepared claims (kept across agent restarts): driver,
+    /// devices, CDI ids.
+    Claims {
+        /// Root directory of the agent to ask.
+        #[arg(long, env = "NODEPLUGINS_ROOT_DIR", default_value = DEFAULT_ROOT_DIR)]
+        root_dir: PathBuf,
+        /// Output format.
+        #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
+        output: Format,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct UnprepareArgs {
+    /// Root directory of the agent to ask.
+    #[arg(long, env = "NODEPLUGINS_ROOT_DIR", default_value = DEFAULT_ROOT_DIR)]
+    root_dir: PathBuf,
+    /// The DRA driver name; without it, each claim goes to the driver that
+    /// prepared it, as the agent recorded.
+    #[arg(long)]
+    driver: Option<String>,
+    /// A claim as NAMESPACE/NAME/UID; repeat for several.
+    #[arg(long = "claim", required = true)]
+    claims: Vec<ClaimRef>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
+    output: Format,
 }
 
 #[derive(Debug, clap::Args)]
@@ -177,16 +205,23 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Dra(DraCommand::Unprepare(args)) => {
             let total = args.claims.len();
-            let reply =
-                nodeplugins::admin::dra_unprepare(&args.root_dir, &args.driver, args.claims)
-                    .await
-                    .with_context(|| format!("unprepare claims with DRA driver {}", args.driver))?;
+            let driver = args.driver.as_deref();
+            let reply = nodeplugins::admin::dra_unprepare(&args.root_dir, driver, args.claims)
+                .await
+                .with_context(|| match driver {
+                    Some(driver) => format!("unprepare claims with DRA driver {driver}"),
+                    None => "unprepare claims".to_string(),
+                })?;
             output::dra::unprepared(&reply.claims, args.output, &mut std::io::stdout().lock())?;
             let failed = reply.claims.iter().filter(|c| c.error.is_some()).count();
             if failed > 0 {
                 anyhow::bail!("{failed} of {total} claim(s) could not be unprepared");
             }
             Ok(())
+        }
+        Command::Dra(DraCommand::Claims { root_dir, output }) => {
+            let reply = nodeplugins::admin::dra_claims(&root_dir).await?;
+            output::dra::claims(&reply, output, &mut std::io::stdout().lock())
         }
         Command::Bench(BenchCommand::Soak(args)) => {
             logging::init(LogFormat::Text, "warn");
@@ -271,10 +306,8 @@ async fn run(config: AgentConfig) -> anyhow::Result<()> {
     });
     let agent = Agent::new(config);
     tracing::info!(root_dir = %root_dir.display(), "nodeplugins agent starting");
-    agent
-        .run(shutdown)
-        .await
-        .with_context(|| format!("agent on {}", root_dir.display()))?;
+    // The agent's errors name the root, the socket or the directory at fault.
+    agent.run(shutdown).await?;
     tracing::info!("nodeplugins agent stopped");
     Ok(())
 }

@@ -6,17 +6,24 @@ mod commands;
 mod config;
 mod demo;
 mod duration;
+mod failure;
 mod output;
+
+use std::process::ExitCode;
 
 use clap::Parser;
 
-fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
     let cli = commands::Cli::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         // The agent's futures nest deeply; unoptimised builds need more than
         // the default 2 MiB when it runs on a worker (as in `demo`).
         .thread_stack_size(8 << 20)
         .enable_all()
-        .build()?;
-    runtime.block_on(commands::dispatch(cli))
+        .build();
+    let result = match runtime {
+        Ok(runtime) => runtime.block_on(commands::dispatch(cli)),
+        Err(e) => Err(anyhow::Error::new(e).context("cannot start the async runtime")),
+    };
+    failure::exit_code(result)
 }

@@ -64,10 +64,32 @@ pub(crate) fn status(
         status.resources.len(),
         status.dra_drivers.len(),
     )?;
+    for socket in &status.sockets {
+        if !socket.present {
+            writeln!(
+                out,
+                "WARNING: {} is not being served",
+                socket.path.display()
+            )?;
+        } else if socket.recreated > 0 {
+            writeln!(
+                out,
+                "note: {} was removed and served again {} time(s)",
+                socket.path.display(),
+                socket.recreated
+            )?;
+        }
+    }
     if !status.plugins.is_empty() {
         plugin_table(status, out)?;
     }
-    if let Some(error) = &status.device_checkpoint_error {
+    for error in [
+        &status.device_checkpoint_error,
+        &status.dra_checkpoint_error,
+    ]
+    .into_iter()
+    .flatten()
+    {
         writeln!(out, "WARNING: {error}")?;
     }
     if !status.resources.is_empty() {

@@ -431,7 +431,7 @@ impl DraNode {
 
     async fn unprepare(&self, uid: &str) -> Result<DraUnprepareReply, String> {
         let claims = vec![claim(uid)];
-        nodeplugins::admin::dra_unprepare(self.root(), DRA_NAME, claims)
+        nodeplugins::admin::dra_unprepare(self.root(), Some(DRA_NAME), claims)
             .await
             .map_err(|e| e.to_string())
     }

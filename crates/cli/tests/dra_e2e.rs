@@ -470,18 +470,6 @@ async fn events_replay_the_history_and_follow_new_ones() {
     }
 }
 
-async fn http_get(addr: &str, path: &str) -> (u16, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    let status = response[9..12].parse().unwrap();
-    let body = response.split_once("\r\n\r\n").unwrap().1.to_string();
-    (status, body)
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn metrics_health_and_readiness_are_served_with_the_kubelets_names() {
     let root = tempfile::tempdir().unwrap();

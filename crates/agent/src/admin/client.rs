@@ -7,8 +7,8 @@ use tokio::net::UnixStream;
 use tokio::net::unix::OwnedReadHalf;
 
 use super::{
-    AdminErrorReply, AdminEvent, AdminRequest, AgentStatus, AllocateReply, DraPrepareReply,
-    DraUnprepareReply, FollowingMarker, ReleaseReply, socket_path,
+    AdminErrorReply, AdminEvent, AdminRequest, AgentStatus, AllocateReply, DraClaimsReply,
+    DraPrepareReply, DraUnprepareReply, FollowingMarker, ReleaseReply, socket_path,
 };
 use crate::dra::ClaimRef;
 
@@ -128,17 +128,23 @@ pub async fn dra_prepare(
     one_reply(root_dir, req).await
 }
 
-/// Asks the agent to unprepare `claims` with DRA driver `driver`.
+/// Asks the agent to unprepare `claims` with DRA driver `driver`, or without
+/// one, each with the driver that prepared it.
 pub async fn dra_unprepare(
     root_dir: &Path,
-    driver: &str,
+    driver: Option<&str>,
     claims: Vec<ClaimRef>,
 ) -> Result<DraUnprepareReply, AdminClientError> {
     let req = AdminRequest::DraUnprepare {
-        driver: driver.into(),
+        driver: driver.map(Into::into),
         claims,
     };
     one_reply(root_dir, req).await
+}
+
+/// The agent's prepared DRA claims.
+pub async fn dra_claims(root_dir: &Path) -> Result<DraClaimsReply, AdminClientError> {
+    one_reply(root_dir, AdminRequest::DraClaims).await
 }
 
 /// Follows the agent's events from now on: when this returns, the agent is

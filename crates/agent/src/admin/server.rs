@@ -1,7 +1,7 @@
 //! Serving the admin socket.
 
 use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use nodeplugins_api::transport::{BoundSocket, TransportError};
@@ -14,10 +14,11 @@ use tokio_util::task::TaskTracker;
 
 use super::event_log::EventLog;
 use super::{
-    AdminErrorReply, AdminRequest, AgentStatus, AllocateReply, DraPrepareReply, DraUnprepareReply,
-    FollowingMarker, ReleaseReply, StatusSources, socket_path,
+    AdminErrorReply, AdminRequest, AgentStatus, AllocateReply, DraClaimsReply, DraPrepareReply,
+    DraUnprepareReply, FollowingMarker, ReleaseReply, StatusSources, socket_path,
 };
 use crate::device::AllocationRequest;
+use crate::served_socket;
 use crate::unix_time::unix_ms;
 
 /// How long a client has to send its request line.
@@ -25,7 +26,8 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest request line read.
 const MAX_REQUEST: usize = 4096;
 
-/// Binds `<root>/nodeplugins/admin.sock` and answers requests until `shutdown`.
+/// Binds `<root>/nodeplugins/admin.sock` and answers requests until
+/// `shutdown`, binding it again whenever it is removed.
 pub async fn serve(
     root_dir: PathBuf,
     sources: StatusSources,
@@ -33,54 +35,64 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> Result<(), TransportError> {
     let path = socket_path(&root_dir);
-    if let Some(dir) = path.parent() {
-        create_private_dir(dir).map_err(|source| TransportError::Bind {
-            path: path.clone(),
-            source,
-        })?;
-    }
-    let socket = BoundSocket::bind(&path, Some(0o600)).await?;
-    let owner = std::fs::metadata(socket.path())
-        .map(|m| m.uid())
-        .unwrap_or(0);
-    let (listener, _file) = socket.into_parts();
     let tasks = TaskTracker::new();
     let events = EventLog::start(&sources, &tasks, shutdown.clone());
+    let mut socket = bind(&path).await?;
     loop {
-        let stream = tokio::select! {
-            () = shutdown.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    tracing::warn!(socket = %path.display(), error = %e, "admin accept failed");
-                    // Out of file descriptors and the like: pause instead of spinning.
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
+        let bound = served_socket::identity(&path);
+        let owner = std::fs::metadata(&path).map(|m| m.uid()).unwrap_or(0);
+        let (listener, file) = socket.into_parts();
+        let removed = served_socket::removed(&path, bound);
+        tokio::pin!(removed);
+        let gone = loop {
+            let stream = tokio::select! {
+                () = shutdown.cancelled() => break false,
+                () = &mut removed => break true,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        tracing::warn!(socket = %path.display(), error = %e, "admin accept failed");
+                        // Out of file descriptors and the like: pause instead of spinning.
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+            };
+            let context = Context {
+                events: events.clone(),
+                sources: sources.clone(),
+                root_dir: root_dir.clone(),
+                started,
+                owner,
+                shutdown: shutdown.clone(),
+            };
+            tasks.spawn(async move { context.answer(stream).await });
         };
-        let context = Context {
-            events: events.clone(),
-            sources: sources.clone(),
-            root_dir: root_dir.clone(),
-            started,
-            owner,
-            shutdown: shutdown.clone(),
-        };
-        tasks.spawn(async move { context.answer(stream).await });
+        drop((listener, file));
+        if !gone {
+            break;
+        }
+        tracing::warn!(socket = %path.display(), "the admin socket was removed; serving it again");
+        sources.admin.socket_recreated();
+        match served_socket::bind_again(&path, || bind(&path), &shutdown).await {
+            Some(again) => socket = again,
+            None => break,
+        }
     }
     tasks.close();
     tasks.wait().await;
     Ok(())
 }
 
-fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+/// Binds the admin socket: mode 0600 in a 0700 directory.
+async fn bind(path: &Path) -> Result<BoundSocket, TransportError> {
+    if let Some(dir) = path.parent() {
+        super::create_private_dir(dir).map_err(|source| TransportError::Bind {
+            path: path.to_owned(),
+            source,
+        })?;
+    }
+    BoundSocket::bind(path, Some(0o600)).await
 }
 
 struct Context {
@@ -167,7 +179,12 @@ impl Context {
                 }
             }
             Ok(AdminRequest::DraUnprepare { driver, claims }) => {
-                let reply = match self.sources.dra.unprepare(&driver, &claims).await {
+                let dra = &self.sources.dra;
+                let result = match driver {
+                    Some(driver) => dra.unprepare(&driver, &claims).await,
+                    None => Ok(dra.unprepare_recorded(&claims).await),
+                };
+                let reply = match result {
                     Ok(claims) => serde_json::to_value(DraUnprepareReply { claims }),
                     Err(e) => serde_json::to_value(AdminErrorReply {
                         error: e.to_string(),
@@ -176,6 +193,20 @@ impl Context {
                 if let Ok(reply) = reply {
                     let _ = write_line(&mut write, &reply).await;
                 }
+            }
+            Ok(AdminRequest::DraClaims) => {
+                let dra = &self.sources.dra;
+                let checkpoint_error = dra
+                    .checkpoint_problem()
+                    .await
+                    .ok()
+                    .flatten()
+                    .map(|p| p.to_string());
+                let reply = DraClaimsReply {
+                    claims: dra.prepared_claims(),
+                    checkpoint_error,
+                };
+                let _ = write_line(&mut write, &reply).await;
             }
             Ok(AdminRequest::Events { history, follow }) => {
                 self.stream_events(&mut write, history, follow).await;
@@ -195,11 +226,12 @@ impl Context {
     /// The agent's status, or why it cannot be read.
     async fn status(&self) -> serde_json::Value {
         let sources = &self.sources;
-        let (plugins, resources, checkpoint, dra_drivers) = tokio::join!(
+        let (plugins, resources, checkpoint, dra_drivers, dra_checkpoint) = tokio::join!(
             sources.plugins.snapshot(),
             sources.devices.status(),
             sources.devices.checkpoint_problem(),
             sources.dra.status(),
+            sources.dra.checkpoint_problem(),
         );
         let status = (|| -> Result<AgentStatus, String> {
             Ok(AgentStatus {
@@ -214,7 +246,17 @@ impl Context {
                     .map_err(|e| e.to_string())?
                     .map(|problem| problem.to_string()),
                 dra_drivers: dra_drivers.map_err(|e| e.to_string())?,
+                dra_checkpoint_error: dra_checkpoint
+                    .map_err(|e| e.to_string())?
+                    .map(|problem| problem.to_string()),
                 metrics_addr: sources.metrics_addr.map(|a| a.to_string()),
+                sockets: vec![
+                    sources.devices.kubelet_socket(),
+                    crate::served_socket::SocketStatus::of(
+                        &socket_path(&self.root_dir),
+                        sources.admin.socket_recreations(),
+                    ),
+                ],
             })
         })();
         let reply = match status {

@@ -18,7 +18,10 @@ use super::metrics::DeviceMetrics;
 use super::plugin_client::{DeviceError, PluginClient};
 use super::status::ResourceStatus;
 use crate::checkpoint::CheckpointProblem;
+use crate::metrics::ReadinessCheck;
 use crate::owner::{self, Mailbox};
+use crate::served_socket::SocketStatus;
+use nodeplugins_api::constants::layout::KUBELET_SOCKET;
 
 /// The device manager has stopped.
 #[derive(Debug, Clone, Copy, thiserror::Error)]
@@ -136,6 +139,13 @@ impl DeviceHandle {
         Ok(released)
     }
 
+    /// `kubelet.sock`: whether it is there, and how many times it was served
+    /// again after being removed.
+    pub fn kubelet_socket(&self) -> SocketStatus {
+        let path = self.config().dir.join(KUBELET_SOCKET);
+        SocketStatus::of(&path, self.metrics().kubelet_socket_recreations())
+    }
+
     /// The resources, sorted by name.
     pub async fn status(&self) -> Result<Vec<ResourceStatus>, DeviceManagerStopped> {
         self.commands
@@ -180,5 +190,13 @@ impl DeviceHandle {
             pred,
         )
         .await
+    }
+}
+
+/// Not ready while `kubelet.sock` is missing: no device plugin can register.
+impl ReadinessCheck for DeviceHandle {
+    fn not_ready(&self) -> Option<String> {
+        let socket = self.kubelet_socket();
+        (!socket.present).then(|| format!("{} is not being served", socket.path.display()))
     }
 }

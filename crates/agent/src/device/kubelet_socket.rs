@@ -18,6 +18,7 @@ use tonic::{Request, Response, Status};
 use super::handle::DeviceHandle;
 use super::plugin_client::DeviceError;
 use super::resource_name::{is_extended_resource_name, is_plain_socket_name};
+use crate::served_socket;
 
 #[derive(Clone)]
 struct KubeletRegistration {
@@ -86,20 +87,48 @@ pub(crate) fn clean_plugin_directory(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Binds `<dir>/kubelet.sock`.
+/// Binds `<dir>/kubelet.sock`, creating the directory if needed.
 pub(crate) async fn bind(dir: &Path) -> Result<BoundSocket, TransportError> {
+    std::fs::create_dir_all(dir).map_err(|source| TransportError::Bind {
+        path: dir.to_owned(),
+        source,
+    })?;
     BoundSocket::bind(dir.join(KUBELET_SOCKET), None).await
 }
 
-/// Serves registration on `socket` until `shutdown`.
+/// Serves registration on `socket` until `shutdown`, and serves it again
+/// whenever the file is removed: without `kubelet.sock` no device plugin
+/// could register.
 pub(crate) async fn serve(
     socket: BoundSocket,
     devices: DeviceHandle,
     shutdown: CancellationToken,
 ) -> Result<(), TransportError> {
-    let path = socket.path().to_owned();
-    let router = tonic::transport::Server::builder()
-        .add_service(RegistrationServer::new(KubeletRegistration { devices }));
-    tracing::info!(socket = %path.display(), "serving device plugin registration");
-    serve_socket(socket, router, shutdown).await
+    let dir = devices.config().dir.clone();
+    let mut socket = socket;
+    loop {
+        let path = socket.path().to_owned();
+        let bound = served_socket::identity(&path);
+        let round = shutdown.child_token();
+        let router = tonic::transport::Server::builder().add_service(RegistrationServer::new(
+            KubeletRegistration {
+                devices: devices.clone(),
+            },
+        ));
+        tracing::info!(socket = %path.display(), "serving device plugin registration");
+        let serving = serve_socket(socket, router, round.clone());
+        tokio::pin!(serving);
+        tokio::select! {
+            served = &mut serving => return served,
+            () = served_socket::removed(&path, bound) => {}
+        }
+        tracing::warn!(socket = %path.display(), "kubelet.sock was removed; serving it again");
+        devices.metrics().kubelet_socket_recreated();
+        round.cancel();
+        let _ = serving.await;
+        socket = match served_socket::bind_again(&path, || bind(&dir), &shutdown).await {
+            Some(socket) => socket,
+            None => return Ok(()),
+        };
+    }
 }

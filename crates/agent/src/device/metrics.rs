@@ -10,6 +10,7 @@ use crate::metrics::{CounterVec, DEFAULT_BUCKETS, HistogramVec, MetricsSource};
 pub struct DeviceMetrics {
     registrations: CounterVec,
     alloc_duration: HistogramVec,
+    kubelet_socket_recreations: CounterVec,
 }
 
 impl Default for DeviceMetrics {
@@ -26,6 +27,11 @@ impl Default for DeviceMetrics {
                 &["resource_name"],
                 DEFAULT_BUCKETS,
             ),
+            kubelet_socket_recreations: CounterVec::new(
+                "nodeplugins_kubelet_socket_recreations_total",
+                "Times kubelet.sock was removed while the agent ran and served again.",
+                &[],
+            ),
         }
     }
 }
@@ -34,6 +40,16 @@ impl DeviceMetrics {
     /// A plugin instance of `resource` connected.
     pub(crate) fn registered(&self, resource: &str) {
         self.registrations.inc(&[resource]);
+    }
+
+    /// `kubelet.sock` was removed and is served again.
+    pub(crate) fn kubelet_socket_recreated(&self) {
+        self.kubelet_socket_recreations.inc(&[]);
+    }
+
+    /// How many times `kubelet.sock` was served again after being removed.
+    pub fn kubelet_socket_recreations(&self) -> u64 {
+        self.kubelet_socket_recreations.get(&[])
     }
 
     /// An Allocate call to a plugin of `resource` was answered after `took`.
@@ -47,5 +63,6 @@ impl MetricsSource for DeviceMetrics {
     async fn render(&self, out: &mut String) {
         self.registrations.render(out);
         self.alloc_duration.render(out);
+        self.kubelet_socket_recreations.render(out);
     }
 }

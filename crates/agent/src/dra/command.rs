@@ -5,14 +5,17 @@ use std::sync::Arc;
 
 use tokio::sync::{broadcast, oneshot, watch};
 
+use super::claim::PreparedClaim;
 use super::config::DraManagerConfig;
 use super::connection::{Channel, Link};
 use super::error::DraError;
 use super::event::DraEvent;
 use super::metrics::DraMetrics;
+use super::prepared::PreparedClaims;
 use super::service::{DraService, HealthService};
 use super::state::InstanceId;
 use super::status::DraDriverStatus;
+use crate::checkpoint::{CheckpointProblem, WrittenReply};
 
 /// What the manager's task is told by handles.
 pub(crate) enum Command {
@@ -32,6 +35,21 @@ pub(crate) enum Command {
     },
     Status {
         reply: oneshot::Sender<Vec<DraDriverStatus>>,
+    },
+    /// A driver prepared claims: record the successes; answered once the
+    /// record is on disk.
+    Prepared {
+        driver: String,
+        results: Vec<PreparedClaim>,
+        reply: WrittenReply,
+    },
+    /// Claims were unprepared: forget them; answered once that is on disk.
+    Unprepared {
+        uids: Vec<String>,
+        reply: WrittenReply,
+    },
+    CheckpointProblem {
+        reply: oneshot::Sender<Option<CheckpointProblem>>,
     },
 }
 
@@ -55,5 +73,7 @@ pub(crate) struct Shared {
     pub(crate) events: broadcast::Sender<DraEvent>,
     pub(crate) changes: watch::Receiver<u64>,
     pub(crate) routes: watch::Receiver<Arc<Routes>>,
+    /// The prepared claims, as the task last recorded them.
+    pub(crate) prepared: watch::Receiver<Arc<PreparedClaims>>,
     pub(crate) metrics: DraMetrics,
 }

@@ -1,5 +1,6 @@
 //! Settings of the DRA manager, with the kubelet's values as defaults.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use super::calls::CALL_TIMEOUT;
@@ -26,6 +27,9 @@ pub struct DraManagerConfig {
     pub reconnect_initial: Duration,
     /// The longest wait between connection attempts; see [`RECONNECT_MAX`].
     pub reconnect_max: Duration,
+    /// Where prepared claims are checkpointed (the agent uses
+    /// `<root>/nodeplugins`); `None` keeps them in memory only.
+    pub state_dir: Option<PathBuf>,
 }
 
 impl Default for DraManagerConfig {
@@ -37,6 +41,7 @@ impl Default for DraManagerConfig {
             health_timeout: DEFAULT_HEALTH_TIMEOUT,
             reconnect_initial: RECONNECT_INITIAL,
             reconnect_max: RECONNECT_MAX,
+            state_dir: None,
         }
     }
 }

@@ -2,6 +2,7 @@
 //! unprepare run in the caller's task over the instance's connection; the
 //! manager's task only says which instance to use.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,8 +18,10 @@ use super::connection::Channel;
 use super::error::DraError;
 use super::event::DraEvent;
 use super::metrics::DraMetrics;
+use super::prepared::RecordedClaim;
 use super::service::{DraService, choose_health_service, choose_service};
 use super::status::DraDriverStatus;
+use crate::checkpoint::{CheckpointProblem, WrittenReply};
 use crate::owner::{self, Mailbox};
 
 /// The DRA manager has stopped.
@@ -127,25 +130,128 @@ impl DraHandle {
             .ok_or_else(|| DraError::NotRegistered(driver.into()))
     }
 
-    /// Prepares `claims` with `driver`'s instance in use. A failed call is an
-    /// error; otherwise each claim has its own result.
+    /// Prepares `claims` with `driver`'s instance in use, and records what
+    /// each got. A claim this driver prepared before (and nobody unprepared
+    /// since) gets its recorded result without a call. A failed call is an
+    /// error; otherwise each claim has its own result, in request order.
     pub async fn prepare(
         &self,
         driver: &str,
         claims: &[ClaimRef],
     ) -> Result<Vec<PreparedClaim>, DraError> {
-        self.call(driver, claims, Operation::Prepare, calls::prepare)
-            .await
+        let recorded = self.shared.prepared.borrow().clone();
+        let known: Vec<Option<PreparedClaim>> = claims
+            .iter()
+            .map(|c| recorded.get(driver, &c.uid).map(RecordedClaim::result))
+            .collect();
+        let to_call: Vec<ClaimRef> = claims
+            .iter()
+            .zip(&known)
+            .filter(|(_, known)| known.is_none())
+            .map(|(claim, _)| claim.clone())
+            .collect();
+        if to_call.is_empty() && !claims.is_empty() {
+            return Ok(known.into_iter().flatten().collect());
+        }
+        let results = self
+            .call(driver, &to_call, Operation::Prepare, calls::prepare)
+            .await?;
+        self.record(|reply| Command::Prepared {
+            driver: driver.to_string(),
+            results: results.clone(),
+            reply,
+        })
+        .await;
+        let mut called = results.into_iter();
+        Ok(known
+            .into_iter()
+            .filter_map(|known| known.or_else(|| called.next()))
+            .collect())
     }
 
-    /// Unprepares `claims` with `driver`'s instance in use.
+    /// Unprepares `claims` with `driver`'s instance in use, and forgets the
+    /// claims it unprepared.
     pub async fn unprepare(
         &self,
         driver: &str,
         claims: &[ClaimRef],
     ) -> Result<Vec<UnpreparedClaim>, DraError> {
-        self.call(driver, claims, Operation::Unprepare, calls::unprepare)
+        let results = self
+            .call(driver, claims, Operation::Unprepare, calls::unprepare)
+            .await?;
+        let uids = results
+            .iter()
+            .filter(|r| r.error.is_none())
+            .map(|r| r.claim.uid.clone())
+            .collect();
+        self.record(|reply| Command::Unprepared { uids, reply })
+            .await;
+        Ok(results)
+    }
+
+    /// Unprepares each of `claims` with the driver that prepared it, as
+    /// recorded. A claim with no record, or whose driver's call fails as a
+    /// whole, gets an error of its own; the others are unprepared.
+    pub async fn unprepare_recorded(&self, claims: &[ClaimRef]) -> Vec<UnpreparedClaim> {
+        let recorded = self.shared.prepared.borrow().clone();
+        let mut by_driver: BTreeMap<String, Vec<ClaimRef>> = BTreeMap::new();
+        let mut results: HashMap<String, UnpreparedClaim> = HashMap::new();
+        for claim in claims {
+            match recorded.find(&claim.uid) {
+                Some(record) => by_driver
+                    .entry(record.driver.clone())
+                    .or_default()
+                    .push(claim.clone()),
+                None => {
+                    let error = "the claim is not prepared on this node; name its driver to unprepare it anyway";
+                    results.insert(
+                        claim.uid.clone(),
+                        UnpreparedClaim {
+                            claim: claim.clone(),
+                            error: Some(error.into()),
+                        },
+                    );
+                }
+            }
+        }
+        for (driver, group) in by_driver {
+            match self.unprepare(&driver, &group).await {
+                Ok(done) => results.extend(done.into_iter().map(|r| (r.claim.uid.clone(), r))),
+                Err(e) => results.extend(group.into_iter().map(|claim| {
+                    let result = UnpreparedClaim {
+                        claim,
+                        error: Some(e.to_string()),
+                    };
+                    (result.claim.uid.clone(), result)
+                })),
+            }
+        }
+        claims
+            .iter()
+            .filter_map(|c| results.get(&c.uid).cloned())
+            .collect()
+    }
+
+    /// The prepared claims, sorted by UID.
+    pub fn prepared_claims(&self) -> Vec<RecordedClaim> {
+        self.shared.prepared.borrow().list()
+    }
+
+    /// What is wrong with the prepared claims' checkpoint, if anything.
+    pub async fn checkpoint_problem(&self) -> Result<Option<CheckpointProblem>, DraManagerStopped> {
+        self.commands
+            .ask(|reply| Command::CheckpointProblem { reply })
             .await
+            .map_err(|_| DraManagerStopped)
+    }
+
+    /// Tells the task what changed in the prepared claims and waits until it
+    /// is on disk; a failed write is logged (the claims are prepared either
+    /// way) and shows in [`checkpoint_problem`](Self::checkpoint_problem).
+    async fn record(&self, command: impl FnOnce(WrittenReply) -> Command) {
+        if let Ok(Err(e)) = self.commands.ask(command).await {
+            tracing::error!(error = %e, "prepared claims not recorded on disk");
+        }
     }
 
     /// One call to the instance in use, timed in the metrics.

@@ -26,8 +26,10 @@ use super::event::{DraEvent, DraEventKind};
 use super::handle::DraHandle;
 use super::health::{self, HealthReports};
 use super::metrics::DraMetrics;
+use super::prepared::{self, DraCheckpoint, PreparedClaims};
 use super::service::{DraService, HealthService};
 use super::state::{Driver, Instance, InstanceId, State};
+use crate::checkpoint::{CheckpointProblem, Persister, Written, WrittenReply};
 use crate::owner::Mailbox;
 use crate::retry::delay_after;
 use crate::timer::sleep_until;
@@ -42,6 +44,7 @@ pub struct DraManager {
     events: broadcast::Sender<DraEvent>,
     changes: watch::Sender<u64>,
     routes: watch::Sender<Arc<Routes>>,
+    prepared: watch::Sender<Arc<PreparedClaims>>,
     shared: Arc<Shared>,
 }
 
@@ -53,11 +56,13 @@ impl DraManager {
         let events = broadcast::channel(1024).0;
         let changes = watch::channel(0).0;
         let routes = watch::channel(Arc::new(Routes::new())).0;
+        let prepared = watch::channel(Arc::new(PreparedClaims::default())).0;
         let shared = Arc::new(Shared {
             config: config.clone(),
             events: events.clone(),
             changes: changes.subscribe(),
             routes: routes.subscribe(),
+            prepared: prepared.subscribe(),
             metrics: DraMetrics::default(),
         });
         Self {
@@ -68,6 +73,7 @@ impl DraManager {
             events,
             changes,
             routes,
+            prepared,
             shared,
         }
     }
@@ -80,10 +86,23 @@ impl DraManager {
         }
     }
 
-    /// Runs the start-up cleanup ([`DriverCleanup::node_started`], retried
+    /// Loads the prepared claims from the state directory, if there is one,
+    /// runs the start-up cleanup ([`DriverCleanup::node_started`], retried
     /// with backoff until it succeeds) and manages drivers until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) {
         let tasks = TaskTracker::new();
+        let mut claims = PreparedClaims::default();
+        let mut load_problem = None;
+        let persister = match &self.config.state_dir {
+            None => None,
+            Some(dir) => {
+                let (loaded, problem) = load_claims(dir).await;
+                claims = loaded;
+                load_problem = problem;
+                Some(Persister::start(prepared::file(dir), &tasks))
+            }
+        };
+        self.prepared.send_replace(Arc::new(claims.clone()));
         tasks.spawn(node_started(self.cleanup.clone(), shutdown.clone()));
         let (links_tx, links) = mpsc::unbounded_channel();
         let (health_tx, health) = mpsc::unbounded_channel();
@@ -101,10 +120,48 @@ impl DraManager {
             events: self.events,
             changes: self.changes,
             routes: self.routes,
+            prepared: self.prepared,
+            claims,
+            persister,
+            load_problem,
             tasks,
             shutdown,
         };
         owner.run().await;
+    }
+}
+
+/// The prepared claims checkpointed in `dir`, and what was wrong with the
+/// checkpoint if anything was.
+async fn load_claims(dir: &Path) -> (PreparedClaims, Option<CheckpointProblem>) {
+    if let Err(e) = crate::admin::create_private_dir(dir) {
+        tracing::error!(dir = %dir.display(), error = %e, "cannot create the DRA state directory");
+    }
+    let file = prepared::file(dir);
+    match tokio::task::spawn_blocking(move || file.load::<DraCheckpoint>()).await {
+        Ok(Ok(loaded)) => {
+            let problem = loaded.recovered.map(|recovered| {
+                tracing::warn!("{recovered}");
+                CheckpointProblem::Recovered(Arc::new(recovered))
+            });
+            let claims = PreparedClaims::restore(loaded.data);
+            tracing::info!(
+                claims = claims.list().len(),
+                "DRA claims checkpoint restored"
+            );
+            (claims, problem)
+        }
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "DRA claims checkpoint not restored");
+            (
+                PreparedClaims::default(),
+                Some(CheckpointProblem::Unreadable(Arc::new(e))),
+            )
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "DRA claims checkpoint not restored");
+            (PreparedClaims::default(), None)
+        }
     }
 }
 
@@ -152,6 +209,13 @@ struct Owner {
     changes: watch::Sender<u64>,
     /// Where each driver's calls go, published for handles.
     routes: watch::Sender<Arc<Routes>>,
+    /// The prepared claims, published for handles.
+    prepared: watch::Sender<Arc<PreparedClaims>>,
+    claims: PreparedClaims,
+    /// Writes the prepared claims, with a state directory.
+    persister: Option<Persister<DraCheckpoint>>,
+    /// Why the checkpoint could not be loaded, or how it was repaired.
+    load_problem: Option<CheckpointProblem>,
     /// Monitors and health streams.
     tasks: TaskTracker,
     shutdown: CancellationToken,
@@ -160,6 +224,10 @@ struct Owner {
 impl Owner {
     async fn run(mut self) {
         loop {
+            if let Some(persister) = &mut self.persister {
+                let claims = &self.claims;
+                persister.flush(|| claims.checkpoint());
+            }
             let next_due = self.next_due();
             let changed = tokio::select! {
                 biased;
@@ -173,12 +241,17 @@ impl Owner {
                     Err(_) => false,
                 },
                 () = sleep_until(next_due) => self.start_due_cleanups(),
+                written = next_written(&mut self.persister) => self.on_written(written),
             };
             if changed {
                 self.changes.send_modify(|v| *v += 1);
             }
         }
         self.cleanups.abort_all();
+        if let Some(persister) = self.persister.take() {
+            let claims = &self.claims;
+            persister.finish(|| claims.checkpoint()).await;
+        }
         self.tasks.close();
         self.tasks.wait().await;
     }
@@ -221,6 +294,31 @@ impl Owner {
                 let changed = self.deregister(&driver, &endpoint);
                 let _ = reply.send(());
                 changed
+            }
+            Command::Prepared {
+                driver,
+                results,
+                reply,
+            } => {
+                let now = unix_ms(SystemTime::now());
+                let changed = self.claims.record(&driver, &results, now);
+                self.claims_changed(changed, reply);
+                changed
+            }
+            Command::Unprepared { uids, reply } => {
+                let changed = self.claims.forget(uids.iter().map(String::as_str));
+                self.claims_changed(changed, reply);
+                changed
+            }
+            Command::CheckpointProblem { reply } => {
+                let problem = self
+                    .persister
+                    .as_ref()
+                    .and_then(Persister::last_error)
+                    .map(CheckpointProblem::Write)
+                    .or_else(|| self.load_problem.clone());
+                let _ = reply.send(problem);
+                false
             }
             Command::Status { reply } => {
                 let _ = reply.send(
@@ -354,6 +452,36 @@ impl Owner {
         }
         self.reschedule_cleanup(&driver);
         true
+    }
+
+    /// Publishes the prepared claims after a change and answers `reply` once
+    /// they are on disk (at once without a change or a state directory).
+    fn claims_changed(&mut self, changed: bool, reply: WrittenReply) {
+        if !changed {
+            let _ = reply.send(Ok(()));
+            return;
+        }
+        self.prepared.send_replace(Arc::new(self.claims.clone()));
+        match &mut self.persister {
+            Some(persister) => {
+                let version = persister.changed();
+                persister.when_written(version, reply);
+            }
+            None => {
+                let _ = reply.send(Ok(()));
+            }
+        }
+    }
+
+    /// A checkpoint write ended.
+    fn on_written(&mut self, written: Written) -> bool {
+        let Some(persister) = &mut self.persister else {
+            return false;
+        };
+        if let Err(e) = persister.on_written(written) {
+            tracing::error!(error = %e, "cannot write the DRA claims checkpoint");
+        }
+        false
     }
 
     /// Publishes where `driver`'s calls go now, if that changed.
@@ -502,5 +630,13 @@ impl Owner {
             }
         }
         true
+    }
+}
+
+/// The end of the running checkpoint write; never, without a persister.
+async fn next_written(persister: &mut Option<Persister<DraCheckpoint>>) -> Written {
+    match persister {
+        Some(persister) => persister.next_written().await,
+        None => std::future::pending().await,
     }
 }

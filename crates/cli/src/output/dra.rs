@@ -3,6 +3,7 @@
 use std::io::Write;
 use std::time::Duration;
 
+use nodeplugins::admin::DraClaimsReply;
 use nodeplugins::dra::{DraDriverStatus, PreparedClaim, UnpreparedClaim};
 
 use super::{Format, ago, human, table};
@@ -198,4 +199,53 @@ pub(crate) fn unprepared(
         })
         .collect();
     table(&["CLAIM", "RESULT", "ERROR"], &rows, out)
+}
+
+/// Prints the prepared claims: driver, claim, devices and CDI ids, and any
+/// problem with their checkpoint.
+pub(crate) fn claims(
+    reply: &DraClaimsReply,
+    format: Format,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    if format == Format::Json {
+        serde_json::to_writer_pretty(&mut *out, reply)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    if let Some(error) = &reply.checkpoint_error {
+        writeln!(out, "WARNING: {error}")?;
+    }
+    if reply.claims.is_empty() {
+        writeln!(out, "no prepared DRA claims")?;
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = reply
+        .claims
+        .iter()
+        .map(|c| {
+            let devices: Vec<String> = c
+                .devices
+                .iter()
+                .map(|d| format!("{}/{}", d.pool, d.device))
+                .collect();
+            let cdi: Vec<String> = c
+                .devices
+                .iter()
+                .flat_map(|d| d.cdi_device_ids.iter().cloned())
+                .collect();
+            vec![
+                c.driver.clone(),
+                c.claim.to_string(),
+                devices.join(","),
+                cdi.join(","),
+                ago(c.prepared_at_unix_ms),
+            ]
+        })
+        .collect();
+    table(
+        &["DRIVER", "CLAIM", "DEVICES", "CDI IDS", "PREPARED"],
+        &rows,
+        out,
+    )
 }

@@ -1,0 +1,122 @@
+//! Sockets the agent serves (`kubelet.sock`, the admin socket) come back when
+//! someone deletes them: without `kubelet.sock` no device plugin could ever
+//! register again. A server binds its socket, then waits on [`removed`]
+//! beside serving; when the file at its path is no longer the socket it bound
+//! (deleted, moved away, replaced, or its directory removed), it logs a
+//! warning naming the socket, counts it, and binds again.
+
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use inotify::{Inotify, WatchMask};
+use nodeplugins_api::transport::{BoundSocket, TransportError};
+use tokio_util::sync::CancellationToken;
+
+use crate::retry::delay_after;
+
+/// Device and inode of a file.
+pub(crate) type FileIdentity = (u64, u64);
+
+/// What status shows of a served socket.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SocketStatus {
+    /// The socket's path.
+    pub path: PathBuf,
+    /// Whether a socket is at the path now.
+    pub present: bool,
+    /// How many times it was re-created after being removed.
+    pub recreated: u64,
+}
+
+impl SocketStatus {
+    /// The status of the socket at `path`, re-created `recreated` times.
+    pub(crate) fn of(path: &Path, recreated: u64) -> Self {
+        Self {
+            path: path.to_owned(),
+            present: std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()),
+            recreated,
+        }
+    }
+}
+
+/// The identity of the file at `path`.
+pub(crate) fn identity(path: &Path) -> Option<FileIdentity> {
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
+/// Resolves once the file at `path` is no longer `bound` (the socket this
+/// process bound there). Watches the socket's directory with inotify; if the
+/// watch cannot be set up it says so and never resolves.
+pub(crate) async fn removed(path: &Path, bound: Option<FileIdentity>) {
+    let Some(dir) = path.parent() else {
+        return std::future::pending().await;
+    };
+    let watch = Inotify::init().and_then(|inotify| {
+        inotify.watches().add(
+            dir,
+            WatchMask::DELETE
+                | WatchMask::MOVED_FROM
+                | WatchMask::CREATE
+                | WatchMask::MOVED_TO
+                | WatchMask::DELETE_SELF
+                | WatchMask::MOVE_SELF,
+        )?;
+        inotify.into_event_stream([0u8; 1024])
+    });
+    let mut events = match watch {
+        Ok(events) => events,
+        Err(e) => {
+            tracing::warn!(socket = %path.display(), error = %e,
+                "cannot watch the socket's directory; a removed socket will not be re-created");
+            return std::future::pending().await;
+        }
+    };
+    // The watch exists now: anything from here on is seen.
+    while identity(path) == bound {
+        match events.next().await {
+            Some(Ok(_)) => {}
+            Some(Err(_)) | None => return std::future::pending().await,
+        }
+    }
+    // Closing an inotify descriptor waits for the kernel: not on this thread.
+    tokio::task::spawn_blocking(move || drop(events));
+}
+
+/// The first retry after a removed socket could not be bound again.
+const REBIND_INITIAL: Duration = Duration::from_millis(100);
+/// The longest wait between attempts to bind a removed socket again.
+const REBIND_MAX: Duration = Duration::from_secs(10);
+
+/// Binds the removed socket at `path` again with `bind`, retrying with
+/// backoff (the agent keeps running, and says what is wrong) until it
+/// succeeds; `None` at shutdown.
+pub(crate) async fn bind_again<F, Fut>(
+    path: &Path,
+    mut bind: F,
+    shutdown: &CancellationToken,
+) -> Option<BoundSocket>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<BoundSocket, TransportError>>,
+{
+    let mut failures = 0;
+    loop {
+        let error = match bind().await {
+            Ok(socket) => return Some(socket),
+            Err(e) => e,
+        };
+        failures += 1;
+        let delay = delay_after(failures, REBIND_INITIAL, REBIND_MAX);
+        tracing::error!(socket = %path.display(), %error, retry_in = ?delay,
+            "cannot serve the socket again; retrying");
+        tokio::select! {
+            () = shutdown.cancelled() => return None,
+            () = tokio::time::sleep(delay) => {}
+        }
+    }
+}
