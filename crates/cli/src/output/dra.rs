@@ -4,7 +4,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use nodeplugins::admin::DraClaimsReply;
-use nodeplugins::dra::{DraDriverStatus, PreparedClaim, UnpreparedClaim};
+use nodeplugins::dra::{DraDriverStatus, PreparedClaim, PreparedDevice, UnpreparedClaim};
 
 use super::{Format, ago, human, table};
 
@@ -153,20 +153,11 @@ pub(crate) fn prepared(
     let rows: Vec<Vec<String>> = claims
         .iter()
         .map(|c| {
-            let devices: Vec<String> = c
-                .devices
-                .iter()
-                .map(|d| format!("{}/{}", d.pool, d.device))
-                .collect();
-            let cdi: Vec<String> = c
-                .devices
-                .iter()
-                .flat_map(|d| d.cdi_device_ids.iter().cloned())
-                .collect();
+            let (devices, cdi) = device_columns(&c.devices);
             vec![
                 c.claim.to_string(),
-                devices.join(","),
-                cdi.join(","),
+                devices,
+                cdi,
                 c.error.clone().unwrap_or_default(),
             ]
         })
@@ -224,21 +215,12 @@ pub(crate) fn claims(
         .claims
         .iter()
         .map(|c| {
-            let devices: Vec<String> = c
-                .devices
-                .iter()
-                .map(|d| format!("{}/{}", d.pool, d.device))
-                .collect();
-            let cdi: Vec<String> = c
-                .devices
-                .iter()
-                .flat_map(|d| d.cdi_device_ids.iter().cloned())
-                .collect();
+            let (devices, cdi) = device_columns(&c.devices);
             vec![
                 c.driver.clone(),
                 c.claim.to_string(),
-                devices.join(","),
-                cdi.join(","),
+                devices,
+                cdi,
                 ago(c.prepared_at_unix_ms),
             ]
         })
@@ -248,4 +230,17 @@ pub(crate) fn claims(
         &rows,
         out,
     )
+}
+
+/// The DEVICES (`pool/device`) and CDI IDS columns of a claim's devices.
+fn device_columns(devices: &[PreparedDevice]) -> (String, String) {
+    let names: Vec<String> = devices
+        .iter()
+        .map(|d| format!("{}/{}", d.pool, d.device))
+        .collect();
+    let cdi: Vec<&str> = devices
+        .iter()
+        .flat_map(|d| d.cdi_device_ids.iter().map(String::as_str))
+        .collect();
+    (names.join(","), cdi.join(","))
 }
