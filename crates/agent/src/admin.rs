@@ -175,6 +175,10 @@ pub struct AgentStatus {
     /// The sockets the agent serves: `kubelet.sock` and the admin socket.
     #[serde(default)]
     pub sockets: Vec<crate::served_socket::SocketStatus>,
+    /// The Kubernetes API connection, when the agent publishes to one.
+    #[cfg(feature = "kube")]
+    #[serde(default)]
+    pub kube_api: Option<crate::kube_api::KubeApiStatus>,
 }
 
 /// Where the admin socket reads the state it reports.
@@ -192,6 +196,9 @@ pub struct StatusSources {
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// The admin socket's own metrics.
     pub admin: AdminMetrics,
+    /// The Kubernetes API publisher, when the agent has one.
+    #[cfg(feature = "kube")]
+    pub kube: Option<crate::kube_api::KubeApiHandle>,
 }
 
 /// `nodeplugins_admin_socket_recreations_total`. Cheap to clone.
@@ -257,6 +264,9 @@ pub enum AdminEvent {
     Registry(PluginEvent),
     /// A DRA driver event.
     Dra(DraEvent),
+    /// A Kubernetes API publishing event.
+    #[cfg(feature = "kube")]
+    Kube(crate::kube_api::KubeEvent),
     /// A device manager event.
     Device(crate::device::DeviceEvent),
 }

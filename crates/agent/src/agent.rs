@@ -105,6 +105,9 @@ pub struct Agent {
     csi: Arc<CsiHandler>,
     devices: DeviceManager,
     dra: DraManager,
+    /// Publishes to the Kubernetes API, when the agent has one.
+    #[cfg(feature = "kube")]
+    kube: Option<crate::kube_api::KubeApi>,
 }
 
 impl Agent {
@@ -137,7 +140,20 @@ impl Agent {
             csi,
             devices,
             dra,
+            #[cfg(feature = "kube")]
+            kube: None,
         }
+    }
+
+    /// An agent that publishes to the Kubernetes API through `kube`, as the
+    /// kubelet does: device resources in the Node's status, CSI drivers on
+    /// the Node and its CSINode, and the node's ResourceSlices withdrawn at
+    /// start and when a DRA driver stays away.
+    #[cfg(feature = "kube")]
+    pub fn with_kube_api(config: AgentConfig, kube: crate::kube_api::KubeApi) -> Self {
+        let mut agent = Self::with_dra_cleanup(config, Arc::new(kube.slice_cleanup()));
+        agent.kube = Some(kube);
+        agent
     }
 
     /// The DRA manager.
@@ -179,15 +195,23 @@ impl Agent {
         let devices = self.devices.handle();
         let dra = self.dra.handle();
         let admin_metrics = AdminMetrics::default();
+        #[cfg(feature = "kube")]
+        let kube = self.kube.as_ref().map(crate::kube_api::KubeApi::handle);
         let (metrics_addr, metrics) = match self.config.metrics_addr {
             Some(addr) => {
+                #[allow(unused_mut)]
+                let mut sources: Vec<Arc<dyn crate::metrics::MetricsSource>> = vec![
+                    Arc::new(plugins.clone()),
+                    Arc::new(devices.metrics().clone()),
+                    Arc::new(dra.metrics().clone()),
+                    Arc::new(admin_metrics.clone()),
+                ];
+                #[cfg(feature = "kube")]
+                if let Some(kube) = &kube {
+                    sources.push(Arc::new(kube.metrics().clone()));
+                }
                 let endpoint = MetricsEndpoint {
-                    sources: vec![
-                        Arc::new(plugins.clone()),
-                        Arc::new(devices.metrics().clone()),
-                        Arc::new(dra.metrics().clone()),
-                        Arc::new(admin_metrics.clone()),
-                    ],
+                    sources,
                     readiness: vec![Arc::new(plugins.clone()), Arc::new(devices.clone())],
                 };
                 let (bound, serving) = serve_metrics(addr, endpoint, shutdown.clone())
@@ -205,9 +229,24 @@ impl Agent {
             dra,
             metrics_addr,
             admin: admin_metrics,
+            #[cfg(feature = "kube")]
+            kube,
         };
+        #[cfg(feature = "kube")]
+        let publishing = {
+            let (devices, csi) = (self.devices.handle(), self.csi.drivers());
+            let shutdown = shutdown.clone();
+            let kube = self.kube;
+            async move {
+                if let Some(kube) = kube {
+                    kube.run(devices, csi, shutdown).await;
+                }
+            }
+        };
+        #[cfg(not(feature = "kube"))]
+        let publishing = async {};
         let admin = crate::admin::serve(root, sources, SystemTime::now(), shutdown.clone());
-        let (managed, served, devices, (), ()) = tokio::join!(
+        let (managed, served, devices, (), (), ()) = tokio::join!(
             stop_all_on_exit(self.plugins.run(shutdown.clone()), &shutdown),
             stop_all_on_exit(admin, &shutdown),
             stop_all_on_exit(self.devices.run(shutdown.clone()), &shutdown),
@@ -217,6 +256,7 @@ impl Agent {
                     metrics.await;
                 }
             },
+            publishing,
         );
         managed?;
         served.map_err(AgentError::Admin)?;

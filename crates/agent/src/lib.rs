@@ -23,6 +23,8 @@ pub mod csi;
 pub mod device;
 pub mod dra;
 pub mod handler;
+#[cfg(feature = "kube")]
+pub mod kube_api;
 pub mod metrics;
 mod owner;
 pub mod plugin_manager;

@@ -1,6 +1,6 @@
 //! Sockets the agent serves (`kubelet.sock`, the admin socket) come back when
 //! someone deletes them: without `kubelet.sock` no device plugin could ever
-//! register again. A server binds its socket, then waits on [`removed`]
+//! register again. A server binds its socket, then waits for its removal
 //! beside serving; when the file at its path is no longer the socket it bound
 //! (deleted, moved away, replaced, or its directory removed), it logs a
 //! warning naming the socket, counts it, and binds again.

@@ -6,6 +6,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use nodeplugins::agent::{Agent, AgentConfig};
 use nodeplugins::dra::ClaimRef;
+use nodeplugins::kube_api::{KubeApi, KubeApiConfig};
 use nodeplugins_api::constants::layout::DEFAULT_ROOT_DIR;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
@@ -185,7 +186,7 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 return Ok(());
             }
             logging::init(settings.log_format, &settings.log_level);
-            run(settings.agent).await
+            run(settings.agent, settings.kube).await
         }
         Command::Dra(DraCommand::Drivers { root_dir, output }) => {
             let status = nodeplugins::admin::status(&root_dir).await?;
@@ -291,7 +292,7 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-async fn run(config: AgentConfig) -> anyhow::Result<()> {
+async fn run(config: AgentConfig, kube: Option<KubeApiConfig>) -> anyhow::Result<()> {
     let root_dir = config.root_dir.clone();
     let shutdown = CancellationToken::new();
     let mut terminate = signal(SignalKind::terminate()).context("install SIGTERM handler")?;
@@ -304,7 +305,10 @@ async fn run(config: AgentConfig) -> anyhow::Result<()> {
         }
         stop.cancel();
     });
-    let agent = Agent::new(config);
+    let agent = match kube {
+        Some(kube) => Agent::with_kube_api(config, KubeApi::connect(kube).await?),
+        None => Agent::new(config),
+    };
     tracing::info!(root_dir = %root_dir.display(), "nodeplugins agent starting");
     // The agent's errors name the root, the socket or the directory at fault.
     agent.run(shutdown).await?;

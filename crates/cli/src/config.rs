@@ -8,6 +8,8 @@
 //! metrics_addr = "127.0.0.1:10261" # or "off"
 //! dra_cleanup_grace = "30s"
 //! get_info_timeout = "1s"
+//! kubeconfig = "/etc/kubernetes/kubelet.conf"  # or "in-cluster", "off"
+//! node_name = "node-1"
 //! ```
 //!
 //! Every duration is a number with a unit: `500ms`, `30s`, `2m`, `1h`.
@@ -17,6 +19,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use nodeplugins::agent::{AgentConfig, DEFAULT_METRICS_ADDR};
+use nodeplugins::kube_api::{KubeApiConfig, KubeConfigSource, default_node_name};
 use nodeplugins_api::constants::layout::DEFAULT_ROOT_DIR;
 
 use crate::duration::parse_duration;
@@ -146,6 +149,37 @@ settings! {
     max_backoff: Duration, "NODEPLUGINS_MAX_BACKOFF", parse_duration;
     /// CSI NodeGetInfo [default: 2m].
     csi_timeout: Duration, "NODEPLUGINS_CSI_TIMEOUT", parse_duration;
+    /// Publish to the Kubernetes API as the kubelet does: a kubeconfig file,
+    /// in-cluster (the pod's service account), or off [default: off].
+    kubeconfig: KubeconfigSetting, "NODEPLUGINS_KUBECONFIG", parse_kubeconfig;
+    /// The Node to publish for [default: the host name, lower case].
+    node_name: String, "NODEPLUGINS_NODE_NAME", parse_node_name;
+}
+
+/// Where the API server is, or none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum KubeconfigSetting {
+    Off,
+    Source(KubeConfigSource),
+}
+
+fn parse_kubeconfig(text: &str) -> Result<KubeconfigSetting, String> {
+    match text {
+        "" => Err("expected a kubeconfig path, in-cluster or off".into()),
+        "off" => Ok(KubeconfigSetting::Off),
+        "in-cluster" => Ok(KubeconfigSetting::Source(KubeConfigSource::InCluster)),
+        path => Ok(KubeconfigSetting::Source(KubeConfigSource::Kubeconfig(
+            PathBuf::from(path),
+        ))),
+    }
+}
+
+fn parse_node_name(text: &str) -> Result<String, String> {
+    if nodeplugins::device::resource_name::is_dns_subdomain(text) {
+        Ok(text.to_string())
+    } else {
+        Err(format!("{text:?} is not a node name (a DNS subdomain)"))
+    }
 }
 
 /// What `run` starts with.
@@ -154,6 +188,10 @@ pub(crate) struct Settings {
     pub(crate) agent: AgentConfig,
     pub(crate) log_format: LogFormat,
     pub(crate) log_level: String,
+    /// Publishing to the Kubernetes API, when a kubeconfig is given.
+    pub(crate) kube: Option<KubeApiConfig>,
+    /// The node name in effect (shown by --print-config even when off).
+    pub(crate) node_name: String,
 }
 
 fn human(d: Duration) -> String {
@@ -205,10 +243,23 @@ impl Settings {
         set(&mut agent.plugins.notify_timeout, c.notify_timeout);
         set(&mut agent.plugins.max_backoff, c.max_backoff);
         set(&mut agent.csi_timeout, c.csi_timeout);
+        let node_name = match c.node_name {
+            Some(name) => name,
+            None => default_node_name()
+                .context("cannot read the host name for the node name; give --node-name")?,
+        };
+        let kube = match c.kubeconfig {
+            None | Some(KubeconfigSetting::Off) => None,
+            Some(KubeconfigSetting::Source(source)) => {
+                Some(KubeApiConfig::new(source, node_name.clone()))
+            }
+        };
         Ok(Self {
             agent,
             log_format: c.log_format.unwrap_or(LogFormat::Text),
             log_level: c.log_level.unwrap_or_else(|| "info".into()),
+            kube,
+            node_name,
         })
     }
 
@@ -220,6 +271,11 @@ impl Settings {
             LogFormat::Json => "json",
         };
         let metrics = a.metrics_addr.map_or("off".to_string(), |m| m.to_string());
+        let kubeconfig = match self.kube.as_ref().map(|k| &k.source) {
+            None => "off".to_string(),
+            Some(KubeConfigSource::InCluster) => "in-cluster".to_string(),
+            Some(KubeConfigSource::Kubeconfig(path)) => path.display().to_string(),
+        };
         let lines = [
             ("root_dir", a.root_dir.display().to_string()),
             ("log_format", format.to_string()),
@@ -234,6 +290,8 @@ impl Settings {
             ("notify_timeout", human(a.plugins.notify_timeout)),
             ("max_backoff", human(a.plugins.max_backoff)),
             ("csi_timeout", human(a.csi_timeout)),
+            ("kubeconfig", kubeconfig),
+            ("node_name", self.node_name.clone()),
         ];
         lines
             .iter()

@@ -64,6 +64,31 @@ pub(crate) fn status(
         status.resources.len(),
         status.dra_drivers.len(),
     )?;
+    if let Some(api) = &status.kube_api {
+        let pending = if api.pending.is_empty() {
+            "nothing pending".to_string()
+        } else {
+            let kinds: Vec<String> = api.pending.iter().map(|k| k.to_string()).collect();
+            format!("pending: {}", kinds.join(", "))
+        };
+        let written = api
+            .last_success_unix_ms
+            .map_or("no write yet".to_string(), |at| {
+                format!("last write {}", ago(at))
+            });
+        writeln!(
+            out,
+            "kubernetes API {} as node {}: {written}, {pending}",
+            api.server, api.node
+        )?;
+        if let Some(error) = &api.last_error {
+            writeln!(
+                out,
+                "WARNING: kubernetes API writes failing ({}x): {error}",
+                api.failures
+            )?;
+        }
+    }
     for socket in &status.sockets {
         if !socket.present {
             writeln!(

@@ -71,6 +71,9 @@ pub struct KubeApi {
     _etcd_stdout: Lines<BufReader<ChildStdout>>,
     url: String,
     node_name: String,
+    /// To start the API server again after [`KubeApi::stop_apiserver`].
+    apiserver_bin: PathBuf,
+    apiserver_args: Vec<std::ffi::OsString>,
     dir: TempDir,
 }
 
@@ -154,6 +157,12 @@ impl KubeApi {
             _etcd_stdout: etcd_stdout,
             url: format!("https://127.0.0.1:{port}"),
             node_name: node_name.to_string(),
+            apiserver_bin,
+            apiserver_args: apiserver_command
+                .as_std()
+                .get_args()
+                .map(|a| a.to_os_string())
+                .collect(),
             dir,
         };
         if let Err(failure) = api.wait_ready(deadline).await {
@@ -166,6 +175,24 @@ impl KubeApi {
         api.write_kubeconfig(&api.node_kubeconfig(), &api.node_user(), NODE_TOKEN);
         tracing::info!(url = %api.url, elapsed = ?started.elapsed(), "kube-apiserver ready");
         api
+    }
+
+    /// Stops the API server (etcd keeps running): clients get connection
+    /// errors until [`start_apiserver`](Self::start_apiserver).
+    pub async fn stop_apiserver(&mut self) {
+        let _ = self.apiserver.kill().await;
+    }
+
+    /// Starts the API server again, on the same port with the same
+    /// certificate and data, and returns once it is ready.
+    pub async fn start_apiserver(&mut self) {
+        let mut command = Command::new(&self.apiserver_bin);
+        command.args(&self.apiserver_args);
+        let log = self.dir.path().join("kube-apiserver.log");
+        self.apiserver = spawn(&mut command, Stdio::null(), &log);
+        if let Err(failure) = self.wait_ready(Instant::now() + START_TIMEOUT).await {
+            startup_failed(&failure, &command, &log);
+        }
     }
 
     /// The API server's base URL, `https://127.0.0.1:<port>`.

@@ -40,6 +40,10 @@ impl EventLog {
         let mut registry = sources.plugins.events();
         let mut dra = sources.dra.events();
         let mut devices = sources.devices.events();
+        #[cfg(feature = "kube")]
+        let mut kube = sources.kube.as_ref().map(|k| k.events());
+        #[cfg(not(feature = "kube"))]
+        let mut kube = ();
         let collector = log.clone();
         tasks.spawn(async move {
             loop {
@@ -48,6 +52,7 @@ impl EventLog {
                     event = registry.recv() => event.map(AdminEvent::Registry),
                     event = dra.recv() => event.map(AdminEvent::Dra),
                     event = devices.recv() => event.map(AdminEvent::Device),
+                    Some(event) = next_kube_event(&mut kube) => event,
                 };
                 match event {
                     Ok(event) => collector.push(event),
@@ -82,4 +87,21 @@ impl EventLog {
             inner.live.subscribe(),
         )
     }
+}
+
+/// The next API publishing event; never, without a publisher.
+#[cfg(feature = "kube")]
+async fn next_kube_event(
+    events: &mut Option<broadcast::Receiver<crate::kube_api::KubeEvent>>,
+) -> Option<Result<AdminEvent, broadcast::error::RecvError>> {
+    match events {
+        Some(events) => Some(events.recv().await.map(AdminEvent::Kube)),
+        None => std::future::pending().await,
+    }
+}
+
+/// Without the `kube` feature there is no publisher.
+#[cfg(not(feature = "kube"))]
+async fn next_kube_event(_: &mut ()) -> Option<Result<AdminEvent, broadcast::error::RecvError>> {
+    std::future::pending().await
 }

@@ -233,6 +233,11 @@ impl Context {
             sources.dra.status(),
             sources.dra.checkpoint_problem(),
         );
+        #[cfg(feature = "kube")]
+        let kube_api = match &sources.kube {
+            Some(kube) => Some(kube.status().await),
+            None => None,
+        };
         let status = (|| -> Result<AgentStatus, String> {
             Ok(AgentStatus {
                 version: env!("CARGO_PKG_VERSION").to_string(),
@@ -250,6 +255,8 @@ impl Context {
                     .map_err(|e| e.to_string())?
                     .map(|problem| problem.to_string()),
                 metrics_addr: sources.metrics_addr.map(|a| a.to_string()),
+                #[cfg(feature = "kube")]
+                kube_api: kube_api.transpose().map_err(|e| e.to_string())?,
                 sockets: vec![
                     sources.devices.kubelet_socket(),
                     crate::served_socket::SocketStatus::of(

@@ -3,6 +3,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 
+use tokio::sync::watch;
+
 /// A registered CSI driver, as `nodeplugins status` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CsiDriver {
@@ -21,9 +23,20 @@ pub struct CsiDriver {
 }
 
 /// Driver name → driver. Cheap to clone; all clones share the drivers.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct CsiDriverStore {
     inner: Arc<RwLock<Inner>>,
+    /// Ticks on every change, for those who follow the drivers.
+    changes: Arc<watch::Sender<u64>>,
+}
+
+impl Default for CsiDriverStore {
+    fn default() -> Self {
+        Self {
+            inner: Arc::default(),
+            changes: Arc::new(watch::channel(0).0),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -47,6 +60,15 @@ impl CsiDriverStore {
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, Inner> {
         self.inner.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A counter that increases on every change of the drivers.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    fn changed(&self) {
+        self.changes.send_modify(|v| *v += 1);
     }
 
     /// The drivers, sorted by name.
@@ -73,6 +95,8 @@ impl CsiDriverStore {
         inner.next_token += 1;
         let token = inner.next_token;
         let previous = inner.drivers.insert(driver.name.clone(), (driver, token));
+        drop(inner);
+        self.changed();
         Claim { token, previous }
     }
 
@@ -83,6 +107,8 @@ impl CsiDriverStore {
         match inner.drivers.get_mut(&driver.name) {
             Some(entry) if entry.1 == claim.token => {
                 entry.0 = driver;
+                drop(inner);
+                self.changed();
                 true
             }
             _ => false,
@@ -106,6 +132,8 @@ impl CsiDriverStore {
                     inner.drivers.remove(name);
                 }
             }
+            drop(inner);
+            self.changed();
         }
     }
 
@@ -118,6 +146,8 @@ impl CsiDriverStore {
             .is_some_and(|(d, _)| d.endpoint == endpoint)
         {
             inner.drivers.remove(name);
+            drop(inner);
+            self.changed();
             true
         } else {
             false

@@ -74,6 +74,11 @@ pub(crate) fn event(
             let kind = serde_json::to_value(e.kind)?;
             (e.at_unix_ms, "device", kind, e.resource.clone(), detail)
         }
+        AdminEvent::Kube(e) => {
+            let kind = serde_json::to_value(e.kind)?;
+            let detail = e.detail.clone().unwrap_or_default();
+            (e.at_unix_ms, "kube-api", kind, e.write.to_string(), detail)
+        }
     };
     let kind = kind.as_str().unwrap_or_default().to_string();
     writeln!(

@@ -1,0 +1,40 @@
+//! What the kubelet writes to the Kubernetes API for its node plugins, done
+//! by the agent when it is given an API server (feature `kube`):
+//!
+//! - **Node status** ([`node_status`]): per device plugin resource, capacity
+//!   (all devices) and allocatable (healthy ones), written as a merge patch
+//!   of `nodes/<node>/status`; a resource that went away is written as 0,
+//!   never deleted. Bursts of changes are coalesced into one write.
+//! - **CSI** ([`csi_node`]): the node's CSINode (created with an owner
+//!   reference to the Node), the `csi.volume.kubernetes.io/nodeid`
+//!   annotation and the drivers' topology labels, following the registered
+//!   CSI drivers.
+//! - **DRA** ([`resource_slices`]): the node's ResourceSlices are deleted at
+//!   start and a driver's when it stayed away for its grace period, as the
+//!   DRA manager's cleanup hook.
+//!
+//! The publisher ([`KubeApi`]) owns the writes: each kind keeps only the latest
+//! state to write (latest wins), retries with backoff while the API server
+//! is away, and never holds up registration, allocation or prepare.
+
+mod client;
+mod config;
+pub mod csi_node;
+mod error;
+mod event;
+mod metrics;
+pub mod node_status;
+mod publisher;
+pub mod resource_slices;
+mod status;
+
+pub use config::{
+    DEFAULT_SETTLE, KubeApiConfig, KubeConfigSource, REQUEST_TIMEOUT, WRITE_RETRY_INITIAL,
+    WRITE_RETRY_MAX, default_node_name,
+};
+pub use error::KubeApiError;
+pub use event::{KubeEvent, KubeEventKind};
+pub use metrics::KubeApiMetrics;
+pub use publisher::{KubeApi, KubeApiHandle, KubeApiStopped};
+pub use resource_slices::ResourceSliceCleanup;
+pub use status::{KubeApiStatus, WriteKind};

@@ -1,0 +1,63 @@
+//! How the agent reaches the API server and as which node.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How long after a change the node status is written, so that a burst of
+/// device list updates makes one write. Well inside the 100 ms within which
+/// a change must be visible.
+pub const DEFAULT_SETTLE: Duration = Duration::from_millis(10);
+/// The first retry after a failed write; it doubles per failure.
+pub const WRITE_RETRY_INITIAL: Duration = Duration::from_millis(100);
+/// The longest wait between attempts of a failed write: the API catches up
+/// within this long of coming back.
+pub const WRITE_RETRY_MAX: Duration = Duration::from_secs(2);
+/// The deadline of one request.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where the API server and credentials come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KubeConfigSource {
+    /// A kubeconfig file (its current context).
+    Kubeconfig(PathBuf),
+    /// The pod's service account (`KUBERNETES_SERVICE_HOST`, the mounted token).
+    InCluster,
+}
+
+/// Settings of the API publishing.
+#[derive(Debug, Clone)]
+pub struct KubeApiConfig {
+    /// Where the API server and credentials come from.
+    pub source: KubeConfigSource,
+    /// The Node this agent writes for (the kubelet's `--hostname-override`).
+    pub node_name: String,
+    /// See [`DEFAULT_SETTLE`].
+    pub settle: Duration,
+    /// See [`WRITE_RETRY_INITIAL`].
+    pub retry_initial: Duration,
+    /// See [`WRITE_RETRY_MAX`].
+    pub retry_max: Duration,
+    /// See [`REQUEST_TIMEOUT`].
+    pub request_timeout: Duration,
+}
+
+impl KubeApiConfig {
+    /// The defaults for node `node_name` reached through `source`.
+    pub fn new(source: KubeConfigSource, node_name: impl Into<String>) -> Self {
+        Self {
+            source,
+            node_name: node_name.into(),
+            settle: DEFAULT_SETTLE,
+            retry_initial: WRITE_RETRY_INITIAL,
+            retry_max: WRITE_RETRY_MAX,
+            request_timeout: REQUEST_TIMEOUT,
+        }
+    }
+}
+
+/// The node name the kubelet uses by default: the host name, lower case.
+pub fn default_node_name() -> Option<String> {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+    let name = name.trim().to_lowercase();
+    (!name.is_empty()).then_some(name)
+}

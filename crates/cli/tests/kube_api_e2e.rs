@@ -1,0 +1,368 @@
+//! The agent publishing to a real kube-apiserver (with etcd, the Node
+//! authorizer and NodeRestriction) as the node identity, as the kubelet does:
+//! device plugin resources in the Node's status, CSI drivers on the Node and
+//! its CSINode, the node's ResourceSlices withdrawn at start and after a DRA
+//! driver's grace period; and an API server that goes away and comes back.
+
+// Test code: a failed unwrap is a failed test with a precise location.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+
+use std::path::Path;
+
+use nodeplugins_test_support::binaries::binary;
+use nodeplugins_test_support::go_process::GoProcess;
+use nodeplugins_test_support::kube_api::{Identity, KubeApi};
+use nodeplugins_test_support::process::ChildProcess;
+use nodeplugins_test_support::wait::{TIMEOUT, eventually};
+use serde_json::{Value, json};
+use tokio::process::Command;
+
+const NODE: &str = "node-1";
+const RESOURCE: &str = "example.com/device";
+const STUB_RESOURCE: &str = "example.com/resource";
+
+/// The API server with Nodes `node-1` and `node-2` created by the admin.
+async fn api() -> KubeApi {
+    nodeplugins_test_support::init_tracing();
+    let api = KubeApi::start(NODE).await;
+    for name in [NODE, "node-2"] {
+        let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}});
+        let created = api
+            .request(Identity::Admin, "POST", "/api/v1/nodes", Some(&node))
+            .await;
+        assert_eq!(created.status, 201, "create {name}: {}", created.body);
+    }
+    api
+}
+
+/// The agent on `root`, publishing as the node identity.
+fn publishing_agent(api: &KubeApi, root: &Path, extra: &[&str]) -> ChildProcess {
+    let kubeconfig = api.node_kubeconfig();
+    let mut args = vec![
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--node-name",
+        NODE,
+    ];
+    args.extend_from_slice(extra);
+    agent_with(root, &args)
+}
+
+async fn get(api: &KubeApi, path: &str) -> Value {
+    let response = api.request(Identity::Admin, "GET", path, None).await;
+    assert_eq!(response.status, 200, "GET {path}: {}", response.body);
+    response.body
+}
+
+/// Node `node-1` once `pred` holds for it.
+async fn node_when(api: &KubeApi, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let what = format!("node {NODE}: {what}");
+    eventually(&what, TIMEOUT, || async {
+        let node = get(api, &format!("/api/v1/nodes/{NODE}")).await;
+        pred(&node).then_some(node)
+    })
+    .await
+}
+
+/// (capacity, allocatable) of `resource` on `node`, as strings.
+fn counts<'a>(node: &'a Value, resource: &str) -> (&'a Value, &'a Value) {
+    (
+        &node["status"]["capacity"][resource],
+        &node["status"]["allocatable"][resource],
+    )
+}
+
+fn has(node: &Value, resource: &str, capacity: &str, allocatable: &str) -> bool {
+    counts(node, resource) == (&json!(capacity), &json!(allocatable))
+}
+
+fn example_device_plugin(root: &Path) -> ChildProcess {
+    let mut command = Command::new(binary("nodeplugins-sdk-bins", "example-device-plugin"));
+    command
+        .arg("--root-dir")
+        .arg(root)
+        .args(["--resource", RESOURCE, "--devices", "2"]);
+    ChildProcess::spawn("example-device-plugin", command)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn device_resources_follow_their_plugins_in_the_node_status() {
+    let api = api().await;
+    let root = tempfile::tempdir().unwrap();
+    let mut agent = publishing_agent(&api, root.path(), &["--device-grace-period", "2s"]);
+    let mut example = example_device_plugin(root.path());
+    let kubelet_sock = root.path().join("device-plugins/kubelet.sock");
+    eventually("kubelet.sock", TIMEOUT, || async {
+        kubelet_sock.exists().then_some(())
+    })
+    .await;
+    let mut stub = GoProcess::start(
+        "stub-device-plugin",
+        [
+            "--kubelet-sock",
+            kubelet_sock.to_str().unwrap(),
+            "--resource",
+            STUB_RESOURCE,
+            "--devices",
+            "Dev-1,Dev-2",
+            "--watch",
+        ],
+    );
+    node_when(&api, "both resources", |n| {
+        has(n, RESOURCE, "2", "2") && has(n, STUB_RESOURCE, "2", "2")
+    })
+    .await;
+
+    // Health flips, from our plugin and from the kubelet's stub.
+    signal(&example, "-USR1").await;
+    node_when(&api, "one unhealthy device", |n| has(n, RESOURCE, "2", "1")).await;
+    let update = json!({"devices": [{"id": "Dev-1", "health": "Unhealthy"}, {"id": "Dev-2", "health": "Unhealthy"}]});
+    stub.request(TIMEOUT, "update", update).await;
+    node_when(&api, "the stub's devices unhealthy", |n| {
+        has(n, STUB_RESOURCE, "2", "0")
+    })
+    .await;
+
+    // A plugin gone: allocatable 0 at once, capacity kept; after the grace
+    // period the resource reads 0 and is still there.
+    example.kill().await;
+    node_when(&api, "disconnected", |n| has(n, RESOURCE, "2", "0")).await;
+    node_when(&api, "removed after the grace period", |n| {
+        has(n, RESOURCE, "0", "0")
+    })
+    .await;
+
+    // The agent restarts: the stub's resource comes back from the checkpoint
+    // at 0 until the stub registers again (it polls every 10 s).
+    signal(&agent, "-TERM").await;
+    agent.wait(TIMEOUT).await;
+    let _agent = publishing_agent(&api, root.path(), &["--device-grace-period", "2s"]);
+    node_when(
+        &api,
+        "the checkpoint's resource at 0 until its plugin is back",
+        |n| has(n, STUB_RESOURCE, "0", "0"),
+    )
+    .await;
+    node_when(&api, "the stub back after the restart", |n| {
+        has(n, STUB_RESOURCE, "2", "2") && has(n, RESOURCE, "0", "0")
+    })
+    .await;
+    stub.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn csi_drivers_appear_on_the_node_and_its_csinode_and_go_when_deregistered() {
+    let api = api().await;
+    let root = tempfile::tempdir().unwrap();
+    let _agent = publishing_agent(&api, root.path(), &[]);
+    let socket = root.path().join("plugins/csi.example.com/csi.sock");
+    std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
+    let registry = root.path().join("plugins_registry");
+    std::fs::create_dir_all(&registry).unwrap();
+    let registrar = || {
+        let mut command = Command::new(binary("nodeplugins-sdk-bins", "nodeplugins-csi-registrar"));
+        command
+            .arg(format!("--csi-address={}", socket.display()))
+            .arg(format!("--kubelet-registration-path={}", socket.display()))
+            .arg(format!("--plugin-registration-path={}", registry.display()));
+        ChildProcess::spawn("nodeplugins-csi-registrar", command)
+    };
+    let driver = |node_id: &str| {
+        let mut command = Command::new(binary("nodeplugins-sdk-bins", "example-csi-driver"));
+        command
+            .arg(format!("--endpoint=unix://{}", socket.display()))
+            .arg(format!("--node-id={node_id}"))
+            .args(["--max-volumes", "8", "--zone", "zone-a"]);
+        ChildProcess::spawn("example-csi-driver", command)
+    };
+    const ZONE: &str = "topology.csi.example.com/zone";
+    let mut first = driver("id-1");
+    let mut reg = registrar();
+    let node = node_when(&api, "annotation and label", |n| {
+        n["metadata"]["annotations"]["csi.volume.kubernetes.io/nodeid"]
+            == r#"{"csi.example.com":"id-1"}"#
+    })
+    .await;
+    assert_eq!(node["metadata"]["labels"][ZONE], "zone-a");
+    let csinode = get(&api, &format!("/apis/storage.k8s.io/v1/csinodes/{NODE}")).await;
+    assert_eq!(csinode["metadata"]["ownerReferences"][0]["kind"], "Node");
+    assert_eq!(csinode["metadata"]["ownerReferences"][0]["name"], NODE);
+    assert_eq!(
+        csinode["metadata"]["ownerReferences"][0]["uid"],
+        node["metadata"]["uid"]
+    );
+    assert_eq!(
+        csinode["spec"]["drivers"],
+        json!([{"name": "csi.example.com", "nodeID": "id-1", "topologyKeys": [ZONE], "allocatable": {"count": 8}}])
+    );
+
+    // Deregistered: the entry and the annotation go, the label stays.
+    signal(&reg, "-TERM").await;
+    reg.wait(TIMEOUT).await;
+    let node = node_when(&api, "annotation removed", |n| {
+        n["metadata"]["annotations"]
+            .get("csi.volume.kubernetes.io/nodeid")
+            .is_none()
+    })
+    .await;
+    assert_eq!(node["metadata"]["labels"][ZONE], "zone-a");
+    eventually("CSINode entry removed", TIMEOUT, || async {
+        let csinode = get(&api, &format!("/apis/storage.k8s.io/v1/csinodes/{NODE}")).await;
+        csinode["spec"]["drivers"]
+            .as_array()
+            .is_none_or(|d| d.is_empty())
+            .then_some(())
+    })
+    .await;
+
+    // Registered again with another node id: the entry is replaced.
+    first.kill().await;
+    let _second = driver("id-2");
+    let _reg = registrar();
+    eventually("CSINode entry with the new node id", TIMEOUT, || async {
+        let csinode = get(&api, &format!("/apis/storage.k8s.io/v1/csinodes/{NODE}")).await;
+        (csinode["spec"]["drivers"][0]["nodeID"] == "id-2").then_some(())
+    })
+    .await;
+    node_when(&api, "annotation with the new node id", |n| {
+        n["metadata"]["annotations"]["csi.volume.kubernetes.io/nodeid"]
+            == r#"{"csi.example.com":"id-2"}"#
+    })
+    .await;
+}
+
+fn slice(name: &str, node: &str, driver: &str) -> Value {
+    json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeName": node,
+            "driver": driver,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "gpu-0"}],
+        },
+    })
+}
+
+async fn create_slice(api: &KubeApi, name: &str, node: &str, driver: &str) {
+    let created = api
+        .request(
+            Identity::Admin,
+            "POST",
+            "/apis/resource.k8s.io/v1/resourceslices",
+            Some(&slice(name, node, driver)),
+        )
+        .await;
+    assert_eq!(created.status, 201, "create slice {name}: {}", created.body);
+}
+
+async fn slice_names(api: &KubeApi) -> Vec<String> {
+    let list = get(api, "/apis/resource.k8s.io/v1/resourceslices").await;
+    let mut names: Vec<String> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn resource_slices_are_wiped_at_start_and_after_a_drivers_grace_period_only() {
+    const DRIVER: &str = "dra.example.com";
+    let api = api().await;
+    create_slice(&api, "mine-a", NODE, DRIVER).await;
+    create_slice(&api, "mine-b", NODE, "other.example.com").await;
+    create_slice(&api, "theirs", "node-2", DRIVER).await;
+    let root = tempfile::tempdir().unwrap();
+    let _agent = publishing_agent(&api, root.path(), &["--dra-cleanup-grace", "2s"]);
+    eventually("the node's slices wiped at start", TIMEOUT, || async {
+        (slice_names(&api).await == ["theirs"]).then_some(())
+    })
+    .await;
+
+    // A driver that returns within its grace period keeps its slices.
+    let example = |instance: &str| {
+        let mut command = Command::new(binary("nodeplugins-sdk-bins", "example-dra-driver"));
+        command
+            .arg("--root-dir")
+            .arg(root.path())
+            .args(["--instance", instance]);
+        ChildProcess::spawn("example-dra-driver", command)
+    };
+    let mut driver = example("a");
+    dra_driver_when(root.path(), DRIVER, |d| {
+        d["instances"][0]["connected"] == true
+    })
+    .await;
+    create_slice(&api, "published", NODE, DRIVER).await;
+    driver.kill().await;
+    dra_driver_when(root.path(), DRIVER, |d| !d["pending_cleanup"].is_null()).await;
+    let mut driver = example("a");
+    dra_driver_when(root.path(), DRIVER, |d| {
+        d["pending_cleanup"].is_null() && d["instances"][0]["connected"] == true
+    })
+    .await;
+    // Longer than the grace period, then the slice is still there.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(slice_names(&api).await, ["published", "theirs"]);
+
+    // Away longer than the grace period: its slices go, others' stay.
+    driver.kill().await;
+    dra_driver_when(root.path(), DRIVER, |d| {
+        !d["cleaned_up_at_unix_ms"].is_null()
+    })
+    .await;
+    assert_eq!(slice_names(&api).await, ["theirs"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_api_server_away_blocks_nothing_and_gets_the_latest_state_when_back() {
+    let mut api = api().await;
+    let root = tempfile::tempdir().unwrap();
+    let _agent = publishing_agent(&api, root.path(), &[]);
+    let mut plugin = example_device_plugin(root.path());
+    node_when(&api, "resource published", |n| has(n, RESOURCE, "2", "2")).await;
+
+    api.stop_apiserver().await;
+    // Everything on the node still works.
+    signal(&plugin, "-USR1").await;
+    resource_when(root.path(), RESOURCE, |r| r["allocatable"] == 1).await;
+    let request = [(RESOURCE.to_string(), 1)].into();
+    let reply = tokio::time::timeout(
+        TIMEOUT,
+        nodeplugins::admin::allocate(root.path(), "pod", "main", request),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(reply.allocations[0].devices.len(), 1);
+    let status = eventually("the backlog in status", TIMEOUT, || async {
+        let status = status_json(root.path()).await?;
+        let api = status["kube_api"].clone();
+        (api["pending"] == json!(["node_status"]) && api["last_error"].is_string()).then_some(api)
+    })
+    .await;
+    assert!(status["failures"].as_u64().unwrap() >= 1, "{status}");
+
+    // More changes while it is away; the latest wins once it is back.
+    signal(&plugin, "-USR2").await;
+    signal(&plugin, "-USR1").await;
+    resource_when(root.path(), RESOURCE, |r| r["allocatable"] == 1).await;
+    api.start_apiserver().await;
+    node_when(&api, "caught up", |n| has(n, RESOURCE, "2", "1")).await;
+    let status = eventually("nothing pending", TIMEOUT, || async {
+        let status = status_json(root.path()).await?;
+        let api = status["kube_api"].clone();
+        (api["pending"] == json!([])).then_some(api)
+    })
+    .await;
+    assert_eq!(status["last_error"], Value::Null);
+    plugin.kill().await;
+}
