@@ -1,7 +1,7 @@
 //! Entry points for the fuzz targets (feature `fuzzing`): the parsers of
 //! untrusted input that are not otherwise public.
 
-use crate::checkpoint::{DecodeError, decode, encode};
+use nodeplugins_api::checkpoint::{DecodeError, decode, encode};
 use crate::device::DeviceCheckpoint;
 
 /// The bytes of a device checkpoint file holding `data`.

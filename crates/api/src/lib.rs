@@ -17,6 +17,12 @@
 //!
 //! [`conversion`] converts between the DRA versions (v1 is canonical).
 //!
+//! # State on disk
+//!
+//! [`checkpoint`] writes state that must survive a restart atomically, with
+//! a checksum and a backup copy, and verifies it on load; the agent and the
+//! SDK's DRA driver server both keep their state this way.
+//!
 //! # Transport
 //!
 //! [`transport`] binds, serves and dials Unix sockets. Its servers accept the
@@ -24,6 +30,7 @@
 //! path, which a stock tonic server rejects; its clients send `localhost`.
 #![forbid(unsafe_code)]
 
+pub mod checkpoint;
 pub mod constants;
 pub mod conversion;
 mod proto;
