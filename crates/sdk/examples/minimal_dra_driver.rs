@@ -6,37 +6,40 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use nodeplugins_sdk::api::dra::v1::{Claim, Device};
 use nodeplugins_sdk::api::dra_health::v1::HealthStatus;
-use nodeplugins_sdk::dra_driver::{DraDriver, DraDriverServer, HealthReporter};
+use nodeplugins_sdk::dra_driver::{
+    Claim, DraDriver, DraDriverServer, HealthReporter, PreparedClaim, PreparedDevice,
+};
 use nodeplugins_sdk::signals::shutdown_on_signals;
 
 struct Driver;
 
 #[async_trait::async_trait]
 impl DraDriver for Driver {
-    async fn prepare(&self, claims: Vec<Claim>) -> HashMap<String, Result<Vec<Device>, String>> {
-        // A real driver reads the claim's allocation from the API server and
-        // sets the device up; each claim here gets "gpu-0".
+    async fn prepare(
+        &self,
+        claims: Vec<Claim>,
+    ) -> HashMap<String, Result<Vec<PreparedDevice>, String>> {
+        // In a cluster (the `kube` feature) `claim.allocation` holds the
+        // devices the scheduler allocated; each claim here gets "gpu-0".
         claims
             .into_iter()
             .map(|claim| {
-                let device = Device {
-                    request_names: Vec::new(),
-                    pool_name: "node-1".into(),
-                    device_name: "gpu-0".into(),
+                let device = PreparedDevice {
+                    pool: "node-1".into(),
+                    device: "gpu-0".into(),
                     cdi_device_ids: vec!["minimal.example.com/gpu=gpu-0".into()],
-                    share_id: None,
+                    ..Default::default()
                 };
-                (claim.uid, Ok(vec![device]))
+                (claim.claim.uid, Ok(vec![device]))
             })
             .collect()
     }
 
-    async fn unprepare(&self, claims: Vec<Claim>) -> HashMap<String, Result<(), String>> {
+    async fn unprepare(&self, claims: Vec<PreparedClaim>) -> HashMap<String, Result<(), String>> {
         claims
             .into_iter()
-            .map(|claim| (claim.uid, Ok(())))
+            .map(|claim| (claim.claim.uid, Ok(())))
             .collect()
     }
 }

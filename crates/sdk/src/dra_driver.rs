@@ -9,28 +9,52 @@
 //! deregisters this instance), then the service finishes the calls it is
 //! running and removes its socket.
 //!
+//! What each claim got is recorded (in a checkpoint in the driver's state
+//! directory, the plugin directory by default): a claim prepared again gets
+//! the recorded result without a call to the driver, unprepare hands the
+//! driver what the claim got from its UID alone, and all of it survives a
+//! restart. Devices with container edits get a CDI spec file per claim in
+//! the CDI directory (`/var/run/cdi`), written again at start when missing.
+//!
+//! With the `kube` feature and an API client, the server also reads each
+//! claim it prepares from the API server (a replaced claim or one without an
+//! allocation is refused with its own error; the driver gets the devices
+//! allocated to it) and publishes the driver's [`Resources`] as
+//! ResourceSlices for its node.
+//!
 //! For seamless upgrades give each instance an id (the pod UID): both
 //! sockets get per-instance names, so the old and the new instance run side
-//! by side and the agent calls the newest. Instances must keep no state
-//! between calls, since a claim may be prepared by one and unprepared by
-//! another; with `serialize` on (the default), calls are serialized across
+//! by side and the agent calls the newest. A claim may be prepared by one and
+//! unprepared by another: the record is shared through the state directory,
+//! and with `serialize` on (the default) calls are serialized across
 //! instances by an exclusive lock on `<plugin dir>/serialize.lock`.
 
 mod builder;
+mod cdi;
+mod claim;
+#[cfg(feature = "kube")]
+mod claims_api;
 mod health;
 mod serializer;
 mod server;
 mod service;
+#[cfg(feature = "kube")]
+mod slices;
+mod store;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use nodeplugins_api::dra::v1;
 use nodeplugins_api::transport::TransportError;
 
 pub use builder::DraDriverBuilder;
+pub use cdi::{CDI_VERSION, CdiDeviceNode, CdiMount, ContainerEdits, DEFAULT_CDI_DIR};
+pub use claim::{AllocatedDevice, Claim, ClaimRef, PreparedClaim, PreparedDevice};
 pub use health::{HEALTH_RESEND_INTERVAL, HEALTH_TIMEOUT_SECONDS, HealthReporter};
 pub use server::DraDriverServer;
+#[cfg(feature = "kube")]
+pub use slices::{Pool, Resources};
+pub use store::{STORE_BACKUP_FILE, STORE_FILE};
 
 use crate::registrar::RegistrarError;
 
@@ -38,15 +62,16 @@ use crate::registrar::RegistrarError;
 /// claim without a result counts as failed for the agent.
 #[async_trait::async_trait]
 pub trait DraDriver: Send + Sync + 'static {
-    /// Prepares `claims`: per claim, its devices or why it failed.
-    async fn prepare(
-        &self,
-        claims: Vec<v1::Claim>,
-    ) -> HashMap<String, Result<Vec<v1::Device>, String>>;
+    /// Prepares `claims`: per claim, what it got or why it failed. Claims
+    /// already prepared (and not unprepared since) are answered from the
+    /// record and never reach this.
+    async fn prepare(&self, claims: Vec<Claim>)
+    -> HashMap<String, Result<Vec<PreparedDevice>, String>>;
 
-    /// Unprepares `claims`: per claim, success or why it failed. Must succeed
-    /// for claims that were never prepared.
-    async fn unprepare(&self, claims: Vec<v1::Claim>) -> HashMap<String, Result<(), String>>;
+    /// Unprepares `claims`, each with what it got when prepared (no devices
+    /// for a claim with no record): per claim, success or why it failed.
+    /// Must succeed for claims that were never prepared.
+    async fn unprepare(&self, claims: Vec<PreparedClaim>) -> HashMap<String, Result<(), String>>;
 }
 
 /// Which DRAPlugin versions to serve.

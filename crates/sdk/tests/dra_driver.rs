@@ -14,7 +14,8 @@ use nodeplugins_api::dra::v1::dra_plugin_client::DraPluginClient;
 use nodeplugins_api::dra_health::v1::HealthStatus;
 use nodeplugins_api::transport::dial;
 use nodeplugins_sdk::dra_driver::{
-    ApiVersions, DraDriver, DraDriverError, DraDriverServer, HealthReporter,
+    ApiVersions, Claim, DraDriver, DraDriverError, DraDriverServer, HealthReporter, PreparedClaim,
+    PreparedDevice,
 };
 use nodeplugins_test_support::fake_kubelet;
 use nodeplugins_test_support::process::ChildProcess;
@@ -36,8 +37,8 @@ struct Driver {
 impl DraDriver for Driver {
     async fn prepare(
         &self,
-        claims: Vec<v1::Claim>,
-    ) -> HashMap<String, Result<Vec<v1::Device>, String>> {
+        claims: Vec<Claim>,
+    ) -> HashMap<String, Result<Vec<PreparedDevice>, String>> {
         if let Some((entered, open)) = &self.gate {
             entered.send_modify(|n| *n += 1);
             open.notified().await;
@@ -45,20 +46,20 @@ impl DraDriver for Driver {
         claims
             .into_iter()
             .map(|c| {
-                let device = v1::Device {
-                    request_names: Vec::new(),
-                    pool_name: "pool".into(),
-                    device_name: format!("dev-{}", c.uid),
-                    cdi_device_ids: vec![format!("{DRIVER}/gpu=dev-{}", c.uid)],
-                    share_id: None,
+                let uid = c.claim.uid;
+                let device = PreparedDevice {
+                    pool: "pool".into(),
+                    device: format!("dev-{uid}"),
+                    cdi_device_ids: vec![format!("{DRIVER}/gpu=dev-{uid}")],
+                    ..Default::default()
                 };
-                (c.uid, Ok(vec![device]))
+                (uid, Ok(vec![device]))
             })
             .collect()
     }
 
-    async fn unprepare(&self, claims: Vec<v1::Claim>) -> HashMap<String, Result<(), String>> {
-        claims.into_iter().map(|c| (c.uid, Ok(()))).collect()
+    async fn unprepare(&self, claims: Vec<PreparedClaim>) -> HashMap<String, Result<(), String>> {
+        claims.into_iter().map(|c| (c.claim.uid, Ok(()))).collect()
     }
 }
 

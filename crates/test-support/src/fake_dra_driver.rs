@@ -5,10 +5,10 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use nodeplugins_api::dra::v1;
 use nodeplugins_api::dra_health::v1::HealthStatus;
 use nodeplugins_sdk::dra_driver::{
-    ApiVersions, DraDriver, DraDriverBuilder, DraDriverServer, HealthReporter,
+    ApiVersions, Claim, ClaimRef, DraDriver, DraDriverBuilder, DraDriverServer, HealthReporter,
+    PreparedClaim, PreparedDevice,
 };
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -31,7 +31,7 @@ struct Driver {
 }
 
 impl Driver {
-    fn record(&self, operation: &str, claims: &[v1::Claim]) {
+    fn record<'a>(&self, operation: &str, claims: impl IntoIterator<Item = &'a ClaimRef>) {
         self.calls.send_modify(|calls| {
             for claim in claims {
                 calls.push((operation.to_string(), claim.uid.clone()));
@@ -44,9 +44,9 @@ impl Driver {
 impl DraDriver for Driver {
     async fn prepare(
         &self,
-        claims: Vec<v1::Claim>,
-    ) -> HashMap<String, Result<Vec<v1::Device>, String>> {
-        self.record("prepare", &claims);
+        claims: Vec<Claim>,
+    ) -> HashMap<String, Result<Vec<PreparedDevice>, String>> {
+        self.record("prepare", claims.iter().map(|c| &c.claim));
         let hang = self.behaviour.lock().unwrap().hang;
         if hang {
             std::future::pending::<()>().await;
@@ -54,16 +54,18 @@ impl DraDriver for Driver {
         let behaviour = self.behaviour.lock().unwrap();
         claims
             .into_iter()
+            .map(|c| c.claim)
             .filter(|c| !behaviour.omit.contains(&c.uid))
             .map(|c| {
                 let result = if behaviour.fail.contains(&c.uid) {
                     Err(format!("{} refuses {}", self.tag, c.uid))
                 } else {
-                    Ok(vec![v1::Device {
-                        request_names: vec!["req".into()],
-                        pool_name: "pool".into(),
-                        device_name: format!("dev-{}", c.uid),
+                    Ok(vec![PreparedDevice {
+                        requests: vec!["req".into()],
+                        pool: "pool".into(),
+                        device: format!("dev-{}", c.uid),
                         cdi_device_ids: vec![format!("test.example.com/dev=dev-{}", c.uid)],
+                        container_edits: None,
                         share_id: Some(format!("share-{}", self.tag)),
                     }])
                 };
@@ -72,11 +74,15 @@ impl DraDriver for Driver {
             .collect()
     }
 
-    async fn unprepare(&self, claims: Vec<v1::Claim>) -> HashMap<String, Result<(), String>> {
-        self.record("unprepare", &claims);
+    async fn unprepare(
+        &self,
+        claims: Vec<PreparedClaim>,
+    ) -> HashMap<String, Result<(), String>> {
+        self.record("unprepare", claims.iter().map(|c| &c.claim));
         let behaviour = self.behaviour.lock().unwrap();
         claims
             .into_iter()
+            .map(|c| c.claim)
             .filter(|c| !behaviour.omit.contains(&c.uid))
             .map(|c| {
                 let result = if behaviour.fail.contains(&c.uid) {
@@ -185,7 +191,11 @@ impl FakeDraDriver {
     }
 
     fn builder(&self, driver: Arc<dyn DraDriver>) -> DraDriverBuilder {
-        let builder = DraDriverServer::builder(&self.options.name, driver).root_dir(&self.root);
+        // Calls are recorded per instance here; the agent keeps its own
+        // record of prepared claims.
+        let builder = DraDriverServer::builder(&self.options.name, driver)
+            .root_dir(&self.root)
+            .claims_in_memory();
         match &self.options.instance {
             Some(instance) => builder.instance(instance),
             None => builder,

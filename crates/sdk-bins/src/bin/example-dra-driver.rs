@@ -2,20 +2,28 @@
 //! v1 and v1beta1 plus device health, registered through
 //! `<root>/plugins_registry`.
 //!
-//! Without an API server it cannot read a claim's allocation, so it gives
-//! each claim one device picked from the claim UID (the same on every
-//! instance, since instances must keep no state). A claim whose name starts
-//! with `fail` is refused, to show per-claim errors. SIGUSR1 marks the first
-//! healthy device unhealthy, SIGUSR2 marks every device healthy again.
+//! With `--kubeconfig` it runs as in a cluster: it publishes its GPUs as a
+//! ResourceSlice pool named after the node, reads each claim it prepares
+//! from the API server and prepares the GPUs the scheduler allocated to it.
+//! Without one it gives each claim one GPU picked from the claim UID (the
+//! same on every instance). With `--cdi-dir` each claim's GPUs get a CDI spec
+//! file there. What each claim got is recorded in the plugin directory, so
+//! preparing it again, or unpreparing it after a restart, needs nothing
+//! else. A claim whose name starts with `fail` is refused, to show per-claim
+//! errors. SIGUSR1 marks the first healthy GPU unhealthy (with a reason),
+//! SIGUSR2 marks every GPU healthy again.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Parser;
-use nodeplugins_sdk::api::dra::v1;
+use k8s_openapi::api::resource::v1::{Device, DeviceAttribute};
 use nodeplugins_sdk::api::dra_health::v1::HealthStatus;
-use nodeplugins_sdk::dra_driver::{ApiVersions, DraDriver, DraDriverServer, HealthReporter};
+use nodeplugins_sdk::dra_driver::{
+    ApiVersions, Claim, ContainerEdits, DraDriver, DraDriverServer, HealthReporter, Pool,
+    PreparedClaim, PreparedDevice, Resources,
+};
 use nodeplugins_sdk::signals::shutdown_on_signals;
 use nodeplugins_sdk_bins::LogFlags;
 use tokio::signal::unix::{SignalKind, signal};
@@ -38,15 +46,26 @@ struct Flags {
     /// How many GPUs.
     #[arg(long, default_value_t = 4)]
     devices: usize,
-    /// The pool the devices belong to (by convention, the node name).
-    #[arg(long, default_value = "node-local")]
-    pool: String,
+    /// The pool the devices belong to [default: the node name with
+    /// --kubeconfig, else node-local].
+    #[arg(long)]
+    pool: Option<String>,
     /// DRAPlugin versions to serve, comma-separated.
     #[arg(long, value_delimiter = ',', default_values_t = ["v1".to_string(), "v1beta1".to_string()])]
     api: Vec<String>,
     /// Do not serve device health.
     #[arg(long)]
     no_health: bool,
+    /// Write a CDI spec file per prepared claim in this directory.
+    #[arg(long)]
+    cdi_dir: Option<PathBuf>,
+    /// Run in a cluster: publish ResourceSlices and read claims with this
+    /// kubeconfig.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// The node this driver runs on (with --kubeconfig).
+    #[arg(long)]
+    node_name: Option<String>,
     #[command(flatten)]
     log: LogFlags,
 }
@@ -56,15 +75,57 @@ struct ExampleDriver {
     pool: String,
     devices: usize,
     instance: String,
+    cdi: bool,
 }
 
 impl ExampleDriver {
-    /// The device for a claim: FNV-1a of the UID, so every instance agrees.
+    /// The device for a claim without an allocation: FNV-1a of the UID, so
+    /// every instance agrees.
     fn device_for(&self, uid: &str) -> String {
         let hash = uid.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
         });
         format!("gpu-{}", hash % self.devices.max(1) as u64)
+    }
+
+    fn prepare_one(&self, claim: &Claim) -> Result<Vec<PreparedDevice>, String> {
+        let c = &claim.claim;
+        if c.name.starts_with("fail") {
+            return Err(format!(
+                "claim {}/{} refused: the example driver fails claims named fail*",
+                c.namespace, c.name
+            ));
+        }
+        let devices: Vec<(Vec<String>, String, String)> = match &claim.allocation {
+            Some(allocated) => allocated
+                .iter()
+                .map(|d| (vec![d.request.clone()], d.pool.clone(), d.device.clone()))
+                .collect(),
+            None => vec![(Vec::new(), self.pool.clone(), self.device_for(&c.uid))],
+        };
+        let prepared = devices
+            .into_iter()
+            .map(|(requests, pool, device)| {
+                tracing::info!(instance = %self.instance, claim = %c.uid, %device, "prepared");
+                let index = device.trim_start_matches("gpu-").to_string();
+                PreparedDevice {
+                    requests,
+                    pool,
+                    cdi_device_ids: if self.cdi {
+                        Vec::new()
+                    } else {
+                        vec![format!("{}/gpu={device}", self.name)]
+                    },
+                    container_edits: self.cdi.then(|| ContainerEdits {
+                        env: vec![format!("EXAMPLE_GPU_{index}=on")],
+                        ..Default::default()
+                    }),
+                    device,
+                    share_id: None,
+                }
+            })
+            .collect();
+        Ok(prepared)
     }
 }
 
@@ -72,41 +133,49 @@ impl ExampleDriver {
 impl DraDriver for ExampleDriver {
     async fn prepare(
         &self,
-        claims: Vec<v1::Claim>,
-    ) -> HashMap<String, Result<Vec<v1::Device>, String>> {
+        claims: Vec<Claim>,
+    ) -> HashMap<String, Result<Vec<PreparedDevice>, String>> {
         claims
-            .into_iter()
-            .map(|claim| {
-                let result = if claim.name.starts_with("fail") {
-                    Err(format!(
-                        "claim {}/{} refused: the example driver fails claims named fail*",
-                        claim.namespace, claim.name
-                    ))
-                } else {
-                    let device = self.device_for(&claim.uid);
-                    tracing::info!(instance = %self.instance, claim = %claim.uid, %device, "prepared");
-                    Ok(vec![v1::Device {
-                        request_names: Vec::new(),
-                        pool_name: self.pool.clone(),
-                        cdi_device_ids: vec![format!("{}/gpu={device}", self.name)],
-                        device_name: device,
-                        share_id: None,
-                    }])
-                };
-                (claim.uid, result)
-            })
+            .iter()
+            .map(|claim| (claim.claim.uid.clone(), self.prepare_one(claim)))
             .collect()
     }
 
-    async fn unprepare(&self, claims: Vec<v1::Claim>) -> HashMap<String, Result<(), String>> {
+    async fn unprepare(&self, claims: Vec<PreparedClaim>) -> HashMap<String, Result<(), String>> {
         claims
             .into_iter()
-            .map(|claim| {
-                tracing::info!(instance = %self.instance, claim = %claim.uid, "unprepared");
-                (claim.uid, Ok(()))
+            .map(|c| {
+                let devices: Vec<&str> = c.devices.iter().map(|d| d.device.as_str()).collect();
+                tracing::info!(instance = %self.instance, claim = %c.claim.uid, ?devices, "unprepared");
+                (c.claim.uid, Ok(()))
             })
             .collect()
     }
+}
+
+/// The GPUs as ResourceSlice devices.
+fn published(names: &[String]) -> Vec<Device> {
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| Device {
+            name: name.clone(),
+            attributes: Some(BTreeMap::from([(
+                "index".to_string(),
+                DeviceAttribute {
+                    int: Some(i as i64),
+                    ..Default::default()
+                },
+            )])),
+            ..Default::default()
+        })
+        .collect()
+}
+
+async fn kube_client(path: &PathBuf) -> anyhow::Result<kube::Client> {
+    let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+    Ok(kube::Client::try_from(config)?)
 }
 
 fn main() -> anyhow::Result<()> {
@@ -123,18 +192,28 @@ fn main() -> anyhow::Result<()> {
             other => anyhow::bail!("unknown DRAPlugin version {other:?} (v1, v1beta1)"),
         }
     }
+    let node_name = match (&flags.kubeconfig, &flags.node_name) {
+        (Some(_), None) => anyhow::bail!("--kubeconfig needs --node-name"),
+        (_, name) => name.clone(),
+    };
+    let pool = flags
+        .pool
+        .clone()
+        .or_else(|| node_name.clone())
+        .unwrap_or_else(|| "node-local".into());
     let health = (!flags.no_health).then(HealthReporter::new);
     let names: Vec<String> = (0..flags.devices).map(|i| format!("gpu-{i}")).collect();
     if let Some(health) = &health {
         for name in &names {
-            health.set(&flags.pool, name, HealthStatus::Healthy, "");
+            health.set(&pool, name, HealthStatus::Healthy, "");
         }
     }
     let driver = Arc::new(ExampleDriver {
         name: flags.driver_name.clone(),
-        pool: flags.pool.clone(),
+        pool: pool.clone(),
         devices: flags.devices,
         instance: flags.instance.clone().unwrap_or_else(|| "-".into()),
+        cdi: flags.cdi_dir.is_some(),
     });
     let mut server = DraDriverServer::builder(&flags.driver_name, driver)
         .root_dir(&flags.root_dir)
@@ -145,16 +224,28 @@ fn main() -> anyhow::Result<()> {
     if let Some(health) = &health {
         server = server.health(health.clone());
     }
+    if let Some(dir) = &flags.cdi_dir {
+        server = server
+            .cdi_kind(format!("{}/gpu", flags.driver_name))
+            .cdi_dir(dir);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
     runtime.block_on(async {
         let shutdown = shutdown_on_signals()?;
+        if let (Some(path), Some(node)) = (&flags.kubeconfig, &node_name) {
+            let resources = Resources::new();
+            resources.set_pool(&pool, Pool::new(published(&names)));
+            server = server
+                .kube(kube_client(path).await?, node)
+                .resources(resources);
+        }
         if let Some(health) = health {
             let mut unhealthy = signal(SignalKind::user_defined1())?;
             let mut healthy = signal(SignalKind::user_defined2())?;
-            let pool = flags.pool.clone();
+            let pool = pool.clone();
             tokio::spawn(async move {
                 let mut broken = 0;
                 loop {

@@ -9,6 +9,7 @@ use nodeplugins_api::constants::dra_service;
 use nodeplugins_api::constants::layout::{DEFAULT_ROOT_DIR, PLUGINS_DIR, PLUGINS_REGISTRY_DIR};
 use tokio_util::sync::CancellationToken;
 
+use super::cdi::DEFAULT_CDI_DIR;
 use super::health::{HEALTH_RESEND_INTERVAL, HealthReporter};
 use super::{ApiVersions, DraDriver, DraDriverError, DraDriverServer};
 
@@ -25,6 +26,31 @@ pub struct DraDriverBuilder {
     pub(super) health: Option<HealthReporter>,
     pub(super) health_resend: Duration,
     pub(super) register: bool,
+    pub(super) state: StateDir,
+    pub(super) cdi_kind: Option<String>,
+    pub(super) cdi_dir: PathBuf,
+    #[cfg(feature = "kube")]
+    pub(super) kube: Option<KubeSettings>,
+}
+
+/// Where the prepared claims are kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum StateDir {
+    /// The plugin directory.
+    PluginDir,
+    /// This directory.
+    Dir(PathBuf),
+    /// Memory only: nothing survives a restart.
+    Memory,
+}
+
+/// The API server, for a driver in a cluster.
+#[cfg(feature = "kube")]
+#[derive(Clone)]
+pub(super) struct KubeSettings {
+    pub(super) client: kube::Client,
+    pub(super) node_name: String,
+    pub(super) resources: Option<super::slices::Resources>,
 }
 
 impl DraDriverBuilder {
@@ -41,6 +67,11 @@ impl DraDriverBuilder {
             health: None,
             health_resend: HEALTH_RESEND_INTERVAL,
             register: true,
+            state: StateDir::PluginDir,
+            cdi_kind: None,
+            cdi_dir: PathBuf::from(DEFAULT_CDI_DIR),
+            #[cfg(feature = "kube")]
+            kube: None,
         }
     }
 
@@ -103,6 +134,65 @@ impl DraDriverBuilder {
     pub fn register(mut self, on: bool) -> Self {
         self.register = on;
         self
+    }
+
+    /// Where the prepared claims are recorded (default: the plugin
+    /// directory, shared by the instances of a rolling update).
+    pub fn state_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.state = StateDir::Dir(dir.into());
+        self
+    }
+
+    /// Keeps the prepared claims in memory only: nothing survives a restart
+    /// (for tests and drivers that keep their own records).
+    pub fn claims_in_memory(mut self) -> Self {
+        self.state = StateDir::Memory;
+        self
+    }
+
+    /// The CDI kind (`vendor/class`, such as `dra.example.com/gpu`) of the
+    /// spec files written for devices with container edits.
+    pub fn cdi_kind(mut self, kind: impl Into<String>) -> Self {
+        self.cdi_kind = Some(kind.into());
+        self
+    }
+
+    /// Where CDI spec files are written (default `/var/run/cdi`).
+    pub fn cdi_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cdi_dir = dir.into();
+        self
+    }
+
+    /// Runs in a cluster: reads each claim it prepares from the API server
+    /// with `client` (as node `node_name`).
+    #[cfg(feature = "kube")]
+    pub fn kube(mut self, client: kube::Client, node_name: impl Into<String>) -> Self {
+        let resources = self.kube.take().and_then(|k| k.resources);
+        self.kube = Some(KubeSettings {
+            client,
+            node_name: node_name.into(),
+            resources,
+        });
+        self
+    }
+
+    /// Publishes `resources` as ResourceSlices for the node (with
+    /// [`kube`](Self::kube)).
+    #[cfg(feature = "kube")]
+    pub fn resources(mut self, resources: super::slices::Resources) -> Self {
+        if let Some(kube) = &mut self.kube {
+            kube.resources = Some(resources);
+        }
+        self
+    }
+
+    /// The directory the prepared claims are kept in, if any.
+    pub(super) fn state_path(&self) -> Option<PathBuf> {
+        match &self.state {
+            StateDir::PluginDir => Some(self.plugin_dir.clone()),
+            StateDir::Dir(dir) => Some(dir.clone()),
+            StateDir::Memory => None,
+        }
     }
 
     /// The service socket: `dra.sock`, or `dra-<instance>.sock`.

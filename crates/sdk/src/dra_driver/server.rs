@@ -15,8 +15,16 @@ use tokio_util::sync::CancellationToken;
 use super::builder::DraDriverBuilder;
 use super::health::{HealthV1, HealthV1alpha1};
 use super::serializer::Serializer;
+use super::cdi::CdiSpecs;
+#[cfg(feature = "kube")]
+use super::claims_api::ClaimsApi;
 use super::service::{Service, V1, V1beta1};
+use super::store::ClaimStore;
 use super::{DraDriver, DraDriverError};
+
+/// How long reading one claim from the API server may take.
+#[cfg(feature = "kube")]
+const CLAIM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 use crate::registrar::{PluginRegistration, Registrar, RegistrationState};
 
 /// A serving DRA driver: its service socket and its registration socket.
@@ -58,10 +66,29 @@ impl DraDriverServer {
             (true, None) => Serializer::Process(tokio::sync::Mutex::new(())),
             (true, Some(_)) => Serializer::Flock(config.plugin_dir.join("serialize.lock")),
         };
+        let state = config.state_path();
+        if let Some(dir) = &state {
+            std::fs::create_dir_all(dir).map_err(|source| DraDriverError::PluginDir {
+                dir: dir.clone(),
+                source,
+            })?;
+        }
         let service = Arc::new(Service {
             driver: config.driver.clone(),
             serializer,
+            store: ClaimStore::new(state.as_deref()),
+            cdi: config
+                .cdi_kind
+                .as_ref()
+                .map(|kind| CdiSpecs::new(&config.cdi_dir, kind)),
+            #[cfg(feature = "kube")]
+            claims_api: config.kube.as_ref().map(|k| ClaimsApi {
+                client: k.client.clone(),
+                driver: config.driver_name.clone(),
+                timeout: CLAIM_TIMEOUT,
+            }),
         });
+        service.restore_cdi_specs().await;
         let service_socket = config.service_socket();
         let socket = BoundSocket::bind(&service_socket, None).await?;
         let mut router = tonic::transport::Server::builder().add_optional_service(
@@ -120,8 +147,23 @@ impl DraDriverServer {
         };
         let registration_socket = registrar.as_ref().map(|r| r.socket().to_owned());
         let registration = registrar.as_ref().map(Registrar::state);
+        #[cfg(feature = "kube")]
+        let publishing = config.kube.as_ref().and_then(|k| {
+            let resources = k.resources.clone()?;
+            Some(tokio::spawn(super::slices::publish(
+                k.client.clone(),
+                k.node_name.clone(),
+                config.driver_name.clone(),
+                resources,
+                shutdown.clone(),
+            )))
+        });
         let task = tokio::spawn(async move {
             shutdown.cancelled().await;
+            #[cfg(feature = "kube")]
+            if let Some(publishing) = publishing {
+                let _ = publishing.await;
+            }
             // Deregister first, so the agent stops choosing this instance,
             // then let the service finish what it is running.
             let registered = match registrar {
