@@ -1,0 +1,433 @@
+//! An SDK DRA driver in a cluster, against a real kube-apiserver with etcd
+//! and as the node identity: its ResourceSlices (shape, owner, updates,
+//! generations; deleted by the agent after the driver's grace period and
+//! published again when it returns), and claims read from the API server
+//! when prepared by the kubelet's own DRA client and by our agent: a
+//! replaced claim refused, a prepared claim remembered across a SIGKILL,
+//! unprepare from the UID alone.
+
+// Test code: a failed unwrap is a failed test with a precise location.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+
+use k8s_openapi::api::resource::v1::Device;
+use nodeplugins_sdk::dra_driver::{
+    Claim, DraDriver, DraDriverServer, Pool, PreparedClaim, PreparedDevice, Resources,
+};
+use nodeplugins_test_support::binaries::binary;
+use nodeplugins_test_support::go_process::GoProcess;
+use nodeplugins_test_support::kube_api::{Identity, KubeApi};
+use nodeplugins_test_support::wait::{TIMEOUT, eventually};
+use serde_json::{Value, json};
+use tokio::process::{Child, Command};
+use tokio_util::sync::CancellationToken;
+
+const NODE: &str = "node-1";
+const DRIVER: &str = "dra.example.com";
+
+async fn api() -> KubeApi {
+    nodeplugins_test_support::init_tracing();
+    let api = KubeApi::start(NODE).await;
+    for name in [NODE, "node-2"] {
+        let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}});
+        let created = api
+            .request(Identity::Admin, "POST", "/api/v1/nodes", Some(&node))
+            .await;
+        assert_eq!(created.status, 201, "create {name}: {}", created.body);
+    }
+    api
+}
+
+async fn admin(api: &KubeApi, method: &str, path: &str, body: Option<&Value>) -> Value {
+    let response = api.request(Identity::Admin, method, path, body).await;
+    assert!(
+        (200..300).contains(&response.status),
+        "{method} {path}: {} {}",
+        response.status,
+        response.body
+    );
+    response.body
+}
+
+/// The driver's slices on node-1, sorted by pool and name.
+async fn slices(api: &KubeApi) -> Vec<Value> {
+    let list = admin(api, "GET", "/apis/resource.k8s.io/v1/resourceslices", None).await;
+    let mut slices: Vec<Value> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["spec"]["nodeName"] == NODE && s["spec"]["driver"] == DRIVER)
+        .cloned()
+        .collect();
+    slices.sort_by_key(|s| s["metadata"]["name"].as_str().unwrap().to_string());
+    slices
+}
+
+async fn slices_when(api: &KubeApi, what: &str, pred: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    eventually(what, TIMEOUT, || async {
+        let slices = slices(api).await;
+        pred(&slices).then_some(slices)
+    })
+    .await
+}
+
+fn device_names(slice: &Value) -> Vec<&str> {
+    slice["spec"]["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect()
+}
+
+async fn node_client(api: &KubeApi) -> kube::Client {
+    let kubeconfig = kube::config::Kubeconfig::read_from(api.node_kubeconfig()).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(config).unwrap()
+}
+
+struct NoCalls;
+
+#[async_trait::async_trait]
+impl DraDriver for NoCalls {
+    async fn prepare(&self, _: Vec<Claim>) -> HashMap<String, Result<Vec<PreparedDevice>, String>> {
+        HashMap::new()
+    }
+
+    async fn unprepare(&self, _: Vec<PreparedClaim>) -> HashMap<String, Result<(), String>> {
+        HashMap::new()
+    }
+}
+
+fn gpus(names: &[&str]) -> Vec<Device> {
+    names
+        .iter()
+        .map(|n| Device {
+            name: n.to_string(),
+            ..Default::default()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn published_slices_have_the_helpers_shape_and_follow_the_devices() {
+    let api = api().await;
+    let root = tempfile::tempdir().unwrap();
+    let resources = Resources::new();
+    resources.set_pool(NODE, Pool::new(gpus(&["gpu-0", "gpu-1"])));
+    let shutdown = CancellationToken::new();
+    let server = DraDriverServer::builder(DRIVER, Arc::new(NoCalls))
+        .root_dir(root.path())
+        .register(false)
+        .kube(node_client(&api).await, NODE)
+        .resources(resources.clone())
+        .start(shutdown.clone())
+        .await
+        .unwrap();
+
+    let published = slices_when(&api, "one slice", |s| s.len() == 1).await;
+    let slice = &published[0];
+    let node = admin(&api, "GET", &format!("/api/v1/nodes/{NODE}"), None).await;
+    assert!(
+        slice["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{NODE}-{DRIVER}-")),
+        "{slice}"
+    );
+    assert_eq!(
+        slice["metadata"]["ownerReferences"],
+        json!([{"apiVersion": "v1", "kind": "Node", "name": NODE,
+                "uid": node["metadata"]["uid"], "controller": true}])
+    );
+    assert_eq!(slice["spec"]["nodeName"], NODE);
+    assert_eq!(slice["spec"]["driver"], DRIVER);
+    assert_eq!(
+        slice["spec"]["pool"],
+        json!({"name": NODE, "generation": 1, "resourceSliceCount": 1})
+    );
+    assert_eq!(device_names(slice), ["gpu-0", "gpu-1"]);
+    let first = slice["metadata"]["uid"].clone();
+
+    // One slice changes: updated in place, same generation.
+    resources.set_pool(NODE, Pool::new(gpus(&["gpu-0", "gpu-1", "gpu-2"])));
+    let updated = slices_when(&api, "three devices", |s| {
+        s.len() == 1 && device_names(&s[0]).len() == 3
+    })
+    .await;
+    assert_eq!(updated[0]["metadata"]["uid"], first, "updated, not replaced");
+    assert_eq!(updated[0]["spec"]["pool"]["generation"], 1);
+
+    // A second slice: a new generation of both, the old one deleted.
+    resources.set_pool(
+        NODE,
+        Pool {
+            slices: vec![gpus(&["gpu-0", "gpu-1", "gpu-2"]), gpus(&["gpu-3"])],
+        },
+    );
+    let two = slices_when(&api, "two slices of generation 2", |s| {
+        s.len() == 2 && s.iter().all(|s| s["spec"]["pool"]["generation"] == 2)
+    })
+    .await;
+    assert!(two.iter().all(|s| s["spec"]["pool"]["resourceSliceCount"] == 2));
+    assert!(two.iter().all(|s| s["metadata"]["uid"] != first));
+
+    // Someone deletes one: it comes back.
+    let victim = two[0]["metadata"]["name"].as_str().unwrap().to_string();
+    admin(
+        &api,
+        "DELETE",
+        &format!("/apis/resource.k8s.io/v1/resourceslices/{victim}"),
+        None,
+    )
+    .await;
+    slices_when(&api, "published again", |s| {
+        s.len() == 2 && s.iter().all(|s| s["metadata"]["name"] != victim.as_str())
+    })
+    .await;
+
+    // The pool goes: its slices go.
+    resources.remove_pool(NODE);
+    slices_when(&api, "no slices", |s| s.is_empty()).await;
+    shutdown.cancel();
+    server.wait().await.unwrap();
+}
+
+/// `example-dra-driver` in the cluster, logging JSON lines to `log`.
+fn example_driver(api: &KubeApi, root: &Path, cdi: &Path, log: &Path) -> Child {
+    let mut command = Command::new(binary("nodeplugins-sdk-bins", "example-dra-driver"));
+    command
+        .arg("--root-dir")
+        .arg(root)
+        .arg("--kubeconfig")
+        .arg(api.node_kubeconfig())
+        .args(["--node-name", NODE, "--log-format", "json"])
+        .arg("--cdi-dir")
+        .arg(cdi)
+        .stdout(Stdio::null())
+        .stderr(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(log)
+                .unwrap(),
+        )
+        .kill_on_drop(true);
+    command.spawn().unwrap()
+}
+
+/// How many devices the driver prepared, from its log.
+fn prepared_devices(log: &Path) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(r#""message":"prepared""#))
+        .count()
+}
+
+/// A claim allocated to gpu-1 of node-1, and a pod on node-1 using it (so
+/// the node may read it). Returns the claim's UID.
+async fn allocated_claim(api: &KubeApi, name: &str) -> String {
+    let claims = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims";
+    let claim = json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}},
+    });
+    let created = admin(api, "POST", claims, Some(&claim)).await;
+    let allocation = json!({"status": {"allocation": {"devices": {"results": [
+        {"request": "gpu", "driver": DRIVER, "pool": NODE, "device": "gpu-1"},
+        {"request": "gpu", "driver": "other.example.com", "pool": NODE, "device": "x"},
+    ]}}}});
+    admin(
+        api,
+        "PATCH",
+        &format!("{claims}/{name}/status"),
+        Some(&allocation),
+    )
+    .await;
+    created["metadata"]["uid"].as_str().unwrap().to_string()
+}
+
+async fn pod_using(api: &KubeApi, claim: &str) {
+    let account = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+    let _ = api
+        .request(
+            Identity::Admin,
+            "POST",
+            "/api/v1/namespaces/default/serviceaccounts",
+            Some(&account),
+        )
+        .await;
+    let pod = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": format!("pod-{claim}")},
+        "spec": {
+            "nodeName": NODE,
+            "automountServiceAccountToken": false,
+            "containers": [{"name": "c", "image": "example.invalid/app"}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}],
+        },
+    });
+    admin(api, "POST", "/api/v1/namespaces/default/pods", Some(&pod)).await;
+}
+
+async fn delete_claim(api: &KubeApi, name: &str) {
+    admin(
+        api,
+        "DELETE",
+        &format!("/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/{name}"),
+        None,
+    )
+    .await;
+}
+
+/// One prepare or unprepare of `uid` (claim `name`): the claim's result.
+type Call<'a> = Box<dyn FnMut(&'a str, String) -> futures::future::BoxFuture<'a, Value> + 'a>;
+
+/// Prepares and unprepares a claim through `call`, as the kubelet would
+/// through its DRA client, with the driver killed and restarted between.
+async fn claims_scenario(api: &KubeApi, root: &Path, mut call: Call<'_>, label: &str) {
+    let cdi = root.join("cdi");
+    let log = root.join("driver.log");
+    let uid = allocated_claim(api, "gpu-claim").await;
+    pod_using(api, "gpu-claim").await;
+    let mut driver = example_driver(api, root, &cdi, &log);
+
+    // Once the driver is registered.
+    let mut first = call("prepare", uid.clone()).await;
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    while first["error"].as_str().is_some_and(|e| e.contains("not registered")) {
+        assert!(tokio::time::Instant::now() < deadline, "{label}: never registered");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        first = call("prepare", uid.clone()).await;
+    }
+    assert_eq!(first["error"], Value::Null, "{label}: {first}");
+    assert_eq!(first["devices"][0]["device"], "gpu-1", "{label}: {first}");
+    assert_eq!(first["devices"][0]["pool"], NODE);
+    let cdi_id = format!("{DRIVER}/gpu={uid}-gpu-1");
+    assert_eq!(first["devices"][0]["cdi_device_ids"], json!([cdi_id]));
+    let spec = cdi.join(format!("dra.example.com-gpu_{uid}.json"));
+    assert!(spec.exists(), "{label}: the claim's CDI spec is written");
+    assert_eq!(prepared_devices(&log), 1);
+
+    // Killed and restarted, with its CDI spec gone as after a reboot: the
+    // spec comes back, and the claim is known without a second prepare.
+    driver.kill().await.unwrap();
+    std::fs::remove_file(&spec).unwrap();
+    let _driver = example_driver(api, root, &cdi, &log);
+    eventually("the CDI spec written again", TIMEOUT, || async {
+        spec.exists().then_some(())
+    })
+    .await;
+    let again = eventually("prepared again", TIMEOUT, || {
+        let uid = uid.clone();
+        let result = call("prepare", uid);
+        async move {
+            let result = result.await;
+            result["error"].is_null().then_some(result)
+        }
+    })
+    .await;
+    assert_eq!(again["devices"], first["devices"], "{label}");
+    assert_eq!(prepared_devices(&log), 1, "{label}: no device touched again");
+
+    let unprepared = call("unprepare", uid.clone()).await;
+    assert_eq!(unprepared["error"], Value::Null, "{label}: {unprepared}");
+    assert!(!spec.exists(), "{label}: the CDI spec is removed");
+
+    // The claim is deleted and created again: the old UID is refused.
+    delete_claim(api, "gpu-claim").await;
+    let new_uid = allocated_claim(api, "gpu-claim").await;
+    assert_ne!(new_uid, uid);
+    let replaced = call("prepare", uid.clone()).await;
+    assert_eq!(
+        replaced["error"],
+        "claim default/gpu-claim got replaced",
+        "{label}: {replaced}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_kubelets_dra_client_prepares_claims_the_driver_reads_from_the_api() {
+    let api = api().await;
+    let root = tempfile::tempdir().unwrap();
+    let mut kubelet = GoProcess::start(
+        "kubelet-plugins",
+        [
+            "--registry-dir",
+            root.path().join("plugins_registry").to_str().unwrap(),
+            "--kubelet-sock",
+            root.path().join("device-plugins/kubelet.sock").to_str().unwrap(),
+        ],
+    );
+    kubelet.event(TIMEOUT, "started", |_| true).await;
+    let kubelet = Arc::new(tokio::sync::Mutex::new(kubelet));
+    let call: Call<'_> = Box::new(move |op, uid| {
+        let kubelet = kubelet.clone();
+        Box::pin(async move {
+            let claims = json!([{"namespace": "default", "name": "gpu-claim", "uid": uid}]);
+            let mut kubelet = kubelet.lock().await;
+            let reply = kubelet
+                .request(TIMEOUT, op, json!({"driver": DRIVER, "claims": claims}))
+                .await;
+            let result = &reply["response"]["claims"][&uid];
+            let error = match result["error"].as_str() {
+                Some("") | None if reply["error"] == "" => Value::Null,
+                Some("") | None => reply["error"].clone(),
+                Some(error) => json!(error),
+            };
+            let devices: Vec<Value> = result["devices"]
+                .as_array()
+                .map(|d| {
+                    d.iter()
+                        .map(|d| json!({"device": d["device_name"], "pool": d["pool_name"], "cdi_device_ids": d["cdi_device_ids"]}))
+                        .collect()
+                })
+                .unwrap_or_default();
+            json!({"error": error, "devices": devices})
+        })
+    });
+    claims_scenario(&api, root.path(), call, "kubelet").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn our_agent_prepares_claims_the_driver_reads_from_the_api() {
+    let api = api().await;
+    let root = tempfile::tempdir().unwrap();
+    let kubeconfig = api.node_kubeconfig();
+    let _agent = agent_with(
+        root.path(),
+        &["--kubeconfig", kubeconfig.to_str().unwrap(), "--node-name", NODE],
+    );
+    let root_path: PathBuf = root.path().to_owned();
+    let call: Call<'_> = Box::new(move |op, uid| {
+        let root = root_path.clone();
+        Box::pin(async move {
+            let args = ["dra", op, "--driver", DRIVER, "--claim"];
+            let claim = format!("default/gpu-claim/{uid}");
+            let mut args: Vec<&str> = args.to_vec();
+            args.extend([claim.as_str(), "-o", "json"]);
+            let out = cli(&root, &args).await;
+            let json: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+            let result = &json["claims"][0];
+            if result.is_null() {
+                return json!({"error": String::from_utf8_lossy(&out.stderr).to_string(), "devices": []});
+            }
+            json!({"error": result["error"], "devices": result["devices"]})
+        })
+    });
+    claims_scenario(&api, root.path(), call, "agent").await;
+}
