@@ -1,8 +1,8 @@
 //! Entry points for the fuzz targets (feature `fuzzing`): the parsers of
 //! untrusted input that are not otherwise public.
 
-use nodeplugins_api::checkpoint::{DecodeError, decode, encode};
 use crate::device::DeviceCheckpoint;
+use nodeplugins_api::checkpoint::{DecodeError, decode, encode};
 
 /// The bytes of a device checkpoint file holding `data`.
 pub fn encode_device_checkpoint(data: &DeviceCheckpoint) -> Result<Vec<u8>, serde_json::Error> {

@@ -16,7 +16,6 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-
 /// The version of the file layout `{"version":..,"data":..,"checksum":..}`.
 const FORMAT_VERSION: u32 = 1;
 
@@ -187,11 +186,7 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
 impl CheckpointFile {
     /// The checkpoint at `path`, with its backup at `backup`; `what` names it
     /// in errors ("device checkpoint").
-    pub fn new(
-        what: &'static str,
-        path: impl Into<PathBuf>,
-        backup: impl Into<PathBuf>,
-    ) -> Self {
+    pub fn new(what: &'static str, path: impl Into<PathBuf>, backup: impl Into<PathBuf>) -> Self {
         Self {
             what,
             path: path.into(),

@@ -58,12 +58,15 @@ async fn wait_allocatable(nodes: &Api<Node>, want: usize) {
 async fn node_status_writes(metrics_addr: &str) -> u64 {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(metrics_addr).await.unwrap();
-    let request = format!("GET /metrics HTTP/1.1\r\nHost: {metrics_addr}\r\nConnection: close\r\n\r\n");
+    let request =
+        format!("GET /metrics HTTP/1.1\r\nHost: {metrics_addr}\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.unwrap();
     let mut text = String::new();
     stream.read_to_string(&mut text).await.unwrap();
     text.lines()
-        .find(|l| l.starts_with(r#"nodeplugins_kube_api_writes_total{kind="node_status",result="ok"}"#))
+        .find(|l| {
+            l.starts_with(r#"nodeplugins_kube_api_writes_total{kind="node_status",result="ok"}"#)
+        })
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
@@ -91,7 +94,14 @@ async fn run() {
     let metrics_addr = format!("127.0.0.1:{metrics_port}");
     let mut command = Command::new(binary("nodeplugins-cli", "nodeplugins"));
     command
-        .args(["run", "--log-level", "warn", "--metrics-addr", &metrics_addr, "--root-dir"])
+        .args([
+            "run",
+            "--log-level",
+            "warn",
+            "--metrics-addr",
+            &metrics_addr,
+            "--root-dir",
+        ])
         .arg(root.path())
         .arg("--kubeconfig")
         .arg(api.node_kubeconfig())
@@ -130,7 +140,10 @@ async fn run() {
     }
     println!(
         "{}",
-        percentiles("ListAndWatch update -> visible in a GET of the Node", latencies)
+        percentiles(
+            "ListAndWatch update -> visible in a GET of the Node",
+            latencies
+        )
     );
 
     // Rapid flips: every update as fast as the plugin can send them.

@@ -165,7 +165,10 @@ async fn published_slices_have_the_helpers_shape_and_follow_the_devices() {
         s.len() == 1 && device_names(&s[0]).len() == 3
     })
     .await;
-    assert_eq!(updated[0]["metadata"]["uid"], first, "updated, not replaced");
+    assert_eq!(
+        updated[0]["metadata"]["uid"], first,
+        "updated, not replaced"
+    );
     assert_eq!(updated[0]["spec"]["pool"]["generation"], 1);
 
     // A second slice: a new generation of both, the old one deleted.
@@ -179,7 +182,10 @@ async fn published_slices_have_the_helpers_shape_and_follow_the_devices() {
         s.len() == 2 && s.iter().all(|s| s["spec"]["pool"]["generation"] == 2)
     })
     .await;
-    assert!(two.iter().all(|s| s["spec"]["pool"]["resourceSliceCount"] == 2));
+    assert!(
+        two.iter()
+            .all(|s| s["spec"]["pool"]["resourceSliceCount"] == 2)
+    );
     assert!(two.iter().all(|s| s["metadata"]["uid"] != first));
 
     // Someone deletes one: it comes back.
@@ -261,7 +267,8 @@ async fn allocated_claim(api: &KubeApi, name: &str) -> String {
 }
 
 async fn pod_using(api: &KubeApi, claim: &str) {
-    let account = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+    let account =
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
     let _ = api
         .request(
             Identity::Admin,
@@ -309,8 +316,14 @@ async fn claims_scenario(api: &KubeApi, root: &Path, mut call: Call<'_>, label: 
     // Once the driver is registered.
     let mut first = call("prepare", uid.clone()).await;
     let deadline = tokio::time::Instant::now() + TIMEOUT;
-    while first["error"].as_str().is_some_and(|e| e.contains("not registered")) {
-        assert!(tokio::time::Instant::now() < deadline, "{label}: never registered");
+    while first["error"]
+        .as_str()
+        .is_some_and(|e| e.contains("not registered"))
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{label}: never registered"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         first = call("prepare", uid.clone()).await;
     }
@@ -342,7 +355,11 @@ async fn claims_scenario(api: &KubeApi, root: &Path, mut call: Call<'_>, label: 
     })
     .await;
     assert_eq!(again["devices"], first["devices"], "{label}");
-    assert_eq!(prepared_devices(&log), 1, "{label}: no device touched again");
+    assert_eq!(
+        prepared_devices(&log),
+        1,
+        "{label}: no device touched again"
+    );
 
     let unprepared = call("unprepare", uid.clone()).await;
     assert_eq!(unprepared["error"], Value::Null, "{label}: {unprepared}");
@@ -354,8 +371,7 @@ async fn claims_scenario(api: &KubeApi, root: &Path, mut call: Call<'_>, label: 
     assert_ne!(new_uid, uid);
     let replaced = call("prepare", uid.clone()).await;
     assert_eq!(
-        replaced["error"],
-        "claim default/gpu-claim got replaced",
+        replaced["error"], "claim default/gpu-claim got replaced",
         "{label}: {replaced}"
     );
 }
@@ -370,7 +386,10 @@ async fn the_kubelets_dra_client_prepares_claims_the_driver_reads_from_the_api()
             "--registry-dir",
             root.path().join("plugins_registry").to_str().unwrap(),
             "--kubelet-sock",
-            root.path().join("device-plugins/kubelet.sock").to_str().unwrap(),
+            root.path()
+                .join("device-plugins/kubelet.sock")
+                .to_str()
+                .unwrap(),
         ],
     );
     kubelet.event(TIMEOUT, "started", |_| true).await;
@@ -410,7 +429,12 @@ async fn our_agent_prepares_claims_the_driver_reads_from_the_api() {
     let kubeconfig = api.node_kubeconfig();
     let _agent = agent_with(
         root.path(),
-        &["--kubeconfig", kubeconfig.to_str().unwrap(), "--node-name", NODE],
+        &[
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--node-name",
+            NODE,
+        ],
     );
     let root_path: PathBuf = root.path().to_owned();
     let call: Call<'_> = Box::new(move |op, uid| {

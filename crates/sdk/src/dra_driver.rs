@@ -65,8 +65,10 @@ pub trait DraDriver: Send + Sync + 'static {
     /// Prepares `claims`: per claim, what it got or why it failed. Claims
     /// already prepared (and not unprepared since) are answered from the
     /// record and never reach this.
-    async fn prepare(&self, claims: Vec<Claim>)
-    -> HashMap<String, Result<Vec<PreparedDevice>, String>>;
+    async fn prepare(
+        &self,
+        claims: Vec<Claim>,
+    ) -> HashMap<String, Result<Vec<PreparedDevice>, String>>;
 
     /// Unprepares `claims`, each with what it got when prepared (no devices
     /// for a claim with no record): per claim, success or why it failed.

@@ -74,10 +74,7 @@ impl DraDriver for Driver {
             .collect()
     }
 
-    async fn unprepare(
-        &self,
-        claims: Vec<PreparedClaim>,
-    ) -> HashMap<String, Result<(), String>> {
+    async fn unprepare(&self, claims: Vec<PreparedClaim>) -> HashMap<String, Result<(), String>> {
         self.record("unprepare", claims.iter().map(|c| &c.claim));
         let behaviour = self.behaviour.lock().unwrap();
         claims

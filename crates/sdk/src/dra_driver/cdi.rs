@@ -193,7 +193,10 @@ mod tests {
             }],
         };
         specs.assign_ids(&mut claim);
-        assert_eq!(claim.devices[0].cdi_device_ids, ["dra.example.com/gpu=u1-gpu-0"]);
+        assert_eq!(
+            claim.devices[0].cdi_device_ids,
+            ["dra.example.com/gpu=u1-gpu-0"]
+        );
         specs.write(&claim).unwrap();
         let path = dir.path().join("dra.example.com-gpu_u1.json");
         let spec: serde_json::Value =

@@ -21,7 +21,10 @@ pub(crate) struct ClaimsApi {
 impl ClaimsApi {
     /// The devices allocated to this driver for `claim`, or why it cannot
     /// be prepared.
-    pub(crate) async fn allocation(&self, claim: &ClaimRef) -> Result<Vec<AllocatedDevice>, String> {
+    pub(crate) async fn allocation(
+        &self,
+        claim: &ClaimRef,
+    ) -> Result<Vec<AllocatedDevice>, String> {
         let claims: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &claim.namespace);
         let what = format!("{}/{}", claim.namespace, claim.name);
         let current = match tokio::time::timeout(self.timeout, claims.get(&claim.name)).await {

@@ -13,11 +13,11 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::builder::DraDriverBuilder;
-use super::health::{HealthV1, HealthV1alpha1};
-use super::serializer::Serializer;
 use super::cdi::CdiSpecs;
 #[cfg(feature = "kube")]
 use super::claims_api::ClaimsApi;
+use super::health::{HealthV1, HealthV1alpha1};
+use super::serializer::Serializer;
 use super::service::{Service, V1, V1beta1};
 use super::store::ClaimStore;
 use super::{DraDriver, DraDriverError};

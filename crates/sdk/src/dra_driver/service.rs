@@ -76,11 +76,10 @@ impl Service {
         request: v1::NodePrepareResourcesRequest,
     ) -> Result<v1::NodePrepareResourcesResponse, Status> {
         let _guard = self.serializer.acquire().await?;
-        let mut records = self
-            .store
-            .load()
-            .await
-            .map_err(|e| Status::unavailable(format!("cannot read the prepared claims: {e}")))?;
+        let mut records =
+            self.store.load().await.map_err(|e| {
+                Status::unavailable(format!("cannot read the prepared claims: {e}"))
+            })?;
         let mut results = HashMap::new();
         let mut to_prepare = Vec::new();
         for claim in request.claims.into_iter().map(claim_ref) {
@@ -122,7 +121,10 @@ impl Service {
                 cdi.assign_ids(&mut record);
                 if let Err(e) = cdi.write(&record) {
                     let path = cdi.path(&uid);
-                    results.insert(uid, failed(format!("cannot write the CDI spec {path:?}: {e}")));
+                    results.insert(
+                        uid,
+                        failed(format!("cannot write the CDI spec {path:?}: {e}")),
+                    );
                     continue;
                 }
             }
@@ -141,11 +143,10 @@ impl Service {
         request: v1::NodeUnprepareResourcesRequest,
     ) -> Result<v1::NodeUnprepareResourcesResponse, Status> {
         let _guard = self.serializer.acquire().await?;
-        let mut records = self
-            .store
-            .load()
-            .await
-            .map_err(|e| Status::unavailable(format!("cannot read the prepared claims: {e}")))?;
+        let mut records =
+            self.store.load().await.map_err(|e| {
+                Status::unavailable(format!("cannot read the prepared claims: {e}"))
+            })?;
         let claims: Vec<PreparedClaim> = request
             .claims
             .into_iter()

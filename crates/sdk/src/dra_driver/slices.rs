@@ -77,7 +77,8 @@ impl Resources {
 
     /// Removes pool `name`: its slices are deleted.
     pub fn remove_pool(&self, name: &str) {
-        self.tx.send_if_modified(|pools| pools.remove(name).is_some());
+        self.tx
+            .send_if_modified(|pools| pools.remove(name).is_some());
     }
 
     /// The pools.
@@ -171,7 +172,8 @@ pub(crate) async fn publish(
             }
             Err(e) => {
                 failures = failures.saturating_add(1);
-                let delay = RETRY_MAX.min(RETRY_INITIAL * 2u32.saturating_pow(failures.min(16) - 1));
+                let delay =
+                    RETRY_MAX.min(RETRY_INITIAL * 2u32.saturating_pow(failures.min(16) - 1));
                 tracing::warn!(error = %e, retry_in = ?delay, "publishing ResourceSlices failed");
                 retry = Some(tokio::time::Instant::now() + delay);
             }
@@ -228,7 +230,10 @@ fn plan_pool(existing: Vec<ResourceSlice>, desired: &Pool) -> Plan {
     let mut wanted: Vec<Option<&Vec<Device>>> = desired.slices.iter().map(Some).collect();
     let mut kept: Vec<ResourceSlice> = Vec::new();
     for slice in newest {
-        match wanted.iter_mut().find(|w| w.is_some_and(|d| d.as_slice() == devices(&slice))) {
+        match wanted
+            .iter_mut()
+            .find(|w| w.is_some_and(|d| d.as_slice() == devices(&slice)))
+        {
             Some(w) => {
                 *w = None;
                 kept.push(slice);
