@@ -22,8 +22,9 @@ use k8s_openapi::api::resource::v1::Device;
 use nodeplugins_sdk::dra_driver::{
     Claim, DraDriver, DraDriverServer, Pool, PreparedClaim, PreparedDevice, Resources,
 };
-use nodeplugins_test_support::binaries::binary;
+use nodeplugins_test_support::binaries::{binary, example};
 use nodeplugins_test_support::go_process::GoProcess;
+use nodeplugins_test_support::go_programs::go_program;
 use nodeplugins_test_support::kube_api::{Identity, KubeApi};
 use nodeplugins_test_support::wait::{TIMEOUT, eventually};
 use serde_json::{Value, json};
@@ -209,35 +210,69 @@ async fn published_slices_have_the_helpers_shape_and_follow_the_devices() {
     server.wait().await.unwrap();
 }
 
-/// `example-dra-driver` in the cluster, logging JSON lines to `log`.
-fn example_driver(api: &KubeApi, root: &Path, cdi: &Path, log: &Path) -> Child {
-    let mut command = Command::new(binary("nodeplugins-sdk-bins", "example-dra-driver"));
-    command
-        .arg("--root-dir")
-        .arg(root)
-        .arg("--kubeconfig")
-        .arg(api.node_kubeconfig())
-        .args(["--node-name", NODE, "--log-format", "json"])
-        .arg("--cdi-dir")
-        .arg(cdi)
-        .stdout(Stdio::null())
-        .stderr(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(log)
-                .unwrap(),
-        )
-        .kill_on_drop(true);
-    command.spawn().unwrap()
+/// The DRA drivers run in the claims scenario, all named `dra.example.com`
+/// with CDI kind `dra.example.com/gpu`.
+#[derive(Clone, Copy, Debug)]
+enum Driver {
+    /// `example-dra-driver` with `--kubeconfig`.
+    Example,
+    /// The plugin author's guide's `cluster_dra_driver` example.
+    Guide,
+    /// The same driver on the Go helper (`interop/cmd/gpu-driver`).
+    GoHelper,
 }
 
-/// How many devices the driver prepared, from its log.
+impl Driver {
+    /// Starts the driver in the cluster, logging to `log`.
+    fn start(self, api: &KubeApi, root: &Path, cdi: &Path, log: &Path) -> Child {
+        let mut command = match self {
+            Driver::Example => {
+                let mut command =
+                    Command::new(binary("nodeplugins-sdk-bins", "example-dra-driver"));
+                command
+                    .arg("--root-dir")
+                    .arg(root)
+                    .arg("--kubeconfig")
+                    .arg(api.node_kubeconfig())
+                    .args(["--node-name", NODE, "--log-format", "json"])
+                    .arg("--cdi-dir")
+                    .arg(cdi);
+                command
+            }
+            Driver::Guide | Driver::GoHelper => {
+                let mut command = Command::new(match self {
+                    Driver::Guide => example("nodeplugins-sdk", "cluster_dra_driver"),
+                    _ => go_program("gpu-driver"),
+                });
+                command
+                    .arg(root)
+                    .arg(cdi)
+                    .env("KUBECONFIG", api.node_kubeconfig())
+                    .env("NODE_NAME", NODE);
+                command
+            }
+        };
+        command
+            .stdout(Stdio::null())
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(log)
+                    .unwrap(),
+            )
+            .kill_on_drop(true);
+        command.spawn().unwrap()
+    }
+}
+
+/// How many devices the driver prepared, from its log: JSON lines with
+/// message "prepared", or lines "prepared UID DEVICE".
 fn prepared_devices(log: &Path) -> usize {
     std::fs::read_to_string(log)
         .unwrap_or_default()
         .lines()
-        .filter(|l| l.contains(r#""message":"prepared""#))
+        .filter(|l| l.contains(r#""message":"prepared""#) || l.starts_with("prepared "))
         .count()
 }
 
@@ -306,27 +341,26 @@ type Call<'a> = Box<dyn FnMut(&'a str, String) -> futures::future::BoxFuture<'a,
 
 /// Prepares and unprepares a claim through `call`, as the kubelet would
 /// through its DRA client, with the driver killed and restarted between.
-async fn claims_scenario(api: &KubeApi, root: &Path, mut call: Call<'_>, label: &str) {
+async fn claims_scenario(api: &KubeApi, root: &Path, driver: Driver, mut call: Call<'_>) {
+    let label = format!("{driver:?}");
     let cdi = root.join("cdi");
     let log = root.join("driver.log");
     let uid = allocated_claim(api, "gpu-claim").await;
     pod_using(api, "gpu-claim").await;
-    let mut driver = example_driver(api, root, &cdi, &log);
+    let mut running = driver.start(api, root, &cdi, &log);
 
     // Once the driver is registered.
-    let mut first = call("prepare", uid.clone()).await;
-    let deadline = tokio::time::Instant::now() + TIMEOUT;
-    while first["error"]
-        .as_str()
-        .is_some_and(|e| e.contains("not registered"))
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{label}: never registered"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        first = call("prepare", uid.clone()).await;
-    }
+    let first = eventually(&format!("{label}: the driver registered"), TIMEOUT, || {
+        let result = call("prepare", uid.clone());
+        async move {
+            let result = result.await;
+            let waiting = result["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("not registered"));
+            (!waiting).then_some(result)
+        }
+    })
+    .await;
     assert_eq!(first["error"], Value::Null, "{label}: {first}");
     assert_eq!(first["devices"][0]["device"], "gpu-1", "{label}: {first}");
     assert_eq!(first["devices"][0]["pool"], NODE);
@@ -338,9 +372,9 @@ async fn claims_scenario(api: &KubeApi, root: &Path, mut call: Call<'_>, label: 
 
     // Killed and restarted, with its CDI spec gone as after a reboot: the
     // spec comes back, and the claim is known without a second prepare.
-    driver.kill().await.unwrap();
+    running.kill().await.unwrap();
     std::fs::remove_file(&spec).unwrap();
-    let _driver = example_driver(api, root, &cdi, &log);
+    let _running = driver.start(api, root, &cdi, &log);
     eventually("the CDI spec written again", TIMEOUT, || async {
         spec.exists().then_some(())
     })
@@ -370,8 +404,10 @@ async fn claims_scenario(api: &KubeApi, root: &Path, mut call: Call<'_>, label: 
     let new_uid = allocated_claim(api, "gpu-claim").await;
     assert_ne!(new_uid, uid);
     let replaced = call("prepare", uid.clone()).await;
-    assert_eq!(
-        replaced["error"], "claim default/gpu-claim got replaced",
+    // The SDK refuses the claim; the Go helper fails the whole call.
+    let error = replaced["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("claim default/gpu-claim got replaced"),
         "{label}: {replaced}"
     );
 }
@@ -419,11 +455,11 @@ async fn the_kubelets_dra_client_prepares_claims_the_driver_reads_from_the_api()
             json!({"error": error, "devices": devices})
         })
     });
-    claims_scenario(&api, root.path(), call, "kubelet").await;
+    claims_scenario(&api, root.path(), Driver::Example, call).await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn our_agent_prepares_claims_the_driver_reads_from_the_api() {
+/// The claims scenario with our agent in place of the kubelet.
+async fn agent_scenario(driver: Driver) {
     let api = api().await;
     let root = tempfile::tempdir().unwrap();
     let kubeconfig = api.node_kubeconfig();
@@ -453,5 +489,69 @@ async fn our_agent_prepares_claims_the_driver_reads_from_the_api() {
             json!({"error": result["error"], "devices": result["devices"]})
         })
     });
-    claims_scenario(&api, root.path(), call, "agent").await;
+    claims_scenario(&api, root.path(), driver, call).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn our_agent_prepares_claims_the_driver_reads_from_the_api() {
+    agent_scenario(Driver::Example).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_guides_cluster_driver_does_the_same() {
+    agent_scenario(Driver::Guide).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_guides_go_helper_driver_does_the_same() {
+    agent_scenario(Driver::GoHelper).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn slices_wiped_after_the_grace_period_come_back_with_the_driver() {
+    let api = api().await;
+    let root = tempfile::tempdir().unwrap();
+    let kubeconfig = api.node_kubeconfig();
+    let _agent = agent_with(
+        root.path(),
+        &[
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--node-name",
+            NODE,
+            "--dra-cleanup-grace",
+            "2s",
+        ],
+    );
+    let cdi = root.path().join("cdi");
+    let log = root.path().join("driver.log");
+    let mut driver = Driver::Example.start(&api, root.path(), &cdi, &log);
+    let published = slices_when(&api, "published", |s| !s.is_empty()).await;
+
+    // Stopped for longer than the grace period: the agent wipes its slices.
+    let status = Command::new("kill")
+        .args(["-TERM", &driver.id().unwrap().to_string()])
+        .status()
+        .await
+        .unwrap();
+    assert!(status.success());
+    driver.wait().await.unwrap();
+    assert_eq!(
+        slices(&api).await.len(),
+        published.len(),
+        "a driver that stops leaves its slices to the agent"
+    );
+    slices_when(&api, "wiped by the agent", |s| s.is_empty()).await;
+
+    // Back: the same devices are published again.
+    let _driver = Driver::Example.start(&api, root.path(), &cdi, &log);
+    let again = slices_when(&api, "published again", |s| s.len() == published.len()).await;
+    let devices = |slices: &[Value]| -> Vec<String> {
+        slices
+            .iter()
+            .flat_map(device_names)
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(devices(&again), devices(&published));
 }

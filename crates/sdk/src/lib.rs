@@ -36,5 +36,13 @@ pub mod registrar;
 pub mod signals;
 pub mod socket_name;
 
+/// The Kubernetes types the DRA driver's cluster options take (feature
+/// `kube`), at the versions the SDK is built with.
+#[cfg(feature = "kube")]
+pub use k8s_openapi;
+/// The Kubernetes client the DRA driver's cluster options take (feature
+/// `kube`).
+#[cfg(feature = "kube")]
+pub use kube;
 pub use nodeplugins_api as api;
 pub use registrar::{PluginRegistration, Registrar, RegistrarBuilder, RegistrationState};

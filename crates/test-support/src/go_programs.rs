@@ -19,6 +19,7 @@ pub const PROGRAMS: &[&str] = &[
     "example-plugins",
     "stub-device-plugin",
     "dra-driver",
+    "gpu-driver",
     "etcd",
     "kube-apiserver",
 ];
