@@ -84,11 +84,7 @@ async fn run() {
     for i in 0..2000 {
         let pod = format!("pod-{i}");
         let start = Instant::now();
-        let request = AllocationRequest {
-            pod_uid: pod.clone(),
-            container: "main".into(),
-            resources: [(RESOURCE.to_string(), 2)].into(),
-        };
+        let request = AllocationRequest::new(&pod, "default", &pod, "main").resource(RESOURCE, 2);
         manager.allocate(&request).await.unwrap();
         allocations.push(start.elapsed());
         manager.release(&pod).await.unwrap();

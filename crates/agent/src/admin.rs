@@ -23,7 +23,7 @@ pub use server::serve;
 
 use crate::csi::CsiDriver;
 use crate::dra::{
-    ClaimRef, DraDriverStatus, DraEvent, PreparedClaim, RecordedClaim, UnpreparedClaim,
+    ClaimPod, ClaimRef, DraDriverStatus, DraEvent, PreparedClaim, RecordedClaim, UnpreparedClaim,
 };
 use crate::plugin_manager::{PluginEvent, PluginStatus};
 
@@ -35,12 +35,7 @@ pub const ADMIN_SOCKET: &str = "admin.sock";
 /// Creates `dir` (and its parents) with mode 0700, and sets 0700 on it if it
 /// existed: the agent's own directory under the root.
 pub(crate) fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+    crate::served_socket::create_dir_with_mode(dir, 0o700)
 }
 
 /// The admin socket of the agent using `root_dir`.
@@ -67,6 +62,12 @@ pub enum AdminRequest {
     Allocate {
         /// Pod UID.
         pod: String,
+        /// The pod's namespace.
+        #[serde(default)]
+        pod_namespace: String,
+        /// The pod's name.
+        #[serde(default)]
+        pod_name: String,
         /// Container name.
         container: String,
         /// Resource name → number of devices.
@@ -83,6 +84,9 @@ pub enum AdminRequest {
         driver: String,
         /// The claims.
         claims: Vec<ClaimRef>,
+        /// The pod they are prepared for, if named.
+        #[serde(default)]
+        pod: Option<ClaimPod>,
     },
     /// Unprepare claims with a DRA driver, or each with the driver that
     /// prepared it as recorded.
@@ -196,6 +200,10 @@ pub struct StatusSources {
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// The admin socket's own metrics.
     pub admin: AdminMetrics,
+    /// The pod-resources socket, if served.
+    pub pod_resources_socket: Option<PathBuf>,
+    /// The pod-resources server's metrics.
+    pub pod_resources: crate::pod_resources::PodResourcesMetrics,
     /// The Kubernetes API publisher, when the agent has one.
     #[cfg(feature = "kube")]
     pub kube: Option<crate::kube_api::KubeApiHandle>,

@@ -20,6 +20,7 @@ use crate::dra::{
 use crate::handler::PluginHandler;
 use crate::metrics::{MetricsEndpoint, serve_metrics};
 use crate::plugin_manager::{PluginManager, PluginManagerConfig, PluginManagerHandle, WatchError};
+use crate::pod_resources::{PodResourcesConfig, PodResourcesMetrics};
 use crate::root_lock::{RootLock, RootLockError};
 
 /// Settings of the agent.
@@ -37,6 +38,8 @@ pub struct AgentConfig {
     pub dra: DraManagerConfig,
     /// Where to serve `/metrics`, `/healthz` and `/readyz`; `None` for nowhere.
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// The pod-resources API; `None` to not serve it.
+    pub pod_resources: Option<PodResourcesConfig>,
 }
 
 /// The default metrics address: loopback only.
@@ -46,6 +49,7 @@ impl AgentConfig {
     /// Upstream defaults under `root_dir`.
     pub fn new(root_dir: impl Into<PathBuf>) -> Self {
         let root_dir = root_dir.into();
+        let pod_resources = PodResourcesConfig::new(&root_dir);
         let plugins = PluginManagerConfig::new(root_dir.join(layout::PLUGINS_REGISTRY_DIR));
         let devices = DeviceManagerConfig::new(root_dir.join(layout::DEVICE_PLUGINS_DIR));
         let dra = DraManagerConfig {
@@ -59,6 +63,7 @@ impl AgentConfig {
             devices,
             dra,
             metrics_addr: None,
+            pod_resources: Some(pod_resources),
         }
     }
 }
@@ -87,6 +92,9 @@ pub enum AgentError {
     /// The admin socket could not be served.
     #[error("admin socket: {0}")]
     Admin(#[source] nodeplugins_api::transport::TransportError),
+    /// The pod-resources socket could not be served.
+    #[error("pod-resources socket: {0}")]
+    PodResources(#[source] nodeplugins_api::transport::TransportError),
     /// The metrics address could not be bound.
     #[error("metrics endpoint {addr}: {source}")]
     Metrics {
@@ -195,6 +203,7 @@ impl Agent {
         let devices = self.devices.handle();
         let dra = self.dra.handle();
         let admin_metrics = AdminMetrics::default();
+        let pod_resources_metrics = PodResourcesMetrics::default();
         #[cfg(feature = "kube")]
         let kube = self.kube.as_ref().map(crate::kube_api::KubeApi::handle);
         let (metrics_addr, metrics) = match self.config.metrics_addr {
@@ -205,6 +214,7 @@ impl Agent {
                     Arc::new(devices.metrics().clone()),
                     Arc::new(dra.metrics().clone()),
                     Arc::new(admin_metrics.clone()),
+                    Arc::new(pod_resources_metrics.clone()),
                 ];
                 #[cfg(feature = "kube")]
                 if let Some(kube) = &kube {
@@ -229,6 +239,8 @@ impl Agent {
             dra,
             metrics_addr,
             admin: admin_metrics,
+            pod_resources_socket: self.config.pod_resources.as_ref().map(|c| c.socket.clone()),
+            pod_resources: pod_resources_metrics.clone(),
             #[cfg(feature = "kube")]
             kube,
         };
@@ -246,7 +258,31 @@ impl Agent {
         #[cfg(not(feature = "kube"))]
         let publishing = async {};
         let admin = crate::admin::serve(root, sources, SystemTime::now(), shutdown.clone());
-        let (managed, served, devices, (), (), ()) = tokio::join!(
+        let pod_resources = {
+            let (devices, dra) = (self.devices.handle(), self.dra.handle());
+            let config = self.config.pod_resources.clone();
+            let shutdown = shutdown.clone();
+            async move {
+                match config {
+                    Some(config) => {
+                        crate::pod_resources::serve(
+                            config,
+                            devices,
+                            dra,
+                            pod_resources_metrics,
+                            shutdown,
+                        )
+                        .await
+                    }
+                    None => {
+                        // Not served: ending here would stop the agent.
+                        shutdown.cancelled().await;
+                        Ok(())
+                    }
+                }
+            }
+        };
+        let (managed, served, devices, (), (), (), pod_resources) = tokio::join!(
             stop_all_on_exit(self.plugins.run(shutdown.clone()), &shutdown),
             stop_all_on_exit(admin, &shutdown),
             stop_all_on_exit(self.devices.run(shutdown.clone()), &shutdown),
@@ -257,9 +293,11 @@ impl Agent {
                 }
             },
             publishing,
+            stop_all_on_exit(pod_resources, &shutdown),
         );
         managed?;
         served.map_err(AgentError::Admin)?;
+        pod_resources.map_err(AgentError::PodResources)?;
         devices?;
         Ok(())
     }

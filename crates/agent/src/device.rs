@@ -29,6 +29,7 @@
 //! | `allocate` | the allocation flow, all or nothing |
 //! | `selection` | NUMA-aligned choice of devices |
 //! | `checkpoint` | what survives a restart |
+//! | `snapshot` | allocations and allocatable devices, for the pod-resources API |
 //! | `kubelet_socket` | the registration service on `kubelet.sock` |
 //! | `handler` | device plugins registering through `plugins_registry` |
 //! | `status`, `event`, `metrics` | what operators see |
@@ -47,6 +48,7 @@ mod metrics;
 mod plugin_client;
 pub mod resource_name;
 mod selection;
+mod snapshot;
 mod state;
 mod status;
 
@@ -64,4 +66,5 @@ pub use handler::DevicePluginHandler;
 pub use manager::{DeviceManager, DeviceManagerError};
 pub use metrics::DeviceMetrics;
 pub use plugin_client::{AllocateCallError, DeviceError, PluginCallError};
+pub use snapshot::AllocatableDevice;
 pub use status::{DeviceStatus, InstanceStatus, ResourceStatus};

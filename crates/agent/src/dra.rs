@@ -49,7 +49,7 @@ mod state;
 mod status;
 
 pub use calls::CALL_TIMEOUT;
-pub use claim::{ClaimRef, PreparedClaim, PreparedDevice, UnpreparedClaim};
+pub use claim::{ClaimPod, ClaimRef, PreparedClaim, PreparedDevice, UnpreparedClaim};
 pub use cleanup::{
     CLEANUP_CALL_TIMEOUT, CLEANUP_GRACE, CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX, CleanupError,
     DriverCleanup, LoggingCleanup,
@@ -65,6 +65,7 @@ pub use health::{
 };
 pub use manager::DraManager;
 pub use metrics::DraMetrics;
+pub(crate) use prepared::PreparedClaims;
 pub use prepared::{BACKUP_FILE, CHECKPOINT_FILE, DraCheckpoint, RecordedClaim};
 pub use service::{
     DraService, HealthService, SUPPORTED_SERVICES, ServiceError, choose_health_service,

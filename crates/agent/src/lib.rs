@@ -28,6 +28,7 @@ pub mod kube_api;
 pub mod metrics;
 mod owner;
 pub mod plugin_manager;
+pub mod pod_resources;
 mod retry;
 pub mod root_lock;
 pub mod served_socket;

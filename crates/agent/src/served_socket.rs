@@ -12,8 +12,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use inotify::{Inotify, WatchMask};
-use nodeplugins_api::transport::{BoundSocket, TransportError};
+use nodeplugins_api::transport::{BoundSocket, TransportError, serve};
 use tokio_util::sync::CancellationToken;
+use tonic::transport::server::Router;
 
 use crate::retry::delay_after;
 
@@ -119,4 +120,51 @@ where
             () = tokio::time::sleep(delay) => {}
         }
     }
+}
+
+/// Serves the gRPC services of `router()` on `socket` until `shutdown`, and
+/// serves them again, on a socket from `bind`, whenever the file is removed;
+/// `recreated` is called each time. `what` names the socket in logs.
+pub(crate) async fn serve_grpc<B, BF>(
+    mut socket: BoundSocket,
+    mut bind: B,
+    router: impl Fn() -> Router,
+    what: &str,
+    recreated: impl Fn(),
+    shutdown: CancellationToken,
+) -> Result<(), TransportError>
+where
+    B: FnMut() -> BF,
+    BF: Future<Output = Result<BoundSocket, TransportError>>,
+{
+    loop {
+        let path = socket.path().to_owned();
+        let bound = identity(&path);
+        let round = shutdown.child_token();
+        tracing::info!(socket = %path.display(), "serving {what}");
+        let serving = serve(socket, router(), round.clone());
+        tokio::pin!(serving);
+        tokio::select! {
+            served = &mut serving => return served,
+            () = removed(&path, bound) => {}
+        }
+        tracing::warn!(socket = %path.display(), "the {what} socket was removed; serving it again");
+        recreated();
+        round.cancel();
+        let _ = serving.await;
+        socket = match bind_again(&path, &mut bind, &shutdown).await {
+            Some(socket) => socket,
+            None => return Ok(()),
+        };
+    }
+}
+
+/// Creates `dir` (and its parents) and gives it `mode`, whatever it had.
+pub(crate) fn create_dir_with_mode(dir: &Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))
 }

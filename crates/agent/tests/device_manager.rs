@@ -40,11 +40,7 @@ async fn allocate(
     resource: &str,
     count: usize,
 ) -> Result<ContainerAllocation, AllocateError> {
-    let request = AllocationRequest {
-        pod_uid: pod.into(),
-        container: container.into(),
-        resources: [(resource.to_string(), count)].into(),
-    };
+    let request = AllocationRequest::new(pod, "default", pod, container).resource(resource, count);
     let mut allocations = manager.allocate(&request).await?;
     assert_eq!(allocations.len(), 1);
     Ok(allocations.remove(0))

@@ -52,5 +52,20 @@ pub mod dra_service {
     pub const HEALTH_V1: &str = "v1.DRAResourceHealth";
 }
 
+/// The pod-resources API.
+pub mod pod_resources {
+    /// The socket's directory under the root directory.
+    pub const DIR: &str = "pod-resources";
+    /// The socket's name in that directory.
+    pub const SOCKET: &str = "kubelet.sock";
+    /// Calls per second the kubelet allows on the socket, all methods and
+    /// clients together.
+    pub const DEFAULT_QPS: u32 = 100;
+    /// Calls the kubelet allows at once above that rate.
+    pub const DEFAULT_BURST: u32 = 10;
+    /// The message of the `ResourceExhausted` status a call over the limit gets.
+    pub const RATE_LIMITED: &str = "rejected by rate limit";
+}
+
 /// The version node-driver-registrar (and our CSI registrar) advertises for CSI.
 pub const CSI_REGISTRATION_VERSION: &str = "1.0.0";

@@ -14,6 +14,7 @@
 //! | [`dra::v1`], [`dra::v1beta1`] | `k8s.io.kubelet.pkg.apis.dra.{v1,v1beta1}` | `DRAPlugin` |
 //! | [`dra_health::v1alpha1`], [`dra_health::v1`] | `v1alpha1`, `v1` | `DRAResourceHealth` |
 //! | [`csi::v1`] | `csi.v1` | `Identity`, `Node` (registration subset) |
+//! | [`podresources::v1`], [`podresources::v1alpha1`] | `v1`, `v1alpha1` | `PodResourcesLister` (served by the agent) |
 //!
 //! [`conversion`] converts between the DRA versions (v1 is canonical).
 //!

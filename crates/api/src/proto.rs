@@ -62,3 +62,19 @@ pub mod csi {
         generated!("csi.v1.rs");
     }
 }
+
+/// The pod-resources API (`PodResourcesLister`), served by the agent on
+/// `<root>/pod-resources/kubelet.sock` for monitoring agents.
+pub mod podresources {
+    /// Proto package `v1`, service `v1.PodResourcesLister`.
+    #[allow(missing_docs, unreachable_pub, clippy::all, clippy::pedantic)]
+    pub mod v1 {
+        include!(concat!(env!("OUT_DIR"), "/podresources/v1.rs"));
+    }
+    /// Proto package `v1alpha1`, service `v1alpha1.PodResourcesLister`
+    /// (`List` with devices only).
+    #[allow(missing_docs, unreachable_pub, clippy::all, clippy::pedantic)]
+    pub mod v1alpha1 {
+        include!(concat!(env!("OUT_DIR"), "/podresources/v1alpha1.rs"));
+    }
+}

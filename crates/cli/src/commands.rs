@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use nodeplugins::agent::{Agent, AgentConfig};
-use nodeplugins::dra::ClaimRef;
+use nodeplugins::device::AllocationRequest;
+use nodeplugins::dra::{ClaimPod, ClaimRef};
 use nodeplugins::kube_api::{KubeApi, KubeApiConfig};
 use nodeplugins_api::constants::layout::DEFAULT_ROOT_DIR;
 use tokio::signal::unix::{SignalKind, signal};
@@ -53,6 +54,12 @@ enum Command {
         /// Pod UID.
         #[arg(long)]
         pod: String,
+        /// The pod's name, as the pod-resources API reports it [default: the UID].
+        #[arg(long)]
+        pod_name: Option<String>,
+        /// The pod's namespace.
+        #[arg(long, default_value = "default")]
+        namespace: String,
         /// Container name.
         #[arg(long)]
         container: String,
@@ -85,6 +92,10 @@ enum Command {
         #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
         output: Format,
     },
+    /// Show what the pod-resources socket serves (as monitoring agents read
+    /// it): the devices and DRA claims of every pod's containers, one pod,
+    /// or the allocatable devices.
+    PodResources(crate::pod_resources::PodResourcesArgs),
     /// Check a plugin's registration socket the way the agent would talk to
     /// it: GetInfo, name and version rules, the endpoint and the type's
     /// service. Exits 1 if any check fails. Needs no running agent.
@@ -162,6 +173,16 @@ struct ClaimArgs {
     /// A claim as NAMESPACE/NAME/UID; repeat for several.
     #[arg(long = "claim", required = true)]
     claims: Vec<ClaimRef>,
+    /// The UID of the pod the claims are prepared for (in their namespace);
+    /// the pod-resources API then lists them under its containers.
+    #[arg(long = "pod", requires = "containers")]
+    pod_uid: Option<String>,
+    /// The pod's name [default: its UID].
+    #[arg(long, requires = "pod_uid")]
+    pod_name: Option<String>,
+    /// A container of the pod that uses the claims; repeat for several.
+    #[arg(long = "container", requires = "pod_uid")]
+    containers: Vec<String>,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
     output: Format,
@@ -194,9 +215,11 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Dra(DraCommand::Prepare(args)) => {
             let total = args.claims.len();
-            let reply = nodeplugins::admin::dra_prepare(&args.root_dir, &args.driver, args.claims)
-                .await
-                .with_context(|| format!("prepare claims with DRA driver {}", args.driver))?;
+            let pod = claim_pod(&args)?;
+            let reply =
+                nodeplugins::admin::dra_prepare(&args.root_dir, &args.driver, args.claims, pod)
+                    .await
+                    .with_context(|| format!("prepare claims with DRA driver {}", args.driver))?;
             output::dra::prepared(&reply.claims, args.output, &mut std::io::stdout().lock())?;
             let failed = reply.claims.iter().filter(|c| c.error.is_some()).count();
             if failed > 0 {
@@ -239,18 +262,18 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Allocate {
             root_dir,
             pod,
+            pod_name,
+            namespace,
             container,
             requests,
             output,
         } => {
-            let reply = nodeplugins::admin::allocate(
-                &root_dir,
-                &pod,
-                &container,
-                requests.into_iter().collect(),
-            )
-            .await
-            .with_context(|| format!("allocate devices to pod {pod} container {container}"))?;
+            let name = pod_name.unwrap_or_else(|| pod.clone());
+            let mut request = AllocationRequest::new(&pod, &namespace, &name, &container);
+            request.resources = requests.into_iter().collect();
+            let reply = nodeplugins::admin::allocate(&root_dir, &request)
+                .await
+                .with_context(|| format!("allocate devices to pod {pod} container {container}"))?;
             output::allocations(&reply.allocations, output, &mut std::io::stdout().lock())
         }
         Command::Release { root_dir, pod } => {
@@ -276,6 +299,7 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::PodResources(args) => crate::pod_resources::run(args).await,
         Command::Check { socket, output } => {
             let report = crate::check::check(&socket).await;
             let mut out = std::io::stdout().lock();
@@ -314,6 +338,27 @@ async fn run(config: AgentConfig, kube: Option<KubeApiConfig>) -> anyhow::Result
     agent.run(shutdown).await?;
     tracing::info!("nodeplugins agent stopped");
     Ok(())
+}
+
+/// The pod of `dra prepare --pod`, in the namespace all its claims share.
+fn claim_pod(args: &ClaimArgs) -> anyhow::Result<Option<ClaimPod>> {
+    let Some(uid) = &args.pod_uid else {
+        return Ok(None);
+    };
+    if let Some(first) = args.claims.first()
+        && let Some(other) = args.claims.iter().find(|c| c.namespace != first.namespace)
+    {
+        anyhow::bail!(
+            "the claims of pod {uid} must share its namespace: {} and {} differ",
+            first,
+            other
+        );
+    }
+    Ok(Some(ClaimPod {
+        uid: uid.clone(),
+        name: args.pod_name.clone().unwrap_or_else(|| uid.clone()),
+        containers: args.containers.clone(),
+    }))
 }
 
 fn parse_request(text: &str) -> Result<(String, usize), String> {

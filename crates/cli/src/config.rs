@@ -10,6 +10,7 @@
 //! get_info_timeout = "1s"
 //! kubeconfig = "/etc/kubernetes/kubelet.conf"  # or "in-cluster", "off"
 //! node_name = "node-1"
+//! pod_resources_mode = "0600"    # or "0660", ..., "off"
 //! ```
 //!
 //! Every duration is a number with a unit: `500ms`, `30s`, `2m`, `1h`.
@@ -154,6 +155,28 @@ settings! {
     kubeconfig: KubeconfigSetting, "NODEPLUGINS_KUBECONFIG", parse_kubeconfig;
     /// The Node to publish for [default: the host name, lower case].
     node_name: String, "NODEPLUGINS_NODE_NAME", parse_node_name;
+    /// Mode of the pod-resources socket (octal; its directory gets the same
+    /// plus search), or off to not serve it [default: 0600].
+    pod_resources_mode: PodResourcesMode, "NODEPLUGINS_POD_RESOURCES_MODE", parse_pod_resources_mode;
+}
+
+/// The pod-resources socket's mode, or none (not served).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PodResourcesMode(Option<u32>);
+
+fn parse_pod_resources_mode(text: &str) -> Result<PodResourcesMode, String> {
+    if text == "off" {
+        return Ok(PodResourcesMode(None));
+    }
+    match u32::from_str_radix(text, 8) {
+        Ok(mode) if mode <= 0o777 && mode & 0o600 == 0o600 => Ok(PodResourcesMode(Some(mode))),
+        Ok(_) => Err(format!(
+            "{text:?} must give its owner read and write (0600 to 0777)"
+        )),
+        Err(_) => Err(format!(
+            "expected an octal mode such as 0600, or off, got {text:?}"
+        )),
+    }
 }
 
 /// Where the API server is, or none.
@@ -243,6 +266,15 @@ impl Settings {
         set(&mut agent.plugins.notify_timeout, c.notify_timeout);
         set(&mut agent.plugins.max_backoff, c.max_backoff);
         set(&mut agent.csi_timeout, c.csi_timeout);
+        match c.pod_resources_mode {
+            Some(PodResourcesMode(None)) => agent.pod_resources = None,
+            Some(PodResourcesMode(Some(mode))) => {
+                if let Some(pod_resources) = &mut agent.pod_resources {
+                    pod_resources.mode = mode;
+                }
+            }
+            None => {}
+        }
         let node_name = match c.node_name {
             Some(name) => name,
             None => default_node_name()
@@ -292,6 +324,12 @@ impl Settings {
             ("csi_timeout", human(a.csi_timeout)),
             ("kubeconfig", kubeconfig),
             ("node_name", self.node_name.clone()),
+            (
+                "pod_resources_mode",
+                a.pod_resources
+                    .as_ref()
+                    .map_or("off".into(), |p| format!("{:04o}", p.mode)),
+            ),
         ];
         lines
             .iter()
@@ -332,6 +370,40 @@ mod tests {
         })
         .unwrap();
         assert_eq!(again.to_toml(), s.to_toml());
+    }
+
+    #[test]
+    fn the_pod_resources_socket_takes_an_octal_mode_or_off() {
+        let mode = |text| parse_pod_resources_mode(text).map(|m| m.0);
+        assert_eq!(mode("0660"), Ok(Some(0o660)));
+        assert_eq!(mode("600"), Ok(Some(0o600)));
+        assert_eq!(mode("off"), Ok(None));
+        assert!(mode("0400").unwrap_err().contains("read and write"));
+        assert!(mode("0999").unwrap_err().contains("octal mode"));
+        let args = RunArgs {
+            root_dir: Some(PathBuf::from("/srv/k")),
+            pod_resources_mode: Some(PodResourcesMode(Some(0o660))),
+            ..Default::default()
+        };
+        let s = Settings::resolve(&args).unwrap();
+        let pod_resources = s.agent.pod_resources.as_ref().unwrap();
+        assert_eq!(
+            pod_resources.socket,
+            PathBuf::from("/srv/k/pod-resources/kubelet.sock")
+        );
+        assert_eq!(pod_resources.mode, 0o660);
+        assert!(s.to_toml().contains("pod_resources_mode = \"0660\""));
+        let off = RunArgs {
+            pod_resources_mode: Some(PodResourcesMode(None)),
+            ..args
+        };
+        assert!(
+            Settings::resolve(&off)
+                .unwrap()
+                .agent
+                .pod_resources
+                .is_none()
+        );
     }
 
     #[test]

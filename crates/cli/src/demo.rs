@@ -10,13 +10,16 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use nodeplugins::admin::{self, AgentStatus};
 use nodeplugins::agent::{Agent, AgentConfig};
-use nodeplugins::dra::ClaimRef;
+use nodeplugins::device::AllocationRequest;
+use nodeplugins::dra::{ClaimPod, ClaimRef};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// How long any step may take before the demo gives up.
 const STEP_TIMEOUT: Duration = Duration::from_secs(20);
+/// The pod the demo allocates devices and prepares a claim for.
+const DEMO_POD_UID: &str = "7d1e-demo-pod";
 
 /// `demo` flags.
 #[derive(Debug, clap::Args)]
@@ -179,13 +182,9 @@ pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<()> {
         ms(t)
     ));
 
-    let allocation = admin::allocate(
-        &root,
-        "demo-pod",
-        "main",
-        [("example.com/device".to_string(), 2)].into(),
-    )
-    .await?;
+    let request = AllocationRequest::new(DEMO_POD_UID, "default", "demo-pod", "main")
+        .resource("example.com/device", 2);
+    let allocation = admin::allocate(&root, &request).await?;
     if let Some(a) = allocation.allocations.first() {
         say.line(format!(
             "  allocated {} to pod demo-pod container main (same NUMA node); CDI {}",
@@ -221,7 +220,13 @@ pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<()> {
         name: "demo-claim".into(),
         uid: "0f2c-demo".into(),
     };
-    let prepared = admin::dra_prepare(&root, "dra.example.com", vec![claim.clone()]).await?;
+    let pod = ClaimPod {
+        uid: DEMO_POD_UID.into(),
+        name: "demo-pod".into(),
+        containers: vec!["main".into()],
+    };
+    let prepared =
+        admin::dra_prepare(&root, "dra.example.com", vec![claim.clone()], Some(pod)).await?;
     if let Some(c) = prepared.claims.first() {
         let cdi: Vec<String> = c
             .devices
@@ -232,6 +237,28 @@ pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<()> {
             "  prepared claim {}: CDI {}",
             c.claim,
             cdi.join(", ")
+        ));
+    }
+    let socket = root
+        .join(nodeplugins_api::constants::pod_resources::DIR)
+        .join(nodeplugins_api::constants::pod_resources::SOCKET);
+    let pod = crate::pod_resources::get(&socket, "default", "demo-pod").await?;
+    if let Some(main) = pod.containers.first() {
+        let devices: Vec<String> = main
+            .devices
+            .iter()
+            .flat_map(|d| d.device_ids.clone())
+            .collect();
+        let claims: Vec<&str> = main
+            .dynamic_resources
+            .iter()
+            .map(|r| r.claim_name.as_str())
+            .collect();
+        say.line(format!(
+            "  pod-resources API: pod default/demo-pod container {} holds {} and claim {}",
+            main.name,
+            devices.join(", "),
+            claims.join(", ")
         ));
     }
 
@@ -261,7 +288,7 @@ pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<()> {
         "  reconnected and cleanup cancelled ({} after restart)",
         ms(t)
     ));
-    let prepared = admin::dra_prepare(&root, "dra.example.com", vec![claim]).await?;
+    let prepared = admin::dra_prepare(&root, "dra.example.com", vec![claim], None).await?;
     let again = prepared.claims.first().is_some_and(|c| c.error.is_none());
     say.line(format!("  prepare works again: {again}"));
 

@@ -8,6 +8,7 @@ mod demo;
 mod duration;
 mod failure;
 mod output;
+mod pod_resources;
 
 use std::process::ExitCode;
 

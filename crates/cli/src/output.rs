@@ -3,6 +3,7 @@
 pub(crate) mod check;
 pub(crate) mod dra;
 pub(crate) mod events;
+pub(crate) mod pod_resources;
 
 use std::io::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -228,7 +229,11 @@ fn plugin_table(status: &AgentStatus, out: &mut impl Write) -> anyhow::Result<()
 }
 
 /// Prints aligned columns; the last column is not padded.
-fn table(headers: &[&str], rows: &[Vec<String>], out: &mut impl Write) -> anyhow::Result<()> {
+pub(crate) fn table(
+    headers: &[&str],
+    rows: &[Vec<String>],
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
     let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {

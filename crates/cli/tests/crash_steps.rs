@@ -16,6 +16,7 @@ use common::*;
 use std::path::{Path, PathBuf};
 
 use nodeplugins::admin::{AdminClientError, DraPrepareReply, DraUnprepareReply};
+use nodeplugins::device::AllocationRequest;
 use nodeplugins::dra::ClaimRef;
 use nodeplugins_test_support::process::ChildProcess;
 use nodeplugins_test_support::python::python_env;
@@ -139,8 +140,8 @@ async fn resource(root: &Path, pred: impl Fn(&serde_json::Value) -> bool) -> ser
 }
 
 async fn allocate(root: &Path, pod: &str) -> Result<Vec<String>, AdminClientError> {
-    let request = [(RESOURCE.to_string(), 1)].into();
-    let reply = nodeplugins::admin::allocate(root, pod, "main", request).await?;
+    let request = AllocationRequest::new(pod, "default", pod, "main").resource(RESOURCE, 1);
+    let reply = nodeplugins::admin::allocate(root, &request).await?;
     Ok(reply.allocations[0].devices.clone())
 }
 
@@ -307,8 +308,9 @@ async fn a_device_plugin_hanging_before_its_first_device_list_blocks_nothing_els
     );
     other.wait_for_line(TIMEOUT, |l| l == "REGISTERED").await;
     eventually("the other resource", TIMEOUT, || async {
-        let request = [("python.example.com/other".to_string(), 1)].into();
-        nodeplugins::admin::allocate(node.root(), "pod-b", "main", request)
+        let request = AllocationRequest::new("pod-b", "default", "pod-b", "main")
+            .resource("python.example.com/other", 1);
+        nodeplugins::admin::allocate(node.root(), &request)
             .await
             .ok()
     })
@@ -424,7 +426,7 @@ impl DraNode {
 
     async fn prepare(&self, uid: &str) -> Result<DraPrepareReply, String> {
         let claims = vec![claim(uid)];
-        nodeplugins::admin::dra_prepare(self.root(), DRA_NAME, claims)
+        nodeplugins::admin::dra_prepare(self.root(), DRA_NAME, claims, None)
             .await
             .map_err(|e| e.to_string())
     }

@@ -41,6 +41,7 @@ async fn the_demo_narrates_every_step_and_exits_zero() {
         "allocated dev-",
         "DRA driver dra.example.com connected over v1.DRAPlugin",
         "prepared claim default/demo-claim/0f2c-demo: CDI dra.example.com/gpu=gpu-",
+        "pod-resources API: pod default/demo-pod container main holds dev-",
         "connection drop seen at once",
         "reconnected and cleanup cancelled",
         "prepare works again: true",

@@ -209,7 +209,7 @@ async fn a_rolling_update_of_example_dra_driver_never_fails_a_prepare() {
                     name: format!("claim-{n}"),
                     uid: format!("uid-{n}"),
                 }];
-                match nodeplugins::admin::dra_prepare(&root, DRIVER, claims).await {
+                match nodeplugins::admin::dra_prepare(&root, DRIVER, claims, None).await {
                     Ok(reply) if reply.claims[0].error.is_none() => {
                         ok.fetch_add(1, Ordering::SeqCst);
                     }

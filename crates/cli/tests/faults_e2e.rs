@@ -52,8 +52,8 @@ async fn an_agent_killed_while_allocating_keeps_every_allocation_it_reported() {
             let mut got = Vec::new();
             for i in 0..8 {
                 let pod = format!("pod-{round}-{i}");
-                let request = [(RESOURCE.to_string(), 1)].into();
-                match nodeplugins::admin::allocate(&root_path, &pod, "main", request).await {
+                let request = main_container(&pod, RESOURCE, 1);
+                match nodeplugins::admin::allocate(&root_path, &request).await {
                     Ok(reply) => got.push((pod, reply.allocations[0].devices.clone())),
                     Err(_) => break,
                 }
@@ -72,8 +72,8 @@ async fn an_agent_killed_while_allocating_keeps_every_allocation_it_reported() {
         // Every allocation reported so far is still held, with the same devices.
         let mut held = BTreeSet::new();
         for (pod, devices) in &reported {
-            let request = [(RESOURCE.to_string(), 1)].into();
-            let reply = nodeplugins::admin::allocate(root.path(), pod, "main", request)
+            let request = main_container(pod, RESOURCE, 1);
+            let reply = nodeplugins::admin::allocate(root.path(), &request)
                 .await
                 .unwrap_or_else(|e| panic!("round {round}: {pod} lost: {e}"));
             assert_eq!(
@@ -165,8 +165,8 @@ async fn a_damaged_checkpoint_loses_nothing_and_two_damaged_copies_are_reported(
     resource(root.path()).await;
     let mut held = BTreeMap::new();
     for (pod, count) in [("pod-a", 1), ("pod-b", 2), ("pod-c", 1)] {
-        let request = [(RESOURCE.to_string(), count)].into();
-        let reply = nodeplugins::admin::allocate(root.path(), pod, "main", request)
+        let request = main_container(pod, RESOURCE, count);
+        let reply = nodeplugins::admin::allocate(root.path(), &request)
             .await
             .unwrap();
         held.insert(pod, reply.allocations[0].devices.clone());
@@ -188,8 +188,8 @@ async fn a_damaged_checkpoint_loses_nothing_and_two_damaged_copies_are_reported(
     let text = cli(root.path(), &["status"]).await;
     assert!(String::from_utf8_lossy(&text.stdout).contains("WARNING: device checkpoint"));
     for (pod, devices) in &held {
-        let request = [(RESOURCE.to_string(), devices.len())].into();
-        let reply = nodeplugins::admin::allocate(root.path(), pod, "main", request)
+        let request = main_container(pod, RESOURCE, devices.len());
+        let reply = nodeplugins::admin::allocate(root.path(), &request)
             .await
             .unwrap();
         assert_eq!(

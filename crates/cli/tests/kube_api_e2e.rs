@@ -334,14 +334,12 @@ async fn an_api_server_away_blocks_nothing_and_gets_the_latest_state_when_back()
     // Everything on the node still works.
     signal(&plugin, "-USR1").await;
     resource_when(root.path(), RESOURCE, |r| r["allocatable"] == 1).await;
-    let request = [(RESOURCE.to_string(), 1)].into();
-    let reply = tokio::time::timeout(
-        TIMEOUT,
-        nodeplugins::admin::allocate(root.path(), "pod", "main", request),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    let request = nodeplugins::device::AllocationRequest::new("pod", "default", "pod", "main")
+        .resource(RESOURCE, 1);
+    let reply = tokio::time::timeout(TIMEOUT, nodeplugins::admin::allocate(root.path(), &request))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(reply.allocations[0].devices.len(), 1);
     let status = eventually("the backlog in status", TIMEOUT, || async {
         let status = status_json(root.path()).await?;

@@ -20,6 +20,7 @@ pub const PROGRAMS: &[&str] = &[
     "stub-device-plugin",
     "dra-driver",
     "gpu-driver",
+    "podresources-client",
     "etcd",
     "kube-apiserver",
 ];

@@ -10,7 +10,8 @@ use super::{
     AdminErrorReply, AdminEvent, AdminRequest, AgentStatus, AllocateReply, DraClaimsReply,
     DraPrepareReply, DraUnprepareReply, FollowingMarker, ReleaseReply, socket_path,
 };
-use crate::dra::ClaimRef;
+use crate::device::AllocationRequest;
+use crate::dra::{ClaimPod, ClaimRef};
 
 /// Why the agent could not be asked.
 #[derive(Debug, thiserror::Error)]
@@ -98,14 +99,14 @@ async fn one_reply<T: serde::de::DeserializeOwned>(
 /// Asks the agent to allocate devices to a container (all or nothing).
 pub async fn allocate(
     root_dir: &Path,
-    pod: &str,
-    container: &str,
-    resources: std::collections::BTreeMap<String, usize>,
+    request: &AllocationRequest,
 ) -> Result<AllocateReply, AdminClientError> {
     let req = AdminRequest::Allocate {
-        pod: pod.into(),
-        container: container.into(),
-        resources,
+        pod: request.pod_uid.clone(),
+        pod_namespace: request.pod_namespace.clone(),
+        pod_name: request.pod_name.clone(),
+        container: request.container.clone(),
+        resources: request.resources.clone(),
     };
     one_reply(root_dir, req).await
 }
@@ -115,15 +116,18 @@ pub async fn release(root_dir: &Path, pod: &str) -> Result<ReleaseReply, AdminCl
     one_reply(root_dir, AdminRequest::Release { pod: pod.into() }).await
 }
 
-/// Asks the agent to prepare `claims` with DRA driver `driver`.
+/// Asks the agent to prepare `claims` with DRA driver `driver`, for `pod`
+/// if given.
 pub async fn dra_prepare(
     root_dir: &Path,
     driver: &str,
     claims: Vec<ClaimRef>,
+    pod: Option<ClaimPod>,
 ) -> Result<DraPrepareReply, AdminClientError> {
     let req = AdminRequest::DraPrepare {
         driver: driver.into(),
         claims,
+        pod,
     };
     one_reply(root_dir, req).await
 }

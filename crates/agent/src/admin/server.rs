@@ -138,11 +138,15 @@ impl Context {
             }
             Ok(AdminRequest::Allocate {
                 pod,
+                pod_namespace,
+                pod_name,
                 container,
                 resources,
             }) => {
                 let request = AllocationRequest {
                     pod_uid: pod,
+                    pod_namespace,
+                    pod_name,
                     container,
                     resources,
                 };
@@ -167,8 +171,17 @@ impl Context {
                     let _ = write_line(&mut write, &reply).await;
                 }
             }
-            Ok(AdminRequest::DraPrepare { driver, claims }) => {
-                let reply = match self.sources.dra.prepare(&driver, &claims).await {
+            Ok(AdminRequest::DraPrepare {
+                driver,
+                claims,
+                pod,
+            }) => {
+                let dra = &self.sources.dra;
+                let prepared = match &pod {
+                    Some(pod) => dra.prepare_for_pod(&driver, &claims, pod).await,
+                    None => dra.prepare(&driver, &claims).await,
+                };
+                let reply = match prepared {
                     Ok(claims) => serde_json::to_value(DraPrepareReply { claims }),
                     Err(e) => serde_json::to_value(AdminErrorReply {
                         error: e.to_string(),
@@ -257,13 +270,22 @@ impl Context {
                 metrics_addr: sources.metrics_addr.map(|a| a.to_string()),
                 #[cfg(feature = "kube")]
                 kube_api: kube_api.transpose().map_err(|e| e.to_string())?,
-                sockets: vec![
-                    sources.devices.kubelet_socket(),
-                    crate::served_socket::SocketStatus::of(
+                sockets: [
+                    Some(sources.devices.kubelet_socket()),
+                    Some(crate::served_socket::SocketStatus::of(
                         &socket_path(&self.root_dir),
                         sources.admin.socket_recreations(),
-                    ),
-                ],
+                    )),
+                    sources.pod_resources_socket.as_ref().map(|path| {
+                        crate::served_socket::SocketStatus::of(
+                            path,
+                            sources.pod_resources.socket_recreations(),
+                        )
+                    }),
+                ]
+                .into_iter()
+                .flatten()
+                .collect(),
             })
         })();
         let reply = match status {

@@ -17,6 +17,7 @@
 //!    the checkpoint holding them is on disk; a failed write undoes them.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
@@ -26,7 +27,7 @@ use super::allocation::{
 };
 use super::command::{Command, Shared};
 use super::selection::aligned_order;
-use super::state::{AllocationKey, Reserved, State, is_healthy};
+use super::state::{AllocationKey, Reserved, State, is_healthy, numa_nodes};
 use crate::owner::Mailbox;
 
 impl State {
@@ -34,6 +35,19 @@ impl State {
     pub(crate) fn plan(&self, request: &AllocationRequest) -> Result<Vec<Planned>, AllocateError> {
         if request.resources.is_empty() {
             return Err(AllocateError::Empty);
+        }
+        let held = self
+            .allocations
+            .values()
+            .find(|a| a.pod_uid == request.pod_uid && !a.pod_name.is_empty());
+        if let Some(held) = held
+            && (held.pod_namespace != request.pod_namespace || held.pod_name != request.pod_name)
+        {
+            return Err(AllocateError::PodRenamed {
+                pod: request.pod_uid.clone(),
+                known: format!("{}/{}", held.pod_namespace, held.pod_name),
+                given: format!("{}/{}", request.pod_namespace, request.pod_name),
+            });
         }
         request
             .resources
@@ -67,7 +81,7 @@ impl State {
             if !existing.devices.iter().all(healthy) {
                 return Err(AllocateError::PreviouslyAllocatedUnhealthy(resource.into()));
             }
-            return Ok(Planned::Held(existing.clone()));
+            return Ok(Planned::Held(ContainerAllocation::clone(existing)));
         }
         let r = r.ok_or_else(|| AllocateError::Unregistered(resource.into()))?;
         if !r.devices().values().any(is_healthy) {
@@ -128,19 +142,32 @@ impl State {
         Ok((id, chosen))
     }
 
-    /// Step 5: the reservation becomes allocations; returns their keys.
+    /// Step 5: the reservation becomes allocations; returns them as stored.
     pub(crate) fn commit(
         &mut self,
         reservation: ReservationId,
         allocations: Vec<ContainerAllocation>,
-    ) -> Vec<AllocationKey> {
+    ) -> Vec<(AllocationKey, Arc<ContainerAllocation>)> {
         self.reservations.remove(&reservation);
         allocations
             .into_iter()
-            .map(|a| {
+            .map(|mut a| {
+                // The topology the devices had when they were given out, as
+                // the pod-resources API reports it later.
+                if let Some(r) = self.resources.get(&a.resource) {
+                    a.numa = a
+                        .devices
+                        .iter()
+                        .filter_map(|id| {
+                            let numa = numa_nodes(r.devices().get(id)?);
+                            (!numa.is_empty()).then(|| (id.clone(), numa))
+                        })
+                        .collect();
+                }
                 let key = key(&a.pod_uid, &a.container, &a.resource);
-                self.allocations.insert(key.clone(), a);
-                key
+                let a = Arc::new(a);
+                self.allocations.insert(key.clone(), a.clone());
+                (key, a)
             })
             .collect()
     }
@@ -218,11 +245,7 @@ pub(crate) async fn allocate(
                     source,
                 })?;
             allocations.push(ContainerAllocation::new(
-                &request.pod_uid,
-                &request.container,
-                resource,
-                devices,
-                response,
+                request, resource, devices, response,
             ));
         }
         // Only report the allocations once they are on disk.

@@ -36,6 +36,12 @@ pub struct DeviceNodeSpec {
 pub struct ContainerAllocation {
     /// Pod UID.
     pub pod_uid: String,
+    /// The pod's namespace (empty in checkpoints from before pods had names).
+    #[serde(default)]
+    pub pod_namespace: String,
+    /// The pod's name (empty in checkpoints from before pods had names).
+    #[serde(default)]
+    pub pod_name: String,
     /// Container name.
     pub container: String,
     /// Extended resource name.
@@ -52,19 +58,24 @@ pub struct ContainerAllocation {
     pub annotations: BTreeMap<String, String>,
     /// Fully qualified CDI device names.
     pub cdi_devices: Vec<String>,
+    /// Device id → the NUMA nodes it was attached to when allocated (absent:
+    /// no topology reported).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub numa: BTreeMap<String, Vec<i64>>,
 }
 
 impl ContainerAllocation {
     pub(crate) fn new(
-        pod_uid: &str,
-        container: &str,
+        request: &AllocationRequest,
         resource: &str,
         devices: Vec<String>,
         response: ContainerAllocateResponse,
     ) -> Self {
         Self {
-            pod_uid: pod_uid.into(),
-            container: container.into(),
+            pod_uid: request.pod_uid.clone(),
+            pod_namespace: request.pod_namespace.clone(),
+            pod_name: request.pod_name.clone(),
+            container: request.container.clone(),
             resource: resource.into(),
             devices,
             envs: response.envs.into_iter().collect(),
@@ -88,6 +99,7 @@ impl ContainerAllocation {
                 .collect(),
             annotations: response.annotations.into_iter().collect(),
             cdi_devices: response.cdi_devices.into_iter().map(|c| c.name).collect(),
+            numa: BTreeMap::new(),
         }
     }
 }
@@ -97,10 +109,34 @@ impl ContainerAllocation {
 pub struct AllocationRequest {
     /// Pod UID.
     pub pod_uid: String,
+    /// The pod's namespace.
+    pub pod_namespace: String,
+    /// The pod's name.
+    pub pod_name: String,
     /// Container name.
     pub container: String,
     /// Resource name → number of devices.
     pub resources: BTreeMap<String, usize>,
+}
+
+impl AllocationRequest {
+    /// A request for pod `namespace/name` (UID `pod_uid`), container
+    /// `container`, with no resources yet.
+    pub fn new(pod_uid: &str, namespace: &str, name: &str, container: &str) -> Self {
+        Self {
+            pod_uid: pod_uid.into(),
+            pod_namespace: namespace.into(),
+            pod_name: name.into(),
+            container: container.into(),
+            resources: BTreeMap::new(),
+        }
+    }
+
+    /// Adds `count` devices of `resource`.
+    pub fn resource(mut self, resource: &str, count: usize) -> Self {
+        self.resources.insert(resource.into(), count);
+        self
+    }
 }
 
 /// Why devices could not be allocated; messages follow upstream's.
@@ -184,6 +220,16 @@ pub enum AllocateError {
     /// A request naming no resource.
     #[error("the request names no resource")]
     Empty,
+    /// The pod UID holds devices under another name.
+    #[error("pod {pod} is {known}, not {given}")]
+    PodRenamed {
+        /// Pod UID.
+        pod: String,
+        /// `namespace/name` it holds devices under.
+        known: String,
+        /// `namespace/name` of the request.
+        given: String,
+    },
     /// The device manager is not running.
     #[error("the device manager is stopping")]
     Stopping,
@@ -203,7 +249,7 @@ impl AllocateError {
             | Self::Rpc { resource, .. }
             | Self::Preferred { resource, .. }
             | Self::PreStart { resource, .. } => Some(resource),
-            Self::Checkpoint(_) | Self::Empty | Self::Stopping => None,
+            Self::Checkpoint(_) | Self::Empty | Self::PodRenamed { .. } | Self::Stopping => None,
         }
     }
 }

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use super::allocation::ContainerAllocation;
 use crate::checkpoint::CheckpointFile;
@@ -21,6 +22,16 @@ pub struct DeviceCheckpoint {
     pub allocations: Vec<ContainerAllocation>,
     /// Resource → ids of its healthy devices when last written.
     pub registered_devices: BTreeMap<String, Vec<String>>,
+}
+
+/// The device checkpoint as the manager writes it: the JSON of
+/// [`DeviceCheckpoint`], from allocations shared with the manager rather
+/// than copied, so a write holds up the manager for no more than a
+/// reference count per allocation.
+#[derive(Debug, serde::Serialize)]
+pub(crate) struct CheckpointData {
+    pub(crate) allocations: Vec<Arc<ContainerAllocation>>,
+    pub(crate) registered_devices: BTreeMap<String, Vec<String>>,
 }
 
 /// The device checkpoint and its backup in the device plugin directory `dir`.

@@ -14,6 +14,7 @@ use super::config::DeviceManagerConfig;
 use super::event::DeviceEvent;
 use super::metrics::DeviceMetrics;
 use super::plugin_client::{DeviceError, PluginClient, StreamEnd};
+use super::snapshot::AllocatableDevice;
 use super::state::InstanceId;
 use super::status::ResourceStatus;
 use crate::checkpoint::{CheckpointError, CheckpointProblem, WrittenReply};
@@ -72,6 +73,12 @@ pub(crate) enum Command {
     },
     Allocations {
         reply: oneshot::Sender<Vec<ContainerAllocation>>,
+    },
+    AllocationSnapshot {
+        reply: oneshot::Sender<Vec<Arc<ContainerAllocation>>>,
+    },
+    Allocatable {
+        reply: oneshot::Sender<Vec<AllocatableDevice>>,
     },
     CheckpointProblem {
         reply: oneshot::Sender<Option<CheckpointProblem>>,

@@ -16,6 +16,7 @@ use super::config::DeviceManagerConfig;
 use super::event::{DeviceEvent, DeviceEventKind};
 use super::metrics::DeviceMetrics;
 use super::plugin_client::{DeviceError, PluginClient};
+use super::snapshot::AllocatableDevice;
 use super::status::ResourceStatus;
 use crate::checkpoint::CheckpointProblem;
 use crate::metrics::ReadinessCheck;
@@ -158,6 +159,27 @@ impl DeviceHandle {
     pub async fn allocations(&self) -> Result<Vec<ContainerAllocation>, DeviceManagerStopped> {
         self.commands
             .ask(|reply| Command::Allocations { reply })
+            .await
+            .map_err(|_| DeviceManagerStopped)
+    }
+
+    /// Every allocation, shared with the manager (an allocation never
+    /// changes once made), sorted by pod UID, container and resource. The
+    /// [`changes`](Self::changes) counter tells when it is worth asking
+    /// again.
+    pub async fn allocation_snapshot(
+        &self,
+    ) -> Result<Vec<Arc<ContainerAllocation>>, DeviceManagerStopped> {
+        self.commands
+            .ask(|reply| Command::AllocationSnapshot { reply })
+            .await
+            .map_err(|_| DeviceManagerStopped)
+    }
+
+    /// Every healthy device, with its NUMA nodes, sorted by resource and id.
+    pub async fn allocatable(&self) -> Result<Vec<AllocatableDevice>, DeviceManagerStopped> {
+        self.commands
+            .ask(|reply| Command::Allocatable { reply })
             .await
             .map_err(|_| DeviceManagerStopped)
     }

@@ -11,7 +11,7 @@ use nodeplugins_api::deviceplugin::v1beta1::registration_server::{
     Registration, RegistrationServer,
 };
 use nodeplugins_api::deviceplugin::v1beta1::{Empty, RegisterRequest};
-use nodeplugins_api::transport::{BoundSocket, TransportError, serve as serve_socket};
+use nodeplugins_api::transport::{BoundSocket, TransportError};
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
@@ -105,30 +105,20 @@ pub(crate) async fn serve(
     shutdown: CancellationToken,
 ) -> Result<(), TransportError> {
     let dir = devices.config().dir.clone();
-    let mut socket = socket;
-    loop {
-        let path = socket.path().to_owned();
-        let bound = served_socket::identity(&path);
-        let round = shutdown.child_token();
-        let router = tonic::transport::Server::builder().add_service(RegistrationServer::new(
+    let router = || {
+        tonic::transport::Server::builder().add_service(RegistrationServer::new(
             KubeletRegistration {
                 devices: devices.clone(),
             },
-        ));
-        tracing::info!(socket = %path.display(), "serving device plugin registration");
-        let serving = serve_socket(socket, router, round.clone());
-        tokio::pin!(serving);
-        tokio::select! {
-            served = &mut serving => return served,
-            () = served_socket::removed(&path, bound) => {}
-        }
-        tracing::warn!(socket = %path.display(), "kubelet.sock was removed; serving it again");
-        devices.metrics().kubelet_socket_recreated();
-        round.cancel();
-        let _ = serving.await;
-        socket = match served_socket::bind_again(&path, || bind(&dir), &shutdown).await {
-            Some(socket) => socket,
-            None => return Ok(()),
-        };
-    }
+        ))
+    };
+    served_socket::serve_grpc(
+        socket,
+        || bind(&dir),
+        router,
+        "device plugin registration (kubelet.sock)",
+        || devices.metrics().kubelet_socket_recreated(),
+        shutdown,
+    )
+    .await
 }

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::allocation::ContainerAllocation;
-use super::checkpoint::{self, DeviceCheckpoint};
+use super::checkpoint::{self, CheckpointData, DeviceCheckpoint};
 use super::command::{Command, Shared};
 use super::config::DeviceManagerConfig;
 use super::event::{DeviceEvent, DeviceEventKind};
@@ -149,7 +149,7 @@ impl DeviceManager {
 /// An allocation recorded but not yet on disk.
 struct PendingCommit {
     version: u64,
-    allocations: Vec<(AllocationKey, ContainerAllocation)>,
+    allocations: Vec<(AllocationKey, Arc<ContainerAllocation>)>,
     reply: WrittenReply,
 }
 
@@ -164,7 +164,7 @@ struct Owner {
     metrics: DeviceMetrics,
     /// The ListAndWatch streams and the checkpoint writer.
     tasks: TaskTracker,
-    persister: Persister<DeviceCheckpoint>,
+    persister: Persister<CheckpointData>,
     commits: Vec<PendingCommit>,
     /// Why the checkpoint could not be loaded, or how it was repaired.
     load_problem: Option<CheckpointProblem>,
@@ -265,15 +265,15 @@ impl Owner {
                 allocations,
                 reply,
             } => {
-                let keys = self.state.commit(reservation, allocations.clone());
-                for a in &allocations {
+                let stored = self.state.commit(reservation, allocations);
+                for (_, a) in &stored {
                     tracing::info!(pod = %a.pod_uid, container = %a.container, resource = %a.resource,
                         devices = ?a.devices, "devices allocated");
                 }
                 let version = self.persister.changed();
                 self.commits.push(PendingCommit {
                     version,
-                    allocations: keys.into_iter().zip(allocations).collect(),
+                    allocations: stored,
                     reply,
                 });
                 true
@@ -305,7 +305,16 @@ impl Owner {
                 false
             }
             Command::Allocations { reply } => {
-                let _ = reply.send(self.state.allocations.values().cloned().collect());
+                let all = self.state.allocations.values();
+                let _ = reply.send(all.map(|a| ContainerAllocation::clone(a)).collect());
+                false
+            }
+            Command::AllocationSnapshot { reply } => {
+                let _ = reply.send(self.state.allocation_snapshot());
+                false
+            }
+            Command::Allocatable { reply } => {
+                let _ = reply.send(self.state.allocatable());
                 false
             }
             Command::CheckpointProblem { reply } => {
@@ -468,7 +477,12 @@ impl Owner {
         for commit in done {
             if result.is_err() {
                 for (key, allocation) in &commit.allocations {
-                    if self.state.allocations.get(key) == Some(allocation) {
+                    if self
+                        .state
+                        .allocations
+                        .get(key)
+                        .is_some_and(|a| Arc::ptr_eq(a, allocation))
+                    {
                         self.state.allocations.remove(key);
                         changed = true;
                     }
@@ -495,7 +509,7 @@ impl Owner {
                 allocation.container.clone(),
                 allocation.resource.clone(),
             );
-            self.state.allocations.insert(key, allocation);
+            self.state.allocations.insert(key, Arc::new(allocation));
         }
         let resources = loaded.data.registered_devices.len();
         for name in loaded.data.registered_devices.into_keys() {
@@ -510,8 +524,8 @@ impl Owner {
 }
 
 /// What the checkpoint records of `state`.
-fn checkpoint_data(state: &State) -> DeviceCheckpoint {
-    DeviceCheckpoint {
+fn checkpoint_data(state: &State) -> CheckpointData {
+    CheckpointData {
         allocations: state.allocations.values().cloned().collect(),
         registered_devices: state.healthy_devices(),
     }

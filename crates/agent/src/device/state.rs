@@ -4,6 +4,7 @@
 //! devices to containers.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use nodeplugins_api::constants::device_plugin::{HEALTHY, UNHEALTHY};
@@ -100,7 +101,8 @@ pub(crate) struct Reserved {
 pub(crate) struct State {
     pub(crate) resources: BTreeMap<String, Resource>,
     pub(crate) next_instance: InstanceId,
-    pub(crate) allocations: BTreeMap<AllocationKey, ContainerAllocation>,
+    /// Shared, so a snapshot for readers costs a reference count each.
+    pub(crate) allocations: BTreeMap<AllocationKey, Arc<ContainerAllocation>>,
     /// Devices held by allocations in progress.
     pub(crate) reservations: HashMap<ReservationId, Vec<Reserved>>,
     pub(crate) next_reservation: ReservationId,

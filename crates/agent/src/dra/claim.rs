@@ -38,6 +38,18 @@ impl std::str::FromStr for ClaimRef {
     }
 }
 
+/// A pod that uses prepared claims (in the claims' namespace), and which of
+/// its containers do: what the pod-resources API reports per container.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ClaimPod {
+    /// Pod UID.
+    pub uid: String,
+    /// Pod name.
+    pub name: String,
+    /// The containers that use the claims.
+    pub containers: Vec<String>,
+}
+
 /// One device a prepared claim got.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PreparedDevice {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tokio::sync::{broadcast, oneshot, watch};
 
-use super::claim::PreparedClaim;
+use super::claim::{ClaimPod, PreparedClaim};
 use super::config::DraManagerConfig;
 use super::connection::{Channel, Link};
 use super::error::DraError;
@@ -41,6 +41,8 @@ pub(crate) enum Command {
     Prepared {
         driver: String,
         results: Vec<PreparedClaim>,
+        /// The pod the claims were prepared for, if named.
+        pod: Option<ClaimPod>,
         reply: WrittenReply,
     },
     /// Claims were unprepared: forget them; answered once that is on disk.

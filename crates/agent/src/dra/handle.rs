@@ -11,14 +11,14 @@ use tokio::time::Instant;
 
 use super::calls;
 use super::calls::Operation;
-use super::claim::{ClaimRef, ClaimResult, PreparedClaim, UnpreparedClaim};
+use super::claim::{ClaimPod, ClaimRef, ClaimResult, PreparedClaim, UnpreparedClaim};
 use super::command::{Command, Route, Shared};
 use super::config::DraManagerConfig;
 use super::connection::Channel;
 use super::error::DraError;
 use super::event::DraEvent;
 use super::metrics::DraMetrics;
-use super::prepared::RecordedClaim;
+use super::prepared::{PreparedClaims, RecordedClaim};
 use super::service::{DraService, choose_health_service, choose_service};
 use super::status::DraDriverStatus;
 use crate::checkpoint::{CheckpointProblem, WrittenReply};
@@ -139,7 +139,30 @@ impl DraHandle {
         driver: &str,
         claims: &[ClaimRef],
     ) -> Result<Vec<PreparedClaim>, DraError> {
-        let recorded = self.shared.prepared.borrow().clone();
+        self.prepare_inner(driver, claims, None).await
+    }
+
+    /// [`prepare`](Self::prepare) for `pod`, which is recorded as using the
+    /// claims (all in its namespace) from the containers it names, for the
+    /// pod-resources API.
+    pub async fn prepare_for_pod(
+        &self,
+        driver: &str,
+        claims: &[ClaimRef],
+        pod: &ClaimPod,
+    ) -> Result<Vec<PreparedClaim>, DraError> {
+        self.prepare_inner(driver, claims, Some(pod)).await
+    }
+
+    async fn prepare_inner(
+        &self,
+        driver: &str,
+        claims: &[ClaimRef],
+        pod: Option<&ClaimPod>,
+    ) -> Result<Vec<PreparedClaim>, DraError> {
+        // Not before the checkpoint is read: a recorded claim is answered
+        // from its record, never prepared twice.
+        let recorded = self.loaded_claims().await.map_err(|_| DraError::Stopping)?;
         let known: Vec<Option<PreparedClaim>> = claims
             .iter()
             .map(|c| recorded.get(driver, &c.uid).map(RecordedClaim::result))
@@ -150,23 +173,31 @@ impl DraHandle {
             .filter(|(_, known)| known.is_none())
             .map(|(claim, _)| claim.clone())
             .collect();
-        if to_call.is_empty() && !claims.is_empty() {
+        let pod_known = pod.is_none_or(|pod| {
+            recorded.knows_pod(driver, claims.iter().map(|c| c.uid.as_str()), pod)
+        });
+        if to_call.is_empty() && !claims.is_empty() && pod_known {
             return Ok(known.into_iter().flatten().collect());
         }
-        let results = self
-            .call(driver, &to_call, Operation::Prepare, calls::prepare)
-            .await?;
+        let called = if to_call.is_empty() && !claims.is_empty() {
+            Vec::new()
+        } else {
+            self.call(driver, &to_call, Operation::Prepare, calls::prepare)
+                .await?
+        };
+        let mut called = called.into_iter();
+        let results: Vec<PreparedClaim> = known
+            .into_iter()
+            .filter_map(|known| known.or_else(|| called.next()))
+            .collect();
         self.record(|reply| Command::Prepared {
             driver: driver.to_string(),
             results: results.clone(),
+            pod: pod.cloned(),
             reply,
         })
         .await;
-        let mut called = results.into_iter();
-        Ok(known
-            .into_iter()
-            .filter_map(|known| known.or_else(|| called.next()))
-            .collect())
+        Ok(results)
     }
 
     /// Unprepares `claims` with `driver`'s instance in use, and forgets the
@@ -235,6 +266,17 @@ impl DraHandle {
     /// The prepared claims, sorted by UID.
     pub fn prepared_claims(&self) -> Vec<RecordedClaim> {
         self.shared.prepared.borrow().list()
+    }
+
+    /// The prepared claims once the checkpoint was read; each change is a
+    /// new `Arc`.
+    pub(crate) async fn loaded_claims(&self) -> Result<Arc<PreparedClaims>, DraManagerStopped> {
+        let mut prepared = self.shared.prepared.clone();
+        let claims = prepared
+            .wait_for(|c| c.is_loaded())
+            .await
+            .map_err(|_| DraManagerStopped)?;
+        Ok(claims.clone())
     }
 
     /// What is wrong with the prepared claims' checkpoint, if anything.

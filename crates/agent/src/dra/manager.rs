@@ -102,6 +102,7 @@ impl DraManager {
                 Some(Persister::start(prepared::file(dir), &tasks))
             }
         };
+        let claims = claims.loaded();
         self.prepared.send_replace(Arc::new(claims.clone()));
         tasks.spawn(node_started(self.cleanup.clone(), shutdown.clone()));
         let (links_tx, links) = mpsc::unbounded_channel();
@@ -298,10 +299,11 @@ impl Owner {
             Command::Prepared {
                 driver,
                 results,
+                pod,
                 reply,
             } => {
                 let now = unix_ms(SystemTime::now());
-                let changed = self.claims.record(&driver, &results, now);
+                let changed = self.claims.record(&driver, &results, pod.as_ref(), now);
                 self.claims_changed(changed, reply);
                 changed
             }

@@ -126,3 +126,14 @@ pub async fn http_get(addr: &str, path: &str) -> (u16, String) {
     let body = response.split_once("\r\n\r\n").unwrap().1.to_string();
     (status, body)
 }
+
+/// A request for `count` devices of `resource` for container `main` of pod
+/// `pod` (its UID and its name) in namespace `default`.
+pub fn main_container(
+    pod: &str,
+    resource: &str,
+    count: usize,
+) -> nodeplugins::device::AllocationRequest {
+    nodeplugins::device::AllocationRequest::new(pod, "default", pod, "main")
+        .resource(resource, count)
+}
