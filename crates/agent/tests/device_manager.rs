@@ -459,6 +459,11 @@ async fn allocation_is_numa_aligned_recorded_and_idempotent() {
         "the plugin's response is kept"
     );
     assert_eq!(
+        a.numa,
+        [("n0-a".to_string(), vec![0]), ("n0-b".to_string(), vec![0])].into(),
+        "each device's NUMA node, as the pod-resources API reports it"
+    );
+    assert_eq!(
         allocate(&node.manager, "pod-1", "main", RESOURCE, 2)
             .await
             .unwrap(),

@@ -23,11 +23,11 @@ use tokio::sync::oneshot;
 
 use super::allocation::ReservationId;
 use super::allocation::{
-    AllocateError, AllocationRequest, Choice, ContainerAllocation, Planned, ReservedChoices,
+    AllocateError, AllocationRequest, Choice, Chosen, ContainerAllocation, Planned, ReservedChoices,
 };
 use super::command::{Command, Shared};
 use super::selection::aligned_order;
-use super::state::{AllocationKey, Reserved, State, is_healthy, numa_nodes};
+use super::state::{AllocationKey, Reserved, State, is_healthy};
 use crate::owner::Mailbox;
 
 impl State {
@@ -113,6 +113,7 @@ impl State {
         choices: Vec<Choice>,
     ) -> Result<ReservedChoices, AllocateError> {
         let mut reserved = Vec::with_capacity(choices.len());
+        let mut chosen = Vec::with_capacity(choices.len());
         for choice in choices {
             let free = self.free(&choice.resource);
             let ids: BTreeSet<&String> = free.iter().map(|c| &c.id).collect();
@@ -130,6 +131,17 @@ impl State {
                 }
                 again[..count].to_vec()
             };
+            // The topology the devices have as they are given out, as the
+            // pod-resources API reports it later.
+            let numa = free
+                .iter()
+                .filter(|c| !c.numa.is_empty() && devices.contains(&c.id))
+                .map(|c| (c.id.clone(), c.numa.clone()))
+                .collect();
+            chosen.push(Chosen {
+                devices: devices.clone(),
+                numa,
+            });
             reserved.push(Reserved {
                 resource: choice.resource,
                 devices,
@@ -137,7 +149,6 @@ impl State {
         }
         self.next_reservation += 1;
         let id = self.next_reservation;
-        let chosen = reserved.iter().map(|r| r.devices.clone()).collect();
         self.reservations.insert(id, reserved);
         Ok((id, chosen))
     }
@@ -151,19 +162,7 @@ impl State {
         self.reservations.remove(&reservation);
         allocations
             .into_iter()
-            .map(|mut a| {
-                // The topology the devices had when they were given out, as
-                // the pod-resources API reports it later.
-                if let Some(r) = self.resources.get(&a.resource) {
-                    a.numa = a
-                        .devices
-                        .iter()
-                        .filter_map(|id| {
-                            let numa = numa_nodes(r.devices().get(id)?);
-                            (!numa.is_empty()).then(|| (id.clone(), numa))
-                        })
-                        .collect();
-                }
+            .map(|a| {
                 let key = key(&a.pod_uid, &a.container, &a.resource);
                 let a = Arc::new(a);
                 self.allocations.insert(key.clone(), a.clone());
@@ -229,23 +228,24 @@ pub(crate) async fn allocate(
     let mut allocations = Vec::with_capacity(planned.len());
     if !choices.is_empty() {
         let (reservation, chosen) = Reservation::make(commands, choices).await?;
-        for ((resource, plugin), devices) in calls.into_iter().zip(chosen) {
+        for ((resource, plugin), chosen) in calls.into_iter().zip(chosen) {
+            let devices = &chosen.devices;
             let response = plugin
-                .allocate(resource, &devices, config.allocate_timeout, &shared.metrics)
+                .allocate(resource, devices, config.allocate_timeout, &shared.metrics)
                 .await
                 .map_err(|source| AllocateError::Rpc {
                     resource: resource.clone(),
                     source,
                 })?;
             plugin
-                .pre_start_container(&devices, config.pre_start_timeout)
+                .pre_start_container(devices, config.pre_start_timeout)
                 .await
                 .map_err(|source| AllocateError::PreStart {
                     resource: resource.clone(),
                     source,
                 })?;
             allocations.push(ContainerAllocation::new(
-                request, resource, devices, response,
+                request, resource, chosen, response,
             ));
         }
         // Only report the allocations once they are on disk.
@@ -275,7 +275,7 @@ impl Reservation {
     async fn make(
         commands: &Mailbox<Command>,
         choices: Vec<Choice>,
-    ) -> Result<(Self, Vec<Vec<String>>), AllocateError> {
+    ) -> Result<(Self, Vec<Chosen>), AllocateError> {
         let (id, chosen) = commands
             .ask(|reply| Command::Reserve { choices, reply })
             .await

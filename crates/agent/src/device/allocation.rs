@@ -68,9 +68,10 @@ impl ContainerAllocation {
     pub(crate) fn new(
         request: &AllocationRequest,
         resource: &str,
-        devices: Vec<String>,
+        chosen: Chosen,
         response: ContainerAllocateResponse,
     ) -> Self {
+        let Chosen { devices, numa } = chosen;
         Self {
             pod_uid: request.pod_uid.clone(),
             pod_namespace: request.pod_namespace.clone(),
@@ -99,7 +100,7 @@ impl ContainerAllocation {
                 .collect(),
             annotations: response.annotations.into_iter().collect(),
             cdi_devices: response.cdi_devices.into_iter().map(|c| c.name).collect(),
-            numa: BTreeMap::new(),
+            numa,
         }
     }
 }
@@ -272,8 +273,15 @@ pub(crate) enum Planned {
 /// Identifies an allocation in progress.
 pub(crate) type ReservationId = u64;
 
+/// Devices reserved for one resource, with the NUMA nodes each is attached
+/// to (devices without topology are left out).
+pub(crate) struct Chosen {
+    pub(crate) devices: Vec<String>,
+    pub(crate) numa: BTreeMap<String, Vec<i64>>,
+}
+
 /// A reservation and the devices it holds, per chosen resource in order.
-pub(crate) type ReservedChoices = (ReservationId, Vec<Vec<String>>);
+pub(crate) type ReservedChoices = (ReservationId, Vec<Chosen>);
 
 /// Devices chosen for one resource, to reserve.
 pub(crate) struct Choice {
