@@ -9,6 +9,9 @@
 //!   `fuzzing` feature, for the fuzz targets and the benchmark).
 //! - [`dial`] and [`dial_lazy`] connect to a socket sending `localhost` as
 //!   the authority, as the kubelet does.
+//! - [`UnaryConnection`] makes single unary calls on a connection of its
+//!   own, each request in one write (registration's GetInfo and
+//!   NotifyRegistrationStatus).
 
 #[cfg(feature = "fuzzing")]
 pub mod authority;
@@ -23,9 +26,11 @@ pub mod hpack;
 mod hpack;
 mod serve;
 mod socket;
+mod unary;
 
 pub use connection::ServerConnection;
 pub use dial::{dial, dial_lazy};
 pub use error::{TransportError, root_cause};
 pub use serve::{SHUTDOWN_GRACE, serve};
 pub use socket::{BoundSocket, MAX_SOCKET_PATH_LEN, SocketFile, check_socket_path};
+pub use unary::{MAX_RESPONSE, UnaryConnection};

@@ -221,3 +221,77 @@ async fn many_requests_share_one_connection() {
         assert_eq!(name.unwrap(), "dra.example.com");
     }
 }
+
+#[tokio::test]
+async fn unary_calls_answer_with_the_message_or_the_servers_status() {
+    use nodeplugins_api::pluginregistration::v1::{RegistrationStatus, RegistrationStatusResponse};
+    use nodeplugins_api::transport::UnaryConnection;
+    use nodeplugins_test_support::fake_plugin::GetInfoBehaviour;
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("reg.sock");
+    let plugin = FakePlugin::builder("CSIPlugin", "u.example.com")
+        .serve(&path)
+        .await;
+    let mut connection = UnaryConnection::connect(&path, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let got: PluginInfo = connection
+        .call("/pluginregistration.Registration/GetInfo", &InfoRequest {})
+        .await
+        .unwrap();
+    assert_eq!(got.name, "u.example.com");
+    // A second call on the same connection.
+    let status = RegistrationStatus {
+        plugin_registered: true,
+        error: String::new(),
+    };
+    let _: RegistrationStatusResponse = connection
+        .call(
+            "/pluginregistration.Registration/NotifyRegistrationStatus",
+            &status,
+        )
+        .await
+        .unwrap();
+    assert_eq!(plugin.notifications().borrow().len(), 1);
+    // An unknown method: the server's status, not a transport error.
+    let unknown = connection
+        .call::<_, PluginInfo>("/pluginregistration.Registration/Nope", &InfoRequest {})
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code(), tonic::Code::Unimplemented, "{unknown:?}");
+    plugin.stop().await;
+
+    // A server that fails the call.
+    let failing = FakePlugin::builder("CSIPlugin", "f.example.com")
+        .get_info(GetInfoBehaviour::Fail("out of order".into()))
+        .serve(&path)
+        .await;
+    let mut connection = UnaryConnection::connect(&path, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let failed = connection
+        .call::<_, PluginInfo>("/pluginregistration.Registration/GetInfo", &InfoRequest {})
+        .await
+        .unwrap_err();
+    assert_eq!(failed.message(), "out of order", "the server's own status");
+    // The server goes away: the next call says so.
+    failing.stop().await;
+    let gone = connection
+        .call::<_, PluginInfo>("/pluginregistration.Registration/GetInfo", &InfoRequest {})
+        .await
+        .unwrap_err();
+    assert_eq!(gone.code(), tonic::Code::Unavailable, "{gone:?}");
+}
+
+#[tokio::test]
+async fn unary_connect_fails_promptly_when_nothing_listens() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = nodeplugins_api::transport::UnaryConnection::connect(
+        dir.path().join("missing.sock"),
+        Duration::from_secs(5),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, TransportError::Connect { .. }), "{err}");
+}

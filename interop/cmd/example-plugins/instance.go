@@ -87,10 +87,14 @@ func (i *instance) serve(ctx context.Context, round, index int, registered *sync
 	return nil
 }
 
+// stop stops the plugin, which removes its socket as its last step, and
+// reports the time it returned: within microseconds of the removal.
 func (i *instance) stop(ctx context.Context) {
 	if err := i.plugin.Stop(ctx); err != nil {
 		events.Emit("stop_failed", events.Fields{"name": i.name, "error": err.Error()})
+		return
 	}
+	events.Emit("removed", events.Fields{"name": i.name})
 }
 
 // receive takes the next status off the plugin's channel. The message

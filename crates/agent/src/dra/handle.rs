@@ -60,8 +60,10 @@ impl DraHandle {
 
     /// Registers an instance of `driver` serving at `endpoint`, using the
     /// first of `services` the agent supports. It starts a monitored
-    /// connection and returns after the first connection attempt (a plugin
-    /// that is not up yet is still registered, and connected when it is).
+    /// connection and returns at once, as the kubelet does: the connection
+    /// is made beside the plugin's registration (a plugin that is not up yet
+    /// is registered all the same, and connected when it is), and a call
+    /// made before it is up waits for it.
     pub async fn register(
         &self,
         driver: &str,
@@ -80,8 +82,7 @@ impl DraHandle {
             });
         }
         let (driver, endpoint) = (driver.to_string(), endpoint.to_string());
-        let mut link = self
-            .commands
+        self.commands
             .ask(|reply| Command::Register {
                 driver,
                 endpoint,
@@ -91,11 +92,6 @@ impl DraHandle {
             })
             .await
             .unwrap_or(Err(DraError::Stopping))?;
-        let _ = tokio::time::timeout(
-            self.config().dial_timeout,
-            link.wait_for(|l| l.attempts > 0),
-        )
-        .await;
         Ok(())
     }
 

@@ -44,6 +44,7 @@ enum Outcome {
     },
     Unregister {
         path: PathBuf,
+        info: PluginDescription,
     },
 }
 
@@ -227,10 +228,10 @@ impl Reconciler {
             self.timers.insert((backoff.retry_at, path.to_owned()));
             return;
         }
-        self.start_register(path, desired.generation);
+        self.start_register(path, desired.generation, desired.seen_at);
     }
 
-    fn start_register(&mut self, path: &Path, generation: Generation) {
+    fn start_register(&mut self, path: &Path, generation: Generation, seen_at: Instant) {
         let control = self.control_tx.clone();
         let progress_path = path.to_owned();
         let progress: Progress = Box::new(move |info| {
@@ -243,7 +244,7 @@ impl Reconciler {
         let (handlers, config, socket) =
             (self.handlers.clone(), self.config.clone(), path.to_owned());
         let task = self.tasks.spawn(async move {
-            let result = register(socket.clone(), handlers, config, progress).await;
+            let result = register(socket.clone(), handlers, config, progress, seen_at).await;
             Outcome::Register {
                 path: socket,
                 generation,
@@ -261,21 +262,18 @@ impl Reconciler {
             socket = %path.display(), plugin_type = %entry.info.plugin_type, name = %entry.info.name,
             "deregistering plugin"
         );
-        self.emit(
-            PluginEventKind::Deregistered,
-            path,
-            Some(entry.info.clone()),
-            None,
-            None,
-        );
         let handler: Arc<dyn PluginHandler> = entry.handler;
-        let (name, endpoint, socket) = (entry.info.name, entry.info.endpoint, path.to_owned());
+        let (info, socket) = (entry.info, path.to_owned());
         let limit = self.config.handler_timeout;
         let task = self.tasks.spawn(async move {
-            if tokio::time::timeout(limit, handler.deregister(&name, &endpoint)).await.is_err() {
-                tracing::error!(socket = %socket.display(), %name, "plugin handler did not finish deregistering within {limit:?}");
+            let started = Instant::now();
+            let deregistered = handler.deregister(&info.name, &info.endpoint);
+            if tokio::time::timeout(limit, deregistered).await.is_err() {
+                tracing::error!(socket = %socket.display(), name = %info.name, "plugin handler did not finish deregistering within {limit:?}");
             }
-            Outcome::Unregister { path: socket }
+            tracing::debug!(socket = %socket.display(), handler_us = started.elapsed().as_micros(),
+                "deregistered: time in the handler");
+            Outcome::Unregister { path: socket, info }
         });
         self.running.insert(path.to_owned(), Running::Unregister);
         self.task_paths
@@ -301,7 +299,8 @@ impl Reconciler {
                     } => {
                         self.on_failed(path, generation, failed.error.to_string(), failed.info);
                     }
-                    Outcome::Unregister { path } => {
+                    Outcome::Unregister { path, info } => {
+                        self.emit(PluginEventKind::Deregistered, &path, Some(info), None, None);
                         self.running.remove(&path);
                         self.dirty.insert(path);
                     }
@@ -417,13 +416,18 @@ impl Reconciler {
         error: Option<String>,
         retry_in_ms: Option<u64>,
     ) {
+        let unix_us = SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+        let at_unix_us = unix_us;
         let _ = self.events.send(PluginEvent {
             kind,
             socket_path: path.to_owned(),
             plugin,
             error,
             retry_in_ms,
-            at_unix_ms: unix_ms(SystemTime::now()),
+            at_unix_ms: unix_us / 1000,
+            at_unix_us,
         });
     }
 

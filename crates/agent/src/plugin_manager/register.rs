@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use nodeplugins_api::pluginregistration::v1::registration_client::RegistrationClient;
-use nodeplugins_api::pluginregistration::v1::{InfoRequest, RegistrationStatus};
-use nodeplugins_api::transport::{TransportError, dial, root_cause};
+use nodeplugins_api::pluginregistration::v1::{
+    InfoRequest, PluginInfo, RegistrationStatus, RegistrationStatusResponse,
+};
+use nodeplugins_api::transport::{TransportError, UnaryConnection, root_cause};
 use tokio::time::Instant;
-use tonic::transport::Channel;
 
 use super::config::PluginManagerConfig;
 use super::handler_table::HandlerTable;
@@ -81,23 +81,26 @@ pub(crate) async fn register(
     handlers: HandlerTable,
     config: Arc<PluginManagerConfig>,
     progress: Progress,
+    seen_at: Instant,
 ) -> Result<Registered, Failed> {
     let socket_str = socket.display().to_string();
-    let channel = dial_with_grace(&socket, &config)
-        .await
-        .map_err(|e| Failed {
-            error: RegisterError::Dial {
-                socket: socket_str.clone(),
-                error: root_cause(&e),
-            },
-            info: None,
-        })?;
-    let mut client = RegistrationClient::new(channel);
+    let mut steps = Steps::new(seen_at);
+    let (dialed, refused) = dial_with_grace(&socket, &config).await;
+    steps.mark("dial");
+    let mut client = dialed.map_err(|e| Failed {
+        error: RegisterError::Dial {
+            socket: socket_str.clone(),
+            error: root_cause(&e),
+        },
+        info: None,
+    })?;
 
-    let info = match tokio::time::timeout(config.get_info_timeout, client.get_info(InfoRequest {}))
-        .await
-    {
-        Ok(Ok(response)) => response.into_inner(),
+    let get_info = client.call::<_, PluginInfo>(GET_INFO, &InfoRequest {});
+    let info = match tokio::time::timeout(config.get_info_timeout, get_info).await {
+        Ok(Ok(info)) => {
+            steps.mark("get_info");
+            info
+        }
         Ok(Err(status)) => {
             return Err(Failed {
                 error: RegisterError::GetInfo {
@@ -130,9 +133,7 @@ pub(crate) async fn register(
     progress(description.clone());
 
     let notify_timeout = config.notify_timeout;
-    let fail = |error: RegisterError,
-                client: RegistrationClient<Channel>,
-                description: PluginDescription| async move {
+    let fail = |error: RegisterError, client: UnaryConnection, description: PluginDescription| async move {
         let _ = notify(client, false, &error.to_string(), notify_timeout).await;
         Err(Failed {
             error,
@@ -160,6 +161,7 @@ pub(crate) async fn register(
         )
     };
     let validated = tokio::time::timeout(limit, handler.validate(name, endpoint, versions)).await;
+    steps.mark("validate");
     if let Err(e) = validated
         .map_err(|_| overdue())
         .and_then(|r| r.map_err(|e| e.to_string()))
@@ -167,21 +169,23 @@ pub(crate) async fn register(
         return fail(RegisterError::Validation(e), client, description).await;
     }
     let registered = tokio::time::timeout(limit, handler.register(name, endpoint, versions)).await;
+    steps.mark("handler");
     if let Err(e) = registered
         .map_err(|_| overdue())
         .and_then(|r| r.map_err(|e| e.to_string()))
     {
         return fail(RegisterError::Registration(e), client, description).await;
     }
-    let notify_error = notify(client, true, "", config.notify_timeout)
-        .await
-        .err()
-        .map(|e| {
-            format!(
-                "RegisterPlugin error -- failed to send registration status at socket {}, err: {e}",
-                socket.display()
-            )
-        });
+    let notified = notify(client, true, "", config.notify_timeout).await;
+    steps.mark("notify");
+    tracing::debug!(socket = %socket.display(), refused, steps = %steps,
+        "registered: time per step");
+    let notify_error = notified.err().map(|e| {
+        format!(
+            "RegisterPlugin error -- failed to send registration status at socket {}, err: {e}",
+            socket.display()
+        )
+    });
     Ok(Registered {
         info: description,
         handler,
@@ -189,22 +193,62 @@ pub(crate) async fn register(
     })
 }
 
+/// The registration service's methods.
+const GET_INFO: &str = "/pluginregistration.Registration/GetInfo";
+const NOTIFY: &str = "/pluginregistration.Registration/NotifyRegistrationStatus";
+
 /// Dials, retrying a refused connection for a moment: the socket file exists
-/// from `bind(2)`, slightly before the plugin calls `listen(2)`.
+/// from `bind(2)`, slightly before the plugin calls `listen(2)`. Returns the
+/// outcome and how many dials were refused.
 async fn dial_with_grace(
     socket: &Path,
     config: &PluginManagerConfig,
-) -> Result<Channel, TransportError> {
+) -> (Result<UnaryConnection, TransportError>, u32) {
     let give_up = Instant::now() + config.connection_refused_grace;
     let mut pause = Duration::from_millis(1);
+    let mut refused = 0;
     loop {
-        match dial(socket, config.dial_timeout).await {
+        match UnaryConnection::connect(socket, config.dial_timeout).await {
             Err(e) if is_refused(&e) && Instant::now() + pause < give_up => {
+                refused += 1;
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_millis(20));
             }
-            other => return other,
+            other => return (other, refused),
         }
+    }
+}
+
+/// How long each step of a registration took, for the debug log.
+struct Steps {
+    last: Instant,
+    done: Vec<(&'static str, Duration)>,
+}
+
+impl Steps {
+    /// Steps counted from `start` (when the socket was seen): the first
+    /// step includes the wait for the registration to start.
+    fn new(start: Instant) -> Self {
+        Self {
+            last: start,
+            done: Vec::with_capacity(6),
+        }
+    }
+
+    fn mark(&mut self, step: &'static str) {
+        let now = Instant::now();
+        self.done.push((step, now - self.last));
+        self.last = now;
+    }
+}
+
+impl std::fmt::Display for Steps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (step, took)) in self.done.iter().enumerate() {
+            let sep = if i == 0 { "" } else { " " };
+            write!(f, "{sep}{step}={}us", took.as_micros())?;
+        }
+        Ok(())
     }
 }
 
@@ -232,22 +276,25 @@ fn status_text(status: &tonic::Status) -> String {
     text
 }
 
-/// NotifyRegistrationStatus with wait-for-ready semantics: transport
-/// failures are retried until `timeout`.
+/// Sends NotifyRegistrationStatus on `client`. A plugin may not be ready to
+/// take it yet (Unavailable): it is retried, on a new connection, until
+/// `timeout`.
 async fn notify(
-    mut client: RegistrationClient<Channel>,
+    client: UnaryConnection,
     registered: bool,
     error: &str,
     timeout: Duration,
 ) -> Result<(), String> {
     let deadline = Instant::now() + timeout;
     let mut pause = Duration::from_millis(5);
+    let mut client = client;
     loop {
         let request = RegistrationStatus {
             plugin_registered: registered,
             error: error.to_string(),
         };
-        match tokio::time::timeout_at(deadline, client.notify_registration_status(request)).await {
+        let sent = client.call::<_, RegistrationStatusResponse>(NOTIFY, &request);
+        match tokio::time::timeout_at(deadline, sent).await {
             Ok(Ok(_)) => return Ok(()),
             Ok(Err(status))
                 if status.code() == tonic::Code::Unavailable
@@ -255,6 +302,10 @@ async fn notify(
             {
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_millis(200));
+                let left = deadline.saturating_duration_since(Instant::now());
+                if let Ok(again) = UnaryConnection::connect(client.path(), left).await {
+                    client = again;
+                }
             }
             Ok(Err(status)) => return Err(status_text(&status)),
             Err(_) => return Err(format!("no answer within {timeout:?}")),

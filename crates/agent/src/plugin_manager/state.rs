@@ -20,6 +20,8 @@ pub(crate) type FileIdentity = (u64, u64);
 pub(crate) struct DesiredEntry {
     pub(crate) generation: Generation,
     pub(crate) identity: Option<FileIdentity>,
+    /// When the watcher reported this socket.
+    pub(crate) seen_at: tokio::time::Instant,
 }
 
 /// The sockets that exist: what the watcher reports.
@@ -47,6 +49,7 @@ impl DesiredState {
             DesiredEntry {
                 generation,
                 identity,
+                seen_at: tokio::time::Instant::now(),
             },
         );
         true

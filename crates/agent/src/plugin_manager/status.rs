@@ -74,4 +74,6 @@ pub struct PluginEvent {
     pub retry_in_ms: Option<u64>,
     /// When (Unix milliseconds).
     pub at_unix_ms: u64,
+    /// When, in Unix microseconds (for latency measurements).
+    pub at_unix_us: u64,
 }

@@ -74,6 +74,15 @@ pub enum TransportError {
         #[source]
         source: tonic::transport::Error,
     },
+    /// Connecting (or starting HTTP/2 on the connection) failed.
+    #[error("dial {path:?} failed: {source}")]
+    Connect {
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
     /// Connecting did not finish in time.
     #[error("dial {path:?} timed out after {timeout:?}")]
     DialTimeout {
