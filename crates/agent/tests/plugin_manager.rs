@@ -217,6 +217,42 @@ async fn register_failure_is_retried_until_it_succeeds() {
 }
 
 #[tokio::test]
+async fn a_plugin_that_cannot_be_told_is_deregistered_and_retried() {
+    // As upstream since v1.35: NotifyRegistrationStatus(true) failing undoes
+    // the handler's registration, and the operation is retried with backoff.
+    let h = Harness::start_with(|c| c.notify_timeout = Duration::from_millis(100), |_| {}).await;
+    let p = FakePlugin::builder(TYPE, "deaf.example.com")
+        .notify_delay(Duration::from_millis(400))
+        .serve(h.sock("deaf.sock"))
+        .await;
+    let table = h
+        .wait_for("a failed notification", |t| {
+            row(t, p.socket()).is_some_and(|r| r.state == PluginState::Failed)
+        })
+        .await;
+    let error = row(&table, p.socket()).unwrap().error.clone().unwrap();
+    assert!(
+        error.starts_with(&format!(
+            "RegisterPlugin error -- failed to send registration status at socket {}, err: no answer within 100ms",
+            p.socket().display()
+        )),
+        "{error}"
+    );
+    let undone = format!("deregister deaf.example.com {}", p.socket().display());
+    h.wait_for_calls("the handler told to forget it", |c| {
+        c.iter()
+            .filter(|c| c.starts_with("register deaf.example.com"))
+            .count()
+            >= 1
+            && c.contains(&undone)
+    })
+    .await;
+    // Retried: another GetInfo after the backoff.
+    let mut calls = p.get_info_calls();
+    watch_until("a retry", &mut calls, TIMEOUT, |n| *n >= 2).await;
+}
+
+#[tokio::test]
 async fn removing_the_socket_deregisters_with_name_and_endpoint() {
     let h = Harness::start().await;
     let p = plugin(&h, "gone.sock", "gone.example.com").await;

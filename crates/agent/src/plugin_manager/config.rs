@@ -7,8 +7,7 @@ use std::time::Duration;
 pub const DIAL_TIMEOUT: Duration = Duration::from_secs(10);
 /// The GetInfo call (upstream: 1 s).
 pub const GET_INFO_TIMEOUT: Duration = Duration::from_secs(1);
-/// NotifyRegistrationStatus, waiting for the connection to be ready
-/// (upstream `notifyTimeoutDuration`, 5 s).
+/// NotifyRegistrationStatus (upstream `notifyTimeoutDuration`, 5 s).
 pub const NOTIFY_TIMEOUT: Duration = Duration::from_secs(5);
 /// First retry delay after a failure (upstream `initialDurationBeforeRetry`, 500 ms).
 pub const INITIAL_BACKOFF: Duration = Duration::from_millis(500);

@@ -341,26 +341,16 @@ impl Reconciler {
         self.running.remove(&path);
         self.backoff.remove(&path);
         self.pending_info.remove(&path);
-        let Registered {
-            info,
-            handler,
-            notify_error,
-        } = registered;
-        match &notify_error {
-            None => tracing::info!(
-                socket = %path.display(), plugin_type = %info.plugin_type, name = %info.name,
-                endpoint = %info.endpoint, "registered plugin"
-            ),
-            Some(error) => tracing::warn!(
-                socket = %path.display(), plugin_type = %info.plugin_type, name = %info.name,
-                %error, "registered plugin, but could not tell it so"
-            ),
-        }
+        let Registered { info, handler } = registered;
+        tracing::info!(
+            socket = %path.display(), plugin_type = %info.plugin_type, name = %info.name,
+            endpoint = %info.endpoint, "registered plugin"
+        );
         self.emit(
             PluginEventKind::Registered,
             &path,
             Some(info.clone()),
-            notify_error.clone(),
+            None,
             None,
         );
         let entry = ActualEntry {
@@ -368,7 +358,6 @@ impl Reconciler {
             info,
             handler,
             registered_at: SystemTime::now(),
-            notify_error,
         };
         self.actual.insert(path.clone(), entry);
         self.dirty.insert(path);
@@ -461,7 +450,6 @@ impl Reconciler {
                 };
                 let error = match state {
                     PluginState::Failed => backoff.map(|b| b.last_error.clone()),
-                    PluginState::Registered => actual.and_then(|a| a.notify_error.clone()),
                     _ => None,
                 };
                 PluginStatus {

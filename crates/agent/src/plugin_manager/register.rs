@@ -54,15 +54,24 @@ pub(crate) enum RegisterError {
     /// The handler could not take the plugin into use.
     #[error("RegisterPlugin error -- plugin registration failed with err: {0}")]
     Registration(String),
+    /// NotifyRegistrationStatus(true) did not reach the plugin; the handler
+    /// was told to forget it again.
+    #[error(
+        "RegisterPlugin error -- failed to send registration status at socket {socket}, err: {error}"
+    )]
+    Notify {
+        /// The registration socket.
+        socket: String,
+        /// The cause.
+        error: String,
+    },
 }
 
-/// A successful registration.
+/// A successful registration: the handler took the plugin and the plugin
+/// was told so.
 pub(crate) struct Registered {
     pub(crate) info: PluginDescription,
     pub(crate) handler: Arc<dyn PluginHandler>,
-    /// NotifyRegistrationStatus(true) could not be delivered; the plugin is
-    /// registered all the same (as upstream), and status shows this.
-    pub(crate) notify_error: Option<String>,
 }
 
 /// A failed registration, with what GetInfo said if it got that far.
@@ -180,16 +189,27 @@ pub(crate) async fn register(
     steps.mark("notify");
     tracing::debug!(socket = %socket.display(), refused, steps = %steps,
         "registered: time per step");
-    let notify_error = notified.err().map(|e| {
-        format!(
-            "RegisterPlugin error -- failed to send registration status at socket {}, err: {e}",
-            socket.display()
-        )
-    });
+    if let Err(error) = notified {
+        // As upstream: a plugin that cannot be told is not kept; the handler
+        // forgets it and the registration is retried with backoff.
+        if tokio::time::timeout(limit, handler.deregister(name, endpoint))
+            .await
+            .is_err()
+        {
+            tracing::error!(socket = %socket.display(), %name,
+                "plugin handler did not finish deregistering within {limit:?}");
+        }
+        return Err(Failed {
+            error: RegisterError::Notify {
+                socket: socket_str,
+                error,
+            },
+            info: Some(description),
+        });
+    }
     Ok(Registered {
         info: description,
         handler,
-        notify_error,
     })
 }
 
@@ -276,39 +296,23 @@ fn status_text(status: &tonic::Status) -> String {
     text
 }
 
-/// Sends NotifyRegistrationStatus on `client`. A plugin may not be ready to
-/// take it yet (Unavailable): it is retried, on a new connection, until
-/// `timeout`.
+/// Sends NotifyRegistrationStatus on `client`, once, as upstream does: a
+/// transport failure is not retried (the plugin may have received it and
+/// gone away), and the caller's backoff paces another attempt.
 async fn notify(
-    client: UnaryConnection,
+    mut client: UnaryConnection,
     registered: bool,
     error: &str,
     timeout: Duration,
 ) -> Result<(), String> {
-    let deadline = Instant::now() + timeout;
-    let mut pause = Duration::from_millis(5);
-    let mut client = client;
-    loop {
-        let request = RegistrationStatus {
-            plugin_registered: registered,
-            error: error.to_string(),
-        };
-        let sent = client.call::<_, RegistrationStatusResponse>(NOTIFY, &request);
-        match tokio::time::timeout_at(deadline, sent).await {
-            Ok(Ok(_)) => return Ok(()),
-            Ok(Err(status))
-                if status.code() == tonic::Code::Unavailable
-                    && Instant::now() + pause < deadline =>
-            {
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_millis(200));
-                let left = deadline.saturating_duration_since(Instant::now());
-                if let Ok(again) = UnaryConnection::connect(client.path(), left).await {
-                    client = again;
-                }
-            }
-            Ok(Err(status)) => return Err(status_text(&status)),
-            Err(_) => return Err(format!("no answer within {timeout:?}")),
-        }
+    let request = RegistrationStatus {
+        plugin_registered: registered,
+        error: error.to_string(),
+    };
+    let sent = client.call::<_, RegistrationStatusResponse>(NOTIFY, &request);
+    match tokio::time::timeout(timeout, sent).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(status)) => Err(status_text(&status)),
+        Err(_) => Err(format!("no answer within {timeout:?}")),
     }
 }

@@ -95,8 +95,6 @@ pub(crate) struct ActualEntry {
     pub(crate) info: PluginDescription,
     pub(crate) handler: Arc<dyn PluginHandler>,
     pub(crate) registered_at: SystemTime,
-    /// Set when NotifyRegistrationStatus(true) could not be delivered.
-    pub(crate) notify_error: Option<String>,
 }
 
 /// What a plugin said about itself in GetInfo, with the endpoint defaulted.
