@@ -69,6 +69,16 @@ pub trait PluginHandler: Send + Sync + 'static {
 
     /// Stops using the plugin registered with `name` at `endpoint`.
     async fn deregister(&self, name: &str, endpoint: &str);
+
+    /// The plugin registered with `name` at `endpoint` was told it is
+    /// registered. Work the plugin need not wait for (such as connecting to
+    /// its service) can start here rather than in
+    /// [`register`](Self::register), so the plugin hears back sooner. Called
+    /// once per successful registration; it should return at once. The
+    /// default does nothing.
+    async fn notified(&self, name: &str, endpoint: &str) {
+        let _ = (name, endpoint);
+    }
 }
 
 /// A handler that accepts every plugin and logs what happens to it.

@@ -7,7 +7,7 @@ use tokio::sync::{broadcast, oneshot, watch};
 
 use super::claim::{ClaimPod, PreparedClaim};
 use super::config::DraManagerConfig;
-use super::connection::{Channel, Link};
+use super::connection::Channel;
 use super::error::DraError;
 use super::event::DraEvent;
 use super::metrics::DraMetrics;
@@ -24,9 +24,13 @@ pub(crate) enum Command {
         endpoint: String,
         service: DraService,
         health_service: Option<HealthService>,
-        /// The new instance's connection state, to wait for its first attempt.
-        reply: oneshot::Sender<Result<watch::Receiver<Link>, DraError>>,
+        /// Whether the instance connects at once, or waits for a
+        /// [`Command::Connect`] (or a call).
+        connect_now: bool,
+        reply: oneshot::Sender<Result<(), DraError>>,
     },
+    /// Start connecting the instance of `driver` at `endpoint` if it waits.
+    Connect { driver: String, endpoint: String },
     /// Answered once the instance is gone from the routes.
     Deregister {
         driver: String,

@@ -9,12 +9,20 @@
 //! socket is created again, so a restarted plugin is reconnected within
 //! milliseconds.
 //!
+//! Until the instance is first called, the connection is a light one (the
+//! HTTP/2 handshake, then answering the server's pings: a socket and a few
+//! hundred bytes); a call upgrades it to a full HTTP/2 client connection.
+//! The first connection waits for the registration to ask for it (a
+//! [`Demand`]), once the plugin was told it is registered.
+//!
 //! The monitor reports every change as a [`LinkEvent`] to the DRA manager's
 //! task, which owns the instance's [`Link`] and publishes it; calls and the
 //! health stream share the one connection through a [`Channel`] reading it.
 
 mod channel;
+mod demand;
 mod handshake;
+mod light;
 mod link;
 mod monitor;
 mod socket_watch;
@@ -22,5 +30,6 @@ mod socket_watch;
 pub use monitor::{RECONNECT_INITIAL, RECONNECT_MAX};
 
 pub(crate) use channel::Channel;
+pub(crate) use demand::Demand;
 pub(crate) use link::{Link, LinkEvent};
 pub(crate) use monitor::{Monitor, MonitorConfig};

@@ -70,6 +70,39 @@ impl DraHandle {
         endpoint: &str,
         services: &[String],
     ) -> Result<(), DraError> {
+        self.add_instance(driver, endpoint, services, true).await
+    }
+
+    /// [`register`](Self::register), except that the instance makes its
+    /// first connection only when [`connect`](Self::connect) (or a call)
+    /// asks: the plugin manager registers, tells the plugin, and only then
+    /// connects, so the plugin hears back without waiting behind it.
+    pub(crate) async fn register_unconnected(
+        &self,
+        driver: &str,
+        endpoint: &str,
+        services: &[String],
+    ) -> Result<(), DraError> {
+        self.add_instance(driver, endpoint, services, false).await
+    }
+
+    /// Starts connecting the instance of `driver` at `endpoint` if it was
+    /// registered unconnected; otherwise nothing.
+    pub(crate) fn connect(&self, driver: &str, endpoint: &str) {
+        // A stopped manager has no instance to connect.
+        let _ = self.commands.send(Command::Connect {
+            driver: driver.to_string(),
+            endpoint: endpoint.to_string(),
+        });
+    }
+
+    async fn add_instance(
+        &self,
+        driver: &str,
+        endpoint: &str,
+        services: &[String],
+        connect_now: bool,
+    ) -> Result<(), DraError> {
         if driver.is_empty() {
             return Err(DraError::EmptyName);
         }
@@ -88,11 +121,11 @@ impl DraHandle {
                 endpoint,
                 service,
                 health_service,
+                connect_now,
                 reply,
             })
             .await
-            .unwrap_or(Err(DraError::Stopping))?;
-        Ok(())
+            .unwrap_or(Err(DraError::Stopping))
     }
 
     /// Removes the instance of `driver` at `endpoint`; unknown ones are

@@ -42,10 +42,16 @@ impl PluginHandler for DraPluginHandler {
         endpoint: &str,
         versions: &[String],
     ) -> Result<(), HandlerError> {
+        // Connected once the plugin was told (`notified`), so that its
+        // answer is not held up by this connection.
         self.dra
-            .register(name, endpoint, versions)
+            .register_unconnected(name, endpoint, versions)
             .await
             .map_err(HandlerError::from_error)
+    }
+
+    async fn notified(&self, name: &str, endpoint: &str) {
+        self.dra.connect(name, endpoint);
     }
 
     async fn deregister(&self, name: &str, endpoint: &str) {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use nodeplugins_api::dra_health::v1 as health_v1;
-use tokio::sync::{Notify, broadcast, mpsc, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -20,7 +20,7 @@ use super::cleanup::{
 };
 use super::command::{Command, Route, Routes, Shared};
 use super::config::DraManagerConfig;
-use super::connection::{Channel, Link, LinkEvent, Monitor, MonitorConfig};
+use super::connection::{Channel, Demand, Link, LinkEvent, Monitor, MonitorConfig};
 use super::error::DraError;
 use super::event::{DraEvent, DraEventKind};
 use super::handle::DraHandle;
@@ -280,12 +280,24 @@ impl Owner {
                 endpoint,
                 service,
                 health_service,
+                connect_now,
                 reply,
             } => {
-                let result = self.register(&driver, endpoint, service, health_service);
+                let result = self.register(&driver, endpoint, service, health_service, connect_now);
                 let changed = result.is_ok();
                 let _ = reply.send(result);
                 changed
+            }
+            Command::Connect { driver, endpoint } => {
+                if let Some(instance) = self
+                    .state
+                    .drivers
+                    .get(&driver)
+                    .and_then(|d| d.instances.iter().find(|i| i.endpoint == endpoint))
+                {
+                    instance.demand.connect();
+                }
+                false
             }
             Command::Deregister {
                 driver,
@@ -338,7 +350,8 @@ impl Owner {
         endpoint: String,
         service: DraService,
         health_service: Option<HealthService>,
-    ) -> Result<watch::Receiver<Link>, DraError> {
+        connect_now: bool,
+    ) -> Result<(), DraError> {
         let entry = self.state.drivers.entry(driver.to_string()).or_default();
         if entry.instances.iter().any(|i| i.endpoint == endpoint) {
             return Err(DraError::AlreadyRegistered {
@@ -356,7 +369,7 @@ impl Owner {
             Some(service.to_string()),
         );
         let (link, link_rx) = watch::channel(Link::default());
-        let kick = Arc::new(Notify::new());
+        let demand = Arc::new(Demand::default());
         let close = self.shutdown.child_token();
         let path: Arc<Path> = Arc::from(Path::new(&endpoint));
         let monitor = Monitor {
@@ -369,12 +382,13 @@ impl Owner {
                 reconnect_max: self.config.reconnect_max,
             },
             reports: self.links_tx.clone(),
-            kick: kick.clone(),
+            demand: demand.clone(),
+            parked: !connect_now,
             close: close.clone(),
             shutdown: self.shutdown.clone(),
         };
         self.tasks.spawn(monitor.run());
-        let channel = Channel::new(link_rx.clone(), kick, path);
+        let channel = Channel::new(link_rx, demand.clone(), path);
         if let Some(health_service) = health_service {
             self.tasks.spawn(health::follow(
                 channel.clone(),
@@ -396,6 +410,7 @@ impl Owner {
             link,
             channel,
             health: HealthReports::new(),
+            demand,
             close,
         };
         if let Some(entry) = self.state.drivers.get_mut(driver) {
@@ -403,7 +418,7 @@ impl Owner {
         }
         self.state.driver_of.insert(id, driver.to_string());
         self.update_route(driver);
-        Ok(link_rx)
+        Ok(())
     }
 
     fn deregister(&mut self, driver: &str, endpoint: &str) -> bool {
@@ -416,7 +431,7 @@ impl Owner {
         let removed = entry.instances.remove(at);
         self.state.driver_of.remove(&removed.id);
         // New calls fail; those running may finish while the monitor drains.
-        removed.link.send_modify(|l| l.sender = None);
+        removed.link.send_modify(Link::close);
         removed.close.cancel();
         self.update_route(driver);
         tracing::info!(%driver, %endpoint, "DRA plugin deregistered");
@@ -434,7 +449,7 @@ impl Owner {
         let kind = match &event {
             LinkEvent::Connected(_) => Some(DraEventKind::Connected),
             LinkEvent::Lost(_) => Some(DraEventKind::Disconnected),
-            LinkEvent::AttemptFailed(_) => None,
+            LinkEvent::AttemptFailed { .. } | LinkEvent::Upgraded(_) => None,
         };
         let mut error = None;
         instance.link.send_modify(|l| {

@@ -3,13 +3,14 @@
 //! connection state and device health, and the driver's pending cleanup.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::cleanup::ScheduledCleanup;
-use super::connection::{Channel, Link};
+use super::connection::{Channel, Demand, Link};
 use super::health::HealthReports;
 use super::service::{DraService, HealthService};
 
@@ -28,6 +29,9 @@ pub(crate) struct Instance {
     pub(crate) link: watch::Sender<Link>,
     pub(crate) channel: Channel,
     pub(crate) health: HealthReports,
+    /// Wakes the monitor: to make its first connection, once the plugin was
+    /// told it is registered.
+    pub(crate) demand: Arc<Demand>,
     /// Stops the monitor (letting running calls drain) and the health stream.
     pub(crate) close: CancellationToken,
 }

@@ -8,26 +8,31 @@ use std::task::{Context, Poll};
 
 use hyper::client::conn::http2::SendRequest;
 use nodeplugins_api::transport::root_cause;
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 use tonic::Status;
 
+use super::demand::Demand;
 use super::link::{Body, Link};
 
-/// Sends requests over the instance's current connection. A call while
-/// disconnected asks the monitor for an immediate attempt and waits for its
-/// outcome.
+/// Sends requests over the instance's current connection. A call without a
+/// full connection (disconnected, or only a light one) asks the monitor for
+/// one at once and waits for the outcome.
 #[derive(Clone)]
 pub(crate) struct Channel {
     link: watch::Receiver<Link>,
-    kick: Arc<Notify>,
+    demand: Arc<Demand>,
     endpoint: Arc<Path>,
 }
 
 impl Channel {
-    pub(crate) fn new(link: watch::Receiver<Link>, kick: Arc<Notify>, endpoint: Arc<Path>) -> Self {
+    pub(crate) fn new(
+        link: watch::Receiver<Link>,
+        demand: Arc<Demand>,
+        endpoint: Arc<Path>,
+    ) -> Self {
         Self {
             link,
-            kick,
+            demand,
             endpoint,
         }
     }
@@ -42,11 +47,13 @@ impl Channel {
         if let Some(sender) = current.sender.filter(|s| !s.is_closed()) {
             return Ok(sender);
         }
-        self.kick.notify_one();
-        let seen = current.attempts;
+        self.demand.call();
+        // The outcome of the monitor's next attempt at a full connection (a
+        // light one made meanwhile does not carry calls).
+        let seen = current.full_attempts;
         let link = self
             .link
-            .wait_for(|s| s.sender.is_some() || s.attempts > seen)
+            .wait_for(|s| s.sender.is_some() || s.full_attempts > seen)
             .await
             .map(|s| s.clone());
         match link {

@@ -7,10 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nodeplugins_api::transport::root_cause;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::handshake::handshake;
+use super::demand::Demand;
+use super::handshake::{Driven, handshake};
+use super::light::LightConnection;
 use super::link::LinkEvent;
 use super::socket_watch::SocketWatch;
 use crate::retry::delay_after;
@@ -37,6 +39,12 @@ pub(crate) struct MonitorConfig {
 /// Keeps one instance connected. Ends when `close` fires (the instance was
 /// deregistered: calls still running may finish within the drain timeout)
 /// or `shutdown` does (the agent stops: everything ends at once).
+///
+/// The connection starts light ([`LightConnection`]): enough to see the
+/// plugin go away, and cheap enough for a thousand idle drivers. The first
+/// call upgrades it to a full HTTP/2 client connection, which then carries
+/// every call and is the one monitored; after a loss, an instance that was
+/// upgraded reconnects with a full connection straight away.
 pub(crate) struct Monitor {
     /// The instance, named in reports.
     pub(crate) id: u64,
@@ -44,10 +52,20 @@ pub(crate) struct Monitor {
     pub(crate) config: MonitorConfig,
     /// Where reports go.
     pub(crate) reports: mpsc::UnboundedSender<(u64, LinkEvent)>,
-    /// A call found no connection: try at once.
-    pub(crate) kick: Arc<Notify>,
+    /// Calls and the registration waking the monitor.
+    pub(crate) demand: Arc<Demand>,
+    /// Wait for a demand before the first connection: the registration
+    /// asks once the plugin was told it is registered, so that the plugin's
+    /// answer to its notification is not held up by this connection.
+    pub(crate) parked: bool,
     pub(crate) close: CancellationToken,
     pub(crate) shutdown: CancellationToken,
+}
+
+/// An established connection.
+enum Connection {
+    Light(LightConnection),
+    Full(Driven),
 }
 
 impl Monitor {
@@ -55,18 +73,37 @@ impl Monitor {
         let _ = self.reports.send((self.id, event));
     }
 
-    /// Connects, drives the connection, and reconnects, until closed.
+    fn stopping(&self) -> impl Future<Output = ()> + '_ {
+        let (close, shutdown) = (self.close.clone(), self.shutdown.clone());
+        async move {
+            tokio::select! {
+                () = close.cancelled() => {}
+                () = shutdown.cancelled() => {}
+            }
+        }
+    }
+
+    /// Connects, holds the connection, and reconnects, until closed.
     pub(crate) async fn run(self) {
+        if self.parked {
+            tokio::select! {
+                biased;
+                () = self.stopping() => return,
+                () = self.demand.wake() => {}
+            }
+        }
         let socket = self.endpoint.display().to_string();
         let mut failures: u32 = 0;
         let mut last_error: Option<String> = None;
         let mut socket_watch: Option<SocketWatch> = None;
+        // Once a call needed a full connection, every later one is full.
+        let mut full = false;
         loop {
+            full |= self.demand.take_full();
             let attempt = tokio::select! {
                 biased;
-                () = self.close.cancelled() => break,
-                () = self.shutdown.cancelled() => break,
-                attempt = tokio::time::timeout(self.config.dial_timeout, handshake(&self.endpoint)) => attempt,
+                () = self.stopping() => break,
+                attempt = tokio::time::timeout(self.config.dial_timeout, self.open(full)) => attempt,
             };
             let attempt = attempt.unwrap_or_else(|_| {
                 Err(format!(
@@ -75,25 +112,14 @@ impl Monitor {
                 ))
             });
             match attempt {
-                Ok((sender, mut connection)) => {
+                Ok(connection) => {
                     failures = 0;
                     last_error = None;
-                    tracing::info!(%socket, "DRA plugin connected");
-                    self.report(LinkEvent::Connected(sender));
+                    tracing::info!(%socket, full = matches!(connection, Connection::Full(_)), "DRA plugin connected");
                     // Not before the connection is announced.
                     SocketWatch::close(socket_watch.take());
-                    let ended = tokio::select! {
-                        biased;
-                        () = self.close.cancelled() => {
-                            self.drain(connection.as_mut()).await;
-                            break;
-                        }
-                        () = self.shutdown.cancelled() => break,
-                        ended = &mut connection => ended,
-                    };
-                    let why = match ended {
-                        Ok(()) => "the plugin closed the connection".to_string(),
-                        Err(e) => root_cause(&e),
+                    let Some(why) = self.hold(connection, &mut full).await else {
+                        break;
                     };
                     tracing::warn!(%socket, reason = %why, "DRA plugin connection lost; reconnecting");
                     self.report(LinkEvent::Lost(why));
@@ -106,7 +132,7 @@ impl Monitor {
                         tracing::warn!(%socket, %error, "cannot connect to DRA plugin; retrying with backoff");
                     }
                     last_error = Some(error.clone());
-                    self.report(LinkEvent::AttemptFailed(error));
+                    self.report(LinkEvent::AttemptFailed { error, full });
                     if socket_watch.is_none() {
                         socket_watch = SocketWatch::new(&self.endpoint);
                         if socket_watch.is_some() {
@@ -122,10 +148,9 @@ impl Monitor {
                     );
                     tokio::select! {
                         biased;
-                        () = self.close.cancelled() => break,
-                        () = self.shutdown.cancelled() => break,
+                        () = self.stopping() => break,
                         () = tokio::time::sleep(delay) => {}
-                        () = self.kick.notified() => {}
+                        () = self.demand.wake() => {}
                         () = SocketWatch::next(&mut socket_watch) => {
                             // The socket appeared again: start the schedule afresh.
                             failures = 0;
@@ -135,6 +160,81 @@ impl Monitor {
             }
         }
         SocketWatch::close(socket_watch.take());
+    }
+
+    /// One connection attempt, light or full; reports the connection.
+    async fn open(&self, full: bool) -> Result<Connection, String> {
+        if full {
+            let (sender, driven) = handshake(&self.endpoint).await?;
+            self.report(LinkEvent::Connected(Some(sender)));
+            Ok(Connection::Full(driven))
+        } else {
+            let light = LightConnection::handshake(&self.endpoint).await?;
+            self.report(LinkEvent::Connected(None));
+            Ok(Connection::Light(light))
+        }
+    }
+
+    /// Holds `connection` until it ends (`Some(why)`) or the monitor is
+    /// stopped (`None`), upgrading a light one when a call asks.
+    async fn hold(&self, mut connection: Connection, full: &mut bool) -> Option<String> {
+        loop {
+            match &mut connection {
+                Connection::Light(light) => {
+                    tokio::select! {
+                        biased;
+                        () = self.stopping() => return None,
+                        why = light.closed() => return Some(why),
+                        () = self.demand.wake() => {}
+                    }
+                    if !self.demand.take_full() {
+                        // Asked to connect: it is.
+                        continue;
+                    }
+                    let upgrade = tokio::select! {
+                        biased;
+                        () = self.stopping() => return None,
+                        why = light.closed() => return Some(why),
+                        upgrade = tokio::time::timeout(self.config.dial_timeout, handshake(&self.endpoint)) => upgrade,
+                    };
+                    match upgrade {
+                        Ok(Ok((sender, driven))) => {
+                            *full = true;
+                            self.report(LinkEvent::Upgraded(sender));
+                            // The light connection closes as it is dropped.
+                            connection = Connection::Full(driven);
+                        }
+                        Ok(Err(error)) => {
+                            self.report(LinkEvent::AttemptFailed { error, full: true })
+                        }
+                        Err(_) => self.report(LinkEvent::AttemptFailed {
+                            error: format!("no connection within {:?}", self.config.dial_timeout),
+                            full: true,
+                        }),
+                    }
+                }
+                Connection::Full(driven) => {
+                    let ended = tokio::select! {
+                        biased;
+                        () = self.close.cancelled() => {
+                            self.drain(driven.as_mut()).await;
+                            return None;
+                        }
+                        () = self.shutdown.cancelled() => return None,
+                        ended = driven.as_mut() => ended,
+                        () = self.demand.wake() => {
+                            // Connected already.
+                            self.demand.take_full();
+                            continue;
+                        }
+                    };
+                    return Some(match ended {
+                        Ok(()) => "the plugin closed the connection".to_string(),
+                        Err(e) => root_cause(&e),
+                    });
+                }
+            }
+        }
     }
 
     /// Lets calls still running on a closed instance finish: the connection
