@@ -12,7 +12,7 @@ use nodeplugins_api::pluginregistration::v1::{
     InfoRequest, PluginInfo, RegistrationStatus, RegistrationStatusResponse,
 };
 use nodeplugins_api::transport::{BoundSocket, serve};
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
@@ -35,6 +35,7 @@ struct Service {
     get_info_calls: watch::Sender<usize>,
     notifications: watch::Sender<Vec<RegistrationStatus>>,
     notify_delay: Duration,
+    notify_gate: Option<Arc<Semaphore>>,
 }
 
 #[tonic::async_trait]
@@ -54,6 +55,9 @@ impl Registration for Service {
         request: Request<RegistrationStatus>,
     ) -> Result<Response<RegistrationStatusResponse>, Status> {
         tokio::time::sleep(self.notify_delay).await;
+        if let Some(gate) = &self.notify_gate {
+            let _ = gate.acquire().await.map(|permit| permit.forget());
+        }
         let status = request.into_inner();
         self.notifications.send_modify(|all| all.push(status));
         Ok(Response::new(RegistrationStatusResponse {}))
@@ -76,6 +80,7 @@ pub fn registration_service(
         get_info_calls: watch::channel(0).0,
         notifications,
         notify_delay: Duration::ZERO,
+        notify_gate: None,
     };
     (RegistrationServer::new(service), rx)
 }
@@ -86,6 +91,7 @@ pub struct FakePluginBuilder {
     info: PluginInfo,
     get_info: GetInfoBehaviour,
     notify_delay: Duration,
+    notify_gate: Option<Arc<Semaphore>>,
 }
 
 impl FakePluginBuilder {
@@ -113,6 +119,13 @@ impl FakePluginBuilder {
         self
     }
 
+    /// Holds each NotifyRegistrationStatus (before it is recorded and
+    /// answered) until `gate` has a permit for it.
+    pub fn notify_gate(mut self, gate: Arc<Semaphore>) -> Self {
+        self.notify_gate = Some(gate);
+        self
+    }
+
     /// Binds `socket` and serves until the plugin is stopped or dropped.
     pub async fn serve(self, socket: impl Into<PathBuf>) -> FakePlugin {
         let socket = socket.into();
@@ -128,6 +141,7 @@ impl FakePluginBuilder {
             get_info_calls: get_info_calls.clone(),
             notifications: notifications.clone(),
             notify_delay: self.notify_delay,
+            notify_gate: self.notify_gate,
         };
         let shutdown = CancellationToken::new();
         let router =
@@ -167,6 +181,7 @@ impl FakePlugin {
             },
             get_info: GetInfoBehaviour::Answer,
             notify_delay: Duration::ZERO,
+            notify_gate: None,
         }
     }
 
