@@ -104,7 +104,8 @@ pub enum AdminRequest {
 /// The answer to [`AdminRequest::DraClaims`].
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DraClaimsReply {
-    /// Every prepared claim, sorted by UID.
+    /// Every prepared claim, once per driver that prepared it, sorted by
+    /// claim UID, then driver.
     pub claims: Vec<RecordedClaim>,
     /// What is wrong with the claims' checkpoint, if anything.
     #[serde(default)]

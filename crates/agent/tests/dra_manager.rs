@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nodeplugins::dra::{
-    ClaimRef, CleanupError, DraDriverStatus, DraError, DraEvent, DraEventKind, DraHandle,
+    ClaimPod, ClaimRef, CleanupError, DraDriverStatus, DraError, DraEvent, DraEventKind, DraHandle,
     DraManager, DraManagerConfig, DraService, DriverCleanup, HealthService,
 };
 use nodeplugins_api::constants::dra_service;
@@ -467,6 +467,105 @@ async fn prepare_and_unprepare_work_through_both_api_versions() {
         assert_eq!(calls.iter().filter(|(op, _)| op == "unprepare").count(), 3);
         node.manager.deregister(DRIVER, &plugin.endpoint()).await;
     }
+}
+
+#[tokio::test]
+async fn a_claim_from_two_drivers_is_unprepared_by_both_and_fails_naming_the_one_that_failed() {
+    const NIC: &str = "nic.example.com";
+    let node = Node::start(|_| {});
+    let gpu = node.driver("gpu").await;
+    let nic = node.driver_with(FakeDraOptions::new(NIC, "nic")).await;
+    for (driver, plugin) in [(DRIVER, &gpu), (NIC, &nic)] {
+        node.manager
+            .register(driver, &plugin.endpoint(), &both())
+            .await
+            .unwrap();
+    }
+    let shared = [claim("shared")];
+    for driver in [DRIVER, NIC] {
+        let prepared = node.manager.prepare(driver, &shared).await.unwrap();
+        assert_eq!(prepared[0].error, None, "{driver}");
+    }
+    let drivers = |node: &Node| -> Vec<String> {
+        let claims = node.manager.prepared_claims();
+        claims.into_iter().map(|c| c.driver).collect()
+    };
+    assert_eq!(drivers(&node), [DRIVER, NIC], "one record per driver");
+
+    // The NIC driver fails: the claim fails naming it; the GPU driver's part
+    // is unprepared and forgotten, the NIC driver's is kept for a retry.
+    nic.behaviour().fail.insert("shared".into());
+    let unprepared = node.manager.unprepare_recorded(&shared).await;
+    let error = unprepared[0].error.as_deref().unwrap();
+    assert!(error.starts_with(&format!("DRA driver {NIC}: ")), "{error}");
+    assert!(!error.contains(DRIVER), "{error}");
+    assert_eq!(drivers(&node), [NIC]);
+    let unprepare_calls = |plugin: &FakeDraDriver| {
+        let calls = plugin.calls().borrow().clone();
+        calls.iter().filter(|(op, _)| op == "unprepare").count()
+    };
+    assert_eq!((unprepare_calls(&gpu), unprepare_calls(&nic)), (1, 1));
+
+    nic.behaviour().fail.clear();
+    let unprepared = node.manager.unprepare_recorded(&shared).await;
+    assert_eq!(unprepared[0].error, None);
+    assert!(drivers(&node).is_empty());
+    assert_eq!(
+        (unprepare_calls(&gpu), unprepare_calls(&nic)),
+        (1, 2),
+        "only the driver that still had it"
+    );
+}
+
+#[tokio::test]
+async fn a_prepare_naming_a_known_pod_uid_with_another_name_is_refused() {
+    let node = Node::start(|_| {});
+    let plugin = node.driver("a").await;
+    node.manager
+        .register(DRIVER, &plugin.endpoint(), &both())
+        .await
+        .unwrap();
+    let pod = |name: &str| ClaimPod {
+        uid: "pod-uid".into(),
+        name: name.into(),
+        containers: vec!["main".into()],
+    };
+    let first = node
+        .manager
+        .prepare_for_pod(DRIVER, &[claim("one")], &pod("train"))
+        .await
+        .unwrap();
+    assert_eq!(first[0].error, None);
+
+    let renamed = node
+        .manager
+        .prepare_for_pod(DRIVER, &[claim("two")], &pod("serve"))
+        .await;
+    assert_eq!(
+        renamed,
+        Err(DraError::PodRenamed {
+            pod: "pod-uid".into(),
+            known: "default/train".into(),
+            given: "default/serve".into(),
+        })
+    );
+    assert_eq!(
+        renamed.unwrap_err().to_string(),
+        "pod pod-uid is default/train, not default/serve"
+    );
+    let prepares = plugin
+        .calls()
+        .borrow()
+        .iter()
+        .filter(|(op, _)| op == "prepare")
+        .count();
+    assert_eq!(
+        prepares, 1,
+        "the driver is not called for a refused prepare"
+    );
+    let records = node.manager.prepared_claims();
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].pods, [pod("train")]);
 }
 
 #[tokio::test]

@@ -130,11 +130,11 @@ enum DraCommand {
     },
     /// Prepare claims with a driver and show their devices and CDI ids; exits 1 if any claim failed.
     Prepare(ClaimArgs),
-    /// Unprepare claims, with the driver given or else the one that prepared
-    /// each; exits 1 if any claim failed.
+    /// Unprepare claims, with the driver given or else every driver that
+    /// prepared each; exits 1 if any claim failed.
     Unprepare(UnprepareArgs),
-    /// Show the prepared claims (kept across agent restarts): driver,
-    /// devices, CDI ids.
+    /// Show the prepared claims (kept across agent restarts), a row per
+    /// claim and driver that prepared it: devices, CDI ids.
     Claims {
         /// Root directory of the agent to ask.
         #[arg(long, env = "NODEPLUGINS_ROOT_DIR", default_value = DEFAULT_ROOT_DIR)]
@@ -150,8 +150,8 @@ struct UnprepareArgs {
     /// Root directory of the agent to ask.
     #[arg(long, env = "NODEPLUGINS_ROOT_DIR", default_value = DEFAULT_ROOT_DIR)]
     root_dir: PathBuf,
-    /// The DRA driver name; without it, each claim goes to the driver that
-    /// prepared it, as the agent recorded.
+    /// The DRA driver name; without it, each claim goes to every driver
+    /// that prepared it, as the agent recorded.
     #[arg(long)]
     driver: Option<String>,
     /// A claim as NAMESPACE/NAME/UID; repeat for several.

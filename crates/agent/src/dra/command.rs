@@ -49,8 +49,10 @@ pub(crate) enum Command {
         pod: Option<ClaimPod>,
         reply: WrittenReply,
     },
-    /// Claims were unprepared: forget them; answered once that is on disk.
+    /// A driver unprepared claims: forget its records of them; answered
+    /// once that is on disk.
     Unprepared {
+        driver: String,
         uids: Vec<String>,
         reply: WrittenReply,
     },

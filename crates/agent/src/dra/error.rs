@@ -44,6 +44,17 @@ pub enum DraError {
         /// The status message.
         message: String,
     },
+    /// A prepare names a pod UID that prepared claims record under another
+    /// namespace or name.
+    #[error("pod {pod} is {known}, not {given}")]
+    PodRenamed {
+        /// Pod UID.
+        pod: String,
+        /// `namespace/name` the prepared claims record it under.
+        known: String,
+        /// `namespace/name` of the request.
+        given: String,
+    },
     /// The manager is shutting down.
     #[error("the DRA manager is stopping")]
     Stopping,

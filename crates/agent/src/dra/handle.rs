@@ -2,7 +2,7 @@
 //! unprepare run in the caller's task over the instance's connection; the
 //! manager's task only says which instance to use.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -192,6 +192,19 @@ impl DraHandle {
         // Not before the checkpoint is read: a recorded claim is answered
         // from its record, never prepared twice.
         let recorded = self.loaded_claims().await.map_err(|_| DraError::Stopping)?;
+        if let Some(pod) = pod {
+            // As the device manager refuses a pod UID under a second name:
+            // the pod-resources API would otherwise answer with either.
+            for claim in claims {
+                if let Some(conflict) = recorded.pod_name_conflict(pod, &claim.namespace) {
+                    return Err(DraError::PodRenamed {
+                        pod: pod.uid.clone(),
+                        known: conflict.known,
+                        given: conflict.given,
+                    });
+                }
+            }
+        }
         let known: Vec<Option<PreparedClaim>> = claims
             .iter()
             .map(|c| recorded.get(driver, &c.uid).map(RecordedClaim::result))
@@ -229,8 +242,9 @@ impl DraHandle {
         Ok(results)
     }
 
-    /// Unprepares `claims` with `driver`'s instance in use, and forgets the
-    /// claims it unprepared.
+    /// Unprepares `claims` with `driver`'s instance in use, and forgets what
+    /// `driver` prepared of the claims it unprepared (other drivers' records
+    /// of the same claims stay).
     pub async fn unprepare(
         &self,
         driver: &str,
@@ -244,55 +258,77 @@ impl DraHandle {
             .filter(|r| r.error.is_none())
             .map(|r| r.claim.uid.clone())
             .collect();
-        self.record(|reply| Command::Unprepared { uids, reply })
-            .await;
+        self.record(|reply| Command::Unprepared {
+            driver: driver.to_string(),
+            uids,
+            reply,
+        })
+        .await;
         Ok(results)
     }
 
-    /// Unprepares each of `claims` with the driver that prepared it, as
-    /// recorded. A claim with no record, or whose driver's call fails as a
-    /// whole, gets an error of its own; the others are unprepared.
+    /// Unprepares each of `claims` with every driver that prepared it, as
+    /// recorded. A claim with no record gets an error; so does a claim that
+    /// any of its drivers failed to unprepare (per claim or as a whole call),
+    /// naming each such driver. What the others unprepared is forgotten.
     pub async fn unprepare_recorded(&self, claims: &[ClaimRef]) -> Vec<UnpreparedClaim> {
         let recorded = self.shared.prepared.borrow().clone();
         let mut by_driver: BTreeMap<String, Vec<ClaimRef>> = BTreeMap::new();
-        let mut results: HashMap<String, UnpreparedClaim> = HashMap::new();
+        // Claim UID → why each driver that failed it did, in driver order.
+        let mut failures: HashMap<String, Vec<String>> = HashMap::new();
+        let mut unknown: HashSet<&str> = HashSet::new();
         for claim in claims {
-            match recorded.find(&claim.uid) {
-                Some(record) => by_driver
+            let mut drivers = recorded.drivers_of(&claim.uid).peekable();
+            if drivers.peek().is_none() {
+                unknown.insert(&claim.uid);
+            }
+            for record in drivers {
+                by_driver
                     .entry(record.driver.clone())
                     .or_default()
-                    .push(claim.clone()),
-                None => {
-                    let error = "the claim is not prepared on this node; name its driver to unprepare it anyway";
-                    results.insert(
-                        claim.uid.clone(),
-                        UnpreparedClaim {
-                            claim: claim.clone(),
-                            error: Some(error.into()),
-                        },
-                    );
-                }
+                    .push(claim.clone());
             }
         }
         for (driver, group) in by_driver {
             match self.unprepare(&driver, &group).await {
-                Ok(done) => results.extend(done.into_iter().map(|r| (r.claim.uid.clone(), r))),
-                Err(e) => results.extend(group.into_iter().map(|claim| {
-                    let result = UnpreparedClaim {
-                        claim,
-                        error: Some(e.to_string()),
+                Ok(done) => {
+                    for result in done {
+                        if let Some(error) = result.error {
+                            let failed = failures.entry(result.claim.uid).or_default();
+                            failed.push(format!("DRA driver {driver}: {error}"));
+                        }
+                    }
+                }
+                Err(e) => {
+                    let error = match e {
+                        // These name the driver already.
+                        DraError::Call { .. } | DraError::NotRegistered(_) => e.to_string(),
+                        e => format!("DRA driver {driver}: {e}"),
                     };
-                    (result.claim.uid.clone(), result)
-                })),
+                    for claim in group {
+                        failures.entry(claim.uid).or_default().push(error.clone());
+                    }
+                }
             }
         }
         claims
             .iter()
-            .filter_map(|c| results.get(&c.uid).cloned())
+            .map(|claim| {
+                let error = if unknown.contains(claim.uid.as_str()) {
+                    Some("the claim is not prepared on this node; name its driver to unprepare it anyway".into())
+                } else {
+                    failures.get(&claim.uid).map(|failed| failed.join("; "))
+                };
+                UnpreparedClaim {
+                    claim: claim.clone(),
+                    error,
+                }
+            })
             .collect()
     }
 
-    /// The prepared claims, sorted by UID.
+    /// The prepared claims, one record per claim and driver that prepared
+    /// it, sorted by claim UID, then driver.
     pub fn prepared_claims(&self) -> Vec<RecordedClaim> {
         self.shared.prepared.borrow().list()
     }

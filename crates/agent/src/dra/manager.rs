@@ -319,8 +319,12 @@ impl Owner {
                 self.claims_changed(changed, reply);
                 changed
             }
-            Command::Unprepared { uids, reply } => {
-                let changed = self.claims.forget(uids.iter().map(String::as_str));
+            Command::Unprepared {
+                driver,
+                uids,
+                reply,
+            } => {
+                let changed = self.claims.forget(&driver, uids.iter().map(String::as_str));
                 self.claims_changed(changed, reply);
                 changed
             }

@@ -1,11 +1,13 @@
-//! The claims prepared on this node: what each got (devices and CDI ids)
-//! and from which driver, kept across agent restarts in a checkpoint written
-//! like the device checkpoint ([`crate::checkpoint`]).
+//! The claims prepared on this node: what each driver prepared of each
+//! claim (devices and CDI ids), kept across agent restarts in a checkpoint
+//! written like the device checkpoint ([`crate::checkpoint`]).
 //!
-//! A claim prepared again returns what it got without calling the driver a
-//! second time, until it is unprepared; unprepare finds the driver that
-//! prepared a claim from its UID alone. Upstream keeps the same facts in
-//! `dra_manager_state`.
+//! A claim whose devices come from several drivers is prepared by each of
+//! them, and each keeps its own record, as upstream keeps per-claim state
+//! per driver in `dra_manager_state`. A claim prepared again by a driver
+//! returns what that driver gave without calling it a second time, until it
+//! is unprepared; unprepare by claim UID alone goes to every driver that
+//! prepared it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -19,14 +21,14 @@ pub const CHECKPOINT_FILE: &str = "nodeplugins_dra_checkpoint";
 /// The backup's file name: the same bytes, written right after the checkpoint.
 pub const BACKUP_FILE: &str = "nodeplugins_dra_checkpoint.backup";
 
-/// One prepared claim, as recorded.
+/// What one driver prepared of one claim, as recorded.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RecordedClaim {
     /// The driver that prepared it.
     pub driver: String,
     /// The claim.
     pub claim: ClaimRef,
-    /// What it got.
+    /// What it got from this driver.
     pub devices: Vec<PreparedDevice>,
     /// When it was prepared (Unix milliseconds).
     pub prepared_at_unix_ms: u64,
@@ -46,17 +48,18 @@ impl RecordedClaim {
     }
 
     /// Adds `pod` (and its containers) to the pods using the claim; says
-    /// whether anything changed.
+    /// whether anything changed. A pod already recorded under another name
+    /// keeps it: a rename is refused before the driver is called
+    /// ([`PreparedClaims::pod_name_conflict`]).
     pub(crate) fn add_pod(&mut self, pod: &ClaimPod) -> bool {
         let Some(known) = self.pods.iter_mut().find(|p| p.uid == pod.uid) else {
             self.pods.push(pod.clone());
             return true;
         };
-        let mut changed = false;
         if known.name != pod.name {
-            known.name.clone_from(&pod.name);
-            changed = true;
+            return false;
         }
+        let mut changed = false;
         for container in &pod.containers {
             if !known.containers.contains(container) {
                 known.containers.push(container.clone());
@@ -79,7 +82,7 @@ impl RecordedClaim {
 /// What the DRA checkpoint holds.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DraCheckpoint {
-    /// Every prepared claim.
+    /// Every prepared claim, once per driver that prepared it.
     pub claims: Vec<RecordedClaim>,
 }
 
@@ -92,12 +95,26 @@ pub(crate) fn file(dir: &Path) -> CheckpointFile {
     )
 }
 
-/// Prepared claims by UID.
+/// A record's key: claim UID, then driver, so that a claim's records are
+/// next to each other, sorted by driver.
+type Key = (String, String);
+
+/// The `namespace/name` a pod UID is recorded under, and the one a prepare
+/// gives it, when they differ.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PodNameConflict {
+    /// `namespace/name` recorded.
+    pub(crate) known: String,
+    /// `namespace/name` given.
+    pub(crate) given: String,
+}
+
+/// Prepared claims by claim UID and driver.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct PreparedClaims {
     /// Shared, so copies of the whole set (one per change, for readers)
-    /// cost a reference count per claim.
-    by_uid: BTreeMap<String, Arc<RecordedClaim>>,
+    /// cost a reference count per record.
+    by_key: BTreeMap<Key, Arc<RecordedClaim>>,
     /// Whether the checkpoint was read (or there is none): until then the
     /// claims are not known, not absent.
     loaded: bool,
@@ -115,29 +132,52 @@ impl PreparedClaims {
         self.loaded
     }
 
-    /// The claims a checkpoint held.
+    /// The claims a checkpoint held. Each record names its driver, so a
+    /// checkpoint written when a claim had one record loads as it was.
     pub(crate) fn restore(checkpoint: DraCheckpoint) -> Self {
         Self {
-            by_uid: checkpoint
+            by_key: checkpoint
                 .claims
                 .into_iter()
-                .map(|c| (c.claim.uid.clone(), Arc::new(c)))
+                .map(|c| ((c.claim.uid.clone(), c.driver.clone()), Arc::new(c)))
                 .collect(),
             loaded: false,
         }
     }
 
-    /// The record of `uid` if `driver` prepared it.
+    /// The record of what `driver` prepared of claim `uid`.
     pub(crate) fn get(&self, driver: &str, uid: &str) -> Option<&RecordedClaim> {
-        self.by_uid
-            .get(uid)
+        self.by_key
+            .get(&(uid.to_string(), driver.to_string()))
             .map(Arc::as_ref)
-            .filter(|c| c.driver == driver)
     }
 
-    /// The record of `uid`, whichever driver prepared it.
-    pub(crate) fn find(&self, uid: &str) -> Option<&RecordedClaim> {
-        self.by_uid.get(uid).map(Arc::as_ref)
+    /// The records of claim `uid`, one per driver that prepared it, sorted
+    /// by driver.
+    pub(crate) fn drivers_of<'a>(
+        &'a self,
+        uid: &'a str,
+    ) -> impl Iterator<Item = &'a RecordedClaim> {
+        self.by_key
+            .range((uid.to_string(), String::new())..)
+            .take_while(move |((u, _), _)| u == uid)
+            .map(|(_, c)| c.as_ref())
+    }
+
+    /// Whether `pod`, using claims in `namespace`, is recorded for another
+    /// claim under another namespace or name.
+    pub(crate) fn pod_name_conflict(
+        &self,
+        pod: &ClaimPod,
+        namespace: &str,
+    ) -> Option<PodNameConflict> {
+        self.by_key.values().find_map(|c| {
+            let known = c.pods.iter().find(|p| p.uid == pod.uid)?;
+            (known.name != pod.name || c.claim.namespace != namespace).then(|| PodNameConflict {
+                known: format!("{}/{}", c.claim.namespace, known.name),
+                given: format!("{namespace}/{}", pod.name),
+            })
+        })
     }
 
     /// Records the claims of `results` that `driver` prepared, used by
@@ -151,15 +191,15 @@ impl PreparedClaims {
     ) -> bool {
         let mut changed = false;
         for result in results.iter().filter(|r| r.error.is_none()) {
-            let uid = &result.claim.uid;
+            let key = (result.claim.uid.clone(), driver.to_string());
             let same = self
-                .by_uid
-                .get(uid)
-                .is_some_and(|c| c.driver == driver && c.devices == result.devices);
+                .by_key
+                .get(&key)
+                .is_some_and(|c| c.devices == result.devices);
             if !same {
                 let pods = self
-                    .by_uid
-                    .remove(uid)
+                    .by_key
+                    .remove(&key)
                     .map(|c| Arc::unwrap_or_clone(c).pods)
                     .unwrap_or_default();
                 let record = RecordedClaim {
@@ -169,10 +209,18 @@ impl PreparedClaims {
                     prepared_at_unix_ms: now_ms,
                     pods,
                 };
-                self.by_uid.insert(uid.clone(), Arc::new(record));
+                self.by_key.insert(key.clone(), Arc::new(record));
                 changed = true;
             }
-            if let (Some(pod), Some(record)) = (pod, self.by_uid.get_mut(uid))
+            let Some(pod) = pod else { continue };
+            if let Some(conflict) = self.pod_name_conflict(pod, &result.claim.namespace) {
+                // Two prepares naming the pod differently raced past the
+                // check before the call; the first one recorded stands.
+                tracing::warn!(pod = %pod.uid, known = %conflict.known, given = %conflict.given,
+                    claim = %result.claim, "pod not recorded under a second name");
+                continue;
+            }
+            if let Some(record) = self.by_key.get_mut(&key)
                 && !record.uses(pod)
             {
                 changed |= Arc::make_mut(record).add_pod(pod);
@@ -192,23 +240,31 @@ impl PreparedClaims {
         uids.all(|uid| self.get(driver, uid).is_some_and(|c| c.uses(pod)))
     }
 
-    /// Forgets the claims `uids`; says whether anything changed.
-    pub(crate) fn forget<'a>(&mut self, uids: impl IntoIterator<Item = &'a str>) -> bool {
+    /// Forgets what `driver` prepared of the claims `uids` (what other
+    /// drivers prepared of them stays); says whether anything changed.
+    pub(crate) fn forget<'a>(
+        &mut self,
+        driver: &str,
+        uids: impl IntoIterator<Item = &'a str>,
+    ) -> bool {
         let mut changed = false;
         for uid in uids {
-            changed |= self.by_uid.remove(uid).is_some();
+            changed |= self
+                .by_key
+                .remove(&(uid.to_string(), driver.to_string()))
+                .is_some();
         }
         changed
     }
 
-    /// Every record, sorted by claim UID.
+    /// Every record, sorted by claim UID, then driver.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<RecordedClaim>> {
-        self.by_uid.values()
+        self.by_key.values()
     }
 
-    /// Every record, sorted by claim UID.
+    /// Every record, sorted by claim UID, then driver.
     pub(crate) fn list(&self) -> Vec<RecordedClaim> {
-        self.by_uid
+        self.by_key
             .values()
             .map(|c| RecordedClaim::clone(c))
             .collect()
@@ -268,13 +324,15 @@ mod tests {
             claims.get("other.example.com", "a").is_none(),
             "another driver's claim"
         );
-        assert_eq!(claims.find("a").unwrap().driver, "gpu.example.com");
+        let drivers: Vec<&str> = claims.drivers_of("a").map(|c| c.driver.as_str()).collect();
+        assert_eq!(drivers, ["gpu.example.com"]);
 
         let restored = PreparedClaims::restore(claims.checkpoint());
         assert_eq!(restored.list(), claims.list());
-        assert!(claims.forget(["a", "never"]));
+        assert!(!claims.forget("other.example.com", ["a"]), "not its claim");
+        assert!(claims.forget("gpu.example.com", ["a", "never"]));
         assert!(claims.list().is_empty());
-        assert!(!claims.forget(["a"]));
+        assert!(!claims.forget("gpu.example.com", ["a"]));
     }
 
     #[test]
@@ -291,13 +349,96 @@ mod tests {
         assert!(!claims.knows_pod("gpu.example.com", ["a"].into_iter(), &pod(&["side"])));
         assert!(!claims.record("gpu.example.com", &results, Some(&pod(&["main"])), 2));
         assert!(claims.record("gpu.example.com", &results, Some(&pod(&["side"])), 3));
-        let record = claims.find("a").unwrap();
+        let record = claims.get("gpu.example.com", "a").unwrap();
         assert_eq!(record.pods, vec![pod(&["main", "side"])]);
         assert_eq!(record.prepared_at_unix_ms, 1, "prepared once");
         let restored = PreparedClaims::restore(claims.checkpoint());
         assert_eq!(restored.list(), claims.list());
-        assert!(claims.forget(["a"]));
+        assert!(claims.forget("gpu.example.com", ["a"]));
         assert!(claims.list().is_empty());
-        assert!(!claims.forget(["a"]));
+        assert!(!claims.forget("gpu.example.com", ["a"]));
+    }
+
+    #[test]
+    fn a_claim_prepared_by_two_drivers_keeps_each_drivers_record_until_that_driver_unprepares() {
+        let mut claims = PreparedClaims::default();
+        assert!(claims.record("gpu.example.com", &[prepared("a", "gpu-0", None)], None, 1));
+        assert!(claims.record("nic.example.com", &[prepared("a", "nic-0", None)], None, 2));
+        assert!(
+            !claims.record("gpu.example.com", &[prepared("a", "gpu-0", None)], None, 3),
+            "the second driver did not replace the first one's record"
+        );
+        assert_eq!(
+            claims.get("gpu.example.com", "a").unwrap().devices[0].device,
+            "gpu-0"
+        );
+        assert_eq!(
+            claims.get("nic.example.com", "a").unwrap().devices[0].device,
+            "nic-0"
+        );
+        let drivers: Vec<&str> = claims.drivers_of("a").map(|c| c.driver.as_str()).collect();
+        assert_eq!(drivers, ["gpu.example.com", "nic.example.com"]);
+        assert_eq!(claims.drivers_of("b").count(), 0);
+        assert_eq!(
+            PreparedClaims::restore(claims.checkpoint()).list(),
+            claims.list()
+        );
+
+        assert!(claims.forget("nic.example.com", ["a"]));
+        assert!(claims.get("nic.example.com", "a").is_none());
+        assert!(
+            claims.get("gpu.example.com", "a").is_some(),
+            "the other driver's stays"
+        );
+    }
+
+    #[test]
+    fn a_checkpoint_written_with_one_record_per_claim_still_loads() {
+        // As written before claims were keyed by driver too.
+        let written = r#"{"claims":[{"driver":"gpu.example.com",
+            "claim":{"namespace":"ns","name":"claim-a","uid":"a"},
+            "devices":[{"request_names":["req"],"pool":"pool","device":"gpu-0",
+                "cdi_device_ids":["example.com/gpu=gpu-0"],"share_id":null}],
+            "prepared_at_unix_ms":7,
+            "pods":[{"uid":"pod-1","name":"train","containers":["main"]}]}]}"#;
+        let checkpoint: DraCheckpoint = serde_json::from_str(written).unwrap();
+        let claims = PreparedClaims::restore(checkpoint);
+        let record = claims.get("gpu.example.com", "a").unwrap();
+        assert_eq!(record.devices, prepared("a", "gpu-0", None).devices);
+        assert_eq!(record.prepared_at_unix_ms, 7);
+        assert_eq!(record.pods[0].name, "train");
+    }
+
+    #[test]
+    fn a_pod_recorded_under_one_name_is_never_renamed() {
+        let mut claims = PreparedClaims::default();
+        let pod = |name: &str| ClaimPod {
+            uid: "pod-1".into(),
+            name: name.into(),
+            containers: vec!["main".into()],
+        };
+        let results = [prepared("a", "gpu-0", None)];
+        assert!(claims.record("gpu.example.com", &results, Some(&pod("train")), 1));
+        assert_eq!(claims.pod_name_conflict(&pod("train"), "ns"), None);
+        assert_eq!(
+            claims.pod_name_conflict(&pod("serve"), "ns"),
+            Some(PodNameConflict {
+                known: "ns/train".into(),
+                given: "ns/serve".into()
+            })
+        );
+        assert_eq!(
+            claims
+                .pod_name_conflict(&pod("train"), "other")
+                .map(|c| c.given),
+            Some("other/train".into()),
+            "another namespace is another pod"
+        );
+        let other = [prepared("b", "gpu-1", None)];
+        claims.record("gpu.example.com", &other, Some(&pod("serve")), 2);
+        claims.record("gpu.example.com", &results, Some(&pod("serve")), 3);
+        for record in claims.iter() {
+            assert!(record.pods.iter().all(|p| p.name == "train"), "{record:?}");
+        }
     }
 }

@@ -5,7 +5,8 @@
 //! entry per device and NUMA node it is attached to (one entry without
 //! topology when the plugin reported none), and one `DynamicResource` per
 //! claim the container uses, with one `ClaimResource` per device of the
-//! claim carrying that device's CDI devices. Pods are sorted by namespace and
+//! claim carrying that device's CDI devices, from every driver that
+//! prepared the claim (sorted by driver). Pods are sorted by namespace and
 //! name, containers by name, devices by resource and id, claims by name. A
 //! pod known only by its UID (allocated before pods had names) is named by
 //! its UID. CPU and memory fields stay empty: the agent manages neither.
@@ -225,7 +226,8 @@ fn pod_resources(uid: &str, inputs: &PodInputs) -> v1::PodResources {
         for user in claim.pods.iter().filter(|p| p.uid == uid) {
             for name in &user.containers {
                 let container = containers.entry(name).or_default();
-                container.claims.insert(&claim.claim.name, claim);
+                let key = (claim.claim.name.as_str(), claim.claim.uid.as_str());
+                container.claims.entry(key).or_default().push(claim);
             }
         }
     }
@@ -237,7 +239,11 @@ fn pod_resources(uid: &str, inputs: &PodInputs) -> v1::PodResources {
             .map(|(name, c)| v1::ContainerResources {
                 name: name.to_string(),
                 devices: c.devices.into_values().collect(),
-                dynamic_resources: c.claims.into_values().map(dynamic_resource).collect(),
+                dynamic_resources: c
+                    .claims
+                    .into_values()
+                    .filter_map(dynamic_resource)
+                    .collect(),
                 ..Default::default()
             })
             .collect(),
@@ -250,8 +256,8 @@ fn pod_resources(uid: &str, inputs: &PodInputs) -> v1::PodResources {
 struct ContainerEntry<'a> {
     /// (resource, device, NUMA node or -1) → entry.
     devices: BTreeMap<(&'a str, &'a str, i64), v1::ContainerDevices>,
-    /// Claim name → claim.
-    claims: BTreeMap<&'a str, &'a RecordedClaim>,
+    /// (claim name, UID) → what each driver prepared of it.
+    claims: BTreeMap<(&'a str, &'a str), Vec<&'a RecordedClaim>>,
 }
 
 fn v1alpha1_pod(pod: &v1::PodResources) -> v1alpha1::PodResources {
@@ -317,26 +323,31 @@ fn allocatable_entries(device: &AllocatableDevice) -> Vec<v1::ContainerDevices> 
         .collect()
 }
 
-fn dynamic_resource(claim: &RecordedClaim) -> v1::DynamicResource {
-    v1::DynamicResource {
-        claim_name: claim.claim.name.clone(),
-        claim_namespace: claim.claim.namespace.clone(),
-        claim_resources: claim
-            .devices
+/// One claim, with the devices of every driver that prepared it (`records`)
+/// as upstream lists them under the claim: by driver, each driver's in the
+/// order it gave them; `None` for no records.
+fn dynamic_resource(mut records: Vec<&RecordedClaim>) -> Option<v1::DynamicResource> {
+    records.sort_by(|a, b| a.driver.cmp(&b.driver));
+    let first = records.first()?;
+    Some(v1::DynamicResource {
+        claim_name: first.claim.name.clone(),
+        claim_namespace: first.claim.namespace.clone(),
+        claim_resources: records
             .iter()
-            .map(|d| v1::ClaimResource {
+            .flat_map(|record| record.devices.iter().map(move |d| (record, d)))
+            .map(|(record, d)| v1::ClaimResource {
                 cdi_devices: d
                     .cdi_device_ids
                     .iter()
                     .map(|name| v1::CdiDevice { name: name.clone() })
                     .collect(),
-                driver_name: claim.driver.clone(),
+                driver_name: record.driver.clone(),
                 pool_name: d.pool.clone(),
                 device_name: d.device.clone(),
                 share_id: d.share_id.clone(),
             })
             .collect(),
-    }
+    })
 }
 
 #[cfg(test)]
@@ -510,6 +521,48 @@ mod tests {
             alpha[1].containers[0].devices[3].resource_name,
             "example.com/nic"
         );
+    }
+
+    #[test]
+    fn a_claim_prepared_by_two_drivers_is_one_dynamic_resource_with_every_drivers_devices() {
+        let pod = ClaimPod {
+            uid: "u1".into(),
+            name: "train".into(),
+            containers: vec!["main".into()],
+        };
+        let gpus = claim("mixed", vec![pod.clone()]);
+        let mut nics = claim("mixed", vec![pod]);
+        nics.driver = "nic.example.com".into();
+        nics.devices.truncate(1);
+        nics.devices[0].device = "nic-0".into();
+        // Given in either order, the answer is the same.
+        for claims in [
+            [gpus.clone(), nics.clone()].map(Arc::new),
+            [nics.clone(), gpus.clone()].map(Arc::new),
+        ] {
+            let view = PodCache::default().view(&[], &claims);
+            let list = v1::ListPodResourcesResponse::decode(view.list()).unwrap();
+            let main = &list.pod_resources[0].containers[0];
+            assert_eq!(main.dynamic_resources.len(), 1, "one entry per claim");
+            let mixed = &main.dynamic_resources[0];
+            assert_eq!(
+                (mixed.claim_name.as_str(), mixed.claim_namespace.as_str()),
+                ("mixed", "ml")
+            );
+            let devices: Vec<(&str, &str)> = mixed
+                .claim_resources
+                .iter()
+                .map(|r| (r.driver_name.as_str(), r.device_name.as_str()))
+                .collect();
+            assert_eq!(
+                devices,
+                [
+                    ("gpu.example.com", "gpu-0"),
+                    ("gpu.example.com", "gpu-1"),
+                    ("nic.example.com", "nic-0"),
+                ]
+            );
+        }
     }
 
     #[test]

@@ -244,3 +244,66 @@ fn device_columns(devices: &[PreparedDevice]) -> (String, String) {
         .collect();
     (names.join(","), cdi.join(","))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nodeplugins::dra::{ClaimRef, RecordedClaim};
+
+    fn record(driver: &str, device: &str) -> RecordedClaim {
+        RecordedClaim {
+            driver: driver.into(),
+            claim: ClaimRef {
+                namespace: "ml".into(),
+                name: "mixed".into(),
+                uid: "uid-1".into(),
+            },
+            devices: vec![PreparedDevice {
+                request_names: vec!["req".into()],
+                pool: "node-1".into(),
+                device: device.into(),
+                cdi_device_ids: vec![format!("{driver}/dev={device}")],
+                share_id: None,
+            }],
+            prepared_at_unix_ms: 0,
+            pods: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn claims_show_a_row_per_claim_and_driver() {
+        let reply = DraClaimsReply {
+            claims: vec![
+                record("gpu.example.com", "gpu-0"),
+                record("nic.example.com", "nic-0"),
+            ],
+            checkpoint_error: None,
+        };
+        let mut out = Vec::new();
+        claims(&reply, Format::Table, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let rows: Vec<Vec<&str>> = text
+            .lines()
+            .skip(1)
+            .map(|l| l.split_whitespace().take(4).collect())
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                [
+                    "gpu.example.com",
+                    "ml/mixed/uid-1",
+                    "node-1/gpu-0",
+                    "gpu.example.com/dev=gpu-0"
+                ],
+                [
+                    "nic.example.com",
+                    "ml/mixed/uid-1",
+                    "node-1/nic-0",
+                    "nic.example.com/dev=nic-0"
+                ],
+            ],
+            "{text}"
+        );
+    }
+}
