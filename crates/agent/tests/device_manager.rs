@@ -542,6 +542,46 @@ async fn allocation_errors_follow_upstream() {
 }
 
 #[tokio::test]
+async fn a_pod_uid_holding_devices_cannot_be_allocated_under_another_name() {
+    let node = Node::start(Duration::from_secs(3600)).await;
+    let _plugin = plugin_with(
+        &node,
+        "gpu.sock",
+        false,
+        vec![device("a", true), device("b", true)],
+    )
+    .await;
+    node.wait_resource("two devices", |r| r.allocatable == 2)
+        .await;
+    let named = |namespace: &str, name: &str, container: &str| {
+        AllocationRequest::new("pod-uid", namespace, name, container).resource(RESOURCE, 1)
+    };
+    node.manager
+        .allocate(&named("ml", "train", "main"))
+        .await
+        .unwrap();
+    for (namespace, name) in [("ml", "serve"), ("other", "train")] {
+        let renamed = node
+            .manager
+            .allocate(&named(namespace, name, "sidecar"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(renamed, AllocateError::PodRenamed { .. }),
+            "{renamed:?}"
+        );
+        assert_eq!(
+            renamed.to_string(),
+            format!("pod pod-uid is ml/train, not {namespace}/{name}")
+        );
+    }
+    node.wait_resource("the refused requests hold nothing", |r| {
+        r.allocated == 1 && r.reserved == 0
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn the_plugins_preferred_allocation_is_used_when_offered() {
     let node = Node::start(Duration::from_secs(300)).await;
     let devices = vec![
