@@ -13,7 +13,8 @@
 //! | file | what |
 //! |---|---|
 //! | `config` | socket, mode, rate limit |
-//! | `view` | the answers, shaped as the kubelet's, from managers' snapshots |
+//! | `convert` | the kubelet's `v1` and `v1alpha1` shapes of devices and claims |
+//! | `view` | each pod's answer encoded once, `List` and `Get` made of them |
 //! | `source` | the view, built again only after a change |
 //! | `rate_limit` | the token bucket every call draws from |
 //! | `server` | the gRPC services on the socket |
@@ -22,6 +23,9 @@
 
 mod codec;
 mod config;
+mod convert;
+#[cfg(test)]
+mod fixtures;
 mod metrics;
 mod rate_limit;
 mod server;
