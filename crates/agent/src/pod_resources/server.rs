@@ -39,37 +39,33 @@ struct Inner {
 }
 
 impl Inner {
-    /// Counts a call to `method` of `version`, once it passed the rate limit.
-    fn admit(&self, version: &str, method: Method) -> Result<(), Status> {
+    /// Answers one call: refused by the rate limit before anything is
+    /// counted for the method, as upstream's interceptor refuses it before
+    /// the service; otherwise counted, and counted again if it fails.
+    async fn answer(&self, call: Call) -> Result<Bytes, Status> {
+        let method = call.method();
         if let Some(limiter) = &self.limiter
             && let Err(refused) = limiter.check()
         {
             self.metrics.rate_limited();
             return Err(refused);
         }
-        self.metrics.request(version, method);
-        Ok(())
+        self.metrics.request(method);
+        let answer = self.respond(call).await;
+        if answer.is_err() {
+            self.metrics.failed(method);
+        }
+        answer
     }
 
-    /// The pods to answer `method` of `version` from.
-    async fn view(&self, version: &str, method: Method) -> Result<Arc<PodView>, Status> {
-        self.admit(version, method)?;
-        self.source.view().await.map_err(|_| stopping())
-    }
-
-    /// Answers one call.
-    async fn answer(&self, call: Call) -> Result<Bytes, Status> {
+    async fn respond(&self, call: Call) -> Result<Bytes, Status> {
         match call {
-            Call::List => Ok(self.view("v1", Method::List).await?.list()),
-            Call::GetAllocatable => {
-                self.admit("v1", Method::GetAllocatable)?;
-                self.source.allocatable().await.map_err(|_| stopping())
-            }
+            Call::List => Ok(self.view().await?.list()),
+            Call::GetAllocatable => self.source.allocatable().await.map_err(|_| stopping()),
             Call::Get(request) => {
-                let view = self.view("v1", Method::Get).await?;
+                let view = self.view().await?;
                 view.get(&request.pod_namespace, &request.pod_name)
                     .ok_or_else(|| {
-                        self.metrics.get_failed("v1");
                         // The kubelet returns a plain error, which gRPC sends as Unknown.
                         Status::new(
                             Code::Unknown,
@@ -80,8 +76,13 @@ impl Inner {
                         )
                     })
             }
-            Call::ListV1alpha1 => Ok(self.view("v1alpha1", Method::List).await?.list_v1alpha1()),
+            Call::ListV1alpha1 => Ok(self.view().await?.list_v1alpha1()),
         }
+    }
+
+    /// The pods to answer from.
+    async fn view(&self) -> Result<Arc<PodView>, Status> {
+        self.source.view().await.map_err(|_| stopping())
     }
 }
 
@@ -95,6 +96,18 @@ enum Call {
     GetAllocatable,
     Get(v1::GetPodResourcesRequest),
     ListV1alpha1,
+}
+
+impl Call {
+    /// What it counts as.
+    fn method(&self) -> Method {
+        match self {
+            Self::List => Method::List,
+            Self::GetAllocatable => Method::GetAllocatable,
+            Self::Get(_) => Method::Get,
+            Self::ListV1alpha1 => Method::ListV1alpha1,
+        }
+    }
 }
 
 /// One method of the server: decodes its request into a [`Call`].
@@ -225,4 +238,54 @@ pub async fn serve(
         shutdown,
     )
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::device::{DeviceManager, DeviceManagerConfig};
+    use crate::dra::{DraManager, DraManagerConfig, LoggingCleanup};
+
+    /// A server whose managers have stopped, as while the agent stops.
+    fn stopping_server(metrics: &PodResourcesMetrics) -> Inner {
+        let devices = DeviceManager::new(DeviceManagerConfig::new("/nonexistent")).handle();
+        let dra = DraManager::new(DraManagerConfig::default(), Arc::new(LoggingCleanup)).handle();
+        Inner {
+            source: ViewSource::new(devices, dra),
+            limiter: None,
+            metrics: metrics.clone(),
+        }
+    }
+
+    #[tokio::test]
+    async fn calls_failing_while_the_agent_stops_count_as_the_methods_errors() {
+        let metrics = PodResourcesMetrics::default();
+        let inner = stopping_server(&metrics);
+        let get = v1::GetPodResourcesRequest {
+            pod_name: "train".into(),
+            pod_namespace: "ml".into(),
+        };
+        for call in [
+            Call::List,
+            Call::GetAllocatable,
+            Call::Get(get),
+            Call::ListV1alpha1,
+        ] {
+            let answer = tokio::time::timeout(Duration::from_secs(10), inner.answer(call))
+                .await
+                .unwrap();
+            assert_eq!(answer.unwrap_err().code(), Code::Unavailable);
+        }
+        let mut text = String::new();
+        crate::metrics::MetricsSource::render(&metrics, &mut text).await;
+        for family in ["errors_list", "errors_get_allocatable", "errors_get"] {
+            let line =
+                format!(r#"kubelet_pod_resources_endpoint_{family}{{server_api_version="v1"}} 1"#);
+            assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
+        }
+        assert!(text.lines().any(|l| l
+            == r#"kubelet_pod_resources_endpoint_requests_total{server_api_version="v1alpha1"} 1"#));
+    }
 }
