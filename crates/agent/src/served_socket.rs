@@ -160,11 +160,62 @@ where
 }
 
 /// Creates `dir` (and its parents) and gives it `mode`, whatever it had.
+/// A `dir` that is a symbolic link (an operator linking the directory
+/// elsewhere) is used as it is: the mode of the directory it points to is
+/// the operator's, not ours to change.
 pub(crate) fn create_dir_with_mode(dir: &Path, mode: u32) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(mode)
         .create(dir)?;
+    if std::fs::symlink_metadata(dir)?.file_type().is_symlink() {
+        tracing::info!(dir = %dir.display(), mode = format!("{mode:04o}"),
+            "the directory is a symbolic link: its target's permissions are left as they are");
+        return Ok(());
+    }
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn an_existing_directory_gets_the_mode_but_a_linked_ones_target_keeps_its_own() {
+        let root = tempfile::tempdir().unwrap();
+        let created = root.path().join("new/pod-resources");
+        create_dir_with_mode(&created, 0o700).unwrap();
+        assert_eq!(mode(&created), 0o700);
+
+        let existing = root.path().join("existing");
+        std::fs::create_dir(&existing).unwrap();
+        std::fs::set_permissions(&existing, std::fs::Permissions::from_mode(0o755)).unwrap();
+        create_dir_with_mode(&existing, 0o700).unwrap();
+        assert_eq!(
+            mode(&existing),
+            0o700,
+            "an existing directory is made private"
+        );
+
+        let target = root.path().join("shared");
+        std::fs::create_dir(&target).unwrap();
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let link = root.path().join("linked");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        create_dir_with_mode(&link, 0o700).unwrap();
+        assert_eq!(mode(&target), 0o755, "the link's target is left as it is");
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+    }
 }
