@@ -35,6 +35,7 @@ use nodeplugins_api::podresources::v1::pod_resources_lister_client::PodResources
 use nodeplugins_api::transport::dial;
 use nodeplugins_test_support::fake_device_plugin::FakeDevicePlugin;
 use nodeplugins_test_support::stats::percentiles;
+use nodeplugins_test_support::wait::{TIMEOUT, eventually};
 use prost::Message;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -176,9 +177,13 @@ async fn run() {
             }
         }),
     ];
-    while !plugins.join("kubelet.sock").exists() || !socket.exists() {
-        tokio::task::yield_now().await;
-    }
+    // Bounded: a server that never comes up ends the run with a message
+    // instead of spinning forever.
+    eventually("kubelet.sock and the pod-resources socket", TIMEOUT, || {
+        let up = plugins.join("kubelet.sock").exists() && socket.exists();
+        std::future::ready(up.then_some(()))
+    })
+    .await;
     let _plugin = FakeDevicePlugin::serve(
         plugins.join("bench.sock"),
         DevicePluginOptions::default(),
