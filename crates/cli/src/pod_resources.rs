@@ -25,7 +25,8 @@ pub(crate) struct PodResourcesArgs {
     /// The socket, if not the one under the root directory.
     #[arg(long)]
     socket: Option<PathBuf>,
-    /// Only this pod, as NAMESPACE/NAME (the API's Get).
+    /// Only this pod, as NAMESPACE/NAME (the API's Get); NAME or /NAME for
+    /// a pod without a namespace (one known only by its UID is named by it).
     #[arg(long, value_parser = parse_pod, conflicts_with = "allocatable")]
     pod: Option<(String, String)>,
     /// The devices that can be allocated instead (GetAllocatableResources).
@@ -36,13 +37,14 @@ pub(crate) struct PodResourcesArgs {
     output: Format,
 }
 
+/// `NAMESPACE/NAME`, `/NAME` or `NAME` as (namespace, name); the namespace
+/// may be empty, the name may not.
 fn parse_pod(text: &str) -> Result<(String, String), String> {
-    match text.split_once('/') {
-        Some((namespace, name)) if !namespace.is_empty() && !name.is_empty() => {
-            Ok((namespace.into(), name.into()))
-        }
-        _ => Err(format!("{text:?} is not NAMESPACE/NAME")),
+    let (namespace, name) = text.split_once('/').unwrap_or(("", text));
+    if name.is_empty() || name.contains('/') {
+        return Err(format!("{text:?} is not NAMESPACE/NAME, /NAME or NAME"));
     }
+    Ok((namespace.into(), name.into()))
 }
 
 async fn client(socket: &Path) -> anyhow::Result<PodResourcesListerClient<Channel>> {
@@ -81,7 +83,7 @@ pub(crate) async fn run(args: PodResourcesArgs) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     if let Some((namespace, name)) = &args.pod {
         let pod = get(&socket, namespace, name).await?;
-        return output::pod_resources::pods(&[pod], args.output, &mut out);
+        return output::pod_resources::pod(&pod, args.output, &mut out);
     }
     let mut client = client(&socket).await?;
     if args.allocatable {
@@ -97,4 +99,20 @@ pub(crate) async fn run(args: PodResourcesArgs) -> anyhow::Result<()> {
     request.set_timeout(TIMEOUT);
     let reply = client.list(request).await.context("List")?;
     output::pod_resources::pods(&reply.into_inner().pod_resources, args.output, &mut out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pod_is_named_with_or_without_its_namespace() {
+        let pod = |ns: &str, name: &str| Ok((ns.to_string(), name.to_string()));
+        assert_eq!(parse_pod("ml/train"), pod("ml", "train"));
+        assert_eq!(parse_pod("/uid-1"), pod("", "uid-1"), "an empty namespace");
+        assert_eq!(parse_pod("uid-1"), pod("", "uid-1"), "no namespace at all");
+        for bad in ["", "ml/", "/", "a/b/c"] {
+            assert!(parse_pod(bad).is_err(), "{bad:?}");
+        }
+    }
 }

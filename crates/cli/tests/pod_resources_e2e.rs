@@ -284,7 +284,12 @@ async fn monitoring_clients_see_each_containers_devices_and_claims_and_again_aft
     assert!(table.contains("NAMESPACE"), "{table}");
     assert!(table.contains(&claim.1), "{table}");
     let one = cli_json(root.path(), &["pod-resources", "--pod", "ml/train"]).await;
-    check_list(&one, &devices, &claim);
+    assert!(one["pod_resources"].is_object(), "Get's shape: {one:#}");
+    check_list(
+        &json!({"pod_resources": [one["pod_resources"]]}),
+        &devices,
+        &claim,
+    );
     let allocatable = cli_json(root.path(), &["pod-resources", "--allocatable"]).await;
     assert_eq!(allocatable["devices"].as_array().unwrap().len(), 4);
 

@@ -82,7 +82,23 @@ fn numa(t: Option<&v1::TopologyInfo>) -> String {
     }
 }
 
-/// Prints pods: a row per device and per claim device of each container.
+/// Prints one pod (the answer to `Get`): as [`pods`] in a table; in JSON,
+/// `GetPodResourcesResponse`, whose `pod_resources` is the pod itself.
+pub(crate) fn pod(
+    pod: &v1::PodResources,
+    format: Format,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    if format == Format::Json {
+        serde_json::to_writer_pretty(&mut *out, &json!({"pod_resources": pod_json(pod)}))?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    pods(std::slice::from_ref(pod), format, out)
+}
+
+/// Prints pods (the answer to `List`): a row per device and per claim
+/// device of each container; in JSON, `ListPodResourcesResponse`.
 pub(crate) fn pods(
     pods: &[v1::PodResources],
     format: Format,
@@ -190,4 +206,150 @@ pub(crate) fn allocatable(
         })
         .collect();
     table(&["RESOURCE", "DEVICE", "NUMA"], &rows, out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pod ml/train: container main with a device on NUMA node 1 and a
+    /// claim's device with its CDI id; container idle with nothing.
+    fn train() -> v1::PodResources {
+        v1::PodResources {
+            name: "train".into(),
+            namespace: "ml".into(),
+            containers: vec![
+                v1::ContainerResources {
+                    name: "main".into(),
+                    devices: vec![v1::ContainerDevices {
+                        resource_name: "example.com/gpu".into(),
+                        device_ids: vec!["gpu-0".into()],
+                        topology: Some(v1::TopologyInfo {
+                            nodes: vec![v1::NumaNode { id: 1 }],
+                        }),
+                    }],
+                    dynamic_resources: vec![v1::DynamicResource {
+                        claim_name: "nics".into(),
+                        claim_namespace: "ml".into(),
+                        claim_resources: vec![v1::ClaimResource {
+                            cdi_devices: vec![v1::CdiDevice {
+                                name: "nic.example.com/nic=nic-0".into(),
+                            }],
+                            driver_name: "nic.example.com".into(),
+                            pool_name: "node-1".into(),
+                            device_name: "nic-0".into(),
+                            share_id: None,
+                        }],
+                    }],
+                    ..Default::default()
+                },
+                v1::ContainerResources {
+                    name: "idle".into(),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        }
+    }
+
+    fn printed(print: impl FnOnce(&mut Vec<u8>) -> anyhow::Result<()>) -> String {
+        let mut out = Vec::new();
+        print(&mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn the_table_has_a_row_per_device_per_claim_device_and_per_empty_container() {
+        let text = printed(|out| pods(&[train()], Format::Table, out));
+        let rows: Vec<Vec<&str>> = text
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                vec![
+                    "NAMESPACE",
+                    "POD",
+                    "CONTAINER",
+                    "KIND",
+                    "RESOURCE",
+                    "DEVICE",
+                    "NUMA",
+                    "CDI"
+                ],
+                vec![
+                    "ml",
+                    "train",
+                    "main",
+                    "device",
+                    "example.com/gpu",
+                    "gpu-0",
+                    "1",
+                    "-"
+                ],
+                vec![
+                    "ml",
+                    "train",
+                    "main",
+                    "claim",
+                    "claim",
+                    "nics",
+                    "(nic.example.com)",
+                    "node-1/nic-0",
+                    "-",
+                    "nic.example.com/nic=nic-0"
+                ],
+                vec!["ml", "train", "idle", "-", "-", "-", "-", "-"],
+            ],
+            "{text}"
+        );
+        assert_eq!(
+            printed(|out| pod(&train(), Format::Table, out)),
+            text,
+            "one pod prints as a list of it"
+        );
+        assert_eq!(
+            printed(|out| pods(&[], Format::Table, out)),
+            "no pods hold devices or claims\n"
+        );
+    }
+
+    #[test]
+    fn json_has_the_shape_of_list_and_of_get() {
+        let list: Value =
+            serde_json::from_str(&printed(|out| pods(&[train()], Format::Json, out))).unwrap();
+        let got: Value =
+            serde_json::from_str(&printed(|out| pod(&train(), Format::Json, out))).unwrap();
+        assert!(list["pod_resources"].is_array(), "{list}");
+        assert!(
+            got["pod_resources"].is_object(),
+            "Get answers one pod: {got}"
+        );
+        assert_eq!(got["pod_resources"], list["pod_resources"][0]);
+        let main = &got["pod_resources"]["containers"][0];
+        assert_eq!(got["pod_resources"]["namespace"], "ml");
+        assert_eq!(
+            main["devices"][0],
+            json!({
+                "resource_name": "example.com/gpu",
+                "device_ids": ["gpu-0"],
+                "topology": {"nodes": [{"ID": 1}]},
+            })
+        );
+        assert_eq!(
+            main["dynamic_resources"][0],
+            json!({
+                "claim_name": "nics",
+                "claim_namespace": "ml",
+                "claim_resources": [{
+                    "cdi_devices": [{"name": "nic.example.com/nic=nic-0"}],
+                    "driver_name": "nic.example.com",
+                    "pool_name": "node-1",
+                    "device_name": "nic-0",
+                    "share_id": null,
+                }],
+            })
+        );
+    }
 }
