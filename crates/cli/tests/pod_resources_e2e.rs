@@ -332,11 +332,40 @@ async fn a_client_that_never_reads_holds_up_nobody_and_bursts_are_limited_as_by_
     let (devices, claim) = train_pod(root.path()).await;
     let socket = socket(root.path());
 
-    // Five List calls on a connection that grants no room for an answer.
+    // A refused call is answered with headers too (trailers-only): the
+    // client below tells it from a started answer, and never calls it stalled.
+    let mut command = python_env().script("pod_resources_stall.py");
+    command
+        .arg(&socket)
+        .args(["--calls", "2", "--path", "/v1.PodResourcesLister/Nope"]);
+    let mut refused = ChildProcess::spawn_with_stdin("pod_resources_stall.py", command);
+    for _ in 0..2 {
+        let line = refused
+            .wait_for_line(TIMEOUT, |l| l == "STALLED" || l.starts_with("REFUSED"))
+            .await;
+        // grpc-status 12: Unimplemented.
+        assert!(
+            line.starts_with("REFUSED") && line.ends_with(" 12"),
+            "{line}"
+        );
+    }
+    refused.close_stdin();
+    refused.wait(TIMEOUT).await;
+    assert!(
+        !refused.output().iter().any(|l| l == "STALLED"),
+        "{:?}",
+        refused.output()
+    );
+
+    // Five List calls on a connection that grants no room for an answer:
+    // each answer started (headers sent, no grpc-status) and held up.
     let mut command = python_env().script("pod_resources_stall.py");
     command.arg(&socket).args(["--calls", "5"]);
     let mut stalled = ChildProcess::spawn_with_stdin("pod_resources_stall.py", command);
-    stalled.wait_for_line(TIMEOUT, |l| l == "STALLED").await;
+    let line = stalled
+        .wait_for_line(TIMEOUT, |l| l == "STALLED" || l.starts_with("REFUSED"))
+        .await;
+    assert_eq!(line, "STALLED", "{:?}", stalled.output());
 
     // Meanwhile: other clients are answered, and the agent allocates.
     let printed = cli_json(root.path(), &["pod-resources"]).await;
