@@ -275,6 +275,15 @@ async fn monitoring_clients_see_each_containers_devices_and_claims_and_again_aft
     assert_eq!(lines[2]["details"], "pod nope in namespace ml not found");
     assert_eq!(lines[3]["response"]["devices"].as_array().unwrap().len(), 4);
     assert_eq!(lines[4]["response"]["pod_resources"][0]["name"], "train");
+    assert_eq!(
+        metric(
+            root.path(),
+            r#"kubelet_pod_resources_endpoint_errors_get{server_api_version="v1"}"#
+        )
+        .await,
+        2,
+        "each Get of an unknown pod counts, as the kubelet counts it"
+    );
 
     // The command line.
     let printed = cli_json(root.path(), &["pod-resources"]).await;
@@ -290,8 +299,8 @@ async fn monitoring_clients_see_each_containers_devices_and_claims_and_again_aft
         &devices,
         &claim,
     );
-    let allocatable = cli_json(root.path(), &["pod-resources", "--allocatable"]).await;
-    assert_eq!(allocatable["devices"].as_array().unwrap().len(), 4);
+    let printed = cli_json(root.path(), &["pod-resources", "--allocatable"]).await;
+    assert_eq!(printed["devices"].as_array().unwrap().len(), 4);
 
     // Restarted: the same answers, from the checkpoints, from the first
     // call on (the server answers once both managers have read theirs).
@@ -311,6 +320,19 @@ async fn monitoring_clients_see_each_containers_devices_and_claims_and_again_aft
     let again = go.request(TIMEOUT, "list", json!({})).await;
     assert_eq!(again["error"], "", "{again}");
     assert_eq!(again["response"], list["response"]);
+    let got_again = go
+        .request(TIMEOUT, "get", json!({"namespace": "ml", "name": "train"}))
+        .await;
+    assert_eq!(got_again["error"], "", "{got_again}");
+    assert_eq!(got_again["response"], got["response"], "Get as before");
+    // Allocatable devices come from the plugin, which registers again.
+    resource_when(root.path(), RESOURCE, |r| r["allocatable"] == 4).await;
+    let allocatable_again = go.request(TIMEOUT, "allocatable", json!({})).await;
+    assert_eq!(
+        allocatable_again["response"], allocatable["response"],
+        "GetAllocatableResources as before"
+    );
+    assert_eq!(allocatable_again["error"], "", "{allocatable_again}");
     drop(agent);
 }
 
