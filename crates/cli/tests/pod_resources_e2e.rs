@@ -3,7 +3,8 @@
 //! `:authority`) and `nodeplugins pod-resources` see each container's
 //! devices (with NUMA nodes) and DRA claims (with CDI devices), the same
 //! again after an agent restart; the socket is private, rate-limited as the
-//! kubelet's, and a client that never reads holds up nobody.
+//! kubelet's, served again with its mode and counted when deleted, and a
+//! client that never reads holds up nobody.
 
 // Test code: a failed unwrap is a failed test with a precise location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -12,7 +13,7 @@ mod common;
 
 use common::*;
 
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use tokio::time::Instant;
 
@@ -452,4 +453,51 @@ async fn a_client_that_never_reads_holds_up_nobody_and_bursts_are_limited_as_by_
         async move { client.list(v1::ListPodResourcesRequest {}).await.ok() }
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deleted_socket_comes_back_private_and_is_counted() {
+    let root = tempfile::tempdir().unwrap();
+    let _agent = agent(root.path());
+    let socket = socket(root.path());
+    eventually("the socket served", TIMEOUT, || async {
+        socket.exists().then_some(())
+    })
+    .await;
+    let before = cli_json(root.path(), &["pod-resources"]).await;
+    assert_eq!(
+        metric(
+            root.path(),
+            "nodeplugins_pod_resources_socket_recreations_total"
+        )
+        .await,
+        0
+    );
+
+    // Gone once removed: whatever is at the path afterwards was bound again.
+    std::fs::remove_file(&socket).unwrap();
+    eventually("the socket served again", TIMEOUT, || async {
+        socket.exists().then_some(())
+    })
+    .await;
+    // Answered: the new socket is served, which it is only once its mode is set.
+    let after = cli_json(root.path(), &["pod-resources"]).await;
+    assert_eq!(after, before, "the same answers on the new socket");
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&socket), 0o600, "the socket is private again");
+    assert_eq!(mode(socket.parent().unwrap()), 0o700);
+    assert!(
+        std::fs::symlink_metadata(&socket)
+            .unwrap()
+            .file_type()
+            .is_socket()
+    );
+    assert_eq!(
+        metric(
+            root.path(),
+            "nodeplugins_pod_resources_socket_recreations_total"
+        )
+        .await,
+        1
+    );
 }
