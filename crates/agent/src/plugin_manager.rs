@@ -38,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use config::{
     CONNECTION_REFUSED_GRACE, DIAL_TIMEOUT, GET_INFO_TIMEOUT, HANDLER_TIMEOUT, INITIAL_BACKOFF,
-    MAX_BACKOFF, NOTIFY_TIMEOUT, PluginManagerConfig,
+    MAX_BACKOFF, NOTIFY_TIMEOUT, PluginManagerConfig, REGISTRATIONS_AT_ONCE, SLOW_REGISTRATION,
 };
 pub use state::{Generation, PluginDescription};
 pub use status::{PluginEvent, PluginEventKind, PluginState, PluginStatus};

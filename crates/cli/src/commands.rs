@@ -196,6 +196,15 @@ enum BenchCommand {
     Soak(crate::bench::SoakArgs),
 }
 
+/// For `run`, the threads its settings ask for; `None` for the other
+/// commands. Settings that do not resolve give 1: `dispatch` reports why.
+pub(crate) fn agent_threads(cli: &Cli) -> Option<usize> {
+    match &cli.command {
+        Command::Run(args) => Some(Settings::resolve(args).map_or(1, |s| s.worker_threads)),
+        _ => None,
+    }
+}
+
 pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Demo(args) => crate::demo::run(args).await,

@@ -11,6 +11,7 @@
 //! kubeconfig = "/etc/kubernetes/kubelet.conf"  # or "in-cluster", "off"
 //! node_name = "node-1"
 //! pod_resources_mode = "0600"    # or "0660", ..., "off"
+//! worker_threads = "1"
 //! ```
 //!
 //! Every duration is a number with a unit: `500ms`, `30s`, `2m`, `1h`.
@@ -158,6 +159,22 @@ settings! {
     /// Mode of the pod-resources socket (octal; its directory gets the same
     /// plus search), or off to not serve it [default: 0600].
     pod_resources_mode: PodResourcesMode, "NODEPLUGINS_POD_RESOURCES_MODE", parse_pod_resources_mode;
+    /// Threads running the agent: 1 runs it all on one thread, which saves
+    /// the hand-offs between threads (its work is small and waits on
+    /// sockets); more use a multi-threaded runtime [default: 1].
+    worker_threads: usize, "NODEPLUGINS_WORKER_THREADS", parse_worker_threads;
+}
+
+/// The most worker threads accepted.
+const MAX_WORKER_THREADS: usize = 256;
+
+fn parse_worker_threads(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if (1..=MAX_WORKER_THREADS).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "expected a number of threads from 1 to {MAX_WORKER_THREADS}, got {text:?}"
+        )),
+    }
 }
 
 /// The pod-resources socket's mode, or none (not served).
@@ -215,6 +232,8 @@ pub(crate) struct Settings {
     pub(crate) kube: Option<KubeApiConfig>,
     /// The node name in effect (shown by --print-config even when off).
     pub(crate) node_name: String,
+    /// Threads running the agent; 1 is a single-threaded runtime.
+    pub(crate) worker_threads: usize,
 }
 
 fn human(d: Duration) -> String {
@@ -292,6 +311,7 @@ impl Settings {
             log_level: c.log_level.unwrap_or_else(|| "info".into()),
             kube,
             node_name,
+            worker_threads: c.worker_threads.unwrap_or(1),
         })
     }
 
@@ -330,6 +350,7 @@ impl Settings {
                     .as_ref()
                     .map_or("off".into(), |p| format!("{:04o}", p.mode)),
             ),
+            ("worker_threads", self.worker_threads.to_string()),
         ];
         lines
             .iter()

@@ -16,7 +16,18 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = commands::Cli::parse();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let mut builder = match commands::agent_threads(&cli) {
+        // The agent on the main thread; blocking work still goes to the
+        // blocking pool.
+        Some(1) => tokio::runtime::Builder::new_current_thread(),
+        Some(threads) => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(threads);
+            builder
+        }
+        None => tokio::runtime::Builder::new_multi_thread(),
+    };
+    let runtime = builder
         // The agent's futures nest deeply; unoptimised builds need more than
         // the default 2 MiB when it runs on a worker (as in `demo`).
         .thread_stack_size(8 << 20)

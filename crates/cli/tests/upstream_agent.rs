@@ -75,12 +75,19 @@ async fn the_kubelets_example_plugins_register_in_a_burst_of_200_and_deregister_
             .all(|n| n["registered"] == true && n["error"] == ""),
         "{notified:?}"
     );
-    let rows = plugin_rows(root.path(), "kubelet-example").await.unwrap();
-    assert_eq!(rows.len(), 200);
-    assert!(
-        rows.iter()
-            .all(|r| r["state"] == "registered" && r["type"] == "DRAPlugin")
-    );
+    // The agent records each registration once the plugin's answer to its
+    // notification is in, a moment after the plugin has it.
+    eventually("every example plugin registered", TIMEOUT, || async {
+        plugin_rows(root.path(), "kubelet-example")
+            .await
+            .filter(|rows| {
+                rows.len() == 200
+                    && rows
+                        .iter()
+                        .all(|r| r["state"] == "registered" && r["type"] == "DRAPlugin")
+            })
+    })
+    .await;
 
     // Stopping them removes their sockets; the agent deregisters them all.
     fleet.close_stdin();

@@ -3,6 +3,7 @@
 //! monitor and health stream, and the ends of cleanup hook calls; it wakes
 //! only for those and for a cleanup falling due.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -118,6 +119,7 @@ impl DraManager {
             health,
             cleanups: JoinSet::new(),
             next_cleanup: 0,
+            due: BTreeSet::new(),
             events: self.events,
             changes: self.changes,
             routes: self.routes,
@@ -206,6 +208,10 @@ struct Owner {
     /// Cleanup hook calls in progress.
     cleanups: JoinSet<CleanupDone>,
     next_cleanup: CleanupId,
+    /// When scheduled cleanups fall due, earliest first. Entries are not
+    /// removed when a cleanup is cancelled, started or rescheduled: one that
+    /// no longer matches its driver's cleanup is dropped when reached.
+    due: BTreeSet<(Instant, CleanupId, String)>,
     events: broadcast::Sender<DraEvent>,
     changes: watch::Sender<u64>,
     /// Where each driver's calls go, published for handles.
@@ -555,6 +561,8 @@ impl Owner {
         } else if entry.cleanup.is_none() && entry.cleaned_up_at.is_none() {
             self.next_cleanup += 1;
             let due = Instant::now() + grace;
+            self.due
+                .insert((due, self.next_cleanup, driver.to_string()));
             entry.cleanup = Some(ScheduledCleanup {
                 id: self.next_cleanup,
                 due,
@@ -583,29 +591,47 @@ impl Owner {
     }
 
     /// When the first cleanup not yet running falls due.
-    fn next_due(&self) -> Option<Instant> {
+    fn next_due(&mut self) -> Option<Instant> {
+        while let Some((due, id, driver)) = self.due.first() {
+            if self.is_waiting(driver, *id, *due) {
+                return Some(*due);
+            }
+            self.due.pop_first();
+        }
+        None
+    }
+
+    /// Whether `driver`'s cleanup is still scheduling `id` at `due`.
+    fn is_waiting(&self, driver: &str, id: CleanupId, due: Instant) -> bool {
         self.state
             .drivers
-            .values()
-            .filter_map(|d| d.cleanup.as_ref())
-            .filter(|c| c.running.is_none())
-            .map(|c| c.due)
-            .min()
+            .get(driver)
+            .and_then(|d| d.cleanup.as_ref())
+            .is_some_and(|c| c.id == id && c.due == due && c.running.is_none())
     }
 
     /// Calls the hook for every cleanup that is due.
     fn start_due_cleanups(&mut self) -> bool {
         let now = Instant::now();
         let mut started = false;
-        for (driver, entry) in &mut self.state.drivers {
-            let Some(cleanup) = entry.cleanup.as_mut() else {
-                continue;
-            };
-            if cleanup.running.is_some() || cleanup.due > now {
+        while let Some((due, id, driver)) = self.due.first().cloned() {
+            if due > now {
+                break;
+            }
+            self.due.pop_first();
+            if !self.is_waiting(&driver, id, due) {
                 continue;
             }
+            let Some(cleanup) = self
+                .state
+                .drivers
+                .get_mut(&driver)
+                .and_then(|d| d.cleanup.as_mut())
+            else {
+                continue;
+            };
             let hook = self.hook.clone();
-            let (name, id) = (driver.clone(), cleanup.id);
+            let name = driver;
             let call = async move {
                 let result =
                     match tokio::time::timeout(CLEANUP_CALL_TIMEOUT, hook.driver_gone(&name)).await
@@ -646,6 +672,7 @@ impl Owner {
                 let delay = delay_after(cleanup.failures, CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX);
                 cleanup.due = Instant::now() + delay;
                 cleanup.last_error = Some(error.clone());
+                self.due.insert((cleanup.due, id, driver.clone()));
                 tracing::warn!(%driver, %error, retry_in = ?delay, "DRA driver cleanup failed");
                 self.event(DraEventKind::CleanupFailed, &driver, None, Some(error));
             }

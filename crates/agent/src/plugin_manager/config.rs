@@ -24,6 +24,15 @@ pub const CONNECTION_REFUSED_GRACE: Duration = Duration::from_millis(100);
 /// a hung handler must not leave a socket path stuck for ever.
 pub const HANDLER_TIMEOUT: Duration = Duration::from_secs(150);
 
+/// How many registrations talk to their plugins at once; the others wait
+/// for a slot. A burst of new sockets would otherwise hold a connection (and
+/// its buffers) per plugin at the same time, which the process keeps as
+/// memory long after. Upstream starts them all at once.
+pub const REGISTRATIONS_AT_ONCE: usize = 64;
+/// A registration still running after this gives its slot to the next: a
+/// plugin that is slow to answer holds no one up.
+pub const SLOW_REGISTRATION: Duration = Duration::from_millis(20);
+
 /// Settings of a [`super::PluginManager`].
 #[derive(Debug, Clone)]
 pub struct PluginManagerConfig {
@@ -43,6 +52,10 @@ pub struct PluginManagerConfig {
     pub connection_refused_grace: Duration,
     /// See [`HANDLER_TIMEOUT`].
     pub handler_timeout: Duration,
+    /// See [`REGISTRATIONS_AT_ONCE`].
+    pub registrations_at_once: usize,
+    /// See [`SLOW_REGISTRATION`].
+    pub slow_registration: Duration,
 }
 
 impl PluginManagerConfig {
@@ -57,6 +70,8 @@ impl PluginManagerConfig {
             max_backoff: MAX_BACKOFF,
             connection_refused_grace: CONNECTION_REFUSED_GRACE,
             handler_timeout: HANDLER_TIMEOUT,
+            registrations_at_once: REGISTRATIONS_AT_ONCE,
+            slow_registration: SLOW_REGISTRATION,
         }
     }
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::sync::{Semaphore, broadcast, mpsc, oneshot, watch};
 use tokio::task::{JoinError, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -70,6 +70,9 @@ pub(crate) struct Reconciler {
     timers: BTreeSet<(Instant, PathBuf)>,
     dirty: HashSet<PathBuf>,
     tasks: JoinSet<Outcome>,
+    /// Registrations talking to their plugins (see
+    /// [`super::config::REGISTRATIONS_AT_ONCE`]).
+    slots: Arc<Semaphore>,
 }
 
 impl Reconciler {
@@ -81,7 +84,9 @@ impl Reconciler {
         version: watch::Sender<u64>,
         ready: watch::Sender<bool>,
     ) -> Self {
+        let slots = Arc::new(Semaphore::new(config.registrations_at_once.max(1)));
         Self {
+            slots,
             config,
             handlers,
             control_tx,
@@ -243,8 +248,20 @@ impl Reconciler {
         });
         let (handlers, config, socket) =
             (self.handlers.clone(), self.config.clone(), path.to_owned());
+        let slots = self.slots.clone();
         let task = self.tasks.spawn(async move {
-            let result = register(socket.clone(), handlers, config, progress, seen_at).await;
+            // A closed semaphore (never closed) would only mean no limit.
+            let slot = slots.acquire_owned().await.ok();
+            let slow = config.slow_registration;
+            let registering = register(socket.clone(), handlers, config, progress, seen_at);
+            tokio::pin!(registering);
+            let result = tokio::select! {
+                result = &mut registering => result,
+                () = tokio::time::sleep(slow) => {
+                    drop(slot);
+                    registering.await
+                }
+            };
             Outcome::Register {
                 path: socket,
                 generation,
