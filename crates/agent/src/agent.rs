@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use nodeplugins_api::constants::{layout, plugin_type};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::admin::{AdminMetrics, StatusSources};
 use crate::csi::{CsiDriverStore, CsiHandler, NODE_GET_INFO_TIMEOUT};
@@ -95,6 +96,9 @@ pub enum AgentError {
     /// The pod-resources socket could not be served.
     #[error("pod-resources socket: {0}")]
     PodResources(#[source] nodeplugins_api::transport::TransportError),
+    /// A part of the agent panicked (a bug); the others were stopped.
+    #[error("agent task failed: {0}")]
+    Part(String),
     /// The metrics address could not be bound.
     #[error("metrics endpoint {addr}: {source}")]
     Metrics {
@@ -282,31 +286,67 @@ impl Agent {
                 }
             }
         };
-        let (managed, served, devices, (), (), (), pod_resources) = tokio::join!(
-            stop_all_on_exit(self.plugins.run(shutdown.clone()), &shutdown),
-            stop_all_on_exit(admin, &shutdown),
-            stop_all_on_exit(self.devices.run(shutdown.clone()), &shutdown),
-            stop_all_on_exit(self.dra.run(shutdown.clone()), &shutdown),
-            async {
+        // Each part is a task of its own, woken only by what it waits for.
+        let managed = part(self.plugins.run(shutdown.clone()), &shutdown);
+        let served = part(admin, &shutdown);
+        let devices = part(self.devices.run(shutdown.clone()), &shutdown);
+        let dra = part(self.dra.run(shutdown.clone()), &shutdown);
+        // These two end early when not configured, which stops nothing.
+        let stopped = shutdown.clone();
+        let metrics = part(
+            async move {
                 if let Some(metrics) = metrics {
                     metrics.await;
                 }
+                stopped.cancelled().await;
             },
-            publishing,
-            stop_all_on_exit(pod_resources, &shutdown),
+            &shutdown,
         );
-        managed?;
-        served.map_err(AgentError::Admin)?;
-        pod_resources.map_err(AgentError::PodResources)?;
-        devices?;
+        let stopped = shutdown.clone();
+        let publishing = part(
+            async move {
+                publishing.await;
+                stopped.cancelled().await;
+            },
+            &shutdown,
+        );
+        let pod_resources = part(pod_resources, &shutdown);
+        let (managed, served, devices, dra, metrics, publishing, pod_resources) = tokio::join!(
+            managed,
+            served,
+            devices,
+            dra,
+            metrics,
+            publishing,
+            pod_resources
+        );
+        managed??;
+        served?.map_err(AgentError::Admin)?;
+        pod_resources?.map_err(AgentError::PodResources)?;
+        devices??;
+        dra?;
+        metrics?;
+        publishing?;
         Ok(())
     }
 }
 
-/// Runs one part of the agent; when it ends (normally only at shutdown, or
-/// because it failed) the others are told to stop too.
-async fn stop_all_on_exit<T>(part: impl Future<Output = T>, shutdown: &CancellationToken) -> T {
-    let result = part.await;
-    shutdown.cancel();
-    result
+/// Runs one part of the agent as a task of its own; when it ends (normally
+/// only at shutdown, or because it failed) the others are told to stop too.
+/// A part that panics is reported as such, after the others stopped; one
+/// whose caller goes away (the agent's future dropped) is aborted.
+async fn part<T: Send + 'static>(
+    part: impl Future<Output = T> + Send + 'static,
+    shutdown: &CancellationToken,
+) -> Result<T, AgentError> {
+    let stop = shutdown.clone();
+    let task = AbortOnDropHandle::new(tokio::spawn(async move {
+        let result = part.await;
+        stop.cancel();
+        result
+    }));
+    task.await.map_err(|e| {
+        shutdown.cancel();
+        AgentError::Part(e.to_string())
+    })
 }
