@@ -11,12 +11,14 @@
 //!   the authority, as the kubelet does.
 //! - [`UnaryConnection`] makes single unary calls on a connection of its
 //!   own, each request in one write (registration's GetInfo and
-//!   NotifyRegistrationStatus).
+//!   NotifyRegistrationStatus); [`connect_when_listening`] dials a socket
+//!   that may not be listening yet.
 
 #[cfg(feature = "fuzzing")]
 pub mod authority;
 #[cfg(not(feature = "fuzzing"))]
 mod authority;
+mod connect;
 mod connection;
 mod dial;
 mod error;
@@ -24,13 +26,16 @@ mod error;
 pub mod hpack;
 #[cfg(not(feature = "fuzzing"))]
 mod hpack;
+mod listening;
 mod serve;
 mod socket;
 mod unary;
 
+pub use connect::connect_unix;
 pub use connection::ServerConnection;
 pub use dial::{dial, dial_lazy};
 pub use error::{TransportError, root_cause};
+pub use listening::{FIRST_REFUSED_PAUSE, MAX_REFUSED_PAUSE, connect_when_listening, is_refused};
 pub use serve::{SHUTDOWN_GRACE, serve};
 pub use socket::{BoundSocket, MAX_SOCKET_PATH_LEN, SocketFile, check_socket_path};
 pub use unary::{MAX_RESPONSE, UnaryConnection};

@@ -194,13 +194,18 @@ enum BenchCommand {
     Fleet(crate::bench::FleetArgs),
     /// Register/deregister cycles against a running agent, with its open fds and RSS before and after.
     Soak(crate::bench::SoakArgs),
+    /// A bare registrar (dial, GetInfo, NotifyRegistrationStatus; nothing
+    /// else) for sockets created in a directory: a benchmark's baseline.
+    Registrar(crate::bench::RegistrarArgs),
 }
 
-/// For `run`, the threads its settings ask for; `None` for the other
-/// commands. Settings that do not resolve give 1: `dispatch` reports why.
+/// For `run`, the threads its settings ask for (settings that do not
+/// resolve give 1: `dispatch` reports why); one for `bench registrar`, a
+/// baseline for the agent; `None` (a thread per core) for the others.
 pub(crate) fn agent_threads(cli: &Cli) -> Option<usize> {
     match &cli.command {
         Command::Run(args) => Some(Settings::resolve(args).map_or(1, |s| s.worker_threads)),
+        Command::Bench(BenchCommand::Registrar(_)) => Some(1),
         _ => None,
     }
 }
@@ -263,6 +268,10 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Bench(BenchCommand::Fleet(args)) => {
             logging::init(LogFormat::Text, "warn");
             crate::bench::run_fleet(args).await
+        }
+        Command::Bench(BenchCommand::Registrar(args)) => {
+            logging::init(LogFormat::Text, "warn");
+            crate::bench::run_registrar(args).await
         }
         Command::Resources { root_dir, output } => {
             let status = nodeplugins::admin::status(&root_dir).await?;

@@ -87,9 +87,11 @@ func (i *instance) serve(ctx context.Context, round, index int, registered *sync
 	return nil
 }
 
-// stop stops the plugin, which removes its socket as its last step, and
-// reports the time it returned: within microseconds of the removal.
+// stop stops the plugin and reports when it began ("stopping") and when it
+// returned ("removed"). The socket goes in between: grpc's Stop closes the
+// listener, which unlinks it, then the plugin removes it if still there.
 func (i *instance) stop(ctx context.Context) {
+	events.Emit("stopping", events.Fields{"name": i.name})
 	if err := i.plugin.Stop(ctx); err != nil {
 		events.Emit("stop_failed", events.Fields{"name": i.name, "error": err.Error()})
 		return

@@ -39,7 +39,7 @@ func main() {
 	versions := flag.String("versions", "v1.DRAPlugin", "comma-separated supported versions GetInfo reports")
 	prefix := flag.String("name-prefix", "example-plugin", "plugin names are PREFIX-ROUND-INDEX")
 	timeout := flag.Duration("timeout", 60*time.Second, "how long a round may wait for its registrations")
-	jitter := flag.Duration("jitter", 0, "pause a random time up to this long before each round after the first, so rounds do not fall into step with a plugin manager that polls")
+	jitter := flag.Duration("jitter", 0, "between rounds, pause a random time up to this long before stopping the last round's plugins and again before starting the next, so rounds do not fall into step with a plugin manager that polls")
 	flag.Parse()
 	if *dir == "" || *count < 1 || *rounds < 1 {
 		fmt.Fprintln(os.Stderr, "example-plugins: --dir is required; --count and --rounds must be at least 1")
@@ -58,13 +58,13 @@ func main() {
 	var last *fleet
 	for round := 0; round < *rounds; round++ {
 		if last != nil {
+			// Registered plugins are stopped after a pause, and the next
+			// round starts after another: a plugin manager's answer to the
+			// notification is in before the plugin goes, and neither the
+			// stop nor the start falls into step with one that polls.
+			pause(ctx, *jitter)
 			last.stop(ctx)
-			if *jitter > 0 {
-				select {
-				case <-time.After(rand.N(*jitter)):
-				case <-ctx.Done():
-				}
-			}
+			pause(ctx, *jitter)
 		}
 		f, err := startFleet(ctx, spec, round, *count)
 		if err != nil {
@@ -80,6 +80,17 @@ func main() {
 	}
 	<-ctx.Done()
 	last.stop(context.Background())
+}
+
+// pause waits a random time up to max, or until ctx ends.
+func pause(ctx context.Context, max time.Duration) {
+	if max <= 0 {
+		return
+	}
+	select {
+	case <-time.After(rand.N(max)):
+	case <-ctx.Done():
+	}
 }
 
 type fleetSpec struct {

@@ -310,9 +310,14 @@ impl Owner {
                 endpoint,
                 reply,
             } => {
-                let changed = self.deregister(&driver, &endpoint);
+                let removed = self.deregister(&driver, &endpoint);
                 let _ = reply.send(());
-                changed
+                // Its monitor and health stream stop once the caller is
+                // answered: closing a connection is no part of the answer.
+                if let Some(removed) = &removed {
+                    removed.close.cancel();
+                }
+                removed.is_some()
             }
             Command::Prepared {
                 driver,
@@ -431,23 +436,23 @@ impl Owner {
         Ok(())
     }
 
-    fn deregister(&mut self, driver: &str, endpoint: &str) -> bool {
-        let Some(entry) = self.state.drivers.get_mut(driver) else {
-            return false;
-        };
-        let Some(at) = entry.instances.iter().position(|i| i.endpoint == endpoint) else {
-            return false;
-        };
+    /// Removes the instance from the routes and returns it; the caller
+    /// stops its monitor (after answering whoever is waiting).
+    fn deregister(&mut self, driver: &str, endpoint: &str) -> Option<Instance> {
+        let entry = self.state.drivers.get_mut(driver)?;
+        let at = entry
+            .instances
+            .iter()
+            .position(|i| i.endpoint == endpoint)?;
         let removed = entry.instances.remove(at);
         self.state.driver_of.remove(&removed.id);
         // New calls fail; those running may finish while the monitor drains.
         removed.link.send_modify(Link::close);
-        removed.close.cancel();
         self.update_route(driver);
         tracing::info!(%driver, %endpoint, "DRA plugin deregistered");
         self.event(DraEventKind::InstanceRemoved, driver, Some(endpoint), None);
         self.reschedule_cleanup(driver);
-        true
+        Some(removed)
     }
 
     /// Applies a monitor's report to the instance's published state.

@@ -16,8 +16,10 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(122);
 /// How long a refused connection is retried before it counts as a failure.
 /// A plugin's socket file appears at `bind(2)`, an instant before
 /// `listen(2)`; this covers that window without waiting out a whole backoff
-/// step. (Upstream's blocking dial waits up to its full dial timeout.)
-pub const CONNECTION_REFUSED_GRACE: Duration = Duration::from_millis(100);
+/// step. The window is usually microseconds, but a Go plugin starting among
+/// a thousand others was seen to take over 100 ms between the two calls.
+/// (Upstream's blocking dial waits up to its full dial timeout.)
+pub const CONNECTION_REFUSED_GRACE: Duration = Duration::from_secs(1);
 
 /// A handler's validate, register or deregister call. A last resort:
 /// handlers bound their own work (the CSI handler's NodeGetInfo: 2 min), but

@@ -9,7 +9,9 @@ use std::time::Duration;
 use nodeplugins_api::pluginregistration::v1::{
     InfoRequest, PluginInfo, RegistrationStatus, RegistrationStatusResponse,
 };
-use nodeplugins_api::transport::{TransportError, UnaryConnection, root_cause};
+use nodeplugins_api::transport::{
+    TransportError, UnaryConnection, connect_when_listening, root_cause,
+};
 use tokio::time::Instant;
 
 use super::config::PluginManagerConfig;
@@ -218,14 +220,6 @@ pub(crate) async fn register(
 const GET_INFO: &str = "/pluginregistration.Registration/GetInfo";
 const NOTIFY: &str = "/pluginregistration.Registration/NotifyRegistrationStatus";
 
-/// The first pause after a refused dial. The socket file exists from
-/// `bind(2)`, an instant before the plugin's `listen(2)`: a Go plugin's
-/// `net.Listen` makes both calls back to back, but the agent, woken by the
-/// socket's creation, often runs between them on the plugin's CPU.
-const FIRST_REFUSED_PAUSE: Duration = Duration::from_micros(50);
-/// Pauses double up to this.
-const MAX_REFUSED_PAUSE: Duration = Duration::from_millis(20);
-
 /// Dials, retrying a refused connection for a moment (the socket exists but
 /// is not listening yet). Returns the outcome and how many dials were
 /// refused.
@@ -233,40 +227,7 @@ async fn dial_with_grace(
     socket: &Path,
     config: &PluginManagerConfig,
 ) -> (Result<UnaryConnection, TransportError>, u32) {
-    let give_up = Instant::now() + config.connection_refused_grace;
-    let mut pause = FIRST_REFUSED_PAUSE;
-    let mut refused = 0;
-    loop {
-        match UnaryConnection::connect(socket, config.dial_timeout).await {
-            Err(e) if is_refused(&e) && Instant::now() + pause < give_up => {
-                refused += 1;
-                pause_for(pause).await;
-                pause = (pause * 2).min(MAX_REFUSED_PAUSE);
-            }
-            other => return (other, refused),
-        }
-    }
-}
-
-/// Sleeps for `pause`, also when it is shorter than the runtime timer's
-/// millisecond: a short pause sleeps on a blocking thread, which gives the
-/// CPU back to the plugin for just that long (the timer would round 50 µs
-/// up to 1-2 ms).
-async fn pause_for(pause: Duration) {
-    if pause >= Duration::from_millis(1) {
-        tokio::time::sleep(pause).await;
-        return;
-    }
-    #[expect(
-        clippy::disallowed_methods,
-        reason = "a blocking thread sleeps, not a runtime thread"
-    )]
-    let sleep = move || std::thread::sleep(pause);
-    let slept = tokio::task::spawn_blocking(sleep).await;
-    if slept.is_err() {
-        // No blocking thread (the runtime is stopping): the timer will do.
-        tokio::time::sleep(pause).await;
-    }
+    connect_when_listening(socket, config.dial_timeout, config.connection_refused_grace).await
 }
 
 /// How long each step of a registration took, for the debug log.
@@ -300,17 +261,6 @@ impl std::fmt::Display for Steps {
         }
         Ok(())
     }
-}
-
-fn is_refused(error: &TransportError) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(e) = source {
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            return io.kind() == std::io::ErrorKind::ConnectionRefused;
-        }
-        source = e.source();
-    }
-    false
 }
 
 fn status_text(status: &tonic::Status) -> String {

@@ -51,7 +51,7 @@ impl UnaryConnection {
         let path = path.as_ref().to_owned();
         check_socket_path(&path)?;
         let connecting = async {
-            let stream = Corked::new(UnixStream::connect(&path).await?);
+            let stream = Corked::new(super::connect_unix(&path)?);
             h2::client::Builder::new()
                 .enable_push(false)
                 .handshake::<_, Bytes>(stream)

@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 
 use hyper::client::conn::http2::{self, SendRequest};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use nodeplugins_api::transport::root_cause;
+use nodeplugins_api::transport::{connect_unix, root_cause};
 use tokio::net::UnixStream;
 
 use super::link::Body;
@@ -20,9 +20,7 @@ pub(crate) type Driven = Pin<Box<http2::Connection<TokioIo<FirstRead>, Body, Tok
 /// exiting accepts the dial and the client preface; only an answer shows a
 /// server is there.
 pub(crate) async fn handshake(endpoint: &Path) -> Result<(SendRequest<Body>, Driven), String> {
-    let stream = UnixStream::connect(endpoint)
-        .await
-        .map_err(|e| format!("dial {}: {e}", endpoint.display()))?;
+    let stream = connect_unix(endpoint).map_err(|e| format!("dial {}: {e}", endpoint.display()))?;
     let (answered, first_read) = tokio::sync::oneshot::channel();
     let io = FirstRead {
         inner: stream,

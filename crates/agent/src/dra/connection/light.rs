@@ -13,6 +13,7 @@
 use std::path::Path;
 
 use bytes::{Buf, BufMut, BytesMut};
+use nodeplugins_api::transport::connect_unix;
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
 
@@ -52,9 +53,8 @@ impl LightConnection {
     /// is exiting accepts the dial and the preface; only an answer shows a
     /// server is there.
     pub(crate) async fn handshake(endpoint: &Path) -> Result<Self, String> {
-        let mut stream = UnixStream::connect(endpoint)
-            .await
-            .map_err(|e| format!("dial {}: {e}", endpoint.display()))?;
+        let mut stream =
+            connect_unix(endpoint).map_err(|e| format!("dial {}: {e}", endpoint.display()))?;
         let mut hello = BytesMut::with_capacity(PREFACE.len() + CLIENT_SETTINGS.len());
         hello.put_slice(PREFACE);
         hello.put_slice(&CLIENT_SETTINGS);
