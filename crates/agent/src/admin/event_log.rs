@@ -13,6 +13,10 @@ use super::{AdminEvent, StatusSources};
 
 /// How many past events the agent keeps.
 pub const EVENT_HISTORY: usize = 1000;
+/// How far a client following the events may fall behind before it misses
+/// some: a burst of a thousand plugins coming or going is several thousand
+/// events at once.
+const LIVE_BUFFER: usize = 4096;
 
 /// The history and the live stream.
 pub struct EventLog {
@@ -34,7 +38,7 @@ impl EventLog {
         let log = Arc::new(Self {
             inner: Mutex::new(Inner {
                 history: VecDeque::with_capacity(EVENT_HISTORY),
-                live: broadcast::channel(1024).0,
+                live: broadcast::channel(LIVE_BUFFER).0,
             }),
         });
         let mut registry = sources.plugins.events();

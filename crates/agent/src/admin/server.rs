@@ -313,26 +313,59 @@ impl Context {
         if write_line(write, &marker).await.is_err() {
             return;
         }
+        // Every event already waiting goes out in the same write, so a burst
+        // costs a write per batch rather than per event, and the stream
+        // keeps up with what the agent's one thread produces.
+        let mut batch = Vec::new();
         loop {
             let event = tokio::select! {
                 () = self.shutdown.cancelled() => return,
                 event = live.recv() => event,
             };
-            let written = match event {
-                Ok(event) => write_line(write, &event).await,
-                Err(broadcast::error::RecvError::Lagged(missed)) => {
-                    let error = AdminErrorReply {
-                        error: format!("missed {missed} events"),
-                    };
-                    write_line(write, &error).await
+            let mut next = Some(event);
+            while let Some(event) = next.take() {
+                let line = match event {
+                    Ok(event) => append_line(&mut batch, &event),
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        let error = AdminErrorReply {
+                            error: format!("missed {missed} events"),
+                        };
+                        append_line(&mut batch, &error)
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                };
+                if line.is_err() {
+                    return;
                 }
-                Err(broadcast::error::RecvError::Closed) => return,
-            };
-            if written.is_err() {
+                if batch.len() < MAX_EVENT_BATCH {
+                    next = match live.try_recv() {
+                        Ok(event) => Some(Ok(event)),
+                        Err(broadcast::error::TryRecvError::Lagged(missed)) => {
+                            Some(Err(broadcast::error::RecvError::Lagged(missed)))
+                        }
+                        Err(broadcast::error::TryRecvError::Closed) => {
+                            Some(Err(broadcast::error::RecvError::Closed))
+                        }
+                        Err(broadcast::error::TryRecvError::Empty) => None,
+                    };
+                }
+            }
+            if write.write_all(&batch).await.is_err() {
                 return;
             }
+            batch.clear();
         }
     }
+}
+
+/// The most bytes of events written at once.
+const MAX_EVENT_BATCH: usize = 64 * 1024;
+
+/// `value` as a JSON line at the end of `batch`.
+fn append_line(batch: &mut Vec<u8>, value: &impl serde::Serialize) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *batch, value).map_err(std::io::Error::other)?;
+    batch.push(b'\n');
+    Ok(())
 }
 
 async fn write_line(

@@ -185,7 +185,7 @@ pub(crate) async fn run_fleet(args: FleetArgs) -> anyhow::Result<()> {
                 args.idle_secs,
                 args.idle_plugins,
                 (after.cpu_ticks - before.cpu_ticks) * 1000 / TICKS_PER_SECOND,
-                after.context_switches - before.context_switches,
+                after.context_switches_since(&before),
             );
         }
         let n = plugins.len();

@@ -1,17 +1,32 @@
 //! CPU time, context switches and memory of another process, from /proc.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// A sample of a process's resource use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ProcSample {
     /// User plus system CPU time, in clock ticks.
     pub(crate) cpu_ticks: u64,
-    /// Voluntary plus involuntary context switches over all threads:
+    /// Voluntary plus involuntary context switches of each thread (by id):
     /// each wake-up of a parked thread counts one.
-    pub(crate) context_switches: u64,
+    pub(crate) context_switches: BTreeMap<u64, u64>,
     /// Resident set size in KiB.
     pub(crate) rss_kib: u64,
+}
+
+impl ProcSample {
+    /// Context switches since `before`, over the threads alive now: a
+    /// thread that ended meanwhile (a runtime's idle blocking thread, say)
+    /// takes its count with it, and one that started counts from zero.
+    pub(crate) fn context_switches_since(&self, before: &ProcSample) -> u64 {
+        self.context_switches
+            .iter()
+            .map(|(tid, n)| {
+                n.saturating_sub(before.context_switches.get(tid).copied().unwrap_or(0))
+            })
+            .sum()
+    }
 }
 
 /// Clock ticks per second on Linux (USER_HZ); fixed at 100 on every
@@ -43,11 +58,15 @@ pub(crate) fn sample(pid: u32) -> anyhow::Result<ProcSample> {
     let cpu_ticks = ticks(11) + ticks(12);
     let status = std::fs::read_to_string(base.join("status"))?;
     let rss_kib = field(&status, "VmRSS:");
-    let mut context_switches = 0;
+    let mut context_switches = BTreeMap::new();
     for task in std::fs::read_dir(base.join("task"))?.flatten() {
+        let Some(tid) = task.file_name().to_str().and_then(|t| t.parse().ok()) else {
+            continue;
+        };
         if let Ok(status) = std::fs::read_to_string(task.path().join("status")) {
-            context_switches += field(&status, "voluntary_ctxt_switches:")
+            let switches = field(&status, "voluntary_ctxt_switches:")
                 + field(&status, "nonvoluntary_ctxt_switches:");
+            context_switches.insert(tid, switches);
         }
     }
     Ok(ProcSample {
