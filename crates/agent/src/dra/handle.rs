@@ -218,6 +218,9 @@ impl DraHandle {
         let pod_known = pod.is_none_or(|pod| {
             recorded.knows_pod(driver, claims.iter().map(|c| c.uid.as_str()), pod)
         });
+        // Not held while the manager records the result: it changes its
+        // copy in place unless a reader still holds it.
+        drop(recorded);
         if to_call.is_empty() && !claims.is_empty() && pod_known {
             return Ok(known.into_iter().flatten().collect());
         }
@@ -289,6 +292,7 @@ impl DraHandle {
                     .push(claim.clone());
             }
         }
+        drop(recorded);
         for (driver, group) in by_driver {
             match self.unprepare(&driver, &group).await {
                 Ok(done) => {

@@ -103,8 +103,7 @@ impl DraManager {
                 Some(Persister::start(prepared::file(dir), &tasks))
             }
         };
-        let claims = claims.loaded();
-        self.prepared.send_replace(Arc::new(claims.clone()));
+        self.prepared.send_replace(Arc::new(claims.loaded()));
         tasks.spawn(node_started(self.cleanup.clone(), shutdown.clone()));
         let (links_tx, links) = mpsc::unbounded_channel();
         let (health_tx, health) = mpsc::unbounded_channel();
@@ -124,7 +123,6 @@ impl DraManager {
             changes: self.changes,
             routes: self.routes,
             prepared: self.prepared,
-            claims,
             persister,
             load_problem,
             tasks,
@@ -218,7 +216,6 @@ struct Owner {
     routes: watch::Sender<Arc<Routes>>,
     /// The prepared claims, published for handles.
     prepared: watch::Sender<Arc<PreparedClaims>>,
-    claims: PreparedClaims,
     /// Writes the prepared claims, with a state directory.
     persister: Option<Persister<DraCheckpoint>>,
     /// Why the checkpoint could not be loaded, or how it was repaired.
@@ -232,7 +229,7 @@ impl Owner {
     async fn run(mut self) {
         loop {
             if let Some(persister) = &mut self.persister {
-                let claims = &self.claims;
+                let claims = self.prepared.borrow();
                 persister.flush(|| claims.checkpoint());
             }
             let next_due = self.next_due();
@@ -256,7 +253,7 @@ impl Owner {
         }
         self.cleanups.abort_all();
         if let Some(persister) = self.persister.take() {
-            let claims = &self.claims;
+            let claims = self.prepared.borrow().clone();
             persister.finish(|| claims.checkpoint()).await;
         }
         self.tasks.close();
@@ -326,7 +323,8 @@ impl Owner {
                 reply,
             } => {
                 let now = unix_ms(SystemTime::now());
-                let changed = self.claims.record(&driver, &results, pod.as_ref(), now);
+                let changed =
+                    self.change_claims(|c| c.record(&driver, &results, pod.as_ref(), now));
                 self.claims_changed(changed, reply);
                 changed
             }
@@ -335,7 +333,8 @@ impl Owner {
                 uids,
                 reply,
             } => {
-                let changed = self.claims.forget(&driver, uids.iter().map(String::as_str));
+                let changed =
+                    self.change_claims(|c| c.forget(&driver, uids.iter().map(String::as_str)));
                 self.claims_changed(changed, reply);
                 changed
             }
@@ -486,6 +485,15 @@ impl Owner {
         true
     }
 
+    /// Changes the prepared claims with `change` (which says whether it
+    /// changed anything) and publishes them. The published copy is the only
+    /// one: it is changed in place unless a reader still holds it, so a
+    /// change costs a copy of the whole set only then.
+    fn change_claims(&mut self, change: impl FnOnce(&mut PreparedClaims) -> bool) -> bool {
+        self.prepared
+            .send_if_modified(|claims| change(Arc::make_mut(claims)))
+    }
+
     /// Publishes the prepared claims after a change and answers `reply` once
     /// they are on disk (at once without a change or a state directory).
     fn claims_changed(&mut self, changed: bool, reply: WrittenReply) {
@@ -493,7 +501,6 @@ impl Owner {
             let _ = reply.send(Ok(()));
             return;
         }
-        self.prepared.send_replace(Arc::new(self.claims.clone()));
         match &mut self.persister {
             Some(persister) => {
                 let version = persister.changed();

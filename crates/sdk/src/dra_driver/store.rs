@@ -30,6 +30,34 @@ pub(crate) enum ClaimStore {
     File(CheckpointFile),
 }
 
+/// The prepared claims as a call reads and changes them: in memory, the
+/// store's own map, held locked (changed in place, never copied); from a
+/// file, what it held.
+pub(crate) enum Loaded<'a> {
+    Memory(tokio::sync::MutexGuard<'a, Prepared>),
+    File(Prepared),
+}
+
+impl std::ops::Deref for Loaded<'_> {
+    type Target = Prepared;
+
+    fn deref(&self) -> &Prepared {
+        match self {
+            Self::Memory(claims) => claims,
+            Self::File(claims) => claims,
+        }
+    }
+}
+
+impl std::ops::DerefMut for Loaded<'_> {
+    fn deref_mut(&mut self) -> &mut Prepared {
+        match self {
+            Self::Memory(claims) => claims,
+            Self::File(claims) => claims,
+        }
+    }
+}
+
 impl ClaimStore {
     /// A store in `dir`, or in memory.
     pub(crate) fn new(dir: Option<&Path>) -> Self {
@@ -45,9 +73,9 @@ impl ClaimStore {
 
     /// The prepared claims. A damaged file is moved aside and reported, and
     /// the claims start empty.
-    pub(crate) async fn load(&self) -> Result<Prepared, CheckpointError> {
+    pub(crate) async fn load(&self) -> Result<Loaded<'_>, CheckpointError> {
         match self {
-            Self::Memory(claims) => Ok(claims.lock().await.clone()),
+            Self::Memory(claims) => Ok(Loaded::Memory(claims.lock().await)),
             Self::File(file) => {
                 let (file, fallback) = (file.clone(), file.clone());
                 let loaded = tokio::task::spawn_blocking(move || file.load::<Stored>())
@@ -57,31 +85,31 @@ impl ClaimStore {
                     Ok(loaded) => loaded,
                     Err(e @ CheckpointError::Corrupt { .. }) => {
                         tracing::error!(error = %e, "prepared claims lost");
-                        return Ok(Prepared::new());
+                        return Ok(Loaded::File(Prepared::new()));
                     }
                     Err(e) => return Err(e),
                 };
                 if let Some(recovered) = loaded.recovered {
                     tracing::warn!("{recovered}");
                 }
-                Ok(loaded
-                    .data
-                    .claims
-                    .into_iter()
-                    .map(|c| (c.claim.uid.clone(), c))
-                    .collect())
+                Ok(Loaded::File(
+                    loaded
+                        .data
+                        .claims
+                        .into_iter()
+                        .map(|c| (c.claim.uid.clone(), c))
+                        .collect(),
+                ))
             }
         }
     }
 
-    /// Replaces what is stored with `claims`.
-    pub(crate) async fn save(&self, claims: &Prepared) -> Result<(), CheckpointError> {
-        match self {
-            Self::Memory(stored) => {
-                *stored.lock().await = claims.clone();
-                Ok(())
-            }
-            Self::File(file) => {
+    /// Stores `claims` as loaded and changed: a file is written; the map in
+    /// memory was changed in place.
+    pub(crate) async fn save(&self, claims: &Loaded<'_>) -> Result<(), CheckpointError> {
+        match (self, claims) {
+            (_, Loaded::Memory(_)) | (Self::Memory(_), _) => Ok(()),
+            (Self::File(file), Loaded::File(claims)) => {
                 let file = file.clone();
                 let stored = Stored {
                     claims: claims.values().cloned().collect(),
