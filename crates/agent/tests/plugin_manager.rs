@@ -375,36 +375,59 @@ async fn a_panicking_handler_counts_as_a_failure_and_the_manager_survives() {
     h.wait_registered(p.socket()).await;
 }
 
-#[tokio::test]
-async fn registrations_beyond_the_slots_wait_for_one() {
-    // One slot, never given up early: the second plugin registers only once
-    // the first (hanging in GetInfo) has failed.
+/// A manager with `slots` registration slots, held at most `slow`, and
+/// `count` plugins hanging in GetInfo (until `get_info_timeout`), each
+/// already called; then one more, well-behaved plugin. Returns the table
+/// once that one is registered, and the hanging plugins.
+async fn slots_scenario(
+    slots: usize,
+    slow: Duration,
+    get_info_timeout: Duration,
+    count: usize,
+) -> (
+    Harness,
+    Vec<FakePlugin>,
+    Vec<nodeplugins::plugin_manager::PluginStatus>,
+) {
     let h = Harness::start_with(
         |c| {
-            c.registrations_at_once = 1;
-            c.slow_registration = Duration::from_secs(60);
-            c.get_info_timeout = Duration::from_millis(300);
+            c.registrations_at_once = slots;
+            c.slow_registration = slow;
+            c.get_info_timeout = get_info_timeout;
         },
         |_| {},
     )
     .await;
-    let stuck = FakePlugin::builder(TYPE, "stuck.example.com")
-        .get_info(GetInfoBehaviour::Hang)
-        .serve(h.sock("stuck.sock"))
+    let mut stuck = Vec::new();
+    for i in 0..count {
+        let p = FakePlugin::builder(TYPE, &format!("stuck-{i}.example.com"))
+            .get_info(GetInfoBehaviour::Hang)
+            .serve(h.sock(&format!("stuck-{i}.sock")))
+            .await;
+        let mut calls = p.get_info_calls();
+        watch_until("the stuck plugin's GetInfo", &mut calls, TIMEOUT, |n| {
+            *n == 1
+        })
         .await;
-    let mut calls = stuck.get_info_calls();
-    watch_until("the stuck plugin's GetInfo", &mut calls, TIMEOUT, |n| {
-        *n == 1
-    })
-    .await;
+        stuck.push(p);
+    }
     let ok = plugin(&h, "ok.sock", "ok.example.com").await;
     let table = h
         .wait_for("the other plugin registered", |t| {
             row(t, ok.socket()).is_some_and(|r| r.state == PluginState::Registered)
         })
         .await;
+    (h, stuck, table)
+}
+
+#[tokio::test]
+async fn registrations_beyond_the_slots_wait_for_one() {
+    // One slot, never given up early: the second plugin registers only once
+    // the first (hanging in GetInfo) has failed.
+    let (_h, stuck, table) =
+        slots_scenario(1, Duration::from_secs(60), Duration::from_millis(300), 1).await;
     assert_eq!(
-        row(&table, stuck.socket()).map(|r| r.state),
+        row(&table, stuck[0].socket()).map(|r| r.state),
         Some(PluginState::Failed),
         "the slot was taken until the stuck registration failed"
     );
@@ -415,36 +438,8 @@ async fn plugins_slow_to_answer_give_up_their_slots() {
     // Two slots and five plugins hanging in GetInfo for far longer than a
     // registration may hold a slot: another plugin still registers while all
     // five are pending.
-    let h = Harness::start_with(
-        |c| {
-            c.registrations_at_once = 2;
-            c.slow_registration = Duration::from_millis(20);
-            c.get_info_timeout = Duration::from_secs(60);
-        },
-        |_| {},
-    )
-    .await;
-    let mut stuck = Vec::new();
-    for i in 0..5 {
-        let p = FakePlugin::builder(TYPE, &format!("stuck-{i}.example.com"))
-            .get_info(GetInfoBehaviour::Hang)
-            .serve(h.sock(&format!("stuck-{i}.sock")))
-            .await;
-        stuck.push(p);
-    }
-    for p in &stuck {
-        let mut calls = p.get_info_calls();
-        watch_until("every stuck plugin's GetInfo", &mut calls, TIMEOUT, |n| {
-            *n == 1
-        })
-        .await;
-    }
-    let ok = plugin(&h, "ok.sock", "ok.example.com").await;
-    let table = h
-        .wait_for("the other plugin registered", |t| {
-            row(t, ok.socket()).is_some_and(|r| r.state == PluginState::Registered)
-        })
-        .await;
+    let (_h, stuck, table) =
+        slots_scenario(2, Duration::from_millis(20), Duration::from_secs(60), 5).await;
     for p in &stuck {
         assert_eq!(
             row(&table, p.socket()).map(|r| r.state),
