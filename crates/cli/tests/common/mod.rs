@@ -14,14 +14,19 @@ pub fn agent(root: &Path) -> ChildProcess {
     agent_with(root, &[])
 }
 
-/// `nodeplugins run --root-dir ROOT ARGS...` as a child process.
+/// `nodeplugins run --root-dir ROOT ARGS...` as a child process. It logs
+/// at `info` unless ARGS name a `--log-level` (`RUST_LOG` would override it).
 pub fn agent_with(root: &Path, args: &[&str]) -> ChildProcess {
     let mut command = Command::new(env!("CARGO_BIN_EXE_nodeplugins"));
     command
         .args(["run", "--metrics-addr", "127.0.0.1:0", "--root-dir"])
         .arg(root)
-        .args(args)
-        .env("RUST_LOG", "info");
+        .args(args);
+    if args.contains(&"--log-level") {
+        command.env_remove("RUST_LOG");
+    } else {
+        command.env("RUST_LOG", "info");
+    }
     ChildProcess::spawn("nodeplugins run", command)
 }
 
