@@ -197,15 +197,19 @@ enum BenchCommand {
     /// A bare registrar (dial, GetInfo, NotifyRegistrationStatus; nothing
     /// else) for sockets created in a directory: a benchmark's baseline.
     Registrar(crate::bench::RegistrarArgs),
+    /// What one plugin's registration server costs the agent's client: new
+    /// connections, each with two GetInfo calls.
+    Probe(crate::bench::ProbeArgs),
 }
 
 /// For `run`, the threads its settings ask for (settings that do not
-/// resolve give 1: `dispatch` reports why); one for `bench registrar`, a
-/// baseline for the agent; `None` (a thread per core) for the others.
+/// resolve give 1: `dispatch` reports why); one for `bench registrar` and
+/// `bench probe`, which stand for the agent; `None` (a thread per core)
+/// for the others.
 pub(crate) fn agent_threads(cli: &Cli) -> Option<usize> {
     match &cli.command {
         Command::Run(args) => Some(Settings::resolve(args).map_or(1, |s| s.worker_threads)),
-        Command::Bench(BenchCommand::Registrar(_)) => Some(1),
+        Command::Bench(BenchCommand::Registrar(_) | BenchCommand::Probe(_)) => Some(1),
         _ => None,
     }
 }
@@ -272,6 +276,10 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Bench(BenchCommand::Registrar(args)) => {
             logging::init(LogFormat::Text, "warn");
             crate::bench::run_registrar(args).await
+        }
+        Command::Bench(BenchCommand::Probe(args)) => {
+            logging::init(LogFormat::Text, "warn");
+            crate::bench::run_probe(args).await
         }
         Command::Resources { root_dir, output } => {
             let status = nodeplugins::admin::status(&root_dir).await?;

@@ -4,7 +4,8 @@
 //! NotifyRegistrationStatus(true) on the same connection, and nothing else:
 //! no handler, no state, no service connection. A benchmark running the
 //! same plugins against it and against the agent tells the plugins' own
-//! cost from the agent's.
+//! cost from the agent's. Once it watches the directory it prints one JSON
+//! line, `{"event":"watching","dir":DIR}`.
 
 use std::path::PathBuf;
 
@@ -39,6 +40,9 @@ pub(crate) async fn run_registrar(args: RegistrarArgs) -> anyhow::Result<()> {
     let mut events = inotify
         .into_event_stream([0u8; 4096])
         .context("inotify events")?;
+    // Ready: a script starts its plugins after this line.
+    let ready = serde_json::json!({"event": "watching", "dir": args.dir});
+    println!("{ready}");
     let mut terminate = signal(SignalKind::terminate()).context("SIGTERM handler")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("SIGINT handler")?;
     loop {
