@@ -9,12 +9,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use anyhow::Context;
 use tokio::time::Instant;
 
-use anyhow::Context;
-use nodeplugins::plugin_manager::{CONNECTION_REFUSED_GRACE, DIAL_TIMEOUT, NOTIFY_TIMEOUT};
-use nodeplugins_api::pluginregistration::v1::{InfoRequest, PluginInfo};
-use nodeplugins_api::transport::connect_when_listening;
+use super::registrar::{dial, get_info};
 
 /// `nodeplugins bench probe` flags.
 #[derive(Debug, clap::Args)]
@@ -56,19 +54,10 @@ pub(crate) async fn run_probe(args: ProbeArgs) -> anyhow::Result<()> {
 /// One connection: the dial with the first GetInfo, and the second GetInfo.
 async fn probe(socket: &Path) -> anyhow::Result<(Duration, Duration)> {
     let start = Instant::now();
-    let (connection, _) =
-        connect_when_listening(socket, DIAL_TIMEOUT, CONNECTION_REFUSED_GRACE).await;
-    let mut connection = connection.with_context(|| format!("dial {}", socket.display()))?;
-    let mut get_info = async || -> anyhow::Result<PluginInfo> {
-        let call = connection.call("/pluginregistration.Registration/GetInfo", &InfoRequest {});
-        let info = tokio::time::timeout(NOTIFY_TIMEOUT, call)
-            .await
-            .context("GetInfo timed out")??;
-        Ok(info)
-    };
-    get_info().await.context("first GetInfo")?;
+    let mut connection = dial(socket).await?;
+    get_info(&mut connection).await.context("first GetInfo")?;
     let first_done = Instant::now();
-    get_info().await.context("second GetInfo")?;
+    get_info(&mut connection).await.context("second GetInfo")?;
     Ok((first_done - start, first_done.elapsed()))
 }
 

@@ -16,7 +16,7 @@ use nodeplugins::plugin_manager::{CONNECTION_REFUSED_GRACE, DIAL_TIMEOUT, NOTIFY
 use nodeplugins_api::pluginregistration::v1::{
     InfoRequest, PluginInfo, RegistrationStatus, RegistrationStatusResponse,
 };
-use nodeplugins_api::transport::connect_when_listening;
+use nodeplugins_api::transport::{UnaryConnection, connect_when_listening};
 use tokio::signal::unix::{SignalKind, signal};
 
 /// `nodeplugins bench registrar` flags.
@@ -68,16 +68,8 @@ pub(crate) async fn run_registrar(args: RegistrarArgs) -> anyhow::Result<()> {
 }
 
 async fn register(socket: &std::path::Path) -> anyhow::Result<()> {
-    // The agent's limits, for a like-for-like baseline.
-    let (connection, _) =
-        connect_when_listening(socket, DIAL_TIMEOUT, CONNECTION_REFUSED_GRACE).await;
-    let mut connection = connection?;
-    let _: PluginInfo = tokio::time::timeout(
-        CALL_TIMEOUT,
-        connection.call("/pluginregistration.Registration/GetInfo", &InfoRequest {}),
-    )
-    .await
-    .context("GetInfo timed out")??;
+    let mut connection = dial(socket).await?;
+    get_info(&mut connection).await?;
     let status = RegistrationStatus {
         plugin_registered: true,
         error: String::new(),
@@ -92,4 +84,21 @@ async fn register(socket: &std::path::Path) -> anyhow::Result<()> {
     .await
     .context("NotifyRegistrationStatus timed out")??;
     Ok(())
+}
+
+/// Dials a registration socket with the agent's limits, for a like-for-like
+/// baseline: a refused dial is retried as the agent retries it.
+pub(super) async fn dial(socket: &std::path::Path) -> anyhow::Result<UnaryConnection> {
+    let (connection, _) =
+        connect_when_listening(socket, DIAL_TIMEOUT, CONNECTION_REFUSED_GRACE).await;
+    connection.with_context(|| format!("dial {}", socket.display()))
+}
+
+/// One GetInfo call, limited as the agent limits it.
+pub(super) async fn get_info(connection: &mut UnaryConnection) -> anyhow::Result<PluginInfo> {
+    let call = connection.call("/pluginregistration.Registration/GetInfo", &InfoRequest {});
+    let info = tokio::time::timeout(CALL_TIMEOUT, call)
+        .await
+        .context("GetInfo timed out")??;
+    Ok(info)
 }
