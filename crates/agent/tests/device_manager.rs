@@ -264,6 +264,52 @@ async fn instances_coexist_the_newest_is_primary_and_a_survivor_is_promoted() {
 }
 
 #[tokio::test]
+async fn an_instance_leaving_before_its_successor_lists_leaves_the_devices_as_they_were() {
+    let node = Node::start(Duration::from_secs(300)).await;
+    let devices = vec![device("a", true), device("b", true)];
+    let old = node.plugin("gpu.sock", devices.clone()).await;
+    node.register(RESOURCE, "gpu.sock", "v1beta1")
+        .await
+        .unwrap();
+    node.wait_resource("2 healthy", |r| r.allocatable == 2)
+        .await;
+    let held = allocate(&node.manager, "pod-1", "main", RESOURCE, 1)
+        .await
+        .unwrap();
+
+    // The plugin re-registers from a new socket, and its old instance goes
+    // before the new one has sent a list.
+    let new = node.plugin("gpu.sock.new", devices).await;
+    new.hold_lists(true);
+    node.register(RESOURCE, "gpu.sock.new", "v1beta1")
+        .await
+        .unwrap();
+    node.wait_resource("two instances", |r| r.instances.len() == 2)
+        .await;
+    old.stop();
+    let r = node
+        .wait_resource("old instance gone", |r| r.instances.len() == 1)
+        .await;
+    assert_eq!(
+        (r.capacity, r.allocatable),
+        (2, 2),
+        "the devices stay as the old instance last listed them"
+    );
+    let again = allocate(&node.manager, "pod-1", "main", RESOURCE, 1)
+        .await
+        .expect("a container's devices are still healthy, so it keeps them");
+    assert_eq!(again.devices, held.devices);
+
+    // The new instance's first list replaces them.
+    new.set_devices(vec![device("a", true), device("b", false)]);
+    new.hold_lists(false);
+    let r = node
+        .wait_resource("the new list", |r| r.allocatable == 1)
+        .await;
+    assert_eq!(r.capacity, 2);
+}
+
+#[tokio::test]
 async fn the_same_socket_cannot_register_twice() {
     let node = Node::start(Duration::from_secs(300)).await;
     let _plugin = node.plugin("gpu.sock", vec![device("a", true)]).await;

@@ -22,11 +22,15 @@ use tokio::process::Command;
 
 const RESOURCE: &str = "example.com/device";
 
-async fn allocatable(root: &Path, want: u64) {
+/// Waits until the plugin has listed all 8 devices healthy to the running
+/// agent. Capacity alone is not enough: a plugin re-registering after a
+/// restart may leave the devices briefly unhealthy, and a container asking
+/// again for its devices then is refused.
+async fn all_healthy(root: &Path) -> serde_json::Value {
     resource_when(root, RESOURCE, |r| {
-        r["capacity"] == 8 && r["allocatable"].as_u64().is_some_and(|n| n >= want)
+        r["capacity"] == 8 && r["allocatable"] == 8
     })
-    .await;
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -43,7 +47,7 @@ async fn an_agent_killed_while_allocating_keeps_every_allocation_it_reported() {
     let mut agent = agent(root.path());
     let _plugin = ChildProcess::spawn("example-device-plugin", plugin);
     for round in 0..6 {
-        allocatable(root.path(), 0).await;
+        all_healthy(root.path()).await;
         // Allocate one device per pod, as fast as possible, and kill the
         // agent at a random moment in the middle of it.
         let kill_after = Duration::from_millis(rng.random_range(0..40));
@@ -67,7 +71,7 @@ async fn an_agent_killed_while_allocating_keeps_every_allocation_it_reported() {
             reported.insert(pod, devices);
         }
         agent = common::agent(root.path());
-        allocatable(root.path(), 0).await;
+        all_healthy(root.path()).await;
 
         // Every allocation reported so far is still held, with the same devices.
         let mut held = BTreeSet::new();
@@ -136,11 +140,6 @@ async fn the_admin_socket_refuses_other_users() {
     assert!(status_json(root.path()).await.is_some());
 }
 
-/// `status -o json`'s entry for the example resource, once it has all 8 devices.
-async fn resource(root: &Path) -> serde_json::Value {
-    resource_when(root, RESOURCE, |r| r["capacity"] == 8).await
-}
-
 fn corrupt_files(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)
         .unwrap()
@@ -162,7 +161,7 @@ async fn a_damaged_checkpoint_loses_nothing_and_two_damaged_copies_are_reported(
         .args(["--devices", "8"]);
     let _plugin = ChildProcess::spawn("example-device-plugin", plugin);
     let mut agent = agent(root.path());
-    resource(root.path()).await;
+    all_healthy(root.path()).await;
     let mut held = BTreeMap::new();
     for (pod, count) in [("pod-a", 1), ("pod-b", 2), ("pod-c", 1)] {
         let request = main_container(pod, RESOURCE, count);
@@ -178,7 +177,7 @@ async fn a_damaged_checkpoint_loses_nothing_and_two_damaged_copies_are_reported(
     let good = std::fs::read(&checkpoint).unwrap();
     std::fs::write(&checkpoint, &good[..good.len() / 2]).unwrap();
     agent = common::agent(root.path());
-    assert_eq!(resource(root.path()).await["allocated"], 4);
+    assert_eq!(all_healthy(root.path()).await["allocated"], 4);
     let status = status_json(root.path()).await.unwrap();
     let warning = status["device_checkpoint_error"].as_str().unwrap();
     assert!(
@@ -215,7 +214,7 @@ async fn a_damaged_checkpoint_loses_nothing_and_two_damaged_copies_are_reported(
         std::fs::write(file, bytes).unwrap();
     }
     let _agent = common::agent(root.path());
-    assert_eq!(resource(root.path()).await["allocated"], 0);
+    assert_eq!(all_healthy(root.path()).await["allocated"], 0);
     let status = status_json(root.path()).await.unwrap();
     let error = status["device_checkpoint_error"].as_str().unwrap();
     assert!(error.contains("and so is its backup"), "{error}");

@@ -17,8 +17,8 @@ use nodeplugins_api::deviceplugin::v1beta1::{
 };
 use nodeplugins_api::transport::{BoundSocket, serve};
 use tokio::sync::watch;
-use tokio_stream::Stream;
 use tokio_stream::wrappers::WatchStream;
+use tokio_stream::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
@@ -29,6 +29,8 @@ struct Service {
     options: DevicePluginOptions,
     devices: watch::Receiver<Vec<Device>>,
     hang_allocate: Arc<AtomicBool>,
+    /// Lists are sent only while this is true.
+    listing: watch::Receiver<bool>,
 }
 
 #[tonic::async_trait]
@@ -43,7 +45,16 @@ impl DevicePlugin for Service {
     }
 
     async fn list_and_watch(&self, _: Request<Empty>) -> Result<Response<DeviceStream>, Status> {
-        let stream = WatchStream::new(self.devices.clone()).map_ok_devices();
+        let listing = self.listing.clone();
+        let stream = WatchStream::new(self.devices.clone()).then(move |devices| {
+            let mut listing = listing.clone();
+            async move {
+                // A closed gate only ends with the plugin; the list then
+                // goes nowhere.
+                let _ = listing.wait_for(|open| *open).await;
+                Ok(ListAndWatchResponse { devices })
+            }
+        });
         Ok(Response::new(Box::pin(stream)))
     }
 
@@ -104,16 +115,6 @@ impl DevicePlugin for Service {
     }
 }
 
-trait DeviceListStream {
-    fn map_ok_devices(self) -> impl Stream<Item = Result<ListAndWatchResponse, Status>> + Send;
-}
-
-impl DeviceListStream for WatchStream<Vec<Device>> {
-    fn map_ok_devices(self) -> impl Stream<Item = Result<ListAndWatchResponse, Status>> + Send {
-        tokio_stream::StreamExt::map(self, |devices| Ok(ListAndWatchResponse { devices }))
-    }
-}
-
 /// A DevicePlugin service with the given options and devices, plus the
 /// sender that updates the device list; for servers that combine it with
 /// other services on one socket.
@@ -129,6 +130,7 @@ pub fn device_plugin_service(
         options,
         devices: rx,
         hang_allocate: Arc::default(),
+        listing: watch::channel(true).1,
     };
     (DevicePluginServer::new(service), tx)
 }
@@ -138,6 +140,7 @@ pub struct FakeDevicePlugin {
     socket: PathBuf,
     devices: watch::Sender<Vec<Device>>,
     hang_allocate: Arc<AtomicBool>,
+    listing: watch::Sender<bool>,
     shutdown: CancellationToken,
 }
 
@@ -154,10 +157,12 @@ impl FakeDevicePlugin {
             .expect("bind fake device plugin socket");
         let (tx, rx) = watch::channel(devices);
         let hang_allocate = Arc::new(AtomicBool::new(false));
+        let (listing, listing_rx) = watch::channel(true);
         let service = Service {
             options,
             devices: rx,
             hang_allocate: hang_allocate.clone(),
+            listing: listing_rx,
         };
         let shutdown = CancellationToken::new();
         let router =
@@ -167,8 +172,15 @@ impl FakeDevicePlugin {
             socket,
             devices: tx,
             hang_allocate,
+            listing,
             shutdown,
         }
+    }
+
+    /// Holds back every device list, on open streams and new ones, until
+    /// called with `false` (a plugin slow to send its first list).
+    pub fn hold_lists(&self, hold: bool) {
+        self.listing.send_replace(!hold);
     }
 
     /// Makes later Allocate calls hang (a plugin stuck or dying mid-call).

@@ -67,7 +67,11 @@ impl Resource {
     }
 
     /// Forgets instance `id`; when it was the last one, the devices turn
-    /// unhealthy and the grace period starts. Returns the instance.
+    /// unhealthy and the grace period starts. When the survivors have not
+    /// sent a list yet, the devices stay as they were until one does: a
+    /// plugin re-registering leaves its old instance behind the new one, and
+    /// the old one going first must not blank the resource in between.
+    /// Returns the instance.
     pub(crate) fn remove_instance(&mut self, id: InstanceId, now: Instant) -> Option<Instance> {
         let view: BTreeMap<String, Device> = self.devices().clone();
         let gone = self.instances.remove(&id)?;
@@ -80,6 +84,8 @@ impl Resource {
                 })
                 .collect();
             self.stopped_since = Some(now);
+        } else if self.instances.values().all(|i| i.devices.is_none()) {
+            self.last_known = view;
         }
         Some(gone)
     }
