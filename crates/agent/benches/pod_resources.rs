@@ -95,11 +95,11 @@ fn dra_checkpoint() -> DraCheckpoint {
                 share_id: None,
             }],
             prepared_at_unix_ms: 0,
-            pods: vec![ClaimPod {
-                uid: format!("uid-{p:04}"),
-                name: format!("pod-{p:04}"),
-                containers: vec!["main".into(), "sidecar".into()],
-            }],
+            pods: vec![ClaimPod::new(
+                format!("uid-{p:04}"),
+                format!("pod-{p:04}"),
+                vec!["main".into(), "sidecar".into()],
+            )],
         })
         .collect();
     DraCheckpoint { claims }

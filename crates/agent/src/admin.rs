@@ -10,20 +10,22 @@
 
 mod client;
 mod event_log;
+mod pod_dra;
 mod server;
 
 use std::path::{Path, PathBuf};
 
 pub use client::{
-    AdminClientError, EventStream, allocate, dra_claims, dra_prepare, dra_unprepare, events,
-    events_with, release, status,
+    AdminClientError, EventStream, allocate, dra_claims, dra_prepare, dra_prepare_pod,
+    dra_unprepare, dra_unprepare_pod, events, events_with, release, status,
 };
 pub use event_log::{EVENT_HISTORY, EventLog};
 pub use server::serve;
 
 use crate::csi::CsiDriver;
 use crate::dra::{
-    ClaimPod, ClaimRef, DraDriverStatus, DraEvent, PreparedClaim, RecordedClaim, UnpreparedClaim,
+    ClaimPod, ClaimRef, DraDriverStatus, DraEvent, PreparedClaim, PreparedPod, RecordedClaim,
+    UnpreparedClaim, UnpreparedPod,
 };
 use crate::plugin_manager::{PluginEvent, PluginStatus};
 
@@ -99,7 +101,27 @@ pub enum AdminRequest {
     },
     /// The prepared DRA claims.
     DraClaims,
+    /// Prepare a pod's claims, read from the API, as the kubelet does.
+    DraPreparePod {
+        /// The pod's namespace.
+        namespace: String,
+        /// The pod's name.
+        name: String,
+    },
+    /// Unprepare what a pod uses, as recorded.
+    DraUnpreparePod {
+        /// The pod's namespace.
+        namespace: String,
+        /// The pod's name.
+        name: String,
+    },
 }
+
+/// The answer to [`AdminRequest::DraPreparePod`].
+pub type DraPreparePodReply = PreparedPod;
+
+/// The answer to [`AdminRequest::DraUnpreparePod`].
+pub type DraUnpreparePodReply = UnpreparedPod;
 
 /// The answer to [`AdminRequest::DraClaims`].
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -208,6 +230,10 @@ pub struct StatusSources {
     /// The Kubernetes API publisher, when the agent has one.
     #[cfg(feature = "kube")]
     pub kube: Option<crate::kube_api::KubeApiHandle>,
+    /// Where pods and their claims are read for pod-level prepare, when
+    /// the agent has an API server.
+    #[cfg(feature = "kube")]
+    pub pod_claims: Option<crate::kube_api::PodClaimsReader>,
 }
 
 /// `nodeplugins_admin_socket_recreations_total`. Cheap to clone.

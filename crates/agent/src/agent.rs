@@ -247,6 +247,8 @@ impl Agent {
             pod_resources: pod_resources_metrics.clone(),
             #[cfg(feature = "kube")]
             kube,
+            #[cfg(feature = "kube")]
+            pod_claims: self.kube.as_ref().map(crate::kube_api::KubeApi::pod_claims),
         };
         #[cfg(feature = "kube")]
         let publishing = {

@@ -28,6 +28,7 @@
 //! | `health` | device health from the health stream |
 //! | `service` | which gRPC services are used |
 //! | `handler` | drivers registering through `plugins_registry` |
+//! | `pod` | a pod's claims prepared and unprepared together, CDI ids per container |
 //! | `claim`, `status`, `event`, `metrics`, `error` | what callers and operators see |
 
 mod calls;
@@ -43,6 +44,7 @@ mod handler;
 mod health;
 mod manager;
 mod metrics;
+mod pod;
 mod prepared;
 mod service;
 mod state;
@@ -65,6 +67,10 @@ pub use health::{
 };
 pub use manager::DraManager;
 pub use metrics::DraMetrics;
+pub use pod::{
+    ContainerDevices, PodClaim, PodClaimResult, PodClaimUnprepared, PodClaims, PodRef, PreparedPod,
+    UnpreparedPod,
+};
 pub(crate) use prepared::PreparedClaims;
 pub use prepared::{BACKUP_FILE, CHECKPOINT_FILE, DraCheckpoint, RecordedClaim};
 pub use service::{

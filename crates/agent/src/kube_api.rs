@@ -12,6 +12,9 @@
 //! - **DRA** ([`resource_slices`]): the node's ResourceSlices are deleted at
 //!   start and a driver's when it stayed away for its grace period, as the
 //!   DRA manager's cleanup hook.
+//! - **Pods' claims** ([`PodClaimsReader`]): for pod-level prepare, a pod
+//!   and its ResourceClaims are read and checked as the kubelet's DRA
+//!   manager does (read only; nothing is written).
 //!
 //! The publisher ([`KubeApi`]) owns the writes: each kind keeps only the latest
 //! state to write (latest wins), retries with backoff while the API server
@@ -24,6 +27,7 @@ mod error;
 mod event;
 mod metrics;
 pub mod node_status;
+mod pod_claims;
 mod publisher;
 pub mod resource_slices;
 mod status;
@@ -35,6 +39,7 @@ pub use config::{
 pub use error::KubeApiError;
 pub use event::{KubeEvent, KubeEventKind};
 pub use metrics::KubeApiMetrics;
+pub use pod_claims::{PodClaimsError, PodClaimsReader};
 pub use publisher::{KubeApi, KubeApiHandle, KubeApiStopped};
 pub use resource_slices::ResourceSliceCleanup;
 pub use status::{KubeApiStatus, WriteKind};

@@ -525,11 +525,7 @@ async fn a_prepare_naming_a_known_pod_uid_with_another_name_is_refused() {
         .register(DRIVER, &plugin.endpoint(), &both())
         .await
         .unwrap();
-    let pod = |name: &str| ClaimPod {
-        uid: "pod-uid".into(),
-        name: name.into(),
-        containers: vec!["main".into()],
-    };
+    let pod = |name: &str| ClaimPod::new("pod-uid", name, vec!["main".into()]);
     let first = node
         .manager
         .prepare_for_pod(DRIVER, &[claim("one")], &pod("train"))

@@ -152,11 +152,20 @@ struct UnprepareArgs {
     root_dir: PathBuf,
     /// The DRA driver name; without it, each claim goes to every driver
     /// that prepared it, as the agent recorded.
-    #[arg(long)]
+    #[arg(long, requires = "claims")]
     driver: Option<String>,
     /// A claim as NAMESPACE/NAME/UID; repeat for several.
-    #[arg(long = "claim", required = true)]
+    #[arg(
+        long = "claim",
+        required_unless_present = "pod",
+        conflicts_with = "pod"
+    )]
     claims: Vec<ClaimRef>,
+    /// A pod as NAMESPACE/NAME: unprepare what it uses, as the agent
+    /// recorded when it prepared it (a claim other pods still use is only
+    /// released by this one).
+    #[arg(long, value_parser = parse_pod)]
+    pod: Option<(String, String)>,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
     output: Format,
@@ -167,15 +176,23 @@ struct ClaimArgs {
     /// Root directory of the agent to ask.
     #[arg(long, env = "NODEPLUGINS_ROOT_DIR", default_value = DEFAULT_ROOT_DIR)]
     root_dir: PathBuf,
-    /// The DRA driver name.
-    #[arg(long)]
-    driver: String,
+    /// The DRA driver name (with `--claim`).
+    #[arg(long, requires = "claims")]
+    driver: Option<String>,
     /// A claim as NAMESPACE/NAME/UID; repeat for several.
-    #[arg(long = "claim", required = true)]
+    #[arg(
+        long = "claim",
+        requires = "driver",
+        required_unless_present = "pod_uid"
+    )]
     claims: Vec<ClaimRef>,
-    /// The UID of the pod the claims are prepared for (in their namespace);
-    /// the pod-resources API then lists them under its containers.
-    #[arg(long = "pod", requires = "containers")]
+    /// Alone: a pod as NAMESPACE/NAME, whose claims the agent reads from the
+    /// Kubernetes API and prepares as the kubelet does (it needs
+    /// `--kubeconfig`), giving each container its CDI ids. With `--driver`
+    /// and `--claim`: the UID of the pod the claims are prepared for (in
+    /// their namespace), used by the containers given with `--container`;
+    /// the pod-resources API then lists them under those containers.
+    #[arg(long = "pod")]
     pod_uid: Option<String>,
     /// The pod's name [default: its UID].
     #[arg(long, requires = "pod_uid")]
@@ -232,12 +249,23 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
             output::dra::drivers(&status.dra_drivers, output, &mut std::io::stdout().lock())
         }
         Command::Dra(DraCommand::Prepare(args)) => {
+            let Some(driver) = args.driver.clone() else {
+                let pod = args.pod_uid.as_deref().unwrap_or_default();
+                let (namespace, name) = parse_pod(pod).map_err(anyhow::Error::msg)?;
+                let reply = nodeplugins::admin::dra_prepare_pod(&args.root_dir, &namespace, &name)
+                    .await
+                    .with_context(|| format!("prepare pod {namespace}/{name}"))?;
+                output::dra::prepared_pod(&reply, args.output, &mut std::io::stdout().lock())?;
+                if reply.failed() {
+                    anyhow::bail!("pod {namespace}/{name}: not every claim could be prepared");
+                }
+                return Ok(());
+            };
             let total = args.claims.len();
             let pod = claim_pod(&args)?;
-            let reply =
-                nodeplugins::admin::dra_prepare(&args.root_dir, &args.driver, args.claims, pod)
-                    .await
-                    .with_context(|| format!("prepare claims with DRA driver {}", args.driver))?;
+            let reply = nodeplugins::admin::dra_prepare(&args.root_dir, &driver, args.claims, pod)
+                .await
+                .with_context(|| format!("prepare claims with DRA driver {driver}"))?;
             output::dra::prepared(&reply.claims, args.output, &mut std::io::stdout().lock())?;
             let failed = reply.claims.iter().filter(|c| c.error.is_some()).count();
             if failed > 0 {
@@ -246,6 +274,16 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Dra(DraCommand::Unprepare(args)) => {
+            if let Some((namespace, name)) = &args.pod {
+                let reply = nodeplugins::admin::dra_unprepare_pod(&args.root_dir, namespace, name)
+                    .await
+                    .with_context(|| format!("unprepare pod {namespace}/{name}"))?;
+                output::dra::unprepared_pod(&reply, args.output, &mut std::io::stdout().lock())?;
+                if reply.failed() {
+                    anyhow::bail!("pod {namespace}/{name}: not every claim could be unprepared");
+                }
+                return Ok(());
+            }
             let total = args.claims.len();
             let driver = args.driver.as_deref();
             let reply = nodeplugins::admin::dra_unprepare(&args.root_dir, driver, args.claims)
@@ -366,11 +404,29 @@ async fn run(config: AgentConfig, kube: Option<KubeApiConfig>) -> anyhow::Result
     Ok(())
 }
 
-/// The pod of `dra prepare --pod`, in the namespace all its claims share.
+/// `NAMESPACE/NAME` of a pod.
+fn parse_pod(text: &str) -> Result<(String, String), String> {
+    match text.split_once('/') {
+        Some((namespace, name))
+            if !namespace.is_empty() && !name.is_empty() && !name.contains('/') =>
+        {
+            Ok((namespace.to_string(), name.to_string()))
+        }
+        _ => Err(format!("{text:?} is not a pod as NAMESPACE/NAME")),
+    }
+}
+
+/// The pod of `dra prepare --driver D --claim C --pod UID`, in the
+/// namespace all its claims share.
 fn claim_pod(args: &ClaimArgs) -> anyhow::Result<Option<ClaimPod>> {
     let Some(uid) = &args.pod_uid else {
         return Ok(None);
     };
+    if args.containers.is_empty() {
+        anyhow::bail!(
+            "--pod {uid} with --claim needs the containers that use the claims (--container)"
+        );
+    }
     if let Some(first) = args.claims.first()
         && let Some(other) = args.claims.iter().find(|c| c.namespace != first.namespace)
     {
@@ -380,11 +436,11 @@ fn claim_pod(args: &ClaimArgs) -> anyhow::Result<Option<ClaimPod>> {
             other
         );
     }
-    Ok(Some(ClaimPod {
-        uid: uid.clone(),
-        name: args.pod_name.clone().unwrap_or_else(|| uid.clone()),
-        containers: args.containers.clone(),
-    }))
+    Ok(Some(ClaimPod::new(
+        uid.clone(),
+        args.pod_name.clone().unwrap_or_else(|| uid.clone()),
+        args.containers.clone(),
+    )))
 }
 
 fn parse_request(text: &str) -> Result<(String, usize), String> {

@@ -220,11 +220,7 @@ pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<()> {
         name: "demo-claim".into(),
         uid: "0f2c-demo".into(),
     };
-    let pod = ClaimPod {
-        uid: DEMO_POD_UID.into(),
-        name: "demo-pod".into(),
-        containers: vec!["main".into()],
-    };
+    let pod = ClaimPod::new(DEMO_POD_UID, "demo-pod", vec!["main".into()]);
     let prepared =
         admin::dra_prepare(&root, "dra.example.com", vec![claim.clone()], Some(pod)).await?;
     if let Some(c) = prepared.claims.first() {

@@ -8,7 +8,8 @@ use tokio::net::unix::OwnedReadHalf;
 
 use super::{
     AdminErrorReply, AdminEvent, AdminRequest, AgentStatus, AllocateReply, DraClaimsReply,
-    DraPrepareReply, DraUnprepareReply, FollowingMarker, ReleaseReply, socket_path,
+    DraPreparePodReply, DraPrepareReply, DraUnpreparePodReply, DraUnprepareReply, FollowingMarker,
+    ReleaseReply, socket_path,
 };
 use crate::device::AllocationRequest;
 use crate::dra::{ClaimPod, ClaimRef};
@@ -142,6 +143,33 @@ pub async fn dra_unprepare(
     let req = AdminRequest::DraUnprepare {
         driver: driver.map(Into::into),
         claims,
+    };
+    one_reply(root_dir, req).await
+}
+
+/// Asks the agent to prepare pod `namespace/name`'s claims, read from the
+/// API as the kubelet reads them.
+pub async fn dra_prepare_pod(
+    root_dir: &Path,
+    namespace: &str,
+    name: &str,
+) -> Result<DraPreparePodReply, AdminClientError> {
+    let req = AdminRequest::DraPreparePod {
+        namespace: namespace.into(),
+        name: name.into(),
+    };
+    one_reply(root_dir, req).await
+}
+
+/// Asks the agent to unprepare what pod `namespace/name` uses.
+pub async fn dra_unprepare_pod(
+    root_dir: &Path,
+    namespace: &str,
+    name: &str,
+) -> Result<DraUnpreparePodReply, AdminClientError> {
+    let req = AdminRequest::DraUnpreparePod {
+        namespace: namespace.into(),
+        name: name.into(),
     };
     one_reply(root_dir, req).await
 }

@@ -221,6 +221,29 @@ impl Context {
                 };
                 let _ = write_line(&mut write, &reply).await;
             }
+            Ok(AdminRequest::DraPreparePod { namespace, name }) => {
+                let reply = match super::pod_dra::prepare(&self.sources, &namespace, &name).await {
+                    Ok(prepared) => serde_json::to_value(prepared),
+                    Err(e) => serde_json::to_value(AdminErrorReply {
+                        error: e.to_string(),
+                    }),
+                };
+                if let Ok(reply) = reply {
+                    let _ = write_line(&mut write, &reply).await;
+                }
+            }
+            Ok(AdminRequest::DraUnpreparePod { namespace, name }) => {
+                let reply = match super::pod_dra::unprepare(&self.sources, &namespace, &name).await
+                {
+                    Ok(unprepared) => serde_json::to_value(unprepared),
+                    Err(e) => serde_json::to_value(AdminErrorReply {
+                        error: e.to_string(),
+                    }),
+                };
+                if let Ok(reply) = reply {
+                    let _ = write_line(&mut write, &reply).await;
+                }
+            }
             Ok(AdminRequest::Events { history, follow }) => {
                 self.stream_events(&mut write, history, follow).await;
             }

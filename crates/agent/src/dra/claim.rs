@@ -1,5 +1,7 @@
 //! Claims to prepare or unprepare, and what came of it.
 
+use std::collections::BTreeMap;
+
 /// A claim to prepare or unprepare.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct ClaimRef {
@@ -48,6 +50,80 @@ pub struct ClaimPod {
     pub name: String,
     /// The containers that use the claims.
     pub containers: Vec<String>,
+    /// The containers that use only some of a claim's requests, with those
+    /// requests (a container's `resources.claims[].request`). A container
+    /// of `containers` not named here uses the whole claim.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub requests: BTreeMap<String, Vec<String>>,
+}
+
+impl ClaimPod {
+    /// A pod whose `containers` each use the whole claim.
+    pub fn new(uid: impl Into<String>, name: impl Into<String>, containers: Vec<String>) -> Self {
+        Self {
+            uid: uid.into(),
+            name: name.into(),
+            containers,
+            requests: BTreeMap::new(),
+        }
+    }
+
+    /// Whether `container` gets `device` of the claim: it names the claim,
+    /// and either uses it whole, or asks for a request the device serves.
+    /// A device that names no request serves them all; one that serves a
+    /// subrequest (`req/sub`, as `firstAvailable` allocates) also serves
+    /// `req`, so a driver that hands back subrequest names still reaches
+    /// the container that asked for the request.
+    pub fn serves(&self, container: &str, device: &PreparedDevice) -> bool {
+        if !self.containers.iter().any(|c| c == container) {
+            return false;
+        }
+        let Some(requests) = self.requests.get(container) else {
+            return true;
+        };
+        device.request_names.is_empty()
+            || requests.iter().any(|wanted| {
+                device.request_names.iter().any(|served| {
+                    served == wanted
+                        || served
+                            .strip_prefix(wanted.as_str())
+                            .is_some_and(|rest| rest.starts_with('/'))
+                })
+            })
+    }
+
+    /// Adds `other`'s containers (and their requests) to this pod's; says
+    /// whether anything changed. A container using the whole claim in
+    /// either stays whole.
+    pub(crate) fn merge(&mut self, other: &ClaimPod) -> bool {
+        let mut changed = false;
+        for container in &other.containers {
+            let known = self.containers.contains(container);
+            let whole_here = known && !self.requests.contains_key(container);
+            match other.requests.get(container) {
+                None if known && !whole_here => {
+                    self.requests.remove(container);
+                    changed = true;
+                }
+                None => {}
+                Some(_) if whole_here => {}
+                Some(requests) => {
+                    let mine = self.requests.entry(container.clone()).or_default();
+                    for request in requests {
+                        if !mine.contains(request) {
+                            mine.push(request.clone());
+                            changed = true;
+                        }
+                    }
+                }
+            }
+            if !known {
+                self.containers.push(container.clone());
+                changed = true;
+            }
+        }
+        changed
+    }
 }
 
 /// One device a prepared claim got.

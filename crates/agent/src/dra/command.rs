@@ -5,13 +5,13 @@ use std::sync::Arc;
 
 use tokio::sync::{broadcast, oneshot, watch};
 
-use super::claim::{ClaimPod, PreparedClaim};
+use super::claim::PreparedClaim;
 use super::config::DraManagerConfig;
 use super::connection::Channel;
 use super::error::DraError;
 use super::event::DraEvent;
 use super::metrics::DraMetrics;
-use super::prepared::PreparedClaims;
+use super::prepared::{ClaimPods, PreparedClaims};
 use super::service::{DraService, HealthService};
 use super::state::InstanceId;
 use super::status::DraDriverStatus;
@@ -45,8 +45,15 @@ pub(crate) enum Command {
     Prepared {
         driver: String,
         results: Vec<PreparedClaim>,
-        /// The pod the claims were prepared for, if named.
-        pod: Option<ClaimPod>,
+        /// Claim UID → the pod it was prepared for, if named.
+        pods: ClaimPods,
+        reply: WrittenReply,
+    },
+    /// Pod `pod_uid` no longer uses the claims `claim_uids` (which other
+    /// pods still use): forget that it did; answered once that is on disk.
+    PodReleased {
+        pod_uid: String,
+        claim_uids: Vec<String>,
         reply: WrittenReply,
     },
     /// A driver unprepared claims: forget its records of them; answered

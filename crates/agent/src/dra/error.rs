@@ -55,6 +55,20 @@ pub enum DraError {
         /// `namespace/name` of the request.
         given: String,
     },
+    /// A claim of a pod has the name of a claim still prepared on this node
+    /// under another UID: the claim was deleted and created again while a
+    /// pod still used the old one.
+    #[error(
+        "ResourceClaim {claim} is now UID {uid}, but UID {prepared_uid} of that name is still prepared on this node (a pod using it was force-deleted?); unprepare it first"
+    )]
+    ClaimReplaced {
+        /// `namespace/name`.
+        claim: String,
+        /// The UID prepared here.
+        prepared_uid: String,
+        /// The UID the API has now.
+        uid: String,
+    },
     /// The manager is shutting down.
     #[error("the DRA manager is stopping")]
     Stopping,

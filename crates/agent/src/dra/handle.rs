@@ -18,7 +18,7 @@ use super::connection::Channel;
 use super::error::DraError;
 use super::event::DraEvent;
 use super::metrics::DraMetrics;
-use super::prepared::{PreparedClaims, RecordedClaim};
+use super::prepared::{ClaimPods, PreparedClaims, RecordedClaim};
 use super::service::{DraService, choose_health_service, choose_service};
 use super::status::DraDriverStatus;
 use crate::checkpoint::{CheckpointProblem, WrittenReply};
@@ -144,7 +144,7 @@ impl DraHandle {
     }
 
     /// The instance calls for `driver` go to: its endpoint, service and channel.
-    fn pick(&self, driver: &str) -> Result<Route, DraError> {
+    pub(super) fn pick(&self, driver: &str) -> Result<Route, DraError> {
         if driver.is_empty() {
             return Err(DraError::EmptyName);
         }
@@ -168,7 +168,8 @@ impl DraHandle {
         driver: &str,
         claims: &[ClaimRef],
     ) -> Result<Vec<PreparedClaim>, DraError> {
-        self.prepare_inner(driver, claims, None).await
+        self.prepare_with_pods(driver, claims, &ClaimPods::new())
+            .await
     }
 
     /// [`prepare`](Self::prepare) for `pod`, which is recorded as using the
@@ -180,29 +181,35 @@ impl DraHandle {
         claims: &[ClaimRef],
         pod: &ClaimPod,
     ) -> Result<Vec<PreparedClaim>, DraError> {
-        self.prepare_inner(driver, claims, Some(pod)).await
+        let pods = claims
+            .iter()
+            .map(|c| (c.uid.clone(), pod.clone()))
+            .collect();
+        self.prepare_with_pods(driver, claims, &pods).await
     }
 
-    async fn prepare_inner(
+    /// [`prepare`](Self::prepare), each claim recorded as used by its pod
+    /// in `pods` (claim UID → pod), if it has one there.
+    pub(crate) async fn prepare_with_pods(
         &self,
         driver: &str,
         claims: &[ClaimRef],
-        pod: Option<&ClaimPod>,
+        pods: &ClaimPods,
     ) -> Result<Vec<PreparedClaim>, DraError> {
         // Not before the checkpoint is read: a recorded claim is answered
         // from its record, never prepared twice.
         let recorded = self.loaded_claims().await.map_err(|_| DraError::Stopping)?;
-        if let Some(pod) = pod {
-            // As the device manager refuses a pod UID under a second name:
-            // the pod-resources API would otherwise answer with either.
-            for claim in claims {
-                if let Some(conflict) = recorded.pod_name_conflict(pod, &claim.namespace) {
-                    return Err(DraError::PodRenamed {
-                        pod: pod.uid.clone(),
-                        known: conflict.known,
-                        given: conflict.given,
-                    });
-                }
+        // As the device manager refuses a pod UID under a second name:
+        // the pod-resources API would otherwise answer with either.
+        for claim in claims {
+            if let Some(pod) = pods.get(&claim.uid)
+                && let Some(conflict) = recorded.pod_name_conflict(pod, &claim.namespace)
+            {
+                return Err(DraError::PodRenamed {
+                    pod: pod.uid.clone(),
+                    known: conflict.known,
+                    given: conflict.given,
+                });
             }
         }
         let known: Vec<Option<PreparedClaim>> = claims
@@ -215,13 +222,11 @@ impl DraHandle {
             .filter(|(_, known)| known.is_none())
             .map(|(claim, _)| claim.clone())
             .collect();
-        let pod_known = pod.is_none_or(|pod| {
-            recorded.knows_pod(driver, claims.iter().map(|c| c.uid.as_str()), pod)
-        });
+        let pods_known = recorded.knows_pods(driver, pods);
         // Not held while the manager records the result: it changes its
         // copy in place unless a reader still holds it.
         drop(recorded);
-        if to_call.is_empty() && !claims.is_empty() && pod_known {
+        if to_call.is_empty() && !claims.is_empty() && pods_known {
             return Ok(known.into_iter().flatten().collect());
         }
         let called = if to_call.is_empty() && !claims.is_empty() {
@@ -238,7 +243,7 @@ impl DraHandle {
         self.record(|reply| Command::Prepared {
             driver: driver.to_string(),
             results: results.clone(),
-            pod: pod.cloned(),
+            pods: pods.clone(),
             reply,
         })
         .await;
@@ -359,7 +364,7 @@ impl DraHandle {
     /// Tells the task what changed in the prepared claims and waits until it
     /// is on disk; a failed write is logged (the claims are prepared either
     /// way) and shows in [`checkpoint_problem`](Self::checkpoint_problem).
-    async fn record(&self, command: impl FnOnce(WrittenReply) -> Command) {
+    pub(super) async fn record(&self, command: impl FnOnce(WrittenReply) -> Command) {
         if let Ok(Err(e)) = self.commands.ask(command).await {
             tracing::error!(error = %e, "prepared claims not recorded on disk");
         }

@@ -319,12 +319,22 @@ impl Owner {
             Command::Prepared {
                 driver,
                 results,
-                pod,
+                pods,
                 reply,
             } => {
                 let now = unix_ms(SystemTime::now());
-                let changed =
-                    self.change_claims(|c| c.record(&driver, &results, pod.as_ref(), now));
+                let changed = self.change_claims(|c| c.record(&driver, &results, &pods, now));
+                self.claims_changed(changed, reply);
+                changed
+            }
+            Command::PodReleased {
+                pod_uid,
+                claim_uids,
+                reply,
+            } => {
+                let changed = self.change_claims(|c| {
+                    c.remove_pod(&pod_uid, claim_uids.iter().map(String::as_str))
+                });
                 self.claims_changed(changed, reply);
                 changed
             }

@@ -38,13 +38,12 @@ pub struct RecordedClaim {
 }
 
 impl RecordedClaim {
-    /// Whether `pod` uses the claim from all its containers already.
+    /// Whether `pod` uses the claim from all its containers (with their
+    /// requests) already.
     pub(crate) fn uses(&self, pod: &ClaimPod) -> bool {
-        self.pods.iter().any(|p| {
-            p.uid == pod.uid
-                && p.name == pod.name
-                && pod.containers.iter().all(|n| p.containers.contains(n))
-        })
+        self.pods
+            .iter()
+            .any(|p| p.uid == pod.uid && p.name == pod.name && !p.clone().merge(pod))
     }
 
     /// Adds `pod` (and its containers) to the pods using the claim; says
@@ -59,14 +58,15 @@ impl RecordedClaim {
         if known.name != pod.name {
             return false;
         }
-        let mut changed = false;
-        for container in &pod.containers {
-            if !known.containers.contains(container) {
-                known.containers.push(container.clone());
-                changed = true;
-            }
-        }
-        changed
+        known.merge(pod)
+    }
+
+    /// Removes pod `uid` from the pods using the claim; says whether it was
+    /// there.
+    pub(crate) fn remove_pod(&mut self, uid: &str) -> bool {
+        let before = self.pods.len();
+        self.pods.retain(|p| p.uid != uid);
+        self.pods.len() != before
     }
 
     /// The recorded result, as prepare returns it.
@@ -94,6 +94,9 @@ pub(crate) fn file(dir: &Path) -> CheckpointFile {
         dir.join(BACKUP_FILE),
     )
 }
+
+/// Claim UID → the pod a prepare names as using that claim.
+pub(crate) type ClaimPods = BTreeMap<String, ClaimPod>;
 
 /// A record's key: claim UID, then driver, so that a claim's records are
 /// next to each other, sorted by driver.
@@ -180,13 +183,13 @@ impl PreparedClaims {
         })
     }
 
-    /// Records the claims of `results` that `driver` prepared, used by
-    /// `pod` if given; says whether anything changed.
+    /// Records the claims of `results` that `driver` prepared, each used by
+    /// its pod in `pods` if it has one; says whether anything changed.
     pub(crate) fn record(
         &mut self,
         driver: &str,
         results: &[PreparedClaim],
-        pod: Option<&ClaimPod>,
+        pods: &ClaimPods,
         now_ms: u64,
     ) -> bool {
         let mut changed = false;
@@ -212,7 +215,9 @@ impl PreparedClaims {
                 self.by_key.insert(key.clone(), Arc::new(record));
                 changed = true;
             }
-            let Some(pod) = pod else { continue };
+            let Some(pod) = pods.get(&result.claim.uid) else {
+                continue;
+            };
             if let Some(conflict) = self.pod_name_conflict(pod, &result.claim.namespace) {
                 // Two prepares naming the pod differently raced past the
                 // check before the call; the first one recorded stands.
@@ -229,15 +234,63 @@ impl PreparedClaims {
         changed
     }
 
-    /// Whether every claim of `uids` that `driver` prepared already names
-    /// `pod` with all its containers.
-    pub(crate) fn knows_pod<'a>(
-        &self,
-        driver: &str,
-        mut uids: impl Iterator<Item = &'a str>,
-        pod: &ClaimPod,
+    /// Whether every claim of `pods` that `driver` prepared already names
+    /// its pod with all its containers.
+    pub(crate) fn knows_pods(&self, driver: &str, pods: &ClaimPods) -> bool {
+        pods.iter()
+            .all(|(uid, pod)| self.get(driver, uid).is_some_and(|c| c.uses(pod)))
+    }
+
+    /// A prepared claim named `namespace/name`, of any UID.
+    pub(crate) fn by_name(&self, namespace: &str, name: &str) -> Option<&RecordedClaim> {
+        self.by_key
+            .values()
+            .map(Arc::as_ref)
+            .find(|c| c.claim.namespace == namespace && c.claim.name == name)
+    }
+
+    /// The records that pod `uid` uses, sorted by claim UID, then driver.
+    pub(crate) fn used_by<'a>(&'a self, uid: &'a str) -> impl Iterator<Item = &'a RecordedClaim> {
+        self.by_key
+            .values()
+            .map(Arc::as_ref)
+            .filter(move |c| c.pods.iter().any(|p| p.uid == uid))
+    }
+
+    /// The UID of the pod `namespace/name` that prepared claims record, if
+    /// any does.
+    pub(crate) fn pod_uid(&self, namespace: &str, name: &str) -> Option<&str> {
+        self.by_key
+            .values()
+            .filter(|c| c.claim.namespace == namespace)
+            .find_map(|c| c.pods.iter().find(|p| p.name == name))
+            .map(|p| p.uid.as_str())
+    }
+
+    /// Removes pod `uid` from the pods using the claims `claim_uids` (as
+    /// recorded by every driver); says whether anything changed.
+    pub(crate) fn remove_pod<'a>(
+        &mut self,
+        uid: &str,
+        claim_uids: impl IntoIterator<Item = &'a str>,
     ) -> bool {
-        uids.all(|uid| self.get(driver, uid).is_some_and(|c| c.uses(pod)))
+        let mut changed = false;
+        for claim_uid in claim_uids {
+            let keys: Vec<Key> = self
+                .by_key
+                .range((claim_uid.to_string(), String::new())..)
+                .take_while(|((u, _), _)| u == claim_uid)
+                .map(|(key, _)| key.clone())
+                .collect();
+            for key in keys {
+                if let Some(record) = self.by_key.get_mut(&key)
+                    && record.pods.iter().any(|p| p.uid == uid)
+                {
+                    changed |= Arc::make_mut(record).remove_pod(uid);
+                }
+            }
+        }
+        changed
     }
 
     /// Forgets what `driver` prepared of the claims `uids` (what other
@@ -282,6 +335,14 @@ impl PreparedClaims {
 mod tests {
     use super::*;
 
+    /// Each claim of `results` used by `pod`.
+    fn pods_of(results: &[PreparedClaim], pod: ClaimPod) -> ClaimPods {
+        results
+            .iter()
+            .map(|r| (r.claim.uid.clone(), pod.clone()))
+            .collect()
+    }
+
     fn prepared(uid: &str, device: &str, error: Option<&str>) -> PreparedClaim {
         PreparedClaim {
             claim: ClaimRef {
@@ -307,9 +368,9 @@ mod tests {
             prepared("a", "gpu-0", None),
             prepared("b", "gpu-1", Some("no")),
         ];
-        assert!(claims.record("gpu.example.com", &results, None, 1));
+        assert!(claims.record("gpu.example.com", &results, &ClaimPods::new(), 1));
         assert!(
-            !claims.record("gpu.example.com", &results[..1], None, 2),
+            !claims.record("gpu.example.com", &results[..1], &ClaimPods::new(), 2),
             "nothing new"
         );
         assert_eq!(
@@ -339,16 +400,33 @@ mod tests {
     fn pods_are_added_to_a_claim_once_with_their_containers() {
         let mut claims = PreparedClaims::default();
         let results = [prepared("a", "gpu-0", None)];
-        let pod = |containers: &[&str]| ClaimPod {
-            uid: "pod-1".into(),
-            name: "train".into(),
-            containers: containers.iter().map(|c| c.to_string()).collect(),
+        let pod = |containers: &[&str]| {
+            ClaimPod::new(
+                "pod-1",
+                "train",
+                containers.iter().map(|c| c.to_string()).collect(),
+            )
         };
-        assert!(claims.record("gpu.example.com", &results, Some(&pod(&["main"])), 1));
-        assert!(claims.knows_pod("gpu.example.com", ["a"].into_iter(), &pod(&["main"])));
-        assert!(!claims.knows_pod("gpu.example.com", ["a"].into_iter(), &pod(&["side"])));
-        assert!(!claims.record("gpu.example.com", &results, Some(&pod(&["main"])), 2));
-        assert!(claims.record("gpu.example.com", &results, Some(&pod(&["side"])), 3));
+        assert!(claims.record(
+            "gpu.example.com",
+            &results,
+            &pods_of(&results, pod(&["main"])),
+            1
+        ));
+        assert!(claims.knows_pods("gpu.example.com", &pods_of(&results, pod(&["main"]))));
+        assert!(!claims.knows_pods("gpu.example.com", &pods_of(&results, pod(&["side"]))));
+        assert!(!claims.record(
+            "gpu.example.com",
+            &results,
+            &pods_of(&results, pod(&["main"])),
+            2
+        ));
+        assert!(claims.record(
+            "gpu.example.com",
+            &results,
+            &pods_of(&results, pod(&["side"])),
+            3
+        ));
         let record = claims.get("gpu.example.com", "a").unwrap();
         assert_eq!(record.pods, vec![pod(&["main", "side"])]);
         assert_eq!(record.prepared_at_unix_ms, 1, "prepared once");
@@ -362,10 +440,25 @@ mod tests {
     #[test]
     fn a_claim_prepared_by_two_drivers_keeps_each_drivers_record_until_that_driver_unprepares() {
         let mut claims = PreparedClaims::default();
-        assert!(claims.record("gpu.example.com", &[prepared("a", "gpu-0", None)], None, 1));
-        assert!(claims.record("nic.example.com", &[prepared("a", "nic-0", None)], None, 2));
+        assert!(claims.record(
+            "gpu.example.com",
+            &[prepared("a", "gpu-0", None)],
+            &ClaimPods::new(),
+            1
+        ));
+        assert!(claims.record(
+            "nic.example.com",
+            &[prepared("a", "nic-0", None)],
+            &ClaimPods::new(),
+            2
+        ));
         assert!(
-            !claims.record("gpu.example.com", &[prepared("a", "gpu-0", None)], None, 3),
+            !claims.record(
+                "gpu.example.com",
+                &[prepared("a", "gpu-0", None)],
+                &ClaimPods::new(),
+                3
+            ),
             "the second driver did not replace the first one's record"
         );
         assert_eq!(
@@ -412,13 +505,14 @@ mod tests {
     #[test]
     fn a_pod_recorded_under_one_name_is_never_renamed() {
         let mut claims = PreparedClaims::default();
-        let pod = |name: &str| ClaimPod {
-            uid: "pod-1".into(),
-            name: name.into(),
-            containers: vec!["main".into()],
-        };
+        let pod = |name: &str| ClaimPod::new("pod-1", name, vec!["main".into()]);
         let results = [prepared("a", "gpu-0", None)];
-        assert!(claims.record("gpu.example.com", &results, Some(&pod("train")), 1));
+        assert!(claims.record(
+            "gpu.example.com",
+            &results,
+            &pods_of(&results, pod("train")),
+            1
+        ));
         assert_eq!(claims.pod_name_conflict(&pod("train"), "ns"), None);
         assert_eq!(
             claims.pod_name_conflict(&pod("serve"), "ns"),
@@ -435,8 +529,13 @@ mod tests {
             "another namespace is another pod"
         );
         let other = [prepared("b", "gpu-1", None)];
-        claims.record("gpu.example.com", &other, Some(&pod("serve")), 2);
-        claims.record("gpu.example.com", &results, Some(&pod("serve")), 3);
+        claims.record("gpu.example.com", &other, &pods_of(&other, pod("serve")), 2);
+        claims.record(
+            "gpu.example.com",
+            &results,
+            &pods_of(&results, pod("serve")),
+            3,
+        );
         for record in claims.iter() {
             assert!(record.pods.iter().all(|p| p.name == "train"), "{record:?}");
         }

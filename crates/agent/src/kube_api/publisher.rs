@@ -87,6 +87,12 @@ impl KubeApi {
         }
     }
 
+    /// Reads pods and their claims through this publisher's client, for
+    /// pod-level prepare.
+    pub fn pod_claims(&self) -> super::PodClaimsReader {
+        super::PodClaimsReader::new(self.client.clone(), self.config.request_timeout)
+    }
+
     /// The DRA cleanup hook that deletes ResourceSlices through this publisher.
     pub fn slice_cleanup(&self) -> ResourceSliceCleanup {
         ResourceSliceCleanup {

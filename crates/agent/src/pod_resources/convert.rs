@@ -7,6 +7,9 @@
 //! none), and one `DynamicResource` per claim the container uses, with one
 //! `ClaimResource` per device of the claim carrying that device's CDI
 //! devices, from every driver that prepared the claim (sorted by driver).
+//! A container that asks for some of a claim's requests only
+//! (`resources.claims[].request`) lists the devices serving them: what its
+//! runtime is given. (The kubelet of v1.37 lists the whole claim there.)
 //! Containers are sorted by name, devices by resource and id, claims by
 //! name. A pod known only by its UID (allocated before pods had names) is
 //! named by its UID. CPU and memory fields stay empty: the agent manages
@@ -18,7 +21,7 @@ use std::sync::Arc;
 use nodeplugins_api::podresources::{v1, v1alpha1};
 
 use crate::device::{AllocatableDevice, ContainerAllocation};
-use crate::dra::RecordedClaim;
+use crate::dra::{ClaimPod, RecordedClaim};
 
 /// `GetAllocatableResources`: every allocatable device, one entry per NUMA
 /// node it is attached to.
@@ -59,7 +62,7 @@ pub(super) fn pod_resources(
             for name in &user.containers {
                 let container = containers.entry(name).or_default();
                 let key = (claim.claim.name.as_str(), claim.claim.uid.as_str());
-                container.claims.entry(key).or_default().push(claim);
+                container.claims.entry(key).or_default().push((claim, user));
             }
         }
     }
@@ -74,7 +77,7 @@ pub(super) fn pod_resources(
                 dynamic_resources: c
                     .claims
                     .into_values()
-                    .filter_map(dynamic_resource)
+                    .filter_map(|records| dynamic_resource(name, records))
                     .collect(),
                 ..Default::default()
             })
@@ -88,8 +91,9 @@ pub(super) fn pod_resources(
 struct ContainerEntry<'a> {
     /// (resource, device, NUMA node or -1) → entry.
     devices: BTreeMap<(&'a str, &'a str, i64), v1::ContainerDevices>,
-    /// (claim name, UID) → what each driver prepared of it.
-    claims: BTreeMap<(&'a str, &'a str), Vec<&'a RecordedClaim>>,
+    /// (claim name, UID) → what each driver prepared of it, and how the
+    /// pod uses it.
+    claims: BTreeMap<(&'a str, &'a str), Vec<(&'a RecordedClaim, &'a ClaimPod)>>,
 }
 
 /// The v1alpha1 shape of `pod`: devices per container only.
@@ -157,17 +161,27 @@ fn allocatable_entries(device: &AllocatableDevice) -> Vec<v1::ContainerDevices> 
 }
 
 /// One claim, with the devices of every driver that prepared it (`records`)
-/// as upstream lists them under the claim: by driver, each driver's in the
-/// order it gave them; `None` for no records.
-fn dynamic_resource(mut records: Vec<&RecordedClaim>) -> Option<v1::DynamicResource> {
-    records.sort_by(|a, b| a.driver.cmp(&b.driver));
-    let first = records.first()?;
+/// that `container` gets (all of them, unless it asks for some of the
+/// claim's requests only), as upstream lists them under the claim: by
+/// driver, each driver's in the order it gave them; `None` for no records.
+fn dynamic_resource(
+    container: &str,
+    mut records: Vec<(&RecordedClaim, &ClaimPod)>,
+) -> Option<v1::DynamicResource> {
+    records.sort_by(|a, b| a.0.driver.cmp(&b.0.driver));
+    let first = records.first()?.0;
     Some(v1::DynamicResource {
         claim_name: first.claim.name.clone(),
         claim_namespace: first.claim.namespace.clone(),
         claim_resources: records
             .iter()
-            .flat_map(|record| record.devices.iter().map(move |d| (record, d)))
+            .flat_map(|(record, user)| {
+                record
+                    .devices
+                    .iter()
+                    .filter(move |d| user.serves(container, d))
+                    .map(move |d| (record, d))
+            })
             .map(|(record, d)| v1::ClaimResource {
                 cdi_devices: d
                     .cdi_device_ids
@@ -221,11 +235,7 @@ mod tests {
         .into_iter()
         .map(Arc::new)
         .collect();
-        let pod = ClaimPod {
-            uid: "u1".into(),
-            name: "train".into(),
-            containers: vec!["main".into(), "sidecar".into()],
-        };
+        let pod = ClaimPod::new("u1", "train", vec!["main".into(), "sidecar".into()]);
         let claims = [claim("gpus", vec![pod])].map(Arc::new);
         let train = pod_resources("u1", &allocations, &claims);
         assert_eq!(
@@ -305,11 +315,7 @@ mod tests {
 
     #[test]
     fn a_claim_prepared_by_two_drivers_is_one_dynamic_resource_with_every_drivers_devices() {
-        let pod = ClaimPod {
-            uid: "u1".into(),
-            name: "train".into(),
-            containers: vec!["main".into()],
-        };
+        let pod = ClaimPod::new("u1", "train", vec!["main".into()]);
         let gpus = claim("mixed", vec![pod.clone()]);
         let mut nics = claim("mixed", vec![pod]);
         nics.driver = "nic.example.com".into();

@@ -211,11 +211,7 @@ mod tests {
         .into_iter()
         .map(Arc::new)
         .collect();
-        let serve = ClaimPod {
-            uid: "u1".into(),
-            name: "serve".into(),
-            containers: vec!["main".into()],
-        };
+        let serve = ClaimPod::new("u1", "serve", vec!["main".into()]);
         let claims = [claim("gpus", vec![serve])].map(Arc::new);
         let view = PodCache::default().view(&allocations, &claims);
         let list = v1::ListPodResourcesResponse::decode(view.list())

@@ -4,7 +4,9 @@ use std::io::Write;
 use std::time::Duration;
 
 use nodeplugins::admin::DraClaimsReply;
-use nodeplugins::dra::{DraDriverStatus, PreparedClaim, PreparedDevice, UnpreparedClaim};
+use nodeplugins::dra::{
+    DraDriverStatus, PreparedClaim, PreparedDevice, PreparedPod, UnpreparedClaim, UnpreparedPod,
+};
 
 use super::{Format, ago, human, table};
 
@@ -190,6 +192,96 @@ pub(crate) fn unprepared(
         })
         .collect();
     table(&["CLAIM", "RESULT", "ERROR"], &rows, out)
+}
+
+/// Prints the outcome of preparing a pod: each claim and driver, then each
+/// container's CDI ids.
+pub(crate) fn prepared_pod(
+    reply: &PreparedPod,
+    format: Format,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    if format == Format::Json {
+        serde_json::to_writer_pretty(&mut *out, reply)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    writeln!(out, "pod {} ({})", reply.pod, reply.pod.uid)?;
+    if reply.claims.is_empty() {
+        writeln!(out, "no claims to prepare")?;
+    } else {
+        let rows: Vec<Vec<String>> = reply
+            .claims
+            .iter()
+            .map(|c| {
+                let (devices, cdi) = device_columns(&c.result.devices);
+                vec![
+                    c.result.claim.to_string(),
+                    c.driver.clone(),
+                    devices,
+                    cdi,
+                    c.result.error.clone().unwrap_or_default(),
+                ]
+            })
+            .collect();
+        table(
+            &["CLAIM", "DRIVER", "DEVICES", "CDI IDS", "ERROR"],
+            &rows,
+            out,
+        )?;
+    }
+    if !reply.containers.is_empty() {
+        writeln!(out)?;
+        let rows: Vec<Vec<String>> = reply
+            .containers
+            .iter()
+            .map(|c| {
+                let ids = if c.cdi_device_ids.is_empty() {
+                    "-".to_string()
+                } else {
+                    c.cdi_device_ids.join(",")
+                };
+                vec![c.name.clone(), ids]
+            })
+            .collect();
+        table(&["CONTAINER", "CDI IDS"], &rows, out)?;
+    }
+    Ok(())
+}
+
+/// Prints the outcome of unpreparing a pod.
+pub(crate) fn unprepared_pod(
+    reply: &UnpreparedPod,
+    format: Format,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    if format == Format::Json {
+        serde_json::to_writer_pretty(&mut *out, reply)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    if reply.claims.is_empty() {
+        writeln!(out, "nothing prepared for this pod")?;
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = reply
+        .claims
+        .iter()
+        .map(|c| {
+            let result = match (&c.error, c.unprepared) {
+                (Some(_), _) => "failed",
+                (None, true) => "unprepared",
+                (None, false) => "released (other pods use it)",
+            };
+            vec![
+                c.claim.to_string(),
+                c.drivers.join(","),
+                result.to_string(),
+                c.error.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    table(&["CLAIM", "DRIVERS", "RESULT", "ERROR"], &rows, out)
 }
 
 /// Prints the prepared claims: driver, claim, devices and CDI ids, and any

@@ -25,11 +25,26 @@ pub(super) struct Service {
     pub(super) claims_api: Option<ClaimsApi>,
 }
 
+/// The request names the kubelet is told a device serves: the base
+/// request of each (`gpu` for a `firstAvailable` subrequest `gpu/big`),
+/// each once, as the Go helper sends them. The kubelet gives a container
+/// asking for request `gpu` the devices whose names include exactly `gpu`.
+fn base_requests(requests: &[String]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::with_capacity(requests.len());
+    for request in requests {
+        let base = request.split_once('/').map_or(request.as_str(), |(b, _)| b);
+        if !names.iter().any(|n| n == base) {
+            names.push(base.to_string());
+        }
+    }
+    names
+}
+
 fn wire(devices: &[PreparedDevice]) -> Vec<v1::Device> {
     devices
         .iter()
         .map(|d| v1::Device {
-            request_names: d.requests.clone(),
+            request_names: base_requests(&d.requests),
             pool_name: d.pool.clone(),
             device_name: d.device.clone(),
             cdi_device_ids: d.cdi_device_ids.clone(),
@@ -250,5 +265,21 @@ impl v1beta1::dra_plugin_server::DraPlugin for V1beta1 {
     ) -> Result<Response<v1beta1::NodeUnprepareResourcesResponse>, Status> {
         let response = self.0.unprepare(request.into_inner().into()).await?;
         Ok(Response::new(response.into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subrequest_names_reach_the_kubelet_as_their_base_request_each_once() {
+        let names = |requests: &[&str]| {
+            base_requests(&requests.iter().map(|r| r.to_string()).collect::<Vec<_>>())
+        };
+        assert_eq!(names(&["gpu/big"]), ["gpu"]);
+        assert_eq!(names(&["gpu/big", "gpu/small", "nic"]), ["gpu", "nic"]);
+        assert_eq!(names(&["plain"]), ["plain"]);
+        assert!(names(&[]).is_empty());
     }
 }

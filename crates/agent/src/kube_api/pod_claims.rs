@@ -1,0 +1,390 @@
+//! Reading a pod's DRA claims from the API, as the kubelet's DRA manager
+//! does before it prepares a pod: each `spec.resourceClaims` entry resolves
+//! to a ResourceClaim (named directly, or through
+//! `status.resourceClaimStatuses` for one made from a template, which must
+//! then be controlled by the pod), and each claim must be allocated and
+//! reserved for the pod. Everything is read and checked before any driver
+//! is called, so that a pod that cannot be prepared leaves nothing behind.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::resource::v1::ResourceClaim;
+use kube::Api;
+
+use crate::dra::{ClaimPod, ClaimRef, PodClaim, PodClaims, PodRef};
+
+/// Why a pod's claims could not be read, or may not be prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum PodClaimsError {
+    /// The pod does not exist.
+    #[error("pod {pod} not found")]
+    PodNotFound {
+        /// `namespace/name`.
+        pod: String,
+    },
+    /// A claim the pod names does not exist.
+    #[error("ResourceClaim {claim} not found (pod {pod})")]
+    ClaimNotFound {
+        /// `namespace/name`.
+        claim: String,
+        /// `namespace/name`.
+        pod: String,
+    },
+    /// A read failed.
+    #[error("read {what}: {source}")]
+    Read {
+        /// What was read, e.g. `pod default/web`.
+        what: String,
+        /// The client's error.
+        #[source]
+        source: kube::Error,
+    },
+    /// A read took longer than the request timeout.
+    #[error("read {what}: no answer within {timeout:?}")]
+    Timeout {
+        /// What was read.
+        what: String,
+        /// The timeout.
+        timeout: Duration,
+    },
+    /// An entry made from a template has no claim yet.
+    #[error(
+        "pod {pod}: the ResourceClaim of spec.resourceClaims {entry:?} is not created yet (no status.resourceClaimStatuses entry)"
+    )]
+    NotCreated {
+        /// `namespace/name`.
+        pod: String,
+        /// The `spec.resourceClaims` entry's name.
+        entry: String,
+    },
+    /// An entry names neither a claim nor a template.
+    #[error(
+        "pod {pod}: spec.resourceClaims {entry:?} names neither a resourceClaimName nor a resourceClaimTemplateName"
+    )]
+    Unsupported {
+        /// `namespace/name`.
+        pod: String,
+        /// The entry's name.
+        entry: String,
+    },
+    /// A claim made from a template was not made for this pod.
+    #[error("ResourceClaim {claim} was not created for pod {pod} (the pod is not its owner)")]
+    NotForPod {
+        /// `namespace/name`.
+        claim: String,
+        /// `namespace/name`.
+        pod: String,
+    },
+    /// A claim is not allocated.
+    #[error("ResourceClaim {claim} (UID {uid}) is not allocated yet")]
+    NotAllocated {
+        /// `namespace/name`.
+        claim: String,
+        /// Its UID.
+        uid: String,
+    },
+    /// A claim is not reserved for the pod.
+    #[error(
+        "pod {pod} ({pod_uid}) is not allowed to use ResourceClaim {claim} (UID {uid}): not reserved for it"
+    )]
+    NotReserved {
+        /// `namespace/name`.
+        claim: String,
+        /// Its UID.
+        uid: String,
+        /// `namespace/name`.
+        pod: String,
+        /// The pod's UID.
+        pod_uid: String,
+    },
+    /// An object the API returned lacks a field it always has.
+    #[error("{what} has no {field}")]
+    Malformed {
+        /// The object.
+        what: String,
+        /// The field.
+        field: &'static str,
+    },
+}
+
+/// Reads pods and their claims with the agent's client. Cheap to clone.
+#[derive(Clone)]
+pub struct PodClaimsReader {
+    client: kube::Client,
+    timeout: Duration,
+}
+
+impl PodClaimsReader {
+    /// A reader sending each request through `client`, given up after
+    /// `timeout`.
+    pub fn new(client: kube::Client, timeout: Duration) -> Self {
+        Self { client, timeout }
+    }
+
+    /// The pod `namespace/name` and its claims, checked as the kubelet
+    /// checks them before preparing.
+    pub async fn read(&self, namespace: &str, name: &str) -> Result<PodClaims, PodClaimsError> {
+        let pod_name = format!("{namespace}/{name}");
+        let pod = self
+            .pod(namespace, name)
+            .await?
+            .ok_or(PodClaimsError::PodNotFound { pod: pod_name })?;
+        let names = claim_names(&pod)?;
+        let claims_api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), namespace);
+        let mut claims = BTreeMap::new();
+        for claim_name in names.values().flatten() {
+            if claims.contains_key(claim_name) {
+                continue;
+            }
+            let what = format!("ResourceClaim {namespace}/{claim_name}");
+            let claim = self
+                .get(&claims_api, claim_name, &what)
+                .await?
+                .ok_or_else(|| PodClaimsError::ClaimNotFound {
+                    claim: format!("{namespace}/{claim_name}"),
+                    pod: format!("{namespace}/{name}"),
+                })?;
+            claims.insert(claim_name.clone(), claim);
+        }
+        check(&pod, &names, &claims)
+    }
+
+    /// The UID of pod `namespace/name`, or `None` when it is gone.
+    pub async fn pod_uid(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<String>, PodClaimsError> {
+        let pod = self.pod(namespace, name).await?;
+        Ok(pod.and_then(|p| p.metadata.uid))
+    }
+
+    async fn pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>, PodClaimsError> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        self.get(&pods, name, &format!("pod {namespace}/{name}"))
+            .await
+    }
+
+    /// One GET; `None` for 404.
+    async fn get<K>(
+        &self,
+        api: &Api<K>,
+        name: &str,
+        what: &str,
+    ) -> Result<Option<K>, PodClaimsError>
+    where
+        K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        match tokio::time::timeout(self.timeout, api.get_opt(name)).await {
+            Ok(result) => result.map_err(|source| PodClaimsError::Read {
+                what: what.to_string(),
+                source,
+            }),
+            Err(_) => Err(PodClaimsError::Timeout {
+                what: what.to_string(),
+                timeout: self.timeout,
+            }),
+        }
+    }
+}
+
+/// `spec.resourceClaims` entry name → the claim it resolves to (`None`: the
+/// entry needs no claim), as `resourceclaim.Name` resolves it.
+fn claim_names(pod: &Pod) -> Result<BTreeMap<String, Option<String>>, PodClaimsError> {
+    let pod_name = pod_name(pod);
+    let spec = pod.spec.as_ref();
+    let statuses = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.resource_claim_statuses.as_deref())
+        .unwrap_or_default();
+    let mut names = BTreeMap::new();
+    for entry in spec
+        .and_then(|s| s.resource_claims.as_deref())
+        .unwrap_or_default()
+    {
+        let name = if let Some(claim) = &entry.resource_claim_name {
+            Some(claim.clone())
+        } else if entry.resource_claim_template_name.is_some() {
+            let status = statuses
+                .iter()
+                .find(|s| s.name == entry.name)
+                .ok_or_else(|| PodClaimsError::NotCreated {
+                    pod: pod_name.clone(),
+                    entry: entry.name.clone(),
+                })?;
+            status.resource_claim_name.clone()
+        } else {
+            return Err(PodClaimsError::Unsupported {
+                pod: pod_name.clone(),
+                entry: entry.name.clone(),
+            });
+        };
+        names.insert(entry.name.clone(), name);
+    }
+    Ok(names)
+}
+
+/// Checks `claims` (by claim name) for `pod` and plans its prepare: each
+/// claim allocated, reserved for the pod, and controlled by it when made
+/// from a template; which containers use which claim, with which requests.
+pub(crate) fn check(
+    pod: &Pod,
+    names: &BTreeMap<String, Option<String>>,
+    claims: &BTreeMap<String, ResourceClaim>,
+) -> Result<PodClaims, PodClaimsError> {
+    let pod_ref = PodRef {
+        namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+        name: pod.metadata.name.clone().unwrap_or_default(),
+        uid: pod.metadata.uid.clone().ok_or(PodClaimsError::Malformed {
+            what: format!("pod {}", pod_name(pod)),
+            field: "metadata.uid",
+        })?,
+    };
+    let spec = pod.spec.as_ref();
+    let containers: Vec<&Container> = spec
+        .iter()
+        .flat_map(|s| s.init_containers.iter().flatten().chain(&s.containers))
+        .collect();
+    let from_template: BTreeSet<&str> = spec
+        .and_then(|s| s.resource_claims.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .filter(|e| e.resource_claim_name.is_none())
+        .map(|e| e.name.as_str())
+        .collect();
+
+    let mut planned: Vec<PodClaim> = Vec::new();
+    let entries = spec
+        .and_then(|s| s.resource_claims.as_deref())
+        .unwrap_or_default();
+    for entry in entries {
+        let Some(Some(claim_name)) = names.get(&entry.name) else {
+            continue;
+        };
+        let Some(claim) = claims.get(claim_name) else {
+            continue;
+        };
+        let qualified = format!("{}/{claim_name}", pod_ref.namespace);
+        let uid = claim
+            .metadata
+            .uid
+            .clone()
+            .ok_or(PodClaimsError::Malformed {
+                what: format!("ResourceClaim {qualified}"),
+                field: "metadata.uid",
+            })?;
+        if from_template.contains(entry.name.as_str()) && !controlled_by(claim, &pod_ref.uid) {
+            return Err(PodClaimsError::NotForPod {
+                claim: qualified,
+                pod: pod_ref.to_string(),
+            });
+        }
+        let status = claim.status.as_ref();
+        let Some(allocation) = status.and_then(|s| s.allocation.as_ref()) else {
+            return Err(PodClaimsError::NotAllocated {
+                claim: qualified,
+                uid,
+            });
+        };
+        let reserved = status
+            .and_then(|s| s.reserved_for.as_deref())
+            .unwrap_or_default()
+            .iter()
+            .any(|r| r.uid == pod_ref.uid);
+        if !reserved {
+            return Err(PodClaimsError::NotReserved {
+                claim: qualified,
+                uid,
+                pod: pod_ref.to_string(),
+                pod_uid: pod_ref.uid.clone(),
+            });
+        }
+        let drivers: BTreeSet<String> = allocation
+            .devices
+            .iter()
+            .flat_map(|d| d.results.iter().flatten())
+            .map(|r| r.driver.clone())
+            .collect();
+
+        // The same claim may be named by two entries: one record of it.
+        if let Some(known) = planned.iter_mut().find(|p| p.claim.uid == uid) {
+            known.user.merge(&user(&pod_ref, &containers, &entry.name));
+            continue;
+        }
+        planned.push(PodClaim {
+            claim: ClaimRef {
+                namespace: pod_ref.namespace.clone(),
+                name: claim_name.clone(),
+                uid,
+            },
+            drivers: drivers.into_iter().collect(),
+            user: user(&pod_ref, &containers, &entry.name),
+        });
+    }
+    Ok(PodClaims {
+        containers: containers.iter().map(|c| c.name.clone()).collect(),
+        pod: pod_ref,
+        claims: planned,
+    })
+}
+
+/// How the pod's `containers` use its `spec.resourceClaims` entry `entry`:
+/// which name it, and which of those ask only for some requests.
+fn user(pod: &PodRef, containers: &[&Container], entry: &str) -> ClaimPod {
+    let mut user = ClaimPod::new(pod.uid.clone(), pod.name.clone(), Vec::new());
+    for container in containers {
+        let uses = container
+            .resources
+            .as_ref()
+            .and_then(|r| r.claims.as_deref())
+            .unwrap_or_default()
+            .iter()
+            .filter(|c| c.name == entry);
+        let mut named = false;
+        let mut whole = false;
+        let mut requests = Vec::new();
+        for claim in uses {
+            named = true;
+            match claim.request.as_deref() {
+                Some(request) if !request.is_empty() => {
+                    if !requests.iter().any(|r| r == request) {
+                        requests.push(request.to_string());
+                    }
+                }
+                _ => whole = true,
+            }
+        }
+        if !named {
+            continue;
+        }
+        user.containers.push(container.name.clone());
+        if !whole {
+            user.requests.insert(container.name.clone(), requests);
+        }
+    }
+    user
+}
+
+/// Whether `claim`'s controller is the pod with UID `pod_uid`.
+fn controlled_by(claim: &ResourceClaim, pod_uid: &str) -> bool {
+    claim
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && o.uid == pod_uid)
+}
+
+fn pod_name(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or_default(),
+        pod.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+#[cfg(test)]
+mod tests;
