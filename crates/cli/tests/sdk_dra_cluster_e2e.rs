@@ -11,24 +11,22 @@
 
 mod common;
 
+use common::cluster_drivers::{Driver, prepared_devices};
 use common::*;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
 
 use k8s_openapi::api::resource::v1::Device;
 use nodeplugins_sdk::dra_driver::{
     Claim, DraDriver, DraDriverServer, Pool, PreparedClaim, PreparedDevice, Resources,
 };
-use nodeplugins_test_support::binaries::{binary, example};
 use nodeplugins_test_support::go_process::GoProcess;
-use nodeplugins_test_support::go_programs::go_program;
 use nodeplugins_test_support::kube_api::{Identity, KubeApi};
 use nodeplugins_test_support::wait::{TIMEOUT, eventually};
 use serde_json::{Value, json};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
 const NODE: &str = "node-1";
@@ -210,72 +208,6 @@ async fn published_slices_have_the_helpers_shape_and_follow_the_devices() {
     server.wait().await.unwrap();
 }
 
-/// The DRA drivers run in the claims scenario, all named `dra.example.com`
-/// with CDI kind `dra.example.com/gpu`.
-#[derive(Clone, Copy, Debug)]
-enum Driver {
-    /// `example-dra-driver` with `--kubeconfig`.
-    Example,
-    /// The plugin author's guide's `cluster_dra_driver` example.
-    Guide,
-    /// The same driver on the Go helper (`interop/cmd/gpu-driver`).
-    GoHelper,
-}
-
-impl Driver {
-    /// Starts the driver in the cluster, logging to `log`.
-    fn start(self, api: &KubeApi, root: &Path, cdi: &Path, log: &Path) -> Child {
-        let mut command = match self {
-            Driver::Example => {
-                let mut command =
-                    Command::new(binary("nodeplugins-sdk-bins", "example-dra-driver"));
-                command
-                    .arg("--root-dir")
-                    .arg(root)
-                    .arg("--kubeconfig")
-                    .arg(api.node_kubeconfig())
-                    .args(["--node-name", NODE, "--log-format", "json"])
-                    .arg("--cdi-dir")
-                    .arg(cdi);
-                command
-            }
-            Driver::Guide | Driver::GoHelper => {
-                let mut command = Command::new(match self {
-                    Driver::Guide => example("nodeplugins-sdk", "cluster_dra_driver"),
-                    _ => go_program("gpu-driver"),
-                });
-                command
-                    .arg(root)
-                    .arg(cdi)
-                    .env("KUBECONFIG", api.node_kubeconfig())
-                    .env("NODE_NAME", NODE);
-                command
-            }
-        };
-        command
-            .stdout(Stdio::null())
-            .stderr(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(log)
-                    .unwrap(),
-            )
-            .kill_on_drop(true);
-        command.spawn().unwrap()
-    }
-}
-
-/// How many devices the driver prepared, from its log: JSON lines with
-/// message "prepared", or lines "prepared UID DEVICE".
-fn prepared_devices(log: &Path) -> usize {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| l.contains(r#""message":"prepared""#) || l.starts_with("prepared "))
-        .count()
-}
-
 /// A claim allocated to gpu-1 of node-1, and a pod on node-1 using it (so
 /// the node may read it). Returns the claim's UID.
 async fn allocated_claim(api: &KubeApi, name: &str) -> String {
@@ -347,7 +279,7 @@ async fn claims_scenario(api: &KubeApi, root: &Path, driver: Driver, mut call: C
     let log = root.join("driver.log");
     let uid = allocated_claim(api, "gpu-claim").await;
     pod_using(api, "gpu-claim").await;
-    let mut running = driver.start(api, root, &cdi, &log);
+    let mut running = driver.start(api, NODE, root, &cdi, &log);
 
     // Once the driver is registered.
     let first = eventually(&format!("{label}: the driver registered"), TIMEOUT, || {
@@ -374,7 +306,7 @@ async fn claims_scenario(api: &KubeApi, root: &Path, driver: Driver, mut call: C
     // spec comes back, and the claim is known without a second prepare.
     running.kill().await.unwrap();
     std::fs::remove_file(&spec).unwrap();
-    let _running = driver.start(api, root, &cdi, &log);
+    let _running = driver.start(api, NODE, root, &cdi, &log);
     eventually("the CDI spec written again", TIMEOUT, || async {
         spec.exists().then_some(())
     })
@@ -525,7 +457,7 @@ async fn slices_wiped_after_the_grace_period_come_back_with_the_driver() {
     );
     let cdi = root.path().join("cdi");
     let log = root.path().join("driver.log");
-    let mut driver = Driver::Example.start(&api, root.path(), &cdi, &log);
+    let mut driver = Driver::Example.start(&api, NODE, root.path(), &cdi, &log);
     let published = slices_when(&api, "published", |s| !s.is_empty()).await;
 
     // Stopped for longer than the grace period: the agent wipes its slices.
@@ -544,7 +476,7 @@ async fn slices_wiped_after_the_grace_period_come_back_with_the_driver() {
     slices_when(&api, "wiped by the agent", |s| s.is_empty()).await;
 
     // Back: the same devices are published again.
-    let _driver = Driver::Example.start(&api, root.path(), &cdi, &log);
+    let _driver = Driver::Example.start(&api, NODE, root.path(), &cdi, &log);
     let again = slices_when(&api, "published again", |s| s.len() == published.len()).await;
     let devices = |slices: &[Value]| -> Vec<String> {
         slices

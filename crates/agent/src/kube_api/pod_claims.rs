@@ -133,21 +133,26 @@ impl PodClaimsReader {
             .ok_or(PodClaimsError::PodNotFound { pod: pod_name })?;
         let names = claim_names(&pod)?;
         let claims_api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), namespace);
-        let mut claims = BTreeMap::new();
-        for claim_name in names.values().flatten() {
-            if claims.contains_key(claim_name) {
-                continue;
+        let wanted: BTreeSet<&String> = names.values().flatten().collect();
+        // All at once: a pod's claims cost one round trip, not one each.
+        let reads = wanted.into_iter().map(|claim_name| {
+            let claims_api = &claims_api;
+            async move {
+                let what = format!("ResourceClaim {namespace}/{claim_name}");
+                let claim = self
+                    .get(claims_api, claim_name, &what)
+                    .await?
+                    .ok_or_else(|| PodClaimsError::ClaimNotFound {
+                        claim: format!("{namespace}/{claim_name}"),
+                        pod: format!("{namespace}/{name}"),
+                    })?;
+                Ok::<_, PodClaimsError>((claim_name.clone(), claim))
             }
-            let what = format!("ResourceClaim {namespace}/{claim_name}");
-            let claim = self
-                .get(&claims_api, claim_name, &what)
-                .await?
-                .ok_or_else(|| PodClaimsError::ClaimNotFound {
-                    claim: format!("{namespace}/{claim_name}"),
-                    pod: format!("{namespace}/{name}"),
-                })?;
-            claims.insert(claim_name.clone(), claim);
-        }
+        });
+        let claims: BTreeMap<String, ResourceClaim> = futures::future::try_join_all(reads)
+            .await?
+            .into_iter()
+            .collect();
         check(&pod, &names, &claims)
     }
 

@@ -3,6 +3,8 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod cluster_drivers;
+
 use std::path::Path;
 
 use nodeplugins_test_support::process::ChildProcess;
