@@ -18,12 +18,20 @@ pub(crate) fn exit_code(result: anyhow::Result<()>) -> ExitCode {
     ExitCode::FAILURE
 }
 
-/// Whether writing the output failed because its reader closed the pipe.
+/// Whether writing the output failed because its reader closed the pipe:
+/// an I/O error, or one that JSON output wraps (serde_json keeps the I/O
+/// error's kind but gives no source).
 fn reader_gone(error: &anyhow::Error) -> bool {
     error.chain().any(|cause| {
-        cause
+        let kind = cause
             .downcast_ref::<std::io::Error>()
-            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+            .map(std::io::Error::kind)
+            .or_else(|| {
+                cause
+                    .downcast_ref::<serde_json::Error>()
+                    .and_then(serde_json::Error::io_error_kind)
+            });
+        kind == Some(std::io::ErrorKind::BrokenPipe)
     })
 }
 
@@ -47,6 +55,29 @@ pub(crate) fn describe(error: &anyhow::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A reader that has gone away.
+    struct ClosedPipe;
+
+    impl Write for ClosedPipe {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::ErrorKind::BrokenPipe.into())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_closed_pipe_under_json_or_text_output_is_the_end_not_a_failure() {
+        let json = serde_json::to_writer(ClosedPipe, &serde_json::json!({"a": 1})).unwrap_err();
+        assert!(reader_gone(&anyhow::Error::new(json).context("print")));
+        let text = writeln!(ClosedPipe, "row").unwrap_err();
+        assert!(reader_gone(&anyhow::Error::new(text)));
+        let other = std::io::Error::other("disk full");
+        assert!(!reader_gone(&anyhow::Error::new(other)));
+    }
 
     #[derive(Debug, thiserror::Error)]
     #[error("outer: {0}")]
