@@ -1,7 +1,8 @@
 //! The Go programs of `interop/`: the kubelet's own plugin manager, DRA
 //! plugin manager and device-plugin server, its example plugins and stubs,
-//! a DRA driver on the official Go helper, etcd and kube-apiserver, all
-//! built from the Kubernetes Go modules pinned in `interop/go.mod`.
+//! a DRA driver on the official Go helper, the kubelet's DRA manager, etcd,
+//! kube-apiserver, kube-scheduler and kube-controller-manager, all built
+//! from the Kubernetes Go modules pinned in `interop/go.mod`.
 //!
 //! `scripts/test` builds them before the tests; a test that finds one
 //! missing or stale builds it here (`go build` is a no-op when up to date).
@@ -21,8 +22,19 @@ pub const PROGRAMS: &[&str] = &[
     "dra-driver",
     "gpu-driver",
     "podresources-client",
+    "kubelet-dra",
     "etcd",
     "kube-apiserver",
+    "kube-scheduler",
+    "kube-controller-manager",
+];
+
+/// The programs built from `k8s.io/kubernetes/cmd/<name>` rather than from
+/// `interop/cmd/<name>`.
+const KUBERNETES_COMMANDS: &[&str] = &[
+    "kube-apiserver",
+    "kube-scheduler",
+    "kube-controller-manager",
 ];
 
 /// The `interop/` directory of the repository.
@@ -58,8 +70,8 @@ fn build(dir: &Path, name: &str) {
         .expect("open interop/bin/.build.lock");
     // Released when `lock` is dropped at the end of this function.
     lock.lock().expect("lock interop/bin/.build.lock");
-    let package = if name == "kube-apiserver" {
-        "k8s.io/kubernetes/cmd/kube-apiserver".to_string()
+    let package = if KUBERNETES_COMMANDS.contains(&name) {
+        format!("k8s.io/kubernetes/cmd/{name}")
     } else {
         format!("./cmd/{name}")
     };

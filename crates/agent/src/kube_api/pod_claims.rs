@@ -156,14 +156,22 @@ impl PodClaimsReader {
         check(&pod, &names, &claims)
     }
 
-    /// The UID of pod `namespace/name`, or `None` when it is gone.
+    /// The UID of pod `namespace/name`, or `None` when it is gone. A node
+    /// identity is refused (403) a pod no longer bound to it, as a deleted
+    /// pod is: that is gone too.
     pub async fn pod_uid(
         &self,
         namespace: &str,
         name: &str,
     ) -> Result<Option<String>, PodClaimsError> {
-        let pod = self.pod(namespace, name).await?;
-        Ok(pod.and_then(|p| p.metadata.uid))
+        match self.pod(namespace, name).await {
+            Ok(pod) => Ok(pod.and_then(|p| p.metadata.uid)),
+            Err(PodClaimsError::Read {
+                source: kube::Error::Api(status),
+                ..
+            }) if status.code == 403 => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     async fn pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>, PodClaimsError> {

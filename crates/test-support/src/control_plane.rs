@@ -1,0 +1,325 @@
+//! The consumers of what a node publishes, on top of a [`KubeApi`]: the real
+//! kube-scheduler (places pods on a Node's allocatable, allocates DRA claims
+//! from ResourceSlices and reserves them) and the real
+//! kube-controller-manager with only the controllers the tests need (the
+//! resourceclaim controller, which makes a pod's claims from its templates,
+//! and the garbage collector). No node lifecycle controller runs: a Node
+//! made with [`KubeApi::create_schedulable_node`] stays Ready and untainted
+//! without a kubelet's heartbeats.
+//!
+//! Opt-in per test: `let _control = ControlPlane::start(&api).await;`.
+//! Both programs are built from k8s.io/kubernetes v1.37 (see
+//! `interop/go.mod`) and start in about a second each once built.
+
+use std::fs::File;
+use std::net::{Ipv4Addr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use tokio::process::{Child, Command};
+use tokio::time::Instant;
+
+use crate::go_programs::go_program;
+use crate::kube_api::{Identity, KubeApi};
+
+/// The deadline for both programs to answer `/healthz`; they take about a
+/// second each on an idle machine, this allows for a busy one.
+const START_TIMEOUT: Duration = Duration::from_secs(90);
+/// How often `/healthz` is asked while they start.
+const HEALTH_POLL: Duration = Duration::from_millis(100);
+/// How often a pod is read while waiting for the scheduler; each read is a
+/// `curl` process, and the scheduler takes milliseconds, so this bounds
+/// the wait's latency only.
+const POD_POLL: Duration = Duration::from_millis(50);
+/// How long a pod may take to be bound or reported unschedulable.
+const SCHEDULE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Log lines shown when start-up fails.
+const LOG_TAIL_LINES: usize = 40;
+
+/// A running kube-scheduler and kube-controller-manager, killed on drop.
+pub struct ControlPlane {
+    // The processes are declared before `dir`, so that they are killed
+    // before their directory is removed.
+    _scheduler: Child,
+    _controller_manager: Child,
+    dir: TempDir,
+}
+
+impl ControlPlane {
+    /// Starts kube-scheduler and kube-controller-manager against `api` as
+    /// its admin, and returns once both answer `/healthz`. Fails the test
+    /// with the command line and the tail of the log when either does not.
+    pub async fn start(api: &KubeApi) -> Self {
+        let (scheduler_bin, manager_bin) = tokio::task::spawn_blocking(|| {
+            (
+                go_program("kube-scheduler"),
+                go_program("kube-controller-manager"),
+            )
+        })
+        .await
+        .expect("build the control plane programs");
+        let dir = tempfile::Builder::new()
+            .prefix("control-plane-")
+            .tempdir()
+            .expect("create control plane temp dir");
+        let kubeconfig = api.admin_kubeconfig();
+        let deadline = Instant::now() + START_TIMEOUT;
+
+        let scheduler_port = free_port();
+        let mut scheduler = Command::new(&scheduler_bin);
+        common_flags(
+            &mut scheduler,
+            &kubeconfig,
+            scheduler_port,
+            &dir.path().join("scheduler-certs"),
+        );
+        let scheduler_log = dir.path().join("kube-scheduler.log");
+        let scheduler_child = spawn(&mut scheduler, &scheduler_log);
+
+        let manager_port = free_port();
+        let mut manager = Command::new(&manager_bin);
+        common_flags(
+            &mut manager,
+            &kubeconfig,
+            manager_port,
+            &dir.path().join("manager-certs"),
+        );
+        manager
+            .arg("--controllers=resourceclaim-controller,garbage-collector-controller")
+            // Controllers act with the admin's credentials, not a service
+            // account each: no service-account controller runs.
+            .arg("--use-service-account-credentials=false");
+        let manager_log = dir.path().join("kube-controller-manager.log");
+        let manager_child = spawn(&mut manager, &manager_log);
+
+        let mut control = Self {
+            _scheduler: scheduler_child,
+            _controller_manager: manager_child,
+            dir,
+        };
+        for (port, command, log) in [
+            (scheduler_port, &scheduler, &scheduler_log),
+            (manager_port, &manager, &manager_log),
+        ] {
+            if let Err(failure) = control.wait_healthy(port, deadline).await {
+                startup_failed(&failure, command, log);
+            }
+        }
+        tracing::info!(dir = %control.dir.path().display(), "scheduler and controller-manager ready");
+        control
+    }
+
+    /// Polls `https://127.0.0.1:<port>/healthz` until it answers `ok`.
+    async fn wait_healthy(&mut self, port: u16, deadline: Instant) -> Result<(), String> {
+        let url = format!("https://127.0.0.1:{port}/healthz");
+        loop {
+            for child in [&mut self._scheduler, &mut self._controller_manager] {
+                if let Ok(Some(status)) = child.try_wait() {
+                    return Err(format!("exited ({status})"));
+                }
+            }
+            let output = Command::new("curl")
+                .args(["--silent", "--insecure", "--max-time", "2"])
+                .arg(&url)
+                .output()
+                .await
+                .map_err(|e| format!("run curl: {e}"))?;
+            if output.status.success() && output.stdout == b"ok" {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "{url} did not answer ok within {START_TIMEOUT:?}: {}",
+                    String::from_utf8_lossy(&output.stdout)
+                ));
+            }
+            tokio::time::sleep(HEALTH_POLL).await;
+        }
+    }
+}
+
+impl KubeApi {
+    /// Creates Node `name` as an admin and makes it schedulable as a
+    /// kubelet would: capacity and allocatable `pods`, `cpu`, `memory`, a
+    /// `Ready` condition, and without the `node.kubernetes.io/not-ready`
+    /// taint admission puts on a new Node. The status is a merge patch, so
+    /// a node agent's own merge patches of other capacity keys stand
+    /// beside it.
+    pub async fn create_schedulable_node(&self, name: &str) {
+        let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}});
+        let created = self
+            .request(Identity::Admin, "POST", "/api/v1/nodes", Some(&node))
+            .await;
+        assert_eq!(created.status, 201, "create node {name}: {}", created.body);
+        let now = "2026-01-01T00:00:00Z";
+        let resources = json!({"pods": "110", "cpu": "4", "memory": "8Gi"});
+        let status = json!({"status": {
+            "capacity": resources,
+            "allocatable": resources,
+            "conditions": [{
+                "type": "Ready", "status": "True", "reason": "KubeletReady",
+                "message": "kubelet is posting ready status",
+                "lastHeartbeatTime": now, "lastTransitionTime": now,
+            }],
+        }});
+        let path = format!("/api/v1/nodes/{name}");
+        let patched = self
+            .request(
+                Identity::Admin,
+                "PATCH",
+                &format!("{path}/status"),
+                Some(&status),
+            )
+            .await;
+        assert_eq!(patched.status, 200, "node {name} status: {}", patched.body);
+        let untainted = self
+            .request(
+                Identity::Admin,
+                "PATCH",
+                &path,
+                Some(&json!({"spec": {"taints": null}})),
+            )
+            .await;
+        assert_eq!(
+            untainted.status, 200,
+            "node {name} taints: {}",
+            untainted.body
+        );
+    }
+
+    /// Creates the `default` ServiceAccount of `namespace` if it is missing:
+    /// without a service-account controller, pods are refused until it
+    /// exists.
+    pub async fn ensure_default_service_account(&self, namespace: &str) {
+        let account =
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+        let path = format!("/api/v1/namespaces/{namespace}/serviceaccounts");
+        let created = self
+            .request(Identity::Admin, "POST", &path, Some(&account))
+            .await;
+        assert!(
+            created.status == 201 || created.status == 409,
+            "service account default in {namespace}: {} {}",
+            created.status,
+            created.body
+        );
+    }
+
+    /// Waits for pod `namespace/name` to be bound and returns its node.
+    pub async fn wait_pod_bound(&self, namespace: &str, name: &str) -> String {
+        let what = format!("pod {namespace}/{name} bound to a node");
+        self.poll_pod(namespace, name, &what, |pod| {
+            pod["spec"]["nodeName"].as_str().map(str::to_string)
+        })
+        .await
+    }
+
+    /// Waits for pod `namespace/name` to be reported unschedulable (its
+    /// `PodScheduled` condition False, reason `Unschedulable`) and returns
+    /// the condition's message. Fails the test if the pod is bound.
+    pub async fn wait_pod_unschedulable(&self, namespace: &str, name: &str) -> String {
+        let what = format!("pod {namespace}/{name} reported unschedulable");
+        self.poll_pod(namespace, name, &what, |pod| {
+            assert!(
+                pod["spec"]["nodeName"].is_null(),
+                "pod {namespace}/{name} was bound: {pod}"
+            );
+            pod["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| {
+                    c["type"] == "PodScheduled"
+                        && c["status"] == "False"
+                        && c["reason"] == "Unschedulable"
+                })
+                .and_then(|c| c["message"].as_str().map(str::to_string))
+        })
+        .await
+    }
+
+    /// Reads the pod every [`POD_POLL`] until `check` finds what it looks
+    /// for; fails the test after [`SCHEDULE_TIMEOUT`].
+    async fn poll_pod<T>(
+        &self,
+        namespace: &str,
+        name: &str,
+        what: &str,
+        check: impl Fn(&Value) -> Option<T>,
+    ) -> T {
+        let deadline = Instant::now() + SCHEDULE_TIMEOUT;
+        loop {
+            let pod = self.pod(namespace, name).await;
+            if let Some(found) = check(&pod) {
+                return found;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out after {SCHEDULE_TIMEOUT:?} waiting for {what}: {pod}"
+            );
+            tokio::time::sleep(POD_POLL).await;
+        }
+    }
+
+    async fn pod(&self, namespace: &str, name: &str) -> Value {
+        let path = format!("/api/v1/namespaces/{namespace}/pods/{name}");
+        let pod = self.request(Identity::Admin, "GET", &path, None).await;
+        assert_eq!(pod.status, 200, "GET {path}: {}", pod.body);
+        pod.body
+    }
+}
+
+/// The flags both programs take: the admin kubeconfig for the API and for
+/// delegated authentication and authorization of their own endpoint, no
+/// leader election, `/healthz` on `port` of 127.0.0.1 with a self-signed
+/// certificate in `cert_dir`.
+fn common_flags(command: &mut Command, kubeconfig: &Path, port: u16, cert_dir: &Path) {
+    let kubeconfig = kubeconfig.display();
+    command
+        .arg(format!("--kubeconfig={kubeconfig}"))
+        .arg(format!("--authentication-kubeconfig={kubeconfig}"))
+        .arg(format!("--authorization-kubeconfig={kubeconfig}"))
+        .arg("--leader-elect=false")
+        .arg("--bind-address=127.0.0.1")
+        .arg(format!("--secure-port={port}"))
+        .arg(format!("--cert-dir={}", cert_dir.display()));
+}
+
+/// Spawns `command` with stderr and stdout to the file `log`, killed when
+/// dropped.
+fn spawn(command: &mut Command, log: &Path) -> Child {
+    let file = File::create(log).unwrap_or_else(|e| panic!("create {}: {e}", log.display()));
+    let stdout = file
+        .try_clone()
+        .unwrap_or_else(|e| panic!("open {}: {e}", log.display()));
+    command
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(file)
+        .kill_on_drop(true);
+    command
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {:?}: {e}", command.as_std()))
+}
+
+/// A loopback port that was free a moment ago.
+fn free_port() -> u16 {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|listener| listener.local_addr())
+        .expect("bind a free loopback port")
+        .port()
+}
+
+/// Fails the test: what went wrong, the command line and the end of its log.
+fn startup_failed(what: &str, command: &Command, log: &PathBuf) -> ! {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n");
+    panic!(
+        "{what}\ncommand: {:?}\nlast lines of {}:\n{tail}",
+        command.as_std(),
+        log.display()
+    );
+}
