@@ -3,13 +3,18 @@
 //! to a ResourceClaim (named directly, or through
 //! `status.resourceClaimStatuses` for one made from a template, which must
 //! then be controlled by the pod), and each claim must be allocated and
-//! reserved for the pod. Everything is read and checked before any driver
-//! is called, so that a pod that cannot be prepared leaves nothing behind.
+//! reserved for the pod. A pod asking for an extended resource that a
+//! DeviceClass backs (`DRAExtendedResource`, GA in v1.37) has one more
+//! claim, made by the scheduler and named in
+//! `status.extendedResourceClaimStatus`: each container gets the requests
+//! mapped to it there for the extended resources it asks for. Everything is
+//! read and checked before any driver is called, so that a pod that cannot
+//! be prepared leaves nothing behind.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, Pod, PodExtendedResourceClaimStatus};
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::Api;
 
@@ -133,7 +138,8 @@ impl PodClaimsReader {
             .ok_or(PodClaimsError::PodNotFound { pod: pod_name })?;
         let names = claim_names(&pod)?;
         let claims_api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), namespace);
-        let wanted: BTreeSet<&String> = names.values().flatten().collect();
+        let mut wanted: BTreeSet<&String> = names.values().flatten().collect();
+        wanted.extend(extended_claim(&pod).map(|e| &e.resource_claim_name));
         // All at once: a pod's claims cost one round trip, not one each.
         let reads = wanted.into_iter().map(|claim_name| {
             let claims_api = &claims_api;
@@ -280,68 +286,185 @@ pub(crate) fn check(
         let Some(claim) = claims.get(claim_name) else {
             continue;
         };
-        let qualified = format!("{}/{claim_name}", pod_ref.namespace);
-        let uid = claim
-            .metadata
-            .uid
-            .clone()
-            .ok_or(PodClaimsError::Malformed {
-                what: format!("ResourceClaim {qualified}"),
-                field: "metadata.uid",
-            })?;
-        if from_template.contains(entry.name.as_str()) && !controlled_by(claim, &pod_ref.uid) {
-            return Err(PodClaimsError::NotForPod {
-                claim: qualified,
-                pod: pod_ref.to_string(),
-            });
+        let must_own = from_template.contains(entry.name.as_str());
+        let checked = checked(claim, claim_name, &pod_ref, must_own)?;
+        plan(
+            &mut planned,
+            checked,
+            user(&pod_ref, &containers, &entry.name),
+        );
+    }
+    if let Some(extended) = extended_claim(pod) {
+        let claim_name = &extended.resource_claim_name;
+        if let Some(claim) = claims.get(claim_name) {
+            let checked = checked(claim, claim_name, &pod_ref, false)?;
+            plan(
+                &mut planned,
+                checked,
+                extended_user(&pod_ref, &containers, extended),
+            );
         }
-        let status = claim.status.as_ref();
-        let Some(allocation) = status.and_then(|s| s.allocation.as_ref()) else {
-            return Err(PodClaimsError::NotAllocated {
-                claim: qualified,
-                uid,
-            });
-        };
-        let reserved = status
-            .and_then(|s| s.reserved_for.as_deref())
-            .unwrap_or_default()
-            .iter()
-            .any(|r| r.uid == pod_ref.uid);
-        if !reserved {
-            return Err(PodClaimsError::NotReserved {
-                claim: qualified,
-                uid,
-                pod: pod_ref.to_string(),
-                pod_uid: pod_ref.uid.clone(),
-            });
-        }
-        let drivers: BTreeSet<String> = allocation
-            .devices
-            .iter()
-            .flat_map(|d| d.results.iter().flatten())
-            .map(|r| r.driver.clone())
-            .collect();
-
-        // The same claim may be named by two entries: one record of it.
-        if let Some(known) = planned.iter_mut().find(|p| p.claim.uid == uid) {
-            known.user.merge(&user(&pod_ref, &containers, &entry.name));
-            continue;
-        }
-        planned.push(PodClaim {
-            claim: ClaimRef {
-                namespace: pod_ref.namespace.clone(),
-                name: claim_name.clone(),
-                uid,
-            },
-            drivers: drivers.into_iter().collect(),
-            user: user(&pod_ref, &containers, &entry.name),
-        });
     }
     Ok(PodClaims {
         containers: containers.iter().map(|c| c.name.clone()).collect(),
         pod: pod_ref,
         claims: planned,
     })
+}
+
+/// A claim that passed the kubelet's checks: its reference and the drivers
+/// of its allocation results, sorted, each once.
+struct Checked {
+    claim: ClaimRef,
+    drivers: BTreeSet<String>,
+}
+
+/// Checks `claim` (`claim_name` in the pod's namespace) as the kubelet does
+/// before preparing it for `pod`: controlled by the pod if `must_own` (made
+/// from a template), allocated, and reserved for the pod.
+fn checked(
+    claim: &ResourceClaim,
+    claim_name: &str,
+    pod: &PodRef,
+    must_own: bool,
+) -> Result<Checked, PodClaimsError> {
+    let qualified = format!("{}/{claim_name}", pod.namespace);
+    let uid = claim
+        .metadata
+        .uid
+        .clone()
+        .ok_or(PodClaimsError::Malformed {
+            what: format!("ResourceClaim {qualified}"),
+            field: "metadata.uid",
+        })?;
+    if must_own && !controlled_by(claim, &pod.uid) {
+        return Err(PodClaimsError::NotForPod {
+            claim: qualified,
+            pod: pod.to_string(),
+        });
+    }
+    let status = claim.status.as_ref();
+    let Some(allocation) = status.and_then(|s| s.allocation.as_ref()) else {
+        return Err(PodClaimsError::NotAllocated {
+            claim: qualified,
+            uid,
+        });
+    };
+    let reserved = status
+        .and_then(|s| s.reserved_for.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .any(|r| r.uid == pod.uid);
+    if !reserved {
+        return Err(PodClaimsError::NotReserved {
+            claim: qualified,
+            uid,
+            pod: pod.to_string(),
+            pod_uid: pod.uid.clone(),
+        });
+    }
+    let drivers = allocation
+        .devices
+        .iter()
+        .flat_map(|d| d.results.iter().flatten())
+        .map(|r| r.driver.clone())
+        .collect();
+    Ok(Checked {
+        claim: ClaimRef {
+            namespace: pod.namespace.clone(),
+            name: claim_name.to_string(),
+            uid,
+        },
+        drivers,
+    })
+}
+
+/// Adds `checked`, used as `user` says, to `planned`: the same claim named
+/// twice (by two entries) is one record of it.
+fn plan(planned: &mut Vec<PodClaim>, checked: Checked, user: ClaimPod) {
+    if let Some(known) = planned
+        .iter_mut()
+        .find(|p| p.claim.uid == checked.claim.uid)
+    {
+        known.user.merge(&user);
+        return;
+    }
+    planned.push(PodClaim {
+        claim: checked.claim,
+        drivers: checked.drivers.into_iter().collect(),
+        user,
+    });
+}
+
+/// The pod's claim for extended resources backed by DRA, once the
+/// scheduler has made it.
+fn extended_claim(pod: &Pod) -> Option<&PodExtendedResourceClaimStatus> {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.extended_resource_claim_status.as_ref())
+        .filter(|e| !e.resource_claim_name.is_empty())
+}
+
+/// How the pod's `containers` use its extended-resource claim: each gets
+/// the requests mapped to it for the extended resources it asks a non-zero
+/// amount of, as the kubelet's `GetResources` gives them.
+fn extended_user(
+    pod: &PodRef,
+    containers: &[&Container],
+    extended: &PodExtendedResourceClaimStatus,
+) -> ClaimPod {
+    let mut user = ClaimPod::new(pod.uid.clone(), pod.name.clone(), Vec::new());
+    for container in containers {
+        let asks = |resource: &str| {
+            container
+                .resources
+                .as_ref()
+                .and_then(|r| r.requests.as_ref())
+                .and_then(|r| r.get(resource))
+                .is_some_and(|q| !quantity_is_zero(&q.0))
+                && backed_by_dra(resource)
+        };
+        let mut requests: Vec<String> = Vec::new();
+        for mapping in &extended.request_mappings {
+            if mapping.container_name == container.name
+                && asks(&mapping.resource_name)
+                && !requests.contains(&mapping.request_name)
+            {
+                requests.push(mapping.request_name.clone());
+            }
+        }
+        if !requests.is_empty() {
+            user.containers.push(container.name.clone());
+            user.requests.insert(container.name.clone(), requests);
+        }
+    }
+    user
+}
+
+/// Whether `resource` may be an extended resource backed by DRA: an
+/// extended resource name (domain-qualified, outside `kubernetes.io`, not
+/// `requests.`-prefixed), or a DeviceClass's implicit
+/// `deviceclass.resource.kubernetes.io/<class>`.
+fn backed_by_dra(resource: &str) -> bool {
+    if resource.starts_with("deviceclass.resource.kubernetes.io/") {
+        return true;
+    }
+    let Some((domain, _)) = resource.split_once('/') else {
+        return false;
+    };
+    !(domain == "kubernetes.io"
+        || domain.ends_with(".kubernetes.io")
+        || resource.starts_with("requests."))
+}
+
+/// Whether a quantity's text is zero (`0`, `0.0`, `0Gi`, `0e3`, ...).
+fn quantity_is_zero(quantity: &str) -> bool {
+    let number = quantity.trim_start_matches(['+', '-']);
+    let digits = number
+        .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .next()
+        .unwrap_or_default();
+    !digits.is_empty() && digits.chars().all(|c| c == '0' || c == '.')
 }
 
 /// How the pod's `containers` use its `spec.resourceClaims` entry `entry`:

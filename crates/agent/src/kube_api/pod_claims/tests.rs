@@ -154,3 +154,116 @@ fn unallocated_and_unreserved_claims_are_refused_naming_them() {
         "{error}"
     );
 }
+
+/// A pod `train` (UID pod-1) asking for extended resources: `main` for 2
+/// `example.com/gpu` (backed by a DeviceClass) and 1
+/// `deviceclass.resource.kubernetes.io/nic`, `idle` for 0 `example.com/gpu`,
+/// `plain` for cpu only; the scheduler's claim maps requests to them.
+fn extended_pod() -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"namespace": "default", "name": "train", "uid": "pod-1"},
+        "spec": {"containers": [
+            {"name": "main", "resources": {"requests": {
+                "example.com/gpu": "2", "deviceclass.resource.kubernetes.io/nic": "1", "cpu": "1"}}},
+            {"name": "idle", "resources": {"requests": {"example.com/gpu": "0"}}},
+            {"name": "plain", "resources": {"requests": {"cpu": "1"}}},
+        ]},
+        "status": {"extendedResourceClaimStatus": {
+            "resourceClaimName": "train-extended-resources-x",
+            "requestMappings": [
+                {"containerName": "main", "resourceName": "example.com/gpu", "requestName": "container-0-request-0"},
+                {"containerName": "main", "resourceName": "deviceclass.resource.kubernetes.io/nic", "requestName": "container-0-request-1"},
+                {"containerName": "idle", "resourceName": "example.com/gpu", "requestName": "container-1-request-0"},
+                {"containerName": "plain", "resourceName": "example.com/gpu", "requestName": "container-2-request-0"},
+            ],
+        }},
+    }))
+    .unwrap()
+}
+
+#[test]
+fn an_extended_resource_claim_gives_each_container_the_requests_mapped_to_it() {
+    let pod = extended_pod();
+    let plan = plan(
+        &pod,
+        vec![claim(
+            "train-extended-resources-x",
+            "c-9",
+            None,
+            true,
+            &["pod-1"],
+        )],
+    )
+    .unwrap();
+    assert_eq!(plan.claims.len(), 1);
+    let extended = &plan.claims[0];
+    assert_eq!(
+        extended.claim.to_string(),
+        "default/train-extended-resources-x/c-9"
+    );
+    // Only `main` asks a non-zero amount of a resource mapped to it.
+    assert_eq!(extended.user.containers, ["main"]);
+    assert_eq!(
+        extended.user.requests.get("main").unwrap(),
+        &["container-0-request-0", "container-0-request-1"]
+    );
+}
+
+#[test]
+fn an_extended_resource_claim_is_checked_like_any_other() {
+    let pod = extended_pod();
+    let error = plan(
+        &pod,
+        vec![claim(
+            "train-extended-resources-x",
+            "c-9",
+            None,
+            true,
+            &["other"],
+        )],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        error.contains("not allowed to use ResourceClaim default/train-extended-resources-x"),
+        "{error}"
+    );
+    let error = plan(
+        &pod,
+        vec![claim(
+            "train-extended-resources-x",
+            "c-9",
+            None,
+            false,
+            &["pod-1"],
+        )],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(error.contains("is not allocated yet"), "{error}");
+}
+
+#[test]
+fn extended_resource_names_are_told_from_native_ones() {
+    for backed in [
+        "example.com/gpu",
+        "deviceclass.resource.kubernetes.io/gpu.example.com",
+    ] {
+        assert!(backed_by_dra(backed), "{backed}");
+    }
+    for native in [
+        "cpu",
+        "memory",
+        "kubernetes.io/foo",
+        "hugepages.kubernetes.io/x",
+        "requests.example.com/gpu",
+    ] {
+        assert!(!backed_by_dra(native), "{native}");
+    }
+    for zero in ["0", "0.0", "0Gi", "0m", "+0"] {
+        assert!(quantity_is_zero(zero), "{zero}");
+    }
+    for some in ["1", "0.5", "100m", "1Gi", "1e3"] {
+        assert!(!quantity_is_zero(some), "{some}");
+    }
+}
