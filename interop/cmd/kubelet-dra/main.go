@@ -23,7 +23,8 @@
 // behind the test's back. It stops on SIGTERM, SIGINT or when stdin closes.
 //
 // Usage: kubelet-dra --registry-dir DIR --state-dir DIR [--node-name NAME]
-// [--kubeconfig FILE] (else $KUBECONFIG)
+// [--kubeconfig FILE] (else $KUBECONFIG) [--kube-api-qps 50]
+// [--kube-api-burst 100] (the kubelet's defaults; a negative QPS: no limit)
 package main
 
 import (
@@ -56,6 +57,8 @@ func main() {
 	stateDir := flag.String("state-dir", "", "the DRA manager's state directory (required)")
 	nodeName := flag.String("node-name", "node-1", "the node this kubelet runs as")
 	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "the node identity's kubeconfig")
+	apiQPS := flag.Float64("kube-api-qps", 50, "the client's rate limit, as the kubelet's kubeAPIQPS (negative: none)")
+	apiBurst := flag.Int("kube-api-burst", 100, "the client's burst, as the kubelet's kubeAPIBurst")
 	flag.Parse()
 	if *registryDir == "" || *stateDir == "" || *kubeconfig == "" {
 		fmt.Fprintln(os.Stderr, "kubelet-dra: --registry-dir, --state-dir and --kubeconfig (or KUBECONFIG) are required")
@@ -72,6 +75,10 @@ func main() {
 		fmt.Fprintf(os.Stderr, "kubelet-dra: kubeconfig %s: %v\n", *kubeconfig, err)
 		os.Exit(1)
 	}
+	// The kubelet's client-side rate limit; client-go's own default (5 and
+	// 10) would throttle a pod's claim reads far below a kubelet's.
+	restConfig.QPS = float32(*apiQPS)
+	restConfig.Burst = *apiBurst
 	client, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kubelet-dra: client: %v\n", err)
