@@ -37,6 +37,10 @@ const KUBERNETES_COMMANDS: &[&str] = &[
     "kube-controller-manager",
 ];
 
+/// The linker flags `scripts/build-interop` builds with: the same, so that
+/// `go build` finds its binaries up to date.
+const LDFLAGS: &str = "-ldflags=-s -w";
+
 /// The `interop/` directory of the repository.
 pub fn interop_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -77,7 +81,7 @@ fn build(dir: &Path, name: &str) {
     };
     let status = Command::new("go")
         .current_dir(dir)
-        .args(["build", "-o"])
+        .args(["build", LDFLAGS, "-o"])
         .arg(dir.join("bin").join(name))
         .arg(&package)
         .status()
