@@ -11,11 +11,13 @@ mod common;
 use common::*;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::Path;
 use std::time::Duration;
 
 use nodeplugins_test_support::binaries::binary;
 use nodeplugins_test_support::process::ChildProcess;
+use nodeplugins_test_support::shared_dir::{copy_program, shared_tempdir};
 use nodeplugins_test_support::wait::{TIMEOUT, eventually};
 use rand::{Rng, SeedableRng};
 use tokio::process::Command;
@@ -103,10 +105,20 @@ async fn an_agent_killed_while_allocating_keeps_every_allocation_it_reported() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_admin_socket_refuses_other_users() {
-    let root = tempfile::tempdir().unwrap();
-    let _agent = agent(root.path());
-    eventually("agent answering", TIMEOUT, || status_json(root.path())).await;
-    let me = std::fs::metadata(root.path().join("nodeplugins/admin.sock"))
+    // Another user must reach the CLI and the root directory's parent
+    // wherever the checkout and TMPDIR are: both go in a directory made for
+    // the test that everyone can enter. The root directory itself is 0700,
+    // as the agent is run.
+    let shared = shared_tempdir();
+    let cli_copy = copy_program(Path::new(env!("CARGO_BIN_EXE_nodeplugins")), shared.path());
+    let root = shared.path().join("root");
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&root)
+        .unwrap();
+    let _agent = agent(&root);
+    eventually("agent answering", TIMEOUT, || status_json(&root)).await;
+    let me = std::fs::metadata(root.join("nodeplugins/admin.sock"))
         .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
         .unwrap();
     assert_eq!(
@@ -114,21 +126,28 @@ async fn the_admin_socket_refuses_other_users() {
         "this test needs root to act as another user; CI runs it as root"
     );
     let as_nobody = |args: &[&str]| {
-        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_nodeplugins"));
-        command.args(args).arg("--root-dir").arg(root.path());
+        let mut command = std::process::Command::new(&cli_copy);
+        command.args(args).arg("--root-dir").arg(&root);
         std::os::unix::process::CommandExt::uid(&mut command, 65534);
         command.output().unwrap()
     };
-    // The directory (0700) and the socket (0600) keep other users out...
+    // The CLI itself runs for that user...
+    let out = as_nobody(&["--version"]);
+    assert!(
+        out.status.success(),
+        "the copied CLI runs as another user: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // ...the directory (0700) and the socket (0600) keep it out...
     let out = as_nobody(&["status"]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("Permission denied"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("Permission denied"), "{stderr}");
     // ...and if someone opens them up, the agent still checks who is asking.
-    use std::os::unix::fs::PermissionsExt;
     let all = std::fs::Permissions::from_mode(0o777);
-    std::fs::set_permissions(root.path(), all.clone()).unwrap();
-    std::fs::set_permissions(root.path().join("nodeplugins"), all.clone()).unwrap();
-    std::fs::set_permissions(root.path().join("nodeplugins/admin.sock"), all).unwrap();
+    std::fs::set_permissions(&root, all.clone()).unwrap();
+    std::fs::set_permissions(root.join("nodeplugins"), all.clone()).unwrap();
+    std::fs::set_permissions(root.join("nodeplugins/admin.sock"), all).unwrap();
     let out = as_nobody(&["status"]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -137,7 +156,7 @@ async fn the_admin_socket_refuses_other_users() {
         "{stderr}"
     );
     // The owner is still answered.
-    assert!(status_json(root.path()).await.is_some());
+    assert!(status_json(&root).await.is_some());
 }
 
 fn corrupt_files(dir: &Path) -> Vec<String> {

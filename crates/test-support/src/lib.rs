@@ -20,6 +20,7 @@ pub mod go_programs;
 pub mod kube_api;
 pub mod process;
 pub mod python;
+pub mod shared_dir;
 pub mod stats;
 pub mod wait;
 
