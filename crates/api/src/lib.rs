@@ -24,6 +24,12 @@
 //! a checksum and a backup copy, and verifies it on load; the agent and the
 //! SDK's DRA driver server both keep their state this way.
 //!
+//! # Retries and deadlines
+//!
+//! [`backoff`] is the exponential backoff, with jitter, of every retry loop
+//! of the agent and the SDK; [`timer::sleep_until`] the sleep until an
+//! optional deadline of every task that keeps one.
+//!
 //! # Transport
 //!
 //! [`transport`] binds, serves and dials Unix sockets. Its servers accept the
@@ -31,10 +37,12 @@
 //! path, which a stock tonic server rejects; its clients send `localhost`.
 #![forbid(unsafe_code)]
 
+pub mod backoff;
 pub mod checkpoint;
 pub mod constants;
 pub mod conversion;
 mod proto;
+pub mod timer;
 pub mod transport;
 
 pub use proto::*;

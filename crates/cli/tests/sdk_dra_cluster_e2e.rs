@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::resource::v1::Device;
 use nodeplugins_sdk::dra_driver::{
-    Claim, DraDriver, DraDriverServer, Pool, PreparedClaim, PreparedDevice, Resources,
+    Claim, DraDriver, DraDriverServer, Pool, PreparedClaim, PreparedDevice, Resources, Slice,
 };
 use nodeplugins_test_support::go_process::GoProcess;
 use nodeplugins_test_support::kube_api::{Identity, KubeApi};
@@ -137,11 +137,13 @@ async fn published_slices_have_the_helpers_shape_and_follow_the_devices() {
     let published = slices_when(&api, "one slice", |s| s.len() == 1).await;
     let slice = &published[0];
     let node = admin(&api, "GET", &format!("/api/v1/nodes/{NODE}"), None).await;
+    // Named as the Go helper names them: the slice's index, the driver, the
+    // node.
     assert!(
         slice["metadata"]["name"]
             .as_str()
             .unwrap()
-            .starts_with(&format!("{NODE}-{DRIVER}-")),
+            .starts_with(&format!("00000-{DRIVER}-{NODE}-")),
         "{slice}"
     );
     assert_eq!(
@@ -170,12 +172,14 @@ async fn published_slices_have_the_helpers_shape_and_follow_the_devices() {
     );
     assert_eq!(updated[0]["spec"]["pool"]["generation"], 1);
 
-    // A second slice: a new generation of both, the old one deleted.
+    // A second slice: a new generation, the first updated in place to it,
+    // the second created.
     resources.set_pool(
         NODE,
-        Pool {
-            slices: vec![gpus(&["gpu-0", "gpu-1", "gpu-2"]), gpus(&["gpu-3"])],
-        },
+        Pool::from_slices(vec![
+            Slice::devices(gpus(&["gpu-0", "gpu-1", "gpu-2"])),
+            Slice::devices(gpus(&["gpu-3"])),
+        ]),
     );
     let two = slices_when(&api, "two slices of generation 2", |s| {
         s.len() == 2 && s.iter().all(|s| s["spec"]["pool"]["generation"] == 2)
@@ -185,7 +189,14 @@ async fn published_slices_have_the_helpers_shape_and_follow_the_devices() {
         two.iter()
             .all(|s| s["spec"]["pool"]["resourceSliceCount"] == 2)
     );
-    assert!(two.iter().all(|s| s["metadata"]["uid"] != first));
+    assert!(
+        two.iter().any(|s| s["metadata"]["uid"] == first),
+        "the first slice is kept: {two:?}"
+    );
+    assert!(two.iter().any(|s| s["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .starts_with(&format!("00001-{DRIVER}-{NODE}-"))));
 
     // Someone deletes one: it comes back.
     let victim = two[0]["metadata"]["name"].as_str().unwrap().to_string();

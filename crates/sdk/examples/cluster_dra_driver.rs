@@ -1,7 +1,8 @@
 //! A DRA driver for a cluster: four GPUs published as a ResourceSlice pool
 //! named after the node, each claim prepared with the GPUs the scheduler
-//! allocated to it, a CDI spec file per claim, prepared claims remembered
-//! across restarts, device health. The side-by-side Go driver on the
+//! allocated to it, a CDI spec file per claim (with `GPU_MODE` from an
+//! opaque configuration `{"mode": ...}` for the driver), prepared claims
+//! remembered across restarts, device health. The side-by-side Go driver on the
 //! upstream helper is `interop/cmd/gpu-driver`.
 //!
 //! Run (with `KUBECONFIG` set, or in a pod):
@@ -23,7 +24,7 @@ const GPUS: [&str; 4] = ["gpu-0", "gpu-1", "gpu-2", "gpu-3"];
 
 struct Gpus;
 
-#[async_trait::async_trait]
+#[nodeplugins_sdk::async_trait]
 impl DraDriver for Gpus {
     async fn prepare(
         &self,
@@ -34,21 +35,29 @@ impl DraDriver for Gpus {
         let mut results = HashMap::new();
         for claim in claims {
             let uid = claim.claim.uid;
-            let devices = claim.allocation.unwrap_or_default().into_iter().map(|d| {
+            let allocation = claim.allocation.unwrap_or_default();
+            let devices = allocation.devices.iter().map(|d| {
                 eprintln!("prepared {uid} {}", d.device);
+                let mut env = vec![format!("GPU_DEVICE={}", d.device)];
+                // The last configuration with a mode wins (the claim's
+                // come after the class's).
+                let mode = allocation
+                    .config_for(d)
+                    .filter_map(|c| c.parameters["mode"].as_str())
+                    .last();
+                env.extend(mode.map(|mode| format!("GPU_MODE={mode}")));
                 PreparedDevice {
-                    requests: vec![d.request],
+                    requests: vec![d.request.clone()],
                     container_edits: Some(ContainerEdits {
-                        env: vec![format!("GPU_DEVICE={}", d.device)],
+                        env,
                         ..Default::default()
                     }),
-                    pool: d.pool,
-                    device: d.device,
+                    pool: d.pool.clone(),
+                    device: d.device.clone(),
                     ..Default::default()
                 }
             });
-            let devices = devices.collect();
-            results.insert(uid, Ok(devices));
+            results.insert(uid.clone(), Ok(devices.collect()));
         }
         results
     }

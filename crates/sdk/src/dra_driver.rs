@@ -17,10 +17,17 @@
 //! the CDI directory (`/var/run/cdi`), written again at start when missing.
 //!
 //! With the `kube` feature and an API client, the server also reads each
-//! claim it prepares from the API server (a replaced claim or one without an
-//! allocation is refused with its own error; the driver gets the devices
-//! allocated to it) and publishes the driver's [`Resources`] as
-//! ResourceSlices for its node.
+//! claim it prepares from the API server, before the call is serialized (a
+//! replaced claim or one without an allocation is refused with its own
+//! error; the driver gets the claim as read, with a typed view of the
+//! results and opaque configurations for this driver), and publishes the
+//! driver's [`Resources`] as ResourceSlices.
+//!
+//! A claim is recorded as being prepared before the driver is called and as
+//! prepared once the driver answered and its CDI spec is written, so that a
+//! crash at any point leaves a record from which unprepare releases what
+//! the driver prepared (see [`PreparedState`]); a claim whose record cannot
+//! be written fails.
 //!
 //! For seamless upgrades give each instance an id (the pod UID): both
 //! sockets get per-instance names, so the old and the new instance run side
@@ -40,6 +47,7 @@ mod server;
 mod service;
 #[cfg(feature = "kube")]
 mod slices;
+mod stop_point;
 mod store;
 
 use std::collections::HashMap;
@@ -49,17 +57,27 @@ use nodeplugins_api::transport::TransportError;
 
 pub use builder::DraDriverBuilder;
 pub use cdi::{CDI_VERSION, CdiDeviceNode, CdiMount, ContainerEdits, DEFAULT_CDI_DIR};
-pub use claim::{AllocatedDevice, Claim, ClaimRef, PreparedClaim, PreparedDevice};
+pub use claim::{
+    AllocatedDevice, Allocation, Claim, ClaimRef, ConfigSource, DeviceConfig, DeviceToleration,
+    PreparedClaim, PreparedDevice, PreparedState,
+};
 pub use health::{HEALTH_RESEND_INTERVAL, HEALTH_TIMEOUT_SECONDS, HealthReporter};
+pub use serializer::SERIALIZE_LOCK_FILE;
 pub use server::DraDriverServer;
 #[cfg(feature = "kube")]
-pub use slices::{Pool, Resources};
-pub use store::{STORE_BACKUP_FILE, STORE_FILE};
+pub use slices::{
+    InvalidPool, MAX_COUNTER_SETS_PER_SLICE, MAX_DEVICES_PER_SLICE,
+    MAX_DEVICES_PER_SLICE_WITH_ADVANCED_FEATURES, NodeSelection, Pool, PublishError,
+    PublishErrorHandler, PublishStats, Resources, Slice, split_devices,
+};
+pub use stop_point::{STOP_AT_ENV, Step};
+pub use store::{STORE_BACKUP_FILE, STORE_FILE, STORE_LOCK_FILE};
 
 use crate::registrar::RegistrarError;
 
 /// What a DRA driver author implements. Results are keyed by claim UID; a
-/// claim without a result counts as failed for the agent.
+/// claim without a result fails. Implement it with
+/// `#[nodeplugins_sdk::async_trait]`.
 #[async_trait::async_trait]
 pub trait DraDriver: Send + Sync + 'static {
     /// Prepares `claims`: per claim, what it got or why it failed. Claims
@@ -70,9 +88,11 @@ pub trait DraDriver: Send + Sync + 'static {
         claims: Vec<Claim>,
     ) -> HashMap<String, Result<Vec<PreparedDevice>, String>>;
 
-    /// Unprepares `claims`, each with what it got when prepared (no devices
-    /// for a claim with no record): per claim, success or why it failed.
-    /// Must succeed for claims that were never prepared.
+    /// Unprepares `claims`, each with what is known of what it got (see
+    /// [`PreparedState`]: the driver's answer, what was allocated to a
+    /// claim whose prepare was interrupted, or nothing): per claim, success
+    /// or why it failed. Must succeed for claims that were never prepared,
+    /// and again for claims already unprepared.
     async fn unprepare(&self, claims: Vec<PreparedClaim>) -> HashMap<String, Result<(), String>>;
 }
 
@@ -100,6 +120,9 @@ pub enum DraDriverError {
     /// Neither API version is enabled.
     #[error("no supported DRA gRPC API is implemented and enabled")]
     NoService,
+    /// Resources to publish, but no API client to publish them with.
+    #[error("resources to publish need an API client (DraDriverBuilder::kube)")]
+    ResourcesWithoutKube,
     /// The plugin or registry directory could not be created.
     #[error("cannot create the directory {dir:?}: {source}")]
     PluginDir {

@@ -206,18 +206,36 @@ async fn rolling_update_instances_get_their_own_sockets_and_serialize_through_a_
         .await
         .unwrap()
         .unwrap();
+    // Taken as the Go helper takes it (an open file description lock), the
+    // lock is held while the call runs: an instance on the Go helper waits
+    // too during a rolling update from one to the other.
     let lock_path = root.path().join(format!("plugins/{DRIVER}/serialize.lock"));
-    let lock = std::fs::File::open(&lock_path).unwrap();
-    assert!(
-        matches!(lock.try_lock(), Err(std::fs::TryLockError::WouldBlock)),
-        "the lock must be held while a call runs"
-    );
+    assert_eq!(ofd_lock(&lock_path).await, "held");
 
     open.notify_one();
     let response = call.await.unwrap().unwrap().into_inner();
     assert_eq!(response.claims["u1"].devices[0].device_name, "dev-u1");
-    lock.try_lock()
-        .expect("the lock is free once the call returned");
+    assert_eq!(
+        ofd_lock(&lock_path).await,
+        "free",
+        "the lock is free once the call returned"
+    );
+}
+
+/// Whether the Go helper would find `path` locked: `held` or `free`.
+async fn ofd_lock(path: &std::path::Path) -> String {
+    let out = python_env()
+        .script("ofd_lock.py")
+        .arg(path)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
 #[tokio::test]

@@ -2,8 +2,10 @@
 // written on the official Go helper (k8s.io/dynamic-resource-allocation/kubeletplugin),
 // doing the same: four GPUs published as a ResourceSlice pool named after the
 // node, each claim prepared with the GPUs the scheduler allocated to it, a CDI
-// spec file per claim, prepared claims remembered across restarts, device
-// health. The helper does the first and reads the claims; the rest is here.
+// spec file per claim (with GPU_MODE from an opaque configuration
+// {"mode": ...} for the driver), prepared claims remembered across restarts,
+// device health. The helper does the first and reads the claims; the rest is
+// here.
 //
 // Usage (KUBECONFIG set): NODE_NAME=node-1 gpu-driver [ROOT] [CDI_DIR]
 package main
@@ -15,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -35,7 +38,58 @@ var gpus = []string{"gpu-0", "gpu-1", "gpu-2", "gpu-3"}
 type gpuDriver struct {
 	node, cdiDir, checkpoint string
 	mu                       sync.Mutex
-	prepared                 map[types.UID][]kubeletplugin.Device
+	prepared                 map[types.UID][]preparedGPU
+}
+
+// preparedGPU is a prepared GPU and the mode its configuration asked for.
+type preparedGPU struct {
+	kubeletplugin.Device
+	Mode string
+}
+
+func devicesOf(prepared []preparedGPU) []kubeletplugin.Device {
+	devices := make([]kubeletplugin.Device, 0, len(prepared))
+	for _, g := range prepared {
+		devices = append(devices, g.Device)
+	}
+	return devices
+}
+
+// mode is the mode of the last opaque configuration for this driver that
+// applies to request (the claim's come after the class's).
+func mode(claim *resourceapi.ResourceClaim, request string) (string, error) {
+	mode := ""
+	for _, c := range claim.Status.Allocation.Devices.Config {
+		if c.Opaque == nil || c.Opaque.Driver != driverName || !appliesTo(c.Requests, request) {
+			continue
+		}
+		var params struct {
+			Mode string `json:"mode"`
+		}
+		if err := json.Unmarshal(c.Opaque.Parameters.Raw, &params); err != nil {
+			return "", fmt.Errorf("configuration of claim %s: %w", claim.Name, err)
+		}
+		if params.Mode != "" {
+			mode = params.Mode
+		}
+	}
+	return mode, nil
+}
+
+// appliesTo tells whether a configuration for requests applies to a device
+// allocated for request: all when none are named, a request's subrequests
+// too.
+func appliesTo(requests []string, request string) bool {
+	if len(requests) == 0 {
+		return true
+	}
+	base, _, _ := strings.Cut(request, "/")
+	for _, r := range requests {
+		if r == request || r == base {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *gpuDriver) PrepareResourceClaims(_ context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
@@ -44,19 +98,28 @@ func (d *gpuDriver) PrepareResourceClaims(_ context.Context, claims []*resourcea
 	result := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
 	for _, claim := range claims {
 		if devices, ok := d.prepared[claim.UID]; ok {
-			result[claim.UID] = kubeletplugin.PrepareResult{Devices: devices}
+			result[claim.UID] = kubeletplugin.PrepareResult{Devices: devicesOf(devices)}
 			continue
 		}
-		var devices []kubeletplugin.Device
+		var devices []preparedGPU
+		var err error
 		for _, r := range claim.Status.Allocation.Devices.Results {
 			if r.Driver != driverName {
 				continue
 			}
+			var m string
+			if m, err = mode(claim, r.Request); err != nil {
+				break
+			}
 			fmt.Fprintf(os.Stderr, "prepared %s %s\n", claim.UID, r.Device)
-			devices = append(devices, kubeletplugin.Device{
+			devices = append(devices, preparedGPU{Device: kubeletplugin.Device{
 				Requests: []string{r.Request}, PoolName: r.Pool, DeviceName: r.Device,
 				CDIDeviceIDs: []string{cdiKind + "=" + string(claim.UID) + "-" + r.Device},
-			})
+			}, Mode: m})
+		}
+		if err != nil {
+			result[claim.UID] = kubeletplugin.PrepareResult{Err: err}
+			continue
 		}
 		if err := d.writeSpec(claim.UID, devices); err != nil {
 			result[claim.UID] = kubeletplugin.PrepareResult{Err: err}
@@ -68,7 +131,7 @@ func (d *gpuDriver) PrepareResourceClaims(_ context.Context, claims []*resourcea
 			result[claim.UID] = kubeletplugin.PrepareResult{Err: err}
 			continue
 		}
-		result[claim.UID] = kubeletplugin.PrepareResult{Devices: devices}
+		result[claim.UID] = kubeletplugin.PrepareResult{Devices: devicesOf(devices)}
 	}
 	return result, nil
 }
@@ -117,7 +180,7 @@ func (d *gpuDriver) specPath(uid types.UID) string {
 	return filepath.Join(d.cdiDir, "dra.example.com-gpu_"+string(uid)+".json")
 }
 
-func (d *gpuDriver) writeSpec(uid types.UID, devices []kubeletplugin.Device) error {
+func (d *gpuDriver) writeSpec(uid types.UID, devices []preparedGPU) error {
 	type edits struct {
 		Env []string `json:"env"`
 	}
@@ -131,9 +194,13 @@ func (d *gpuDriver) writeSpec(uid types.UID, devices []kubeletplugin.Device) err
 		Devices    []device `json:"devices"`
 	}{CDIVersion: "0.6.0", Kind: cdiKind}
 	for _, dev := range devices {
+		env := []string{"GPU_DEVICE=" + dev.DeviceName}
+		if dev.Mode != "" {
+			env = append(env, "GPU_MODE="+dev.Mode)
+		}
 		spec.Devices = append(spec.Devices, device{
 			Name:           string(uid) + "-" + dev.DeviceName,
-			ContainerEdits: edits{Env: []string{"GPU_DEVICE=" + dev.DeviceName}},
+			ContainerEdits: edits{Env: env},
 		})
 	}
 	if err := os.MkdirAll(d.cdiDir, 0o755); err != nil {
@@ -220,7 +287,7 @@ func run(root, cdiDir, node string) error {
 		return err
 	}
 	d := &gpuDriver{node: node, cdiDir: cdiDir, checkpoint: filepath.Join(pluginDir, "prepared.json"),
-		prepared: map[types.UID][]kubeletplugin.Device{}}
+		prepared: map[types.UID][]preparedGPU{}}
 	if err := d.load(); err != nil {
 		return err
 	}

@@ -7,7 +7,9 @@
 //! from the API server and prepares the GPUs the scheduler allocated to it.
 //! Without one it gives each claim one GPU picked from the claim UID (the
 //! same on every instance). With `--cdi-dir` each claim's GPUs get a CDI spec
-//! file there. What each claim got is recorded in the plugin directory, so
+//! file there, and an opaque configuration for the driver with a `mode`
+//! (`{"mode": "shared"}`, from the claim or its DeviceClass) sets
+//! `GPU_MODE=<mode>` for the GPUs of the requests it applies to. What each claim got is recorded in the plugin directory, so
 //! preparing it again, or unpreparing it after a restart, needs nothing
 //! else. A claim whose name starts with `fail` is refused, to show per-claim
 //! errors. SIGUSR1 marks the first healthy GPU unhealthy (with a reason),
@@ -96,18 +98,36 @@ impl ExampleDriver {
                 c.namespace, c.name
             ));
         }
-        let devices: Vec<(Vec<String>, String, String)> = match &claim.allocation {
-            Some(allocated) => allocated
+        let devices: Vec<(Vec<String>, String, String, Option<String>)> = match &claim.allocation
+        {
+            Some(allocation) => allocation
+                .devices
                 .iter()
-                .map(|d| (vec![d.request.clone()], d.pool.clone(), d.device.clone()))
+                .map(|d| {
+                    // The last configuration with a mode wins: the claim's
+                    // over the class's.
+                    let mode = allocation
+                        .config_for(d)
+                        .filter_map(|c| c.parameters["mode"].as_str())
+                        .last()
+                        .map(str::to_string);
+                    (vec![d.request.clone()], d.pool.clone(), d.device.clone(), mode)
+                })
                 .collect(),
-            None => vec![(Vec::new(), self.pool.clone(), self.device_for(&c.uid))],
+            None => vec![(
+                Vec::new(),
+                self.pool.clone(),
+                self.device_for(&c.uid),
+                None,
+            )],
         };
         let prepared = devices
             .into_iter()
-            .map(|(requests, pool, device)| {
-                tracing::info!(instance = %self.instance, claim = %c.uid, %device, "prepared");
+            .map(|(requests, pool, device, mode)| {
+                tracing::info!(instance = %self.instance, claim = %c.uid, %device, ?mode, "prepared");
                 let index = device.trim_start_matches("gpu-").to_string();
+                let mut env = vec![format!("EXAMPLE_GPU_{index}=on")];
+                env.extend(mode.map(|mode| format!("GPU_MODE={mode}")));
                 PreparedDevice {
                     requests,
                     pool,
@@ -117,7 +137,7 @@ impl ExampleDriver {
                         vec![format!("{}/gpu={device}", self.name)]
                     },
                     container_edits: self.cdi.then(|| ContainerEdits {
-                        env: vec![format!("EXAMPLE_GPU_{index}=on")],
+                        env,
                         ..Default::default()
                     }),
                     device,
@@ -129,7 +149,7 @@ impl ExampleDriver {
     }
 }
 
-#[async_trait::async_trait]
+#[nodeplugins_sdk::async_trait]
 impl DraDriver for ExampleDriver {
     async fn prepare(
         &self,

@@ -29,8 +29,13 @@ pub struct DraDriverBuilder {
     pub(super) state: StateDir,
     pub(super) cdi_kind: Option<String>,
     pub(super) cdi_dir: PathBuf,
+    pub(super) lock_dir: Option<PathBuf>,
     #[cfg(feature = "kube")]
     pub(super) kube: Option<KubeSettings>,
+    #[cfg(feature = "kube")]
+    pub(super) resources: Option<super::slices::Resources>,
+    #[cfg(feature = "kube")]
+    pub(super) on_publish_error: Option<super::slices::PublishErrorHandler>,
 }
 
 /// Where the prepared claims are kept.
@@ -50,7 +55,6 @@ pub(super) enum StateDir {
 pub(super) struct KubeSettings {
     pub(super) client: kube::Client,
     pub(super) node_name: String,
-    pub(super) resources: Option<super::slices::Resources>,
 }
 
 impl DraDriverBuilder {
@@ -70,8 +74,13 @@ impl DraDriverBuilder {
             state: StateDir::PluginDir,
             cdi_kind: None,
             cdi_dir: PathBuf::from(DEFAULT_CDI_DIR),
+            lock_dir: None,
             #[cfg(feature = "kube")]
             kube: None,
+            #[cfg(feature = "kube")]
+            resources: None,
+            #[cfg(feature = "kube")]
+            on_publish_error: None,
         }
     }
 
@@ -105,9 +114,18 @@ impl DraDriverBuilder {
     }
 
     /// Serialize prepare and unprepare calls (default on; across instances
-    /// when an instance id is set).
+    /// when an instance id is set). The record of prepared claims is kept
+    /// consistent either way.
     pub fn serialize(mut self, on: bool) -> Self {
         self.serialize = on;
+        self
+    }
+
+    /// Where the lock file that serializes calls across instances
+    /// (`serialize.lock`) is, if not the plugin directory (the Go helper's
+    /// `FlockDirectoryPath`).
+    pub fn lock_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.lock_dir = Some(dir.into());
         self
     }
 
@@ -167,23 +185,41 @@ impl DraDriverBuilder {
     /// with `client` (as node `node_name`).
     #[cfg(feature = "kube")]
     pub fn kube(mut self, client: kube::Client, node_name: impl Into<String>) -> Self {
-        let resources = self.kube.take().and_then(|k| k.resources);
         self.kube = Some(KubeSettings {
             client,
             node_name: node_name.into(),
-            resources,
         });
         self
     }
 
-    /// Publishes `resources` as ResourceSlices for the node (with
-    /// [`kube`](Self::kube)).
+    /// Publishes `resources` as ResourceSlices for the node; needs
+    /// [`kube`](Self::kube), set before or after this ([`start`](Self::start)
+    /// refuses one without the other).
     #[cfg(feature = "kube")]
     pub fn resources(mut self, resources: super::slices::Resources) -> Self {
-        if let Some(kube) = &mut self.kube {
-            kube.resources = Some(resources);
-        }
+        self.resources = Some(resources);
         self
+    }
+
+    /// Called with every publishing failure (besides the log line and the
+    /// count in [`PublishStats`](super::PublishStats)): a request that
+    /// failed or timed out (retried with backoff), a pool the API would
+    /// refuse (not sent), fields the server dropped, a failed watch.
+    #[cfg(feature = "kube")]
+    pub fn on_publish_error(
+        mut self,
+        handler: impl Fn(&super::slices::PublishError) + Send + Sync + 'static,
+    ) -> Self {
+        self.on_publish_error = Some(std::sync::Arc::new(handler));
+        self
+    }
+
+    /// The directory of the lock file serializing calls across instances.
+    pub(super) fn lock_path(&self) -> PathBuf {
+        self.lock_dir
+            .as_ref()
+            .unwrap_or(&self.plugin_dir)
+            .join(super::serializer::SERIALIZE_LOCK_FILE)
     }
 
     /// The directory the prepared claims are kept in, if any.

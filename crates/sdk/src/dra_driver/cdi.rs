@@ -4,9 +4,18 @@
 //! the container starts; they are written before prepare answers, removed
 //! when the claim is unprepared, and written again at start for every
 //! prepared claim whose file is missing (`/var/run` is emptied at boot).
+//!
+//! A file is written atomically: to a hidden temporary file of its own
+//! (`.<name>.<pid>-<n>.tmp`, created new, mode 0644) in the same directory,
+//! synced, renamed over the spec, and the directory synced; a failed write
+//! removes its temporary file. Two writers (the instances of a rolling
+//! update) never share a temporary file, and the runtime never reads a
+//! half-written spec.
 
 use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::claim::PreparedClaim;
 
@@ -87,9 +96,27 @@ impl CdiSpecs {
         }
     }
 
-    /// The CDI device name of `device` in claim `uid`: unique per claim.
-    fn device_name(uid: &str, device: &str) -> String {
-        format!("{uid}-{device}")
+    /// The CDI device names of `claim`'s devices: `<uid>-<device>`, unique
+    /// per claim; when two devices of the claim share a name (device names
+    /// are unique only within a pool), `<uid>-<index>-<device>` for all.
+    fn device_names(claim: &PreparedClaim) -> Vec<String> {
+        let uid = &claim.claim.uid;
+        let names: Vec<&str> = claim.devices.iter().map(|d| d.device.as_str()).collect();
+        let unique = names
+            .iter()
+            .enumerate()
+            .all(|(i, name)| !names[..i].contains(name));
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                if unique {
+                    format!("{uid}-{name}")
+                } else {
+                    format!("{uid}-{i}-{name}")
+                }
+            })
+            .collect()
     }
 
     /// The spec file of claim `uid`.
@@ -100,13 +127,10 @@ impl CdiSpecs {
 
     /// Adds the CDI id of each device with container edits to its ids.
     pub(crate) fn assign_ids(&self, claim: &mut PreparedClaim) {
-        for device in &mut claim.devices {
+        let names = Self::device_names(claim);
+        for (device, name) in claim.devices.iter_mut().zip(names) {
             if device.container_edits.is_some() {
-                let id = format!(
-                    "{}={}",
-                    self.kind,
-                    Self::device_name(&claim.claim.uid, &device.device)
-                );
+                let id = format!("{}={name}", self.kind);
                 if !device.cdi_device_ids.contains(&id) {
                     device.cdi_device_ids.push(id);
                 }
@@ -120,9 +144,10 @@ impl CdiSpecs {
         let devices: Vec<SpecDevice<'_>> = claim
             .devices
             .iter()
-            .filter_map(|d| {
+            .zip(Self::device_names(claim))
+            .filter_map(|(d, name)| {
                 d.container_edits.as_ref().map(|edits| SpecDevice {
-                    name: Self::device_name(&claim.claim.uid, &d.device),
+                    name,
                     container_edits: edits,
                 })
             })
@@ -158,20 +183,41 @@ impl CdiSpecs {
     }
 }
 
+/// Tells apart the temporary files of one process.
+static TEMPORARY: AtomicU64 = AtomicU64::new(0);
+
+/// Writes `bytes` to `path` atomically; see the module's documentation.
 fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let mut file = std::fs::File::create(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, path)
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = dir.join(format!(
+        ".{name}.{}-{}.tmp",
+        std::process::id(),
+        TEMPORARY.fetch_add(1, Ordering::Relaxed)
+    ));
+    let written = (|| {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&tmp)?;
+        // Whatever the umask: every reader of the directory may read it.
+        file.set_permissions(std::fs::Permissions::from_mode(0o644))?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        std::fs::File::open(dir)?.sync_all()
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dra_driver::{ClaimRef, PreparedDevice};
+    use crate::dra_driver::{ClaimRef, PreparedDevice, PreparedState};
 
     #[test]
     fn a_claims_spec_names_each_device_by_claim_and_comes_back_when_missing() {
@@ -191,6 +237,7 @@ mod tests {
                 }),
                 ..Default::default()
             }],
+            state: PreparedState::Prepared,
         };
         specs.assign_ids(&mut claim);
         assert_eq!(
@@ -213,5 +260,78 @@ mod tests {
         specs.remove("u1").unwrap();
         assert!(specs.ensure(&claim).unwrap(), "missing: written again");
         assert!(path.exists());
+    }
+
+    fn gpu(pool: &str, device: &str) -> PreparedDevice {
+        PreparedDevice {
+            pool: pool.into(),
+            device: device.into(),
+            container_edits: Some(ContainerEdits::default()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn devices_of_the_same_name_from_two_pools_get_distinct_cdi_devices() {
+        let dir = tempfile::tempdir().unwrap();
+        let specs = CdiSpecs::new(dir.path(), "dra.example.com/gpu");
+        let mut claim = PreparedClaim {
+            claim: ClaimRef {
+                namespace: "ns".into(),
+                name: "c".into(),
+                uid: "u1".into(),
+            },
+            devices: vec![gpu("pool-a", "gpu-0"), gpu("pool-b", "gpu-0")],
+            state: PreparedState::Prepared,
+        };
+        specs.assign_ids(&mut claim);
+        let ids: Vec<&str> = claim
+            .devices
+            .iter()
+            .map(|d| d.cdi_device_ids[0].as_str())
+            .collect();
+        assert_eq!(
+            ids,
+            ["dra.example.com/gpu=u1-0-gpu-0", "dra.example.com/gpu=u1-1-gpu-0"]
+        );
+    }
+
+    #[test]
+    fn each_write_has_a_temporary_file_of_its_own_and_leaves_none_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let specs = CdiSpecs::new(dir.path(), "dra.example.com/gpu");
+        let claim = PreparedClaim {
+            claim: ClaimRef {
+                namespace: "ns".into(),
+                name: "c".into(),
+                uid: "u1".into(),
+            },
+            devices: vec![gpu("pool", "gpu-0")],
+            state: PreparedState::Prepared,
+        };
+        // A fixed temporary name, as another writer (or a crash) leaves it.
+        std::fs::create_dir(dir.path().join("dra.example.com-gpu_u1.json.tmp")).unwrap();
+        let writers: Vec<_> = (0..8)
+            .map(|_| {
+                let (specs, claim) = (specs.clone(), claim.clone());
+                std::thread::spawn(move || specs.write(&claim))
+            })
+            .collect();
+        for writer in writers {
+            writer.join().unwrap().unwrap();
+        }
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            ["dra.example.com-gpu_u1.json", "dra.example.com-gpu_u1.json.tmp"]
+        );
+        let mode = std::fs::metadata(dir.path().join("dra.example.com-gpu_u1.json"))
+            .unwrap()
+            .permissions();
+        assert_eq!(mode.mode() & 0o777, 0o644);
     }
 }

@@ -1,14 +1,20 @@
 //! Reading the claims a driver prepares from the API server (feature
-//! `kube`): each ResourceClaim is fetched by namespace and name; one that
-//! was replaced (another UID) or has no allocation gets an error of its own,
-//! and the driver gets the allocation results for its own driver name.
+//! `kube`), as the Go helper does: each ResourceClaim is fetched by
+//! namespace and name (all of a call's claims at once, before the call is
+//! serialized, so a slow API server holds up no other call); one without an
+//! allocation, or that was replaced (another UID), gets an error of its own.
+//! The driver gets the claim as read, and a typed view of what was
+//! allocated to it: its own results and opaque configurations.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::resource::v1::ResourceClaim;
+use k8s_openapi::api::resource::v1::{DeviceRequestAllocationResult, ResourceClaim};
 use kube::Api;
 
-use super::claim::{AllocatedDevice, ClaimRef};
+use super::claim::{
+    AllocatedDevice, Allocation, ClaimRef, ConfigSource, DeviceConfig, DeviceToleration,
+};
 
 /// Fetches claims with a client.
 #[derive(Clone)]
@@ -18,13 +24,13 @@ pub(crate) struct ClaimsApi {
     pub(crate) timeout: Duration,
 }
 
+/// A claim as read: what was allocated to this driver, and the object.
+pub(crate) type ReadClaim = (Allocation, Arc<ResourceClaim>);
+
 impl ClaimsApi {
-    /// The devices allocated to this driver for `claim`, or why it cannot
-    /// be prepared.
-    pub(crate) async fn allocation(
-        &self,
-        claim: &ClaimRef,
-    ) -> Result<Vec<AllocatedDevice>, String> {
+    /// `claim` as the API server has it, or why it cannot be prepared:
+    /// the Go helper's checks and messages, in its order.
+    pub(crate) async fn read(&self, claim: &ClaimRef) -> Result<ReadClaim, String> {
         let claims: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &claim.namespace);
         let what = format!("{}/{}", claim.namespace, claim.name);
         let current = match tokio::time::timeout(self.timeout, claims.get(&claim.name)).await {
@@ -37,23 +43,135 @@ impl ClaimsApi {
                 ));
             }
         };
+        let Some(allocation) = allocation_for(&self.driver, &current) else {
+            return Err(format!("claim {what} not allocated"));
+        };
         if current.metadata.uid.as_deref() != Some(claim.uid.as_str()) {
             return Err(format!("claim {what} got replaced"));
         }
-        let Some(allocation) = current.status.and_then(|s| s.allocation) else {
-            return Err(format!("claim {what} not allocated"));
-        };
-        Ok(allocation
-            .devices
-            .and_then(|d| d.results)
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|r| r.driver == self.driver)
-            .map(|r| AllocatedDevice {
-                request: r.request,
-                pool: r.pool,
-                device: r.device,
+        Ok((allocation, Arc::new(current)))
+    }
+}
+
+/// What `claim`'s allocation gives `driver`, or `None` if it is not
+/// allocated.
+pub(crate) fn allocation_for(driver: &str, claim: &ResourceClaim) -> Option<Allocation> {
+    let allocation = claim.status.as_ref()?.allocation.as_ref()?;
+    let Some(devices) = &allocation.devices else {
+        return Some(Allocation::default());
+    };
+    let results = devices
+        .results
+        .iter()
+        .flatten()
+        .filter(|r| r.driver == driver)
+        .map(allocated_device)
+        .collect();
+    let config = devices
+        .config
+        .iter()
+        .flatten()
+        .filter_map(|c| {
+            let opaque = c.opaque.as_ref().filter(|o| o.driver == driver)?;
+            Some(DeviceConfig {
+                source: match c.source.as_str() {
+                    "FromClass" => ConfigSource::FromClass,
+                    _ => ConfigSource::FromClaim,
+                },
+                requests: c.requests.clone().unwrap_or_default(),
+                parameters: opaque.parameters.0.clone(),
             })
-            .collect())
+        })
+        .collect();
+    Some(Allocation {
+        devices: results,
+        config,
+    })
+}
+
+fn allocated_device(result: &DeviceRequestAllocationResult) -> AllocatedDevice {
+    AllocatedDevice {
+        request: result.request.clone(),
+        pool: result.pool.clone(),
+        device: result.device.clone(),
+        admin_access: result.admin_access.unwrap_or(false),
+        share_id: result.share_id.clone(),
+        consumed_capacity: result
+            .consumed_capacity
+            .iter()
+            .flatten()
+            .map(|(name, quantity)| (name.clone(), quantity.0.clone()))
+            .collect(),
+        tolerations: result
+            .tolerations
+            .iter()
+            .flatten()
+            .map(|t| DeviceToleration {
+                key: t.key.clone().unwrap_or_default(),
+                operator: t.operator.clone().unwrap_or_default(),
+                value: t.value.clone().unwrap_or_default(),
+                effect: t.effect.clone().unwrap_or_default(),
+                toleration_seconds: t.toleration_seconds,
+            })
+            .collect(),
+        binding_conditions: result.binding_conditions.clone().unwrap_or_default(),
+        binding_failure_conditions: result.binding_failure_conditions.clone().unwrap_or_default(),
+        skip_node_operations: result.skip_node_operations.clone().unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_driver_gets_its_own_results_and_configs_with_every_field() {
+        let claim: ResourceClaim = serde_json::from_value(serde_json::json!({
+            "metadata": {"namespace": "ns", "name": "c", "uid": "u"},
+            "spec": {},
+            "status": {"allocation": {"devices": {
+                "results": [
+                    {"request": "gpu/big", "driver": "gpu.example.com", "pool": "p", "device": "d0",
+                     "adminAccess": true, "shareID": "s-1", "consumedCapacity": {"memory": "4Gi"},
+                     "tolerations": [{"key": "hot", "operator": "Exists", "effect": "NoSchedule"}],
+                     "bindingConditions": ["ready"], "bindingFailureConditions": ["broken"]},
+                    {"request": "nic", "driver": "nic.example.com", "pool": "p", "device": "n0"},
+                ],
+                "config": [
+                    {"source": "FromClass", "opaque": {"driver": "gpu.example.com", "parameters": {"mode": "exclusive"}}},
+                    {"source": "FromClaim", "requests": ["gpu"],
+                     "opaque": {"driver": "gpu.example.com", "parameters": {"mode": "shared"}}},
+                    {"source": "FromClaim", "opaque": {"driver": "nic.example.com", "parameters": {"mtu": 9000}}},
+                ],
+            }}},
+        }))
+        .unwrap();
+        let allocation = allocation_for("gpu.example.com", &claim).unwrap();
+        assert_eq!(allocation.devices.len(), 1, "the NIC is another driver's");
+        let gpu = &allocation.devices[0];
+        assert_eq!((gpu.base_request(), gpu.subrequest()), ("gpu", Some("big")));
+        assert!(gpu.admin_access);
+        assert_eq!(gpu.share_id.as_deref(), Some("s-1"));
+        assert_eq!(gpu.consumed_capacity["memory"], "4Gi");
+        assert_eq!(gpu.tolerations[0].key, "hot");
+        assert_eq!(gpu.binding_conditions, ["ready"]);
+        assert_eq!(gpu.binding_failure_conditions, ["broken"]);
+        let modes: Vec<&serde_json::Value> = allocation
+            .config_for(gpu)
+            .map(|c| &c.parameters["mode"])
+            .collect();
+        assert_eq!(modes, ["exclusive", "shared"], "class first, then claim");
+        assert_eq!(allocation.config[0].source, ConfigSource::FromClass);
+        assert_eq!(allocation.config.len(), 2, "the NIC's config is left out");
+    }
+
+    #[test]
+    fn a_claim_without_an_allocation_has_none() {
+        let claim: ResourceClaim = serde_json::from_value(serde_json::json!({
+            "metadata": {"namespace": "ns", "name": "c", "uid": "u"},
+            "spec": {},
+        }))
+        .unwrap();
+        assert!(allocation_for("gpu.example.com", &claim).is_none());
     }
 }

@@ -1,5 +1,9 @@
 //! A serving DRA driver: the service socket first, then the registration
-//! socket; on shutdown the other way round.
+//! socket, then publishing. On shutdown the registration socket goes first
+//! (the agent stops choosing this instance), then publishing stops at once
+//! (a request in flight is dropped: a black-holed API server holds up
+//! nothing), then the service finishes the calls it is running and removes
+//! its socket.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,10 +26,12 @@ use super::service::{Service, V1, V1beta1};
 use super::store::ClaimStore;
 use super::{DraDriver, DraDriverError};
 
-/// How long reading one claim from the API server may take.
-#[cfg(feature = "kube")]
-const CLAIM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 use crate::registrar::{PluginRegistration, Registrar, RegistrationState};
+
+/// How long one request to the API server (reading a claim, writing a
+/// slice) may take.
+#[cfg(feature = "kube")]
+const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A serving DRA driver: its service socket and its registration socket.
 pub struct DraDriverServer {
@@ -50,6 +56,10 @@ impl DraDriverServer {
         if !config.api_versions.v1 && !config.api_versions.v1beta1 {
             return Err(DraDriverError::NoService);
         }
+        #[cfg(feature = "kube")]
+        if config.resources.is_some() && config.kube.is_none() {
+            return Err(DraDriverError::ResourcesWithoutKube);
+        }
         // Both directories, so a driver may start before the agent.
         let mut dirs = vec![&config.plugin_dir];
         if config.register {
@@ -64,7 +74,7 @@ impl DraDriverServer {
         let serializer = match (config.serialize, &config.instance) {
             (false, _) => Serializer::None,
             (true, None) => Serializer::Process(tokio::sync::Mutex::new(())),
-            (true, Some(_)) => Serializer::Flock(config.plugin_dir.join("serialize.lock")),
+            (true, Some(_)) => Serializer::file(config.lock_path()),
         };
         let state = config.state_path();
         if let Some(dir) = &state {
@@ -85,7 +95,7 @@ impl DraDriverServer {
             claims_api: config.kube.as_ref().map(|k| ClaimsApi {
                 client: k.client.clone(),
                 driver: config.driver_name.clone(),
-                timeout: CLAIM_TIMEOUT,
+                timeout: REQUEST_TIMEOUT,
             }),
         });
         service.restore_cdi_specs().await;
@@ -147,29 +157,36 @@ impl DraDriverServer {
         };
         let registration_socket = registrar.as_ref().map(|r| r.socket().to_owned());
         let registration = registrar.as_ref().map(Registrar::state);
+        let publish_stop = CancellationToken::new();
         #[cfg(feature = "kube")]
-        let publishing = config.kube.as_ref().and_then(|k| {
-            let resources = k.resources.clone()?;
-            Some(tokio::spawn(super::slices::publish(
-                k.client.clone(),
-                k.node_name.clone(),
-                config.driver_name.clone(),
-                resources,
-                shutdown.clone(),
-            )))
-        });
+        let publishing = match (&config.kube, &config.resources) {
+            (Some(kube), Some(resources)) => Some(tokio::spawn(super::slices::publish(
+                super::slices::PublishSettings {
+                    client: kube.client.clone(),
+                    node: kube.node_name.clone(),
+                    driver: config.driver_name.clone(),
+                    resources: resources.clone(),
+                    on_error: config.on_publish_error.clone(),
+                    timeout: REQUEST_TIMEOUT,
+                },
+                publish_stop.clone(),
+            ))),
+            _ => None,
+        };
         let task = tokio::spawn(async move {
             shutdown.cancelled().await;
-            #[cfg(feature = "kube")]
-            if let Some(publishing) = publishing {
-                let _ = publishing.await;
-            }
-            // Deregister first, so the agent stops choosing this instance,
-            // then let the service finish what it is running.
+            // Deregister first, so the agent stops choosing this instance.
             let registered = match registrar {
                 Some(registrar) => registrar.stop().await,
                 None => Ok(()),
             };
+            // Publishing stops at once, whatever it is waiting for.
+            publish_stop.cancel();
+            #[cfg(feature = "kube")]
+            if let Some(publishing) = publishing {
+                let _ = publishing.await;
+            }
+            // The service finishes what it is running.
             service_shutdown.cancel();
             let served = match serving.await {
                 Ok(result) => result,

@@ -1,19 +1,36 @@
 //! The `DRAPlugin` services (v1, and v1beta1 converted to v1) calling the
 //! author's [`DraDriver`].
+//!
+//! A prepare goes:
+//!
+//! 1. the claims already prepared are answered from the record;
+//! 2. the others are read from the API server (all at once, before the
+//!    call is serialized: a slow API server holds up no other call);
+//! 3. under the serialization lock, each is recorded as being prepared
+//!    (state `Interrupted`, with the devices allocated to the driver), so
+//!    that a crash from here on leaves a record unprepare can release;
+//! 4. the driver prepares them;
+//! 5. the CDI spec files are written;
+//! 6. the driver's answer is recorded (state `Prepared`);
+//! 7. the kubelet is answered.
+//!
+//! A claim whose record cannot be written fails, with the error: before
+//! the driver is called, nothing was prepared; after, the earlier record
+//! stands and unprepare releases what the driver prepared.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use nodeplugins_api::dra::{v1, v1beta1};
 use tonic::{Request, Response, Status};
 
-use std::collections::HashMap;
-
 use super::DraDriver;
 use super::cdi::CdiSpecs;
-use super::claim::{AllocatedDevice, Claim, ClaimRef, PreparedClaim, PreparedDevice};
+use super::claim::{Claim, ClaimRef, PreparedClaim, PreparedDevice, PreparedState};
 #[cfg(feature = "kube")]
 use super::claims_api::ClaimsApi;
 use super::serializer::Serializer;
+use super::stop_point::{Step, stop_point};
 use super::store::ClaimStore;
 
 pub(super) struct Service {
@@ -26,13 +43,15 @@ pub(super) struct Service {
 }
 
 /// The request names the kubelet is told a device serves: the base
-/// request of each (`gpu` for a `firstAvailable` subrequest `gpu/big`),
-/// each once, as the Go helper sends them. The kubelet gives a container
-/// asking for request `gpu` the devices whose names include exactly `gpu`.
+/// request of each (`gpu` for a `firstAvailable` subrequest `gpu/big`), as
+/// the Go helper sends them, each once (the helper keeps duplicates, which
+/// read the same to the kubelet: it looks names up). The kubelet gives a
+/// container asking for request `gpu` the devices whose names include
+/// exactly `gpu`.
 fn base_requests(requests: &[String]) -> Vec<String> {
     let mut names: Vec<String> = Vec::with_capacity(requests.len());
     for request in requests {
-        let base = request.split_once('/').map_or(request.as_str(), |(b, _)| b);
+        let base = super::claim::base_request(request);
         if !names.iter().any(|n| n == base) {
             names.push(base.to_string());
         }
@@ -75,81 +94,193 @@ fn claim_ref(claim: v1::Claim) -> ClaimRef {
     }
 }
 
+/// The record of a claim being prepared: the devices allocated to it, so
+/// that unprepare can release them if nothing more is ever recorded.
+fn interrupted(claim: &Claim) -> PreparedClaim {
+    PreparedClaim {
+        claim: claim.claim.clone(),
+        devices: claim
+            .allocation
+            .iter()
+            .flat_map(|a| &a.devices)
+            .map(PreparedDevice::allocated)
+            .collect(),
+        state: PreparedState::Interrupted,
+    }
+}
+
 impl Service {
-    /// The devices allocated to the driver for `claim`, with an API client.
-    async fn allocation(&self, claim: &ClaimRef) -> Result<Option<Vec<AllocatedDevice>>, String> {
+    /// `claims` as the driver gets them: read from the API server when
+    /// there is a client, all at once; a claim that cannot be prepared
+    /// gets its error.
+    async fn read_claims(&self, claims: Vec<ClaimRef>) -> Vec<Result<Claim, (String, String)>> {
         #[cfg(feature = "kube")]
         if let Some(api) = &self.claims_api {
-            return api.allocation(claim).await.map(Some);
+            let reads = claims.into_iter().map(|claim| async move {
+                match api.read(&claim).await {
+                    Ok((allocation, object)) => Ok(Claim {
+                        claim,
+                        allocation: Some(allocation),
+                        resource_claim: Some(object),
+                    }),
+                    Err(error) => Err((claim.uid, error)),
+                }
+            });
+            return futures::future::join_all(reads).await;
         }
-        let _ = claim;
-        Ok(None)
+        claims.into_iter().map(|c| Ok(Claim::new(c))).collect()
     }
 
     async fn prepare(
         &self,
         request: v1::NodePrepareResourcesRequest,
     ) -> Result<v1::NodePrepareResourcesResponse, Status> {
-        let _guard = self.serializer.acquire().await?;
-        let mut records =
-            self.store.load().await.map_err(|e| {
-                Status::unavailable(format!("cannot read the prepared claims: {e}"))
-            })?;
         let mut results = HashMap::new();
-        let mut to_prepare = Vec::new();
+        // 1. What is prepared already needs nothing more.
+        let records = self.store.read().await.map_err(|e| {
+            Status::unavailable(format!("cannot read the prepared claims: {e}"))
+        })?;
+        let mut unprepared = Vec::new();
         for claim in request.claims.into_iter().map(claim_ref) {
-            if let Some(record) = records.get(&claim.uid) {
-                results.insert(claim.uid.clone(), prepared(&record.devices));
-                continue;
+            match records.get(&claim.uid) {
+                Some(record) if record.state == PreparedState::Prepared => {
+                    results.insert(claim.uid, prepared(&record.devices));
+                }
+                _ => unprepared.push(claim),
             }
-            match self.allocation(&claim).await {
-                Ok(allocation) => to_prepare.push(Claim { claim, allocation }),
-                Err(error) => {
-                    results.insert(claim.uid.clone(), failed(error));
+        }
+        drop(records);
+        if unprepared.is_empty() {
+            return Ok(v1::NodePrepareResourcesResponse { claims: results });
+        }
+        // 2. The API reads, before the lock.
+        let mut to_prepare = Vec::new();
+        for read in self.read_claims(unprepared).await {
+            match read {
+                Ok(claim) => to_prepare.push(claim),
+                Err((uid, error)) => {
+                    results.insert(uid, failed(error));
                 }
             }
         }
         if to_prepare.is_empty() {
             return Ok(v1::NodePrepareResourcesResponse { claims: results });
         }
+        let _guard = self.serializer.acquire().await?;
+        // 3. Recorded as being prepared; a claim another call prepared in
+        //    the meantime is answered from its record.
+        let intents: Vec<PreparedClaim> = to_prepare.iter().map(interrupted).collect();
+        let recorded = self
+            .store
+            .update(move |records| {
+                let mut done = HashMap::new();
+                let mut changed = false;
+                for intent in intents {
+                    let uid = intent.claim.uid.clone();
+                    match records.get(&uid) {
+                        Some(record) if record.state == PreparedState::Prepared => {
+                            done.insert(uid, record.devices.clone());
+                        }
+                        // An earlier interrupted record keeps its devices
+                        // when this read found none (no API client).
+                        Some(_) if intent.devices.is_empty() => {}
+                        _ => {
+                            records.insert(uid, intent);
+                            changed = true;
+                        }
+                    }
+                }
+                (done, changed)
+            })
+            .await;
+        let done = match recorded {
+            Ok(done) => done,
+            Err(e) => {
+                for claim in to_prepare {
+                    let error = format!("cannot record the claim before preparing it: {e}");
+                    results.insert(claim.claim.uid, failed(error));
+                }
+                return Ok(v1::NodePrepareResourcesResponse { claims: results });
+            }
+        };
+        to_prepare.retain(|c| match done.get(&c.claim.uid) {
+            Some(devices) => {
+                results.insert(c.claim.uid.clone(), prepared(devices));
+                false
+            }
+            None => true,
+        });
+        if to_prepare.is_empty() {
+            return Ok(v1::NodePrepareResourcesResponse { claims: results });
+        }
+        stop_point(Step::Recorded).await;
+
+        // 4. The driver.
         let asked: HashMap<String, ClaimRef> = to_prepare
             .iter()
             .map(|c| (c.claim.uid.clone(), c.claim.clone()))
             .collect();
-        let mut changed = false;
-        for (uid, result) in self.driver.prepare(to_prepare).await {
-            let Some(claim) = asked.get(&uid) else {
-                continue;
-            };
-            let devices = match result {
-                Ok(devices) => devices,
-                Err(error) => {
-                    results.insert(uid, failed(error));
+        let mut answers = self.driver.prepare(to_prepare).await;
+        stop_point(Step::Answered).await;
+
+        // 5. The CDI spec files of what it prepared.
+        let mut answered = Vec::new();
+        for (uid, claim) in &asked {
+            let devices = match answers.remove(uid) {
+                Some(Ok(devices)) => devices,
+                Some(Err(error)) => {
+                    results.insert(uid.clone(), failed(error));
+                    continue;
+                }
+                None => {
+                    let error = format!("the driver gave no result for claim {uid}");
+                    results.insert(uid.clone(), failed(error));
                     continue;
                 }
             };
             let mut record = PreparedClaim {
                 claim: claim.clone(),
                 devices,
+                state: PreparedState::Prepared,
             };
             if let Some(cdi) = &self.cdi {
                 cdi.assign_ids(&mut record);
                 if let Err(e) = cdi.write(&record) {
-                    let path = cdi.path(&uid);
-                    results.insert(
-                        uid,
-                        failed(format!("cannot write the CDI spec {path:?}: {e}")),
-                    );
+                    let path = cdi.path(uid);
+                    let error = format!("cannot write the CDI spec {path:?}: {e}");
+                    results.insert(uid.clone(), failed(error));
                     continue;
                 }
             }
-            results.insert(uid.clone(), prepared(&record.devices));
-            records.insert(uid, record);
-            changed = true;
+            answered.push(record);
         }
-        if changed && let Err(e) = self.store.save(&records).await {
-            tracing::error!(error = %e, "prepared claims not recorded");
+        stop_point(Step::CdiWritten).await;
+
+        // 6. Recorded as prepared.
+        if !answered.is_empty() {
+            let records = answered.clone();
+            let saved = self
+                .store
+                .update(move |stored| {
+                    for record in records {
+                        stored.insert(record.claim.uid.clone(), record);
+                    }
+                    ((), true)
+                })
+                .await;
+            for record in answered {
+                let uid = record.claim.uid.clone();
+                let result = match &saved {
+                    Ok(()) => prepared(&record.devices),
+                    Err(e) => {
+                        tracing::error!(claim = %uid, error = %e, "prepared claim not recorded");
+                        failed(format!("prepared, but the record could not be written: {e}"))
+                    }
+                };
+                results.insert(uid, result);
+            }
         }
+        stop_point(Step::Saved).await;
         Ok(v1::NodePrepareResourcesResponse { claims: results })
     }
 
@@ -158,10 +289,9 @@ impl Service {
         request: v1::NodeUnprepareResourcesRequest,
     ) -> Result<v1::NodeUnprepareResourcesResponse, Status> {
         let _guard = self.serializer.acquire().await?;
-        let mut records =
-            self.store.load().await.map_err(|e| {
-                Status::unavailable(format!("cannot read the prepared claims: {e}"))
-            })?;
+        let records = self.store.read().await.map_err(|e| {
+            Status::unavailable(format!("cannot read the prepared claims: {e}"))
+        })?;
         let claims: Vec<PreparedClaim> = request
             .claims
             .into_iter()
@@ -171,36 +301,63 @@ impl Service {
                 None => PreparedClaim {
                     claim,
                     devices: Vec::new(),
+                    state: PreparedState::Unknown,
                 },
             })
             .collect();
-        let mut changed = false;
+        drop(records);
+        let asked: Vec<String> = claims.iter().map(|c| c.claim.uid.clone()).collect();
+        let mut answers = self.driver.unprepare(claims).await;
+        let mut released = Vec::new();
         let mut results = HashMap::new();
-        for (uid, result) in self.driver.unprepare(claims).await {
-            if result.is_ok() {
-                if let Some(cdi) = &self.cdi
-                    && let Err(e) = cdi.remove(&uid)
-                {
-                    tracing::warn!(claim = %uid, error = %e, "cannot remove the claim's CDI spec");
+        for uid in asked {
+            let error = match answers.remove(&uid) {
+                Some(Ok(())) => {
+                    if let Some(cdi) = &self.cdi
+                        && let Err(e) = cdi.remove(&uid)
+                    {
+                        tracing::warn!(claim = %uid, error = %e, "cannot remove the claim's CDI spec");
+                    }
+                    released.push(uid.clone());
+                    String::new()
                 }
-                changed |= records.remove(&uid).is_some();
-            }
-            let error = result.err().unwrap_or_default();
+                Some(Err(error)) => error,
+                None => format!("the driver gave no result for claim {uid}"),
+            };
             results.insert(uid, v1::NodeUnprepareResourceResponse { error });
         }
-        if changed && let Err(e) = self.store.save(&records).await {
-            tracing::error!(error = %e, "unprepared claims not recorded");
+        if !released.is_empty() {
+            let forget = released.clone();
+            let removed = self
+                .store
+                .update(move |stored| {
+                    let mut changed = false;
+                    for uid in &forget {
+                        changed |= stored.remove(uid).is_some();
+                    }
+                    ((), changed)
+                })
+                .await;
+            if let Err(e) = removed {
+                // The kubelet asks again; the driver's unprepare must
+                // succeed a second time.
+                for uid in released {
+                    tracing::error!(claim = %uid, error = %e, "unprepared claim still recorded");
+                    let error = format!("unprepared, but the record could not be removed: {e}");
+                    results.insert(uid, v1::NodeUnprepareResourceResponse { error });
+                }
+            }
         }
         Ok(v1::NodeUnprepareResourcesResponse { claims: results })
     }
 
-    /// Writes again the CDI spec of every recorded claim whose file is
+    /// Writes again the CDI spec of every prepared claim whose file is
     /// missing (after a reboot emptied `/var/run`).
     pub(super) async fn restore_cdi_specs(&self) {
         let Some(cdi) = &self.cdi else {
             return;
         };
-        let records = match self.store.load().await {
+        let records = match self.store.read().await {
             Ok(records) => records,
             Err(e) => {
                 tracing::error!(error = %e, "cannot read the prepared claims");
@@ -209,6 +366,9 @@ impl Service {
         };
         let mut written = 0;
         for record in records.values() {
+            if record.state != PreparedState::Prepared {
+                continue;
+            }
             match cdi.ensure(record) {
                 Ok(true) => written += 1,
                 Ok(false) => {}

@@ -1,11 +1,17 @@
 //! What each prepared claim got, kept across driver restarts in a
 //! checkpoint (atomic, checksummed, with a backup; see
-//! [`nodeplugins_api::checkpoint`]) in the driver's state directory. The
-//! file is read and written under the serialization lock of each call, so
-//! the instances of a rolling update share it.
+//! [`nodeplugins_api::checkpoint`]) in the driver's state directory.
+//!
+//! Every change is a read-modify-write under the store's own lock: a mutex
+//! within the process, and an exclusive lock on
+//! `<state dir>/nodeplugins_prepared_claims.lock` across the processes that
+//! share the directory (the instances of a rolling update), whether or not
+//! calls are serialized. A change that cannot be written is an error for
+//! the caller, which fails the claims it concerned.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use nodeplugins_api::checkpoint::{CheckpointError, CheckpointFile};
 
@@ -15,6 +21,8 @@ use super::claim::PreparedClaim;
 pub const STORE_FILE: &str = "nodeplugins_prepared_claims";
 /// The backup's file name.
 pub const STORE_BACKUP_FILE: &str = "nodeplugins_prepared_claims.backup";
+/// The lock file held during each read-modify-write of the store.
+pub const STORE_LOCK_FILE: &str = "nodeplugins_prepared_claims.lock";
 
 /// Claim UID → what it got.
 pub(crate) type Prepared = BTreeMap<String, PreparedClaim>;
@@ -24,101 +32,214 @@ struct Stored {
     claims: Vec<PreparedClaim>,
 }
 
+/// Why the store could not be read or changed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StoreError {
+    /// The file could not be read or written.
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    /// The lock file could not be opened or locked.
+    #[error("cannot lock {path:?}: {source}")]
+    Lock {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The blocking task doing the work failed.
+    #[error("the store's task failed: {0}")]
+    Task(#[source] tokio::task::JoinError),
+}
+
 /// The prepared claims, on disk or (without a state directory) in memory.
-pub(crate) enum ClaimStore {
-    Memory(tokio::sync::Mutex<Prepared>),
-    File(CheckpointFile),
+pub(crate) struct ClaimStore {
+    /// Held for each read-modify-write within this process.
+    lock: tokio::sync::Mutex<()>,
+    kind: Kind,
 }
 
-/// The prepared claims as a call reads and changes them: in memory, the
-/// store's own map, held locked (changed in place, never copied); from a
-/// file, what it held.
-pub(crate) enum Loaded<'a> {
-    Memory(tokio::sync::MutexGuard<'a, Prepared>),
-    File(Prepared),
-}
-
-impl std::ops::Deref for Loaded<'_> {
-    type Target = Prepared;
-
-    fn deref(&self) -> &Prepared {
-        match self {
-            Self::Memory(claims) => claims,
-            Self::File(claims) => claims,
-        }
-    }
-}
-
-impl std::ops::DerefMut for Loaded<'_> {
-    fn deref_mut(&mut self) -> &mut Prepared {
-        match self {
-            Self::Memory(claims) => claims,
-            Self::File(claims) => claims,
-        }
-    }
+enum Kind {
+    Memory(std::sync::Mutex<Prepared>),
+    File {
+        file: Arc<CheckpointFile>,
+        lock_path: PathBuf,
+    },
 }
 
 impl ClaimStore {
     /// A store in `dir`, or in memory.
     pub(crate) fn new(dir: Option<&Path>) -> Self {
-        match dir {
-            None => Self::Memory(Default::default()),
-            Some(dir) => Self::File(CheckpointFile::new(
-                "prepared claims",
-                dir.join(STORE_FILE),
-                dir.join(STORE_BACKUP_FILE),
-            )),
+        let kind = match dir {
+            None => Kind::Memory(Default::default()),
+            Some(dir) => Kind::File {
+                file: Arc::new(CheckpointFile::new(
+                    "prepared claims",
+                    dir.join(STORE_FILE),
+                    dir.join(STORE_BACKUP_FILE),
+                )),
+                lock_path: dir.join(STORE_LOCK_FILE),
+            },
+        };
+        Self {
+            lock: tokio::sync::Mutex::new(()),
+            kind,
         }
     }
 
-    /// The prepared claims. A damaged file is moved aside and reported, and
-    /// the claims start empty.
-    pub(crate) async fn load(&self) -> Result<Loaded<'_>, CheckpointError> {
-        match self {
-            Self::Memory(claims) => Ok(Loaded::Memory(claims.lock().await)),
-            Self::File(file) => {
-                let (file, fallback) = (file.clone(), file.clone());
-                let loaded = tokio::task::spawn_blocking(move || file.load::<Stored>())
-                    .await
-                    .unwrap_or_else(|e| Err(fallback.io(std::io::Error::other(e))));
-                let loaded = match loaded {
-                    Ok(loaded) => loaded,
-                    Err(e @ CheckpointError::Corrupt { .. }) => {
-                        tracing::error!(error = %e, "prepared claims lost");
-                        return Ok(Loaded::File(Prepared::new()));
-                    }
-                    Err(e) => return Err(e),
-                };
-                if let Some(recovered) = loaded.recovered {
-                    tracing::warn!("{recovered}");
-                }
-                Ok(Loaded::File(
-                    loaded
-                        .data
-                        .claims
-                        .into_iter()
-                        .map(|c| (c.claim.uid.clone(), c))
-                        .collect(),
-                ))
-            }
-        }
-    }
-
-    /// Stores `claims` as loaded and changed: a file is written; the map in
-    /// memory was changed in place.
-    pub(crate) async fn save(&self, claims: &Loaded<'_>) -> Result<(), CheckpointError> {
-        match (self, claims) {
-            (_, Loaded::Memory(_)) | (Self::Memory(_), _) => Ok(()),
-            (Self::File(file), Loaded::File(claims)) => {
+    /// The prepared claims as they are now. (Each write replaces the file
+    /// whole, by a rename, so a read needs no lock.)
+    pub(crate) async fn read(&self) -> Result<Prepared, StoreError> {
+        match &self.kind {
+            Kind::Memory(claims) => Ok(lock(claims).clone()),
+            Kind::File { file, .. } => {
                 let file = file.clone();
-                let stored = Stored {
-                    claims: claims.values().cloned().collect(),
-                };
-                let fallback = file.clone();
-                tokio::task::spawn_blocking(move || file.write(&stored))
+                tokio::task::spawn_blocking(move || load(&file))
                     .await
-                    .unwrap_or_else(|e| Err(fallback.io(std::io::Error::other(e))))
+                    .map_err(StoreError::Task)?
             }
         }
+    }
+
+    /// Changes the claims with `change`, which says whether it changed
+    /// anything (only then is the file written), under the store's locks.
+    /// An error means nothing was changed on disk.
+    pub(crate) async fn update<R, F>(&self, change: F) -> Result<R, StoreError>
+    where
+        F: FnOnce(&mut Prepared) -> (R, bool) + Send + 'static,
+        R: Send + 'static,
+    {
+        let _held = self.lock.lock().await;
+        match &self.kind {
+            Kind::Memory(claims) => Ok(change(&mut lock(claims)).0),
+            Kind::File { file, lock_path } => {
+                let (file, lock_path) = (file.clone(), lock_path.clone());
+                tokio::task::spawn_blocking(move || {
+                    // Released when `_locked` is closed, at the end.
+                    let _locked = lock_file(&lock_path)?;
+                    let mut claims = load(&file)?;
+                    let (result, changed) = change(&mut claims);
+                    if changed {
+                        let stored = Stored {
+                            claims: claims.into_values().collect(),
+                        };
+                        file.write(&stored)?;
+                    }
+                    Ok(result)
+                })
+                .await
+                .map_err(StoreError::Task)?
+            }
+        }
+    }
+}
+
+fn lock(claims: &std::sync::Mutex<Prepared>) -> std::sync::MutexGuard<'_, Prepared> {
+    claims
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Opens and exclusively locks `path` (blocking): the lock goes with the
+/// returned file.
+fn lock_file(path: &Path) -> Result<std::fs::File, StoreError> {
+    let locked = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .and_then(|file| file.lock().map(|()| file));
+    locked.map_err(|source| StoreError::Lock {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// The claims in `file` (blocking). A damaged file is moved aside and
+/// reported, and the claims start empty.
+fn load(file: &CheckpointFile) -> Result<Prepared, StoreError> {
+    let loaded = match file.load::<Stored>() {
+        Ok(loaded) => loaded,
+        Err(e @ CheckpointError::Corrupt { .. }) => {
+            tracing::error!(error = %e, "prepared claims lost");
+            return Ok(Prepared::new());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if let Some(recovered) = loaded.recovered {
+        tracing::warn!("{recovered}");
+    }
+    Ok(loaded
+        .data
+        .claims
+        .into_iter()
+        .map(|c| (c.claim.uid.clone(), c))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dra_driver::{ClaimRef, PreparedState};
+
+    fn record(uid: &str) -> PreparedClaim {
+        PreparedClaim {
+            claim: ClaimRef {
+                namespace: "ns".into(),
+                name: uid.into(),
+                uid: uid.into(),
+            },
+            devices: Vec::new(),
+            state: PreparedState::Prepared,
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn concurrent_changes_are_each_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        // Two stores on one directory: two instances of a rolling update.
+        let stores = [
+            Arc::new(ClaimStore::new(Some(dir.path()))),
+            Arc::new(ClaimStore::new(Some(dir.path()))),
+        ];
+        let changes = (0..40).map(|i| {
+            let store = stores[i % 2].clone();
+            tokio::spawn(async move {
+                let uid = format!("claim-{i}");
+                store
+                    .update(move |claims| {
+                        claims.insert(uid.clone(), record(&uid));
+                        ((), true)
+                    })
+                    .await
+                    .unwrap();
+            })
+        });
+        for change in futures::future::join_all(changes).await {
+            change.unwrap();
+        }
+        assert_eq!(stores[0].read().await.unwrap().len(), 40);
+    }
+
+    #[tokio::test]
+    async fn a_change_that_cannot_be_written_is_an_error_and_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ClaimStore::new(Some(dir.path()));
+        store
+            .update(|claims| {
+                claims.insert("a".into(), record("a"));
+                ((), true)
+            })
+            .await
+            .unwrap();
+        // The temporary file's name taken by a directory: the write fails.
+        std::fs::create_dir(dir.path().join(format!("{STORE_FILE}.tmp"))).unwrap();
+        let failed = store
+            .update(|claims| {
+                claims.insert("b".into(), record("b"));
+                ((), true)
+            })
+            .await;
+        assert!(failed.is_err());
+        let kept: Vec<String> = store.read().await.unwrap().into_keys().collect();
+        assert_eq!(kept, ["a"]);
     }
 }
