@@ -267,8 +267,9 @@ async fn delete_pod(api: &KubeApi, name: &str) {
 }
 
 /// The template scenario: a claim with a `firstAvailable` request (its
-/// first subrequest cannot be met, so the scheduler takes the second) and
-/// a plain one; container `whole` names the claim, `one` its request `gpu`.
+/// first subrequest cannot be met, so the scheduler takes the second) with
+/// an opaque configuration for the driver, and a plain request; container
+/// `whole` names the claim, `one` its request `gpu`.
 async fn template_scenario(driver: Driver) {
     let mut cluster = Cluster::start(driver, true).await;
     let api = &cluster.api;
@@ -281,6 +282,8 @@ async fn template_scenario(driver: Driver) {
                 {"name": "small", "deviceClassName": CLASS},
             ]},
             {"name": "extra", "exactly": {"deviceClassName": CLASS}},
+        ], "config": [
+            {"requests": ["gpu"], "opaque": {"driver": DRIVER, "parameters": {"mode": "shared"}}},
         ]}}},
     });
     let templates = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates";
@@ -317,7 +320,32 @@ async fn template_scenario(driver: Driver) {
     assert_eq!(ours["whole"].len(), 2, "{driver:?}: {reply}");
     assert_eq!(ours["one"].len(), 1, "{driver:?}: {reply}");
     assert!(ours["whole"].contains(&ours["one"][0]));
-    assert!(cluster.cdi_spec(&claim_uid).exists());
+    // The driver saw the configuration: the device of request `gpu` (its
+    // subrequest `small`) is in shared mode, the other one not.
+    let spec: Value =
+        serde_json::from_slice(&std::fs::read(cluster.cdi_spec(&claim_uid)).unwrap()).unwrap();
+    let mode = |cdi_id: &str| -> Option<String> {
+        let name = cdi_id.split_once('=').unwrap().1;
+        let device = spec["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in {spec}"));
+        device["containerEdits"]["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| e.as_str()?.strip_prefix("GPU_MODE="))
+            .map(str::to_string)
+            .next()
+    };
+    assert_eq!(mode(&ours["one"][0]).as_deref(), Some("shared"), "{spec}");
+    let other = ours["whole"]
+        .iter()
+        .find(|id| **id != ours["one"][0])
+        .unwrap();
+    assert_eq!(mode(other), None, "{spec}");
     assert_eq!(prepared_devices(&cluster.driver_log), 2, "prepared once");
 
     // The pod-resources API reports the same devices per container.
@@ -379,6 +407,11 @@ async fn the_sdk_example_driver_gives_each_container_what_the_kubelet_gives_it()
 #[tokio::test(flavor = "multi_thread")]
 async fn the_go_helper_driver_gives_each_container_what_the_kubelet_gives_it() {
     template_scenario(Driver::GoHelper).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_guides_driver_gives_each_container_what_the_kubelet_gives_it() {
+    template_scenario(Driver::Guide).await;
 }
 
 /// A pod asking for `example.com/gpu`, an extended resource a DeviceClass

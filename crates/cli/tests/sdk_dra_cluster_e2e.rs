@@ -11,6 +11,7 @@
 
 mod common;
 
+use common::claims::{allocated_claim, delete_claim, pod_using};
 use common::cluster_drivers::{Driver, prepared_devices};
 use common::*;
 
@@ -45,20 +46,11 @@ async fn api() -> KubeApi {
     api
 }
 
-async fn admin(api: &KubeApi, method: &str, path: &str, body: Option<&Value>) -> Value {
-    let response = api.request(Identity::Admin, method, path, body).await;
-    assert!(
-        (200..300).contains(&response.status),
-        "{method} {path}: {} {}",
-        response.status,
-        response.body
-    );
-    response.body
-}
-
 /// The driver's slices on node-1, sorted by pool and name.
 async fn slices(api: &KubeApi) -> Vec<Value> {
-    let list = admin(api, "GET", "/apis/resource.k8s.io/v1/resourceslices", None).await;
+    let list = api
+        .admin("GET", "/apis/resource.k8s.io/v1/resourceslices", None)
+        .await;
     let mut slices: Vec<Value> = list["items"]
         .as_array()
         .unwrap()
@@ -85,14 +77,6 @@ fn device_names(slice: &Value) -> Vec<&str> {
         .iter()
         .map(|d| d["name"].as_str().unwrap())
         .collect()
-}
-
-async fn node_client(api: &KubeApi) -> kube::Client {
-    let kubeconfig = kube::config::Kubeconfig::read_from(api.node_kubeconfig()).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .unwrap();
-    kube::Client::try_from(config).unwrap()
 }
 
 struct NoCalls;
@@ -128,7 +112,7 @@ async fn published_slices_have_the_helpers_shape_and_follow_the_devices() {
     let server = DraDriverServer::builder(DRIVER, Arc::new(NoCalls))
         .root_dir(root.path())
         .register(false)
-        .kube(node_client(&api).await, NODE)
+        .kube(api.client(Identity::Node).await, NODE)
         .resources(resources.clone())
         .start(shutdown.clone())
         .await
@@ -136,7 +120,9 @@ async fn published_slices_have_the_helpers_shape_and_follow_the_devices() {
 
     let published = slices_when(&api, "one slice", |s| s.len() == 1).await;
     let slice = &published[0];
-    let node = admin(&api, "GET", &format!("/api/v1/nodes/{NODE}"), None).await;
+    let node = api
+        .admin("GET", &format!("/api/v1/nodes/{NODE}"), None)
+        .await;
     // Named as the Go helper names them: the slice's index, the driver, the
     // node.
     assert!(
@@ -193,15 +179,16 @@ async fn published_slices_have_the_helpers_shape_and_follow_the_devices() {
         two.iter().any(|s| s["metadata"]["uid"] == first),
         "the first slice is kept: {two:?}"
     );
-    assert!(two.iter().any(|s| s["metadata"]["name"]
-        .as_str()
-        .unwrap()
-        .starts_with(&format!("00001-{DRIVER}-{NODE}-"))));
+    assert!(two.iter().any(|s| {
+        s["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("00001-{DRIVER}-{NODE}-"))
+    }));
 
     // Someone deletes one: it comes back.
     let victim = two[0]["metadata"]["name"].as_str().unwrap().to_string();
-    admin(
-        &api,
+    api.admin(
         "DELETE",
         &format!("/apis/resource.k8s.io/v1/resourceslices/{victim}"),
         None,
@@ -219,66 +206,6 @@ async fn published_slices_have_the_helpers_shape_and_follow_the_devices() {
     server.wait().await.unwrap();
 }
 
-/// A claim allocated to gpu-1 of node-1, and a pod on node-1 using it (so
-/// the node may read it). Returns the claim's UID.
-async fn allocated_claim(api: &KubeApi, name: &str) -> String {
-    let claims = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims";
-    let claim = json!({
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name},
-        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}},
-    });
-    let created = admin(api, "POST", claims, Some(&claim)).await;
-    let allocation = json!({"status": {"allocation": {"devices": {"results": [
-        {"request": "gpu", "driver": DRIVER, "pool": NODE, "device": "gpu-1"},
-        {"request": "gpu", "driver": "other.example.com", "pool": NODE, "device": "x"},
-    ]}}}});
-    admin(
-        api,
-        "PATCH",
-        &format!("{claims}/{name}/status"),
-        Some(&allocation),
-    )
-    .await;
-    created["metadata"]["uid"].as_str().unwrap().to_string()
-}
-
-async fn pod_using(api: &KubeApi, claim: &str) {
-    let account =
-        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
-    let _ = api
-        .request(
-            Identity::Admin,
-            "POST",
-            "/api/v1/namespaces/default/serviceaccounts",
-            Some(&account),
-        )
-        .await;
-    let pod = json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": format!("pod-{claim}")},
-        "spec": {
-            "nodeName": NODE,
-            "automountServiceAccountToken": false,
-            "containers": [{"name": "c", "image": "example.invalid/app"}],
-            "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}],
-        },
-    });
-    admin(api, "POST", "/api/v1/namespaces/default/pods", Some(&pod)).await;
-}
-
-async fn delete_claim(api: &KubeApi, name: &str) {
-    admin(
-        api,
-        "DELETE",
-        &format!("/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/{name}"),
-        None,
-    )
-    .await;
-}
-
 /// One prepare or unprepare of `uid` (claim `name`): the claim's result.
 type Call<'a> = Box<dyn FnMut(&'a str, String) -> futures::future::BoxFuture<'a, Value> + 'a>;
 
@@ -288,8 +215,8 @@ async fn claims_scenario(api: &KubeApi, root: &Path, driver: Driver, mut call: C
     let label = format!("{driver:?}");
     let cdi = root.join("cdi");
     let log = root.join("driver.log");
-    let uid = allocated_claim(api, "gpu-claim").await;
-    pod_using(api, "gpu-claim").await;
+    let uid = allocated_claim(api, "gpu-claim", NODE, DRIVER, "gpu-1").await;
+    pod_using(api, "gpu-claim", NODE).await;
     let mut running = driver.start(api, NODE, root, &cdi, &log);
 
     // Once the driver is registered.
@@ -344,7 +271,7 @@ async fn claims_scenario(api: &KubeApi, root: &Path, driver: Driver, mut call: C
 
     // The claim is deleted and created again: the old UID is refused.
     delete_claim(api, "gpu-claim").await;
-    let new_uid = allocated_claim(api, "gpu-claim").await;
+    let new_uid = allocated_claim(api, "gpu-claim", NODE, DRIVER, "gpu-1").await;
     assert_ne!(new_uid, uid);
     let replaced = call("prepare", uid.clone()).await;
     // The SDK refuses the claim; the Go helper fails the whole call.

@@ -7,11 +7,11 @@
 use nodeplugins_sdk::api::deviceplugin::v1beta1::{ContainerAllocateResponse, Device};
 use nodeplugins_sdk::device_plugin::{DevicePluginServer, DevicePluginService, Devices};
 use nodeplugins_sdk::signals::shutdown_on_signals;
-use tonic::Status;
+use nodeplugins_sdk::tonic::Status;
 
 struct Plugin;
 
-#[async_trait::async_trait]
+#[nodeplugins_sdk::async_trait]
 impl DevicePluginService for Plugin {
     async fn allocate(&self, devices: Vec<String>) -> Result<ContainerAllocateResponse, Status> {
         Ok(ContainerAllocateResponse {

@@ -14,7 +14,7 @@ use nodeplugins_sdk::signals::shutdown_on_signals;
 
 struct Driver;
 
-#[async_trait::async_trait]
+#[nodeplugins_sdk::async_trait]
 impl DraDriver for Driver {
     async fn prepare(
         &self,

@@ -39,9 +39,6 @@ pub mod socket_name;
 /// The attribute a [`dra_driver::DraDriver`] (and any other trait of the
 /// SDK with async methods) is implemented with: `#[nodeplugins_sdk::async_trait]`.
 pub use async_trait::async_trait;
-/// The gRPC crate whose `Status` the device plugin traits return, at the
-/// version the SDK is built with.
-pub use tonic;
 /// The Kubernetes types the DRA driver's cluster options take (feature
 /// `kube`), at the versions the SDK is built with.
 #[cfg(feature = "kube")]
@@ -52,3 +49,6 @@ pub use k8s_openapi;
 pub use kube;
 pub use nodeplugins_api as api;
 pub use registrar::{PluginRegistration, Registrar, RegistrarBuilder, RegistrationState};
+/// The gRPC crate whose `Status` the device plugin traits return, at the
+/// version the SDK is built with.
+pub use tonic;

@@ -251,6 +251,55 @@ impl KubeApi {
         }
     }
 
+    /// Sends a request as the admin and returns the body of its 2xx answer;
+    /// any other answer fails the test, naming the request.
+    pub async fn admin(&self, method: &str, path: &str, body: Option<&Value>) -> Value {
+        let response = self.request(Identity::Admin, method, path, body).await;
+        assert!(
+            (200..300).contains(&response.status),
+            "{method} {path}: {} {}",
+            response.status,
+            response.body
+        );
+        response.body
+    }
+
+    /// A client of the API server with `identity`'s kubeconfig.
+    pub async fn client(&self, identity: Identity) -> kube::Client {
+        let path = match identity {
+            Identity::Admin => self.admin_kubeconfig(),
+            Identity::Node => self.node_kubeconfig(),
+        };
+        let kubeconfig = kube::config::Kubeconfig::read_from(&path).expect("read kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .expect("kubeconfig");
+        kube::Client::try_from(config).expect("client")
+    }
+
+    /// Freezes the API server (SIGSTOP): connections stay open and nothing
+    /// is answered, as when it hangs, until
+    /// [`resume_apiserver`](Self::resume_apiserver).
+    pub async fn pause_apiserver(&self) {
+        self.signal_apiserver("-STOP").await;
+    }
+
+    /// Lets a frozen API server go on (SIGCONT).
+    pub async fn resume_apiserver(&self) {
+        self.signal_apiserver("-CONT").await;
+    }
+
+    async fn signal_apiserver(&self, signal: &str) {
+        let pid = self.apiserver.id().expect("the API server is running");
+        let status = Command::new("kill")
+            .arg(signal)
+            .arg(pid.to_string())
+            .status()
+            .await
+            .expect("run kill");
+        assert!(status.success(), "kill {signal} {pid}");
+    }
+
     fn node_user(&self) -> String {
         format!("system:node:{}", self.node_name)
     }

@@ -3,6 +3,7 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod claims;
 pub mod cluster_drivers;
 
 use std::path::Path;

@@ -13,9 +13,9 @@ use nodeplugins_sdk::device_plugin::{
     DevicePluginServer, DevicePluginService, Devices, Registration,
 };
 use nodeplugins_sdk::signals::shutdown_on_signals;
+use nodeplugins_sdk::tonic::Status;
 use nodeplugins_sdk_bins::LogFlags;
 use tokio::signal::unix::{SignalKind, signal};
-use tonic::Status;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Via {
@@ -52,7 +52,7 @@ struct Example {
     numa: Vec<(String, i64)>,
 }
 
-#[async_trait::async_trait]
+#[nodeplugins_sdk::async_trait]
 impl DevicePluginService for Example {
     async fn allocate(
         &self,

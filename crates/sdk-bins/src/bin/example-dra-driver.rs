@@ -20,12 +20,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Parser;
-use k8s_openapi::api::resource::v1::{Device, DeviceAttribute};
 use nodeplugins_sdk::api::dra_health::v1::HealthStatus;
 use nodeplugins_sdk::dra_driver::{
     ApiVersions, Claim, ContainerEdits, DraDriver, DraDriverServer, HealthReporter, Pool,
     PreparedClaim, PreparedDevice, Resources,
 };
+use nodeplugins_sdk::k8s_openapi::api::resource::v1::{Device, DeviceAttribute};
+use nodeplugins_sdk::kube;
 use nodeplugins_sdk::signals::shutdown_on_signals;
 use nodeplugins_sdk_bins::LogFlags;
 use tokio::signal::unix::{SignalKind, signal};
@@ -98,8 +99,7 @@ impl ExampleDriver {
                 c.namespace, c.name
             ));
         }
-        let devices: Vec<(Vec<String>, String, String, Option<String>)> = match &claim.allocation
-        {
+        let devices: Vec<(Vec<String>, String, String, Option<String>)> = match &claim.allocation {
             Some(allocation) => allocation
                 .devices
                 .iter()
@@ -111,15 +111,15 @@ impl ExampleDriver {
                         .filter_map(|c| c.parameters["mode"].as_str())
                         .last()
                         .map(str::to_string);
-                    (vec![d.request.clone()], d.pool.clone(), d.device.clone(), mode)
+                    (
+                        vec![d.request.clone()],
+                        d.pool.clone(),
+                        d.device.clone(),
+                        mode,
+                    )
                 })
                 .collect(),
-            None => vec![(
-                Vec::new(),
-                self.pool.clone(),
-                self.device_for(&c.uid),
-                None,
-            )],
+            None => vec![(Vec::new(), self.pool.clone(), self.device_for(&c.uid), None)],
         };
         let prepared = devices
             .into_iter()
@@ -165,8 +165,10 @@ impl DraDriver for ExampleDriver {
         claims
             .into_iter()
             .map(|c| {
+                // Nothing to release on fake GPUs; a real driver releases
+                // the devices given, also those of an interrupted prepare.
                 let devices: Vec<&str> = c.devices.iter().map(|d| d.device.as_str()).collect();
-                tracing::info!(instance = %self.instance, claim = %c.claim.uid, ?devices, "unprepared");
+                tracing::info!(instance = %self.instance, claim = %c.claim.uid, ?devices, state = ?c.state, "unprepared");
                 (c.claim.uid, Ok(()))
             })
             .collect()

@@ -264,3 +264,55 @@ impl DraDriverBuilder {
         DraDriverServer::start(self, shutdown).await
     }
 }
+
+#[cfg(all(test, feature = "kube"))]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::dra_driver::{Claim, PreparedClaim, PreparedDevice, Resources};
+
+    struct Nothing;
+
+    #[async_trait::async_trait]
+    impl DraDriver for Nothing {
+        async fn prepare(
+            &self,
+            _: Vec<Claim>,
+        ) -> HashMap<String, Result<Vec<PreparedDevice>, String>> {
+            HashMap::new()
+        }
+
+        async fn unprepare(&self, _: Vec<PreparedClaim>) -> HashMap<String, Result<(), String>> {
+            HashMap::new()
+        }
+    }
+
+    fn client() -> kube::Client {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap_or_default());
+        kube::Client::try_from(config).unwrap_or_else(|e| panic!("client: {e}"))
+    }
+
+    #[tokio::test]
+    async fn resources_and_the_api_client_may_come_in_either_order() {
+        let before = DraDriverServer::builder("gpu.example.com", Arc::new(Nothing))
+            .resources(Resources::new())
+            .kube(client(), "node-1");
+        assert!(before.resources.is_some() && before.kube.is_some());
+        let after = DraDriverServer::builder("gpu.example.com", Arc::new(Nothing))
+            .kube(client(), "node-1")
+            .resources(Resources::new());
+        assert!(after.resources.is_some() && after.kube.is_some());
+    }
+
+    #[tokio::test]
+    async fn resources_without_an_api_client_are_refused_at_start() {
+        let root = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let refused = DraDriverServer::builder("gpu.example.com", Arc::new(Nothing))
+            .root_dir(root.path())
+            .resources(Resources::new())
+            .start(CancellationToken::new())
+            .await;
+        assert!(matches!(refused, Err(DraDriverError::ResourcesWithoutKube)));
+    }
+}

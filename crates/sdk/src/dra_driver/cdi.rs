@@ -292,7 +292,10 @@ mod tests {
             .collect();
         assert_eq!(
             ids,
-            ["dra.example.com/gpu=u1-0-gpu-0", "dra.example.com/gpu=u1-1-gpu-0"]
+            [
+                "dra.example.com/gpu=u1-0-gpu-0",
+                "dra.example.com/gpu=u1-1-gpu-0"
+            ]
         );
     }
 
@@ -327,7 +330,10 @@ mod tests {
         left.sort();
         assert_eq!(
             left,
-            ["dra.example.com-gpu_u1.json", "dra.example.com-gpu_u1.json.tmp"]
+            [
+                "dra.example.com-gpu_u1.json",
+                "dra.example.com-gpu_u1.json.tmp"
+            ]
         );
         let mode = std::fs::metadata(dir.path().join("dra.example.com-gpu_u1.json"))
             .unwrap()

@@ -115,7 +115,10 @@ fn allocated_device(result: &DeviceRequestAllocationResult) -> AllocatedDevice {
             })
             .collect(),
         binding_conditions: result.binding_conditions.clone().unwrap_or_default(),
-        binding_failure_conditions: result.binding_failure_conditions.clone().unwrap_or_default(),
+        binding_failure_conditions: result
+            .binding_failure_conditions
+            .clone()
+            .unwrap_or_default(),
         skip_node_operations: result.skip_node_operations.clone().unwrap_or_default(),
     }
 }

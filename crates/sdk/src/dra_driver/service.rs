@@ -137,9 +137,10 @@ impl Service {
     ) -> Result<v1::NodePrepareResourcesResponse, Status> {
         let mut results = HashMap::new();
         // 1. What is prepared already needs nothing more.
-        let records = self.store.read().await.map_err(|e| {
-            Status::unavailable(format!("cannot read the prepared claims: {e}"))
-        })?;
+        let records =
+            self.store.read().await.map_err(|e| {
+                Status::unavailable(format!("cannot read the prepared claims: {e}"))
+            })?;
         let mut unprepared = Vec::new();
         for claim in request.claims.into_iter().map(claim_ref) {
             match records.get(&claim.uid) {
@@ -274,7 +275,9 @@ impl Service {
                     Ok(()) => prepared(&record.devices),
                     Err(e) => {
                         tracing::error!(claim = %uid, error = %e, "prepared claim not recorded");
-                        failed(format!("prepared, but the record could not be written: {e}"))
+                        failed(format!(
+                            "prepared, but the record could not be written: {e}"
+                        ))
                     }
                 };
                 results.insert(uid, result);
@@ -289,9 +292,10 @@ impl Service {
         request: v1::NodeUnprepareResourcesRequest,
     ) -> Result<v1::NodeUnprepareResourcesResponse, Status> {
         let _guard = self.serializer.acquire().await?;
-        let records = self.store.read().await.map_err(|e| {
-            Status::unavailable(format!("cannot read the prepared claims: {e}"))
-        })?;
+        let records =
+            self.store.read().await.map_err(|e| {
+                Status::unavailable(format!("cannot read the prepared claims: {e}"))
+            })?;
         let claims: Vec<PreparedClaim> = request
             .claims
             .into_iter()

@@ -25,7 +25,12 @@ pub enum Step {
 
 impl Step {
     /// Every step, in order.
-    pub const ALL: [Step; 4] = [Self::Recorded, Self::Answered, Self::CdiWritten, Self::Saved];
+    pub const ALL: [Step; 4] = [
+        Self::Recorded,
+        Self::Answered,
+        Self::CdiWritten,
+        Self::Saved,
+    ];
 
     /// The step's name, as [`STOP_AT_ENV`] names it.
     pub fn name(self) -> &'static str {

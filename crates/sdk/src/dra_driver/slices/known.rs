@@ -55,9 +55,22 @@ impl Known {
         self.watched.insert(slice.name_any(), (scope, slice));
     }
 
-    /// A watch saw slice `name` deleted.
-    pub(super) fn gone(&mut self, name: &str) {
-        self.watched.remove(name);
+    /// A watch saw `slice` deleted: gone, whatever was written of it before
+    /// (its last resourceVersion is at least that of any earlier write).
+    pub(super) fn gone(&mut self, slice: &ResourceSlice) {
+        let name = slice.name_any();
+        self.watched.remove(&name);
+        let deleted = resource_version(slice);
+        let superseded = self
+            .own
+            .get(&name)
+            .is_some_and(|w| match (w.resource_version, deleted) {
+                (Some(own), Some(deleted)) => own <= deleted,
+                _ => true,
+            });
+        if superseded {
+            self.own.remove(&name);
+        }
     }
 
     /// A watch of `scope` listed its slices again: they replace what it
@@ -208,6 +221,15 @@ mod tests {
         known.expire(now + OWN_WRITE_TTL);
         assert_eq!(view(&known).len(), 1, "the watch's word once expired");
         assert_eq!(known.next_expiry(), None);
+    }
+
+    #[test]
+    fn a_slice_someone_else_deletes_is_gone_though_it_was_written_a_moment_ago() {
+        let now = Instant::now();
+        let mut known = Known::default();
+        known.wrote(slice("a", 12, 1), now);
+        known.gone(&slice("a", 12, 1));
+        assert!(view(&known).is_empty());
     }
 
     #[test]

@@ -220,7 +220,10 @@ fn normalize(value: &mut Value, quantities: bool) {
     match value {
         Value::Object(map) => {
             for (key, child) in map.iter_mut() {
-                normalize(child, quantities || QUANTITY_PARENTS.contains(&key.as_str()));
+                normalize(
+                    child,
+                    quantities || QUANTITY_PARENTS.contains(&key.as_str()),
+                );
             }
             map.retain(|_, child| !is_empty(child));
         }

@@ -253,7 +253,9 @@ pub enum InvalidPool {
         set: String,
     },
     /// A device consumes a counter its counter set does not have.
-    #[error("device {device:?} consumes counter {counter:?}, which counter set {set:?} does not have")]
+    #[error(
+        "device {device:?} consumes counter {counter:?}, which counter set {set:?} does not have"
+    )]
     UnknownCounter {
         /// The device.
         device: String,

@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::time::Duration;
 
-use futures::stream::BoxStream;
 use futures::StreamExt;
+use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::{ResourceSlice, ResourceSliceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -209,7 +209,7 @@ impl Task {
                 true
             }
             Ok(watcher::Event::Delete(slice)) => {
-                self.known.gone(&slice.name_any());
+                self.known.gone(&slice);
                 true
             }
             Err(e) => {
@@ -414,7 +414,13 @@ impl Task {
 
     /// Takes note of `stored`, the server's answer to writing `sent` as
     /// slice `index` of pool `name`.
-    fn stored(&mut self, name: &str, index: usize, sent: &ResourceSliceSpec, stored: ResourceSlice) {
+    fn stored(
+        &mut self,
+        name: &str,
+        index: usize,
+        sent: &ResourceSliceSpec,
+        stored: ResourceSlice,
+    ) {
         if !plan::same_spec(&stored.spec, sent) {
             self.report(PublishError::DroppedFields {
                 pool: name.to_string(),
@@ -442,17 +448,13 @@ impl Task {
             ..Default::default()
         };
         let deleted = self
-            .request(
-                pool,
-                "delete ResourceSlice",
-                async {
-                    match self.slices.delete(&name, &params).await {
-                        Ok(_) => Ok(true),
-                        Err(kube::Error::Api(status)) if status.is_not_found() => Ok(false),
-                        Err(e) => Err(e),
-                    }
-                },
-            )
+            .request(pool, "delete ResourceSlice", async {
+                match self.slices.delete(&name, &params).await {
+                    Ok(_) => Ok(true),
+                    Err(kube::Error::Api(status)) if status.is_not_found() => Ok(false),
+                    Err(e) => Err(e),
+                }
+            })
             .await?;
         if deleted {
             tracing::info!(slice = %name, %pool, "ResourceSlice deleted");

@@ -63,7 +63,10 @@ fn slices_are_named_by_their_index_as_the_go_helper_names_them() {
         PUBLISHER.generate_name(0x1ab, 0x100001),
         "0001ab-gpu.example.com-node-1-"
     );
-    assert_eq!(decode_index("0000a-gpu.example.com-node-1-xyz12", 5), Some(10));
+    assert_eq!(
+        decode_index("0000a-gpu.example.com-node-1-xyz12", 5),
+        Some(10)
+    );
     assert_eq!(decode_index("node-1-gpu.example.com-xyz12", 5), None);
     assert_eq!(decode_index("000a-x", 5), None);
 }
@@ -97,7 +100,10 @@ fn one_changed_slice_is_updated_in_place_with_the_same_generation() {
     );
     assert_eq!(plan.generation, 1);
     assert_eq!(plan.updates.len(), 1);
-    assert_eq!((plan.updates[0].0, plan.updates[0].1.name_any()), (1, "00001-b".into()));
+    assert_eq!(
+        (plan.updates[0].0, plan.updates[0].1.name_any()),
+        (1, "00001-b".into())
+    );
     assert!(plan.creates.is_empty() && plan.deletes.is_empty());
 }
 
@@ -108,7 +114,11 @@ fn a_new_slice_bumps_the_generation_and_updates_the_others_in_place() {
     let grown = plan(&after, vec![stored("00000-a", &before, 0, 1)]);
     assert_eq!(grown.generation, 2);
     assert_eq!(grown.creates, [1]);
-    assert_eq!(grown.updates.len(), 1, "the kept slice gets the new generation");
+    assert_eq!(
+        grown.updates.len(),
+        1,
+        "the kept slice gets the new generation"
+    );
     assert!(grown.deletes.is_empty());
 
     // Two changed slices: a new generation of both, in place.
@@ -173,8 +183,13 @@ fn slices_compare_as_the_api_stores_them() {
     let desired_spec = PUBLISHER.spec("p", &desired, 0, 1);
 
     let mut server_device = desired_device.clone();
-    server_device.capacity.as_mut().unwrap().get_mut("memory").unwrap().value =
-        Quantity("1Gi".into());
+    server_device
+        .capacity
+        .as_mut()
+        .unwrap()
+        .get_mut("memory")
+        .unwrap()
+        .value = Quantity("1Gi".into());
     server_device.taints.as_mut().unwrap()[0].time_added = Some(Time(Default::default()));
     server_device.attributes = None;
     let mut server_spec = desired_spec.clone();
@@ -194,15 +209,12 @@ fn slices_compare_as_the_api_stores_them() {
 
 #[test]
 fn pools_for_other_nodes_carry_no_node_name() {
-    let spec = |selection| {
-        PUBLISHER.spec(
-            "p",
-            &pool(&[&["gpu-0"]]).node_selection(selection),
-            0,
-            1,
-        )
-    };
-    assert_eq!(spec(NodeSelection::ThisNode).node_name.as_deref(), Some("node-1"));
+    let spec =
+        |selection| PUBLISHER.spec("p", &pool(&[&["gpu-0"]]).node_selection(selection), 0, 1);
+    assert_eq!(
+        spec(NodeSelection::ThisNode).node_name.as_deref(),
+        Some("node-1")
+    );
     let all = spec(NodeSelection::AllNodes);
     assert_eq!((all.node_name, all.all_nodes), (None, Some(true)));
     let per_device = spec(NodeSelection::PerDevice);

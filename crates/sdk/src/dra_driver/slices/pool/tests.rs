@@ -146,10 +146,7 @@ fn what_the_api_would_refuse_is_refused_before_anything_is_sent() {
         both.validate(),
         Err(InvalidPool::DevicesAndCounters { slice: 0 })
     );
-    let twice = Pool::from_slices(vec![
-        Slice::devices(devices(2)),
-        Slice::devices(devices(1)),
-    ]);
+    let twice = Pool::from_slices(vec![Slice::devices(devices(2)), Slice::devices(devices(1))]);
     assert_eq!(
         twice.validate(),
         Err(InvalidPool::DuplicateDevice("gpu-0".into()))

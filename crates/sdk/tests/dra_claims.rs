@@ -1,0 +1,324 @@
+//! The SDK's record of prepared claims, over real sockets: a record that
+//! cannot be written fails its claims (before the driver is called, and
+//! after), concurrent calls without serialization each keep their record,
+//! unprepare is told what is known, and claims are read from the API server
+//! before the call is serialized, so a black-holed API server holds up no
+//! other call.
+
+// Test code: a failed unwrap is a failed test with a precise location.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use nodeplugins_api::dra::v1;
+use nodeplugins_api::dra::v1::dra_plugin_client::DraPluginClient;
+use nodeplugins_api::transport::dial;
+use nodeplugins_sdk::dra_driver::{
+    Claim, DraDriver, DraDriverServer, PreparedClaim, PreparedDevice, PreparedState, STORE_FILE,
+};
+use nodeplugins_test_support::wait::TIMEOUT;
+use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
+
+const DRIVER: &str = "gpu.example.com";
+
+/// Gives each claim one device named after its UID; remembers every call.
+/// A claim whose name starts with `slow` waits at the gate: its arrival is
+/// counted in `entered`, and it goes on when the gate opens.
+#[derive(Default)]
+struct Driver {
+    prepared: Mutex<Vec<String>>,
+    unprepared: Mutex<Vec<PreparedClaim>>,
+    entered: Option<watch::Sender<u32>>,
+    gate: Arc<Notify>,
+}
+
+impl Driver {
+    fn gated() -> (Self, watch::Receiver<u32>) {
+        let (entered, arrivals) = watch::channel(0);
+        let driver = Self {
+            entered: Some(entered),
+            ..Default::default()
+        };
+        (driver, arrivals)
+    }
+}
+
+#[nodeplugins_sdk::async_trait]
+impl DraDriver for Driver {
+    async fn prepare(
+        &self,
+        claims: Vec<Claim>,
+    ) -> HashMap<String, Result<Vec<PreparedDevice>, String>> {
+        if claims.iter().any(|c| c.claim.name.starts_with("slow"))
+            && let Some(entered) = &self.entered
+        {
+            let gate = self.gate.notified();
+            entered.send_modify(|n| *n += 1);
+            gate.await;
+        }
+        let mut results = HashMap::new();
+        for claim in claims {
+            let uid = claim.claim.uid;
+            self.prepared.lock().unwrap().push(uid.clone());
+            let device = PreparedDevice {
+                pool: "pool".into(),
+                device: format!("dev-{uid}"),
+                cdi_device_ids: vec![format!("{DRIVER}/gpu=dev-{uid}")],
+                ..Default::default()
+            };
+            results.insert(uid, Ok(vec![device]));
+        }
+        results
+    }
+
+    async fn unprepare(&self, claims: Vec<PreparedClaim>) -> HashMap<String, Result<(), String>> {
+        let mut results = HashMap::new();
+        for claim in claims {
+            results.insert(claim.claim.uid.clone(), Ok(()));
+            self.unprepared.lock().unwrap().push(claim);
+        }
+        results
+    }
+}
+
+fn claim(name: &str) -> v1::Claim {
+    v1::Claim {
+        namespace: "ns".into(),
+        uid: format!("uid-{name}"),
+        name: name.into(),
+    }
+}
+
+async fn client(server: &DraDriverServer) -> DraPluginClient<tonic::transport::Channel> {
+    DraPluginClient::new(dial(server.service_socket(), TIMEOUT).await.unwrap())
+}
+
+async fn prepare(
+    client: &mut DraPluginClient<tonic::transport::Channel>,
+    names: &[&str],
+) -> HashMap<String, v1::NodePrepareResourceResponse> {
+    let request = v1::NodePrepareResourcesRequest {
+        claims: names.iter().map(|n| claim(n)).collect(),
+    };
+    tokio::time::timeout(TIMEOUT, client.node_prepare_resources(request))
+        .await
+        .unwrap()
+        .unwrap()
+        .into_inner()
+        .claims
+}
+
+async fn unprepare(
+    client: &mut DraPluginClient<tonic::transport::Channel>,
+    names: &[&str],
+) -> HashMap<String, v1::NodeUnprepareResourceResponse> {
+    let request = v1::NodeUnprepareResourcesRequest {
+        claims: names.iter().map(|n| claim(n)).collect(),
+    };
+    tokio::time::timeout(TIMEOUT, client.node_unprepare_resources(request))
+        .await
+        .unwrap()
+        .unwrap()
+        .into_inner()
+        .claims
+}
+
+/// A running server, stopped on [`Running::stop`].
+struct Running {
+    server: DraDriverServer,
+    shutdown: CancellationToken,
+}
+
+impl Running {
+    async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(TIMEOUT, self.server.wait())
+            .await
+            .unwrap()
+            .unwrap();
+    }
+}
+
+async fn start(root: &Path, driver: Arc<Driver>, serialize: bool) -> Running {
+    let shutdown = CancellationToken::new();
+    let server = DraDriverServer::builder(DRIVER, driver)
+        .root_dir(root)
+        .register(false)
+        .serialize(serialize)
+        .start(shutdown.clone())
+        .await
+        .unwrap();
+    Running { server, shutdown }
+}
+
+/// Makes every write of the record fail: its temporary file's name is
+/// taken by a directory.
+fn block_writes(root: &Path) -> std::path::PathBuf {
+    let blocker = root.join(format!("plugins/{DRIVER}/{STORE_FILE}.tmp"));
+    std::fs::create_dir_all(&blocker).unwrap();
+    blocker
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_that_cannot_be_recorded_before_preparing_fails_and_the_driver_is_not_called() {
+    let root = tempfile::tempdir().unwrap();
+    let driver = Arc::new(Driver::default());
+    let running = start(root.path(), driver.clone(), true).await;
+    let mut client = client(&running.server).await;
+    let blocker = block_writes(root.path());
+
+    let results = prepare(&mut client, &["c1"]).await;
+    let error = &results["uid-c1"].error;
+    assert!(
+        error.starts_with("cannot record the claim before preparing it"),
+        "{error}"
+    );
+    assert!(results["uid-c1"].devices.is_empty());
+    assert!(driver.prepared.lock().unwrap().is_empty(), "not called");
+
+    // Once the record can be written, the claim is prepared.
+    std::fs::remove_dir(blocker).unwrap();
+    let results = prepare(&mut client, &["c1"]).await;
+    assert_eq!(results["uid-c1"].error, "");
+    assert_eq!(results["uid-c1"].devices[0].device_name, "dev-uid-c1");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_prepared_claim_whose_answer_cannot_be_recorded_fails_and_unprepare_still_releases_it() {
+    let root = tempfile::tempdir().unwrap();
+    let (driver, mut arrivals) = Driver::gated();
+    let driver = Arc::new(driver);
+    let running = start(root.path(), driver.clone(), true).await;
+    let client = client(&running.server).await;
+
+    // The record is written before the driver is called; the driver's
+    // answer cannot be.
+    let call = {
+        let mut client = client.clone();
+        tokio::spawn(async move { prepare(&mut client, &["slow"]).await })
+    };
+    tokio::time::timeout(TIMEOUT, arrivals.wait_for(|n| *n == 1))
+        .await
+        .unwrap()
+        .unwrap();
+    let blocker = block_writes(root.path());
+    driver.gate.notify_one();
+    let results = call.await.unwrap();
+    let error = &results["uid-slow"].error;
+    assert!(
+        error.starts_with("prepared, but the record could not be written"),
+        "{error}"
+    );
+    std::fs::remove_dir(blocker).unwrap();
+
+    // A restart later, unprepare is told the prepare was interrupted.
+    drop(client);
+    running.stop().await;
+    let restarted = Arc::new(Driver::default());
+    let running = start(root.path(), restarted.clone(), true).await;
+    let mut client = self::client(&running.server).await;
+    let results = unprepare(&mut client, &["slow"]).await;
+    assert_eq!(results["uid-slow"].error, "");
+    let unprepared = restarted.unprepared.lock().unwrap().clone();
+    assert_eq!(unprepared.len(), 1);
+    assert_eq!(unprepared[0].state, PreparedState::Interrupted);
+    // And nothing is left recorded.
+    unprepare(&mut client, &["slow"]).await;
+    assert_eq!(
+        restarted.unprepared.lock().unwrap()[1].state,
+        PreparedState::Unknown
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn calls_that_are_not_serialized_each_keep_their_record() {
+    let root = tempfile::tempdir().unwrap();
+    let (driver, mut arrivals) = Driver::gated();
+    let driver = Arc::new(driver);
+    let running = start(root.path(), driver.clone(), false).await;
+    let client = client(&running.server).await;
+
+    // A slow prepare loads the record, then waits in the driver while a
+    // quick one is prepared and recorded.
+    let slow = {
+        let mut client = client.clone();
+        tokio::spawn(async move { prepare(&mut client, &["slow"]).await })
+    };
+    tokio::time::timeout(TIMEOUT, arrivals.wait_for(|n| *n == 1))
+        .await
+        .unwrap()
+        .unwrap();
+    let quick = prepare(&mut client.clone(), &["quick"]).await;
+    assert_eq!(quick["uid-quick"].error, "");
+    driver.gate.notify_one();
+    assert_eq!(slow.await.unwrap()["uid-slow"].error, "");
+
+    // Both are recorded: prepared again after a restart, neither reaches
+    // the driver.
+    drop(client);
+    running.stop().await;
+    let restarted = Arc::new(Driver::default());
+    let running = start(root.path(), restarted.clone(), false).await;
+    let mut client = self::client(&running.server).await;
+    let again = prepare(&mut client, &["slow", "quick"]).await;
+    assert_eq!(again["uid-slow"].devices[0].device_name, "dev-uid-slow");
+    assert_eq!(again["uid-quick"].devices[0].device_name, "dev-uid-quick");
+    assert!(
+        restarted.prepared.lock().unwrap().is_empty(),
+        "both answered from the record"
+    );
+}
+
+/// A server that accepts connections and never answers: an API server
+/// that has stopped responding.
+#[cfg(feature = "kube")]
+async fn black_hole() -> (String, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((connection, _)) = listener.accept().await {
+            held.push(connection);
+        }
+    });
+    (url, task)
+}
+
+#[cfg(feature = "kube")]
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_read_from_a_silent_api_server_holds_up_no_other_call() {
+    let root = tempfile::tempdir().unwrap();
+    let (url, _hole) = black_hole().await;
+    let config = kube::Config::new(url.parse().unwrap());
+    let kube = kube::Client::try_from(config).unwrap();
+    let driver = Arc::new(Driver::default());
+    let server = DraDriverServer::builder(DRIVER, driver.clone())
+        .root_dir(root.path())
+        .register(false)
+        .kube(kube, "node-1")
+        .start(CancellationToken::new())
+        .await
+        .unwrap();
+    let client = client(&server).await;
+
+    // This prepare waits for the API server, which never answers...
+    let mut waiting = client.clone();
+    let stuck = tokio::spawn(async move {
+        waiting
+            .node_prepare_resources(v1::NodePrepareResourcesRequest {
+                claims: vec![claim("c1")],
+            })
+            .await
+    });
+    // ...while an unprepare, serialized with it, goes through.
+    let results = unprepare(&mut client.clone(), &["c2"]).await;
+    assert_eq!(results["uid-c2"].error, "");
+    assert!(
+        !stuck.is_finished(),
+        "the unprepare did not wait for the prepare's API read"
+    );
+    stuck.abort();
+}
