@@ -96,6 +96,11 @@ pub enum AgentError {
     /// The pod-resources socket could not be served.
     #[error("pod-resources socket: {0}")]
     PodResources(#[source] nodeplugins_api::transport::TransportError),
+    /// The Kubernetes API may not be written as this node (the credentials
+    /// are another node's).
+    #[cfg(feature = "kube")]
+    #[error(transparent)]
+    Kube(crate::kube_api::KubeApiError),
     /// A part of the agent panicked (a bug); the others were stopped.
     #[error("agent task failed: {0}")]
     Part(String),
@@ -256,13 +261,17 @@ impl Agent {
             let shutdown = shutdown.clone();
             let kube = self.kube;
             async move {
-                if let Some(kube) = kube {
-                    kube.run(devices, csi, shutdown).await;
+                match kube {
+                    Some(kube) => kube
+                        .run(devices, csi, shutdown)
+                        .await
+                        .map_err(AgentError::Kube),
+                    None => Ok(()),
                 }
             }
         };
         #[cfg(not(feature = "kube"))]
-        let publishing = async {};
+        let publishing = async { Ok::<(), AgentError>(()) };
         let admin = crate::admin::serve(root, sources, SystemTime::now(), shutdown.clone());
         let pod_resources = {
             let (devices, dra) = (self.devices.handle(), self.dra.handle());
@@ -307,8 +316,9 @@ impl Agent {
         let stopped = shutdown.clone();
         let publishing = part(
             async move {
-                publishing.await;
+                publishing.await?;
                 stopped.cancelled().await;
+                Ok::<(), AgentError>(())
             },
             &shutdown,
         );
@@ -328,7 +338,7 @@ impl Agent {
         devices??;
         dra?;
         metrics?;
-        publishing?;
+        publishing??;
         Ok(())
     }
 }

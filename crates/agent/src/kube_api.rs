@@ -20,26 +20,33 @@
 //! state to write (latest wins), retries with backoff while the API server
 //! is away, and never holds up registration, allocation or prepare.
 
-mod client;
 mod config;
+mod credentials;
 pub mod csi_node;
 mod error;
 mod event;
+mod identity;
 mod metrics;
 pub mod node_status;
+mod observed;
+mod owner;
 mod pod_claims;
 mod publisher;
 pub mod resource_slices;
 mod status;
+mod write_state;
 
 pub use config::{
-    DEFAULT_SETTLE, KubeApiConfig, KubeConfigSource, REQUEST_TIMEOUT, WRITE_RETRY_INITIAL,
-    WRITE_RETRY_MAX, default_node_name,
+    DEFAULT_SETTLE, KubeApiConfig, KubeConfigSource, NODE_NAME_ENV, REFUSED_RETRY_INITIAL,
+    REFUSED_RETRY_MAX, REQUEST_TIMEOUT, RETRY_JITTER, WRITE_RETRY_INITIAL, WRITE_RETRY_MAX,
+    default_node_name,
 };
+pub use credentials::{CREDENTIALS_RECHECK, Connection};
 pub use error::KubeApiError;
 pub use event::{KubeEvent, KubeEventKind};
 pub use metrics::KubeApiMetrics;
+pub use observed::CSINODE_RECHECK;
 pub use pod_claims::{PodClaimsError, PodClaimsReader};
-pub use publisher::{KubeApi, KubeApiHandle, KubeApiStopped};
+pub use publisher::{KubeApi, KubeApiHandle};
 pub use resource_slices::ResourceSliceCleanup;
 pub use status::{KubeApiStatus, WriteKind};

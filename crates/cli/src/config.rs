@@ -154,7 +154,7 @@ settings! {
     /// Publish to the Kubernetes API as the kubelet does: a kubeconfig file,
     /// in-cluster (the pod's service account), or off [default: off].
     kubeconfig: KubeconfigSetting, "NODEPLUGINS_KUBECONFIG", parse_kubeconfig;
-    /// The Node to publish for [default: the host name, lower case].
+    /// The Node to publish for [default: $NODE_NAME (a pod's node, from the downward API), else the host name, lower case].
     node_name: String, "NODEPLUGINS_NODE_NAME", parse_node_name;
     /// Mode of the pod-resources socket (octal; its directory gets the same
     /// plus search), or off to not serve it [default: 0600].

@@ -9,6 +9,7 @@
 
 mod common;
 
+use common::kube::*;
 use common::*;
 
 use std::path::Path;
@@ -27,66 +28,16 @@ const STUB_RESOURCE: &str = "example.com/resource";
 
 /// The API server with Nodes `node-1` and `node-2` created by the admin.
 async fn api() -> KubeApi {
-    nodeplugins_test_support::init_tracing();
-    let api = KubeApi::start(NODE).await;
-    for name in [NODE, "node-2"] {
-        let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}});
-        let created = api
-            .request(Identity::Admin, "POST", "/api/v1/nodes", Some(&node))
-            .await;
-        assert_eq!(created.status, 201, "create {name}: {}", created.body);
-    }
-    api
+    api_with_nodes(NODE, &[NODE, "node-2"]).await
 }
 
 /// The agent on `root`, publishing as the node identity.
 fn publishing_agent(api: &KubeApi, root: &Path, extra: &[&str]) -> ChildProcess {
-    let kubeconfig = api.node_kubeconfig();
-    let mut args = vec![
-        "--kubeconfig",
-        kubeconfig.to_str().unwrap(),
-        "--node-name",
-        NODE,
-    ];
-    args.extend_from_slice(extra);
-    agent_with(root, &args)
+    publishing_agent_as(&api.node_kubeconfig(), NODE, root, extra)
 }
 
 async fn get(api: &KubeApi, path: &str) -> Value {
-    let response = api.request(Identity::Admin, "GET", path, None).await;
-    assert_eq!(response.status, 200, "GET {path}: {}", response.body);
-    response.body
-}
-
-/// Node `node-1` once `pred` holds for it.
-async fn node_when(api: &KubeApi, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-    let what = format!("node {NODE}: {what}");
-    eventually(&what, TIMEOUT, || async {
-        let node = get(api, &format!("/api/v1/nodes/{NODE}")).await;
-        pred(&node).then_some(node)
-    })
-    .await
-}
-
-/// (capacity, allocatable) of `resource` on `node`, as strings.
-fn counts<'a>(node: &'a Value, resource: &str) -> (&'a Value, &'a Value) {
-    (
-        &node["status"]["capacity"][resource],
-        &node["status"]["allocatable"][resource],
-    )
-}
-
-fn has(node: &Value, resource: &str, capacity: &str, allocatable: &str) -> bool {
-    counts(node, resource) == (&json!(capacity), &json!(allocatable))
-}
-
-fn example_device_plugin(root: &Path) -> ChildProcess {
-    let mut command = Command::new(binary("nodeplugins-sdk-bins", "example-device-plugin"));
-    command
-        .arg("--root-dir")
-        .arg(root)
-        .args(["--resource", RESOURCE, "--devices", "2"]);
-    ChildProcess::spawn("example-device-plugin", command)
+    api.admin("GET", path, None).await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -94,7 +45,7 @@ async fn device_resources_follow_their_plugins_in_the_node_status() {
     let api = api().await;
     let root = tempfile::tempdir().unwrap();
     let mut agent = publishing_agent(&api, root.path(), &["--device-grace-period", "2s"]);
-    let mut example = example_device_plugin(root.path());
+    let mut example = example_device_plugin(root.path(), RESOURCE, 2);
     let kubelet_sock = root.path().join("device-plugins/kubelet.sock");
     eventually("kubelet.sock", TIMEOUT, || async {
         kubelet_sock.exists().then_some(())
@@ -112,17 +63,20 @@ async fn device_resources_follow_their_plugins_in_the_node_status() {
             "--watch",
         ],
     );
-    node_when(&api, "both resources", |n| {
+    node_when(&api, NODE, "both resources", |n| {
         has(n, RESOURCE, "2", "2") && has(n, STUB_RESOURCE, "2", "2")
     })
     .await;
 
     // Health flips, from our plugin and from the kubelet's stub.
     signal(&example, "-USR1").await;
-    node_when(&api, "one unhealthy device", |n| has(n, RESOURCE, "2", "1")).await;
+    node_when(&api, NODE, "one unhealthy device", |n| {
+        has(n, RESOURCE, "2", "1")
+    })
+    .await;
     let update = json!({"devices": [{"id": "Dev-1", "health": "Unhealthy"}, {"id": "Dev-2", "health": "Unhealthy"}]});
     stub.request(TIMEOUT, "update", update).await;
-    node_when(&api, "the stub's devices unhealthy", |n| {
+    node_when(&api, NODE, "the stub's devices unhealthy", |n| {
         has(n, STUB_RESOURCE, "2", "0")
     })
     .await;
@@ -130,8 +84,8 @@ async fn device_resources_follow_their_plugins_in_the_node_status() {
     // A plugin gone: allocatable 0 at once, capacity kept; after the grace
     // period the resource reads 0 and is still there.
     example.kill().await;
-    node_when(&api, "disconnected", |n| has(n, RESOURCE, "2", "0")).await;
-    node_when(&api, "removed after the grace period", |n| {
+    node_when(&api, NODE, "disconnected", |n| has(n, RESOURCE, "2", "0")).await;
+    node_when(&api, NODE, "removed after the grace period", |n| {
         has(n, RESOURCE, "0", "0")
     })
     .await;
@@ -143,11 +97,12 @@ async fn device_resources_follow_their_plugins_in_the_node_status() {
     let _agent = publishing_agent(&api, root.path(), &["--device-grace-period", "2s"]);
     node_when(
         &api,
+        NODE,
         "the checkpoint's resource at 0 until its plugin is back",
         |n| has(n, STUB_RESOURCE, "0", "0"),
     )
     .await;
-    node_when(&api, "the stub back after the restart", |n| {
+    node_when(&api, NODE, "the stub back after the restart", |n| {
         has(n, STUB_RESOURCE, "2", "2") && has(n, RESOURCE, "0", "0")
     })
     .await;
@@ -182,7 +137,7 @@ async fn csi_drivers_appear_on_the_node_and_its_csinode_and_go_when_deregistered
     const ZONE: &str = "topology.csi.example.com/zone";
     let mut first = driver("id-1");
     let mut reg = registrar();
-    let node = node_when(&api, "annotation and label", |n| {
+    let node = node_when(&api, NODE, "annotation and label", |n| {
         n["metadata"]["annotations"]["csi.volume.kubernetes.io/nodeid"]
             == r#"{"csi.example.com":"id-1"}"#
     })
@@ -190,6 +145,11 @@ async fn csi_drivers_appear_on_the_node_and_its_csinode_and_go_when_deregistered
     assert_eq!(node["metadata"]["labels"][ZONE], "zone-a");
     let csinode = get(&api, &format!("/apis/storage.k8s.io/v1/csinodes/{NODE}")).await;
     assert_eq!(csinode["metadata"]["ownerReferences"][0]["kind"], "Node");
+    // The in-tree plugins migrated to CSI, as the kubelet of v1.37 lists them.
+    assert_eq!(
+        csinode["metadata"]["annotations"]["storage.alpha.kubernetes.io/migrated-plugins"],
+        "kubernetes.io/aws-ebs,kubernetes.io/azure-disk,kubernetes.io/azure-file,kubernetes.io/cinder,kubernetes.io/gce-pd,kubernetes.io/portworx-volume,kubernetes.io/vsphere-volume"
+    );
     assert_eq!(csinode["metadata"]["ownerReferences"][0]["name"], NODE);
     assert_eq!(
         csinode["metadata"]["ownerReferences"][0]["uid"],
@@ -203,7 +163,7 @@ async fn csi_drivers_appear_on_the_node_and_its_csinode_and_go_when_deregistered
     // Deregistered: the entry and the annotation go, the label stays.
     signal(&reg, "-TERM").await;
     reg.wait(TIMEOUT).await;
-    let node = node_when(&api, "annotation removed", |n| {
+    let node = node_when(&api, NODE, "annotation removed", |n| {
         n["metadata"]["annotations"]
             .get("csi.volume.kubernetes.io/nodeid")
             .is_none()
@@ -228,7 +188,7 @@ async fn csi_drivers_appear_on_the_node_and_its_csinode_and_go_when_deregistered
         (csinode["spec"]["drivers"][0]["nodeID"] == "id-2").then_some(())
     })
     .await;
-    node_when(&api, "annotation with the new node id", |n| {
+    node_when(&api, NODE, "annotation with the new node id", |n| {
         n["metadata"]["annotations"]["csi.volume.kubernetes.io/nodeid"]
             == r#"{"csi.example.com":"id-2"}"#
     })
@@ -327,8 +287,11 @@ async fn an_api_server_away_blocks_nothing_and_gets_the_latest_state_when_back()
     let mut api = api().await;
     let root = tempfile::tempdir().unwrap();
     let _agent = publishing_agent(&api, root.path(), &[]);
-    let mut plugin = example_device_plugin(root.path());
-    node_when(&api, "resource published", |n| has(n, RESOURCE, "2", "2")).await;
+    let mut plugin = example_device_plugin(root.path(), RESOURCE, 2);
+    node_when(&api, NODE, "resource published", |n| {
+        has(n, RESOURCE, "2", "2")
+    })
+    .await;
 
     api.stop_apiserver().await;
     // Everything on the node still works.
@@ -354,7 +317,7 @@ async fn an_api_server_away_blocks_nothing_and_gets_the_latest_state_when_back()
     signal(&plugin, "-USR1").await;
     resource_when(root.path(), RESOURCE, |r| r["allocatable"] == 1).await;
     api.start_apiserver().await;
-    node_when(&api, "caught up", |n| has(n, RESOURCE, "2", "1")).await;
+    node_when(&api, NODE, "caught up", |n| has(n, RESOURCE, "2", "1")).await;
     let status = eventually("nothing pending", TIMEOUT, || async {
         let status = status_json(root.path()).await?;
         let api = status["kube_api"].clone();

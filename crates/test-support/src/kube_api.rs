@@ -26,6 +26,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
 use tokio::time::Instant;
 
+use crate::client_certificates::{ClientCa, ClientCertificate};
 use crate::go_programs::go_program;
 
 const ADMIN_USER: &str = "admin";
@@ -74,6 +75,8 @@ pub struct KubeApi {
     /// To start the API server again after [`KubeApi::stop_apiserver`].
     apiserver_bin: PathBuf,
     apiserver_args: Vec<std::ffi::OsString>,
+    /// The CA of the client certificates the API server accepts.
+    client_ca: ClientCa,
     dir: TempDir,
 }
 
@@ -111,6 +114,8 @@ impl KubeApi {
 
         // Written while etcd starts.
         write_token_file(&path.join("tokens.csv"), node_name);
+        let client_ca = ClientCa::new();
+        client_ca.write(&path.join("client-ca.crt"));
         let service_account_key = path.join("service-account.key");
         generate_service_account_key(&service_account_key).await;
 
@@ -132,6 +137,10 @@ impl KubeApi {
             .arg(format!(
                 "--token-auth-file={}",
                 path.join("tokens.csv").display()
+            ))
+            .arg(format!(
+                "--client-ca-file={}",
+                path.join("client-ca.crt").display()
             ))
             .arg("--authorization-mode=Node,RBAC")
             .arg("--enable-admission-plugins=NodeRestriction")
@@ -163,6 +172,7 @@ impl KubeApi {
                 .get_args()
                 .map(|a| a.to_os_string())
                 .collect(),
+            client_ca,
             dir,
         };
         if let Err(failure) = api.wait_ready(deadline).await {
@@ -230,6 +240,48 @@ impl KubeApi {
     /// A kubeconfig for the node identity.
     pub fn node_kubeconfig(&self) -> PathBuf {
         self.dir.path().join("node.kubeconfig")
+    }
+
+    /// A client certificate of node `node` (`system:node:<node>` in
+    /// `system:nodes`) the API server accepts for `valid_for`, written with
+    /// its key to `path`.
+    pub fn issue_node_certificate(
+        &self,
+        node: &str,
+        valid_for: std::time::Duration,
+        path: &Path,
+    ) -> ClientCertificate {
+        self.client_ca.issue(
+            &format!("system:node:{node}"),
+            "system:nodes",
+            valid_for,
+            path,
+        )
+    }
+
+    /// Writes to `file` a kubeconfig whose user is the client certificate
+    /// and key in `credential` (one PEM file, as the kubelet's
+    /// `kubelet-client-current.pem`).
+    pub fn write_certificate_kubeconfig(&self, file: &Path, credential: &Path) {
+        let config = json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{
+                "name": "kube-api",
+                "cluster": {
+                    "server": self.url,
+                    "certificate-authority": self.ca_file(),
+                },
+            }],
+            "users": [{"name": "node", "user": {
+                "client-certificate": credential,
+                "client-key": credential,
+            }}],
+            "contexts": [{"name": "node", "context": {"cluster": "kube-api", "user": "node"}}],
+            "current-context": "node",
+        });
+        let text = serde_json::to_string_pretty(&config).expect("serialize kubeconfig");
+        std::fs::write(file, text).unwrap_or_else(|e| panic!("write {}: {e}", file.display()));
     }
 
     /// Sends `method path` as `identity`, with `body` as JSON if given (as a

@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod binaries;
+pub mod client_certificates;
 pub mod control_plane;
 pub mod fake_csi_driver;
 pub mod fake_device_plugin;

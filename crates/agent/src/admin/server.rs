@@ -270,10 +270,7 @@ impl Context {
             sources.dra.checkpoint_problem(),
         );
         #[cfg(feature = "kube")]
-        let kube_api = match &sources.kube {
-            Some(kube) => Some(kube.status().await),
-            None => None,
-        };
+        let kube_api = sources.kube.as_ref().map(|kube| (*kube.status()).clone());
         let status = (|| -> Result<AgentStatus, String> {
             Ok(AgentStatus {
                 version: env!("CARGO_PKG_VERSION").to_string(),
@@ -292,7 +289,7 @@ impl Context {
                     .map(|problem| problem.to_string()),
                 metrics_addr: sources.metrics_addr.map(|a| a.to_string()),
                 #[cfg(feature = "kube")]
-                kube_api: kube_api.transpose().map_err(|e| e.to_string())?,
+                kube_api,
                 sockets: [
                     Some(sources.devices.kubelet_socket()),
                     Some(crate::served_socket::SocketStatus::of(

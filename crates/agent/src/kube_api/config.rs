@@ -14,6 +14,16 @@ pub const WRITE_RETRY_INITIAL: Duration = Duration::from_millis(100);
 pub const WRITE_RETRY_MAX: Duration = Duration::from_secs(2);
 /// The deadline of one request.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Up to this fraction of each retry's delay is added at random, so that
+/// the nodes of a cluster do not all retry at once when the API server
+/// comes back.
+pub const RETRY_JITTER: f64 = 0.2;
+/// The first retry after the API server refused a write in a way that
+/// repeating will not change (403, 422, a topology collision); it doubles
+/// per failure.
+pub const REFUSED_RETRY_INITIAL: Duration = Duration::from_secs(10);
+/// The longest wait between attempts of a refused write.
+pub const REFUSED_RETRY_MAX: Duration = Duration::from_secs(5 * 60);
 
 /// Where the API server and credentials come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +49,12 @@ pub struct KubeApiConfig {
     pub retry_max: Duration,
     /// See [`REQUEST_TIMEOUT`].
     pub request_timeout: Duration,
+    /// See [`RETRY_JITTER`].
+    pub retry_jitter: f64,
+    /// See [`REFUSED_RETRY_INITIAL`].
+    pub refused_retry_initial: Duration,
+    /// See [`REFUSED_RETRY_MAX`].
+    pub refused_retry_max: Duration,
 }
 
 impl KubeApiConfig {
@@ -51,13 +67,27 @@ impl KubeApiConfig {
             retry_initial: WRITE_RETRY_INITIAL,
             retry_max: WRITE_RETRY_MAX,
             request_timeout: REQUEST_TIMEOUT,
+            retry_jitter: RETRY_JITTER,
+            refused_retry_initial: REFUSED_RETRY_INITIAL,
+            refused_retry_max: REFUSED_RETRY_MAX,
         }
     }
 }
 
-/// The node name the kubelet uses by default: the host name, lower case.
+/// The environment variable a pod's downward API sets to its node's name
+/// (`fieldRef: spec.nodeName`), as DRA drivers and CSI sidecars read it.
+pub const NODE_NAME_ENV: &str = "NODE_NAME";
+
+/// The node name by default: `NODE_NAME` (in a pod, the downward API's
+/// node name) when set, else the host name, lower case, as the kubelet
+/// takes it. In a pod without the host's network the host name is the
+/// pod's name, hence `NODE_NAME` first.
 pub fn default_node_name() -> Option<String> {
-    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+    let from_env = std::env::var(NODE_NAME_ENV).ok();
+    let name = match from_env.filter(|n| !n.trim().is_empty()) {
+        Some(name) => name,
+        None => std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?,
+    };
     let name = name.trim().to_lowercase();
     (!name.is_empty()).then_some(name)
 }

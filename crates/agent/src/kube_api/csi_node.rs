@@ -2,15 +2,21 @@
 //! plugin writes them:
 //!
 //! - the Node annotation `csi.volume.kubernetes.io/nodeid`, a JSON map from
-//!   driver name to the node's id in that driver (removed when empty);
+//!   driver name to the node's id in that driver (removed when empty); one
+//!   that is not a JSON map is an error naming the node, never replaced;
 //! - one Node label per topology key a driver reports, refused when the Node
 //!   has that label with another value ("topology value collision"); labels
 //!   stay when the driver goes;
-//! - the CSINode named like the node (created with an owner reference to the
-//!   Node when missing) with one entry per driver: name, node id, sorted
-//!   topology keys, and the volume limit when there is one. An entry's node
-//!   id and topology keys cannot change on the server: a changed one is
-//!   removed and added again.
+//! - the CSINode named like the node, owned by the Node (one owned by an
+//!   earlier Node of that name is deleted and made again), annotated with
+//!   the in-tree plugins migrated to CSI, with one entry per driver: name,
+//!   node id, sorted topology keys, and the volume limit when there is one.
+//!   An entry's node id and topology keys cannot change on the server: a
+//!   changed one is removed and added again.
+//!
+//! Every update carries the resourceVersion it was computed from; one that
+//! lost the race (409) is computed again from a fresh read, up to
+//! [`CONFLICT_ATTEMPTS`] times.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -18,7 +24,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::storage::v1::{CSINode, CSINodeDriver, CSINodeSpec, VolumeNodeResources};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::{Map, Value, json};
 
 use super::error::{KubeApiError, request};
@@ -26,6 +32,14 @@ use crate::csi::CsiDriver;
 
 /// The Node annotation mapping driver names to the node's id in each.
 pub const NODE_ID_ANNOTATION: &str = "csi.volume.kubernetes.io/nodeid";
+/// The CSINode annotation listing the in-tree volume plugins whose volumes
+/// go through CSI drivers on this node.
+pub const MIGRATED_PLUGINS_ANNOTATION: &str = "storage.alpha.kubernetes.io/migrated-plugins";
+/// The in-tree plugins the kubelet of v1.37 migrates, all of them: the
+/// annotation's value, sorted and comma-separated as the kubelet writes it.
+pub const MIGRATED_PLUGINS: &str = "kubernetes.io/aws-ebs,kubernetes.io/azure-disk,kubernetes.io/azure-file,kubernetes.io/cinder,kubernetes.io/gce-pd,kubernetes.io/portworx-volume,kubernetes.io/vsphere-volume";
+/// How many times an update that lost a race is computed again.
+pub const CONFLICT_ATTEMPTS: u32 = 5;
 
 /// What a registered driver puts on the Node and its CSINode.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,8 +77,10 @@ fn csinode_driver(name: &str, entry: &CsiNodeEntry) -> CSINodeDriver {
         name: name.to_string(),
         node_id: entry.node_id.clone(),
         topology_keys: Some(keys),
+        // A limit past what the field holds is the most it holds, as the
+        // kubelet writes it.
         allocatable: (entry.max_volumes > 0).then(|| VolumeNodeResources {
-            count: i32::try_from(entry.max_volumes).ok(),
+            count: Some(i32::try_from(entry.max_volumes).unwrap_or(i32::MAX)),
         }),
     }
 }
@@ -76,10 +92,105 @@ fn same_identity(current: &CSINodeDriver, wanted: &CSINodeDriver) -> bool {
     current.node_id == wanted.node_id && keys(current) == keys(wanted)
 }
 
+/// The node id map of `node`'s annotation: empty without one, an error
+/// naming the node when it is not a JSON map.
+fn node_ids(node: &Node) -> Result<BTreeMap<String, String>, KubeApiError> {
+    let Some(text) = node
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(NODE_ID_ANNOTATION))
+    else {
+        return Ok(BTreeMap::new());
+    };
+    serde_json::from_str(text).map_err(|source| KubeApiError::NodeIdAnnotation {
+        node: node.metadata.name.clone().unwrap_or_default(),
+        annotation: NODE_ID_ANNOTATION,
+        value: text.clone(),
+        source,
+    })
+}
+
+/// Whether `node` and `csinode` show `desired` and none of `removed`, as
+/// far as the agent's writes go. A driver whose topology collides with
+/// the Node's labels cannot be shown: it does not count.
+pub fn shows(
+    node: &Node,
+    csinode: Option<&CSINode>,
+    desired: &CsiDrivers,
+    removed: &BTreeSet<String>,
+) -> bool {
+    let Ok(ids) = node_ids(node) else {
+        return false;
+    };
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    let showable: Vec<(&String, &CsiNodeEntry)> = desired
+        .iter()
+        .filter(|(_, entry)| {
+            entry
+                .topology
+                .iter()
+                .all(|(key, value)| labels.get(key).is_none_or(|v| v == value))
+        })
+        .collect();
+    let on_node = showable.iter().all(|(driver, entry)| {
+        ids.get(*driver) == Some(&entry.node_id)
+            && entry
+                .topology
+                .iter()
+                .all(|(key, value)| labels.get(key) == Some(value))
+    }) && removed.iter().all(|d| !ids.contains_key(d));
+    if !on_node {
+        return false;
+    }
+    let Some(csinode) = csinode else {
+        return false;
+    };
+    let owned = owned_by(csinode, node);
+    let annotated = csinode
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(MIGRATED_PLUGINS_ANNOTATION))
+        .is_some_and(|v| v == MIGRATED_PLUGINS);
+    let drivers = &csinode.spec.drivers;
+    owned
+        && annotated
+        && showable
+            .iter()
+            .all(|(driver, entry)| drivers.contains(&csinode_driver(driver, entry)))
+        && removed.iter().all(|d| drivers.iter().all(|c| &c.name != d))
+}
+
+/// Whether `csinode` is owned by this very `node` (its name and UID).
+fn owned_by(csinode: &CSINode, node: &Node) -> bool {
+    csinode.metadata.owner_references.iter().flatten().any(|o| {
+        o.kind == "Node"
+            && Some(&o.name) == node.metadata.name.as_ref()
+            && Some(&o.uid) == node.metadata.uid.as_ref()
+    })
+}
+
 /// Makes Node `node` and its CSINode show `desired`, and no longer show the
 /// drivers in `removed`. A driver whose topology collides with the Node's
 /// labels is left out and reported, after the others are written.
 pub(crate) async fn write(
+    client: &kube::Client,
+    node: &str,
+    desired: &CsiDrivers,
+    removed: &BTreeSet<String>,
+    timeout: Duration,
+) -> Result<(), KubeApiError> {
+    let mut attempt = 1;
+    loop {
+        match write_once(client, node, desired, removed, timeout).await {
+            Err(e) if e.is_conflict() && attempt < CONFLICT_ATTEMPTS => attempt += 1,
+            other => return other,
+        }
+    }
+}
+
+async fn write_once(
     client: &kube::Client,
     node: &str,
     desired: &CsiDrivers,
@@ -121,12 +232,8 @@ pub(crate) async fn write(
         accepted.insert(driver.clone(), entry.clone());
     }
 
-    // The node id annotation.
-    let annotations = current.metadata.annotations.clone().unwrap_or_default();
-    let existing: BTreeMap<String, String> = annotations
-        .get(NODE_ID_ANNOTATION)
-        .and_then(|text| serde_json::from_str(text).ok())
-        .unwrap_or_default();
+    // The node id annotation: an unreadable one is not ours to replace.
+    let existing = node_ids(&current)?;
     let mut ids = existing.clone();
     for driver in removed.iter().filter(|d| !desired.contains_key(*d)) {
         ids.remove(driver);
@@ -141,6 +248,7 @@ pub(crate) async fn write(
             Value::String(serde_json::to_string(&ids).unwrap_or_default())
         };
         let patch = json!({"metadata": {
+            "resourceVersion": current.metadata.resource_version,
             "annotations": {NODE_ID_ANNOTATION: annotation},
             "labels": new_labels,
         }});
@@ -159,6 +267,33 @@ pub(crate) async fn write(
     }
 }
 
+/// A new CSINode for `node`, owned by it, with `drivers`.
+fn new_csinode(node: &Node, drivers: Vec<CSINodeDriver>) -> CSINode {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    CSINode {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            annotations: Some(
+                [(
+                    MIGRATED_PLUGINS_ANNOTATION.to_string(),
+                    MIGRATED_PLUGINS.to_string(),
+                )]
+                .into(),
+            ),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "v1".into(),
+                kind: "Node".into(),
+                name,
+                uid: node.metadata.uid.clone().unwrap_or_default(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        },
+        spec: CSINodeSpec { drivers },
+        ..Default::default()
+    }
+}
+
 /// Makes the CSINode of `node` hold `accepted` and none of `removed`.
 async fn write_csinode(
     client: &kube::Client,
@@ -173,32 +308,39 @@ async fn write_csinode(
         .iter()
         .map(|(driver, entry)| csinode_driver(driver, entry))
         .collect();
-    let Some(mut current) = request(
+    let mut found = request(
         || format!("get csinode {name}"),
         timeout,
         csinodes.get_opt(&name),
     )
-    .await?
-    else {
-        let created = CSINode {
-            metadata: ObjectMeta {
-                name: Some(name.clone()),
-                owner_references: Some(vec![OwnerReference {
-                    api_version: "v1".into(),
-                    kind: "Node".into(),
-                    name: name.clone(),
-                    uid: node.metadata.uid.clone().unwrap_or_default(),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            },
-            spec: CSINodeSpec { drivers: wanted },
+    .await?;
+    if let Some(stale) = found.take_if(|c| !owned_by(c, node)) {
+        // Made for an earlier Node of this name: its entries are not this
+        // node's.
+        tracing::info!(csinode = %name, "CSINode owned by an earlier Node of this name; making it again");
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: stale.metadata.uid.clone(),
+                resource_version: stale.metadata.resource_version.clone(),
+            }),
             ..Default::default()
         };
+        let deleted = request(
+            || format!("delete csinode {name}"),
+            timeout,
+            csinodes.delete(&name, &params),
+        )
+        .await;
+        match deleted {
+            Err(e) if !e.is_not_found() => return Err(e),
+            _ => {}
+        }
+    }
+    let Some(mut current) = found else {
         request(
             || format!("create csinode {name}"),
             timeout,
-            csinodes.create(&PostParams::default(), &created),
+            csinodes.create(&PostParams::default(), &new_csinode(node, wanted)),
         )
         .await?;
         return Ok(());
@@ -230,7 +372,16 @@ async fn write_csinode(
             None => next.push(w.clone()),
         }
     }
-    if next != current.spec.drivers {
+    let annotations = current.metadata.annotations.get_or_insert_default();
+    let annotated = annotations
+        .get(MIGRATED_PLUGINS_ANNOTATION)
+        .map(String::as_str)
+        == Some(MIGRATED_PLUGINS);
+    if next != current.spec.drivers || !annotated {
+        annotations.insert(
+            MIGRATED_PLUGINS_ANNOTATION.to_string(),
+            MIGRATED_PLUGINS.to_string(),
+        );
         current.spec.drivers = next;
         request(
             || format!("update csinode {name}"),
@@ -241,3 +392,6 @@ async fn write_csinode(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

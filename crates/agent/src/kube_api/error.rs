@@ -1,4 +1,4 @@
-//! Why talking to the API server failed.
+//! Why talking to the API server failed, and what to do about it.
 
 use std::path::PathBuf;
 
@@ -13,6 +13,18 @@ pub enum KubeApiError {
         /// The cause.
         #[source]
         source: kube::config::KubeconfigError,
+    },
+    /// A file the kubeconfig names (certificate, key, token) could not be
+    /// read.
+    #[error("kubeconfig {kubeconfig:?}: {path:?}: {source}")]
+    CredentialFile {
+        /// The kubeconfig.
+        kubeconfig: PathBuf,
+        /// The file it names.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
     },
     /// The pod's service account could not be used.
     #[error("in-cluster configuration: {0}")]
@@ -53,20 +65,93 @@ pub enum KubeApiError {
         /// The driver's value.
         wanted: String,
     },
+    /// The Node's CSI node id annotation is not a JSON map; it is left as
+    /// it is rather than replaced.
+    #[error("failed to parse node {node}'s {annotation:?} annotation value ({value:?}): {source}")]
+    NodeIdAnnotation {
+        /// The Node.
+        node: String,
+        /// The annotation.
+        annotation: &'static str,
+        /// Its value.
+        value: String,
+        /// Why it is not a map.
+        #[source]
+        source: serde_json::Error,
+    },
     /// The Node does not exist.
     #[error("node {0} does not exist")]
     NoNode(String),
+    /// The credentials are another node's: every write would be refused.
+    #[error(
+        "the API credentials are node {identity}'s ({user}), not node {node}'s: every write would be refused; use node {node}'s credentials, or --node-name {identity}"
+    )]
+    WrongNode {
+        /// The node the agent writes for (`--node-name`).
+        node: String,
+        /// The node the credentials are for.
+        identity: String,
+        /// The user name the API server saw.
+        user: String,
+    },
+}
+
+/// What to do after a failed request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Retry {
+    /// Another writer was first (409): read again and retry at once.
+    Conflict,
+    /// The credentials were refused (401): load them again, then retry.
+    Credentials,
+    /// The object is not there (the Node): retry when the watch shows it.
+    WhenItExists,
+    /// A refusal that repeating will not change (400, 403, 422, a label
+    /// collision, an annotation that is not ours to fix): retry slowly,
+    /// minutes apart, in case someone fixes it.
+    Slowly,
+    /// Anything else (the server away, overloaded, slow): retry with the
+    /// usual backoff.
+    WithBackoff,
 }
 
 impl KubeApiError {
     /// Whether this is the API server saying the object is not there.
     pub fn is_not_found(&self) -> bool {
-        matches!(self, Self::Request { source: kube::Error::Api(status), .. } if status.is_not_found())
+        self.status() == Some(404)
     }
 
     /// Whether this is the API server refusing an outdated update.
     pub fn is_conflict(&self) -> bool {
-        matches!(self, Self::Request { source: kube::Error::Api(status), .. } if status.is_conflict())
+        self.status() == Some(409)
+    }
+
+    /// The HTTP status the API server answered with, if it answered.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Self::Request {
+                source: kube::Error::Api(status),
+                ..
+            } => Some(status.code),
+            _ => None,
+        }
+    }
+
+    /// What to do about it.
+    pub(crate) fn retry(&self) -> Retry {
+        match self {
+            Self::NoNode(_) => Retry::WhenItExists,
+            Self::TopologyCollision { .. }
+            | Self::NodeIdAnnotation { .. }
+            | Self::WrongNode { .. } => Retry::Slowly,
+            _ => match self.status() {
+                Some(401) => Retry::Credentials,
+                Some(404) => Retry::WhenItExists,
+                Some(409) => Retry::Conflict,
+                Some(429) => Retry::WithBackoff,
+                Some(code) if (400..500).contains(&code) => Retry::Slowly,
+                _ => Retry::WithBackoff,
+            },
+        }
     }
 }
 
@@ -86,5 +171,44 @@ pub(crate) async fn request<T>(
             what: what(),
             timeout,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answered(code: u16) -> KubeApiError {
+        let status = kube::core::Status {
+            code,
+            ..Default::default()
+        };
+        KubeApiError::Request {
+            what: "patch node n status".into(),
+            source: kube::Error::Api(Box::new(status)),
+        }
+    }
+
+    #[test]
+    fn each_failure_is_retried_as_its_cause_calls_for() {
+        assert_eq!(answered(401).retry(), Retry::Credentials);
+        assert_eq!(answered(404).retry(), Retry::WhenItExists);
+        assert_eq!(answered(409).retry(), Retry::Conflict);
+        assert_eq!(answered(429).retry(), Retry::WithBackoff);
+        for code in [400, 403, 422] {
+            assert_eq!(answered(code).retry(), Retry::Slowly, "{code}");
+        }
+        for code in [500, 503, 504] {
+            assert_eq!(answered(code).retry(), Retry::WithBackoff, "{code}");
+        }
+        let timeout = KubeApiError::Timeout {
+            what: "x".into(),
+            timeout: std::time::Duration::from_secs(1),
+        };
+        assert_eq!(timeout.retry(), Retry::WithBackoff);
+        assert_eq!(
+            KubeApiError::NoNode("n".into()).retry(),
+            Retry::WhenItExists
+        );
     }
 }

@@ -114,18 +114,29 @@ pub enum PodClaimsError {
     },
 }
 
-/// Reads pods and their claims with the agent's client. Cheap to clone.
+/// Reads pods and their claims with the agent's current client. Cheap to
+/// clone.
 #[derive(Clone)]
 pub struct PodClaimsReader {
-    client: kube::Client,
+    connection: tokio::sync::watch::Receiver<super::Connection>,
     timeout: Duration,
 }
 
 impl PodClaimsReader {
-    /// A reader sending each request through `client`, given up after
-    /// `timeout`.
-    pub fn new(client: kube::Client, timeout: Duration) -> Self {
-        Self { client, timeout }
+    /// A reader sending each request through the current client of
+    /// `connection`, given up after `timeout`.
+    pub fn new(
+        connection: tokio::sync::watch::Receiver<super::Connection>,
+        timeout: Duration,
+    ) -> Self {
+        Self {
+            connection,
+            timeout,
+        }
+    }
+
+    fn client(&self) -> kube::Client {
+        self.connection.borrow().client.clone()
     }
 
     /// The pod `namespace/name` and its claims, checked as the kubelet
@@ -137,7 +148,7 @@ impl PodClaimsReader {
             .await?
             .ok_or(PodClaimsError::PodNotFound { pod: pod_name })?;
         let names = claim_names(&pod)?;
-        let claims_api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), namespace);
+        let claims_api: Api<ResourceClaim> = Api::namespaced(self.client(), namespace);
         let mut wanted: BTreeSet<&String> = names.values().flatten().collect();
         wanted.extend(extended_claim(&pod).map(|e| &e.resource_claim_name));
         // All at once: a pod's claims cost one round trip, not one each.
@@ -181,7 +192,7 @@ impl PodClaimsReader {
     }
 
     async fn pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>, PodClaimsError> {
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let pods: Api<Pod> = Api::namespaced(self.client(), namespace);
         self.get(&pods, name, &format!("pod {namespace}/{name}"))
             .await
     }

@@ -1,20 +1,21 @@
 //! The node's ResourceSlices, withdrawn as the kubelet does: all of them when
 //! the agent starts (no driver can serve them yet), and a driver's when none
-//! of its instances has been connected for the grace period. The DRA manager
-//! calls this hook and retries it with backoff (1 s doubling to 5 min) until
-//! it succeeds or the driver comes back; a NotFound counts as done.
+//! of its instances has been connected for the grace period. The DRA
+//! manager's cleanup scheduler owns the wipe: it calls this hook, retries it
+//! with backoff (1 s doubling to 5 min) until it succeeds or the driver
+//! comes back, and drops a call in progress when the driver comes back,
+//! which drops its request. A NotFound counts as done. Each outcome is
+//! reported to the publisher, which counts it and shows it in status.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::api::{Api, DeleteParams, ListParams};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, watch};
 
+use super::credentials::Connection;
 use super::error::{KubeApiError, request};
-use super::publisher::Command;
 use crate::dra::{CleanupError, DriverCleanup};
-use crate::owner::Mailbox;
 
 /// The field selector of the node's slices, or of one driver's on the node.
 pub fn field_selector(node: &str, driver: Option<&str>) -> String {
@@ -44,24 +45,27 @@ pub(crate) async fn delete(
     }
 }
 
-/// The DRA cleanup hook that deletes ResourceSlices through the API
-/// publisher (which counts and reports the writes).
+/// How one wipe ended, for the publisher's counts and status.
+pub(crate) type WipeReport = Result<(), String>;
+
+/// The DRA cleanup hook that deletes the node's ResourceSlices.
 #[derive(Clone)]
 pub struct ResourceSliceCleanup {
-    pub(crate) commands: Mailbox<Command>,
+    pub(crate) connection: watch::Receiver<Connection>,
+    pub(crate) node: String,
+    pub(crate) timeout: Duration,
+    pub(crate) reports: mpsc::UnboundedSender<WipeReport>,
 }
 
 impl ResourceSliceCleanup {
-    async fn delete(&self, driver: Option<String>) -> Result<(), CleanupError> {
-        let (reply, done) = oneshot::channel();
-        self.commands
-            .send(Command::DeleteSlices { driver, reply })
-            .map_err(|_| CleanupError("the API publisher is not running".into()))?;
-        match done.await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(CleanupError(e.to_string())),
-            Err(_) => Err(CleanupError("the API publisher stopped".into())),
-        }
+    async fn delete(&self, driver: Option<&str>) -> Result<(), CleanupError> {
+        let client = self.connection.borrow().client.clone();
+        let selector = field_selector(&self.node, driver);
+        let result = delete(&client, &selector, self.timeout).await;
+        let _ = self
+            .reports
+            .send(result.as_ref().map(|_| ()).map_err(ToString::to_string));
+        result.map_err(|e| CleanupError(e.to_string()))
     }
 }
 
@@ -72,9 +76,6 @@ impl DriverCleanup for ResourceSliceCleanup {
     }
 
     async fn driver_gone(&self, driver: &str) -> Result<(), CleanupError> {
-        self.delete(Some(driver.to_string())).await
+        self.delete(Some(driver)).await
     }
 }
-
-/// The result a deletion reports back.
-pub(crate) type Deleted = oneshot::Sender<Result<(), Arc<KubeApiError>>>;

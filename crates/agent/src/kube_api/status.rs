@@ -38,6 +38,9 @@ pub struct KubeApiStatus {
     pub server: String,
     /// The Node written for.
     pub node: String,
+    /// Who the API server takes the agent for, once it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
     /// When a write last succeeded (Unix milliseconds).
     pub last_success_unix_ms: Option<u64>,
     /// What is not yet written (the latest state of each waits).

@@ -5,6 +5,7 @@
 
 pub mod claims;
 pub mod cluster_drivers;
+pub mod kube;
 
 use std::path::Path;
 

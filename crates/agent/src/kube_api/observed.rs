@@ -1,0 +1,115 @@
+//! The agent's own Node and CSINode as the API server has them, watched by
+//! name (`metadata.name=<node>`), so that what the agent wrote is checked
+//! against what is there: a Node deleted and made again, another writer's
+//! change, a lost write are all seen and repaired.
+//!
+//! A node's own identity may watch its Node but only read its CSINode (the
+//! Node authorizer allows `get`, not `watch`): when the CSINode watch is
+//! refused, the CSINode is read instead whenever the Node changes and every
+//! [`CSINODE_RECHECK`]. Each watch follows the current client: when the
+//! credentials change, it starts again with the new one.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::storage::v1::CSINode;
+use kube::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+
+/// How often the CSINode is read when it cannot be watched (the kubelet's
+/// node status report frequency).
+pub const CSINODE_RECHECK: Duration = Duration::from_secs(5 * 60);
+
+/// A change of one watched object.
+#[derive(Debug)]
+pub(crate) enum Seen<K> {
+    /// It is as given (`None`: it does not exist), after a listing or a
+    /// change.
+    Now(Option<Arc<K>>),
+    /// The watch failed; it starts again by itself.
+    Failed(watcher::Error),
+}
+
+/// A watch of one object by name.
+pub(crate) struct Watch<K> {
+    events: BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>,
+    /// What the listing in progress found.
+    listing: Option<Arc<K>>,
+}
+
+impl<K> Watch<K>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    /// Watches the cluster-scoped object `name` through `client`.
+    pub(crate) fn new(client: kube::Client, name: &str) -> Self {
+        let api: Api<K> = Api::all(client);
+        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+        Self {
+            events: watcher(api, config).default_backoff().boxed(),
+            listing: None,
+        }
+    }
+
+    /// The next change of the object.
+    pub(crate) async fn next(&mut self) -> Seen<K> {
+        loop {
+            let event = match self.events.next().await {
+                Some(event) => event,
+                // A watcher's stream does not end; if it did, nothing more
+                // is seen.
+                None => std::future::pending().await,
+            };
+            match event {
+                Ok(watcher::Event::Init) => self.listing = None,
+                Ok(watcher::Event::InitApply(object)) => self.listing = Some(Arc::new(object)),
+                Ok(watcher::Event::InitDone) => return Seen::Now(self.listing.take()),
+                Ok(watcher::Event::Apply(object)) => return Seen::Now(Some(Arc::new(object))),
+                Ok(watcher::Event::Delete(_)) => return Seen::Now(None),
+                Err(e) => return Seen::Failed(e),
+            }
+        }
+    }
+}
+
+/// The next change from `watch`, if there is one.
+pub(crate) async fn next<K>(watch: &mut Option<Watch<K>>) -> Seen<K>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    match watch {
+        Some(watch) => watch.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Whether a watch failed because the identity may not watch: its
+/// listing refused with 403.
+pub(crate) fn refused(error: &watcher::Error) -> bool {
+    matches!(
+        error,
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+            | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+            if status.code == 403
+    )
+}
+
+/// The Node watch.
+pub(crate) type NodeWatch = Watch<Node>;
+/// The CSINode watch.
+pub(crate) type CsiNodeWatch = Watch<CSINode>;

@@ -1,0 +1,528 @@
+//! The task that owns every write to the API server. Each kind keeps only
+//! the latest state to write: a change marks it dirty, a write starts when
+//! none of its kind runs (after a short settle, so a burst of changes is
+//! one write), and a failed write is retried as its error calls for. The
+//! Node and CSINode are watched, and a difference from what was written
+//! (a Node made again, another writer, a lost write) marks the write dirty
+//! again. Nothing is written while nothing changes, and no caller ever
+//! waits for the API server.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::storage::v1::CSINode;
+use kube::Api;
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::config::KubeApiConfig;
+use super::credentials::{Connection, Reload};
+use super::csi_node::{self, CsiDrivers};
+use super::error::{KubeApiError, request};
+use super::event::{KubeEvent, KubeEventKind};
+use super::identity::{self, WhoAmI};
+use super::metrics::KubeApiMetrics;
+use super::node_status::{self, NodeResources};
+use super::observed::{self, CsiNodeWatch, NodeWatch, Seen};
+use super::resource_slices::WipeReport;
+use super::status::{KubeApiStatus, WriteKind};
+use super::write_state::{Outcome, RetryPolicy, WriteState};
+use crate::csi::CsiDriverStore;
+use crate::device::DeviceHandle;
+use crate::unix_time::unix_ms;
+use nodeplugins_api::timer::sleep_until;
+
+/// The end of one piece of work done outside the task.
+enum Done {
+    NodeStatus {
+        desired: NodeResources,
+        result: Result<Box<Node>, KubeApiError>,
+    },
+    CsiNode {
+        desired: CsiDrivers,
+        result: Result<(), KubeApiError>,
+    },
+    /// The node status was already written: nothing was sent.
+    NodeStatusUnchanged,
+    Identity(Result<WhoAmI, KubeApiError>),
+    CsiNodeRead(Result<Option<Box<CSINode>>, KubeApiError>),
+}
+
+/// How the CSINode is followed.
+enum CsiNodeFollow {
+    Watching(CsiNodeWatch),
+    /// The identity may not watch it: read it when the Node changes and
+    /// every [`observed::CSINODE_RECHECK`].
+    Reading {
+        next: Option<Instant>,
+    },
+}
+
+pub(super) struct Owner {
+    pub(super) config: KubeApiConfig,
+    pub(super) policy: RetryPolicy,
+    pub(super) connection: watch::Receiver<Connection>,
+    pub(super) reload: Reload,
+    pub(super) devices: DeviceHandle,
+    pub(super) csi: CsiDriverStore,
+    pub(super) wipes: mpsc::UnboundedReceiver<WipeReport>,
+    pub(super) events: broadcast::Sender<KubeEvent>,
+    pub(super) metrics: KubeApiMetrics,
+    pub(super) status: watch::Sender<Arc<KubeApiStatus>>,
+}
+
+struct State {
+    node_status: WriteState<NodeResources>,
+    /// Every resource written by the agent, this run or before (from the
+    /// Node's managed fields): written as 0 once it is gone.
+    owned_resources: BTreeSet<String>,
+    csi_node: WriteState<CsiDrivers>,
+    /// Every CSI driver a write was started for: removed once it is gone,
+    /// whatever a failed write may have left.
+    published_drivers: BTreeSet<String>,
+    wipe_failures: u32,
+    wipe_error: Option<String>,
+    /// The Node as last seen (`None`: it does not exist, or not yet known).
+    node: Option<Arc<Node>>,
+    csinode: Option<Arc<CSINode>>,
+    csinode_seen: bool,
+    who: Option<WhoAmI>,
+    identity_retry: Option<Instant>,
+    identity_failures: u32,
+    last_success: Option<SystemTime>,
+}
+
+impl Owner {
+    pub(super) async fn run(mut self, shutdown: CancellationToken) -> Result<(), KubeApiError> {
+        let mut state = State {
+            node_status: WriteState::dirty_now(),
+            owned_resources: BTreeSet::new(),
+            csi_node: WriteState::dirty_now(),
+            published_drivers: BTreeSet::new(),
+            wipe_failures: 0,
+            wipe_error: None,
+            node: None,
+            csinode: None,
+            csinode_seen: false,
+            who: None,
+            identity_retry: Some(Instant::now()),
+            identity_failures: 0,
+            last_success: None,
+        };
+        let mut device_changes = self.devices.changes();
+        let mut csi_changes = self.csi.changes();
+        let mut work: JoinSet<Done> = JoinSet::new();
+        let client = self.connection.borrow_and_update().client.clone();
+        let mut node_watch = Some(NodeWatch::new(client.clone(), &self.config.node_name));
+        let mut csinode =
+            CsiNodeFollow::Watching(CsiNodeWatch::new(client, &self.config.node_name));
+        let result = loop {
+            let now = Instant::now();
+            self.start_due(&mut state, &mut work, &mut csinode, now);
+            self.publish_status(&state);
+            let wake = [
+                state.node_status.next_due(),
+                state.csi_node.next_due(),
+                state.identity_retry,
+                match &csinode {
+                    CsiNodeFollow::Reading { next } => *next,
+                    CsiNodeFollow::Watching(_) => None,
+                },
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            let mut csinode_watch = match &mut csinode {
+                CsiNodeFollow::Watching(watch) => Some(watch),
+                CsiNodeFollow::Reading { .. } => None,
+            };
+            tokio::select! {
+                biased;
+                () = shutdown.cancelled() => break Ok(()),
+                Some(done) = work.join_next(), if !work.is_empty() => {
+                    if let Ok(done) = done
+                        && let Err(fatal) = self.on_done(&mut state, done)
+                    {
+                        break Err(fatal);
+                    }
+                }
+                Ok(()) = device_changes.changed() => {
+                    state.node_status.mark(Instant::now(), self.config.settle);
+                }
+                Ok(()) = csi_changes.changed() => {
+                    state.csi_node.mark(Instant::now(), self.config.settle);
+                }
+                Ok(()) = self.connection.changed() => {
+                    // New credentials: watch and write with them, and check
+                    // who they are.
+                    let client = self.connection.borrow_and_update().client.clone();
+                    node_watch = Some(NodeWatch::new(client.clone(), &self.config.node_name));
+                    if matches!(csinode, CsiNodeFollow::Watching(_)) {
+                        csinode = CsiNodeFollow::Watching(CsiNodeWatch::new(client, &self.config.node_name));
+                    }
+                    state.identity_retry = Some(Instant::now());
+                    state.node_status.mark(Instant::now(), std::time::Duration::ZERO);
+                    state.csi_node.mark(Instant::now(), std::time::Duration::ZERO);
+                }
+                seen = observed::next(&mut node_watch) => self.on_node(&mut state, &mut csinode, seen),
+                seen = next_csinode(&mut csinode_watch) => {
+                    self.on_csinode(&mut state, &mut csinode, seen);
+                }
+                Some(report) = self.wipes.recv() => self.on_wipe(&mut state, report),
+                () = sleep_until(wake) => {}
+            }
+        };
+        work.abort_all();
+        result
+    }
+
+    /// Starts every write, read and check that is due.
+    fn start_due(
+        &self,
+        state: &mut State,
+        work: &mut JoinSet<Done>,
+        csinode: &mut CsiNodeFollow,
+        now: Instant,
+    ) {
+        let client = self.connection.borrow().client.clone();
+        let node = self.config.node_name.clone();
+        let timeout = self.config.request_timeout;
+        if state.identity_retry.is_some_and(|at| at <= now) {
+            state.identity_retry = None;
+            let client = client.clone();
+            work.spawn(async move { Done::Identity(identity::who_am_i(&client, timeout).await) });
+        }
+        if let CsiNodeFollow::Reading { next } = csinode
+            && next.is_some_and(|at| at <= now)
+        {
+            *next = None;
+            let (client, node) = (client.clone(), node.clone());
+            work.spawn(async move {
+                let csinodes: Api<CSINode> = Api::all(client);
+                let read = request(
+                    || format!("get csinode {node}"),
+                    timeout,
+                    csinodes.get_opt(&node),
+                );
+                Done::CsiNodeRead(read.await.map(|found| found.map(Box::new)))
+            });
+        }
+        if state.node_status.ready(now) {
+            state.node_status.start();
+            let devices = self.devices.clone();
+            let owned = state.owned_resources.clone();
+            let written = state.node_status.written.clone();
+            let seen = state.node.clone();
+            let (client, node) = (client.clone(), node.clone());
+            work.spawn(async move {
+                let Ok(resources) = devices.status().await else {
+                    return Done::NodeStatusUnchanged;
+                };
+                let desired = node_status::desired(&resources, &owned);
+                let shown = seen
+                    .as_deref()
+                    .is_none_or(|n| node_status::shows(n, &desired));
+                if written.as_ref() == Some(&desired) && shown {
+                    return Done::NodeStatusUnchanged;
+                }
+                let result = node_status::write(&client, &node, &desired, timeout)
+                    .await
+                    .map(Box::new);
+                Done::NodeStatus { desired, result }
+            });
+        }
+        if state.csi_node.ready(now) {
+            state.csi_node.start();
+            let desired = csi_node::desired(&self.csi.list());
+            let removed: BTreeSet<String> = state
+                .published_drivers
+                .iter()
+                .filter(|d| !desired.contains_key(*d))
+                .cloned()
+                .collect();
+            let shown = match (&state.node, state.csinode_seen) {
+                (Some(n), true) => csi_node::shows(n, state.csinode.as_deref(), &desired, &removed),
+                _ => true,
+            };
+            if state.csi_node.written.as_ref() == Some(&desired) && shown {
+                state.csi_node.unchanged();
+                return;
+            }
+            // Published before the write: whatever it leaves behind if it
+            // fails is removed once the driver is gone.
+            state.published_drivers.extend(desired.keys().cloned());
+            work.spawn(async move {
+                let result = csi_node::write(&client, &node, &desired, &removed, timeout).await;
+                Done::CsiNode { desired, result }
+            });
+        }
+    }
+
+    fn on_done(&self, state: &mut State, done: Done) -> Result<(), KubeApiError> {
+        let now = Instant::now();
+        match done {
+            Done::NodeStatusUnchanged => state.node_status.unchanged(),
+            Done::NodeStatus { desired, result } => {
+                let ok = result.is_ok();
+                if let Ok(node) = &result {
+                    state.owned_resources.extend(desired.keys().cloned());
+                    state.node = Some(Arc::new((**node).clone()));
+                }
+                if is_401(&result) {
+                    self.reload.now();
+                }
+                let outcome = state.node_status.finished(
+                    desired,
+                    result.as_ref().map(|_| ()),
+                    now,
+                    &self.policy,
+                );
+                self.finish(state, WriteKind::NodeStatus, ok, outcome);
+            }
+            Done::CsiNode { desired, result } => {
+                let ok = result.is_ok();
+                if ok {
+                    state.published_drivers = desired.keys().cloned().collect();
+                }
+                if is_401(&result) {
+                    self.reload.now();
+                }
+                let outcome = state.csi_node.finished(
+                    desired,
+                    result.as_ref().map(|_| ()),
+                    now,
+                    &self.policy,
+                );
+                self.finish(state, WriteKind::CsiNode, ok, outcome);
+            }
+            Done::Identity(Ok(who)) => {
+                state.identity_failures = 0;
+                identity::check(&who, &self.config.node_name)?;
+                tracing::info!(user = %who.user, "the API server knows the agent as this user");
+                state.who = Some(who);
+            }
+            Done::Identity(Err(e)) => {
+                state.identity_failures = state.identity_failures.saturating_add(1);
+                let delay = self.policy.backoff.delay(state.identity_failures);
+                tracing::debug!(error = %e, retry_in = ?delay, "who the API server takes the agent for is not known yet");
+                state.identity_retry = Some(now + delay);
+            }
+            Done::CsiNodeRead(Ok(found)) => {
+                state.csinode = found.map(|c| Arc::new(*c));
+                state.csinode_seen = true;
+                self.check_csi(state);
+            }
+            Done::CsiNodeRead(Err(e)) => {
+                tracing::debug!(error = %e, "reading the CSINode failed");
+            }
+        }
+        Ok(())
+    }
+
+    /// The Node changed (or is gone, or made again).
+    fn on_node(&self, state: &mut State, csinode: &mut CsiNodeFollow, seen: Seen<Node>) {
+        let node = match seen {
+            Seen::Now(node) => node,
+            Seen::Failed(e) => {
+                tracing::debug!(error = %e, "watching the Node failed; watching again");
+                return;
+            }
+        };
+        // The newer of what was seen and what a write returned.
+        let newer = match (&node, &state.node) {
+            (Some(seen), Some(known)) => version(seen.as_ref()) >= version(known.as_ref()),
+            _ => true,
+        };
+        if !newer {
+            return;
+        }
+        if let Some(node) = &node {
+            state.owned_resources.extend(node_status::owned(node));
+        }
+        state.node = node;
+        let now = Instant::now();
+        let shows_status = match (&state.node, &state.node_status.written) {
+            (Some(node), Some(written)) => node_status::shows(node, written),
+            _ => false,
+        };
+        if !shows_status {
+            state.node_status.forget();
+            state.node_status.mark(now, std::time::Duration::ZERO);
+        }
+        if let CsiNodeFollow::Reading { next } = csinode {
+            // Read the CSINode too: a Node made again has its CSINode made
+            // again, or not.
+            *next = Some(now);
+        } else {
+            self.check_csi(state);
+        }
+    }
+
+    fn on_csinode(&self, state: &mut State, follow: &mut CsiNodeFollow, seen: Seen<CSINode>) {
+        match seen {
+            Seen::Now(csinode) => {
+                state.csinode = csinode;
+                state.csinode_seen = true;
+                self.check_csi(state);
+            }
+            Seen::Failed(e) if observed::refused(&e) => {
+                tracing::info!(
+                    "the CSINode may not be watched with these credentials; reading it when the Node changes and every {:?}",
+                    observed::CSINODE_RECHECK
+                );
+                *follow = CsiNodeFollow::Reading {
+                    next: Some(Instant::now()),
+                };
+            }
+            Seen::Failed(e) => {
+                tracing::debug!(error = %e, "watching the CSINode failed; watching again")
+            }
+        }
+    }
+
+    /// Marks the CSI write when the Node and CSINode do not show what was
+    /// written.
+    fn check_csi(&self, state: &mut State) {
+        let Some(node) = &state.node else {
+            return;
+        };
+        let shown = match &state.csi_node.written {
+            Some(written) => {
+                let removed: BTreeSet<String> = state
+                    .published_drivers
+                    .iter()
+                    .filter(|d| !written.contains_key(*d))
+                    .cloned()
+                    .collect();
+                csi_node::shows(node, state.csinode.as_deref(), written, &removed)
+            }
+            None => false,
+        };
+        if !shown {
+            state.csi_node.forget();
+            state
+                .csi_node
+                .mark(Instant::now(), std::time::Duration::ZERO);
+        }
+    }
+
+    fn on_wipe(&self, state: &mut State, report: WipeReport) {
+        let ok = report.is_ok();
+        let outcome = match report {
+            Ok(()) => {
+                let recovered = state.wipe_failures > 0;
+                state.wipe_failures = 0;
+                state.wipe_error = None;
+                if recovered {
+                    Outcome::CaughtUp
+                } else {
+                    Outcome::Quiet
+                }
+            }
+            Err(error) => {
+                state.wipe_failures = state.wipe_failures.saturating_add(1);
+                let repeated = state.wipe_error.as_ref() == Some(&error);
+                state.wipe_error = Some(error.clone());
+                if repeated {
+                    Outcome::Quiet
+                } else {
+                    Outcome::Failed(error)
+                }
+            }
+        };
+        self.finish(state, WriteKind::ResourceSlices, ok, outcome);
+    }
+
+    /// Counts a finished write, and tells about it when there is news.
+    fn finish(&self, state: &mut State, kind: WriteKind, ok: bool, outcome: Outcome) {
+        self.metrics.wrote(kind, ok);
+        if ok {
+            state.last_success = Some(SystemTime::now());
+        }
+        let (event, detail) = match outcome {
+            Outcome::Quiet => return,
+            Outcome::Failed(error) => {
+                tracing::warn!(write = %kind, %error, "Kubernetes API write failed; retrying");
+                (KubeEventKind::WriteFailed, Some(error))
+            }
+            Outcome::CaughtUp => {
+                tracing::info!(write = %kind, "Kubernetes API has the latest state again");
+                (KubeEventKind::CaughtUp, None)
+            }
+        };
+        let _ = self.events.send(KubeEvent {
+            kind: event,
+            write: kind,
+            detail,
+            at_unix_ms: unix_ms(SystemTime::now()),
+        });
+    }
+
+    fn publish_status(&self, state: &State) {
+        let mut pending = Vec::new();
+        if state.node_status.pending() {
+            pending.push(WriteKind::NodeStatus);
+        }
+        if state.csi_node.pending() {
+            pending.push(WriteKind::CsiNode);
+        }
+        if state.wipe_failures > 0 {
+            pending.push(WriteKind::ResourceSlices);
+        }
+        self.metrics.set_pending(pending.len());
+        let last_error = [
+            &state.node_status.last_error,
+            &state.csi_node.last_error,
+            &state.wipe_error,
+        ]
+        .into_iter()
+        .flatten()
+        .next()
+        .cloned();
+        let status = KubeApiStatus {
+            server: self.connection.borrow().server.clone(),
+            node: self.config.node_name.clone(),
+            user: state.who.as_ref().map(|w| w.user.clone()),
+            last_success_unix_ms: state.last_success.map(unix_ms),
+            pending,
+            last_error,
+            failures: state
+                .node_status
+                .failures
+                .max(state.csi_node.failures)
+                .max(state.wipe_failures),
+        };
+        self.status.send_if_modified(|current| {
+            if **current == status {
+                return false;
+            }
+            *current = Arc::new(status);
+            true
+        });
+    }
+}
+
+fn is_401<T>(result: &Result<T, KubeApiError>) -> bool {
+    result.as_ref().err().and_then(KubeApiError::status) == Some(401)
+}
+
+/// An object's resourceVersion as a number (0 when it has none).
+fn version<K: kube::Resource>(object: &K) -> u64 {
+    object
+        .meta()
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+async fn next_csinode(watch: &mut Option<&mut CsiNodeWatch>) -> Seen<CSINode> {
+    match watch {
+        Some(watch) => watch.next().await,
+        None => std::future::pending().await,
+    }
+}

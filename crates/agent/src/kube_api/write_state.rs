@@ -1,0 +1,264 @@
+//! One kind of latest-state-wins write (node status, CSI): whether it is
+//! due, what the server was last given, and the retry schedule its last
+//! failure calls for.
+
+use nodeplugins_api::backoff::Backoff;
+use tokio::time::Instant;
+
+use super::error::{KubeApiError, Retry};
+
+/// How a kind of write is retried: `backoff` for a server that is away or
+/// slow, `slowly` for a refusal that repeating will not change.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RetryPolicy {
+    pub(crate) backoff: Backoff,
+    pub(crate) slowly: Backoff,
+}
+
+/// The state of one kind of write.
+#[derive(Debug)]
+pub(crate) struct WriteState<T> {
+    /// The state changed since it was last written.
+    pub(crate) dirty: bool,
+    /// When the next write may start; `None` while it waits for the Node
+    /// to exist, or for nothing.
+    pub(crate) due: Option<Instant>,
+    /// What was last written with success, while nothing says the server
+    /// has something else.
+    pub(crate) written: Option<T>,
+    pub(crate) in_flight: bool,
+    pub(crate) failures: u32,
+    pub(crate) last_error: Option<String>,
+    /// After a refusal: the earliest a changed state is written. A refusal
+    /// of one state says little of the next (a colliding CSI driver gone,
+    /// another one back), so a change goes out at the usual backoff's pace
+    /// while the refused state itself is retried minutes apart.
+    pub(crate) changed_due: Option<Instant>,
+}
+
+/// What the end of a write tells operators.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Nothing new.
+    Quiet,
+    /// A new error (said once per change of error).
+    Failed(String),
+    /// Written after failures.
+    CaughtUp,
+}
+
+impl<T: PartialEq> WriteState<T> {
+    /// Due now: nothing is known of what the server has.
+    pub(crate) fn dirty_now() -> Self {
+        Self {
+            dirty: true,
+            due: Some(Instant::now()),
+            written: None,
+            in_flight: false,
+            failures: 0,
+            last_error: None,
+            changed_due: None,
+        }
+    }
+
+    /// The state changed: the write is due `settle` from now, unless it is
+    /// due sooner or waits out a failure's backoff (after a refusal, the
+    /// usual backoff's, see [`WriteState::changed_due`]).
+    pub(crate) fn mark(&mut self, now: Instant, settle: std::time::Duration) {
+        self.dirty = true;
+        let soon = now + settle;
+        self.due = Some(match self.due {
+            Some(due) if self.failures > 0 => match self.changed_due {
+                Some(changed) => due.min(changed.max(soon)),
+                None => due,
+            },
+            Some(due) => due.min(soon),
+            None => soon,
+        });
+    }
+
+    /// What the server has is not known any more (it was seen to differ):
+    /// the next write goes out even if the state is unchanged.
+    pub(crate) fn forget(&mut self) {
+        self.written = None;
+    }
+
+    /// Whether a write should start now.
+    pub(crate) fn ready(&self, now: Instant) -> bool {
+        self.dirty && !self.in_flight && self.due.is_some_and(|due| due <= now)
+    }
+
+    /// When it is next due, if it waits for a time.
+    pub(crate) fn next_due(&self) -> Option<Instant> {
+        if self.dirty && !self.in_flight {
+            self.due
+        } else {
+            None
+        }
+    }
+
+    /// Whether something is not yet written.
+    pub(crate) fn pending(&self) -> bool {
+        self.dirty || self.in_flight || self.failures > 0
+    }
+
+    /// A write starts.
+    pub(crate) fn start(&mut self) {
+        self.dirty = false;
+        self.in_flight = true;
+    }
+
+    /// A write was not needed: the server has the state.
+    pub(crate) fn unchanged(&mut self) {
+        self.in_flight = false;
+        if !self.dirty {
+            self.due = None;
+        }
+    }
+
+    /// A write of `desired` ended: on success it is what the server has; on
+    /// failure the state stays dirty and is retried as the error calls for.
+    pub(crate) fn finished(
+        &mut self,
+        desired: T,
+        result: Result<(), &KubeApiError>,
+        now: Instant,
+        policy: &RetryPolicy,
+    ) -> Outcome {
+        self.in_flight = false;
+        match result {
+            Ok(()) => {
+                self.written = Some(desired);
+                if !self.dirty {
+                    self.due = None;
+                }
+                let recovered = self.failures > 0;
+                self.failures = 0;
+                self.last_error = None;
+                self.changed_due = None;
+                if recovered {
+                    Outcome::CaughtUp
+                } else {
+                    Outcome::Quiet
+                }
+            }
+            Err(e) => {
+                self.failures = self.failures.saturating_add(1);
+                self.dirty = true;
+                self.written = None;
+                let retry = e.retry();
+                self.changed_due =
+                    (retry == Retry::Slowly).then(|| now + policy.backoff.delay(self.failures));
+                self.due = match retry {
+                    Retry::Conflict => Some(now),
+                    Retry::WhenItExists => None,
+                    Retry::Slowly => Some(now + policy.slowly.delay(self.failures)),
+                    Retry::Credentials | Retry::WithBackoff => {
+                        Some(now + policy.backoff.delay(self.failures))
+                    }
+                };
+                match self.due {
+                    Some(due) => {
+                        let retry_in_ms = due.saturating_duration_since(now).as_millis() as u64;
+                        tracing::debug!(failures = self.failures, retry_in_ms, error = %e, "Kubernetes API write failed");
+                    }
+                    None => {
+                        tracing::debug!(failures = self.failures, error = %e, "Kubernetes API write failed; waiting for the Node");
+                    }
+                }
+                let error = e.to_string();
+                let repeated = self.last_error.as_ref() == Some(&error);
+                self.last_error = Some(error.clone());
+                if repeated {
+                    Outcome::Quiet
+                } else {
+                    Outcome::Failed(error)
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    const POLICY: RetryPolicy = RetryPolicy {
+        backoff: Backoff::new(Duration::from_millis(100), Duration::from_secs(2)),
+        slowly: Backoff::new(Duration::from_secs(10), Duration::from_secs(300)),
+    };
+
+    fn answered(code: u16) -> KubeApiError {
+        KubeApiError::Request {
+            what: "apply node n status".into(),
+            source: kube::Error::Api(Box::new(kube::core::Status {
+                code,
+                ..Default::default()
+            })),
+        }
+    }
+
+    #[test]
+    fn a_burst_of_changes_is_one_write_after_the_settle() {
+        let now = Instant::now();
+        let mut state = WriteState::<u32>::dirty_now();
+        state.start();
+        state.finished(1, Ok(()), now, &POLICY);
+        assert_eq!(state.next_due(), None, "nothing to do");
+        state.mark(now, Duration::from_millis(10));
+        state.mark(now + Duration::from_millis(5), Duration::from_millis(10));
+        assert_eq!(state.next_due(), Some(now + Duration::from_millis(10)));
+        assert!(!state.ready(now + Duration::from_millis(9)));
+        assert!(state.ready(now + Duration::from_millis(10)));
+    }
+
+    #[test]
+    fn a_refusal_is_retried_minutes_apart_and_said_once() {
+        let now = Instant::now();
+        let mut state = WriteState::<u32>::dirty_now();
+        state.start();
+        let first = state.finished(1, Err(&answered(403)), now, &POLICY);
+        assert!(matches!(first, Outcome::Failed(_)));
+        assert_eq!(state.next_due(), Some(now + Duration::from_secs(10)));
+        // The same state again does not hurry it.
+        state.dirty = true;
+        assert_eq!(state.next_due(), Some(now + Duration::from_secs(10)));
+        state.start();
+        let again = state.finished(1, Err(&answered(403)), now, &POLICY);
+        assert_eq!(again, Outcome::Quiet, "the same error is said once");
+        assert_eq!(state.next_due(), Some(now + Duration::from_secs(20)));
+        for _ in 0..10 {
+            state.start();
+            state.finished(1, Err(&answered(403)), now, &POLICY);
+        }
+        assert_eq!(state.next_due(), Some(now + Duration::from_secs(300)));
+        // A changed state goes out at the usual backoff's pace: 2 s at most.
+        state.mark(now, Duration::from_millis(10));
+        assert_eq!(state.next_due(), Some(now + Duration::from_secs(2)));
+        let later = now + Duration::from_secs(5);
+        state.start();
+        state.finished(2, Err(&answered(403)), later, &POLICY);
+        state.mark(later, Duration::from_millis(10));
+        assert_eq!(state.next_due(), Some(later + Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn a_missing_node_waits_for_the_node_and_a_conflict_goes_again_at_once() {
+        let now = Instant::now();
+        let mut state = WriteState::<u32>::dirty_now();
+        state.start();
+        state.finished(1, Err(&KubeApiError::NoNode("n".into())), now, &POLICY);
+        assert_eq!(state.next_due(), None, "waits for the Node");
+        state.mark(now, Duration::ZERO);
+        assert_eq!(state.next_due(), Some(now), "the Node is there");
+        state.start();
+        state.finished(1, Err(&answered(409)), now, &POLICY);
+        assert_eq!(state.next_due(), Some(now));
+        state.start();
+        let outcome = state.finished(1, Ok(()), now, &POLICY);
+        assert_eq!(outcome, Outcome::CaughtUp);
+        assert_eq!(state.written, Some(1));
+    }
+}
