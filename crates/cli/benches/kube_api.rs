@@ -1,7 +1,9 @@
 //! Publishing device resources to a real kube-apiserver (with etcd) as the
 //! node identity: how long after a ListAndWatch update the new allocatable
-//! count is visible through a GET on the Node, and how many writes 1000
-//! rapid device health flips cost.
+//! count is visible through a GET on the Node, how many writes 1000
+//! rapid device health flips cost, and how long after another writer
+//! changes the Node, or the Node is deleted and made again, the agent's
+//! part is back.
 //!
 //! Run: `cargo bench -p nodeplugins-cli --bench kube_api` (builds the Go
 //! programs of `interop/` first if they are missing).
@@ -13,6 +15,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use nodeplugins_api::deviceplugin::v1beta1::registration_client::RegistrationClient;
 use nodeplugins_api::deviceplugin::v1beta1::{Device, DevicePluginOptions, RegisterRequest};
 use nodeplugins_api::transport::dial;
@@ -29,6 +32,8 @@ const NODE: &str = "bench-node";
 const RESOURCE: &str = "example.com/bench";
 const ROUNDS: usize = 200;
 const FLIPS: usize = 1000;
+const REPAIRS: usize = 50;
+const REMAKES: usize = 20;
 
 fn devices(healthy: usize) -> Vec<Device> {
     (0..8)
@@ -52,6 +57,11 @@ async fn wait_allocatable(nodes: &Api<Node>, want: usize) {
     while allocatable(nodes).await.as_deref() != Some(want.as_str()) {
         assert!(Instant::now() < deadline, "allocatable never became {want}");
     }
+}
+
+fn new_node() -> Node {
+    serde_json::from_value(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}}))
+        .unwrap()
 }
 
 /// The agent's count of successful node status writes.
@@ -162,6 +172,49 @@ async fn run() {
     let writes = node_status_writes(&metrics_addr).await - before;
     println!(
         "{FLIPS} health flips then a final change: {writes} node status writes; final state visible after {took:?}"
+    );
+
+    // Another writer sets allocatable to capacity, as a kubelet that knows
+    // nothing of the device plugin would: timed from sending its patch to
+    // the agent's value seen again.
+    let overwrite = json!({"status": {"allocatable": {RESOURCE: "8"}}});
+    let mut repairs = Vec::with_capacity(REPAIRS);
+    for _ in 0..REPAIRS {
+        let start = Instant::now();
+        nodes
+            .patch_status(NODE, &PatchParams::default(), &Patch::Merge(&overwrite))
+            .await
+            .unwrap();
+        wait_allocatable(&nodes, 6).await;
+        repairs.push(start.elapsed());
+    }
+    println!(
+        "{}",
+        percentiles(
+            "another writer's allocatable -> put right, seen in a GET",
+            repairs
+        )
+    );
+
+    // The Node deleted and made again, as a node re-registration does:
+    // timed from sending the create to the device counts seen again.
+    let mut remakes = Vec::with_capacity(REMAKES);
+    for _ in 0..REMAKES {
+        nodes.delete(NODE, &DeleteParams::default()).await.unwrap();
+        let start = Instant::now();
+        nodes
+            .create(&PostParams::default(), &new_node())
+            .await
+            .unwrap();
+        wait_allocatable(&nodes, 6).await;
+        remakes.push(start.elapsed());
+    }
+    println!(
+        "{}",
+        percentiles(
+            "Node deleted and made again -> devices back, seen in a GET",
+            remakes
+        )
     );
 }
 

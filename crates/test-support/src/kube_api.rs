@@ -259,6 +259,31 @@ impl KubeApi {
         )
     }
 
+    /// Writes to `file` a kubeconfig for ServiceAccount `namespace/name`,
+    /// with a token the API server issues for it (TokenRequest, as the
+    /// kubelet gets one for a pod that runs as it).
+    pub async fn write_service_account_kubeconfig(&self, namespace: &str, name: &str, file: &Path) {
+        let request = json!({
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600},
+        });
+        let path = format!("/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token");
+        let answer = self
+            .request(Identity::Admin, "POST", &path, Some(&request))
+            .await;
+        assert_eq!(
+            answer.status, 201,
+            "TokenRequest for {namespace}/{name}: {}",
+            answer.body
+        );
+        let token = answer.body["status"]["token"]
+            .as_str()
+            .unwrap_or_else(|| panic!("TokenRequest answer without a token: {}", answer.body));
+        let user = format!("system:serviceaccount:{namespace}:{name}");
+        self.write_kubeconfig(file, &user, token);
+    }
+
     /// Writes to `file` a kubeconfig whose user is the client certificate
     /// and key in `credential` (one PEM file, as the kubelet's
     /// `kubelet-client-current.pem`).

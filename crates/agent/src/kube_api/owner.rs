@@ -344,7 +344,17 @@ impl Owner {
             state.owned_resources.extend(node_status::owned(node));
         }
         state.node = node;
+        if state.node.is_none() {
+            // Deleted, or not made yet: nothing can be written until it is
+            // (re-)created, and then everything is written again.
+            tracing::info!(node = %self.config.node_name, "the Node does not exist; writing once it does");
+            state.node_status.wait_for_object();
+            state.csi_node.wait_for_object();
+            return;
+        }
         let now = Instant::now();
+        state.node_status.object_exists(now);
+        state.csi_node.object_exists(now);
         let shows_status = match (&state.node, &state.node_status.written) {
             (Some(node), Some(written)) => node_status::shows(node, written),
             _ => false,

@@ -34,6 +34,8 @@ pub(crate) struct WriteState<T> {
     /// another one back), so a change goes out at the usual backoff's pace
     /// while the refused state itself is retried minutes apart.
     pub(crate) changed_due: Option<Instant>,
+    /// The object written to was seen not to exist: changes wait for it.
+    pub(crate) awaiting_object: bool,
 }
 
 /// What the end of a write tells operators.
@@ -58,6 +60,7 @@ impl<T: PartialEq> WriteState<T> {
             failures: 0,
             last_error: None,
             changed_due: None,
+            awaiting_object: false,
         }
     }
 
@@ -66,6 +69,9 @@ impl<T: PartialEq> WriteState<T> {
     /// usual backoff's, see [`WriteState::changed_due`]).
     pub(crate) fn mark(&mut self, now: Instant, settle: std::time::Duration) {
         self.dirty = true;
+        if self.awaiting_object {
+            return;
+        }
         let soon = now + settle;
         self.due = Some(match self.due {
             Some(due) if self.failures > 0 => match self.changed_due {
@@ -81,6 +87,23 @@ impl<T: PartialEq> WriteState<T> {
     /// the next write goes out even if the state is unchanged.
     pub(crate) fn forget(&mut self) {
         self.written = None;
+    }
+
+    /// The object written to does not exist: what the server had is gone,
+    /// and the write waits until [`WriteState::object_exists`].
+    pub(crate) fn wait_for_object(&mut self) {
+        self.written = None;
+        self.dirty = true;
+        self.due = None;
+        self.awaiting_object = true;
+    }
+
+    /// The object written to exists (again): a write waiting for it is due
+    /// now.
+    pub(crate) fn object_exists(&mut self, now: Instant) {
+        if std::mem::take(&mut self.awaiting_object) {
+            self.mark(now, std::time::Duration::ZERO);
+        }
     }
 
     /// Whether a write should start now.
@@ -143,6 +166,9 @@ impl<T: PartialEq> WriteState<T> {
                 }
             }
             Err(e) => {
+                // Marked while the write was out: something changed, maybe
+                // the very object it did not find.
+                let marked_meanwhile = self.dirty;
                 self.failures = self.failures.saturating_add(1);
                 self.dirty = true;
                 self.written = None;
@@ -151,6 +177,9 @@ impl<T: PartialEq> WriteState<T> {
                     (retry == Retry::Slowly).then(|| now + policy.backoff.delay(self.failures));
                 self.due = match retry {
                     Retry::Conflict => Some(now),
+                    Retry::WhenItExists if marked_meanwhile => {
+                        Some(now + policy.backoff.delay(self.failures))
+                    }
                     Retry::WhenItExists => None,
                     Retry::Slowly => Some(now + policy.slowly.delay(self.failures)),
                     Retry::Credentials | Retry::WithBackoff => {
@@ -242,6 +271,36 @@ mod tests {
         state.finished(2, Err(&answered(403)), later, &POLICY);
         state.mark(later, Duration::from_millis(10));
         assert_eq!(state.next_due(), Some(later + Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn a_node_made_while_a_write_missed_it_is_written_soon() {
+        let now = Instant::now();
+        let mut state = WriteState::<u32>::dirty_now();
+        state.start();
+        // The Node made while a write that did not find it was out: that
+        // write's failure does not leave the state waiting.
+        state.mark(now, Duration::ZERO);
+        state.finished(1, Err(&KubeApiError::NoNode("n".into())), now, &POLICY);
+        assert!(
+            state
+                .next_due()
+                .is_some_and(|due| due <= now + Duration::from_secs(3))
+        );
+    }
+
+    #[test]
+    fn a_node_seen_deleted_is_written_once_it_exists_again_and_not_before() {
+        let now = Instant::now();
+        let mut state = WriteState::<u32>::dirty_now();
+        state.start();
+        state.finished(1, Ok(()), now, &POLICY);
+        state.wait_for_object();
+        assert_eq!(state.written, None);
+        state.mark(now, Duration::from_millis(10));
+        assert_eq!(state.next_due(), None, "changes wait for the Node");
+        state.object_exists(now);
+        assert_eq!(state.next_due(), Some(now));
     }
 
     #[test]

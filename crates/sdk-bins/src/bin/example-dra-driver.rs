@@ -63,7 +63,7 @@ struct Flags {
     #[arg(long)]
     cdi_dir: Option<PathBuf>,
     /// Run in a cluster: publish ResourceSlices and read claims with this
-    /// kubeconfig.
+    /// kubeconfig, or `in-cluster` for the pod's service account.
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
     /// The node this driver runs on (with --kubeconfig).
@@ -195,8 +195,12 @@ fn published(names: &[String]) -> Vec<Device> {
 }
 
 async fn kube_client(path: &PathBuf) -> anyhow::Result<kube::Client> {
-    let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+    let config = if path.as_os_str() == "in-cluster" {
+        kube::Config::incluster()?
+    } else {
+        let kubeconfig = kube::config::Kubeconfig::read_from(path)?;
+        kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
+    };
     Ok(kube::Client::try_from(config)?)
 }
 
