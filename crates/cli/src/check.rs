@@ -19,7 +19,7 @@ use nodeplugins_api::pluginregistration::v1::{InfoRequest, PluginInfo};
 use nodeplugins_api::transport::{dial, root_cause};
 
 /// GetInfo, as the kubelet bounds it.
-const GET_INFO_TIMEOUT: Duration = Duration::from_secs(1);
+pub(crate) const GET_INFO_TIMEOUT: Duration = Duration::from_secs(1);
 /// Dialing a socket and each service call.
 pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -74,7 +74,7 @@ impl Report {
     }
 }
 
-fn is_socket(path: &Path) -> Result<String, String> {
+pub(crate) fn is_socket(path: &Path) -> Result<String, String> {
     let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
     if meta.file_type().is_socket() {
         Ok(format!("{} is a Unix socket", path.display()))
@@ -83,7 +83,7 @@ fn is_socket(path: &Path) -> Result<String, String> {
     }
 }
 
-async fn get_info(socket: &Path) -> Result<PluginInfo, String> {
+pub(crate) async fn get_info(socket: &Path) -> Result<PluginInfo, String> {
     let channel = dial(socket, CALL_TIMEOUT)
         .await
         .map_err(|e| format!("dial: {}", root_cause(&e)))?;
@@ -113,7 +113,7 @@ fn is_csi_driver_name(name: &str) -> bool {
         && name.ends_with(|c: char| c.is_ascii_alphanumeric())
 }
 
-fn check_name(info: &PluginInfo) -> Result<String, String> {
+pub(crate) fn check_name(info: &PluginInfo) -> Result<String, String> {
     let name = &info.name;
     let ok = match info.r#type.as_str() {
         plugin_type::DEVICE => is_extended_resource_name(name),
@@ -132,7 +132,7 @@ fn check_name(info: &PluginInfo) -> Result<String, String> {
     }
 }
 
-fn check_versions(info: &PluginInfo) -> Result<String, String> {
+pub(crate) fn check_versions(info: &PluginInfo) -> Result<String, String> {
     let versions = &info.supported_versions;
     match info.r#type.as_str() {
         plugin_type::CSI => highest_supported(versions)

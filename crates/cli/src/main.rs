@@ -4,6 +4,7 @@ mod bench;
 mod check;
 mod commands;
 mod config;
+mod conformance;
 mod demo;
 mod duration;
 mod failure;

@@ -1,6 +1,7 @@
 //! Printing results as tables or JSON.
 
 pub(crate) mod check;
+pub(crate) mod conformance;
 pub(crate) mod dra;
 pub(crate) mod events;
 pub(crate) mod pod_resources;

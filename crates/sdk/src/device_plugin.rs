@@ -29,6 +29,8 @@ use crate::registrar::RegistrarError;
 #[async_trait::async_trait]
 pub trait DevicePluginService: Send + Sync + 'static {
     /// Prepares `devices` for one container and says how to expose them.
+    /// Every id is one the plugin lists: an Allocate naming another is
+    /// refused (InvalidArgument) before this is called.
     async fn allocate(&self, devices: Vec<String>)
     -> Result<dp::ContainerAllocateResponse, Status>;
 

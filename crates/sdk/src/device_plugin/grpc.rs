@@ -62,8 +62,25 @@ impl dp::device_plugin_server::DevicePlugin for Server {
         &self,
         request: Request<dp::AllocateRequest>,
     ) -> Result<Response<dp::AllocateResponse>, Status> {
+        let request = request.into_inner();
+        // Ids the plugin never listed are refused before the author's code
+        // sees them: the kubelet sends only listed ids, so another one is a
+        // broken caller, not a device to set up.
+        {
+            let listed = self.devices.tx.borrow();
+            let unknown = request
+                .container_requests
+                .iter()
+                .flat_map(|r| &r.devices_ids)
+                .find(|id| listed.iter().all(|d| &d.id != *id));
+            if let Some(id) = unknown {
+                return Err(Status::invalid_argument(format!(
+                    "device {id:?} is not one this plugin lists"
+                )));
+            }
+        }
         let mut container_responses = Vec::new();
-        for r in request.into_inner().container_requests {
+        for r in request.container_requests {
             container_responses.push(self.service.allocate(r.devices_ids).await?);
         }
         Ok(Response::new(dp::AllocateResponse {

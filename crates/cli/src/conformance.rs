@@ -1,0 +1,236 @@
+//! `nodeplugins conformance`: the kubelet's contract with a device plugin
+//! or DRA driver (and the registration part of a CSI driver's), checked
+//! rule by rule without a cluster or a kubelet. The tool meets the plugin
+//! as the kubelet does: a registration socket appearing in a directory it
+//! watches, or a device plugin registering on the `kubelet.sock` the tool
+//! serves. With `--exec` it starts the plugin itself, and with
+//! `--restarts` it also stops and restarts it (and its `kubelet.sock`) for
+//! the rules about restarts. Each rule says PASS, FAIL (with what was
+//! seen) or SKIP (with why).
+
+mod claims;
+mod command;
+mod device;
+mod dra;
+mod kubelet_socket;
+mod plugin;
+mod registration;
+mod rule;
+mod rules;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nodeplugins_api::constants::plugin_type;
+
+pub(crate) use command::{ConformanceArgs, run as run_command};
+pub(crate) use rule::{Report, Verdict};
+
+use claims::TestClaim;
+use kubelet_socket::KubeletSocket;
+use plugin::Plugin;
+use rules::*;
+
+/// Where the tool meets the plugin.
+#[derive(Debug, Clone)]
+pub(crate) enum Meeting {
+    /// A registration socket: this socket, or the first to appear in this
+    /// directory.
+    Registry(PathBuf),
+    /// A device plugin registering on `<dir>/kubelet.sock`, served by the
+    /// tool.
+    KubeletSocket(PathBuf),
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub(crate) struct Options {
+    pub(crate) meeting: Meeting,
+    /// The plugin's command line, when the tool starts it.
+    pub(crate) exec: Option<String>,
+    /// Run the restart rules.
+    pub(crate) restarts: bool,
+    /// The DRA rules' claims (made up when not given).
+    pub(crate) claims: Option<PathBuf>,
+    /// How long "promptly" is: the first device list, a registration, an
+    /// answer.
+    pub(crate) timeout: Duration,
+    /// How long a plugin may take to register again after a restart.
+    pub(crate) restart_timeout: Duration,
+}
+
+/// Runs every rule for the plugin `options` describe.
+pub(crate) async fn run(options: &Options) -> Result<Report, String> {
+    let claims = match &options.claims {
+        Some(file) => claims::load(file)?,
+        None => claims::made_up(),
+    };
+    let mut plugin = Plugin::new(options.exec.clone());
+    let report = match &options.meeting {
+        Meeting::KubeletSocket(dir) => device_plugin(options, dir, &mut plugin).await?,
+        Meeting::Registry(path) => registered(options, path, &mut plugin, &claims).await?,
+    };
+    plugin.stop().await?;
+    Ok(report)
+}
+
+/// A device plugin registering on the tool's `kubelet.sock`.
+async fn device_plugin(
+    options: &Options,
+    dir: &Path,
+    plugin: &mut Plugin,
+) -> Result<Report, String> {
+    let (mut socket, mut requests) = KubeletSocket::start(dir).await?;
+    plugin.start()?;
+    let mut report = Report {
+        plugin: socket.path().display().to_string(),
+        plugin_type: plugin_type::DEVICE.into(),
+        outcomes: Vec::new(),
+    };
+    let first = tokio::time::timeout(options.timeout, requests.recv()).await;
+    let Ok(Some(request)) = first else {
+        let why = match plugin.exited() {
+            Some(status) => format!("the plugin exited ({status}) without registering"),
+            None => format!(
+                "no Register on {} within {:?}",
+                socket.path().display(),
+                options.timeout
+            ),
+        };
+        report.record(&DP_REGISTER, Verdict::Fail(why), Duration::ZERO);
+        socket.stop().await;
+        return Ok(report);
+    };
+    match device::register_rule(&mut report, dir, &request) {
+        Some(endpoint) => {
+            device::rules(&mut report, &endpoint, Some(&request), options.timeout).await
+        }
+        None => report.skip_all(&[&DP_OPTIONS], "no usable endpoint in Register"),
+    }
+    if options.restarts {
+        device::reregister_rule(
+            &mut report,
+            &mut socket,
+            &mut requests,
+            options.restart_timeout,
+        )
+        .await;
+    } else {
+        report.skip_all(
+            &[&DP_REREGISTER],
+            "restart rules not asked for (--restarts)",
+        );
+    }
+    socket.stop().await;
+    Ok(report)
+}
+
+/// A plugin met through its registration socket.
+async fn registered(
+    options: &Options,
+    watched: &Path,
+    plugin: &mut Plugin,
+    claims: &[TestClaim],
+) -> Result<Report, String> {
+    // The kubelet makes its plugins_registry before any plugin starts; a
+    // plugin may expect it.
+    if !watched.exists() && watched.extension().is_none_or(|e| e != "sock") {
+        std::fs::create_dir_all(watched)
+            .map_err(|e| format!("create {}: {e}", watched.display()))?;
+    }
+    plugin.start()?;
+    let mut report = Report {
+        plugin: watched.display().to_string(),
+        ..Report::default()
+    };
+    let socket = match registration::find_socket(watched, options.timeout).await {
+        Ok(socket) => socket,
+        Err(why) => {
+            let why = match plugin.exited() {
+                Some(status) => format!("the plugin exited ({status}): {why}"),
+                None => why,
+            };
+            report.record(&REG_GET_INFO, Verdict::Fail(why), Duration::ZERO);
+            return Ok(report);
+        }
+    };
+    report.plugin = socket.display().to_string();
+    let Some(found) = registration::rules(&mut report, &socket).await else {
+        return Ok(report);
+    };
+    let kind = found.info.r#type.clone();
+    match kind.as_str() {
+        plugin_type::DEVICE => {
+            device::rules(&mut report, &found.endpoint, None, options.timeout).await
+        }
+        plugin_type::DRA => {
+            dra::rules(
+                &mut report,
+                &found.info,
+                &found.endpoint,
+                claims,
+                options.timeout,
+            )
+            .await;
+        }
+        // A CSI driver's own service has csi-sanity.
+        _ => {}
+    }
+    let mut restart = vec![&REG_SOCKET_GONE, &REG_SOCKET_BACK];
+    if kind == plugin_type::DRA {
+        restart.push(&DRA_RESTART);
+    }
+    if !options.restarts {
+        report.skip_all(&restart, "restart rules not asked for (--restarts)");
+    } else if !plugin.managed() {
+        report.skip_all(
+            &restart,
+            "the tool restarts only a plugin it starts (--exec)",
+        );
+    } else if kind == plugin_type::DRA {
+        let before = match dra::connect(&found.info, &found.endpoint, options.timeout).await {
+            Ok(client) => dra::prepare_before_restart(&client, claims, options.timeout).await,
+            Err(e) => Err(e),
+        };
+        let back = registration::restart_rules(
+            &mut report,
+            plugin,
+            &socket,
+            watched,
+            options.restart_timeout,
+        )
+        .await;
+        let after = match back {
+            None => Err("the registration socket did not come back".to_string()),
+            Some(back) => match crate::check::get_info(&back).await {
+                Err(e) => Err(e),
+                Ok(info) => {
+                    let endpoint = if info.endpoint.is_empty() {
+                        back
+                    } else {
+                        PathBuf::from(&info.endpoint)
+                    };
+                    dra::connect(&info, &endpoint, options.timeout).await
+                }
+            },
+        };
+        dra::restart_rule(&mut report, before, after, claims, options.timeout).await;
+    } else {
+        registration::restart_rules(
+            &mut report,
+            plugin,
+            &socket,
+            watched,
+            options.restart_timeout,
+        )
+        .await;
+    }
+    Ok(report)
+}
+
+/// A rule for the output tests.
+#[cfg(test)]
+pub(crate) mod rules_for_tests {
+    /// Any rule.
+    pub(crate) const ANY: super::rule::Rule = super::rules::DP_ALLOCATE;
+}

@@ -1,0 +1,78 @@
+//! The `conformance` command line: flags, the run, the report on standard
+//! output, a JUnit file, and the exit status.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::{Meeting, Options};
+use crate::duration::parse_duration;
+use crate::output::{self, Format};
+
+/// Flags of `nodeplugins conformance`.
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("meeting").required(true).args(["registry", "kubelet_dir"])))]
+pub(crate) struct ConformanceArgs {
+    /// Meet the plugin through its registration socket: this socket, or the
+    /// first socket to appear in this directory (a plugins_registry).
+    #[arg(long, value_name = "SOCKET_OR_DIR")]
+    registry: Option<PathBuf>,
+    /// Serve the device plugin `kubelet.sock` in this directory and meet
+    /// the device plugin that registers on it.
+    #[arg(long, value_name = "DIR")]
+    kubelet_dir: Option<PathBuf>,
+    /// Start the plugin with this command line (`sh -c`), after the tool's
+    /// own socket is served; stop it at the end.
+    #[arg(long, value_name = "COMMAND")]
+    exec: Option<String>,
+    /// Also run the restart rules: the plugin stopped and started again
+    /// (needs --exec), or kubelet.sock made again.
+    #[arg(long)]
+    restarts: bool,
+    /// The claims the DRA rules prepare: a JSON list of
+    /// {"uid","namespace","name","fails"} [default: two made-up claims].
+    #[arg(long, value_name = "FILE")]
+    claims: Option<PathBuf>,
+    /// How long "promptly" is: registration, the first device list, each
+    /// answer.
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    timeout: Duration,
+    /// How long a plugin may take to register again after a restart.
+    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    restart_timeout: Duration,
+    /// Also write the outcomes as a JUnit XML report (one test case per rule).
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
+    output: Format,
+}
+
+/// Runs the rules, prints the report, and fails when a rule failed.
+pub(crate) async fn run(args: ConformanceArgs) -> anyhow::Result<()> {
+    let meeting = match (args.registry, args.kubelet_dir) {
+        (Some(path), _) => Meeting::Registry(path),
+        (None, Some(dir)) => Meeting::KubeletSocket(dir),
+        (None, None) => anyhow::bail!("give --registry or --kubelet-dir"),
+    };
+    let options = Options {
+        meeting,
+        exec: args.exec,
+        restarts: args.restarts,
+        claims: args.claims,
+        timeout: args.timeout,
+        restart_timeout: args.restart_timeout,
+    };
+    let report = super::run(&options).await.map_err(anyhow::Error::msg)?;
+    if let Some(file) = &args.junit {
+        let xml = output::conformance::junit(&report);
+        std::fs::write(file, xml).with_context(|| format!("write {}", file.display()))?;
+    }
+    let mut out = std::io::stdout().lock();
+    output::conformance::report(&report, args.output, &mut out)?;
+    match report.failures() {
+        0 => Ok(()),
+        n => anyhow::bail!("{n} of {} rules failed", report.outcomes.len()),
+    }
+}

@@ -1,0 +1,534 @@
+//! The DRA driver rules: the services it lists, NodePrepareResources and
+//! NodeUnprepareResources as the kubelet's DRA manager calls them, device
+//! health, and a claim unprepared after the driver restarts.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use futures::StreamExt;
+use nodeplugins_api::constants::dra_service;
+use nodeplugins_api::dra::{v1, v1beta1};
+use nodeplugins_api::dra_health::{v1 as health_v1, v1alpha1 as health_v1alpha1};
+use nodeplugins_api::pluginregistration::v1::PluginInfo;
+use nodeplugins_api::transport::{dial, root_cause};
+use tonic::transport::Channel;
+
+use super::claims::TestClaim;
+use super::rule::{Report, Verdict};
+use super::rules::*;
+
+/// How many batches run at once.
+const CONCURRENT: usize = 4;
+
+/// The DRAPlugin service the kubelet would use: the newest listed.
+#[derive(Clone)]
+pub(crate) enum DraClient {
+    V1(v1::dra_plugin_client::DraPluginClient<Channel>),
+    V1beta1(v1beta1::dra_plugin_client::DraPluginClient<Channel>),
+}
+
+/// Per claim UID: the devices, or the claim's error.
+type Prepared = BTreeMap<String, Result<Vec<v1::Device>, String>>;
+/// Per claim UID: `Ok` or the claim's error.
+type Unprepared = BTreeMap<String, Result<(), String>>;
+
+fn status_text(status: &tonic::Status) -> String {
+    format!("{:?}: {}", status.code(), status.message())
+}
+
+impl DraClient {
+    fn new(info: &PluginInfo, channel: Channel) -> Option<Self> {
+        let listed = |name: &str| info.supported_versions.iter().any(|v| v == name);
+        if listed(dra_service::V1) {
+            Some(Self::V1(v1::dra_plugin_client::DraPluginClient::new(
+                channel,
+            )))
+        } else if listed(dra_service::V1BETA1) {
+            Some(Self::V1beta1(
+                v1beta1::dra_plugin_client::DraPluginClient::new(channel),
+            ))
+        } else {
+            None
+        }
+    }
+
+    async fn prepare(&self, claims: &[TestClaim], timeout: Duration) -> Result<Prepared, String> {
+        let request = v1::NodePrepareResourcesRequest {
+            claims: claims.iter().map(TestClaim::wire).collect(),
+        };
+        let call = async {
+            match self.clone() {
+                Self::V1(mut c) => c
+                    .node_prepare_resources(request)
+                    .await
+                    .map(|r| r.into_inner()),
+                Self::V1beta1(mut c) => c
+                    .node_prepare_resources(v1beta1::NodePrepareResourcesRequest::from(request))
+                    .await
+                    .map(|r| v1::NodePrepareResourcesResponse::from(r.into_inner())),
+            }
+        };
+        let answer = tokio::time::timeout(timeout, call)
+            .await
+            .map_err(|_| format!("no answer within {timeout:?}"))?
+            .map_err(|s| status_text(&s))?;
+        Ok(answer
+            .claims
+            .into_iter()
+            .map(|(uid, claim)| {
+                let result = if claim.error.is_empty() {
+                    Ok(claim.devices)
+                } else {
+                    Err(claim.error)
+                };
+                (uid, result)
+            })
+            .collect())
+    }
+
+    async fn unprepare(
+        &self,
+        claims: &[TestClaim],
+        timeout: Duration,
+    ) -> Result<Unprepared, String> {
+        let request = v1::NodeUnprepareResourcesRequest {
+            claims: claims.iter().map(TestClaim::wire).collect(),
+        };
+        let call = async {
+            match self.clone() {
+                Self::V1(mut c) => c
+                    .node_unprepare_resources(request)
+                    .await
+                    .map(|r| r.into_inner()),
+                Self::V1beta1(mut c) => c
+                    .node_unprepare_resources(v1beta1::NodeUnprepareResourcesRequest::from(request))
+                    .await
+                    .map(|r| v1::NodeUnprepareResourcesResponse::from(r.into_inner())),
+            }
+        };
+        let answer = tokio::time::timeout(timeout, call)
+            .await
+            .map_err(|_| format!("no answer within {timeout:?}"))?
+            .map_err(|s| status_text(&s))?;
+        Ok(answer
+            .claims
+            .into_iter()
+            .map(|(uid, claim)| {
+                let result = if claim.error.is_empty() {
+                    Ok(())
+                } else {
+                    Err(claim.error)
+                };
+                (uid, result)
+            })
+            .collect())
+    }
+}
+
+/// The device identities of a prepared claim, for comparison.
+fn identities(devices: &[v1::Device]) -> Vec<(String, String, Vec<String>, Vec<String>)> {
+    let mut ids: Vec<_> = devices
+        .iter()
+        .map(|d| {
+            let mut requests = d.request_names.clone();
+            requests.sort();
+            let mut cdi = d.cdi_device_ids.clone();
+            cdi.sort();
+            (d.pool_name.clone(), d.device_name.clone(), requests, cdi)
+        })
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// A connection to the driver's service at `endpoint`, or why not.
+pub(crate) async fn connect(
+    info: &PluginInfo,
+    endpoint: &Path,
+    timeout: Duration,
+) -> Result<DraClient, String> {
+    let channel = dial(endpoint, timeout)
+        .await
+        .map_err(|e| format!("{}: {}", endpoint.display(), root_cause(&e)))?;
+    DraClient::new(info, channel).ok_or_else(|| "no DRAPlugin service listed".to_string())
+}
+
+/// Every DRA rule that needs no restart. Returns the client and the claims
+/// left prepared for the restart rule.
+pub(crate) async fn rules(
+    report: &mut Report,
+    info: &PluginInfo,
+    endpoint: &Path,
+    claims: &[TestClaim],
+    timeout: Duration,
+) {
+    let channel = match dial(endpoint, timeout).await {
+        Ok(channel) => channel,
+        Err(e) => {
+            let why = format!("{}: {}", endpoint.display(), root_cause(&e));
+            report.record(&DRA_SERVICES, Verdict::Fail(why), Duration::ZERO);
+            return;
+        }
+    };
+    report
+        .run(&DRA_SERVICES, services_rule(info, channel.clone(), timeout))
+        .await;
+    let Some(client) = DraClient::new(info, channel.clone()) else {
+        report.skip_all(
+            &[
+                &DRA_PREPARE,
+                &DRA_PER_CLAIM_ERRORS,
+                &DRA_PREPARE_AGAIN,
+                &DRA_UNPREPARE_UNKNOWN,
+                &DRA_UNPREPARE_AGAIN,
+                &DRA_CONCURRENT,
+            ],
+            "no DRAPlugin service listed",
+        );
+        return;
+    };
+    let good: Vec<TestClaim> = claims.iter().filter(|c| !c.fails).cloned().collect();
+    let mut first = None;
+    report
+        .run(&DRA_PREPARE, async {
+            match client.prepare(&good, timeout).await {
+                Err(e) => Verdict::Fail(e),
+                Ok(answer) => {
+                    let verdict = by_uid(&good, &answer);
+                    first = Some(answer);
+                    verdict
+                }
+            }
+        })
+        .await;
+    report
+        .run(&DRA_PER_CLAIM_ERRORS, async {
+            if claims.iter().all(|c| !c.fails) {
+                return Verdict::Skip(
+                    "no claim expected to fail: mark one `\"fails\": true` in --claims".into(),
+                );
+            }
+            let answer = client.prepare(claims, timeout).await;
+            per_claim_errors(claims, answer)
+        })
+        .await;
+    report
+        .run(&DRA_PREPARE_AGAIN, async {
+            let Some(first) = &first else {
+                return Verdict::Skip("the first prepare failed".into());
+            };
+            match client.prepare(&good, timeout).await {
+                Err(e) => Verdict::Fail(e),
+                Ok(again) => same_devices(&good, first, &again),
+            }
+        })
+        .await;
+    report
+        .run(&DRA_UNPREPARE_UNKNOWN, async {
+            let unknown = [TestClaim::unknown()];
+            match client.unprepare(&unknown, timeout).await {
+                Err(e) => Verdict::Fail(e),
+                Ok(answer) => match answer.get(&unknown[0].uid) {
+                    Some(Ok(())) => Verdict::Pass("unprepared a claim never prepared".into()),
+                    Some(Err(e)) => Verdict::Fail(format!("the claim's error: {e}")),
+                    None => Verdict::Fail("the response does not name the claim".into()),
+                },
+            }
+        })
+        .await;
+    report
+        .run(&DRA_UNPREPARE_AGAIN, async {
+            for round in ["first", "second"] {
+                match client.unprepare(&good, timeout).await {
+                    Err(e) => return Verdict::Fail(format!("{round} unprepare: {e}")),
+                    Ok(answer) => {
+                        if let Some((uid, error)) = answer
+                            .iter()
+                            .find_map(|(uid, r)| r.as_ref().err().map(|e| (uid.clone(), e.clone())))
+                        {
+                            return Verdict::Fail(format!("{round} unprepare of {uid}: {error}"));
+                        }
+                    }
+                }
+            }
+            Verdict::Pass(format!("{} claims unprepared twice", good.len()))
+        })
+        .await;
+    report
+        .run(&DRA_CONCURRENT, async {
+            let batches = (0..CONCURRENT).map(|i| {
+                let client = client.clone();
+                let batch: Vec<TestClaim> =
+                    good.iter().map(|c| c.variant(&format!("c{i}"))).collect();
+                async move {
+                    let prepared = client.prepare(&batch, timeout).await;
+                    let _ = client.unprepare(&batch, timeout).await;
+                    prepared.and_then(|answer| {
+                        let missing = batch
+                            .iter()
+                            .filter(|c| !matches!(answer.get(&c.uid), Some(Ok(_))))
+                            .count();
+                        if missing == 0 {
+                            Ok(())
+                        } else {
+                            Err(format!("{missing} claims not prepared"))
+                        }
+                    })
+                }
+            });
+            let failed: Vec<String> = futures::future::join_all(batches)
+                .await
+                .into_iter()
+                .filter_map(Result::err)
+                .collect();
+            Verdict::check(
+                failed.is_empty(),
+                if failed.is_empty() {
+                    format!("{CONCURRENT} batches of {} claims answered", good.len())
+                } else {
+                    format!(
+                        "{} of {CONCURRENT} batches failed: {}",
+                        failed.len(),
+                        failed[0]
+                    )
+                },
+            )
+        })
+        .await;
+    report
+        .run(&DRA_HEALTH, health_rule(info, channel, timeout))
+        .await;
+}
+
+fn by_uid(claims: &[TestClaim], answer: &Prepared) -> Verdict {
+    let missing: Vec<&str> = claims
+        .iter()
+        .filter(|c| !answer.contains_key(&c.uid))
+        .map(|c| c.uid.as_str())
+        .collect();
+    let extra: Vec<&String> = answer
+        .keys()
+        .filter(|uid| claims.iter().all(|c| &c.uid != *uid))
+        .collect();
+    if !missing.is_empty() {
+        Verdict::Fail(format!("no answer for claims {missing:?}"))
+    } else if !extra.is_empty() {
+        Verdict::Fail(format!("answers for claims not asked for: {extra:?}"))
+    } else {
+        Verdict::Pass(format!("{} claims answered by UID", claims.len()))
+    }
+}
+
+fn per_claim_errors(claims: &[TestClaim], answer: Result<Prepared, String>) -> Verdict {
+    let Some(failing) = claims.iter().find(|c| c.fails) else {
+        return Verdict::Skip("no claim expected to fail".into());
+    };
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(e) => {
+            return Verdict::Fail(format!(
+                "the whole call failed for a batch with {}/{}: {e}",
+                failing.namespace, failing.name
+            ));
+        }
+    };
+    let failed_right = matches!(answer.get(&failing.uid), Some(Err(_)));
+    let others: Vec<&str> = claims
+        .iter()
+        .filter(|c| !c.fails && !matches!(answer.get(&c.uid), Some(Ok(_))))
+        .map(|c| c.uid.as_str())
+        .collect();
+    if !failed_right {
+        Verdict::Fail(format!(
+            "claim {}/{} was expected to fail, and has no error",
+            failing.namespace, failing.name
+        ))
+    } else if !others.is_empty() {
+        Verdict::Fail(format!("the other claims failed too: {others:?}"))
+    } else {
+        Verdict::Pass(format!(
+            "{}/{} failed alone",
+            failing.namespace, failing.name
+        ))
+    }
+}
+
+fn same_devices(claims: &[TestClaim], first: &Prepared, again: &Prepared) -> Verdict {
+    for claim in claims {
+        let (Some(Ok(before)), Some(Ok(after))) = (first.get(&claim.uid), again.get(&claim.uid))
+        else {
+            return Verdict::Fail(format!(
+                "claim {}/{} was not prepared both times",
+                claim.namespace, claim.name
+            ));
+        };
+        if identities(before) != identities(after) {
+            return Verdict::Fail(format!(
+                "claim {}/{}: {:?} the first time, {:?} the second",
+                claim.namespace,
+                claim.name,
+                identities(before),
+                identities(after)
+            ));
+        }
+    }
+    Verdict::Pass(format!("{} claims: the same devices again", claims.len()))
+}
+
+async fn services_rule(info: &PluginInfo, channel: Channel, timeout: Duration) -> Verdict {
+    let listed = |name: &str| info.supported_versions.iter().any(|v| v == name);
+    let mut served = Vec::new();
+    let mut problems = Vec::new();
+    let calls: [(&str, bool); 2] = [
+        (dra_service::V1, listed(dra_service::V1)),
+        (dra_service::V1BETA1, listed(dra_service::V1BETA1)),
+    ];
+    for (service, is_listed) in calls {
+        if !is_listed {
+            continue;
+        }
+        let answer = match service {
+            dra_service::V1 => {
+                let mut c = v1::dra_plugin_client::DraPluginClient::new(channel.clone());
+                tokio::time::timeout(
+                    timeout,
+                    c.node_unprepare_resources(v1::NodeUnprepareResourcesRequest::default()),
+                )
+                .await
+                .map(|r| r.map(|_| ()))
+            }
+            _ => {
+                let mut c = v1beta1::dra_plugin_client::DraPluginClient::new(channel.clone());
+                tokio::time::timeout(
+                    timeout,
+                    c.node_unprepare_resources(v1beta1::NodeUnprepareResourcesRequest::default()),
+                )
+                .await
+                .map(|r| r.map(|_| ()))
+            }
+        };
+        match answer {
+            Ok(Ok(())) => served.push(service),
+            Ok(Err(s)) => problems.push(format!("{service}: {}", status_text(&s))),
+            Err(_) => problems.push(format!("{service}: no answer within {timeout:?}")),
+        }
+    }
+    if served.is_empty() && problems.is_empty() {
+        return Verdict::Skip("no DRAPlugin service listed (registration.versions)".into());
+    }
+    Verdict::check(
+        problems.is_empty(),
+        if problems.is_empty() {
+            format!("{served:?} answer")
+        } else {
+            problems.join("; ")
+        },
+    )
+}
+
+async fn health_rule(info: &PluginInfo, channel: Channel, timeout: Duration) -> Verdict {
+    let listed = |name: &str| info.supported_versions.iter().any(|v| v == name);
+    let first = if listed(dra_service::HEALTH_V1) {
+        let mut c = health_v1::dra_resource_health_client::DraResourceHealthClient::new(channel);
+        let call = async {
+            let mut s = c
+                .node_watch_resources(health_v1::NodeWatchResourcesRequest {})
+                .await?
+                .into_inner();
+            s.next().await.transpose()
+        };
+        tokio::time::timeout(timeout, call).await
+    } else if listed(dra_service::HEALTH_V1ALPHA1) {
+        let mut c =
+            health_v1alpha1::dra_resource_health_client::DraResourceHealthClient::new(channel);
+        let call = async {
+            let mut s = c
+                .node_watch_resources(health_v1alpha1::NodeWatchResourcesRequest {})
+                .await?
+                .into_inner();
+            s.next()
+                .await
+                .transpose()
+                .map(|m| m.map(health_v1::NodeWatchResourcesResponse::from))
+        };
+        tokio::time::timeout(timeout, call).await
+    } else {
+        return Verdict::Skip("the driver lists no DRAResourceHealth service".into());
+    };
+    let message = match first {
+        Err(_) => return Verdict::Fail(format!("no first message within {timeout:?}")),
+        Ok(Err(s)) => return Verdict::Fail(status_text(&s)),
+        Ok(Ok(None)) => return Verdict::Fail("the stream ended before its first message".into()),
+        Ok(Ok(Some(message))) => message,
+    };
+    for device in &message.devices {
+        let named = device
+            .device
+            .as_ref()
+            .is_some_and(|d| !d.pool_name.is_empty() && !d.device_name.is_empty());
+        if !named {
+            return Verdict::Fail(format!("a device without pool and device name: {device:?}"));
+        }
+        if health_v1::HealthStatus::try_from(device.health).is_err() {
+            return Verdict::Fail(format!(
+                "unknown health value {} for {:?}",
+                device.health, device.device
+            ));
+        }
+    }
+    Verdict::Pass(format!("first message: {} devices", message.devices.len()))
+}
+
+/// Prepares the good claims before a restart.
+pub(crate) async fn prepare_before_restart(
+    client: &DraClient,
+    claims: &[TestClaim],
+    timeout: Duration,
+) -> Result<(), String> {
+    let good: Vec<TestClaim> = claims.iter().filter(|c| !c.fails).cloned().collect();
+    let answer = client.prepare(&good, timeout).await?;
+    match answer
+        .into_iter()
+        .find_map(|(uid, r)| r.err().map(|e| (uid, e)))
+    {
+        Some((uid, e)) => Err(format!("claim {uid}: {e}")),
+        None => Ok(()),
+    }
+}
+
+/// The restart rule: the claims prepared before the restart
+/// (`prepared`), unprepared through the new instance (`after`).
+pub(crate) async fn restart_rule(
+    report: &mut Report,
+    prepared: Result<(), String>,
+    after: Result<DraClient, String>,
+    claims: &[TestClaim],
+    timeout: Duration,
+) {
+    let good: Vec<TestClaim> = claims.iter().filter(|c| !c.fails).cloned().collect();
+    report
+        .run(&DRA_RESTART, async {
+            if let Err(e) = prepared {
+                return Verdict::Skip(format!("prepare before the restart failed: {e}"));
+            }
+            let client = match after {
+                Ok(client) => client,
+                Err(e) => return Verdict::Fail(format!("after the restart: {e}")),
+            };
+            match client.unprepare(&good, timeout).await {
+                Err(e) => Verdict::Fail(e),
+                Ok(answer) => match answer
+                    .iter()
+                    .find_map(|(uid, r)| r.as_ref().err().map(|e| (uid, e)))
+                {
+                    Some((uid, e)) => Verdict::Fail(format!("claim {uid}: {e}")),
+                    None => Verdict::Pass(format!(
+                        "{} claims prepared before the restart unprepared after it",
+                        good.len()
+                    )),
+                },
+            }
+        })
+        .await;
+}

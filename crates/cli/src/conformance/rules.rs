@@ -1,0 +1,158 @@
+//! The rules, each with the upstream behaviour it stands for. Ids are
+//! stable: CI configurations and JUnit reports name them.
+
+use super::rule::Rule;
+
+// Registration, every type (a registration socket the plugin watcher meets).
+
+pub(crate) const REG_GET_INFO: Rule = Rule {
+    id: "registration.get-info",
+    statement: "GetInfo answers within 1 s",
+    upstream: "pkg/kubelet/pluginmanager/operationexecutor: GetInfo is called with a 1 s deadline; a plugin that misses it is not registered",
+};
+pub(crate) const REG_TYPE: Rule = Rule {
+    id: "registration.type",
+    statement: "the type is CSIPlugin, DevicePlugin or DRAPlugin",
+    upstream: "pluginmanager reconciler: a type without a handler fails with \"no handler registered for plugin type\"",
+};
+pub(crate) const REG_NAME: Rule = Rule {
+    id: "registration.name",
+    statement: "the name follows the type's rule (CSI driver name, extended resource name, DNS subdomain)",
+    upstream: "ValidatePlugin of the CSI, device manager and DRA handlers",
+};
+pub(crate) const REG_VERSIONS: Rule = Rule {
+    id: "registration.versions",
+    statement: "supported versions include one the kubelet speaks",
+    upstream: "ValidatePlugin: CSI highest supported version, device plugin v1beta1, DRA v1 or v1beta1 service names",
+};
+pub(crate) const REG_ENDPOINT: Rule = Rule {
+    id: "registration.endpoint",
+    statement: "the endpoint is empty (the registration socket) or an absolute path to a socket that accepts connections",
+    upstream: "RegisterPlugin dials the endpoint (DRA: a lazy connection checked by the first call)",
+};
+pub(crate) const REG_NOTIFY_FALSE: Rule = Rule {
+    id: "registration.survives-rejection",
+    statement: "after NotifyRegistrationStatus(registered=false) the plugin still answers GetInfo",
+    upstream: "a rejected plugin is retried by the plugin manager's reconciler with backoff; it must still be there",
+};
+pub(crate) const REG_SOCKET_GONE: Rule = Rule {
+    id: "registration.socket-removed-on-exit",
+    statement: "the registration socket is removed when the plugin exits on SIGTERM",
+    upstream: "pluginwatcher: deregistration happens only on the socket's removal (inotify); a stale socket stays registered",
+};
+pub(crate) const REG_SOCKET_BACK: Rule = Rule {
+    id: "registration.socket-back-on-restart",
+    statement: "a restarted plugin creates its registration socket again and answers GetInfo",
+    upstream: "pluginwatcher: a re-created socket is registered again",
+};
+
+// Device plugins.
+
+pub(crate) const DP_REGISTER: Rule = Rule {
+    id: "device.register",
+    statement: "Register carries version v1beta1, a bare socket file name in the device plugin directory and an extended resource name",
+    upstream: "pkg/kubelet/cm/devicemanager: Register refuses another version, an invalid resource name; the endpoint is joined to the directory",
+};
+pub(crate) const DP_OPTIONS: Rule = Rule {
+    id: "device.options",
+    statement: "GetDevicePluginOptions answers and agrees with the options sent in Register",
+    upstream: "the device manager takes the options from Register and calls what they announce",
+};
+pub(crate) const DP_FIRST_LIST: Rule = Rule {
+    id: "device.list-and-watch.first",
+    statement: "ListAndWatch sends the first device list promptly",
+    upstream: "the device manager reads the resource's capacity from ListAndWatch; until the first list the node shows none",
+};
+pub(crate) const DP_IDS: Rule = Rule {
+    id: "device.list-and-watch.ids",
+    statement: "device ids are non-empty and unique",
+    upstream: "the device manager keys devices by id: a repeated id is one device",
+};
+pub(crate) const DP_HEALTH: Rule = Rule {
+    id: "device.list-and-watch.health",
+    statement: "every device's health is Healthy or Unhealthy",
+    upstream: "pluginapi.Healthy / pluginapi.Unhealthy: any other value counts as unhealthy",
+};
+pub(crate) const DP_TOPOLOGY: Rule = Rule {
+    id: "device.list-and-watch.topology",
+    statement: "a device's topology lists NUMA nodes with non-negative, unique ids",
+    upstream: "the topology manager reads device NUMA affinity from the topology's nodes",
+};
+pub(crate) const DP_PREFERRED: Rule = Rule {
+    id: "device.preferred-allocation",
+    statement: "GetPreferredAllocation returns the asked size from the available ids, with every must-include id",
+    upstream: "the device manager takes the preferred ids as the allocation when they are a valid choice",
+};
+pub(crate) const DP_ALLOCATE: Rule = Rule {
+    id: "device.allocate",
+    statement: "Allocate answers one response per container request, for listed ids",
+    upstream: "the device manager requires one ContainerAllocateResponse per ContainerAllocateRequest",
+};
+pub(crate) const DP_ALLOCATE_UNKNOWN: Rule = Rule {
+    id: "device.allocate.unknown-ids",
+    statement: "Allocate refuses ids the plugin never listed",
+    upstream: "the kubelet only sends listed healthy ids; a plugin that accepts any id hides a broken caller",
+};
+pub(crate) const DP_ALLOCATE_CONCURRENT: Rule = Rule {
+    id: "device.allocate.concurrent",
+    statement: "concurrent Allocate calls all answer",
+    upstream: "the device manager allocates for several pods' containers at once",
+};
+pub(crate) const DP_PRE_START: Rule = Rule {
+    id: "device.pre-start-container",
+    statement: "PreStartContainer answers when the plugin asks for it",
+    upstream: "with pre_start_required the device manager calls PreStartContainer before every container start",
+};
+pub(crate) const DP_REREGISTER: Rule = Rule {
+    id: "device.kubelet-restart",
+    statement: "after kubelet.sock is made again (a kubelet restart) the plugin registers again",
+    upstream: "a restarted kubelet forgets its plugins: they must watch kubelet.sock and register again",
+};
+
+// DRA drivers.
+
+pub(crate) const DRA_SERVICES: Rule = Rule {
+    id: "dra.services",
+    statement: "every DRAPlugin service the registration lists is served",
+    upstream: "pkg/kubelet/cm/dra/plugin: the kubelet calls the newest listed service",
+};
+pub(crate) const DRA_PREPARE: Rule = Rule {
+    id: "dra.prepare.by-uid",
+    statement: "NodePrepareResources answers every claim of a batch, by UID, and no other",
+    upstream: "the DRA manager fails a pod whose claim is missing from the response",
+};
+pub(crate) const DRA_PER_CLAIM_ERRORS: Rule = Rule {
+    id: "dra.prepare.per-claim-errors",
+    statement: "a claim that fails is an error in its own entry; the call and the batch's other claims succeed",
+    upstream: "NodePrepareResourceResponse.error is per claim; the DRA manager reports it for that claim",
+};
+pub(crate) const DRA_PREPARE_AGAIN: Rule = Rule {
+    id: "dra.prepare.idempotent",
+    statement: "preparing a prepared claim again returns the same devices",
+    upstream: "the kubelet prepares again after its restart or a failed pod start; NodePrepareResources must be idempotent",
+};
+pub(crate) const DRA_UNPREPARE_UNKNOWN: Rule = Rule {
+    id: "dra.unprepare.unknown",
+    statement: "unpreparing a claim never prepared succeeds",
+    upstream: "the kubelet unprepares claims from its checkpoint that the driver may not know",
+};
+pub(crate) const DRA_UNPREPARE_AGAIN: Rule = Rule {
+    id: "dra.unprepare.idempotent",
+    statement: "unpreparing an unprepared claim again succeeds",
+    upstream: "the kubelet retries NodeUnprepareResources until it succeeds: it must be idempotent",
+};
+pub(crate) const DRA_CONCURRENT: Rule = Rule {
+    id: "dra.prepare.concurrent",
+    statement: "concurrent NodePrepareResources batches all answer",
+    upstream: "the DRA manager prepares several pods at once",
+};
+pub(crate) const DRA_HEALTH: Rule = Rule {
+    id: "dra.health.first",
+    statement: "NodeWatchResources sends its first message promptly, with pool and device names and a known health",
+    upstream: "the kubelet's health streamer (KEP-4680) reads device health from the stream",
+};
+pub(crate) const DRA_RESTART: Rule = Rule {
+    id: "dra.restart.unprepare",
+    statement: "a claim prepared before the driver restarts can be unprepared after it",
+    upstream: "the kubelet unprepares from its checkpoint after any restart of the driver",
+};

@@ -1,0 +1,180 @@
+//! Printing a conformance report: a table for people, JSON for programs,
+//! JUnit XML for CI systems.
+
+use std::fmt::Write as _;
+use std::io::Write;
+
+use super::Format;
+use crate::conformance::{Report, Verdict};
+
+/// Prints each rule with its verdict and what was seen, then a summary.
+pub(crate) fn report(report: &Report, format: Format, out: &mut impl Write) -> anyhow::Result<()> {
+    if format == Format::Json {
+        serde_json::to_writer_pretty(&mut *out, report)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "conformance of {} ({})",
+        report.plugin, report.plugin_type
+    )?;
+    let width = report
+        .outcomes
+        .iter()
+        .map(|o| o.id.len())
+        .max()
+        .unwrap_or(0);
+    for outcome in &report.outcomes {
+        writeln!(
+            out,
+            "{}  {:<width$}  {}",
+            outcome.verdict.word(),
+            outcome.id,
+            outcome.verdict.detail()
+        )?;
+    }
+    let count = |word: &str| {
+        report
+            .outcomes
+            .iter()
+            .filter(|o| o.verdict.word() == word)
+            .count()
+    };
+    writeln!(
+        out,
+        "{} rules: {} passed, {} failed, {} skipped",
+        report.outcomes.len(),
+        count("PASS"),
+        count("FAIL"),
+        count("SKIP")
+    )?;
+    Ok(())
+}
+
+/// `text` with the five XML special characters escaped, and control
+/// characters XML cannot carry dropped.
+fn xml(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => escaped.push_str("&amp;"),
+            '<' => escaped.push_str("&lt;"),
+            '>' => escaped.push_str("&gt;"),
+            '"' => escaped.push_str("&quot;"),
+            '\'' => escaped.push_str("&apos;"),
+            '\t' | '\n' | '\r' => escaped.push(c),
+            c if c.is_control() => {}
+            c => escaped.push(c),
+        }
+    }
+    escaped
+}
+
+/// The report as JUnit XML: one test suite for the plugin, one test case per
+/// rule (its id as the name, its statement and upstream behaviour in the
+/// system output), failures and skips with what was seen.
+pub(crate) fn junit(report: &Report) -> String {
+    let failures = report.failures();
+    let skipped = report
+        .outcomes
+        .iter()
+        .filter(|o| matches!(o.verdict, Verdict::Skip(_)))
+        .count();
+    let seconds: f64 = report
+        .outcomes
+        .iter()
+        .map(|o| o.millis as f64 / 1000.0)
+        .sum();
+    let mut doc = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let suite = format!(
+        "nodeplugins conformance: {} ({})",
+        report.plugin, report.plugin_type
+    );
+    let _ = writeln!(
+        doc,
+        "<testsuites name=\"nodeplugins conformance\" tests=\"{}\" failures=\"{failures}\" skipped=\"{skipped}\" time=\"{seconds:.3}\">",
+        report.outcomes.len()
+    );
+    let _ = writeln!(
+        doc,
+        "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" skipped=\"{skipped}\" errors=\"0\" time=\"{seconds:.3}\">",
+        xml(&suite),
+        report.outcomes.len()
+    );
+    for outcome in &report.outcomes {
+        let _ = write!(
+            doc,
+            "    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\">",
+            xml(&report.plugin_type),
+            xml(outcome.id),
+            outcome.millis as f64 / 1000.0
+        );
+        match &outcome.verdict {
+            Verdict::Pass(_) => {}
+            Verdict::Fail(seen) => {
+                let _ = write!(
+                    doc,
+                    "\n      <failure message=\"{}\" type=\"{}\">{}</failure>",
+                    xml(seen),
+                    xml(outcome.id),
+                    xml(&format!(
+                        "{}\nupstream: {}",
+                        outcome.statement, outcome.upstream
+                    ))
+                );
+            }
+            Verdict::Skip(why) => {
+                let _ = write!(doc, "\n      <skipped message=\"{}\"/>", xml(why));
+            }
+        }
+        let _ = writeln!(
+            doc,
+            "\n      <system-out>{}</system-out>\n    </testcase>",
+            xml(&format!(
+                "{}\nupstream: {}\nseen: {}",
+                outcome.statement,
+                outcome.upstream,
+                outcome.verdict.detail()
+            ))
+        );
+    }
+    doc.push_str("  </testsuite>\n</testsuites>\n");
+    doc
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::conformance::Verdict;
+
+    #[test]
+    fn junit_escapes_what_plugins_say_and_counts_each_verdict() {
+        let rule = crate::conformance::rules_for_tests::ANY;
+        let mut report = Report {
+            plugin: "/tmp/<reg>.sock".into(),
+            plugin_type: "DRAPlugin".into(),
+            outcomes: Vec::new(),
+        };
+        report.record(&rule, Verdict::Pass("ok".into()), Duration::from_millis(5));
+        report.record(
+            &rule,
+            Verdict::Fail("said \"<bad>\" & \u{1}left".into()),
+            Duration::ZERO,
+        );
+        report.record(&rule, Verdict::Skip("why".into()), Duration::ZERO);
+        let doc = junit(&report);
+        assert!(
+            doc.contains(r#"tests="3" failures="1" skipped="1""#),
+            "{doc}"
+        );
+        assert!(
+            doc.contains("said &quot;&lt;bad&gt;&quot; &amp; left"),
+            "{doc}"
+        );
+        assert!(doc.contains("/tmp/&lt;reg&gt;.sock"), "{doc}");
+        assert!(doc.contains(r#"<skipped message="why"/>"#), "{doc}");
+    }
+}

@@ -1,0 +1,319 @@
+//! `nodeplugins conformance` against real plugins, started by the tool
+//! (`--exec`): the SDK's example device plugin and DRA driver pass every
+//! rule, restarts included; the kubelet's own device plugin stub and a DRA
+//! driver on the Go helper pass every rule but the upstream deviations
+//! documented here; and a faulty plugin breaking one rule at a time fails
+//! exactly that rule.
+
+// Test code: a failed unwrap is a failed test with a precise location.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use nodeplugins_test_support::binaries::binary;
+use nodeplugins_test_support::go_programs::go_program;
+use serde_json::Value;
+use tokio::process::Command;
+
+/// `nodeplugins conformance ARGS -o json`: its exit code and report.
+async fn conformance(args: &[&str]) -> (Option<i32>, Value) {
+    let out = Command::new(env!("CARGO_BIN_EXE_nodeplugins"))
+        .arg("conformance")
+        .args(args)
+        .args(["-o", "json"])
+        .output()
+        .await
+        .unwrap();
+    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON report ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code(), report)
+}
+
+fn with(report: &Value, verdict: &str) -> BTreeSet<String> {
+    report["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["verdict"] == verdict)
+        .map(|o| o["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn ids(list: &[&str]) -> BTreeSet<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+fn path(p: &Path) -> String {
+    p.display().to_string()
+}
+
+/// A claims file: two claims, and one named `fail-*` that drivers refuse.
+fn claims_file(dir: &Path) -> String {
+    let file = dir.join("claims.json");
+    let claims = serde_json::json!([
+        {"uid": "0b7e6e1a-0000-4000-8000-000000000001", "namespace": "default", "name": "claim-a"},
+        {"uid": "0b7e6e1a-0000-4000-8000-000000000002", "namespace": "default", "name": "claim-b"},
+        {"uid": "0b7e6e1a-0000-4000-8000-000000000003", "namespace": "default", "name": "fail-c", "fails": true},
+    ]);
+    std::fs::write(&file, claims.to_string()).unwrap();
+    path(&file)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sdk_example_device_plugin_passes_every_rule_restarts_included() {
+    let root = tempfile::tempdir().unwrap();
+    let kubelet_dir = root.path().join("device-plugins");
+    let exec = format!(
+        "exec {} --root-dir {} --resource example.com/gpu --devices 4",
+        path(&binary("nodeplugins-sdk-bins", "example-device-plugin")),
+        path(root.path())
+    );
+    let junit = root.path().join("junit.xml");
+    let (code, report) = conformance(&[
+        "--kubelet-dir",
+        &path(&kubelet_dir),
+        "--exec",
+        &exec,
+        "--restarts",
+        "--junit",
+        &path(&junit),
+    ])
+    .await;
+    assert_eq!(with(&report, "FAIL"), ids(&[]), "{report:#}");
+    assert_eq!(code, Some(0));
+    assert!(with(&report, "PASS").contains("device.kubelet-restart"));
+    assert!(with(&report, "PASS").contains("device.allocate.unknown-ids"));
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let rules = report["outcomes"].as_array().unwrap().len();
+    assert!(
+        xml.contains(&format!(r#"tests="{rules}" failures="0""#)),
+        "{xml}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sdk_example_dra_driver_passes_every_rule_restarts_included() {
+    let root = tempfile::tempdir().unwrap();
+    let claims = claims_file(root.path());
+    let exec = format!(
+        "exec {} --root-dir {}",
+        path(&binary("nodeplugins-sdk-bins", "example-dra-driver")),
+        path(root.path())
+    );
+    let registry = root.path().join("plugins_registry");
+    let (code, report) = conformance(&[
+        "--registry",
+        &path(&registry),
+        "--exec",
+        &exec,
+        "--restarts",
+        "--claims",
+        &claims,
+    ])
+    .await;
+    assert_eq!(with(&report, "FAIL"), ids(&[]), "{report:#}");
+    assert_eq!(with(&report, "SKIP"), ids(&[]), "{report:#}");
+    assert_eq!(code, Some(0));
+    assert_eq!(report["plugin_type"], "DRAPlugin");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_kubelets_stub_device_plugin_passes_but_for_accepting_any_id() {
+    let root = tempfile::tempdir().unwrap();
+    let exec = format!(
+        "exec {} --kubelet-sock {} --prestart --preferred --watch",
+        path(&go_program("stub-device-plugin")),
+        path(&root.path().join("kubelet.sock"))
+    );
+    let (code, report) = conformance(&[
+        "--kubelet-dir",
+        &path(root.path()),
+        "--exec",
+        &exec,
+        "--restarts",
+    ])
+    .await;
+    // The stub's Allocate answers for whatever ids it is given
+    // (pkg/kubelet/cm/devicemanager/plugin/v1beta1/stub.go, Allocate: it
+    // builds a response per container request without looking the ids
+    // up): the kubelet never sends an id the plugin did not list, so
+    // upstream does not test it.
+    assert_eq!(
+        with(&report, "FAIL"),
+        ids(&["device.allocate.unknown-ids"]),
+        "{report:#}"
+    );
+    assert_eq!(code, Some(1));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dra_driver_on_the_go_helper_passes_but_for_failing_a_whole_batch_for_one_claim() {
+    let root = tempfile::tempdir().unwrap();
+    let claims = claims_file(root.path());
+    let exec = format!(
+        "exec {} --registry-dir {} --plugin-dir {} --claims default/claim-a/0b7e6e1a-0000-4000-8000-000000000001,default/claim-b/0b7e6e1a-0000-4000-8000-000000000002",
+        path(&go_program("dra-driver")),
+        path(&root.path().join("plugins_registry")),
+        path(&root.path().join("plugins/gpu.go.example.com")),
+    );
+    let (code, report) = conformance(&[
+        "--registry",
+        &path(&root.path().join("plugins_registry")),
+        "--exec",
+        &exec,
+        "--claims",
+        &claims,
+        "--restarts",
+    ])
+    .await;
+    // The helper reads every claim of a batch before calling the driver,
+    // and a claim it cannot read fails the whole call
+    // (k8s.io/dynamic-resource-allocation v0.37.2,
+    // kubeletplugin/draplugin.go:1293-1296, NodePrepareResources:
+    // `return nil, fmt.Errorf("get resource claims: %w", err)`), so the
+    // batch's other claims are not prepared either. The kubelet then fails
+    // the pod's prepare as a whole, so upstream sees no difference.
+    assert_eq!(
+        with(&report, "FAIL"),
+        ids(&["dra.prepare.per-claim-errors"]),
+        "{report:#}"
+    );
+    assert!(
+        report["outcomes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["id"] == "dra.prepare.per-claim-errors"
+                && o["detail"]
+                    .as_str()
+                    .unwrap()
+                    .contains("get resource claims")),
+        "{report:#}"
+    );
+    assert_eq!(code, Some(1));
+}
+
+/// Each fault of `faulty-plugin` and the one rule that must catch it.
+const DEVICE_FAULTS: &[(&str, &str)] = &[
+    ("register-version", "device.register"),
+    ("options-disagree", "device.options"),
+    ("no-list", "device.list-and-watch.first"),
+    ("duplicate-ids", "device.list-and-watch.ids"),
+    ("bad-health", "device.list-and-watch.health"),
+    ("bad-topology", "device.list-and-watch.topology"),
+    ("preferred-wrong-size", "device.preferred-allocation"),
+    ("allocate-one-response", "device.allocate"),
+    ("allocate-any-id", "device.allocate.unknown-ids"),
+    ("allocate-one-at-a-time", "device.allocate.concurrent"),
+    ("pre-start-fails", "device.pre-start-container"),
+    ("no-reregister", "device.kubelet-restart"),
+];
+
+const DRA_FAULTS: &[(&str, &str)] = &[
+    ("slow-get-info", "registration.get-info"),
+    ("bad-name", "registration.name"),
+    ("bad-version", "registration.versions"),
+    ("relative-endpoint", "registration.endpoint"),
+    (
+        "rejection-stops-get-info",
+        "registration.survives-rejection",
+    ),
+    ("extra-claim", "dra.prepare.by-uid"),
+    ("whole-call-error", "dra.prepare.per-claim-errors"),
+    ("different-devices-again", "dra.prepare.idempotent"),
+    ("unprepare-unknown-fails", "dra.unprepare.unknown"),
+    ("unprepare-twice-fails", "dra.unprepare.idempotent"),
+    ("serial-prepare", "dra.prepare.concurrent"),
+    ("no-health-message", "dra.health.first"),
+    ("stale-socket", "registration.socket-removed-on-exit"),
+    ("lose-state-on-restart", "dra.restart.unprepare"),
+];
+
+/// The failed rules with `PROGRAM MODE --fault FAULT` (`faulty-plugin`).
+async fn failed_with(program: &str, mode: &str, fault: &str) -> BTreeSet<String> {
+    let root = tempfile::tempdir().unwrap();
+    let fault_flag = if fault.is_empty() {
+        String::new()
+    } else {
+        format!("--fault {fault}")
+    };
+    let (args, exec) = match mode {
+        "device" => (
+            vec!["--kubelet-dir".to_string(), path(root.path())],
+            format!(
+                "exec {program} device --kubelet-dir {} {fault_flag}",
+                path(root.path())
+            ),
+        ),
+        _ => {
+            let registry = root.path().join("plugins_registry");
+            let plugin_dir = root.path().join("plugins/faulty");
+            (
+                vec![
+                    "--registry".to_string(),
+                    path(&registry),
+                    "--claims".to_string(),
+                    claims_file(root.path()),
+                ],
+                format!(
+                    "exec {program} dra --registry-dir {} --plugin-dir {} {fault_flag}",
+                    path(&registry),
+                    path(&plugin_dir)
+                ),
+            )
+        }
+    };
+    let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
+    all.extend([
+        "--exec",
+        &exec,
+        "--restarts",
+        "--timeout",
+        "2s",
+        "--restart-timeout",
+        "5s",
+    ]);
+    let (code, report) = conformance(&all).await;
+    let failed = with(&report, "FAIL");
+    assert_eq!(
+        code,
+        Some(if failed.is_empty() { 0 } else { 1 }),
+        "{report:#}"
+    );
+    failed
+}
+
+/// Runs the plugin without a fault and with each of `faults`, a few at a
+/// time, and checks that exactly the fault's rule fails.
+async fn each_fault_fails_its_rule(mode: &str, faults: &[(&str, &str)]) {
+    use futures::StreamExt;
+    let program = path(&binary("nodeplugins-test-support", "faulty-plugin"));
+    let program = program.as_str();
+    let runs = std::iter::once(("", None))
+        .chain(faults.iter().map(|(fault, rule)| (*fault, Some(*rule))))
+        .map(|(fault, rule)| async move { (fault, rule, failed_with(program, mode, fault).await) });
+    let outcomes: Vec<_> = futures::stream::iter(runs)
+        .buffer_unordered(3)
+        .collect()
+        .await;
+    for (fault, rule, failed) in outcomes {
+        let expected: Vec<&str> = rule.into_iter().collect();
+        assert_eq!(failed, ids(&expected), "fault {fault:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_device_plugin_fault_fails_its_rule_and_only_it() {
+    each_fault_fails_its_rule("device", DEVICE_FAULTS).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_dra_driver_fault_fails_its_rule_and_only_it() {
+    each_fault_fails_its_rule("dra", DRA_FAULTS).await;
+}

@@ -1,0 +1,590 @@
+//! `faulty-plugin`: a device plugin or DRA driver that keeps the kubelet's
+//! contract except for one fault, chosen with `--fault`, so each
+//! conformance rule can be shown to catch its fault (and only it).
+//!
+//! ```text
+//! faulty-plugin device --kubelet-dir DIR [--fault F]
+//! faulty-plugin dra --registry-dir DIR --plugin-dir DIR [--fault F]
+//! ```
+//!
+//! Without `--fault` it follows every rule. SIGTERM stops it and removes
+//! its sockets (unless the fault is `stale-socket`).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nodeplugins_api::deviceplugin::v1beta1 as dp;
+use nodeplugins_api::dra::v1 as dra;
+use nodeplugins_api::dra_health::v1 as health;
+use nodeplugins_api::pluginregistration::v1 as reg;
+use nodeplugins_api::transport::{BoundSocket, dial, serve};
+use tokio_stream::Stream;
+use tokio_util::sync::CancellationToken;
+use tonic::{Request, Response, Status};
+
+type Stream_<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+
+const RESOURCE: &str = "example.com/faulty";
+const DRIVER: &str = "faulty.example.com";
+const DEVICES: usize = 4;
+
+/// Flags: `--name value` pairs after the mode.
+fn flag(args: &[String], name: &str) -> Option<String> {
+    args.windows(2).find(|w| w[0] == name).map(|w| w[1].clone())
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let fault = flag(&args, "--fault").unwrap_or_default();
+    let shutdown = CancellationToken::new();
+    {
+        let shutdown = shutdown.clone();
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::spawn(async move {
+            term.recv().await;
+            shutdown.cancel();
+        });
+    }
+    match args.first().map(String::as_str) {
+        Some("device") => {
+            let dir = PathBuf::from(flag(&args, "--kubelet-dir").unwrap_or_default());
+            device_plugin(&dir, &fault, shutdown).await
+        }
+        Some("dra") => {
+            let registry = PathBuf::from(flag(&args, "--registry-dir").unwrap_or_default());
+            let plugin_dir = PathBuf::from(flag(&args, "--plugin-dir").unwrap_or_default());
+            dra_driver(&registry, &plugin_dir, &fault, shutdown).await
+        }
+        _ => anyhow::bail!("usage: faulty-plugin device|dra ... [--fault F]"),
+    }
+}
+
+// ---- device plugin ----
+
+struct Device {
+    fault: String,
+    busy: tokio::sync::Mutex<()>,
+}
+
+impl Device {
+    fn is(&self, fault: &str) -> bool {
+        self.fault == fault
+    }
+
+    fn options(&self) -> dp::DevicePluginOptions {
+        dp::DevicePluginOptions {
+            pre_start_required: !self.is("options-disagree"),
+            get_preferred_allocation_available: true,
+        }
+    }
+
+    fn devices(&self) -> Vec<dp::Device> {
+        (0..DEVICES)
+            .map(|i| dp::Device {
+                id: if self.is("duplicate-ids") && i == 1 {
+                    "dev-0".into()
+                } else {
+                    format!("dev-{i}")
+                },
+                health: if self.is("bad-health") {
+                    "Fine"
+                } else {
+                    "Healthy"
+                }
+                .into(),
+                topology: Some(dp::TopologyInfo {
+                    nodes: vec![dp::NumaNode {
+                        id: if self.is("bad-topology") { -1 } else { 0 },
+                    }],
+                }),
+            })
+            .collect()
+    }
+}
+
+#[tonic::async_trait]
+impl dp::device_plugin_server::DevicePlugin for Device {
+    type ListAndWatchStream = Stream_<dp::ListAndWatchResponse>;
+
+    async fn get_device_plugin_options(
+        &self,
+        _: Request<dp::Empty>,
+    ) -> Result<Response<dp::DevicePluginOptions>, Status> {
+        let mut options = self.options();
+        if self.is("options-disagree") {
+            options.pre_start_required = true;
+        }
+        Ok(Response::new(options))
+    }
+
+    async fn list_and_watch(
+        &self,
+        _: Request<dp::Empty>,
+    ) -> Result<Response<Self::ListAndWatchStream>, Status> {
+        let first = dp::ListAndWatchResponse {
+            devices: self.devices(),
+        };
+        let silent = self.is("no-list");
+        let stream = async_stream(move |tx| async move {
+            if !silent {
+                let _ = tx.send(Ok(first)).await;
+            }
+            std::future::pending::<()>().await;
+        });
+        Ok(Response::new(stream))
+    }
+
+    async fn get_preferred_allocation(
+        &self,
+        request: Request<dp::PreferredAllocationRequest>,
+    ) -> Result<Response<dp::PreferredAllocationResponse>, Status> {
+        let responses = request
+            .into_inner()
+            .container_requests
+            .into_iter()
+            .map(|c| {
+                let size = usize::try_from(c.allocation_size).unwrap_or(0);
+                let mut chosen: Vec<String> = c.must_include_device_i_ds.clone();
+                for id in &c.available_device_i_ds {
+                    if chosen.len() >= size {
+                        break;
+                    }
+                    if !chosen.contains(id) {
+                        chosen.push(id.clone());
+                    }
+                }
+                if self.is("preferred-wrong-size") {
+                    chosen.truncate(1);
+                }
+                dp::ContainerPreferredAllocationResponse {
+                    device_i_ds: chosen,
+                }
+            })
+            .collect();
+        Ok(Response::new(dp::PreferredAllocationResponse {
+            container_responses: responses,
+        }))
+    }
+
+    async fn allocate(
+        &self,
+        request: Request<dp::AllocateRequest>,
+    ) -> Result<Response<dp::AllocateResponse>, Status> {
+        let _held = if self.is("allocate-one-at-a-time") {
+            let Ok(held) = self.busy.try_lock() else {
+                return Err(Status::unavailable("busy with another Allocate"));
+            };
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            Some(held)
+        } else {
+            None
+        };
+        let known: BTreeSet<String> = self.devices().into_iter().map(|d| d.id).collect();
+        let mut responses = Vec::new();
+        for container in request.into_inner().container_requests {
+            if let Some(unknown) = container.devices_ids.iter().find(|id| !known.contains(*id))
+                && !self.is("allocate-any-id")
+            {
+                return Err(Status::invalid_argument(format!(
+                    "unknown device {unknown}"
+                )));
+            }
+            responses.push(dp::ContainerAllocateResponse {
+                envs: [(
+                    "FAULTY_DEVICES".to_string(),
+                    container.devices_ids.join(","),
+                )]
+                .into(),
+                ..Default::default()
+            });
+        }
+        if self.is("allocate-one-response") {
+            responses.truncate(1);
+        }
+        Ok(Response::new(dp::AllocateResponse {
+            container_responses: responses,
+        }))
+    }
+
+    async fn pre_start_container(
+        &self,
+        _: Request<dp::PreStartContainerRequest>,
+    ) -> Result<Response<dp::PreStartContainerResponse>, Status> {
+        if self.is("pre-start-fails") {
+            return Err(Status::internal("PreStartContainer failed on purpose"));
+        }
+        Ok(Response::new(dp::PreStartContainerResponse {}))
+    }
+}
+
+/// A stream fed by `body` through a channel.
+fn async_stream<T, F, Fut>(body: F) -> Stream_<T>
+where
+    T: Send + 'static,
+    F: FnOnce(tokio::sync::mpsc::Sender<Result<T, Status>>) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tokio::spawn(body(tx));
+    Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))
+}
+
+/// Which file is at `path`: its inode and change time (an inode number
+/// alone may be reused at once for the socket made again).
+fn inode(path: &Path) -> Option<(u64, i64, i64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path)
+        .ok()
+        .map(|m| (m.ino(), m.ctime(), m.ctime_nsec()))
+}
+
+async fn register(kubelet: &Path, options: dp::DevicePluginOptions) -> anyhow::Result<()> {
+    let channel = dial(kubelet, Duration::from_secs(5)).await?;
+    let mut client = dp::registration_client::RegistrationClient::new(channel);
+    let version = "v1beta1".to_string();
+    client
+        .register(dp::RegisterRequest {
+            version,
+            endpoint: "faulty.sock".into(),
+            resource_name: RESOURCE.into(),
+            options: Some(options),
+        })
+        .await?;
+    Ok(())
+}
+
+async fn device_plugin(dir: &Path, fault: &str, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let plugin = Arc::new(Device {
+        fault: fault.to_string(),
+        busy: tokio::sync::Mutex::new(()),
+    });
+    let socket = BoundSocket::bind(dir.join("faulty.sock"), None).await?;
+    let router = tonic::transport::Server::builder().add_service(
+        dp::device_plugin_server::DevicePluginServer::from_arc(plugin.clone()),
+    );
+    let server = tokio::spawn(serve(socket, router, shutdown.clone()));
+    let kubelet = dir.join("kubelet.sock");
+    let options = plugin.options();
+    if fault == "register-version" {
+        let channel = dial(&kubelet, Duration::from_secs(5)).await?;
+        dp::registration_client::RegistrationClient::new(channel)
+            .register(dp::RegisterRequest {
+                version: "v1alpha1".into(),
+                endpoint: "faulty.sock".into(),
+                resource_name: RESOURCE.into(),
+                options: Some(options),
+            })
+            .await?;
+    } else {
+        register(&kubelet, options).await?;
+    }
+    // A kubelet restart makes kubelet.sock again: register again.
+    let mut seen = inode(&kubelet);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            () = tokio::time::sleep(Duration::from_millis(50)) => {}
+        }
+        let now = inode(&kubelet);
+        if now.is_some() && now != seen && fault != "no-reregister" {
+            if register(&kubelet, options).await.is_ok() {
+                seen = now;
+            }
+        } else if now.is_none() {
+            seen = None;
+        }
+    }
+    let _ = server.await;
+    Ok(())
+}
+
+// ---- DRA driver ----
+
+struct Driver {
+    fault: String,
+    endpoint: PathBuf,
+    state_file: PathBuf,
+    /// Claim UID → device, while prepared.
+    prepared: Mutex<BTreeMap<String, String>>,
+    /// Every UID ever prepared by this instance.
+    seen: Mutex<BTreeSet<String>>,
+    /// UIDs a previous instance prepared, when the fault forgets them.
+    lost: BTreeSet<String>,
+    /// How many prepares were answered (for `different-devices-again`).
+    prepares: Mutex<usize>,
+    rejected: Mutex<bool>,
+    busy: tokio::sync::Mutex<()>,
+}
+
+impl Driver {
+    fn is(&self, fault: &str) -> bool {
+        self.fault == fault
+    }
+
+    fn save(&self) {
+        let prepared = self.prepared.lock().map(|p| p.clone()).unwrap_or_default();
+        let text = serde_json::to_string(&prepared).unwrap_or_default();
+        let temp = self.state_file.with_extension("tmp");
+        if std::fs::write(&temp, text).is_ok() {
+            let _ = std::fs::rename(&temp, &self.state_file);
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl reg::registration_server::Registration for Driver {
+    async fn get_info(
+        &self,
+        _: Request<reg::InfoRequest>,
+    ) -> Result<Response<reg::PluginInfo>, Status> {
+        if self.is("slow-get-info") {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+        if self.is("rejection-stops-get-info") && self.rejected.lock().is_ok_and(|r| *r) {
+            return Err(Status::unavailable("gave up after the rejection"));
+        }
+        let endpoint = if self.is("relative-endpoint") {
+            "plugins/faulty/dra.sock".to_string()
+        } else {
+            self.endpoint.display().to_string()
+        };
+        let versions = if self.is("bad-version") {
+            vec!["v9.DRAPlugin".to_string()]
+        } else {
+            vec![
+                "v1.DRAPlugin".to_string(),
+                "v1.DRAResourceHealth".to_string(),
+            ]
+        };
+        Ok(Response::new(reg::PluginInfo {
+            r#type: "DRAPlugin".into(),
+            name: if self.is("bad-name") {
+                "Faulty_Driver"
+            } else {
+                DRIVER
+            }
+            .into(),
+            endpoint,
+            supported_versions: versions,
+        }))
+    }
+
+    async fn notify_registration_status(
+        &self,
+        request: Request<reg::RegistrationStatus>,
+    ) -> Result<Response<reg::RegistrationStatusResponse>, Status> {
+        if !request.get_ref().plugin_registered
+            && let Ok(mut rejected) = self.rejected.lock()
+        {
+            *rejected = true;
+        }
+        Ok(Response::new(reg::RegistrationStatusResponse {}))
+    }
+}
+
+#[tonic::async_trait]
+impl dra::dra_plugin_server::DraPlugin for Driver {
+    async fn node_prepare_resources(
+        &self,
+        request: Request<dra::NodePrepareResourcesRequest>,
+    ) -> Result<Response<dra::NodePrepareResourcesResponse>, Status> {
+        let _held = if self.is("serial-prepare") {
+            let Ok(held) = self.busy.try_lock() else {
+                return Err(Status::unavailable("busy with another batch"));
+            };
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            Some(held)
+        } else {
+            None
+        };
+        let claims = request.into_inner().claims;
+        if self.is("whole-call-error") && claims.iter().any(|c| c.name.starts_with("fail")) {
+            return Err(Status::internal("a claim failed, so the call failed"));
+        }
+        let round = self.prepares.lock().map(|mut n| {
+            *n += 1;
+            *n
+        });
+        let mut answer = HashMap::new();
+        for claim in &claims {
+            if claim.name.starts_with("fail") {
+                answer.insert(
+                    claim.uid.clone(),
+                    dra::NodePrepareResourceResponse {
+                        error: format!("claim {} refused on purpose", claim.name),
+                        ..Default::default()
+                    },
+                );
+                continue;
+            }
+            let device = {
+                let Ok(mut prepared) = self.prepared.lock() else {
+                    return Err(Status::internal("state lock poisoned"));
+                };
+                let next = prepared.len() % DEVICES;
+                let mut device = prepared
+                    .entry(claim.uid.clone())
+                    .or_insert_with(|| format!("dev-{next}"))
+                    .clone();
+                if self.is("different-devices-again") && round.as_ref().is_ok_and(|n| *n > 1) {
+                    device = format!("dev-other-{}", round.as_ref().copied().unwrap_or(0));
+                }
+                device
+            };
+            if let Ok(mut seen) = self.seen.lock() {
+                seen.insert(claim.uid.clone());
+            }
+            answer.insert(
+                claim.uid.clone(),
+                dra::NodePrepareResourceResponse {
+                    devices: vec![dra::Device {
+                        request_names: vec!["gpu".into()],
+                        pool_name: "faulty-pool".into(),
+                        device_name: device.clone(),
+                        cdi_device_ids: vec![format!("{DRIVER}/gpu={device}")],
+                        ..Default::default()
+                    }],
+                    error: String::new(),
+                },
+            );
+        }
+        if self.is("extra-claim") {
+            answer.insert(
+                "not-asked-for".into(),
+                dra::NodePrepareResourceResponse::default(),
+            );
+        }
+        self.save();
+        Ok(Response::new(dra::NodePrepareResourcesResponse {
+            claims: answer,
+        }))
+    }
+
+    async fn node_unprepare_resources(
+        &self,
+        request: Request<dra::NodeUnprepareResourcesRequest>,
+    ) -> Result<Response<dra::NodeUnprepareResourcesResponse>, Status> {
+        let mut answer = HashMap::new();
+        for claim in request.into_inner().claims {
+            let seen = self.seen.lock().is_ok_and(|s| s.contains(&claim.uid));
+            let removed = self
+                .prepared
+                .lock()
+                .ok()
+                .and_then(|mut p| p.remove(&claim.uid))
+                .is_some();
+            let error = if self.lost.contains(&claim.uid) {
+                format!(
+                    "claim {} was prepared by an earlier instance: unknown",
+                    claim.uid
+                )
+            } else if self.is("unprepare-unknown-fails") && !seen {
+                format!("claim {} is unknown", claim.uid)
+            } else if self.is("unprepare-twice-fails") && seen && !removed {
+                format!("claim {} is not prepared", claim.uid)
+            } else {
+                String::new()
+            };
+            answer.insert(claim.uid, dra::NodeUnprepareResourceResponse { error });
+        }
+        self.save();
+        Ok(Response::new(dra::NodeUnprepareResourcesResponse {
+            claims: answer,
+        }))
+    }
+}
+
+#[tonic::async_trait]
+impl health::dra_resource_health_server::DraResourceHealth for Driver {
+    type NodeWatchResourcesStream = Stream_<health::NodeWatchResourcesResponse>;
+
+    async fn node_watch_resources(
+        &self,
+        _: Request<health::NodeWatchResourcesRequest>,
+    ) -> Result<Response<Self::NodeWatchResourcesStream>, Status> {
+        let silent = self.is("no-health-message");
+        let first = health::NodeWatchResourcesResponse {
+            devices: (0..DEVICES)
+                .map(|i| health::DeviceHealth {
+                    device: Some(health::DeviceIdentifier {
+                        pool_name: "faulty-pool".into(),
+                        device_name: format!("dev-{i}"),
+                    }),
+                    health: health::HealthStatus::Healthy as i32,
+                    ..Default::default()
+                })
+                .collect(),
+        };
+        Ok(Response::new(async_stream(move |tx| async move {
+            if !silent {
+                let _ = tx.send(Ok(first)).await;
+            }
+            std::future::pending::<()>().await;
+        })))
+    }
+}
+
+async fn dra_driver(
+    registry: &Path,
+    plugin_dir: &Path,
+    fault: &str,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(registry)?;
+    std::fs::create_dir_all(plugin_dir)?;
+    let state_file = plugin_dir.join("state.json");
+    let before: BTreeMap<String, String> = std::fs::read_to_string(&state_file)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    let (prepared, lost) = if fault == "lose-state-on-restart" {
+        (BTreeMap::new(), before.keys().cloned().collect())
+    } else {
+        (before, BTreeSet::new())
+    };
+    let endpoint = plugin_dir.join("dra.sock");
+    let driver = Arc::new(Driver {
+        fault: fault.to_string(),
+        endpoint: endpoint.clone(),
+        state_file,
+        seen: Mutex::new(prepared.keys().cloned().collect()),
+        prepared: Mutex::new(prepared),
+        lost,
+        prepares: Mutex::new(0),
+        rejected: Mutex::new(false),
+        busy: tokio::sync::Mutex::new(()),
+    });
+    let service = BoundSocket::bind(&endpoint, None).await?;
+    let services = tonic::transport::Server::builder()
+        .add_service(dra::dra_plugin_server::DraPluginServer::from_arc(
+            driver.clone(),
+        ))
+        .add_service(
+            health::dra_resource_health_server::DraResourceHealthServer::from_arc(driver.clone()),
+        );
+    let service_task = tokio::spawn(serve(service, services, shutdown.clone()));
+    let registration = BoundSocket::bind(registry.join(format!("{DRIVER}-reg.sock")), None).await?;
+    let registration_path = registration.path().to_owned();
+    let router = tonic::transport::Server::builder().add_service(
+        reg::registration_server::RegistrationServer::from_arc(driver),
+    );
+    if fault == "stale-socket" {
+        // Leaves the registration socket behind: the file guard is kept
+        // from removing it.
+        let (listener, file) = registration.into_parts();
+        std::mem::forget(file);
+        let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
+        let server =
+            router.serve_with_incoming_shutdown(incoming, shutdown.clone().cancelled_owned());
+        let _ = server.await;
+        let _ = registration_path;
+    } else {
+        let _ = serve(registration, router, shutdown.clone()).await;
+    }
+    let _ = service_task.await;
+    Ok(())
+}
