@@ -52,6 +52,8 @@ pub(crate) struct Options {
     pub(crate) restarts: bool,
     /// The DRA rules' claims (made up when not given).
     pub(crate) claims: Option<PathBuf>,
+    /// Read the DRA rules' claims from the API server with this kubeconfig.
+    pub(crate) kubeconfig: Option<PathBuf>,
     /// How long "promptly" is: the first device list, a registration, an
     /// answer.
     pub(crate) timeout: Duration,
@@ -159,6 +161,14 @@ async fn registered(
         return Ok(report);
     };
     let kind = found.info.r#type.clone();
+    let from_api;
+    let claims = match &options.kubeconfig {
+        Some(kubeconfig) if kind == plugin_type::DRA => {
+            from_api = claims::from_api(kubeconfig, &found.info.name).await?;
+            from_api.as_slice()
+        }
+        _ => claims,
+    };
     match kind.as_str() {
         plugin_type::DEVICE => {
             device::rules(&mut report, &found.endpoint, None, options.timeout).await
@@ -178,6 +188,7 @@ async fn registered(
     }
     let mut restart = vec![&REG_SOCKET_GONE, &REG_SOCKET_BACK];
     if kind == plugin_type::DRA {
+        restart.insert(0, &REG_SECOND_INSTANCE);
         restart.push(&DRA_RESTART);
     }
     if !options.restarts {
@@ -188,18 +199,22 @@ async fn registered(
             "the tool restarts only a plugin it starts (--exec)",
         );
     } else if kind == plugin_type::DRA {
-        let before = match dra::connect(&found.info, &found.endpoint, options.timeout).await {
-            Ok(client) => dra::prepare_before_restart(&client, claims, options.timeout).await,
-            Err(e) => Err(e),
-        };
-        let back = registration::restart_rules(
+        registration::second_instance_rule(
             &mut report,
             plugin,
+            &found,
             &socket,
             watched,
             options.restart_timeout,
         )
         .await;
+        let before = match dra::connect(&found.info, &found.endpoint, options.timeout).await {
+            Ok(client) => dra::prepare_before_restart(&client, claims, options.timeout).await,
+            Err(e) => Err(e),
+        };
+        let back =
+            registration::restart_rules(&mut report, plugin, &socket, options.restart_timeout)
+                .await;
         let after = match back {
             None => Err("the registration socket did not come back".to_string()),
             Some(back) => match crate::check::get_info(&back).await {
@@ -216,14 +231,7 @@ async fn registered(
         };
         dra::restart_rule(&mut report, before, after, claims, options.timeout).await;
     } else {
-        registration::restart_rules(
-            &mut report,
-            plugin,
-            &socket,
-            watched,
-            options.restart_timeout,
-        )
-        .await;
+        registration::restart_rules(&mut report, plugin, &socket, options.restart_timeout).await;
     }
     Ok(report)
 }

@@ -8,8 +8,13 @@
 // Test code: a failed unwrap is a failed test with a precise location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::Path;
+
+use common::claims::allocated_claim;
+use common::kube::api_with_nodes;
 
 use nodeplugins_test_support::binaries::binary;
 use nodeplugins_test_support::go_programs::go_program;
@@ -102,7 +107,7 @@ async fn the_sdk_example_dra_driver_passes_every_rule_restarts_included() {
     let root = tempfile::tempdir().unwrap();
     let claims = claims_file(root.path());
     let exec = format!(
-        "exec {} --root-dir {}",
+        "exec {} --root-dir {} --instance {{instance}}",
         path(&binary("nodeplugins-sdk-bins", "example-dra-driver")),
         path(root.path())
     );
@@ -121,6 +126,40 @@ async fn the_sdk_example_dra_driver_passes_every_rule_restarts_included() {
     assert_eq!(with(&report, "SKIP"), ids(&[]), "{report:#}");
     assert_eq!(code, Some(0));
     assert_eq!(report["plugin_type"], "DRAPlugin");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sdk_example_dra_driver_in_a_cluster_passes_with_claims_from_the_api() {
+    let api = api_with_nodes("node-1", &["node-1"]).await;
+    allocated_claim(&api, "claim-a", "node-1", "dra.example.com", "gpu-0").await;
+    allocated_claim(&api, "claim-b", "node-1", "dra.example.com", "gpu-1").await;
+    let root = tempfile::tempdir().unwrap();
+    let kubeconfig = path(&api.admin_kubeconfig());
+    let exec = format!(
+        "exec {} --root-dir {} --kubeconfig {kubeconfig} --node-name node-1 --instance {{instance}}",
+        path(&binary("nodeplugins-sdk-bins", "example-dra-driver")),
+        path(root.path())
+    );
+    let (code, report) = conformance(&[
+        "--registry",
+        &path(&root.path().join("plugins_registry")),
+        "--exec",
+        &exec,
+        "--kubeconfig",
+        &kubeconfig,
+        "--restarts",
+    ])
+    .await;
+    assert_eq!(with(&report, "FAIL"), ids(&[]), "{report:#}");
+    assert_eq!(with(&report, "SKIP"), ids(&[]), "{report:#}");
+    assert_eq!(code, Some(0));
+    let by_uid = report["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == "dra.prepare.by-uid")
+        .unwrap();
+    assert_eq!(by_uid["detail"], "2 claims answered by UID");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -157,7 +196,7 @@ async fn a_dra_driver_on_the_go_helper_passes_but_for_failing_a_whole_batch_for_
     let root = tempfile::tempdir().unwrap();
     let claims = claims_file(root.path());
     let exec = format!(
-        "exec {} --registry-dir {} --plugin-dir {} --claims default/claim-a/0b7e6e1a-0000-4000-8000-000000000001,default/claim-b/0b7e6e1a-0000-4000-8000-000000000002",
+        "exec {} --instance {{instance}} --registry-dir {} --plugin-dir {} --claims default/claim-a/0b7e6e1a-0000-4000-8000-000000000001,default/claim-b/0b7e6e1a-0000-4000-8000-000000000002",
         path(&go_program("dra-driver")),
         path(&root.path().join("plugins_registry")),
         path(&root.path().join("plugins/gpu.go.example.com")),
@@ -262,7 +301,7 @@ async fn failed_with(program: &str, mode: &str, fault: &str) -> BTreeSet<String>
                     claims_file(root.path()),
                 ],
                 format!(
-                    "exec {program} dra --registry-dir {} --plugin-dir {} {fault_flag}",
+                    "exec {program} dra --registry-dir {} --plugin-dir {} --instance {{instance}} {fault_flag}",
                     path(&registry),
                     path(&plugin_dir)
                 ),

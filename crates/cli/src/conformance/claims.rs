@@ -96,3 +96,56 @@ pub(crate) fn load(file: &Path) -> Result<Vec<TestClaim>, String> {
     }
     Ok(claims)
 }
+
+/// The claims the API server has allocated devices of `driver` to, read
+/// with `kubeconfig`, and one that does not exist, which the driver must
+/// fail on its own.
+pub(crate) async fn from_api(kubeconfig: &Path, driver: &str) -> Result<Vec<TestClaim>, String> {
+    use nodeplugins_sdk::k8s_openapi::api::resource::v1::ResourceClaim;
+    use nodeplugins_sdk::kube;
+    let config = kube::config::Kubeconfig::read_from(kubeconfig)
+        .map_err(|e| format!("{}: {e}", kubeconfig.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(config, &Default::default())
+        .await
+        .map_err(|e| format!("{}: {e}", kubeconfig.display()))?;
+    let client = kube::Client::try_from(config).map_err(|e| format!("API client: {e}"))?;
+    let claims: kube::Api<ResourceClaim> = kube::Api::all(client);
+    let listed = claims
+        .list(&Default::default())
+        .await
+        .map_err(|e| format!("list ResourceClaims: {e}"))?;
+    let mut found: Vec<TestClaim> = listed
+        .items
+        .into_iter()
+        .filter(|claim| {
+            claim
+                .status
+                .as_ref()
+                .and_then(|s| s.allocation.as_ref())
+                .and_then(|a| a.devices.as_ref())
+                .is_some_and(|d| d.results.iter().flatten().any(|r| r.driver == driver))
+        })
+        .filter_map(|claim| {
+            Some(TestClaim {
+                uid: claim.metadata.uid?,
+                namespace: claim.metadata.namespace?,
+                name: claim.metadata.name?,
+                fails: false,
+                made_up: false,
+            })
+        })
+        .collect();
+    if found.is_empty() {
+        return Err(format!(
+            "the API server has no ResourceClaim allocated to {driver}: make one for the DRA rules"
+        ));
+    }
+    found.push(TestClaim {
+        uid: run_uid("-missing"),
+        namespace: "default".into(),
+        name: "nodeplugins-conformance-missing".into(),
+        fails: true,
+        made_up: false,
+    });
+    Ok(found)
+}

@@ -32,8 +32,13 @@ pub(crate) struct ConformanceArgs {
     restarts: bool,
     /// The claims the DRA rules prepare: a JSON list of
     /// {"uid","namespace","name","fails"} [default: two made-up claims].
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "kubeconfig")]
     claims: Option<PathBuf>,
+    /// Take the DRA rules' claims from the API server: every ResourceClaim
+    /// allocated to the driver, and one that does not exist (which the
+    /// driver must fail alone).
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
     /// How long "promptly" is: registration, the first device list, each
     /// answer.
     #[arg(long, value_parser = parse_duration, default_value = "5s")]
@@ -61,6 +66,7 @@ pub(crate) async fn run(args: ConformanceArgs) -> anyhow::Result<()> {
         exec: args.exec,
         restarts: args.restarts,
         claims: args.claims,
+        kubeconfig: args.kubeconfig,
         timeout: args.timeout,
         restart_timeout: args.restart_timeout,
     };

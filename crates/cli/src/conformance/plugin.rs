@@ -15,10 +15,18 @@ use tokio::process::{Child, ChildStdin, Command};
 /// default termination grace period is 30 s; tests want less).
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
+/// What `{instance}` in the command line becomes for the first instance.
+pub(crate) const FIRST_INSTANCE: &str = "conformance-1";
+/// ... and for a second one started beside it.
+pub(crate) const SECOND_INSTANCE: &str = "conformance-2";
+/// The placeholder for an instance id (such as a pod UID) in `--exec`.
+const INSTANCE: &str = "{instance}";
+
 /// The command line of the plugin, and its process while it runs.
 #[derive(Debug)]
 pub(crate) struct Plugin {
     command: Option<String>,
+    instance: &'static str,
     child: Option<Child>,
     stdin: Option<ChildStdin>,
 }
@@ -29,9 +37,22 @@ impl Plugin {
     pub(crate) fn new(command: Option<String>) -> Self {
         Self {
             command,
+            instance: FIRST_INSTANCE,
             child: None,
             stdin: None,
         }
+    }
+
+    /// A second instance beside this one, when the command line has an
+    /// `{instance}` to tell them apart.
+    pub(crate) fn second(&self) -> Option<Self> {
+        let command = self.command.as_ref().filter(|c| c.contains(INSTANCE))?;
+        Some(Self {
+            command: Some(command.clone()),
+            instance: SECOND_INSTANCE,
+            child: None,
+            stdin: None,
+        })
     }
 
     /// Whether the tool starts the plugin, so restart rules can run.
@@ -44,6 +65,7 @@ impl Plugin {
         let Some(line) = &self.command else {
             return Ok(());
         };
+        let line = &line.replace(INSTANCE, self.instance);
         let stderr = std::io::stderr()
             .as_fd()
             .try_clone_to_owned()

@@ -32,6 +32,26 @@ pub(crate) async fn find_socket(path: &Path, timeout: Duration) -> Result<PathBu
     }
 }
 
+/// Waits up to `timeout` for a socket in the directory `dir` other than
+/// `known`.
+async fn another_socket(dir: &Path, known: &Path, timeout: Duration) -> Option<PathBuf> {
+    use std::os::unix::fs::FileTypeExt;
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let found = std::fs::read_dir(dir).ok().and_then(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_socket()))
+                .map(|e| e.path())
+                .find(|p| p != known)
+        });
+        if found.is_some() || tokio::time::Instant::now() >= deadline {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 fn socket_in(path: &Path) -> Option<PathBuf> {
     use std::os::unix::fs::FileTypeExt;
     let meta = std::fs::metadata(path).ok()?;
@@ -199,7 +219,6 @@ pub(crate) async fn restart_rules(
     report: &mut Report,
     plugin: &mut Plugin,
     socket: &Path,
-    watched: &Path,
     timeout: Duration,
 ) -> Option<PathBuf> {
     report
@@ -232,7 +251,8 @@ pub(crate) async fn restart_rules(
             if let Err(e) = plugin.start() {
                 return Verdict::Fail(e);
             }
-            let back = match find_socket(watched, timeout).await {
+            // The same socket as before: the command line is the same.
+            let back = match find_socket(socket, timeout).await {
                 Ok(back) => back,
                 Err(e) => return Verdict::Fail(e),
             };
@@ -245,4 +265,70 @@ pub(crate) async fn restart_rules(
         })
         .await;
     found
+}
+
+/// The rolling-update rule: a second instance beside the first.
+pub(crate) async fn second_instance_rule(
+    report: &mut Report,
+    plugin: &Plugin,
+    first: &Registered,
+    socket: &Path,
+    watched: &Path,
+    timeout: Duration,
+) {
+    report
+        .run(&REG_SECOND_INSTANCE, async {
+            let Some(mut second) = plugin.second() else {
+                return Verdict::Skip(
+                    "--exec has no {instance} to start a second instance with".into(),
+                );
+            };
+            if !watched.is_dir() {
+                return Verdict::Skip("--registry names a socket, not a directory".into());
+            }
+            if let Err(e) = second.start() {
+                return Verdict::Fail(e);
+            }
+            let verdict = match another_socket(watched, socket, timeout).await {
+                None => Verdict::Fail(format!(
+                    "no second registration socket in {} within {timeout:?}",
+                    watched.display()
+                )),
+                Some(other) => {
+                    let second_info = get_info(&other).await;
+                    let first_serves = dial(&first.endpoint, CALL_TIMEOUT).await;
+                    match (second_info, first_serves) {
+                        (Err(e), _) => Verdict::Fail(format!("the second instance: {e}")),
+                        (_, Err(e)) => Verdict::Fail(format!(
+                            "the first instance's service, beside the second: {}",
+                            root_cause(&e)
+                        )),
+                        (Ok(info), Ok(_)) if info.name != first.info.name => {
+                            Verdict::Fail(format!(
+                                "the second instance calls itself {:?}, the first {:?}",
+                                info.name, first.info.name
+                            ))
+                        }
+                        (Ok(info), Ok(_))
+                            if !info.endpoint.is_empty()
+                                && info.endpoint == first.info.endpoint =>
+                        {
+                            Verdict::Fail(format!("both instances serve at {:?}", info.endpoint))
+                        }
+                        (Ok(_), Ok(_)) => Verdict::Pass(format!(
+                            "{} beside {}",
+                            other.display(),
+                            socket.display()
+                        )),
+                    }
+                }
+            };
+            let _ = second.stop().await;
+            // Whatever the second instance left behind is not the first's.
+            if let Some(other) = another_socket(watched, socket, Duration::ZERO).await {
+                let _ = std::fs::remove_file(other);
+            }
+            verdict
+        })
+        .await;
 }

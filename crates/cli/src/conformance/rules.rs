@@ -46,6 +46,12 @@ pub(crate) const REG_SOCKET_BACK: Rule = Rule {
     upstream: "pluginwatcher: a re-created socket is registered again",
 };
 
+pub(crate) const REG_SECOND_INSTANCE: Rule = Rule {
+    id: "registration.second-instance",
+    statement: "a second instance started beside the first (a rolling update) registers under its own socket, and the first keeps answering",
+    upstream: "DRA rolling updates (kubeletplugin.RollingUpdate): the kubelet keeps both instances and uses the newest",
+};
+
 // Device plugins.
 
 pub(crate) const DP_REGISTER: Rule = Rule {

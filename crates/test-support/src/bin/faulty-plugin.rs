@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! faulty-plugin device --kubelet-dir DIR [--fault F]
-//! faulty-plugin dra --registry-dir DIR --plugin-dir DIR [--fault F]
+//! faulty-plugin dra --registry-dir DIR --plugin-dir DIR [--instance ID] [--fault F]
 //! ```
 //!
 //! Without `--fault` it follows every rule. SIGTERM stops it and removes
@@ -57,7 +57,17 @@ async fn main() -> anyhow::Result<()> {
         Some("dra") => {
             let registry = PathBuf::from(flag(&args, "--registry-dir").unwrap_or_default());
             let plugin_dir = PathBuf::from(flag(&args, "--plugin-dir").unwrap_or_default());
-            dra_driver(&registry, &plugin_dir, &fault, shutdown).await
+            // Per-instance socket names, so a second instance can start
+            // beside the first; the fault keeps the names fixed.
+            let instance = flag(&args, "--instance").filter(|_| fault != "ignores-instance");
+            dra_driver(
+                &registry,
+                &plugin_dir,
+                instance.as_deref(),
+                &fault,
+                shutdown,
+            )
+            .await
         }
         _ => anyhow::bail!("usage: faulty-plugin device|dra ... [--fault F]"),
     }
@@ -531,12 +541,14 @@ impl health::dra_resource_health_server::DraResourceHealth for Driver {
 async fn dra_driver(
     registry: &Path,
     plugin_dir: &Path,
+    instance: Option<&str>,
     fault: &str,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     std::fs::create_dir_all(registry)?;
     std::fs::create_dir_all(plugin_dir)?;
     let state_file = plugin_dir.join("state.json");
+    let suffix = instance.map(|i| format!("-{i}")).unwrap_or_default();
     let before: BTreeMap<String, String> = std::fs::read_to_string(&state_file)
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
@@ -546,7 +558,7 @@ async fn dra_driver(
     } else {
         (before, BTreeSet::new())
     };
-    let endpoint = plugin_dir.join("dra.sock");
+    let endpoint = plugin_dir.join(format!("dra{suffix}.sock"));
     let driver = Arc::new(Driver {
         fault: fault.to_string(),
         endpoint: endpoint.clone(),
@@ -567,7 +579,8 @@ async fn dra_driver(
             health::dra_resource_health_server::DraResourceHealthServer::from_arc(driver.clone()),
         );
     let service_task = tokio::spawn(serve(service, services, shutdown.clone()));
-    let registration = BoundSocket::bind(registry.join(format!("{DRIVER}-reg.sock")), None).await?;
+    let registration =
+        BoundSocket::bind(registry.join(format!("{DRIVER}{suffix}-reg.sock")), None).await?;
     let registration_path = registration.path().to_owned();
     let router = tonic::transport::Server::builder().add_service(
         reg::registration_server::RegistrationServer::from_arc(driver),
