@@ -256,6 +256,7 @@ const DEVICE_FAULTS: &[(&str, &str)] = &[
 
 const DRA_FAULTS: &[(&str, &str)] = &[
     ("slow-get-info", "registration.get-info"),
+    ("bad-type", "registration.type"),
     ("bad-name", "registration.name"),
     ("bad-version", "registration.versions"),
     ("relative-endpoint", "registration.endpoint"),
@@ -263,6 +264,7 @@ const DRA_FAULTS: &[(&str, &str)] = &[
         "rejection-stops-get-info",
         "registration.survives-rejection",
     ),
+    ("unserved-service", "dra.services"),
     ("extra-claim", "dra.prepare.by-uid"),
     ("whole-call-error", "dra.prepare.per-claim-errors"),
     ("different-devices-again", "dra.prepare.idempotent"),
@@ -271,6 +273,10 @@ const DRA_FAULTS: &[(&str, &str)] = &[
     ("serial-prepare", "dra.prepare.concurrent"),
     ("no-health-message", "dra.health.first"),
     ("stale-socket", "registration.socket-removed-on-exit"),
+    (
+        "no-socket-on-restart",
+        "registration.socket-back-on-restart",
+    ),
     ("lose-state-on-restart", "dra.restart.unprepare"),
 ];
 

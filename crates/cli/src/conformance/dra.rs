@@ -498,11 +498,12 @@ pub(crate) async fn prepare_before_restart(
 }
 
 /// The restart rule: the claims prepared before the restart
-/// (`prepared`), unprepared through the new instance (`after`).
+/// (`prepared`), unprepared through the new instance (`after`; `None` when
+/// it did not come back, which another rule reports).
 pub(crate) async fn restart_rule(
     report: &mut Report,
     prepared: Result<(), String>,
-    after: Result<DraClient, String>,
+    after: Result<Option<DraClient>, String>,
     claims: &[TestClaim],
     timeout: Duration,
 ) {
@@ -513,7 +514,12 @@ pub(crate) async fn restart_rule(
                 return Verdict::Skip(format!("prepare before the restart failed: {e}"));
             }
             let client = match after {
-                Ok(client) => client,
+                Ok(Some(client)) => client,
+                Ok(None) => {
+                    return Verdict::Skip(
+                        "the driver did not come back (registration.socket-back-on-restart)".into(),
+                    );
+                }
                 Err(e) => return Verdict::Fail(format!("after the restart: {e}")),
             };
             match client.unprepare(&good, timeout).await {

@@ -364,6 +364,13 @@ impl reg::registration_server::Registration for Driver {
         };
         let versions = if self.is("bad-version") {
             vec!["v9.DRAPlugin".to_string()]
+        } else if self.is("unserved-service") {
+            // Lists v1beta1, which it does not serve.
+            vec![
+                "v1.DRAPlugin".to_string(),
+                "v1beta1.DRAPlugin".to_string(),
+                "v1.DRAResourceHealth".to_string(),
+            ]
         } else {
             vec![
                 "v1.DRAPlugin".to_string(),
@@ -371,7 +378,12 @@ impl reg::registration_server::Registration for Driver {
             ]
         };
         Ok(Response::new(reg::PluginInfo {
-            r#type: "DRAPlugin".into(),
+            r#type: if self.is("bad-type") {
+                "GPUPlugin"
+            } else {
+                "DRAPlugin"
+            }
+            .into(),
             name: if self.is("bad-name") {
                 "Faulty_Driver"
             } else {
@@ -553,6 +565,15 @@ async fn dra_driver(
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or_default();
+    // This instance ran before: it is a restart.
+    let started = plugin_dir.join(format!("started{suffix}"));
+    let restarted = started.exists();
+    std::fs::write(&started, b"")?;
+    if fault == "no-socket-on-restart" && restarted {
+        // It never registers again.
+        shutdown.cancelled().await;
+        return Ok(());
+    }
     let (prepared, lost) = if fault == "lose-state-on-restart" {
         (BTreeMap::new(), before.keys().cloned().collect())
     } else {
