@@ -103,7 +103,7 @@ pub enum AgentError {
     Kube(crate::kube_api::KubeApiError),
     /// A part of the agent panicked (a bug); the others were stopped.
     #[error("agent task failed: {0}")]
-    Part(String),
+    Part(#[source] tokio::task::JoinError),
     /// The metrics address could not be bound.
     #[error("metrics endpoint {addr}: {source}")]
     Metrics {
@@ -359,6 +359,6 @@ async fn part<T: Send + 'static>(
     }));
     task.await.map_err(|e| {
         shutdown.cancel();
-        AgentError::Part(e.to_string())
+        AgentError::Part(e)
     })
 }

@@ -29,10 +29,8 @@ pub mod metrics;
 mod owner;
 pub mod plugin_manager;
 pub mod pod_resources;
-mod retry;
 pub mod root_lock;
 pub mod served_socket;
-mod timer;
 mod unix_time;
 
 #[cfg(feature = "fuzzing")]

@@ -20,12 +20,12 @@
 //! - A socket reported twice (initial walk and event) is one plugin: the
 //!   desired state compares the file's inode before minting a new generation.
 
-mod backoff;
 mod config;
 mod handler_table;
 mod metrics;
 mod reconciler;
 mod register;
+mod socket_retry;
 mod state;
 mod status;
 mod watcher;

@@ -16,7 +16,7 @@ use nodeplugins_api::transport::{BoundSocket, TransportError, serve};
 use tokio_util::sync::CancellationToken;
 use tonic::transport::server::Router;
 
-use crate::retry::delay_after;
+use nodeplugins_api::backoff::Backoff;
 
 /// Device and inode of a file.
 pub(crate) type FileIdentity = (u64, u64);
@@ -112,7 +112,7 @@ where
             Err(e) => e,
         };
         failures += 1;
-        let delay = delay_after(failures, REBIND_INITIAL, REBIND_MAX);
+        let delay = Backoff::new(REBIND_INITIAL, REBIND_MAX).delay(failures);
         tracing::error!(socket = %path.display(), %error, retry_in = ?delay,
             "cannot serve the socket again; retrying");
         tokio::select! {

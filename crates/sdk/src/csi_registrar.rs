@@ -7,6 +7,7 @@
 //! Like node-driver-registrar it gives up when the kubelet rejects the
 //! plugin ([`Outcome::Rejected`]; the binary exits 1 so the pod restarts).
 
+use nodeplugins_api::backoff::Backoff;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -210,7 +211,8 @@ async fn wait_for_driver(
     health: &watch::Sender<Health>,
     shutdown: &CancellationToken,
 ) -> Option<String> {
-    let mut pause = Duration::from_millis(100);
+    let schedule = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
+    let mut failures = 0;
     let mut last_error = String::new();
     loop {
         let attempt = async {
@@ -242,11 +244,11 @@ async fn wait_for_driver(
                 health.send_replace(Health::WaitingForDriver(error));
             }
         }
+        failures += 1;
         tokio::select! {
             () = shutdown.cancelled() => return None,
-            () = tokio::time::sleep(pause) => {}
+            () = tokio::time::sleep(schedule.delay(failures)) => {}
         }
-        pause = (pause * 2).min(Duration::from_secs(2));
     }
 }
 

@@ -31,7 +31,7 @@ use super::plugin_client::{DeviceError, PluginClient, StreamEnd};
 use super::state::{AllocationKey, Instance, InstanceId, State};
 use crate::checkpoint::{CheckpointProblem, Loaded, Persister, Written, WrittenReply};
 use crate::owner::Mailbox;
-use crate::timer::sleep_until;
+use nodeplugins_api::timer::sleep_until;
 
 /// Why the device manager could not start.
 #[derive(Debug, thiserror::Error)]

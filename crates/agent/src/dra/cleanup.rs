@@ -17,10 +17,11 @@ pub const CLEANUP_RETRY_MAX: Duration = Duration::from_secs(300);
 /// How long one hook call may take before it counts as failed.
 pub const CLEANUP_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Why a cleanup failed; it is retried with backoff.
+/// Why a cleanup failed (the hook's own error, kept typed for callers that
+/// look at its source); it is retried with backoff.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct CleanupError(pub String);
+#[error(transparent)]
+pub struct CleanupError(pub Box<dyn std::error::Error + Send + Sync>);
 
 /// The cleanup hook.
 #[async_trait::async_trait]

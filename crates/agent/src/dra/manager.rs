@@ -32,9 +32,9 @@ use super::service::{DraService, HealthService};
 use super::state::{Driver, Instance, InstanceId, State};
 use crate::checkpoint::{CheckpointProblem, Persister, Written, WrittenReply};
 use crate::owner::Mailbox;
-use crate::retry::delay_after;
-use crate::timer::sleep_until;
 use crate::unix_time::unix_ms;
+use nodeplugins_api::backoff::Backoff;
+use nodeplugins_api::timer::sleep_until;
 
 /// The DRA manager. Take [`handle`](Self::handle)s, then [`run`](Self::run) it.
 pub struct DraManager {
@@ -180,7 +180,7 @@ async fn node_started(hook: Arc<dyn DriverCleanup>, shutdown: CancellationToken)
             Err(_) => format!("no answer within {CLEANUP_CALL_TIMEOUT:?}"),
         };
         failures += 1;
-        let delay = delay_after(failures, CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX);
+        let delay = Backoff::new(CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX).delay(failures);
         tracing::warn!(%error, retry_in = ?delay, "start-up DRA cleanup failed");
         tokio::select! {
             () = shutdown.cancelled() => return,
@@ -691,7 +691,8 @@ impl Owner {
             }
             Err(error) => {
                 cleanup.failures = cleanup.failures.saturating_add(1);
-                let delay = delay_after(cleanup.failures, CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX);
+                let delay =
+                    Backoff::new(CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX).delay(cleanup.failures);
                 cleanup.due = Instant::now() + delay;
                 cleanup.last_error = Some(error.clone());
                 self.due.insert((cleanup.due, id, driver.clone()));

@@ -65,7 +65,7 @@ impl ResourceSliceCleanup {
         let _ = self
             .reports
             .send(result.as_ref().map(|_| ()).map_err(ToString::to_string));
-        result.map_err(|e| CleanupError(e.to_string()))
+        result.map_err(|e| CleanupError(Box::new(e)))
     }
 }
 

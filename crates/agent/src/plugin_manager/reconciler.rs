@@ -15,16 +15,16 @@ use tokio::task::{JoinError, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::backoff::Backoff;
 use super::config::PluginManagerConfig;
 use super::handler_table::HandlerTable;
 use super::register::{Failed, Progress, Registered, register};
+use super::socket_retry::SocketRetry;
 use super::state::{ActualEntry, ActualState, DesiredState, Generation, PluginDescription};
 use super::status::{PluginEvent, PluginEventKind, PluginState, PluginStatus};
 use super::watcher::WatchEvent;
 use crate::handler::PluginHandler;
-use crate::timer::sleep_until;
 use crate::unix_time::unix_ms;
+use nodeplugins_api::timer::sleep_until;
 
 /// Requests from outside and progress reports from running operations.
 pub(crate) enum Control {
@@ -65,7 +65,7 @@ pub(crate) struct Reconciler {
     actual: ActualState,
     running: HashMap<PathBuf, Running>,
     task_paths: HashMap<tokio::task::Id, (PathBuf, Running)>,
-    backoff: HashMap<PathBuf, Backoff>,
+    backoff: HashMap<PathBuf, SocketRetry>,
     pending_info: HashMap<PathBuf, PluginDescription>,
     timers: BTreeSet<(Instant, PathBuf)>,
     dirty: HashSet<PathBuf>,
@@ -391,7 +391,7 @@ impl Reconciler {
         let previous = self.backoff.get(&path);
         let repeated =
             previous.is_some_and(|p| p.generation == generation && p.last_error == error);
-        let backoff = Backoff::after_failure(
+        let backoff = SocketRetry::after_failure(
             previous,
             generation,
             error.clone(),

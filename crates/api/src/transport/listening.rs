@@ -13,6 +13,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{TransportError, UnaryConnection};
+use crate::backoff::Backoff;
 
 /// The first pause after a refused dial.
 pub const FIRST_REFUSED_PAUSE: Duration = Duration::from_micros(50);
@@ -27,14 +28,14 @@ pub async fn connect_when_listening(
     grace: Duration,
 ) -> (Result<UnaryConnection, TransportError>, u32) {
     let give_up = Instant::now() + grace;
-    let mut pause = FIRST_REFUSED_PAUSE;
+    let schedule = Backoff::new(FIRST_REFUSED_PAUSE, MAX_REFUSED_PAUSE);
     let mut refused = 0;
     loop {
+        let pause = schedule.delay(refused + 1);
         match UnaryConnection::connect(path, timeout).await {
             Err(e) if is_refused(&e) && Instant::now() + pause < give_up => {
                 refused += 1;
                 pause_for(pause).await;
-                pause = (pause * 2).min(MAX_REFUSED_PAUSE);
             }
             other => return (other, refused),
         }

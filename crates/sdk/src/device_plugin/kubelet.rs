@@ -1,5 +1,6 @@
 //! Registering through `kubelet.sock`, retrying until the kubelet answers.
 
+use nodeplugins_api::backoff::Backoff;
 use std::path::Path;
 use std::time::Duration;
 
@@ -18,7 +19,8 @@ pub(super) async fn register_with_kubelet(
     stop: &CancellationToken,
 ) {
     let kubelet = config.dir.join(KUBELET_SOCKET);
-    let mut pause = Duration::from_millis(50);
+    let schedule = Backoff::new(Duration::from_millis(50), Duration::from_secs(5));
+    let mut failures = 0;
     let mut last_error = String::new();
     loop {
         match register_once(&kubelet, config, options).await {
@@ -33,11 +35,11 @@ pub(super) async fn register_with_kubelet(
                 }
             }
         }
+        failures += 1;
         tokio::select! {
             () = stop.cancelled() => return,
-            () = tokio::time::sleep(pause) => {}
+            () = tokio::time::sleep(schedule.delay(failures)) => {}
         }
-        pause = (pause * 2).min(Duration::from_secs(5));
     }
 }
 

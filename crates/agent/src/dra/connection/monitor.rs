@@ -15,7 +15,7 @@ use super::handshake::{Driven, handshake};
 use super::light::LightConnection;
 use super::link::LinkEvent;
 use super::socket_watch::SocketWatch;
-use crate::retry::delay_after;
+use nodeplugins_api::backoff::Backoff;
 
 /// The first retry after a failed connection attempt; it doubles per
 /// failure. A re-created socket is noticed at once regardless.
@@ -141,11 +141,9 @@ impl Monitor {
                             continue;
                         }
                     }
-                    let delay = delay_after(
-                        failures,
-                        self.config.reconnect_initial,
-                        self.config.reconnect_max,
-                    );
+                    let delay =
+                        Backoff::new(self.config.reconnect_initial, self.config.reconnect_max)
+                            .delay(failures);
                     tokio::select! {
                         biased;
                         () = self.stopping() => break,

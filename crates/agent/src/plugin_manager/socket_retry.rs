@@ -1,15 +1,17 @@
-//! Per-socket exponential backoff: 500 ms doubling to 2 min 2 s by default.
+//! The retry record of one registration socket: its failures and when it
+//! is tried again, on the shared backoff (500 ms doubling to 2 min 2 s by
+//! default).
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::state::Generation;
-use crate::retry::delay_after;
+use nodeplugins_api::backoff::Backoff;
 
 /// The retry schedule of one socket path.
 #[derive(Debug, Clone)]
-pub(crate) struct Backoff {
+pub(crate) struct SocketRetry {
     /// The plugin instance that failed; a re-created socket starts afresh.
     pub(crate) generation: Generation,
     pub(crate) failures: u32,
@@ -18,23 +20,23 @@ pub(crate) struct Backoff {
     pub(crate) last_error: String,
 }
 
-impl Backoff {
+impl SocketRetry {
     /// Records a failure of `generation` at `now`, continuing the schedule of
     /// `previous` only if it belongs to the same plugin instance.
     pub(crate) fn after_failure(
-        previous: Option<&Backoff>,
+        previous: Option<&SocketRetry>,
         generation: Generation,
         error: String,
         now: Instant,
         initial: Duration,
         max: Duration,
-    ) -> Backoff {
+    ) -> SocketRetry {
         let failures = match previous {
             Some(p) if p.generation == generation => p.failures + 1,
             _ => 1,
         };
-        let delay = delay_after(failures, initial, max);
-        Backoff {
+        let delay = Backoff::new(initial, max).delay(failures);
+        SocketRetry {
             generation,
             failures,
             delay,
