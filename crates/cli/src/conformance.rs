@@ -12,6 +12,7 @@ mod claims;
 mod command;
 mod device;
 mod dra;
+mod dra_client;
 mod kubelet_socket;
 mod plugin;
 mod registration;

@@ -20,13 +20,13 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tempfile::TempDir;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
 use tokio::time::Instant;
 
-use crate::client_certificates::{ClientCa, ClientCertificate};
+use crate::client_certificates::ClientCa;
 use crate::go_programs::go_program;
 
 const ADMIN_USER: &str = "admin";
@@ -79,6 +79,8 @@ pub struct KubeApi {
     client_ca: ClientCa,
     dir: TempDir,
 }
+
+mod kubeconfig;
 
 impl KubeApi {
     /// Starts etcd and kube-apiserver with a node identity for `node_name`
@@ -242,73 +244,6 @@ impl KubeApi {
         self.dir.path().join("node.kubeconfig")
     }
 
-    /// A client certificate of node `node` (`system:node:<node>` in
-    /// `system:nodes`) the API server accepts for `valid_for`, written with
-    /// its key to `path`.
-    pub fn issue_node_certificate(
-        &self,
-        node: &str,
-        valid_for: std::time::Duration,
-        path: &Path,
-    ) -> ClientCertificate {
-        self.client_ca.issue(
-            &format!("system:node:{node}"),
-            "system:nodes",
-            valid_for,
-            path,
-        )
-    }
-
-    /// Writes to `file` a kubeconfig for ServiceAccount `namespace/name`,
-    /// with a token the API server issues for it (TokenRequest, as the
-    /// kubelet gets one for a pod that runs as it).
-    pub async fn write_service_account_kubeconfig(&self, namespace: &str, name: &str, file: &Path) {
-        let request = json!({
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"expirationSeconds": 3600},
-        });
-        let path = format!("/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token");
-        let answer = self
-            .request(Identity::Admin, "POST", &path, Some(&request))
-            .await;
-        assert_eq!(
-            answer.status, 201,
-            "TokenRequest for {namespace}/{name}: {}",
-            answer.body
-        );
-        let token = answer.body["status"]["token"]
-            .as_str()
-            .unwrap_or_else(|| panic!("TokenRequest answer without a token: {}", answer.body));
-        let user = format!("system:serviceaccount:{namespace}:{name}");
-        self.write_kubeconfig(file, &user, token);
-    }
-
-    /// Writes to `file` a kubeconfig whose user is the client certificate
-    /// and key in `credential` (one PEM file, as the kubelet's
-    /// `kubelet-client-current.pem`).
-    pub fn write_certificate_kubeconfig(&self, file: &Path, credential: &Path) {
-        let config = json!({
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{
-                "name": "kube-api",
-                "cluster": {
-                    "server": self.url,
-                    "certificate-authority": self.ca_file(),
-                },
-            }],
-            "users": [{"name": "node", "user": {
-                "client-certificate": credential,
-                "client-key": credential,
-            }}],
-            "contexts": [{"name": "node", "context": {"cluster": "kube-api", "user": "node"}}],
-            "current-context": "node",
-        });
-        let text = serde_json::to_string_pretty(&config).expect("serialize kubeconfig");
-        std::fs::write(file, text).unwrap_or_else(|e| panic!("write {}: {e}", file.display()));
-    }
-
     /// Sends `method path` as `identity`, with `body` as JSON if given (as a
     /// JSON merge patch for `PATCH`), and returns the answer. Fails the test
     /// when the API server cannot be reached.
@@ -468,27 +403,6 @@ impl KubeApi {
             .parse()
             .map_err(|_| format!("curl printed no status code: {stdout}"))?;
         Ok((status, text.to_string()))
-    }
-
-    /// Writes a kubeconfig for `user` with `token`. JSON is valid YAML, and
-    /// serde_json quotes the paths.
-    fn write_kubeconfig(&self, file: &Path, user: &str, token: &str) {
-        let config = json!({
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{
-                "name": "kube-api",
-                "cluster": {
-                    "server": self.url,
-                    "certificate-authority": self.ca_file(),
-                },
-            }],
-            "users": [{"name": user, "user": {"token": token}}],
-            "contexts": [{"name": user, "context": {"cluster": "kube-api", "user": user}}],
-            "current-context": user,
-        });
-        let text = serde_json::to_string_pretty(&config).expect("serialize kubeconfig");
-        std::fs::write(file, text).unwrap_or_else(|e| panic!("write {}: {e}", file.display()));
     }
 }
 

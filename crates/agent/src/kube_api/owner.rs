@@ -34,7 +34,10 @@ use super::write_state::{Outcome, RetryPolicy, WriteState};
 use crate::csi::CsiDriverStore;
 use crate::device::DeviceHandle;
 use crate::unix_time::unix_ms;
+use csi::{CsiNodeFollow, next_csinode};
 use nodeplugins_api::timer::sleep_until;
+
+mod csi;
 
 /// The end of one piece of work done outside the task.
 enum Done {
@@ -50,16 +53,6 @@ enum Done {
     NodeStatusUnchanged,
     Identity(Result<WhoAmI, KubeApiError>),
     CsiNodeRead(Result<Option<Box<CSINode>>, KubeApiError>),
-}
-
-/// How the CSINode is followed.
-enum CsiNodeFollow {
-    Watching(CsiNodeWatch),
-    /// The identity may not watch it: read it when the Node changes and
-    /// every [`observed::CSINODE_RECHECK`].
-    Reading {
-        next: Option<Instant>,
-    },
 }
 
 pub(super) struct Owner {
@@ -372,54 +365,6 @@ impl Owner {
         }
     }
 
-    fn on_csinode(&self, state: &mut State, follow: &mut CsiNodeFollow, seen: Seen<CSINode>) {
-        match seen {
-            Seen::Now(csinode) => {
-                state.csinode = csinode;
-                state.csinode_seen = true;
-                self.check_csi(state);
-            }
-            Seen::Failed(e) if observed::refused(&e) => {
-                tracing::info!(
-                    "the CSINode may not be watched with these credentials; reading it when the Node changes and every {:?}",
-                    observed::CSINODE_RECHECK
-                );
-                *follow = CsiNodeFollow::Reading {
-                    next: Some(Instant::now()),
-                };
-            }
-            Seen::Failed(e) => {
-                tracing::debug!(error = %e, "watching the CSINode failed; watching again")
-            }
-        }
-    }
-
-    /// Marks the CSI write when the Node and CSINode do not show what was
-    /// written.
-    fn check_csi(&self, state: &mut State) {
-        let Some(node) = &state.node else {
-            return;
-        };
-        let shown = match &state.csi_node.written {
-            Some(written) => {
-                let removed: BTreeSet<String> = state
-                    .published_drivers
-                    .iter()
-                    .filter(|d| !written.contains_key(*d))
-                    .cloned()
-                    .collect();
-                csi_node::shows(node, state.csinode.as_deref(), written, &removed)
-            }
-            None => false,
-        };
-        if !shown {
-            state.csi_node.forget();
-            state
-                .csi_node
-                .mark(Instant::now(), std::time::Duration::ZERO);
-        }
-    }
-
     fn on_wipe(&self, state: &mut State, report: WipeReport) {
         let ok = report.is_ok();
         let outcome = match report {
@@ -528,11 +473,4 @@ fn version<K: kube::Resource>(object: &K) -> u64 {
         .as_deref()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
-}
-
-async fn next_csinode(watch: &mut Option<&mut CsiNodeWatch>) -> Seen<CSINode> {
-    match watch {
-        Some(watch) => watch.next().await,
-        None => std::future::pending().await,
-    }
 }

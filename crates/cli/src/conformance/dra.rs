@@ -2,7 +2,6 @@
 //! NodeUnprepareResources as the kubelet's DRA manager calls them, device
 //! health, and a claim unprepared after the driver restarts.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -15,132 +14,12 @@ use nodeplugins_api::transport::{dial, root_cause};
 use tonic::transport::Channel;
 
 use super::claims::TestClaim;
+use super::dra_client::{DraClient, Prepared, identities, status_text};
 use super::rule::{Report, Verdict};
 use super::rules::*;
 
 /// How many batches run at once.
 const CONCURRENT: usize = 4;
-
-/// The DRAPlugin service the kubelet would use: the newest listed.
-#[derive(Clone)]
-pub(crate) enum DraClient {
-    V1(v1::dra_plugin_client::DraPluginClient<Channel>),
-    V1beta1(v1beta1::dra_plugin_client::DraPluginClient<Channel>),
-}
-
-/// Per claim UID: the devices, or the claim's error.
-type Prepared = BTreeMap<String, Result<Vec<v1::Device>, String>>;
-/// Per claim UID: `Ok` or the claim's error.
-type Unprepared = BTreeMap<String, Result<(), String>>;
-
-fn status_text(status: &tonic::Status) -> String {
-    format!("{:?}: {}", status.code(), status.message())
-}
-
-impl DraClient {
-    fn new(info: &PluginInfo, channel: Channel) -> Option<Self> {
-        let listed = |name: &str| info.supported_versions.iter().any(|v| v == name);
-        if listed(dra_service::V1) {
-            Some(Self::V1(v1::dra_plugin_client::DraPluginClient::new(
-                channel,
-            )))
-        } else if listed(dra_service::V1BETA1) {
-            Some(Self::V1beta1(
-                v1beta1::dra_plugin_client::DraPluginClient::new(channel),
-            ))
-        } else {
-            None
-        }
-    }
-
-    async fn prepare(&self, claims: &[TestClaim], timeout: Duration) -> Result<Prepared, String> {
-        let request = v1::NodePrepareResourcesRequest {
-            claims: claims.iter().map(TestClaim::wire).collect(),
-        };
-        let call = async {
-            match self.clone() {
-                Self::V1(mut c) => c
-                    .node_prepare_resources(request)
-                    .await
-                    .map(|r| r.into_inner()),
-                Self::V1beta1(mut c) => c
-                    .node_prepare_resources(v1beta1::NodePrepareResourcesRequest::from(request))
-                    .await
-                    .map(|r| v1::NodePrepareResourcesResponse::from(r.into_inner())),
-            }
-        };
-        let answer = tokio::time::timeout(timeout, call)
-            .await
-            .map_err(|_| format!("no answer within {timeout:?}"))?
-            .map_err(|s| status_text(&s))?;
-        Ok(answer
-            .claims
-            .into_iter()
-            .map(|(uid, claim)| {
-                let result = if claim.error.is_empty() {
-                    Ok(claim.devices)
-                } else {
-                    Err(claim.error)
-                };
-                (uid, result)
-            })
-            .collect())
-    }
-
-    async fn unprepare(
-        &self,
-        claims: &[TestClaim],
-        timeout: Duration,
-    ) -> Result<Unprepared, String> {
-        let request = v1::NodeUnprepareResourcesRequest {
-            claims: claims.iter().map(TestClaim::wire).collect(),
-        };
-        let call = async {
-            match self.clone() {
-                Self::V1(mut c) => c
-                    .node_unprepare_resources(request)
-                    .await
-                    .map(|r| r.into_inner()),
-                Self::V1beta1(mut c) => c
-                    .node_unprepare_resources(v1beta1::NodeUnprepareResourcesRequest::from(request))
-                    .await
-                    .map(|r| v1::NodeUnprepareResourcesResponse::from(r.into_inner())),
-            }
-        };
-        let answer = tokio::time::timeout(timeout, call)
-            .await
-            .map_err(|_| format!("no answer within {timeout:?}"))?
-            .map_err(|s| status_text(&s))?;
-        Ok(answer
-            .claims
-            .into_iter()
-            .map(|(uid, claim)| {
-                let result = if claim.error.is_empty() {
-                    Ok(())
-                } else {
-                    Err(claim.error)
-                };
-                (uid, result)
-            })
-            .collect())
-    }
-}
-
-/// The device identities of a prepared claim, for comparison.
-fn identities(devices: &[v1::Device]) -> Vec<(String, String, Vec<String>, Vec<String>)> {
-    let mut ids: Vec<_> = devices
-        .iter()
-        .map(|d| {
-            let mut requests = d.request_names.clone();
-            requests.sort();
-            let mut cdi = d.cdi_device_ids.clone();
-            cdi.sort();
-            (d.pool_name.clone(), d.device_name.clone(), requests, cdi)
-        })
-        .collect();
-    ids.sort();
-    ids
-}
 
 /// A connection to the driver's service at `endpoint`, or why not.
 pub(crate) async fn connect(

@@ -1,0 +1,85 @@
+//! How the owner follows the CSINode: watched when the identity may watch
+//! it, else read when the Node changes and every
+//! [`observed::CSINODE_RECHECK`]; and the check that marks the CSI write
+//! when the Node and CSINode do not show what was written.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::storage::v1::CSINode;
+use tokio::time::Instant;
+
+use super::super::csi_node;
+use super::super::observed::{self, CsiNodeWatch, Seen};
+use super::{Owner, State};
+
+/// How the CSINode is followed.
+pub(super) enum CsiNodeFollow {
+    Watching(CsiNodeWatch),
+    /// The identity may not watch it: read it when the Node changes and
+    /// every [`observed::CSINODE_RECHECK`].
+    Reading {
+        next: Option<Instant>,
+    },
+}
+
+impl Owner {
+    pub(super) fn on_csinode(
+        &self,
+        state: &mut State,
+        follow: &mut CsiNodeFollow,
+        seen: Seen<CSINode>,
+    ) {
+        match seen {
+            Seen::Now(csinode) => {
+                state.csinode = csinode;
+                state.csinode_seen = true;
+                self.check_csi(state);
+            }
+            Seen::Failed(e) if observed::refused(&e) => {
+                tracing::info!(
+                    "the CSINode may not be watched with these credentials; reading it when the Node changes and every {:?}",
+                    observed::CSINODE_RECHECK
+                );
+                *follow = CsiNodeFollow::Reading {
+                    next: Some(Instant::now()),
+                };
+            }
+            Seen::Failed(e) => {
+                tracing::debug!(error = %e, "watching the CSINode failed; watching again")
+            }
+        }
+    }
+
+    /// Marks the CSI write when the Node and CSINode do not show what was
+    /// written.
+    pub(super) fn check_csi(&self, state: &mut State) {
+        let Some(node) = &state.node else {
+            return;
+        };
+        let shown = match &state.csi_node.written {
+            Some(written) => {
+                let removed: BTreeSet<String> = state
+                    .published_drivers
+                    .iter()
+                    .filter(|d| !written.contains_key(*d))
+                    .cloned()
+                    .collect();
+                csi_node::shows(node, state.csinode.as_deref(), written, &removed)
+            }
+            None => false,
+        };
+        if !shown {
+            state.csi_node.forget();
+            state
+                .csi_node
+                .mark(Instant::now(), std::time::Duration::ZERO);
+        }
+    }
+}
+
+pub(super) async fn next_csinode(watch: &mut Option<&mut CsiNodeWatch>) -> Seen<CSINode> {
+    match watch {
+        Some(watch) => watch.next().await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,99 @@
+//! Client certificates and kubeconfig files for the identities a test runs programs as: a token
+//! user, a client certificate, a ServiceAccount's token.
+
+use std::path::Path;
+
+use serde_json::json;
+
+use super::{Identity, KubeApi};
+use crate::client_certificates::ClientCertificate;
+
+impl KubeApi {
+    /// A client certificate of node `node` (`system:node:<node>` in
+    /// `system:nodes`) the API server accepts for `valid_for`, written with
+    /// its key to `path`.
+    pub fn issue_node_certificate(
+        &self,
+        node: &str,
+        valid_for: std::time::Duration,
+        path: &Path,
+    ) -> ClientCertificate {
+        self.client_ca.issue(
+            &format!("system:node:{node}"),
+            "system:nodes",
+            valid_for,
+            path,
+        )
+    }
+
+    /// Writes to `file` a kubeconfig for ServiceAccount `namespace/name`,
+    /// with a token the API server issues for it (TokenRequest, as the
+    /// kubelet gets one for a pod that runs as it).
+    pub async fn write_service_account_kubeconfig(&self, namespace: &str, name: &str, file: &Path) {
+        let request = json!({
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600},
+        });
+        let path = format!("/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token");
+        let answer = self
+            .request(Identity::Admin, "POST", &path, Some(&request))
+            .await;
+        assert_eq!(
+            answer.status, 201,
+            "TokenRequest for {namespace}/{name}: {}",
+            answer.body
+        );
+        let token = answer.body["status"]["token"]
+            .as_str()
+            .unwrap_or_else(|| panic!("TokenRequest answer without a token: {}", answer.body));
+        let user = format!("system:serviceaccount:{namespace}:{name}");
+        self.write_kubeconfig(file, &user, token);
+    }
+
+    /// Writes to `file` a kubeconfig whose user is the client certificate
+    /// and key in `credential` (one PEM file, as the kubelet's
+    /// `kubelet-client-current.pem`).
+    pub fn write_certificate_kubeconfig(&self, file: &Path, credential: &Path) {
+        let config = json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{
+                "name": "kube-api",
+                "cluster": {
+                    "server": self.url,
+                    "certificate-authority": self.ca_file(),
+                },
+            }],
+            "users": [{"name": "node", "user": {
+                "client-certificate": credential,
+                "client-key": credential,
+            }}],
+            "contexts": [{"name": "node", "context": {"cluster": "kube-api", "user": "node"}}],
+            "current-context": "node",
+        });
+        let text = serde_json::to_string_pretty(&config).expect("serialize kubeconfig");
+        std::fs::write(file, text).unwrap_or_else(|e| panic!("write {}: {e}", file.display()));
+    }
+
+    /// Writes a kubeconfig for `user` with `token`. JSON is valid YAML, and
+    /// serde_json quotes the paths.
+    pub(super) fn write_kubeconfig(&self, file: &Path, user: &str, token: &str) {
+        let config = json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{
+                "name": "kube-api",
+                "cluster": {
+                    "server": self.url,
+                    "certificate-authority": self.ca_file(),
+                },
+            }],
+            "users": [{"name": user, "user": {"token": token}}],
+            "contexts": [{"name": user, "context": {"cluster": "kube-api", "user": user}}],
+            "current-context": user,
+        });
+        let text = serde_json::to_string_pretty(&config).expect("serialize kubeconfig");
+        std::fs::write(file, text).unwrap_or_else(|e| panic!("write {}: {e}", file.display()));
+    }
+}
