@@ -32,6 +32,7 @@
 //! | `claim`, `status`, `event`, `metrics`, `error` | what callers and operators see |
 
 mod calls;
+mod checkpoint;
 mod claim;
 mod cleanup;
 mod command;
@@ -40,17 +41,18 @@ mod connection;
 mod error;
 mod event;
 mod handle;
-mod handler;
 mod health;
 mod manager;
 mod metrics;
+mod plugin_handler;
 mod pod;
-mod prepared;
 mod service;
 mod state;
 mod status;
 
 pub use calls::CALL_TIMEOUT;
+pub(crate) use checkpoint::PreparedClaims;
+pub use checkpoint::{BACKUP_FILE, CHECKPOINT_FILE, DraCheckpoint, RecordedClaim};
 pub use claim::{ClaimPod, ClaimRef, PreparedClaim, PreparedDevice, UnpreparedClaim};
 pub use cleanup::{
     CLEANUP_CALL_TIMEOUT, CLEANUP_GRACE, CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX, CleanupError,
@@ -61,18 +63,16 @@ pub use connection::{RECONNECT_INITIAL, RECONNECT_MAX};
 pub use error::DraError;
 pub use event::{DraEvent, DraEventKind};
 pub use handle::{DraHandle, DraManagerStopped};
-pub use handler::DraPluginHandler;
 pub use health::{
     DEFAULT_HEALTH_TIMEOUT, DeviceHealthStatus, HEALTH_STREAM_RESTART, MAX_MESSAGE_CHARS,
 };
 pub use manager::DraManager;
 pub use metrics::DraMetrics;
+pub use plugin_handler::DraPluginHandler;
 pub use pod::{
     ContainerDevices, PodClaim, PodClaimResult, PodClaimUnprepared, PodClaims, PodRef, PreparedPod,
     UnpreparedPod,
 };
-pub(crate) use prepared::PreparedClaims;
-pub use prepared::{BACKUP_FILE, CHECKPOINT_FILE, DraCheckpoint, RecordedClaim};
 pub use service::{
     DraService, HealthService, SUPPORTED_SERVICES, ServiceError, choose_health_service,
     choose_service,

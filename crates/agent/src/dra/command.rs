@@ -5,13 +5,13 @@ use std::sync::Arc;
 
 use tokio::sync::{broadcast, oneshot, watch};
 
+use super::checkpoint::{ClaimPods, PreparedClaims};
 use super::claim::PreparedClaim;
 use super::config::DraManagerConfig;
 use super::connection::Channel;
 use super::error::DraError;
 use super::event::DraEvent;
 use super::metrics::DraMetrics;
-use super::prepared::{ClaimPods, PreparedClaims};
 use super::service::{DraService, HealthService};
 use super::state::InstanceId;
 use super::status::DraDriverStatus;

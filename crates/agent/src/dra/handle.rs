@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use super::calls;
 use super::calls::Operation;
+use super::checkpoint::{ClaimPods, PreparedClaims, RecordedClaim};
 use super::claim::{ClaimPod, ClaimRef, ClaimResult, PreparedClaim, UnpreparedClaim};
 use super::command::{Command, Route, Shared};
 use super::config::DraManagerConfig;
@@ -18,7 +19,6 @@ use super::connection::Channel;
 use super::error::DraError;
 use super::event::DraEvent;
 use super::metrics::DraMetrics;
-use super::prepared::{ClaimPods, PreparedClaims, RecordedClaim};
 use super::service::{DraService, choose_health_service, choose_service};
 use super::status::DraDriverStatus;
 use crate::checkpoint::{CheckpointProblem, WrittenReply};

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::checkpoint::{self, DraCheckpoint, PreparedClaims};
 use super::cleanup::{
     CLEANUP_CALL_TIMEOUT, CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX, CleanupId, DriverCleanup,
     ScheduledCleanup,
@@ -27,7 +28,6 @@ use super::event::{DraEvent, DraEventKind};
 use super::handle::DraHandle;
 use super::health::{self, HealthReports};
 use super::metrics::DraMetrics;
-use super::prepared::{self, DraCheckpoint, PreparedClaims};
 use super::service::{DraService, HealthService};
 use super::state::{Driver, Instance, InstanceId, State};
 use crate::checkpoint::{CheckpointProblem, Persister, Written, WrittenReply};
@@ -100,7 +100,7 @@ impl DraManager {
                 let (loaded, problem) = load_claims(dir).await;
                 claims = loaded;
                 load_problem = problem;
-                Some(Persister::start(prepared::file(dir), &tasks))
+                Some(Persister::start(checkpoint::file(dir), &tasks))
             }
         };
         self.prepared.send_replace(Arc::new(claims.loaded()));
@@ -138,7 +138,7 @@ async fn load_claims(dir: &Path) -> (PreparedClaims, Option<CheckpointProblem>) 
     if let Err(e) = crate::admin::create_private_dir(dir) {
         tracing::error!(dir = %dir.display(), error = %e, "cannot create the DRA state directory");
     }
-    let file = prepared::file(dir);
+    let file = checkpoint::file(dir);
     match tokio::task::spawn_blocking(move || file.load::<DraCheckpoint>()).await {
         Ok(Ok(loaded)) => {
             let problem = loaded.recovered.map(|recovered| {

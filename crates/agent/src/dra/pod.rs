@@ -10,11 +10,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::checkpoint::ClaimPods;
 use super::claim::{ClaimPod, ClaimRef, PreparedClaim};
 use super::command::Command;
 use super::error::DraError;
 use super::handle::DraHandle;
-use super::prepared::ClaimPods;
 
 /// A pod, by namespace, name and UID.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
