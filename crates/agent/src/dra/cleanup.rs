@@ -23,6 +23,18 @@ pub const CLEANUP_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 #[error(transparent)]
 pub struct CleanupError(pub Box<dyn std::error::Error + Send + Sync>);
 
+/// A hook call that did not answer within [`CLEANUP_CALL_TIMEOUT`].
+#[derive(Debug, thiserror::Error)]
+#[error("no answer within {0:?}")]
+pub(crate) struct HookTimedOut(pub(crate) Duration);
+
+impl CleanupError {
+    /// The hook did not answer in time.
+    pub(crate) fn timed_out() -> Self {
+        Self(Box::new(HookTimedOut(CLEANUP_CALL_TIMEOUT)))
+    }
+}
+
 /// The cleanup hook.
 #[async_trait::async_trait]
 pub trait DriverCleanup: Send + Sync + 'static {

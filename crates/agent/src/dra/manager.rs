@@ -17,8 +17,8 @@ use tokio_util::task::TaskTracker;
 
 use super::checkpoint::{self, DraCheckpoint, PreparedClaims};
 use super::cleanup::{
-    CLEANUP_CALL_TIMEOUT, CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX, CleanupId, DriverCleanup,
-    ScheduledCleanup,
+    CLEANUP_CALL_TIMEOUT, CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX, CleanupError, CleanupId,
+    DriverCleanup, ScheduledCleanup,
 };
 use super::command::{Command, Route, Routes, Shared};
 use super::config::DraManagerConfig;
@@ -176,8 +176,8 @@ async fn node_started(hook: Arc<dyn DriverCleanup>, shutdown: CancellationToken)
         };
         let error = match result {
             Ok(Ok(())) => return,
-            Ok(Err(e)) => e.to_string(),
-            Err(_) => format!("no answer within {CLEANUP_CALL_TIMEOUT:?}"),
+            Ok(Err(e)) => e,
+            Err(_) => CleanupError::timed_out(),
         };
         failures += 1;
         let delay = Backoff::new(CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX).delay(failures);
@@ -190,7 +190,7 @@ async fn node_started(hook: Arc<dyn DriverCleanup>, shutdown: CancellationToken)
 }
 
 /// The end of one cleanup hook call.
-type CleanupDone = (String, CleanupId, Result<(), String>);
+type CleanupDone = (String, CleanupId, Result<(), CleanupError>);
 
 struct Owner {
     config: DraManagerConfig,
@@ -659,8 +659,8 @@ impl Owner {
                     match tokio::time::timeout(CLEANUP_CALL_TIMEOUT, hook.driver_gone(&name)).await
                     {
                         Ok(Ok(())) => Ok(()),
-                        Ok(Err(e)) => Err(e.to_string()),
-                        Err(_) => Err(format!("no answer within {CLEANUP_CALL_TIMEOUT:?}")),
+                        Ok(Err(e)) => Err(e),
+                        Err(_) => Err(CleanupError::timed_out()),
                     };
                 (name, id, result)
             };
@@ -690,6 +690,7 @@ impl Owner {
                 self.event(DraEventKind::CleanedUp, &driver, None, None);
             }
             Err(error) => {
+                let error = error.to_string();
                 cleanup.failures = cleanup.failures.saturating_add(1);
                 let delay =
                     Backoff::new(CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX).delay(cleanup.failures);
