@@ -362,3 +362,44 @@ async fn each_device_plugin_fault_fails_its_rule_and_only_it() {
 async fn each_dra_driver_fault_fails_its_rule_and_only_it() {
     each_fault_fails_its_rule("dra", DRA_FAULTS).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_go_helper_gpu_driver_in_a_cluster_passes_but_for_failing_a_whole_batch() {
+    let api = api_with_nodes("node-1", &["node-1"]).await;
+    allocated_claim(&api, "claim-a", "node-1", "dra.example.com", "gpu-0").await;
+    allocated_claim(&api, "claim-b", "node-1", "dra.example.com", "gpu-1").await;
+    let root = tempfile::tempdir().unwrap();
+    let cdi = tempfile::tempdir().unwrap();
+    let kubeconfig = path(&api.admin_kubeconfig());
+    let exec = format!(
+        "NODE_NAME=node-1 KUBECONFIG={kubeconfig} exec {} {} {}",
+        path(&go_program("gpu-driver")),
+        path(root.path()),
+        path(cdi.path())
+    );
+    let (code, report) = conformance(&[
+        "--registry",
+        &path(&root.path().join("plugins_registry")),
+        "--exec",
+        &exec,
+        "--kubeconfig",
+        &kubeconfig,
+        "--restarts",
+    ])
+    .await;
+    // As for dra-driver: the helper fails the whole batch when one claim
+    // (here the missing one the tool adds) cannot be read.
+    assert_eq!(
+        with(&report, "FAIL"),
+        ids(&["dra.prepare.per-claim-errors"]),
+        "{report:#}"
+    );
+    // It has no instance flag: the rolling-update rule cannot start a
+    // second one.
+    assert_eq!(
+        with(&report, "SKIP"),
+        ids(&["registration.second-instance"]),
+        "{report:#}"
+    );
+    assert_eq!(code, Some(1));
+}
