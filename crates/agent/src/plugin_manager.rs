@@ -21,6 +21,7 @@
 //!   desired state compares the file's inode before minting a new generation.
 
 mod config;
+mod control;
 mod handler_table;
 mod metrics;
 mod reconciler;
@@ -46,8 +47,9 @@ pub use watcher::WatchError;
 
 use crate::handler::PluginHandler;
 use crate::owner;
+use control::Control;
 use handler_table::HandlerTable;
-use reconciler::{Control, Reconciler};
+use reconciler::Reconciler;
 
 /// How many events a slow event subscriber may fall behind before it misses some.
 const EVENT_BUFFER: usize = 4096;

@@ -10,12 +10,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use tokio::sync::{Semaphore, broadcast, mpsc, oneshot, watch};
+use tokio::sync::{Semaphore, broadcast, mpsc, watch};
 use tokio::task::{JoinError, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::config::PluginManagerConfig;
+use super::control::Control;
 use super::handler_table::HandlerTable;
 use super::register::{Failed, Progress, Registered, register};
 use super::socket_retry::SocketRetry;
@@ -25,16 +26,6 @@ use super::watcher::WatchEvent;
 use crate::handler::PluginHandler;
 use crate::unix_time::unix_ms;
 use nodeplugins_api::timer::sleep_until;
-
-/// Requests from outside and progress reports from running operations.
-pub(crate) enum Control {
-    Progress {
-        path: PathBuf,
-        generation: Generation,
-        info: PluginDescription,
-    },
-    Snapshot(oneshot::Sender<Vec<PluginStatus>>),
-}
 
 enum Outcome {
     Register {

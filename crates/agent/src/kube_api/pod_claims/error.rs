@@ -1,0 +1,98 @@
+//! Why a pod's claims could not be read, or the pod may not be prepared:
+//! each case names the pod or claim and what was wrong with it.
+
+use std::time::Duration;
+
+/// Why a pod's claims could not be read, or may not be prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum PodClaimsError {
+    /// The pod does not exist.
+    #[error("pod {pod} not found")]
+    PodNotFound {
+        /// `namespace/name`.
+        pod: String,
+    },
+    /// A claim the pod names does not exist.
+    #[error("ResourceClaim {claim} not found (pod {pod})")]
+    ClaimNotFound {
+        /// `namespace/name`.
+        claim: String,
+        /// `namespace/name`.
+        pod: String,
+    },
+    /// A read failed.
+    #[error("read {what}: {source}")]
+    Read {
+        /// What was read, e.g. `pod default/web`.
+        what: String,
+        /// The client's error.
+        #[source]
+        source: kube::Error,
+    },
+    /// A read took longer than the request timeout.
+    #[error("read {what}: no answer within {timeout:?}")]
+    Timeout {
+        /// What was read.
+        what: String,
+        /// The timeout.
+        timeout: Duration,
+    },
+    /// An entry made from a template has no claim yet.
+    #[error(
+        "pod {pod}: the ResourceClaim of spec.resourceClaims {entry:?} is not created yet (no status.resourceClaimStatuses entry)"
+    )]
+    NotCreated {
+        /// `namespace/name`.
+        pod: String,
+        /// The `spec.resourceClaims` entry's name.
+        entry: String,
+    },
+    /// An entry names neither a claim nor a template.
+    #[error(
+        "pod {pod}: spec.resourceClaims {entry:?} names neither a resourceClaimName nor a resourceClaimTemplateName"
+    )]
+    Unsupported {
+        /// `namespace/name`.
+        pod: String,
+        /// The entry's name.
+        entry: String,
+    },
+    /// A claim made from a template was not made for this pod.
+    #[error("ResourceClaim {claim} was not created for pod {pod} (the pod is not its owner)")]
+    NotForPod {
+        /// `namespace/name`.
+        claim: String,
+        /// `namespace/name`.
+        pod: String,
+    },
+    /// A claim is not allocated.
+    #[error("ResourceClaim {claim} (UID {uid}) is not allocated yet")]
+    NotAllocated {
+        /// `namespace/name`.
+        claim: String,
+        /// Its UID.
+        uid: String,
+    },
+    /// A claim is not reserved for the pod.
+    #[error(
+        "pod {pod} ({pod_uid}) is not allowed to use ResourceClaim {claim} (UID {uid}): not reserved for it"
+    )]
+    NotReserved {
+        /// `namespace/name`.
+        claim: String,
+        /// Its UID.
+        uid: String,
+        /// `namespace/name`.
+        pod: String,
+        /// The pod's UID.
+        pod_uid: String,
+    },
+    /// An object the API returned lacks a field it always has.
+    #[error("{what} has no {field}")]
+    Malformed {
+        /// The object.
+        what: String,
+        /// The field.
+        field: &'static str,
+    },
+}
