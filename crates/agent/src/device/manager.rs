@@ -33,6 +33,10 @@ use crate::checkpoint::{CheckpointProblem, Loaded, Persister, Written, WrittenRe
 use crate::owner::Mailbox;
 use nodeplugins_api::timer::sleep_until;
 
+mod checkpointing;
+
+use checkpointing::{PendingCommit, checkpoint_data};
+
 /// Why the device manager could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceManagerError {
@@ -144,13 +148,6 @@ impl DeviceManager {
         );
         served.map_err(DeviceManagerError::KubeletSocket)
     }
-}
-
-/// An allocation recorded but not yet on disk.
-struct PendingCommit {
-    version: u64,
-    allocations: Vec<(AllocationKey, Arc<ContainerAllocation>)>,
-    reply: WrittenReply,
 }
 
 struct Owner {
@@ -459,74 +456,5 @@ impl Owner {
             self.emit(DeviceEventKind::Expired, resource, None, None);
         }
         !due.is_empty()
-    }
-
-    /// A checkpoint write ended: answer the allocations waiting for it, and
-    /// undo them if it failed.
-    fn on_written(&mut self, written: Written) -> bool {
-        let version = written.version();
-        let result = self.persister.on_written(written);
-        let (done, waiting) = std::mem::take(&mut self.commits)
-            .into_iter()
-            .partition(|c: &PendingCommit| c.version <= version);
-        self.commits = waiting;
-        let mut changed = false;
-        if let Err(e) = &result {
-            tracing::error!(error = %e, "cannot write the device checkpoint");
-        }
-        for commit in done {
-            if result.is_err() {
-                for (key, allocation) in &commit.allocations {
-                    if self
-                        .state
-                        .allocations
-                        .get(key)
-                        .is_some_and(|a| Arc::ptr_eq(a, allocation))
-                    {
-                        self.state.allocations.remove(key);
-                        changed = true;
-                    }
-                }
-            }
-            let _ = commit.reply.send(result.clone());
-        }
-        if changed {
-            self.persister.changed();
-        }
-        changed
-    }
-
-    /// Brings back what the checkpoint holds.
-    fn restore(&mut self, loaded: Loaded<DeviceCheckpoint>) {
-        if let Some(recovered) = loaded.recovered {
-            tracing::warn!("{recovered}");
-            self.load_problem = Some(CheckpointProblem::Recovered(Arc::new(recovered)));
-        }
-        let now = Instant::now();
-        for allocation in loaded.data.allocations {
-            let key = (
-                allocation.pod_uid.clone(),
-                allocation.container.clone(),
-                allocation.resource.clone(),
-            );
-            self.state.allocations.insert(key, Arc::new(allocation));
-        }
-        let resources = loaded.data.registered_devices.len();
-        for name in loaded.data.registered_devices.into_keys() {
-            self.state.resources.entry(name).or_default().stopped_since = Some(now);
-        }
-        tracing::info!(
-            allocations = self.state.allocations.len(),
-            resources,
-            "device checkpoint restored"
-        );
-    }
-}
-
-/// What the checkpoint records of `state`.
-fn checkpoint_data(state: &State) -> CheckpointData {
-    CheckpointData {
-        allocations: state.allocations.values().cloned().collect(),
-        registered_devices: state.healthy_devices(),
     }
 }

@@ -36,6 +36,12 @@ use crate::unix_time::unix_ms;
 use nodeplugins_api::backoff::Backoff;
 use nodeplugins_api::timer::sleep_until;
 
+mod claims;
+mod cleanups;
+
+use claims::{load_claims, next_written};
+use cleanups::{CleanupDone, node_started};
+
 /// The DRA manager. Take [`handle`](Self::handle)s, then [`run`](Self::run) it.
 pub struct DraManager {
     config: DraManagerConfig,
@@ -131,66 +137,6 @@ impl DraManager {
         owner.run().await;
     }
 }
-
-/// The prepared claims checkpointed in `dir`, and what was wrong with the
-/// checkpoint if anything was.
-async fn load_claims(dir: &Path) -> (PreparedClaims, Option<CheckpointProblem>) {
-    if let Err(e) = crate::admin::create_private_dir(dir) {
-        tracing::error!(dir = %dir.display(), error = %e, "cannot create the DRA state directory");
-    }
-    let file = checkpoint::file(dir);
-    match tokio::task::spawn_blocking(move || file.load::<DraCheckpoint>()).await {
-        Ok(Ok(loaded)) => {
-            let problem = loaded.recovered.map(|recovered| {
-                tracing::warn!("{recovered}");
-                CheckpointProblem::Recovered(Arc::new(recovered))
-            });
-            let claims = PreparedClaims::restore(loaded.data);
-            tracing::info!(
-                claims = claims.list().len(),
-                "DRA claims checkpoint restored"
-            );
-            (claims, problem)
-        }
-        Ok(Err(e)) => {
-            tracing::error!(error = %e, "DRA claims checkpoint not restored");
-            (
-                PreparedClaims::default(),
-                Some(CheckpointProblem::Unreadable(Arc::new(e))),
-            )
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "DRA claims checkpoint not restored");
-            (PreparedClaims::default(), None)
-        }
-    }
-}
-
-/// Calls [`DriverCleanup::node_started`] until it succeeds or `shutdown`.
-async fn node_started(hook: Arc<dyn DriverCleanup>, shutdown: CancellationToken) {
-    let mut failures = 0;
-    loop {
-        let result = tokio::select! {
-            () = shutdown.cancelled() => return,
-            result = tokio::time::timeout(CLEANUP_CALL_TIMEOUT, hook.node_started()) => result,
-        };
-        let error = match result {
-            Ok(Ok(())) => return,
-            Ok(Err(e)) => e,
-            Err(_) => CleanupError::timed_out(),
-        };
-        failures += 1;
-        let delay = Backoff::new(CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX).delay(failures);
-        tracing::warn!(%error, retry_in = ?delay, "start-up DRA cleanup failed");
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            () = tokio::time::sleep(delay) => {}
-        }
-    }
-}
-
-/// The end of one cleanup hook call.
-type CleanupDone = (String, CleanupId, Result<(), CleanupError>);
 
 struct Owner {
     config: DraManagerConfig,
@@ -495,44 +441,6 @@ impl Owner {
         true
     }
 
-    /// Changes the prepared claims with `change` (which says whether it
-    /// changed anything) and publishes them. The published copy is the only
-    /// one: it is changed in place unless a reader still holds it, so a
-    /// change costs a copy of the whole set only then.
-    fn change_claims(&mut self, change: impl FnOnce(&mut PreparedClaims) -> bool) -> bool {
-        self.prepared
-            .send_if_modified(|claims| change(Arc::make_mut(claims)))
-    }
-
-    /// Publishes the prepared claims after a change and answers `reply` once
-    /// they are on disk (at once without a change or a state directory).
-    fn claims_changed(&mut self, changed: bool, reply: WrittenReply) {
-        if !changed {
-            let _ = reply.send(Ok(()));
-            return;
-        }
-        match &mut self.persister {
-            Some(persister) => {
-                let version = persister.changed();
-                persister.when_written(version, reply);
-            }
-            None => {
-                let _ = reply.send(Ok(()));
-            }
-        }
-    }
-
-    /// A checkpoint write ended.
-    fn on_written(&mut self, written: Written) -> bool {
-        let Some(persister) = &mut self.persister else {
-            return false;
-        };
-        if let Err(e) = persister.on_written(written) {
-            tracing::error!(error = %e, "cannot write the DRA claims checkpoint");
-        }
-        false
-    }
-
     /// Publishes where `driver`'s calls go now, if that changed.
     fn update_route(&mut self, driver: &str) {
         let route = self
@@ -566,149 +474,5 @@ impl Owner {
         };
         health::apply(&mut instance.health, devices, Instant::now());
         true
-    }
-
-    /// Cancels the driver's cleanup if an instance is connected, or schedules
-    /// one if none is and none is pending (a pending one keeps its deadline).
-    fn reschedule_cleanup(&mut self, driver: &str) {
-        let grace = self.config.cleanup_grace;
-        let Some(entry) = self.state.drivers.get_mut(driver) else {
-            return;
-        };
-        let mut cancelled = false;
-        let mut scheduled = None;
-        if entry.any_connected() {
-            entry.cleaned_up_at = None;
-            cancelled = entry.cleanup.take().is_some();
-        } else if entry.cleanup.is_none() && entry.cleaned_up_at.is_none() {
-            self.next_cleanup += 1;
-            let due = Instant::now() + grace;
-            self.due
-                .insert((due, self.next_cleanup, driver.to_string()));
-            entry.cleanup = Some(ScheduledCleanup {
-                id: self.next_cleanup,
-                due,
-                failures: 0,
-                last_error: None,
-                running: None,
-            });
-            scheduled = Some(SystemTime::now() + grace);
-        }
-        if entry.is_empty() {
-            self.state.drivers.remove(driver);
-        }
-        if cancelled {
-            tracing::info!(%driver, "DRA driver usable again: cleanup cancelled");
-            self.event(DraEventKind::CleanupCancelled, driver, None, None);
-        }
-        if let Some(deadline) = scheduled {
-            tracing::info!(%driver, grace = ?grace, "no instance of the DRA driver is connected: cleanup scheduled");
-            self.event(
-                DraEventKind::CleanupScheduled,
-                driver,
-                None,
-                Some(format!("deadline {} (unix ms)", unix_ms(deadline))),
-            );
-        }
-    }
-
-    /// When the first cleanup not yet running falls due.
-    fn next_due(&mut self) -> Option<Instant> {
-        while let Some((due, id, driver)) = self.due.first() {
-            if self.is_waiting(driver, *id, *due) {
-                return Some(*due);
-            }
-            self.due.pop_first();
-        }
-        None
-    }
-
-    /// Whether `driver`'s cleanup is still scheduling `id` at `due`.
-    fn is_waiting(&self, driver: &str, id: CleanupId, due: Instant) -> bool {
-        self.state
-            .drivers
-            .get(driver)
-            .and_then(|d| d.cleanup.as_ref())
-            .is_some_and(|c| c.id == id && c.due == due && c.running.is_none())
-    }
-
-    /// Calls the hook for every cleanup that is due.
-    fn start_due_cleanups(&mut self) -> bool {
-        let now = Instant::now();
-        let mut started = false;
-        while let Some((due, id, driver)) = self.due.first().cloned() {
-            if due > now {
-                break;
-            }
-            self.due.pop_first();
-            if !self.is_waiting(&driver, id, due) {
-                continue;
-            }
-            let Some(cleanup) = self
-                .state
-                .drivers
-                .get_mut(&driver)
-                .and_then(|d| d.cleanup.as_mut())
-            else {
-                continue;
-            };
-            let hook = self.hook.clone();
-            let name = driver;
-            let call = async move {
-                let result =
-                    match tokio::time::timeout(CLEANUP_CALL_TIMEOUT, hook.driver_gone(&name)).await
-                    {
-                        Ok(Ok(())) => Ok(()),
-                        Ok(Err(e)) => Err(e),
-                        Err(_) => Err(CleanupError::timed_out()),
-                    };
-                (name, id, result)
-            };
-            cleanup.running = Some(self.cleanups.spawn(call));
-            started = true;
-        }
-        started
-    }
-
-    fn on_cleanup_done(&mut self, (driver, id, result): CleanupDone) -> bool {
-        let Some(entry) = self.state.drivers.get_mut(&driver) else {
-            return false;
-        };
-        let Some(cleanup) = entry.cleanup.as_mut().filter(|c| c.id == id) else {
-            // Cancelled (and maybe scheduled again) meanwhile.
-            return false;
-        };
-        cleanup.running = None;
-        match result {
-            Ok(()) => {
-                entry.cleanup = None;
-                entry.cleaned_up_at = Some(SystemTime::now());
-                if entry.instances.is_empty() {
-                    self.state.drivers.remove(&driver);
-                }
-                tracing::info!(%driver, "DRA driver cleaned up");
-                self.event(DraEventKind::CleanedUp, &driver, None, None);
-            }
-            Err(error) => {
-                let error = error.to_string();
-                cleanup.failures = cleanup.failures.saturating_add(1);
-                let delay =
-                    Backoff::new(CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX).delay(cleanup.failures);
-                cleanup.due = Instant::now() + delay;
-                cleanup.last_error = Some(error.clone());
-                self.due.insert((cleanup.due, id, driver.clone()));
-                tracing::warn!(%driver, %error, retry_in = ?delay, "DRA driver cleanup failed");
-                self.event(DraEventKind::CleanupFailed, &driver, None, Some(error));
-            }
-        }
-        true
-    }
-}
-
-/// The end of the running checkpoint write; never, without a persister.
-async fn next_written(persister: &mut Option<Persister<DraCheckpoint>>) -> Written {
-    match persister {
-        Some(persister) => persister.next_written().await,
-        None => std::future::pending().await,
     }
 }

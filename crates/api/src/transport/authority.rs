@@ -457,93 +457,10 @@ pub fn is_valid_authority(value: &[u8]) -> bool {
     http::uri::Authority::try_from(value).is_ok()
 }
 
-/// Writes a header block as one HEADERS frame and as many CONTINUATION frames
-/// as the 16 KiB frame size floor requires. Padding is dropped; END_STREAM and
-/// the priority fields are kept.
-fn write_header_frames(
-    out: &mut BytesMut,
-    stream_id: u32,
-    end_stream: bool,
-    priority: Option<[u8; PRIORITY_LEN]>,
-    block: &[u8],
-) {
-    let mut rest = block;
-    let mut first = true;
-    loop {
-        let priority_here = if first { priority } else { None };
-        let room = MAX_FRAME_PAYLOAD - priority_here.map_or(0, |_| PRIORITY_LEN);
-        let (chunk, remainder) = rest.split_at(room.min(rest.len()));
-        rest = remainder;
-        let end_headers = rest.is_empty();
-        let (frame_type, mut flags) = if first {
-            let mut flags = 0;
-            if end_stream {
-                flags |= FLAG_END_STREAM;
-            }
-            if priority_here.is_some() {
-                flags |= FLAG_PRIORITY;
-            }
-            (TYPE_HEADERS, flags)
-        } else {
-            (TYPE_CONTINUATION, 0)
-        };
-        if end_headers {
-            flags |= FLAG_END_HEADERS;
-        }
-        let len = chunk.len() + priority_here.map_or(0, |_| PRIORITY_LEN);
-        out.reserve(FRAME_HEADER_LEN + len);
-        out.put_uint(len as u64, 3);
-        out.put_u8(frame_type);
-        out.put_u8(flags);
-        out.put_u32(stream_id);
-        if let Some(priority) = priority_here {
-            out.extend_from_slice(&priority);
-        }
-        out.extend_from_slice(chunk);
-        first = false;
-        if end_headers {
-            return;
-        }
-    }
-}
+mod frames;
 
-/// Decodes every header block in a sequence of frames (without the preface)
-/// the way the server reading the rewriter's output does, with one decoder
-/// for the whole sequence. For tests and fuzzing; frames are assumed well formed.
-pub fn decode_header_blocks(frames: &[u8]) -> Result<Vec<Vec<HeaderField>>, HpackError> {
-    let mut decoder = Decoder::new();
-    let mut blocks = Vec::new();
-    let mut fragments = Vec::new();
-    let mut pos = 0;
-    while pos + FRAME_HEADER_LEN <= frames.len() {
-        let h = &frames[pos..pos + FRAME_HEADER_LEN];
-        let len = usize::from(h[0]) << 16 | usize::from(h[1]) << 8 | usize::from(h[2]);
-        let (frame_type, flags) = (h[3], h[4]);
-        let end = (pos + FRAME_HEADER_LEN + len).min(frames.len());
-        let mut payload = &frames[pos + FRAME_HEADER_LEN..end];
-        pos = end;
-        if frame_type != TYPE_HEADERS && frame_type != TYPE_CONTINUATION {
-            continue;
-        }
-        if frame_type == TYPE_HEADERS {
-            let mut pad = 0;
-            if flags & FLAG_PADDED != 0 && !payload.is_empty() {
-                pad = usize::from(payload[0]);
-                payload = &payload[1..];
-            }
-            if flags & FLAG_PRIORITY != 0 && payload.len() >= PRIORITY_LEN {
-                payload = &payload[PRIORITY_LEN..];
-            }
-            payload = &payload[..payload.len().saturating_sub(pad)];
-        }
-        fragments.extend_from_slice(payload);
-        if flags & FLAG_END_HEADERS != 0 {
-            blocks.push(decoder.decode(&fragments)?.fields);
-            fragments.clear();
-        }
-    }
-    Ok(blocks)
-}
+pub use frames::decode_header_blocks;
+use frames::write_header_frames;
 
 #[cfg(test)]
 mod tests;

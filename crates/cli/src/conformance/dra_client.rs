@@ -24,6 +24,17 @@ pub(crate) type Prepared = BTreeMap<String, Result<Vec<v1::Device>, String>>;
 /// Per claim UID: `Ok` or the claim's error.
 pub(crate) type Unprepared = BTreeMap<String, Result<(), String>>;
 
+/// `call`'s answer within `timeout`, its failure as one line.
+async fn bounded<T>(
+    timeout: Duration,
+    call: impl Future<Output = Result<T, tonic::Status>>,
+) -> Result<T, String> {
+    tokio::time::timeout(timeout, call)
+        .await
+        .map_err(|_| format!("no answer within {timeout:?}"))?
+        .map_err(|s| status_text(&s))
+}
+
 /// A gRPC status as one line.
 pub(crate) fn status_text(status: &tonic::Status) -> String {
     format!("{:?}: {}", status.code(), status.message())
@@ -67,10 +78,7 @@ impl DraClient {
                     .map(|r| v1::NodePrepareResourcesResponse::from(r.into_inner())),
             }
         };
-        let answer = tokio::time::timeout(timeout, call)
-            .await
-            .map_err(|_| format!("no answer within {timeout:?}"))?
-            .map_err(|s| status_text(&s))?;
+        let answer = bounded(timeout, call).await?;
         Ok(answer
             .claims
             .into_iter()
@@ -106,10 +114,7 @@ impl DraClient {
                     .map(|r| v1::NodeUnprepareResourcesResponse::from(r.into_inner())),
             }
         };
-        let answer = tokio::time::timeout(timeout, call)
-            .await
-            .map_err(|_| format!("no answer within {timeout:?}"))?
-            .map_err(|s| status_text(&s))?;
+        let answer = bounded(timeout, call).await?;
         Ok(answer
             .claims
             .into_iter()

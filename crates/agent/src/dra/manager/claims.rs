@@ -1,0 +1,90 @@
+//! The DRA manager's record of prepared claims: loaded from the checkpoint
+//! at start, changed by commands, and written by the persister, whose
+//! completion answers the callers waiting for it to be on disk.
+
+use super::*;
+
+/// The prepared claims checkpointed in `dir`, and what was wrong with the
+/// checkpoint if anything was.
+pub(super) async fn load_claims(dir: &Path) -> (PreparedClaims, Option<CheckpointProblem>) {
+    if let Err(e) = crate::admin::create_private_dir(dir) {
+        tracing::error!(dir = %dir.display(), error = %e, "cannot create the DRA state directory");
+    }
+    let file = checkpoint::file(dir);
+    match tokio::task::spawn_blocking(move || file.load::<DraCheckpoint>()).await {
+        Ok(Ok(loaded)) => {
+            let problem = loaded.recovered.map(|recovered| {
+                tracing::warn!("{recovered}");
+                CheckpointProblem::Recovered(Arc::new(recovered))
+            });
+            let claims = PreparedClaims::restore(loaded.data);
+            tracing::info!(
+                claims = claims.list().len(),
+                "DRA claims checkpoint restored"
+            );
+            (claims, problem)
+        }
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "DRA claims checkpoint not restored");
+            (
+                PreparedClaims::default(),
+                Some(CheckpointProblem::Unreadable(Arc::new(e))),
+            )
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "DRA claims checkpoint not restored");
+            (PreparedClaims::default(), None)
+        }
+    }
+}
+
+/// The end of the running checkpoint write; never, without a persister.
+pub(super) async fn next_written(persister: &mut Option<Persister<DraCheckpoint>>) -> Written {
+    match persister {
+        Some(persister) => persister.next_written().await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Owner {
+    /// Changes the prepared claims with `change` (which says whether it
+    /// changed anything) and publishes them. The published copy is the only
+    /// one: it is changed in place unless a reader still holds it, so a
+    /// change costs a copy of the whole set only then.
+    pub(super) fn change_claims(
+        &mut self,
+        change: impl FnOnce(&mut PreparedClaims) -> bool,
+    ) -> bool {
+        self.prepared
+            .send_if_modified(|claims| change(Arc::make_mut(claims)))
+    }
+
+    /// Publishes the prepared claims after a change and answers `reply` once
+    /// they are on disk (at once without a change or a state directory).
+    pub(super) fn claims_changed(&mut self, changed: bool, reply: WrittenReply) {
+        if !changed {
+            let _ = reply.send(Ok(()));
+            return;
+        }
+        match &mut self.persister {
+            Some(persister) => {
+                let version = persister.changed();
+                persister.when_written(version, reply);
+            }
+            None => {
+                let _ = reply.send(Ok(()));
+            }
+        }
+    }
+
+    /// A checkpoint write ended.
+    pub(super) fn on_written(&mut self, written: Written) -> bool {
+        let Some(persister) = &mut self.persister else {
+            return false;
+        };
+        if let Err(e) = persister.on_written(written) {
+            tracing::error!(error = %e, "cannot write the DRA claims checkpoint");
+        }
+        false
+    }
+}
