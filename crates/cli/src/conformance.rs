@@ -62,6 +62,14 @@ pub(crate) struct Options {
     pub(crate) restart_timeout: Duration,
 }
 
+impl Options {
+    /// How long the plugin may take to start and register: starting a
+    /// process on a loaded machine is not the plugin's promptness.
+    fn start_timeout(&self) -> Duration {
+        self.timeout.max(self.restart_timeout)
+    }
+}
+
 /// Runs every rule for the plugin `options` describe.
 pub(crate) async fn run(options: &Options) -> Result<Report, String> {
     let claims = match &options.claims {
@@ -90,14 +98,14 @@ async fn device_plugin(
         plugin_type: plugin_type::DEVICE.into(),
         outcomes: Vec::new(),
     };
-    let first = tokio::time::timeout(options.timeout, requests.recv()).await;
+    let first = tokio::time::timeout(options.start_timeout(), requests.recv()).await;
     let Ok(Some(request)) = first else {
         let why = match plugin.exited() {
             Some(status) => format!("the plugin exited ({status}) without registering"),
             None => format!(
                 "no Register on {} within {:?}",
                 socket.path().display(),
-                options.timeout
+                options.start_timeout()
             ),
         };
         report.record(&DP_REGISTER, Verdict::Fail(why), Duration::ZERO);
@@ -146,7 +154,7 @@ async fn registered(
         plugin: watched.display().to_string(),
         ..Report::default()
     };
-    let socket = match registration::find_socket(watched, options.timeout).await {
+    let socket = match registration::find_socket(watched, options.start_timeout()).await {
         Ok(socket) => socket,
         Err(why) => {
             let why = match plugin.exited() {

@@ -14,8 +14,9 @@ use super::rule::{Report, Verdict};
 use super::rules::*;
 use crate::check::{CALL_TIMEOUT, check_name, check_versions, get_info, is_socket};
 
-/// Waits up to `timeout` for a registration socket: `path` itself, or the
-/// first socket to appear in the directory `path`.
+/// Waits up to `timeout` for a registration socket that accepts
+/// connections: `path` itself, or the first to appear in the directory
+/// `path`.
 pub(crate) async fn find_socket(path: &Path, timeout: Duration) -> Result<PathBuf, String> {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
@@ -43,7 +44,7 @@ async fn another_socket(dir: &Path, known: &Path, timeout: Duration) -> Option<P
                 .flatten()
                 .filter(|e| e.file_type().is_ok_and(|t| t.is_socket()))
                 .map(|e| e.path())
-                .find(|p| p != known)
+                .find(|p| p != known && accepting(p))
         });
         if found.is_some() || tokio::time::Instant::now() >= deadline {
             return found;
@@ -52,11 +53,17 @@ async fn another_socket(dir: &Path, known: &Path, timeout: Duration) -> Option<P
     }
 }
 
+/// Whether a socket file accepts connections yet: a server binds (making
+/// the file) before it listens, and a connection in between is refused.
+fn accepting(socket: &Path) -> bool {
+    std::os::unix::net::UnixStream::connect(socket).is_ok()
+}
+
 fn socket_in(path: &Path) -> Option<PathBuf> {
     use std::os::unix::fs::FileTypeExt;
     let meta = std::fs::metadata(path).ok()?;
     if meta.file_type().is_socket() {
-        return Some(path.to_owned());
+        return accepting(path).then(|| path.to_owned());
     }
     if !meta.is_dir() {
         return None;
@@ -67,6 +74,7 @@ fn socket_in(path: &Path) -> Option<PathBuf> {
         .filter(|e| e.file_type().is_ok_and(|t| t.is_socket()))
         .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
         .map(|e| e.path())
+        .filter(|p| accepting(p))
         .collect();
     sockets.sort();
     sockets.into_iter().next()
