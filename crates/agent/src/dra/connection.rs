@@ -33,3 +33,4 @@ pub(crate) use channel::Channel;
 pub(crate) use demand::Demand;
 pub(crate) use link::{Link, LinkEvent};
 pub(crate) use monitor::{Monitor, MonitorConfig};
+pub(crate) use socket_watch::SocketWatcher;

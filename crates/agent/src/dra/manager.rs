@@ -22,7 +22,7 @@ use super::cleanup::{
 };
 use super::command::{Command, Route, Routes, Shared};
 use super::config::DraManagerConfig;
-use super::connection::{Channel, Demand, Link, LinkEvent, Monitor, MonitorConfig};
+use super::connection::{Channel, Demand, Link, LinkEvent, Monitor, MonitorConfig, SocketWatcher};
 use super::error::DraError;
 use super::event::{DraEvent, DraEventKind};
 use super::handle::DraHandle;
@@ -132,6 +132,7 @@ impl DraManager {
             persister,
             load_problem,
             tasks,
+            sockets: SocketWatcher::new(shutdown.clone()),
             shutdown,
         };
         owner.run().await;
@@ -168,6 +169,8 @@ struct Owner {
     load_problem: Option<CheckpointProblem>,
     /// Monitors and health streams.
     tasks: TaskTracker,
+    /// One inotify instance for every disconnected instance's socket.
+    sockets: SocketWatcher,
     shutdown: CancellationToken,
 }
 
@@ -354,6 +357,7 @@ impl Owner {
             reports: self.links_tx.clone(),
             demand: demand.clone(),
             parked: !connect_now,
+            sockets: self.sockets.clone(),
             close: close.clone(),
             shutdown: self.shutdown.clone(),
         };

@@ -14,7 +14,7 @@ use super::demand::Demand;
 use super::handshake::{Driven, handshake};
 use super::light::LightConnection;
 use super::link::LinkEvent;
-use super::socket_watch::SocketWatch;
+use super::socket_watch::{SocketWatch, SocketWatcher};
 use nodeplugins_api::backoff::Backoff;
 
 /// The first retry after a failed connection attempt; it doubles per
@@ -58,6 +58,8 @@ pub(crate) struct Monitor {
     /// asks once the plugin was told it is registered, so that the plugin's
     /// answer to its notification is not held up by this connection.
     pub(crate) parked: bool,
+    /// Where a disconnected instance watches for its socket.
+    pub(crate) sockets: SocketWatcher,
     pub(crate) close: CancellationToken,
     pub(crate) shutdown: CancellationToken,
 }
@@ -117,7 +119,7 @@ impl Monitor {
                     last_error = None;
                     tracing::info!(%socket, full = matches!(connection, Connection::Full(_)), "DRA plugin connected");
                     // Not before the connection is announced.
-                    SocketWatch::close(socket_watch.take());
+                    socket_watch = None;
                     let Some(why) = self.hold(connection, &mut full).await else {
                         break;
                     };
@@ -134,7 +136,7 @@ impl Monitor {
                     last_error = Some(error.clone());
                     self.report(LinkEvent::AttemptFailed { error, full });
                     if socket_watch.is_none() {
-                        socket_watch = SocketWatch::new(&self.endpoint);
+                        socket_watch = self.sockets.watch(&self.endpoint);
                         if socket_watch.is_some() {
                             // The socket may have appeared before the watch
                             // existed: look once more before waiting.
@@ -157,7 +159,6 @@ impl Monitor {
                 }
             }
         }
-        SocketWatch::close(socket_watch.take());
     }
 
     /// One connection attempt, light or full; reports the connection.
