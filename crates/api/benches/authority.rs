@@ -23,7 +23,7 @@ use nodeplugins_test_support::fake_plugin::registration_service;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+use nodeplugins_api::transport::frame::PREFACE;
 
 fn frame(out: &mut Vec<u8>, frame_type: u8, flags: u8, stream: u32, payload: &[u8]) {
     let len = payload.len();

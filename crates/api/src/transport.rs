@@ -13,6 +13,9 @@
 //!   own, each request in one write (registration's GetInfo and
 //!   NotifyRegistrationStatus); [`connect_when_listening`] dials a socket
 //!   that may not be listening yet.
+//! - [`frame`] is the one HTTP/2 frame layer (preface, frame types and
+//!   flags, the frame header) for the rewriter and any hand-written HTTP/2
+//!   peer, such as the agent's light connection to a DRA plugin.
 
 #[cfg(feature = "fuzzing")]
 pub mod authority;
@@ -22,6 +25,7 @@ mod connect;
 mod connection;
 mod dial;
 mod error;
+pub mod frame;
 #[cfg(feature = "fuzzing")]
 pub mod hpack;
 #[cfg(not(feature = "fuzzing"))]

@@ -35,27 +35,12 @@
     allow(unreachable_pub, dead_code, unused_imports)
 )]
 
-use bytes::{BufMut, BytesMut};
+use bytes::BytesMut;
 
 use std::ops::Range;
 
+use super::frame::{FrameHeader, HEADER_LEN, MAX_PAYLOAD, PREFACE, PRIORITY_LEN, flag, kind};
 use super::hpack::{self, Decoder, Event, HeaderField, HpackError};
-
-/// The client connection preface (RFC 9113 §3.4).
-const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
-const FRAME_HEADER_LEN: usize = 9;
-const TYPE_HEADERS: u8 = 0x1;
-const TYPE_PUSH_PROMISE: u8 = 0x5;
-const TYPE_CONTINUATION: u8 = 0x9;
-const FLAG_END_STREAM: u8 = 0x1;
-const FLAG_END_HEADERS: u8 = 0x4;
-const FLAG_PADDED: u8 = 0x8;
-const FLAG_PRIORITY: u8 = 0x20;
-const PRIORITY_LEN: usize = 5;
-
-/// The largest frame payload any HTTP/2 peer must accept (SETTINGS_MAX_FRAME_SIZE's floor).
-const MAX_FRAME_PAYLOAD: usize = 16_384;
 
 /// The most header-block bytes buffered for one request; far above what any
 /// server accepts as a header list, so only an abusive client reaches it.
@@ -157,7 +142,7 @@ pub struct RewriteStats {
 #[derive(Debug)]
 pub struct AuthorityRewriter {
     state: State,
-    header: [u8; FRAME_HEADER_LEN],
+    header: [u8; HEADER_LEN],
     header_len: usize,
     block: PendingBlock,
     decoder: Decoder,
@@ -181,7 +166,7 @@ impl AuthorityRewriter {
     pub fn new() -> Self {
         Self {
             state: State::Preface { matched: 0 },
-            header: [0; FRAME_HEADER_LEN],
+            header: [0; HEADER_LEN],
             header_len: 0,
             block: PendingBlock::default(),
             decoder: Decoder::new(),
@@ -230,11 +215,11 @@ impl AuthorityRewriter {
                     };
                 }
                 State::FrameHeader => {
-                    let n = (FRAME_HEADER_LEN - self.header_len).min(input.len());
+                    let n = (HEADER_LEN - self.header_len).min(input.len());
                     self.header[self.header_len..self.header_len + n].copy_from_slice(&input[..n]);
                     self.header_len += n;
                     input = &input[n..];
-                    if self.header_len == FRAME_HEADER_LEN {
+                    if self.header_len == HEADER_LEN {
                         self.header_len = 0;
                         self.on_frame_header(out)?;
                     }
@@ -271,29 +256,29 @@ impl AuthorityRewriter {
 
     fn on_frame_header(&mut self, out: &mut BytesMut) -> Result<(), RewriteError> {
         let header = self.header;
-        let len =
-            usize::from(header[0]) << 16 | usize::from(header[1]) << 8 | usize::from(header[2]);
-        let frame_type = header[3];
-        let flags = header[4];
-        let stream_id =
-            u32::from_be_bytes([header[5], header[6], header[7], header[8]]) & 0x7fff_ffff;
+        let FrameHeader {
+            len,
+            kind: frame_type,
+            flags,
+            stream_id,
+        } = FrameHeader::parse(&header);
 
         if self.block.open {
-            if frame_type != TYPE_CONTINUATION || stream_id != self.block.stream_id {
+            if frame_type != kind::CONTINUATION || stream_id != self.block.stream_id {
                 return self.give_up(out, &header, "header block interrupted by another frame");
             }
         } else {
             match frame_type {
-                TYPE_HEADERS if stream_id != 0 => {
+                kind::HEADERS if stream_id != 0 => {
                     self.block.open = true;
                     self.block.stream_id = stream_id;
-                    self.block.end_stream = flags & FLAG_END_STREAM != 0;
+                    self.block.end_stream = flags & flag::END_STREAM != 0;
                 }
-                TYPE_HEADERS => return self.give_up(out, &header, "HEADERS on stream 0"),
-                TYPE_CONTINUATION => {
+                kind::HEADERS => return self.give_up(out, &header, "HEADERS on stream 0"),
+                kind::CONTINUATION => {
                     return self.give_up(out, &header, "CONTINUATION without HEADERS");
                 }
-                TYPE_PUSH_PROMISE => {
+                kind::PUSH_PROMISE => {
                     return self.give_up(out, &header, "PUSH_PROMISE from a client");
                 }
                 _ => {
@@ -308,7 +293,7 @@ impl AuthorityRewriter {
             }
         }
 
-        if self.block.raw.len() + FRAME_HEADER_LEN + len > MAX_HEADER_BLOCK {
+        if self.block.raw.len() + HEADER_LEN + len > MAX_HEADER_BLOCK {
             return self.give_up(out, &header, "header block larger than the buffering limit");
         }
         self.block.raw.extend_from_slice(&header);
@@ -327,16 +312,16 @@ impl AuthorityRewriter {
         let flags = self.block.frame_flags;
         let payload = std::mem::take(&mut self.block.frame_payload);
         let mut fragment = payload.as_slice();
-        if self.block.frame_type == TYPE_HEADERS {
+        if self.block.frame_type == kind::HEADERS {
             let mut pad = 0usize;
-            if flags & FLAG_PADDED != 0 {
+            if flags & flag::PADDED != 0 {
                 let Some((&pad_len, rest)) = fragment.split_first() else {
                     return self.give_up(out, &[], "PADDED HEADERS without a pad length");
                 };
                 pad = usize::from(pad_len);
                 fragment = rest;
             }
-            if flags & FLAG_PRIORITY != 0 {
+            if flags & flag::PRIORITY != 0 {
                 if fragment.len() < PRIORITY_LEN {
                     return self.give_up(out, &[], "PRIORITY HEADERS too short");
                 }
@@ -354,7 +339,7 @@ impl AuthorityRewriter {
         self.block.fragments.extend_from_slice(fragment);
         self.block.frame_payload = payload;
         self.state = State::FrameHeader;
-        if flags & FLAG_END_HEADERS != 0 {
+        if flags & flag::END_HEADERS != 0 {
             self.finish_block(out)
         } else {
             Ok(())

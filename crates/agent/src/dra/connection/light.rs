@@ -14,28 +14,19 @@ use std::path::Path;
 
 use bytes::{Buf, BufMut, BytesMut};
 use nodeplugins_api::transport::connect_unix;
+use nodeplugins_api::transport::frame::{
+    FrameHeader, HEADER_LEN, MAX_PAYLOAD, PREFACE, flag, kind,
+};
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
 
-/// The HTTP/2 client connection preface.
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-/// Frame types (RFC 9113 §6).
-const SETTINGS: u8 = 0x4;
-const PING: u8 = 0x6;
-const GOAWAY: u8 = 0x7;
-/// The ACK flag of SETTINGS and PING.
-const ACK: u8 = 0x1;
-/// A frame header's length.
-const HEADER: usize = 9;
-/// The largest frame a peer may send before we say otherwise
-/// (SETTINGS_MAX_FRAME_SIZE's initial value).
-const MAX_FRAME: usize = 16_384;
-
 /// Our SETTINGS: push disabled (a client's usual first frame; the rest are
 /// the defaults).
-const CLIENT_SETTINGS: [u8; HEADER + 6] = [0, 0, 6, SETTINGS, 0, 0, 0, 0, 0, 0, 0x2, 0, 0, 0, 0];
+const CLIENT_SETTINGS: [u8; 6] = [0, 0x2, 0, 0, 0, 0];
 /// An empty SETTINGS frame with the ACK flag.
-const SETTINGS_ACK: [u8; HEADER] = [0, 0, 0, SETTINGS, ACK, 0, 0, 0, 0];
+const SETTINGS_ACK: FrameHeader = FrameHeader::connection(kind::SETTINGS, flag::ACK, 0);
+/// A PING acknowledgement's header; the PING's 8 bytes follow.
+const PING_ACK: FrameHeader = FrameHeader::connection(kind::PING, flag::ACK, 8);
 
 /// An established light connection.
 #[derive(Debug)]
@@ -55,8 +46,9 @@ impl LightConnection {
     pub(crate) async fn handshake(endpoint: &Path) -> Result<Self, String> {
         let mut stream =
             connect_unix(endpoint).map_err(|e| format!("dial {}: {e}", endpoint.display()))?;
-        let mut hello = BytesMut::with_capacity(PREFACE.len() + CLIENT_SETTINGS.len());
+        let mut hello = BytesMut::with_capacity(PREFACE.len() + HEADER_LEN + CLIENT_SETTINGS.len());
         hello.put_slice(PREFACE);
+        FrameHeader::connection(kind::SETTINGS, 0, CLIENT_SETTINGS.len()).put(&mut hello);
         hello.put_slice(&CLIENT_SETTINGS);
         stream
             .write_all(&hello)
@@ -68,18 +60,14 @@ impl LightConnection {
             output: BytesMut::new(),
         };
         match connection.next_frame().await {
-            Ok(Frame {
-                kind: SETTINGS,
-                flags,
-                ..
-            }) if flags & ACK == 0 => {
-                connection.output.put_slice(&SETTINGS_ACK);
+            Ok(frame) if frame.header.kind == kind::SETTINGS && !frame.header.has(flag::ACK) => {
+                SETTINGS_ACK.put(&mut connection.output);
                 Ok(connection)
             }
             Ok(frame) => Err(format!(
                 "HTTP/2 handshake with {}: the server's first frame is of type {:#x}, not SETTINGS",
                 endpoint.display(),
-                frame.kind
+                frame.header.kind
             )),
             Err(end) => Err(match end {
                 End::Closed => {
@@ -112,13 +100,14 @@ impl LightConnection {
 
     /// Queues the answer a frame needs, or says the connection is over.
     fn answer(&mut self, frame: &Frame) -> Option<String> {
-        match (frame.kind, frame.flags & ACK) {
-            (SETTINGS, 0) => self.output.put_slice(&SETTINGS_ACK),
-            (PING, 0) => {
-                self.output.put_slice(&[0, 0, 8, PING, ACK, 0, 0, 0, 0]);
+        let acknowledges = frame.header.has(flag::ACK);
+        match frame.header.kind {
+            kind::SETTINGS if !acknowledges => SETTINGS_ACK.put(&mut self.output),
+            kind::PING if !acknowledges => {
+                PING_ACK.put(&mut self.output);
                 self.output.put_slice(&frame.ping_data);
             }
-            (GOAWAY, _) => {
+            kind::GOAWAY => {
                 return Some(format!(
                     "the plugin is closing the connection (GOAWAY, error code {})",
                     frame.goaway_code
@@ -148,9 +137,9 @@ impl LightConnection {
             }
             self.stream.readable().await.map_err(failed)?;
             // Room for the rest of the frame being read, or a header.
-            let want = match self.input.get(..3) {
-                Some(len) => frame_len(len) + HEADER - self.input.len(),
-                None => HEADER - self.input.len(),
+            let want = match FrameHeader::peek(&self.input) {
+                Some(header) => header.len + HEADER_LEN - self.input.len(),
+                None => HEADER_LEN - self.input.len(),
             };
             self.input.reserve(want.max(64));
             match self.stream.try_read_buf(&mut self.input) {
@@ -164,34 +153,33 @@ impl LightConnection {
 
     /// The first whole frame in the input, taken off it.
     fn parse(&mut self) -> Result<Option<Frame>, End> {
-        let Some(header) = self.input.get(..HEADER) else {
+        let Some(header) = FrameHeader::peek(&self.input) else {
             return Ok(None);
         };
-        let len = frame_len(header);
-        if len > MAX_FRAME {
+        let len = header.len;
+        if len > MAX_PAYLOAD {
             return Err(End::Failed(format!(
-                "the plugin sent a frame of {len} bytes, more than the {MAX_FRAME} allowed"
+                "the plugin sent a frame of {len} bytes, more than the {MAX_PAYLOAD} allowed"
             )));
         }
-        if self.input.len() < HEADER + len {
+        if self.input.len() < HEADER_LEN + len {
             return Ok(None);
         }
-        let (kind, flags) = (header[3], header[4]);
-        let mut frame = self.input.split_to(HEADER + len);
-        frame.advance(HEADER);
+        let mut payload = self.input.split_to(HEADER_LEN + len);
+        payload.advance(HEADER_LEN);
         let mut parsed = Frame {
-            kind,
-            flags,
+            header,
             ping_data: [0; 8],
             goaway_code: 0,
         };
-        match kind {
-            PING if len != 8 => {
+        match header.kind {
+            kind::PING if len != 8 => {
                 return Err(End::Failed(format!("a PING frame of {len} bytes, not 8")));
             }
-            PING => parsed.ping_data.copy_from_slice(&frame),
-            GOAWAY if len >= 8 => {
-                parsed.goaway_code = u32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+            kind::PING => parsed.ping_data.copy_from_slice(&payload),
+            kind::GOAWAY if len >= 8 => {
+                parsed.goaway_code =
+                    u32::from_be_bytes([payload[4], payload[5], payload[6], payload[7]]);
             }
             _ => {}
         }
@@ -206,8 +194,7 @@ impl LightConnection {
 /// One frame, as much of it as matters here.
 #[derive(Debug)]
 struct Frame {
-    kind: u8,
-    flags: u8,
+    header: FrameHeader,
     /// A PING's payload, echoed in its acknowledgement.
     ping_data: [u8; 8],
     /// A GOAWAY's error code.
@@ -224,11 +211,6 @@ enum End {
 
 fn failed(error: std::io::Error) -> End {
     End::Failed(error.to_string())
-}
-
-/// The length field of a frame header (24 bits).
-fn frame_len(header: &[u8]) -> usize {
-    (usize::from(header[0]) << 16) | (usize::from(header[1]) << 8) | usize::from(header[2])
 }
 
 #[cfg(test)]

@@ -17,31 +17,34 @@ pub(super) fn write_header_frames(
     let mut first = true;
     loop {
         let priority_here = if first { priority } else { None };
-        let room = MAX_FRAME_PAYLOAD - priority_here.map_or(0, |_| PRIORITY_LEN);
+        let room = MAX_PAYLOAD - priority_here.map_or(0, |_| PRIORITY_LEN);
         let (chunk, remainder) = rest.split_at(room.min(rest.len()));
         rest = remainder;
         let end_headers = rest.is_empty();
         let (frame_type, mut flags) = if first {
             let mut flags = 0;
             if end_stream {
-                flags |= FLAG_END_STREAM;
+                flags |= flag::END_STREAM;
             }
             if priority_here.is_some() {
-                flags |= FLAG_PRIORITY;
+                flags |= flag::PRIORITY;
             }
-            (TYPE_HEADERS, flags)
+            (kind::HEADERS, flags)
         } else {
-            (TYPE_CONTINUATION, 0)
+            (kind::CONTINUATION, 0)
         };
         if end_headers {
-            flags |= FLAG_END_HEADERS;
+            flags |= flag::END_HEADERS;
         }
         let len = chunk.len() + priority_here.map_or(0, |_| PRIORITY_LEN);
-        out.reserve(FRAME_HEADER_LEN + len);
-        out.put_uint(len as u64, 3);
-        out.put_u8(frame_type);
-        out.put_u8(flags);
-        out.put_u32(stream_id);
+        out.reserve(HEADER_LEN + len);
+        FrameHeader {
+            len,
+            kind: frame_type,
+            flags,
+            stream_id,
+        }
+        .put(out);
         if let Some(priority) = priority_here {
             out.extend_from_slice(&priority);
         }
@@ -61,29 +64,27 @@ pub fn decode_header_blocks(frames: &[u8]) -> Result<Vec<Vec<HeaderField>>, Hpac
     let mut blocks = Vec::new();
     let mut fragments = Vec::new();
     let mut pos = 0;
-    while pos + FRAME_HEADER_LEN <= frames.len() {
-        let h = &frames[pos..pos + FRAME_HEADER_LEN];
-        let len = usize::from(h[0]) << 16 | usize::from(h[1]) << 8 | usize::from(h[2]);
-        let (frame_type, flags) = (h[3], h[4]);
-        let end = (pos + FRAME_HEADER_LEN + len).min(frames.len());
-        let mut payload = &frames[pos + FRAME_HEADER_LEN..end];
+    while let Some(header) = FrameHeader::peek(&frames[pos..]) {
+        let (len, frame_type, flags) = (header.len, header.kind, header.flags);
+        let end = (pos + HEADER_LEN + len).min(frames.len());
+        let mut payload = &frames[pos + HEADER_LEN..end];
         pos = end;
-        if frame_type != TYPE_HEADERS && frame_type != TYPE_CONTINUATION {
+        if frame_type != kind::HEADERS && frame_type != kind::CONTINUATION {
             continue;
         }
-        if frame_type == TYPE_HEADERS {
+        if frame_type == kind::HEADERS {
             let mut pad = 0;
-            if flags & FLAG_PADDED != 0 && !payload.is_empty() {
+            if flags & flag::PADDED != 0 && !payload.is_empty() {
                 pad = usize::from(payload[0]);
                 payload = &payload[1..];
             }
-            if flags & FLAG_PRIORITY != 0 && payload.len() >= PRIORITY_LEN {
+            if flags & flag::PRIORITY != 0 && payload.len() >= PRIORITY_LEN {
                 payload = &payload[PRIORITY_LEN..];
             }
             payload = &payload[..payload.len().saturating_sub(pad)];
         }
         fragments.extend_from_slice(payload);
-        if flags & FLAG_END_HEADERS != 0 {
+        if flags & flag::END_HEADERS != 0 {
             blocks.push(decoder.decode(&fragments)?.fields);
             fragments.clear();
         }

@@ -119,15 +119,13 @@ impl ClientEncoder {
 }
 
 fn frame(out: &mut Vec<u8>, frame_type: u8, flags: u8, stream_id: u32, payload: &[u8]) {
-    let len = payload.len();
-    out.extend_from_slice(&[
-        (len >> 16) as u8,
-        (len >> 8) as u8,
-        len as u8,
-        frame_type,
+    FrameHeader {
+        len: payload.len(),
+        kind: frame_type,
         flags,
-    ]);
-    out.extend_from_slice(&stream_id.to_be_bytes());
+        stream_id,
+    }
+    .put(out);
     out.extend_from_slice(payload);
 }
 
@@ -151,7 +149,7 @@ fn header_frames(
         let piece = &block[start..end];
         start = end;
         if i == 0 {
-            let mut flags = if end_stream { FLAG_END_STREAM } else { 0 };
+            let mut flags = if end_stream { flag::END_STREAM } else { 0 };
             let mut payload = Vec::new();
             let pad = if rng.random_bool(0.3) {
                 Some(rng.random_range(0..20u8))
@@ -159,11 +157,11 @@ fn header_frames(
                 None
             };
             if let Some(pad) = pad {
-                flags |= FLAG_PADDED;
+                flags |= flag::PADDED;
                 payload.push(pad);
             }
             if rng.random_bool(0.3) {
-                flags |= FLAG_PRIORITY;
+                flags |= flag::PRIORITY;
                 payload.extend_from_slice(&[0x80, 0, 0, 0, 15]);
             }
             payload.extend_from_slice(piece);
@@ -171,14 +169,14 @@ fn header_frames(
                 payload.extend(std::iter::repeat_n(0u8, usize::from(pad)));
             }
             if last {
-                flags |= FLAG_END_HEADERS;
+                flags |= flag::END_HEADERS;
             }
-            frame(out, TYPE_HEADERS, flags, stream_id, &payload);
+            frame(out, kind::HEADERS, flags, stream_id, &payload);
         } else {
             frame(
                 out,
-                TYPE_CONTINUATION,
-                if last { FLAG_END_HEADERS } else { 0 },
+                kind::CONTINUATION,
+                if last { flag::END_HEADERS } else { 0 },
                 stream_id,
                 piece,
             );
@@ -262,7 +260,7 @@ fn path_authority_is_replaced_with_localhost() {
     assert_eq!(fields_of(&blocks), vec![expected]);
     assert_eq!(rewriter.stats().rewritten, 1);
     // END_STREAM survives re-encoding.
-    assert_eq!(out[PREFACE.len() + 4] & FLAG_END_STREAM, FLAG_END_STREAM);
+    assert_eq!(out[PREFACE.len() + 4] & flag::END_STREAM, flag::END_STREAM);
 }
 
 #[test]
@@ -341,9 +339,9 @@ fn large_reencoded_block_is_split_into_continuation_frames() {
     let frames = &out[PREFACE.len()..];
     let first_len =
         usize::from(frames[0]) << 16 | usize::from(frames[1]) << 8 | usize::from(frames[2]);
-    assert!(first_len <= MAX_FRAME_PAYLOAD);
+    assert!(first_len <= MAX_PAYLOAD);
     assert_eq!(
-        frames[4] & FLAG_END_HEADERS,
+        frames[4] & flag::END_HEADERS,
         0,
         "first frame must not end the block"
     );
@@ -365,7 +363,13 @@ fn non_http2_input_passes_through_untouched() {
 #[test]
 fn stray_continuation_is_handed_to_the_server_unchanged() {
     let mut input = PREFACE.to_vec();
-    frame(&mut input, TYPE_CONTINUATION, FLAG_END_HEADERS, 1, &[0x82]);
+    frame(
+        &mut input,
+        kind::CONTINUATION,
+        flag::END_HEADERS,
+        1,
+        &[0x82],
+    );
     frame(&mut input, 0x0, 0, 1, b"data");
     let (out, _) = run(&input, 2).unwrap();
     assert_eq!(out, input);
@@ -374,7 +378,7 @@ fn stray_continuation_is_handed_to_the_server_unchanged() {
 #[test]
 fn interrupted_header_block_is_handed_to_the_server_unchanged() {
     let mut input = PREFACE.to_vec();
-    frame(&mut input, TYPE_HEADERS, 0, 1, &[0x82]);
+    frame(&mut input, kind::HEADERS, 0, 1, &[0x82]);
     frame(&mut input, 0x0, 0, 1, b"data");
     let (out, _) = run(&input, 1).unwrap();
     assert_eq!(out, input);
@@ -385,8 +389,8 @@ fn bad_padding_is_handed_to_the_server_unchanged() {
     let mut input = PREFACE.to_vec();
     frame(
         &mut input,
-        TYPE_HEADERS,
-        FLAG_PADDED | FLAG_END_HEADERS,
+        kind::HEADERS,
+        flag::PADDED | flag::END_HEADERS,
         1,
         &[9, 0x82],
     );
@@ -400,14 +404,20 @@ fn protocol_violation_after_reencoding_closes_the_connection() {
     let mut input = PREFACE.to_vec();
     let block = ClientEncoder::new().encode(&as_refs(&request(GO_AUTHORITY, b"/a.B/C")), &mut rng);
     header_frames(&mut input, 1, &block, false, &mut rng);
-    frame(&mut input, TYPE_CONTINUATION, FLAG_END_HEADERS, 1, &[0x82]);
+    frame(
+        &mut input,
+        kind::CONTINUATION,
+        flag::END_HEADERS,
+        1,
+        &[0x82],
+    );
     assert!(matches!(run(&input, 16), Err(RewriteError::Protocol(_))));
 }
 
 #[test]
 fn undecodable_header_block_closes_the_connection() {
     let mut input = PREFACE.to_vec();
-    frame(&mut input, TYPE_HEADERS, FLAG_END_HEADERS, 1, &[0x80]);
+    frame(&mut input, kind::HEADERS, flag::END_HEADERS, 1, &[0x80]);
     assert!(matches!(
         run(&input, 64),
         Err(RewriteError::Hpack { stream_id: 1, .. })
@@ -418,7 +428,7 @@ fn undecodable_header_block_closes_the_connection() {
 fn oversized_header_block_is_handed_to_the_server_unchanged() {
     let mut input = PREFACE.to_vec();
     let mut header = Vec::new();
-    frame(&mut header, TYPE_HEADERS, 0, 1, &[]);
+    frame(&mut header, kind::HEADERS, 0, 1, &[]);
     let len = MAX_HEADER_BLOCK;
     header[..3].copy_from_slice(&[(len >> 16) as u8, (len >> 8) as u8, len as u8]);
     input.extend_from_slice(&header);

@@ -11,7 +11,13 @@ use super::*;
 const TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A server's SETTINGS with one setting (MAX_CONCURRENT_STREAMS = 100).
-const SERVER_SETTINGS: [u8; 15] = [0, 0, 6, SETTINGS, 0, 0, 0, 0, 0, 0, 0x3, 0, 0, 0, 100];
+const SERVER_SETTINGS: [u8; 15] = [0, 0, 6, 0x4, 0, 0, 0, 0, 0, 0, 0x3, 0, 0, 0, 100];
+/// The client's SETTINGS, as it must be on the wire: ENABLE_PUSH = 0.
+const CLIENT_SETTINGS_FRAME: [u8; 15] = [0, 0, 6, 0x4, 0, 0, 0, 0, 0, 0, 0x2, 0, 0, 0, 0];
+const SETTINGS: u8 = kind::SETTINGS;
+const PING: u8 = kind::PING;
+const GOAWAY: u8 = kind::GOAWAY;
+const ACK: u8 = flag::ACK;
 
 /// A scripted server: accepts one connection and checks the client's
 /// preface and SETTINGS.
@@ -20,20 +26,20 @@ async fn accept(listener: &UnixListener) -> UnixStream {
         .await
         .unwrap()
         .unwrap();
-    let mut hello = [0u8; PREFACE.len() + CLIENT_SETTINGS.len()];
+    let mut hello = [0u8; PREFACE.len() + CLIENT_SETTINGS_FRAME.len()];
     stream.read_exact(&mut hello).await.unwrap();
     assert_eq!(&hello[..PREFACE.len()], PREFACE);
-    assert_eq!(&hello[PREFACE.len()..], CLIENT_SETTINGS);
+    assert_eq!(&hello[PREFACE.len()..], CLIENT_SETTINGS_FRAME);
     stream
 }
 
 async fn read_frame(stream: &mut UnixStream) -> (u8, u8, Vec<u8>) {
-    let mut header = [0u8; HEADER];
+    let mut header = [0u8; HEADER_LEN];
     tokio::time::timeout(TIMEOUT, stream.read_exact(&mut header))
         .await
         .unwrap()
         .unwrap();
-    let mut payload = vec![0u8; frame_len(&header)];
+    let mut payload = vec![0u8; FrameHeader::parse(&header).len];
     stream.read_exact(&mut payload).await.unwrap();
     (header[3], header[4], payload)
 }
