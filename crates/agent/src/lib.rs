@@ -29,6 +29,7 @@ pub mod metrics;
 mod owner;
 pub mod plugin_manager;
 pub mod pod_resources;
+mod private_dir;
 pub mod root_lock;
 pub mod served_socket;
 mod unix_time;

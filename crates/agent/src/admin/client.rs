@@ -6,7 +6,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::net::UnixStream;
 use tokio::net::unix::OwnedReadHalf;
 
-use super::{
+use super::protocol::{
     AdminErrorReply, AdminEvent, AdminRequest, AgentStatus, AllocateReply, DraClaimsReply,
     DraPreparePodReply, DraPrepareReply, DraUnpreparePodReply, DraUnprepareReply, FollowingMarker,
     ReleaseReply, socket_path,

@@ -9,7 +9,8 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::{AdminEvent, StatusSources};
+use super::protocol::AdminEvent;
+use super::status_sources::StatusSources;
 
 /// How many past events the agent keeps.
 pub const EVENT_HISTORY: usize = 1000;

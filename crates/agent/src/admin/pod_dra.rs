@@ -4,7 +4,7 @@
 //! pod uses in the prepared claims' records, so it works after the pod is
 //! gone from the API, after an agent restart, and without an API server.
 
-use super::StatusSources;
+use super::status_sources::StatusSources;
 use crate::dra::{DraError, PreparedPod, UnpreparedPod};
 
 /// Why a pod could not be prepared or unprepared.

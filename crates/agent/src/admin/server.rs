@@ -13,10 +13,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::event_log::EventLog;
-use super::{
+use super::protocol::{
     AdminErrorReply, AdminRequest, AgentStatus, AllocateReply, DraClaimsReply, DraPrepareReply,
-    DraUnprepareReply, FollowingMarker, ReleaseReply, StatusSources, socket_path,
+    DraUnprepareReply, FollowingMarker, ReleaseReply, socket_path,
 };
+use super::status_sources::StatusSources;
 use crate::device::AllocationRequest;
 use crate::served_socket;
 use crate::unix_time::unix_ms;
@@ -87,7 +88,7 @@ pub async fn serve(
 /// Binds the admin socket: mode 0600 in a 0700 directory.
 async fn bind(path: &Path) -> Result<BoundSocket, TransportError> {
     if let Some(dir) = path.parent() {
-        super::create_private_dir(dir).map_err(|source| TransportError::Bind {
+        crate::private_dir::create_private_dir(dir).map_err(|source| TransportError::Bind {
             path: path.to_owned(),
             source,
         })?;

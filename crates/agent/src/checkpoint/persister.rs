@@ -108,6 +108,15 @@ impl<T: Serialize + Send + 'static> Persister<T> {
         }
     }
 
+    /// The end of `persister`'s running write; never, without a persister
+    /// (an owner with no state directory).
+    pub(crate) async fn next_of(persister: &mut Option<Self>) -> Written {
+        match persister {
+            Some(persister) => persister.next_written().await,
+            None => std::future::pending().await,
+        }
+    }
+
     /// Records the end of a write and answers those waiting for it. A failed
     /// write is returned for the owner to act on.
     pub(crate) fn on_written(&mut self, written: Written) -> Result<(), Arc<CheckpointError>> {

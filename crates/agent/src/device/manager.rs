@@ -35,8 +35,6 @@ use nodeplugins_api::timer::sleep_until;
 
 mod checkpointing;
 
-use checkpointing::{PendingCommit, checkpoint_data};
-
 /// Why the device manager could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceManagerError {
@@ -456,5 +454,20 @@ impl Owner {
             self.emit(DeviceEventKind::Expired, resource, None, None);
         }
         !due.is_empty()
+    }
+}
+
+/// An allocation recorded but not yet on disk.
+struct PendingCommit {
+    version: u64,
+    allocations: Vec<(AllocationKey, Arc<ContainerAllocation>)>,
+    reply: WrittenReply,
+}
+
+/// What the checkpoint records of `state`.
+fn checkpoint_data(state: &State) -> CheckpointData {
+    CheckpointData {
+        allocations: state.allocations.values().cloned().collect(),
+        registered_devices: state.healthy_devices(),
     }
 }

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::claim::{ClaimPod, ClaimRef, PreparedClaim, PreparedDevice};
-use crate::checkpoint::CheckpointFile;
+use crate::checkpoint::{CheckpointFile, CheckpointProblem};
 
 /// The checkpoint's file name in the agent's state directory.
 pub const CHECKPOINT_FILE: &str = "nodeplugins_dra_checkpoint";
@@ -93,6 +93,40 @@ pub(crate) fn file(dir: &Path) -> CheckpointFile {
         dir.join(CHECKPOINT_FILE),
         dir.join(BACKUP_FILE),
     )
+}
+
+/// The prepared claims checkpointed in `dir`, and what was wrong with the
+/// checkpoint if anything was.
+pub(crate) async fn load(dir: &Path) -> (PreparedClaims, Option<CheckpointProblem>) {
+    if let Err(e) = crate::private_dir::create_private_dir(dir) {
+        tracing::error!(dir = %dir.display(), error = %e, "cannot create the DRA state directory");
+    }
+    let file = file(dir);
+    match tokio::task::spawn_blocking(move || file.load::<DraCheckpoint>()).await {
+        Ok(Ok(loaded)) => {
+            let problem = loaded.recovered.map(|recovered| {
+                tracing::warn!("{recovered}");
+                CheckpointProblem::Recovered(Arc::new(recovered))
+            });
+            let claims = PreparedClaims::restore(loaded.data);
+            tracing::info!(
+                claims = claims.list().len(),
+                "DRA claims checkpoint restored"
+            );
+            (claims, problem)
+        }
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "DRA claims checkpoint not restored");
+            (
+                PreparedClaims::default(),
+                Some(CheckpointProblem::Unreadable(Arc::new(e))),
+            )
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "DRA claims checkpoint not restored");
+            (PreparedClaims::default(), None)
+        }
+    }
 }
 
 /// Claim UID → the pod a prepare names as using that claim.

@@ -1,11 +1,15 @@
 //! What happens when a DRA driver stays unusable: the hook an embedder
 //! implements to withdraw what the driver advertised (in a cluster: delete
-//! the node's ResourceSlices of that driver), and the retry schedule.
+//! the node's ResourceSlices of that driver), the retry schedule, and the
+//! start-up call.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use nodeplugins_api::backoff::Backoff;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 /// The default grace period between the last instance of a driver becoming
 /// unusable and its cleanup (upstream `defaultWipingDelay`, 30 s).
@@ -86,6 +90,32 @@ impl Drop for ScheduledCleanup {
         // A cleanup no longer wanted stops at once.
         if let Some(running) = self.running.take() {
             running.abort();
+        }
+    }
+}
+
+/// The end of one cleanup hook call.
+pub(crate) type CleanupDone = (String, CleanupId, Result<(), CleanupError>);
+
+/// Calls [`DriverCleanup::node_started`] until it succeeds or `shutdown`.
+pub(crate) async fn node_started(hook: Arc<dyn DriverCleanup>, shutdown: CancellationToken) {
+    let mut failures = 0;
+    loop {
+        let result = tokio::select! {
+            () = shutdown.cancelled() => return,
+            result = tokio::time::timeout(CLEANUP_CALL_TIMEOUT, hook.node_started()) => result,
+        };
+        let error = match result {
+            Ok(Ok(())) => return,
+            Ok(Err(e)) => e,
+            Err(_) => CleanupError::timed_out(),
+        };
+        failures += 1;
+        let delay = Backoff::new(CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX).delay(failures);
+        tracing::warn!(%error, retry_in = ?delay, "start-up DRA cleanup failed");
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(delay) => {}
         }
     }
 }

@@ -17,8 +17,8 @@ use tokio_util::task::TaskTracker;
 
 use super::checkpoint::{self, DraCheckpoint, PreparedClaims};
 use super::cleanup::{
-    CLEANUP_CALL_TIMEOUT, CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX, CleanupError, CleanupId,
-    DriverCleanup, ScheduledCleanup,
+    CLEANUP_CALL_TIMEOUT, CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX, CleanupDone, CleanupError,
+    CleanupId, DriverCleanup, ScheduledCleanup, node_started,
 };
 use super::command::{Command, Route, Routes, Shared};
 use super::config::DraManagerConfig;
@@ -38,9 +38,6 @@ use nodeplugins_api::timer::sleep_until;
 
 mod claims;
 mod cleanups;
-
-use claims::{load_claims, next_written};
-use cleanups::{CleanupDone, node_started};
 
 /// The DRA manager. Take [`handle`](Self::handle)s, then [`run`](Self::run) it.
 pub struct DraManager {
@@ -103,7 +100,7 @@ impl DraManager {
         let persister = match &self.config.state_dir {
             None => None,
             Some(dir) => {
-                let (loaded, problem) = load_claims(dir).await;
+                let (loaded, problem) = checkpoint::load(dir).await;
                 claims = loaded;
                 load_problem = problem;
                 Some(Persister::start(checkpoint::file(dir), &tasks))
@@ -194,7 +191,7 @@ impl Owner {
                     Err(_) => false,
                 },
                 () = sleep_until(next_due) => self.start_due_cleanups(),
-                written = next_written(&mut self.persister) => self.on_written(written),
+                written = Persister::next_of(&mut self.persister) => self.on_written(written),
             };
             if changed {
                 self.changes.send_modify(|v| *v += 1);

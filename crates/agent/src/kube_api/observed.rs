@@ -18,6 +18,7 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::storage::v1::CSINode;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
+use tokio::time::Instant;
 
 /// How often the CSINode is read when it cannot be watched (the kubelet's
 /// node status report frequency).
@@ -113,3 +114,21 @@ pub(crate) fn refused(error: &watcher::Error) -> bool {
 pub(crate) type NodeWatch = Watch<Node>;
 /// The CSINode watch.
 pub(crate) type CsiNodeWatch = Watch<CSINode>;
+
+/// How the CSINode is followed.
+pub(crate) enum CsiNodeFollow {
+    Watching(CsiNodeWatch),
+    /// The identity may not watch it: read it when the Node changes and
+    /// every [`CSINODE_RECHECK`].
+    Reading {
+        next: Option<Instant>,
+    },
+}
+
+/// The CSINode's next change when it is watched; never, when it is read.
+pub(crate) async fn next_csinode(watch: &mut Option<&mut CsiNodeWatch>) -> Seen<CSINode> {
+    match watch {
+        Some(watch) => watch.next().await,
+        None => std::future::pending().await,
+    }
+}

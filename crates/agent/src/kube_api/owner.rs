@@ -27,14 +27,13 @@ use super::event::{KubeEvent, KubeEventKind};
 use super::identity::{self, WhoAmI};
 use super::metrics::KubeApiMetrics;
 use super::node_status::{self, NodeResources};
-use super::observed::{self, CsiNodeWatch, NodeWatch, Seen};
+use super::observed::{self, CsiNodeFollow, CsiNodeWatch, NodeWatch, Seen, next_csinode};
 use super::resource_slices::WipeReport;
 use super::status::{KubeApiStatus, WriteKind};
 use super::write_state::{Outcome, RetryPolicy, WriteState};
 use crate::csi::CsiDriverStore;
 use crate::device::DeviceHandle;
 use crate::unix_time::unix_ms;
-use csi::{CsiNodeFollow, next_csinode};
 use nodeplugins_api::timer::sleep_until;
 
 mod csi;

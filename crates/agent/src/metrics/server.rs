@@ -14,7 +14,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::{MetricsSource, ReadinessCheck};
+use super::source::{MetricsSource, ReadinessCheck};
 
 /// What the endpoint reports.
 #[derive(Clone, Default)]

@@ -4,13 +4,6 @@
 
 use super::*;
 
-/// An allocation recorded but not yet on disk.
-pub(super) struct PendingCommit {
-    pub(super) version: u64,
-    pub(super) allocations: Vec<(AllocationKey, Arc<ContainerAllocation>)>,
-    pub(super) reply: WrittenReply,
-}
-
 impl Owner {
     /// A checkpoint write ended: answer the allocations waiting for it, and
     /// undo them if it failed.
@@ -71,13 +64,5 @@ impl Owner {
             resources,
             "device checkpoint restored"
         );
-    }
-}
-
-/// What the checkpoint records of `state`.
-pub(super) fn checkpoint_data(state: &State) -> CheckpointData {
-    CheckpointData {
-        allocations: state.allocations.values().cloned().collect(),
-        registered_devices: state.healthy_devices(),
     }
 }

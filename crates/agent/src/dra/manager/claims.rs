@@ -4,48 +4,6 @@
 
 use super::*;
 
-/// The prepared claims checkpointed in `dir`, and what was wrong with the
-/// checkpoint if anything was.
-pub(super) async fn load_claims(dir: &Path) -> (PreparedClaims, Option<CheckpointProblem>) {
-    if let Err(e) = crate::admin::create_private_dir(dir) {
-        tracing::error!(dir = %dir.display(), error = %e, "cannot create the DRA state directory");
-    }
-    let file = checkpoint::file(dir);
-    match tokio::task::spawn_blocking(move || file.load::<DraCheckpoint>()).await {
-        Ok(Ok(loaded)) => {
-            let problem = loaded.recovered.map(|recovered| {
-                tracing::warn!("{recovered}");
-                CheckpointProblem::Recovered(Arc::new(recovered))
-            });
-            let claims = PreparedClaims::restore(loaded.data);
-            tracing::info!(
-                claims = claims.list().len(),
-                "DRA claims checkpoint restored"
-            );
-            (claims, problem)
-        }
-        Ok(Err(e)) => {
-            tracing::error!(error = %e, "DRA claims checkpoint not restored");
-            (
-                PreparedClaims::default(),
-                Some(CheckpointProblem::Unreadable(Arc::new(e))),
-            )
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "DRA claims checkpoint not restored");
-            (PreparedClaims::default(), None)
-        }
-    }
-}
-
-/// The end of the running checkpoint write; never, without a persister.
-pub(super) async fn next_written(persister: &mut Option<Persister<DraCheckpoint>>) -> Written {
-    match persister {
-        Some(persister) => persister.next_written().await,
-        None => std::future::pending().await,
-    }
-}
-
 impl Owner {
     /// Changes the prepared claims with `change` (which says whether it
     /// changed anything) and publishes them. The published copy is the only

@@ -6,32 +6,6 @@
 
 use super::*;
 
-/// The end of one cleanup hook call.
-pub(super) type CleanupDone = (String, CleanupId, Result<(), CleanupError>);
-
-/// Calls [`DriverCleanup::node_started`] until it succeeds or `shutdown`.
-pub(super) async fn node_started(hook: Arc<dyn DriverCleanup>, shutdown: CancellationToken) {
-    let mut failures = 0;
-    loop {
-        let result = tokio::select! {
-            () = shutdown.cancelled() => return,
-            result = tokio::time::timeout(CLEANUP_CALL_TIMEOUT, hook.node_started()) => result,
-        };
-        let error = match result {
-            Ok(Ok(())) => return,
-            Ok(Err(e)) => e,
-            Err(_) => CleanupError::timed_out(),
-        };
-        failures += 1;
-        let delay = Backoff::new(CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX).delay(failures);
-        tracing::warn!(%error, retry_in = ?delay, "start-up DRA cleanup failed");
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            () = tokio::time::sleep(delay) => {}
-        }
-    }
-}
-
 impl Owner {
     /// Cancels the driver's cleanup if an instance is connected, or schedules
     /// one if none is and none is pending (a pending one keeps its deadline).

@@ -9,18 +9,8 @@ use k8s_openapi::api::storage::v1::CSINode;
 use tokio::time::Instant;
 
 use super::super::csi_node;
-use super::super::observed::{self, CsiNodeWatch, Seen};
+use super::super::observed::{self, CsiNodeFollow, Seen};
 use super::{Owner, State};
-
-/// How the CSINode is followed.
-pub(super) enum CsiNodeFollow {
-    Watching(CsiNodeWatch),
-    /// The identity may not watch it: read it when the Node changes and
-    /// every [`observed::CSINODE_RECHECK`].
-    Reading {
-        next: Option<Instant>,
-    },
-}
 
 impl Owner {
     pub(super) fn on_csinode(
@@ -74,12 +64,5 @@ impl Owner {
                 .csi_node
                 .mark(Instant::now(), std::time::Duration::ZERO);
         }
-    }
-}
-
-pub(super) async fn next_csinode(watch: &mut Option<&mut CsiNodeWatch>) -> Seen<CSINode> {
-    match watch {
-        Some(watch) => watch.next().await,
-        None => std::future::pending().await,
     }
 }

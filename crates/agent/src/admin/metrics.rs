@@ -1,0 +1,37 @@
+//! The admin socket's own metrics.
+
+/// `nodeplugins_admin_socket_recreations_total`. Cheap to clone.
+#[derive(Clone)]
+pub struct AdminMetrics {
+    recreations: crate::metrics::CounterVec,
+}
+
+impl Default for AdminMetrics {
+    fn default() -> Self {
+        Self {
+            recreations: crate::metrics::CounterVec::new(
+                "nodeplugins_admin_socket_recreations_total",
+                "Times the admin socket was removed while the agent ran and served again.",
+                &[],
+            ),
+        }
+    }
+}
+
+impl AdminMetrics {
+    pub(super) fn socket_recreated(&self) {
+        self.recreations.inc(&[]);
+    }
+
+    /// How many times the admin socket was served again after being removed.
+    pub fn socket_recreations(&self) -> u64 {
+        self.recreations.get(&[])
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::metrics::MetricsSource for AdminMetrics {
+    async fn render(&self, out: &mut String) {
+        self.recreations.render(out);
+    }
+}

@@ -1,0 +1,33 @@
+//! Where the admin socket reads the state it reports.
+
+use std::path::PathBuf;
+
+use super::metrics::AdminMetrics;
+
+/// Where the admin socket reads the state it reports.
+#[derive(Clone)]
+pub struct StatusSources {
+    /// The plugin manager.
+    pub plugins: crate::plugin_manager::PluginManagerHandle,
+    /// The CSI handler's drivers.
+    pub csi: crate::csi::CsiDriverStore,
+    /// The device manager.
+    pub devices: crate::device::DeviceHandle,
+    /// The DRA manager.
+    pub dra: crate::dra::DraHandle,
+    /// Where metrics are served, if anywhere.
+    pub metrics_addr: Option<std::net::SocketAddr>,
+    /// The admin socket's own metrics.
+    pub admin: AdminMetrics,
+    /// The pod-resources socket, if served.
+    pub pod_resources_socket: Option<PathBuf>,
+    /// The pod-resources server's metrics.
+    pub pod_resources: crate::pod_resources::PodResourcesMetrics,
+    /// The Kubernetes API publisher, when the agent has one.
+    #[cfg(feature = "kube")]
+    pub kube: Option<crate::kube_api::KubeApiHandle>,
+    /// Where pods and their claims are read for pod-level prepare, when
+    /// the agent has an API server.
+    #[cfg(feature = "kube")]
+    pub pod_claims: Option<crate::kube_api::PodClaimsReader>,
+}
