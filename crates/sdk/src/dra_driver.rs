@@ -36,11 +36,15 @@
 //! and with `serialize` on (the default) calls are serialized across
 //! instances by an exclusive lock on `<plugin dir>/serialize.lock`.
 
+mod api_versions;
 mod builder;
 mod cdi;
 mod claim;
 #[cfg(feature = "kube")]
 mod claims_api;
+mod container_edits;
+mod driver;
+mod error;
 mod health;
 mod serializer;
 mod server;
@@ -50,17 +54,16 @@ mod slices;
 mod stop_point;
 mod store;
 
-use std::collections::HashMap;
-use std::path::PathBuf;
-
-use nodeplugins_api::transport::TransportError;
-
+pub use api_versions::ApiVersions;
 pub use builder::DraDriverBuilder;
-pub use cdi::{CDI_VERSION, CdiDeviceNode, CdiMount, ContainerEdits, DEFAULT_CDI_DIR};
+pub use cdi::{CDI_VERSION, DEFAULT_CDI_DIR};
 pub use claim::{
     AllocatedDevice, Allocation, Claim, ClaimRef, ConfigSource, DeviceConfig, DeviceToleration,
     PreparedClaim, PreparedDevice, PreparedState,
 };
+pub use container_edits::{CdiDeviceNode, CdiMount, ContainerEdits};
+pub use driver::DraDriver;
+pub use error::DraDriverError;
 pub use health::{HEALTH_RESEND_INTERVAL, HEALTH_TIMEOUT_SECONDS, HealthReporter};
 pub use serializer::SERIALIZE_LOCK_FILE;
 pub use server::DraDriverServer;
@@ -72,70 +75,3 @@ pub use slices::{
 };
 pub use stop_point::{STOP_AT_ENV, Step};
 pub use store::{STORE_BACKUP_FILE, STORE_FILE, STORE_LOCK_FILE};
-
-use crate::registrar::RegistrarError;
-
-/// What a DRA driver author implements. Results are keyed by claim UID; a
-/// claim without a result fails. Implement it with
-/// `#[nodeplugins_sdk::async_trait]`.
-#[async_trait::async_trait]
-pub trait DraDriver: Send + Sync + 'static {
-    /// Prepares `claims`: per claim, what it got or why it failed. Claims
-    /// already prepared (and not unprepared since) are answered from the
-    /// record and never reach this.
-    async fn prepare(
-        &self,
-        claims: Vec<Claim>,
-    ) -> HashMap<String, Result<Vec<PreparedDevice>, String>>;
-
-    /// Unprepares `claims`, each with what is known of what it got (see
-    /// [`PreparedState`]: the driver's answer, what was allocated to a
-    /// claim whose prepare was interrupted, or nothing): per claim, success
-    /// or why it failed. Must succeed for claims that were never prepared,
-    /// and again for claims already unprepared.
-    async fn unprepare(&self, claims: Vec<PreparedClaim>) -> HashMap<String, Result<(), String>>;
-}
-
-/// Which DRAPlugin versions to serve.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ApiVersions {
-    /// `v1.DRAPlugin`.
-    pub v1: bool,
-    /// `v1beta1.DRAPlugin`.
-    pub v1beta1: bool,
-}
-
-impl Default for ApiVersions {
-    fn default() -> Self {
-        Self {
-            v1: true,
-            v1beta1: true,
-        }
-    }
-}
-
-/// Why the driver could not be served.
-#[derive(Debug, thiserror::Error)]
-pub enum DraDriverError {
-    /// Neither API version is enabled.
-    #[error("no supported DRA gRPC API is implemented and enabled")]
-    NoService,
-    /// Resources to publish, but no API client to publish them with.
-    #[error("resources to publish need an API client (DraDriverBuilder::kube)")]
-    ResourcesWithoutKube,
-    /// The plugin or registry directory could not be created.
-    #[error("cannot create the directory {dir:?}: {source}")]
-    PluginDir {
-        /// The directory.
-        dir: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The service socket could not be served.
-    #[error(transparent)]
-    Transport(#[from] TransportError),
-    /// The registration socket could not be served.
-    #[error(transparent)]
-    Registrar(#[from] RegistrarError),
-}

@@ -8,7 +8,8 @@ use futures::StreamExt;
 use nodeplugins_api::deviceplugin::v1beta1 as dp;
 use tonic::{Request, Response, Status};
 
-use super::{DevicePluginService, Devices};
+use super::devices::Devices;
+use super::service::DevicePluginService;
 
 type DeviceStream =
     Pin<Box<dyn futures::Stream<Item = Result<dp::ListAndWatchResponse, Status>> + Send>>;
@@ -67,7 +68,7 @@ impl dp::device_plugin_server::DevicePlugin for Server {
         // sees them: the kubelet sends only listed ids, so another one is a
         // broken caller, not a device to set up.
         {
-            let listed = self.devices.tx.borrow();
+            let listed = self.devices.borrow();
             let unknown = request
                 .container_requests
                 .iter()

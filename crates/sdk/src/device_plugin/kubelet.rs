@@ -10,27 +10,29 @@ use nodeplugins_api::deviceplugin::v1beta1 as dp;
 use nodeplugins_api::transport::{dial, root_cause};
 use tokio_util::sync::CancellationToken;
 
-use super::server::DevicePluginBuilder;
-
-/// Registers through `kubelet.sock`, retrying until it succeeds or `stop` fires.
+/// Registers `resource`, served on `socket_name` in the device plugin
+/// directory `dir`, through `<dir>/kubelet.sock`, retrying until it succeeds
+/// or `stop` fires.
 pub(super) async fn register_with_kubelet(
-    config: &DevicePluginBuilder,
+    dir: &Path,
+    socket_name: &str,
+    resource: &str,
     options: dp::DevicePluginOptions,
     stop: &CancellationToken,
 ) {
-    let kubelet = config.dir.join(KUBELET_SOCKET);
+    let kubelet = dir.join(KUBELET_SOCKET);
     let schedule = Backoff::new(Duration::from_millis(50), Duration::from_secs(5));
     let mut failures = 0;
     let mut last_error = String::new();
     loop {
-        match register_once(&kubelet, config, options).await {
+        match register_once(&kubelet, socket_name, resource, options).await {
             Ok(()) => {
-                tracing::info!(resource = %config.resource, "registered with the kubelet");
+                tracing::info!(resource = %resource, "registered with the kubelet");
                 return;
             }
             Err(error) => {
                 if error != last_error {
-                    tracing::warn!(resource = %config.resource, %error, "registration with the kubelet failed; retrying");
+                    tracing::warn!(resource = %resource, %error, "registration with the kubelet failed; retrying");
                     last_error = error;
                 }
             }
@@ -45,7 +47,8 @@ pub(super) async fn register_with_kubelet(
 
 async fn register_once(
     kubelet: &Path,
-    config: &DevicePluginBuilder,
+    socket_name: &str,
+    resource: &str,
     options: dp::DevicePluginOptions,
 ) -> Result<(), String> {
     let channel = dial(kubelet, Duration::from_secs(10))
@@ -53,8 +56,8 @@ async fn register_once(
         .map_err(|e| root_cause(&e))?;
     let request = dp::RegisterRequest {
         version: VERSION.into(),
-        endpoint: config.socket_name.clone(),
-        resource_name: config.resource.clone(),
+        endpoint: socket_name.into(),
+        resource_name: resource.into(),
         options: Some(options),
     };
     let mut client = dp::registration_client::RegistrationClient::new(channel);

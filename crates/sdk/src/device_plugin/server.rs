@@ -15,9 +15,12 @@ use nodeplugins_api::transport::{BoundSocket, serve};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::devices::Devices;
+use super::error::DevicePluginError;
 use super::grpc::{Server, options};
 use super::kubelet::register_with_kubelet;
-use super::{DevicePluginError, DevicePluginService, Devices, Registration};
+use super::registration::Registration;
+use super::service::DevicePluginService;
 use crate::registrar::{PluginRegistration, Registrar};
 
 /// Settings of a [`DevicePluginServer`], ending in [`start`](Self::start).
@@ -129,8 +132,13 @@ impl DevicePluginBuilder {
             // watched: the kubelet's start-up cleanup may delete the socket
             // just bound, and retrying against a deleted socket would never
             // succeed.
-            let kubelet_registration =
-                register_with_kubelet(&self, options(self.service.as_ref()), &round);
+            let kubelet_registration = register_with_kubelet(
+                &self.dir,
+                &self.socket_name,
+                &self.resource,
+                options(self.service.as_ref()),
+                &round,
+            );
             tokio::pin!(kubelet_registration);
             let mut registered = !matches!(self.registration, Registration::KubeletSocket);
             let registrar = match &self.registration {

@@ -7,13 +7,14 @@ use std::time::Duration;
 
 use nodeplugins_api::constants::dra_service;
 use nodeplugins_api::constants::layout::{DEFAULT_ROOT_DIR, PLUGINS_DIR, PLUGINS_REGISTRY_DIR};
-use tokio_util::sync::CancellationToken;
 
+use super::api_versions::ApiVersions;
 use super::cdi::DEFAULT_CDI_DIR;
+use super::driver::DraDriver;
 use super::health::{HEALTH_RESEND_INTERVAL, HealthReporter};
-use super::{ApiVersions, DraDriver, DraDriverError, DraDriverServer};
 
-/// Settings of a [`DraDriverServer`], ending in [`start`](Self::start).
+/// Settings of a [`DraDriverServer`](super::DraDriverServer), ending in
+/// [`start`](Self::start).
 #[derive(Clone)]
 pub struct DraDriverBuilder {
     pub(super) driver: Arc<dyn DraDriver>,
@@ -254,23 +255,16 @@ impl DraDriverBuilder {
         }
         services
     }
-
-    /// Serves the service socket, then registers. Stops (registration
-    /// first) when `shutdown` fires.
-    pub async fn start(
-        self,
-        shutdown: CancellationToken,
-    ) -> Result<DraDriverServer, DraDriverError> {
-        DraDriverServer::start(self, shutdown).await
-    }
 }
 
 #[cfg(all(test, feature = "kube"))]
 mod tests {
     use std::collections::HashMap;
 
+    use tokio_util::sync::CancellationToken;
+
     use super::*;
-    use crate::dra_driver::{Claim, PreparedClaim, PreparedDevice, Resources};
+    use crate::dra_driver::{Claim, DraDriverError, PreparedClaim, PreparedDevice, Resources};
 
     struct Nothing;
 
@@ -295,11 +289,11 @@ mod tests {
 
     #[tokio::test]
     async fn resources_and_the_api_client_may_come_in_either_order() {
-        let before = DraDriverServer::builder("gpu.example.com", Arc::new(Nothing))
+        let before = DraDriverBuilder::new("gpu.example.com".into(), Arc::new(Nothing))
             .resources(Resources::new())
             .kube(client(), "node-1");
         assert!(before.resources.is_some() && before.kube.is_some());
-        let after = DraDriverServer::builder("gpu.example.com", Arc::new(Nothing))
+        let after = DraDriverBuilder::new("gpu.example.com".into(), Arc::new(Nothing))
             .kube(client(), "node-1")
             .resources(Resources::new());
         assert!(after.resources.is_some() && after.kube.is_some());
@@ -308,7 +302,7 @@ mod tests {
     #[tokio::test]
     async fn resources_without_an_api_client_are_refused_at_start() {
         let root = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let refused = DraDriverServer::builder("gpu.example.com", Arc::new(Nothing))
+        let refused = DraDriverBuilder::new("gpu.example.com".into(), Arc::new(Nothing))
             .root_dir(root.path())
             .resources(Resources::new())
             .start(CancellationToken::new())

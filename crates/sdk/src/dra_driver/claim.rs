@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use super::cdi::ContainerEdits;
+use super::container_edits::ContainerEdits;
 
 /// A ResourceClaim, by reference.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]

@@ -20,11 +20,12 @@ use super::builder::DraDriverBuilder;
 use super::cdi::CdiSpecs;
 #[cfg(feature = "kube")]
 use super::claims_api::ClaimsApi;
+use super::driver::DraDriver;
+use super::error::DraDriverError;
 use super::health::{HealthV1, HealthV1alpha1};
 use super::serializer::Serializer;
 use super::service::{Service, V1, V1beta1};
 use super::store::ClaimStore;
-use super::{DraDriver, DraDriverError};
 
 use crate::registrar::{PluginRegistration, Registrar, RegistrationState};
 
@@ -32,6 +33,17 @@ use crate::registrar::{PluginRegistration, Registrar, RegistrationState};
 /// slice) may take.
 #[cfg(feature = "kube")]
 const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl DraDriverBuilder {
+    /// Serves the service socket, then registers. Stops (registration
+    /// first) when `shutdown` fires.
+    pub async fn start(
+        self,
+        shutdown: CancellationToken,
+    ) -> Result<DraDriverServer, DraDriverError> {
+        DraDriverServer::start(self, shutdown).await
+    }
+}
 
 /// A serving DRA driver: its service socket and its registration socket.
 pub struct DraDriverServer {
@@ -48,7 +60,7 @@ impl DraDriverServer {
         DraDriverBuilder::new(driver_name.into(), driver)
     }
 
-    pub(super) async fn start(
+    async fn start(
         config: DraDriverBuilder,
         shutdown: CancellationToken,
     ) -> Result<Self, DraDriverError> {

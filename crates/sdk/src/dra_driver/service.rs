@@ -24,11 +24,11 @@ use std::sync::Arc;
 use nodeplugins_api::dra::{v1, v1beta1};
 use tonic::{Request, Response, Status};
 
-use super::DraDriver;
 use super::cdi::CdiSpecs;
 use super::claim::{Claim, ClaimRef, PreparedClaim, PreparedDevice, PreparedState};
 #[cfg(feature = "kube")]
 use super::claims_api::ClaimsApi;
+use super::driver::DraDriver;
 use super::serializer::Serializer;
 use super::stop_point::{Step, stop_point};
 use super::store::ClaimStore;

@@ -2,8 +2,10 @@
 
 use bytes::Bytes;
 
+use super::error::HpackError;
+use super::fields::{Event, HeaderBlock, HeaderField};
+use super::huffman;
 use super::table::DynamicTable;
-use super::{Event, HeaderBlock, HeaderField, HpackError, huffman};
 
 /// The dynamic table size every HTTP/2 connection starts with (RFC 7540 §6.5.2).
 pub const DEFAULT_TABLE_SIZE: usize = 4096;

@@ -7,7 +7,7 @@
 
 use std::sync::OnceLock;
 
-use super::HpackError;
+use super::error::HpackError;
 
 /// `(code, bit length)` for the symbols 0..=255 and EOS (256), RFC 7541 Appendix B.
 const CODES: [(u32, u8); 257] = [

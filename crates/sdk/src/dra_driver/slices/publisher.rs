@@ -21,10 +21,11 @@ use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::error::{PublishError, PublishErrorHandler};
 use super::known::{Known, Scope};
 use super::plan::{self, Publisher};
 use super::pool::{NodeSelection, Pool};
-use super::{PublishError, PublishErrorHandler, Resources};
+use super::resources::Resources;
 
 mod requests;
 

@@ -1,0 +1,40 @@
+//! The trait a device plugin author implements.
+
+use nodeplugins_api::deviceplugin::v1beta1 as dp;
+use tonic::Status;
+
+/// What a device plugin author implements.
+#[async_trait::async_trait]
+pub trait DevicePluginService: Send + Sync + 'static {
+    /// Prepares `devices` for one container and says how to expose them.
+    /// Every id is one the plugin lists: an Allocate naming another is
+    /// refused (InvalidArgument) before this is called.
+    async fn allocate(&self, devices: Vec<String>)
+    -> Result<dp::ContainerAllocateResponse, Status>;
+
+    /// Picks `size` devices from `available`, including `must_include`; `None`
+    /// (the default) means the plugin has no preference and does not offer it.
+    async fn preferred_allocation(
+        &self,
+        _available: &[String],
+        _must_include: &[String],
+        _size: usize,
+    ) -> Option<Vec<String>> {
+        None
+    }
+
+    /// Whether [`preferred_allocation`](Self::preferred_allocation) is implemented.
+    fn offers_preferred_allocation(&self) -> bool {
+        false
+    }
+
+    /// Called before each container start when [`pre_start_required`](Self::pre_start_required).
+    async fn pre_start_container(&self, _devices: Vec<String>) -> Result<(), Status> {
+        Ok(())
+    }
+
+    /// Whether the kubelet must call PreStartContainer.
+    fn pre_start_required(&self) -> bool {
+        false
+    }
+}
