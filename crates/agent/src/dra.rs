@@ -53,7 +53,9 @@ mod status;
 pub use calls::CALL_TIMEOUT;
 pub(crate) use checkpoint::PreparedClaims;
 pub use checkpoint::{BACKUP_FILE, CHECKPOINT_FILE, DraCheckpoint, RecordedClaim};
-pub use claim::{ClaimPod, ClaimRef, PreparedClaim, PreparedDevice, UnpreparedClaim};
+pub use claim::{
+    ClaimPod, ClaimRef, ClaimRefParseError, PreparedClaim, PreparedDevice, UnpreparedClaim,
+};
 pub use cleanup::{
     CLEANUP_CALL_TIMEOUT, CLEANUP_GRACE, CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX, CleanupError,
     DriverCleanup, LoggingCleanup,

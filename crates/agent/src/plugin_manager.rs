@@ -20,6 +20,7 @@
 //! - A socket reported twice (initial walk and event) is one plugin: the
 //!   desired state compares the file's inode before minting a new generation.
 
+mod attempt_error;
 mod config;
 mod control;
 mod handler_table;

@@ -40,9 +40,18 @@ pub enum AdminClientError {
     /// The agent answered with an error.
     #[error("the agent answered: {0}")]
     Agent(String),
+    /// The request could not be encoded.
+    #[error("cannot encode the request: {0}")]
+    Encode(#[source] serde_json::Error),
     /// The answer was not understood.
     #[error("unexpected answer from the agent: {0}")]
-    Protocol(String),
+    Decode(#[source] serde_json::Error),
+    /// The agent closed the connection before it answered.
+    #[error("the agent closed the connection without an answer")]
+    NoAnswer,
+    /// The agent closed an events stream before saying it follows.
+    #[error("the agent closed the events stream")]
+    StreamClosed,
 }
 
 async fn request(
@@ -57,8 +66,7 @@ async fn request(
             source,
         })?;
     let (read, mut write) = stream.into_split();
-    let mut line =
-        serde_json::to_vec(&request).map_err(|e| AdminClientError::Protocol(e.to_string()))?;
+    let mut line = serde_json::to_vec(&request).map_err(AdminClientError::Encode)?;
     line.push(b'\n');
     write
         .write_all(&line)
@@ -72,7 +80,7 @@ fn parse<T: serde::de::DeserializeOwned>(line: &str) -> Result<T, AdminClientErr
         Ok(value) => Ok(value),
         Err(e) => match serde_json::from_str::<AdminErrorReply>(line) {
             Ok(reply) => Err(AdminClientError::Agent(reply.error)),
-            Err(_) => Err(AdminClientError::Protocol(e.to_string())),
+            Err(_) => Err(AdminClientError::Decode(e)),
         },
     }
 }
@@ -90,9 +98,7 @@ async fn one_reply<T: serde::de::DeserializeOwned>(
     let mut lines = request(root_dir, req).await?;
     match lines.next_line().await {
         Ok(Some(line)) => parse(&line),
-        Ok(None) => Err(AdminClientError::Protocol(
-            "connection closed without an answer".into(),
-        )),
+        Ok(None) => Err(AdminClientError::NoAnswer),
         Err(source) => Err(AdminClientError::Io { path, source }),
     }
 }
@@ -205,9 +211,7 @@ pub async fn events_with(
                 parse::<FollowingMarker>(&line)?;
             }
             Ok(None) => {
-                return Err(AdminClientError::Protocol(
-                    "the agent closed the events stream".into(),
-                ));
+                return Err(AdminClientError::StreamClosed);
             }
             Err(source) => {
                 return Err(AdminClientError::Io {

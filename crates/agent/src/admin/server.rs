@@ -272,22 +272,18 @@ impl Context {
         );
         #[cfg(feature = "kube")]
         let kube_api = sources.kube.as_ref().map(|kube| (*kube.status()).clone());
-        let status = (|| -> Result<AgentStatus, String> {
+        let status = (|| -> Result<AgentStatus, PartStopped> {
             Ok(AgentStatus {
                 version: env!("CARGO_PKG_VERSION").to_string(),
                 root_dir: self.root_dir.clone(),
                 started_at_unix_ms: unix_ms(self.started),
                 uptime_ms: self.started.elapsed().map_or(0, |d| d.as_millis() as u64),
-                plugins: plugins.map_err(|e| e.to_string())?,
+                plugins: plugins?,
                 csi_drivers: sources.csi.list(),
-                resources: resources.map_err(|e| e.to_string())?,
-                device_checkpoint_error: checkpoint
-                    .map_err(|e| e.to_string())?
-                    .map(|problem| problem.to_string()),
-                dra_drivers: dra_drivers.map_err(|e| e.to_string())?,
-                dra_checkpoint_error: dra_checkpoint
-                    .map_err(|e| e.to_string())?
-                    .map(|problem| problem.to_string()),
+                resources: resources?,
+                device_checkpoint_error: checkpoint?.map(|problem| problem.to_string()),
+                dra_drivers: dra_drivers?,
+                dra_checkpoint_error: dra_checkpoint?.map(|problem| problem.to_string()),
                 metrics_addr: sources.metrics_addr.map(|a| a.to_string()),
                 #[cfg(feature = "kube")]
                 kube_api,
@@ -311,7 +307,9 @@ impl Context {
         })();
         let reply = match status {
             Ok(status) => serde_json::to_value(status),
-            Err(error) => serde_json::to_value(AdminErrorReply { error }),
+            Err(error) => serde_json::to_value(AdminErrorReply {
+                error: error.to_string(),
+            }),
         };
         reply.unwrap_or_default()
     }
@@ -396,4 +394,15 @@ async fn write_line(
     let mut line = serde_json::to_vec(value).map_err(std::io::Error::other)?;
     line.push(b'\n');
     write.write_all(&line).await
+}
+
+/// A part of the agent that stopped, so the status cannot be complete.
+#[derive(Debug, thiserror::Error)]
+enum PartStopped {
+    #[error(transparent)]
+    Plugins(#[from] crate::plugin_manager::PluginManagerStopped),
+    #[error(transparent)]
+    Devices(#[from] crate::device::DeviceManagerStopped),
+    #[error(transparent)]
+    Dra(#[from] crate::dra::DraManagerStopped),
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use nodeplugins_api::csi::v1::NodeGetInfoRequest;
 use nodeplugins_api::csi::v1::node_client::NodeClient;
-use nodeplugins_api::transport::{dial, root_cause};
+use nodeplugins_api::transport::{TransportError, dial, root_cause};
 
 use super::store::{CsiDriver, CsiDriverStore};
 use super::version::{Version, highest_supported};
@@ -47,7 +47,7 @@ impl CsiHandler {
     }
 
     fn check(&self, name: &str, versions: &[String]) -> Result<Version, HandlerError> {
-        let highest = highest_supported(versions).map_err(|e| HandlerError::new(e.to_string()))?;
+        let highest = highest_supported(versions).map_err(HandlerError::from_error)?;
         if let Some(existing) = self.drivers.get(name)
             && let Some(existing_version) = Version::parse_generic(&existing.version)
             && existing_version >= highest
@@ -58,6 +58,23 @@ impl CsiHandler {
         }
         Ok(highest)
     }
+}
+
+/// Why a CSI driver's node information could not be had.
+#[derive(Debug, thiserror::Error)]
+enum NodeInfoError {
+    #[error("dial CSI driver at {endpoint}: {}", root_cause(source))]
+    Dial {
+        endpoint: String,
+        #[source]
+        source: TransportError,
+    },
+    #[error("NodeGetInfo failed: {:?}: {}", .0.code(), .0.message())]
+    Call(#[source] tonic::Status),
+    #[error("NodeGetInfo returned an empty node id")]
+    EmptyNodeId,
+    #[error("NodeGetInfo did not answer within {0:?}")]
+    Timeout(Duration),
 }
 
 fn socket_path(endpoint: &str) -> &Path {
@@ -94,30 +111,23 @@ impl PluginHandler for CsiHandler {
         let info = async {
             let channel = dial(socket_path(endpoint), self.timeout)
                 .await
-                .map_err(|e| {
-                    HandlerError::new(format!("dial CSI driver at {endpoint}: {}", root_cause(&e)))
+                .map_err(|source| NodeInfoError::Dial {
+                    endpoint: endpoint.to_string(),
+                    source,
                 })?;
             NodeClient::new(channel)
                 .node_get_info(NodeGetInfoRequest {})
                 .await
                 .map(|r| r.into_inner())
-                .map_err(|s| {
-                    HandlerError::new(format!(
-                        "NodeGetInfo failed: {:?}: {}",
-                        s.code(),
-                        s.message()
-                    ))
-                })
+                .map_err(NodeInfoError::Call)
         };
         let info = match tokio::time::timeout(self.timeout, info).await {
             Ok(Ok(info)) if !info.node_id.is_empty() => Ok(info),
-            Ok(Ok(_)) => Err(HandlerError::new("NodeGetInfo returned an empty node id")),
+            Ok(Ok(_)) => Err(NodeInfoError::EmptyNodeId),
             Ok(Err(e)) => Err(e),
-            Err(_) => Err(HandlerError::new(format!(
-                "NodeGetInfo did not answer within {:?}",
-                self.timeout
-            ))),
-        };
+            Err(_) => Err(NodeInfoError::Timeout(self.timeout)),
+        }
+        .map_err(HandlerError::from_error);
         let info = match info {
             Ok(info) => info,
             Err(e) => {

@@ -19,8 +19,13 @@ impl std::fmt::Display for ClaimRef {
     }
 }
 
+/// A claim reference that is not `NAMESPACE/NAME/UID`; holds the input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not NAMESPACE/NAME/UID")]
+pub struct ClaimRefParseError(pub String);
+
 impl std::str::FromStr for ClaimRef {
-    type Err = String;
+    type Err = ClaimRefParseError;
 
     /// Parses `NAMESPACE/NAME/UID`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -35,7 +40,7 @@ impl std::str::FromStr for ClaimRef {
                     uid: (*uid).into(),
                 })
             }
-            _ => Err(format!("{s:?} is not NAMESPACE/NAME/UID")),
+            _ => Err(ClaimRefParseError(s.to_string())),
         }
     }
 }

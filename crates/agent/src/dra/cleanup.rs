@@ -80,7 +80,8 @@ pub(crate) struct ScheduledCleanup {
     /// When the hook is (next) called.
     pub(crate) due: Instant,
     pub(crate) failures: u32,
-    pub(crate) last_error: Option<String>,
+    /// Why the last call failed.
+    pub(crate) last_error: Option<Arc<CleanupError>>,
     /// The hook call in progress, if any.
     pub(crate) running: Option<AbortHandle>,
 }

@@ -21,6 +21,7 @@
 
 mod channel;
 mod demand;
+mod error;
 mod handshake;
 mod light;
 mod link;

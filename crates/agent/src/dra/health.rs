@@ -136,7 +136,7 @@ pub(crate) async fn follow(
     let update = |devices| {
         let _ = reports.send((id, devices));
     };
-    let mut last_error: Option<String> = None;
+    let mut last_stop: Option<StreamStop> = None;
     loop {
         let connects = tokio::select! {
             () = cancel.cancelled() => return,
@@ -149,19 +149,41 @@ pub(crate) async fn follow(
             () = cancel.cancelled() => return,
             outcome = stream_once(channel.clone(), service, origin.clone(), &update) => outcome,
         };
-        let error = match outcome {
-            Ok(()) => "the health stream ended".to_string(),
-            Err(status) => format!("{:?}: {}", status.code(), status.message()),
+        let stop = match outcome {
+            Ok(()) => StreamStop::Ended,
+            Err(status) => StreamStop::Failed(status),
         };
-        if last_error.as_ref() != Some(&error) {
-            tracing::warn!(socket = %endpoint, %error, "DRA health stream stopped; reopening");
-            last_error = Some(error);
+        if !last_stop.as_ref().is_some_and(|last| last.same_as(&stop)) {
+            tracing::warn!(socket = %endpoint, error = %stop, "DRA health stream stopped; reopening");
+            last_stop = Some(stop);
         }
         // Open it again after the restart period, or at once on a new connection.
         tokio::select! {
             () = cancel.cancelled() => return,
             () = tokio::time::sleep(HEALTH_STREAM_RESTART) => {}
             _ = link.wait_for(|s| s.connects > connects) => {}
+        }
+    }
+}
+
+/// Why a health stream stopped.
+#[derive(Debug, thiserror::Error)]
+enum StreamStop {
+    #[error("the health stream ended")]
+    Ended,
+    #[error("{:?}: {}", .0.code(), .0.message())]
+    Failed(Status),
+}
+
+impl StreamStop {
+    /// The same stop again (logged once, not at every restart).
+    fn same_as(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Ended, Self::Ended) => true,
+            (Self::Failed(a), Self::Failed(b)) => {
+                a.code() == b.code() && a.message() == b.message()
+            }
+            _ => false,
         }
     }
 }

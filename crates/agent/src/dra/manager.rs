@@ -425,7 +425,7 @@ impl Owner {
         let mut error = None;
         instance.link.send_modify(|l| {
             l.apply(event);
-            error = l.last_error.clone();
+            error = l.last_error.as_ref().map(ToString::to_string);
         });
         let (driver, endpoint) = (driver.to_string(), instance.endpoint.clone());
         if kind.is_some() {

@@ -84,7 +84,7 @@ impl State {
                                 in_use: Some(i.id) == in_use,
                                 registered_at_unix_ms: unix_ms(i.registered_at),
                                 connection_changed_at_unix_ms: unix_ms(link.since),
-                                last_error: link.last_error.clone(),
+                                last_error: link.last_error.as_ref().map(ToString::to_string),
                                 connects: link.connects,
                             }
                         })
@@ -95,7 +95,7 @@ impl State {
                             deadline_unix_ms: unix_ms(wall + left),
                             in_ms: left.as_millis() as u64,
                             failures: c.failures,
-                            last_error: c.last_error.clone(),
+                            last_error: c.last_error.as_ref().map(ToString::to_string),
                         }
                     }),
                     cleaned_up_at_unix_ms: d.cleaned_up_at.map(unix_ms),

@@ -30,7 +30,7 @@ use super::node_status::{self, NodeResources};
 use super::observed::{self, CsiNodeFollow, CsiNodeWatch, NodeWatch, Seen, next_csinode};
 use super::resource_slices::WipeReport;
 use super::status::{KubeApiStatus, WriteKind};
-use super::write_state::{Outcome, RetryPolicy, WriteState};
+use super::write_state::{Outcome, RetryPolicy, WriteState, same_error};
 use crate::csi::CsiDriverStore;
 use crate::device::DeviceHandle;
 use crate::unix_time::unix_ms;
@@ -77,7 +77,7 @@ struct State {
     /// whatever a failed write may have left.
     published_drivers: BTreeSet<String>,
     wipe_failures: u32,
-    wipe_error: Option<String>,
+    wipe_error: Option<Arc<KubeApiError>>,
     /// The Node as last seen (`None`: it does not exist, or not yet known).
     node: Option<Arc<Node>>,
     csinode: Option<Arc<CSINode>>,
@@ -267,12 +267,10 @@ impl Owner {
                 if is_401(&result) {
                     self.reload.now();
                 }
-                let outcome = state.node_status.finished(
-                    desired,
-                    result.as_ref().map(|_| ()),
-                    now,
-                    &self.policy,
-                );
+                let outcome =
+                    state
+                        .node_status
+                        .finished(desired, result.map(|_| ()), now, &self.policy);
                 self.finish(state, WriteKind::NodeStatus, ok, outcome);
             }
             Done::CsiNode { desired, result } => {
@@ -283,12 +281,10 @@ impl Owner {
                 if is_401(&result) {
                     self.reload.now();
                 }
-                let outcome = state.csi_node.finished(
-                    desired,
-                    result.as_ref().map(|_| ()),
-                    now,
-                    &self.policy,
-                );
+                let outcome =
+                    state
+                        .csi_node
+                        .finished(desired, result.map(|_| ()), now, &self.policy);
                 self.finish(state, WriteKind::CsiNode, ok, outcome);
             }
             Done::Identity(Ok(who)) => {
@@ -379,8 +375,10 @@ impl Owner {
             }
             Err(error) => {
                 state.wipe_failures = state.wipe_failures.saturating_add(1);
-                let repeated = state.wipe_error.as_ref() == Some(&error);
-                state.wipe_error = Some(error.clone());
+                let repeated = state
+                    .wipe_error
+                    .replace(error.clone())
+                    .is_some_and(|last| same_error(&last, &error));
                 if repeated {
                     Outcome::Quiet
                 } else {
@@ -401,7 +399,7 @@ impl Owner {
             Outcome::Quiet => return,
             Outcome::Failed(error) => {
                 tracing::warn!(write = %kind, %error, "Kubernetes API write failed; retrying");
-                (KubeEventKind::WriteFailed, Some(error))
+                (KubeEventKind::WriteFailed, Some(error.to_string()))
             }
             Outcome::CaughtUp => {
                 tracing::info!(write = %kind, "Kubernetes API has the latest state again");
@@ -436,7 +434,7 @@ impl Owner {
         .into_iter()
         .flatten()
         .next()
-        .cloned();
+        .map(ToString::to_string);
         let status = KubeApiStatus {
             server: self.connection.borrow().server.clone(),
             node: self.config.node_name.clone(),

@@ -7,6 +7,7 @@
 //! which drops its request. A NotFound counts as done. Each outcome is
 //! reported to the publisher, which counts it and shows it in status.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::resource::v1::ResourceSlice;
@@ -46,7 +47,7 @@ pub(crate) async fn delete(
 }
 
 /// How one wipe ended, for the publisher's counts and status.
-pub(crate) type WipeReport = Result<(), String>;
+pub(crate) type WipeReport = Result<(), Arc<KubeApiError>>;
 
 /// The DRA cleanup hook that deletes the node's ResourceSlices.
 #[derive(Clone)]
@@ -61,10 +62,10 @@ impl ResourceSliceCleanup {
     async fn delete(&self, driver: Option<&str>) -> Result<(), CleanupError> {
         let client = self.connection.borrow().client.clone();
         let selector = field_selector(&self.node, driver);
-        let result = delete(&client, &selector, self.timeout).await;
-        let _ = self
-            .reports
-            .send(result.as_ref().map(|_| ()).map_err(ToString::to_string));
+        let result = delete(&client, &selector, self.timeout)
+            .await
+            .map_err(Arc::new);
+        let _ = self.reports.send(result.clone());
         result.map_err(|e| CleanupError(Box::new(e)))
     }
 }

@@ -2,6 +2,8 @@
 //! due, what the server was last given, and the retry schedule its last
 //! failure calls for.
 
+use std::sync::Arc;
+
 use nodeplugins_api::backoff::Backoff;
 use tokio::time::Instant;
 
@@ -28,7 +30,8 @@ pub(crate) struct WriteState<T> {
     pub(crate) written: Option<T>,
     pub(crate) in_flight: bool,
     pub(crate) failures: u32,
-    pub(crate) last_error: Option<String>,
+    /// Why the last write failed, while it stays failed.
+    pub(crate) last_error: Option<Arc<KubeApiError>>,
     /// After a refusal: the earliest a changed state is written. A refusal
     /// of one state says little of the next (a colliding CSI driver gone,
     /// another one back), so a change goes out at the usual backoff's pace
@@ -39,12 +42,12 @@ pub(crate) struct WriteState<T> {
 }
 
 /// What the end of a write tells operators.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) enum Outcome {
     /// Nothing new.
     Quiet,
     /// A new error (said once per change of error).
-    Failed(String),
+    Failed(Arc<KubeApiError>),
     /// Written after failures.
     CaughtUp,
 }
@@ -144,7 +147,7 @@ impl<T: PartialEq> WriteState<T> {
     pub(crate) fn finished(
         &mut self,
         desired: T,
-        result: Result<(), &KubeApiError>,
+        result: Result<(), KubeApiError>,
         now: Instant,
         policy: &RetryPolicy,
     ) -> Outcome {
@@ -195,9 +198,11 @@ impl<T: PartialEq> WriteState<T> {
                         tracing::debug!(failures = self.failures, error = %e, "Kubernetes API write failed; waiting for the Node");
                     }
                 }
-                let error = e.to_string();
-                let repeated = self.last_error.as_ref() == Some(&error);
-                self.last_error = Some(error.clone());
+                let error = Arc::new(e);
+                let repeated = self
+                    .last_error
+                    .replace(error.clone())
+                    .is_some_and(|last| same_error(&last, &error));
                 if repeated {
                     Outcome::Quiet
                 } else {
@@ -206,6 +211,12 @@ impl<T: PartialEq> WriteState<T> {
             }
         }
     }
+}
+
+/// The same failure again: errors from the API are not comparable, their
+/// text is.
+pub(crate) fn same_error(a: &KubeApiError, b: &KubeApiError) -> bool {
+    a.to_string() == b.to_string()
 }
 
 #[cfg(test)]
@@ -248,19 +259,22 @@ mod tests {
         let now = Instant::now();
         let mut state = WriteState::<u32>::dirty_now();
         state.start();
-        let first = state.finished(1, Err(&answered(403)), now, &POLICY);
+        let first = state.finished(1, Err(answered(403)), now, &POLICY);
         assert!(matches!(first, Outcome::Failed(_)));
         assert_eq!(state.next_due(), Some(now + Duration::from_secs(10)));
         // The same state again does not hurry it.
         state.dirty = true;
         assert_eq!(state.next_due(), Some(now + Duration::from_secs(10)));
         state.start();
-        let again = state.finished(1, Err(&answered(403)), now, &POLICY);
-        assert_eq!(again, Outcome::Quiet, "the same error is said once");
+        let again = state.finished(1, Err(answered(403)), now, &POLICY);
+        assert!(
+            matches!(again, Outcome::Quiet),
+            "the same error is said once"
+        );
         assert_eq!(state.next_due(), Some(now + Duration::from_secs(20)));
         for _ in 0..10 {
             state.start();
-            state.finished(1, Err(&answered(403)), now, &POLICY);
+            state.finished(1, Err(answered(403)), now, &POLICY);
         }
         assert_eq!(state.next_due(), Some(now + Duration::from_secs(300)));
         // A changed state goes out at the usual backoff's pace: 2 s at most.
@@ -268,7 +282,7 @@ mod tests {
         assert_eq!(state.next_due(), Some(now + Duration::from_secs(2)));
         let later = now + Duration::from_secs(5);
         state.start();
-        state.finished(2, Err(&answered(403)), later, &POLICY);
+        state.finished(2, Err(answered(403)), later, &POLICY);
         state.mark(later, Duration::from_millis(10));
         assert_eq!(state.next_due(), Some(later + Duration::from_secs(2)));
     }
@@ -281,7 +295,7 @@ mod tests {
         // The Node made while a write that did not find it was out: that
         // write's failure does not leave the state waiting.
         state.mark(now, Duration::ZERO);
-        state.finished(1, Err(&KubeApiError::NoNode("n".into())), now, &POLICY);
+        state.finished(1, Err(KubeApiError::NoNode("n".into())), now, &POLICY);
         assert!(
             state
                 .next_due()
@@ -308,16 +322,16 @@ mod tests {
         let now = Instant::now();
         let mut state = WriteState::<u32>::dirty_now();
         state.start();
-        state.finished(1, Err(&KubeApiError::NoNode("n".into())), now, &POLICY);
+        state.finished(1, Err(KubeApiError::NoNode("n".into())), now, &POLICY);
         assert_eq!(state.next_due(), None, "waits for the Node");
         state.mark(now, Duration::ZERO);
         assert_eq!(state.next_due(), Some(now), "the Node is there");
         state.start();
-        state.finished(1, Err(&answered(409)), now, &POLICY);
+        state.finished(1, Err(answered(409)), now, &POLICY);
         assert_eq!(state.next_due(), Some(now));
         state.start();
         let outcome = state.finished(1, Ok(()), now, &POLICY);
-        assert_eq!(outcome, Outcome::CaughtUp);
+        assert!(matches!(outcome, Outcome::CaughtUp));
         assert_eq!(state.written, Some(1));
     }
 }

@@ -15,6 +15,7 @@ use tokio::task::{JoinError, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::attempt_error::AttemptError;
 use super::config::PluginManagerConfig;
 use super::control::Control;
 use super::handler_table::HandlerTable;
@@ -305,7 +306,7 @@ impl Reconciler {
                         generation,
                         result: Err(failed),
                     } => {
-                        self.on_failed(path, generation, failed.error.to_string(), failed.info);
+                        self.on_failed(path, generation, failed.error.into(), failed.info);
                     }
                     Outcome::Unregister { path, info } => {
                         self.emit(PluginEventKind::Deregistered, &path, Some(info), None, None);
@@ -328,12 +329,7 @@ impl Reconciler {
                 match running {
                     Running::Register(generation) => {
                         let info = self.pending_info.get(&path).cloned();
-                        self.on_failed(
-                            path,
-                            generation,
-                            format!("RegisterPlugin error -- handler panicked: {message}"),
-                            info,
-                        );
+                        self.on_failed(path, generation, AttemptError::Panicked(message), info);
                     }
                     Running::Unregister => {
                         tracing::error!(socket = %path.display(), panic = %message, "plugin handler panicked while deregistering");
@@ -375,13 +371,14 @@ impl Reconciler {
         &mut self,
         path: PathBuf,
         generation: Generation,
-        error: String,
+        error: AttemptError,
         info: Option<PluginDescription>,
     ) {
+        let error = Arc::new(error);
         self.running.remove(&path);
         let previous = self.backoff.get(&path);
         let repeated =
-            previous.is_some_and(|p| p.generation == generation && p.last_error == error);
+            previous.is_some_and(|p| p.generation == generation && p.last_error.same_as(&error));
         let backoff = SocketRetry::after_failure(
             previous,
             generation,
@@ -399,7 +396,13 @@ impl Reconciler {
         if let Some(info) = &info {
             self.pending_info.insert(path.clone(), info.clone());
         }
-        self.emit(PluginEventKind::Failed, &path, info, Some(error), retry_in);
+        self.emit(
+            PluginEventKind::Failed,
+            &path,
+            info,
+            Some(error.to_string()),
+            retry_in,
+        );
         self.timers.insert((backoff.retry_at, path.clone()));
         self.backoff.insert(path.clone(), backoff);
         self.dirty.insert(path);
@@ -457,7 +460,7 @@ impl Reconciler {
                     (None, None, None) => PluginState::Pending,
                 };
                 let error = match state {
-                    PluginState::Failed => backoff.map(|b| b.last_error.clone()),
+                    PluginState::Failed => backoff.map(|b| b.last_error.to_string()),
                     _ => None,
                 };
                 PluginStatus {

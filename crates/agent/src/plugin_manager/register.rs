@@ -17,28 +17,33 @@ use tokio::time::Instant;
 use super::config::PluginManagerConfig;
 use super::handler_table::HandlerTable;
 use super::state::PluginDescription;
-use crate::handler::PluginHandler;
+use crate::handler::{HandlerError, PluginHandler};
 
 /// Where a registration failed; the message is what the plugin is told.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum RegisterError {
     /// The socket could not be dialed.
-    #[error("RegisterPlugin error -- dial failed at socket {socket}, err: {error}")]
+    #[error(
+        "RegisterPlugin error -- dial failed at socket {socket}, err: {}",
+        root_cause(source)
+    )]
     Dial {
         /// The registration socket.
         socket: String,
         /// The cause.
-        error: String,
+        #[source]
+        source: TransportError,
     },
     /// GetInfo failed or timed out.
     #[error(
-        "RegisterPlugin error -- failed to get plugin info using RPC GetInfo at socket {socket}, err: {error}"
+        "RegisterPlugin error -- failed to get plugin info using RPC GetInfo at socket {socket}, err: {source}"
     )]
     GetInfo {
         /// The registration socket.
         socket: String,
         /// The cause.
-        error: String,
+        #[source]
+        source: CallError,
     },
     /// No handler for the plugin's type.
     #[error(
@@ -52,20 +57,48 @@ pub(crate) enum RegisterError {
     },
     /// The handler rejected the plugin.
     #[error("RegisterPlugin error -- plugin validation failed with err: {0}")]
-    Validation(String),
+    Validation(#[source] HandlerFailure),
     /// The handler could not take the plugin into use.
     #[error("RegisterPlugin error -- plugin registration failed with err: {0}")]
-    Registration(String),
+    Registration(#[source] HandlerFailure),
     /// NotifyRegistrationStatus(true) did not reach the plugin; the handler
     /// was told to forget it again.
     #[error(
-        "RegisterPlugin error -- failed to send registration status at socket {socket}, err: {error}"
+        "RegisterPlugin error -- failed to send registration status at socket {socket}, err: {source}"
     )]
     Notify {
         /// The registration socket.
         socket: String,
         /// The cause.
-        error: String,
+        #[source]
+        source: CallError,
+    },
+}
+
+/// Why a call to the plugin's registration service failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CallError {
+    /// The plugin answered with an error, or the call broke.
+    #[error("{}", status_text(.0))]
+    Status(tonic::Status),
+    /// No answer in time.
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+}
+
+/// Why the handler did not take the plugin.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum HandlerFailure {
+    /// The handler said no, or failed.
+    #[error(transparent)]
+    Failed(HandlerError),
+    /// The handler did not answer in time.
+    #[error("the {plugin_type} handler did not answer within {limit:?}")]
+    Overdue {
+        /// The plugin's type.
+        plugin_type: String,
+        /// How long it had.
+        limit: Duration,
     },
 }
 
@@ -101,7 +134,7 @@ pub(crate) async fn register(
     let mut client = dialed.map_err(|e| Failed {
         error: RegisterError::Dial {
             socket: socket_str.clone(),
-            error: root_cause(&e),
+            source: e,
         },
         info: None,
     })?;
@@ -116,7 +149,7 @@ pub(crate) async fn register(
             return Err(Failed {
                 error: RegisterError::GetInfo {
                     socket: socket_str,
-                    error: status_text(&status),
+                    source: CallError::Status(status),
                 },
                 info: None,
             });
@@ -125,7 +158,7 @@ pub(crate) async fn register(
             return Err(Failed {
                 error: RegisterError::GetInfo {
                     socket: socket_str,
-                    error: format!("no answer within {:?}", config.get_info_timeout),
+                    source: CallError::Timeout(config.get_info_timeout),
                 },
                 info: None,
             });
@@ -165,17 +198,15 @@ pub(crate) async fn register(
         &description.versions,
     );
     let limit = config.handler_timeout;
-    let overdue = || {
-        format!(
-            "the {} handler did not answer within {limit:?}",
-            description.plugin_type
-        )
+    let overdue = || HandlerFailure::Overdue {
+        plugin_type: description.plugin_type.clone(),
+        limit,
     };
     let validated = tokio::time::timeout(limit, handler.validate(name, endpoint, versions)).await;
     steps.mark("validate");
     if let Err(e) = validated
         .map_err(|_| overdue())
-        .and_then(|r| r.map_err(|e| e.to_string()))
+        .and_then(|r| r.map_err(HandlerFailure::Failed))
     {
         return fail(RegisterError::Validation(e), client, description).await;
     }
@@ -183,7 +214,7 @@ pub(crate) async fn register(
     steps.mark("handler");
     if let Err(e) = registered
         .map_err(|_| overdue())
-        .and_then(|r| r.map_err(|e| e.to_string()))
+        .and_then(|r| r.map_err(HandlerFailure::Failed))
     {
         return fail(RegisterError::Registration(e), client, description).await;
     }
@@ -204,7 +235,7 @@ pub(crate) async fn register(
         return Err(Failed {
             error: RegisterError::Notify {
                 socket: socket_str,
-                error,
+                source: error,
             },
             info: Some(description),
         });
@@ -284,7 +315,7 @@ async fn notify(
     registered: bool,
     error: &str,
     timeout: Duration,
-) -> Result<(), String> {
+) -> Result<(), CallError> {
     let request = RegistrationStatus {
         plugin_registered: registered,
         error: error.to_string(),
@@ -292,7 +323,7 @@ async fn notify(
     let sent = client.call::<_, RegistrationStatusResponse>(NOTIFY, &request);
     match tokio::time::timeout(timeout, sent).await {
         Ok(Ok(_)) => Ok(()),
-        Ok(Err(status)) => Err(status_text(&status)),
-        Err(_) => Err(format!("no answer within {timeout:?}")),
+        Ok(Err(status)) => Err(CallError::Status(status)),
+        Err(_) => Err(CallError::Timeout(timeout)),
     }
 }

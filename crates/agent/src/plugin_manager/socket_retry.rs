@@ -2,10 +2,12 @@
 //! is tried again, on the shared backoff (500 ms doubling to 2 min 2 s by
 //! default).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::attempt_error::AttemptError;
 use super::state::Generation;
 use nodeplugins_api::backoff::Backoff;
 
@@ -17,7 +19,7 @@ pub(crate) struct SocketRetry {
     pub(crate) failures: u32,
     pub(crate) delay: Duration,
     pub(crate) retry_at: Instant,
-    pub(crate) last_error: String,
+    pub(crate) last_error: Arc<AttemptError>,
 }
 
 impl SocketRetry {
@@ -26,7 +28,7 @@ impl SocketRetry {
     pub(crate) fn after_failure(
         previous: Option<&SocketRetry>,
         generation: Generation,
-        error: String,
+        error: Arc<AttemptError>,
         now: Instant,
         initial: Duration,
         max: Duration,

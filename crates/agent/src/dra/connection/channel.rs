@@ -64,7 +64,7 @@ impl Channel {
             Ok(Link { last_error, .. }) => Err(Status::unavailable(format!(
                 "DRA plugin at {} is not connected: {}",
                 self.endpoint.display(),
-                last_error.unwrap_or_else(|| "no connection yet".into())
+                last_error.map_or_else(|| "no connection yet".into(), |e| e.to_string())
             ))),
             Err(_) => Err(Status::unavailable(format!(
                 "DRA plugin at {} was removed",

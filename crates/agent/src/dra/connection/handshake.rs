@@ -3,13 +3,15 @@
 
 use std::path::Path;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use hyper::client::conn::http2::{self, SendRequest};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use nodeplugins_api::transport::{connect_unix, root_cause};
+use nodeplugins_api::transport::connect_unix;
 use tokio::net::UnixStream;
 
+use super::error::{ConnectError, ConnectionEnd};
 use super::link::Body;
 
 /// A connection to drive until it ends.
@@ -19,8 +21,14 @@ pub(crate) type Driven = Pin<Box<http2::Connection<TokioIo<FirstRead>, Body, Tok
 /// (its SETTINGS frame). A socket in the listen backlog of a process that is
 /// exiting accepts the dial and the client preface; only an answer shows a
 /// server is there.
-pub(crate) async fn handshake(endpoint: &Path) -> Result<(SendRequest<Body>, Driven), String> {
-    let stream = connect_unix(endpoint).map_err(|e| format!("dial {}: {e}", endpoint.display()))?;
+pub(crate) async fn handshake(
+    endpoint: &Arc<Path>,
+) -> Result<(SendRequest<Body>, Driven), ConnectError> {
+    let path = || endpoint.clone();
+    let stream = connect_unix(endpoint).map_err(|source| ConnectError::Dial {
+        path: path(),
+        source,
+    })?;
     let (answered, first_read) = tokio::sync::oneshot::channel();
     let io = FirstRead {
         inner: stream,
@@ -29,19 +37,16 @@ pub(crate) async fn handshake(endpoint: &Path) -> Result<(SendRequest<Body>, Dri
     let (sender, connection) = http2::Builder::new(TokioExecutor::new())
         .handshake(TokioIo::new(io))
         .await
-        .map_err(|e| {
-            format!(
-                "HTTP/2 handshake with {}: {}",
-                endpoint.display(),
-                root_cause(&e)
-            )
+        .map_err(|e| ConnectError::Handshake {
+            path: path(),
+            source: ConnectionEnd::Http2(e),
         })?;
     let mut connection = Box::pin(connection);
     tokio::select! {
         _ = first_read => Ok((sender, connection)),
         ended = &mut connection => Err(match ended {
-            Ok(()) => format!("{} closed the connection before answering", endpoint.display()),
-            Err(e) => format!("{}: {}", endpoint.display(), root_cause(&e)),
+            Ok(()) => ConnectError::ClosedBeforeAnswer { path: path() },
+            Err(e) => ConnectError::Failed { path: path(), source: ConnectionEnd::Http2(e) },
         }),
     }
 }

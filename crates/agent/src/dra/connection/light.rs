@@ -11,6 +11,7 @@
 //! full client connection ([`super::handshake`]).
 
 use std::path::Path;
+use std::sync::Arc;
 
 use bytes::{Buf, BufMut, BytesMut};
 use nodeplugins_api::transport::connect_unix;
@@ -19,6 +20,8 @@ use nodeplugins_api::transport::frame::{
 };
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
+
+use super::error::{ConnectError, ConnectionEnd};
 
 /// Our SETTINGS: push disabled (a client's usual first frame; the rest are
 /// the defaults).
@@ -43,9 +46,12 @@ impl LightConnection {
     /// server's SETTINGS: a socket in the listen backlog of a process that
     /// is exiting accepts the dial and the preface; only an answer shows a
     /// server is there.
-    pub(crate) async fn handshake(endpoint: &Path) -> Result<Self, String> {
-        let mut stream =
-            connect_unix(endpoint).map_err(|e| format!("dial {}: {e}", endpoint.display()))?;
+    pub(crate) async fn handshake(endpoint: &Arc<Path>) -> Result<Self, ConnectError> {
+        let path = || endpoint.clone();
+        let mut stream = connect_unix(endpoint).map_err(|source| ConnectError::Dial {
+            path: path(),
+            source,
+        })?;
         let mut hello = BytesMut::with_capacity(PREFACE.len() + HEADER_LEN + CLIENT_SETTINGS.len());
         hello.put_slice(PREFACE);
         FrameHeader::connection(kind::SETTINGS, 0, CLIENT_SETTINGS.len()).put(&mut hello);
@@ -53,7 +59,10 @@ impl LightConnection {
         stream
             .write_all(&hello)
             .await
-            .map_err(|e| format!("HTTP/2 handshake with {}: {e}", endpoint.display()))?;
+            .map_err(|e| ConnectError::Handshake {
+                path: path(),
+                source: ConnectionEnd::Io(e),
+            })?;
         let mut connection = Self {
             stream,
             input: BytesMut::new(),
@@ -64,19 +73,14 @@ impl LightConnection {
                 SETTINGS_ACK.put(&mut connection.output);
                 Ok(connection)
             }
-            Ok(frame) => Err(format!(
-                "HTTP/2 handshake with {}: the server's first frame is of type {:#x}, not SETTINGS",
-                endpoint.display(),
-                frame.header.kind
-            )),
-            Err(end) => Err(match end {
-                End::Closed => {
-                    format!(
-                        "{} closed the connection before answering",
-                        endpoint.display()
-                    )
-                }
-                End::Failed(why) => format!("HTTP/2 handshake with {}: {why}", endpoint.display()),
+            Ok(frame) => Err(ConnectError::NotSettings {
+                path: path(),
+                kind: frame.header.kind,
+            }),
+            Err(ConnectionEnd::Closed) => Err(ConnectError::ClosedBeforeAnswer { path: path() }),
+            Err(end) => Err(ConnectError::Handshake {
+                path: path(),
+                source: end,
             }),
         }
     }
@@ -84,7 +88,7 @@ impl LightConnection {
     /// Answers what the server sends until the connection ends, and says
     /// why it ended. Cancel-safe: dropping the future loses nothing, and
     /// calling it again carries on.
-    pub(crate) async fn closed(&mut self) -> String {
+    pub(crate) async fn closed(&mut self) -> ConnectionEnd {
         loop {
             match self.next_frame().await {
                 Ok(frame) => {
@@ -92,14 +96,13 @@ impl LightConnection {
                         return end;
                     }
                 }
-                Err(End::Closed) => return "the plugin closed the connection".to_string(),
-                Err(End::Failed(why)) => return why,
+                Err(end) => return end,
             }
         }
     }
 
     /// Queues the answer a frame needs, or says the connection is over.
-    fn answer(&mut self, frame: &Frame) -> Option<String> {
+    fn answer(&mut self, frame: &Frame) -> Option<ConnectionEnd> {
         let acknowledges = frame.header.has(flag::ACK);
         match frame.header.kind {
             kind::SETTINGS if !acknowledges => SETTINGS_ACK.put(&mut self.output),
@@ -107,12 +110,7 @@ impl LightConnection {
                 PING_ACK.put(&mut self.output);
                 self.output.put_slice(&frame.ping_data);
             }
-            kind::GOAWAY => {
-                return Some(format!(
-                    "the plugin is closing the connection (GOAWAY, error code {})",
-                    frame.goaway_code
-                ));
-            }
+            kind::GOAWAY => return Some(ConnectionEnd::GoAway(frame.goaway_code)),
             // SETTINGS and PING acknowledgements, WINDOW_UPDATE, and frames
             // of streams (there are none): nothing to answer.
             _ => {}
@@ -121,21 +119,21 @@ impl LightConnection {
     }
 
     /// Writes queued answers, then reads until a whole frame is in.
-    async fn next_frame(&mut self) -> Result<Frame, End> {
+    async fn next_frame(&mut self) -> Result<Frame, ConnectionEnd> {
         loop {
             while !self.output.is_empty() {
                 match self.stream.try_write(&self.output) {
                     Ok(n) => self.output.advance(n),
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        self.stream.writable().await.map_err(failed)?;
+                        self.stream.writable().await.map_err(ConnectionEnd::Io)?;
                     }
-                    Err(e) => return Err(failed(e)),
+                    Err(e) => return Err(ConnectionEnd::Io(e)),
                 }
             }
             if let Some(frame) = self.parse()? {
                 return Ok(frame);
             }
-            self.stream.readable().await.map_err(failed)?;
+            self.stream.readable().await.map_err(ConnectionEnd::Io)?;
             // Room for the rest of the frame being read, or a header.
             let want = match FrameHeader::peek(&self.input) {
                 Some(header) => header.len + HEADER_LEN - self.input.len(),
@@ -143,24 +141,22 @@ impl LightConnection {
             };
             self.input.reserve(want.max(64));
             match self.stream.try_read_buf(&mut self.input) {
-                Ok(0) => return Err(End::Closed),
+                Ok(0) => return Err(ConnectionEnd::Closed),
                 Ok(_) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(e) => return Err(failed(e)),
+                Err(e) => return Err(ConnectionEnd::Io(e)),
             }
         }
     }
 
     /// The first whole frame in the input, taken off it.
-    fn parse(&mut self) -> Result<Option<Frame>, End> {
+    fn parse(&mut self) -> Result<Option<Frame>, ConnectionEnd> {
         let Some(header) = FrameHeader::peek(&self.input) else {
             return Ok(None);
         };
         let len = header.len;
         if len > MAX_PAYLOAD {
-            return Err(End::Failed(format!(
-                "the plugin sent a frame of {len} bytes, more than the {MAX_PAYLOAD} allowed"
-            )));
+            return Err(ConnectionEnd::FrameTooLarge(len));
         }
         if self.input.len() < HEADER_LEN + len {
             return Ok(None);
@@ -174,7 +170,7 @@ impl LightConnection {
         };
         match header.kind {
             kind::PING if len != 8 => {
-                return Err(End::Failed(format!("a PING frame of {len} bytes, not 8")));
+                return Err(ConnectionEnd::BadPing(len));
             }
             kind::PING => parsed.ping_data.copy_from_slice(&payload),
             kind::GOAWAY if len >= 8 => {
@@ -199,18 +195,6 @@ struct Frame {
     ping_data: [u8; 8],
     /// A GOAWAY's error code.
     goaway_code: u32,
-}
-
-/// Why no further frame can be read.
-enum End {
-    /// The server closed the connection.
-    Closed,
-    /// Anything else, said as the reason.
-    Failed(String),
-}
-
-fn failed(error: std::io::Error) -> End {
-    End::Failed(error.to_string())
 }
 
 #[cfg(test)]

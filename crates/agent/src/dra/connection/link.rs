@@ -1,8 +1,11 @@
 //! Where one instance's connection stands, as the manager publishes it.
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use hyper::client::conn::http2::SendRequest;
+
+use super::error::{ConnectError, ConnectionEnd, LinkError};
 
 /// The request body the connection carries.
 pub(crate) type Body = tonic::body::Body;
@@ -16,9 +19,12 @@ pub(crate) enum LinkEvent {
     Upgraded(SendRequest<Body>),
     /// A connection attempt (or an upgrade) failed; `full` if it was for a
     /// full connection.
-    AttemptFailed { error: String, full: bool },
+    AttemptFailed {
+        error: Arc<ConnectError>,
+        full: bool,
+    },
     /// The connection ended.
-    Lost(String),
+    Lost(Arc<ConnectionEnd>),
 }
 
 /// Where a connection stands.
@@ -29,7 +35,7 @@ pub(crate) struct Link {
     /// Present while a full connection is up.
     pub(crate) sender: Option<SendRequest<Body>>,
     /// Why the last attempt failed or the last connection ended.
-    pub(crate) last_error: Option<String>,
+    pub(crate) last_error: Option<LinkError>,
     /// Finished connection and upgrade attempts, successful or not.
     pub(crate) attempts: u64,
     /// Finished attempts at a full connection (which calls wait for).
@@ -83,13 +89,13 @@ impl Link {
             LinkEvent::AttemptFailed { error, full } => {
                 self.full_attempts += u64::from(full);
                 self.attempts += 1;
-                self.last_error = Some(error);
+                self.last_error = Some(LinkError::Attempt(error));
                 false
             }
             LinkEvent::Lost(why) => {
                 self.connected = false;
                 self.sender = None;
-                self.last_error = Some(why);
+                self.last_error = Some(LinkError::Lost(why));
                 self.since = SystemTime::now();
                 true
             }

@@ -6,11 +6,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nodeplugins_api::transport::root_cause;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::demand::Demand;
+use super::error::{ConnectError, ConnectionEnd};
 use super::handshake::{Driven, handshake};
 use super::light::LightConnection;
 use super::link::LinkEvent;
@@ -96,7 +96,7 @@ impl Monitor {
         }
         let socket = self.endpoint.display().to_string();
         let mut failures: u32 = 0;
-        let mut last_error: Option<String> = None;
+        let mut last_error: Option<Arc<ConnectError>> = None;
         let mut socket_watch: Option<SocketWatch> = None;
         // Once a call needed a full connection, every later one is full.
         let mut full = false;
@@ -107,12 +107,8 @@ impl Monitor {
                 () = self.stopping() => break,
                 attempt = tokio::time::timeout(self.config.dial_timeout, self.open(full)) => attempt,
             };
-            let attempt = attempt.unwrap_or_else(|_| {
-                Err(format!(
-                    "no connection within {:?}",
-                    self.config.dial_timeout
-                ))
-            });
+            let attempt =
+                attempt.unwrap_or_else(|_| Err(ConnectError::Timeout(self.config.dial_timeout)));
             match attempt {
                 Ok(connection) => {
                     failures = 0;
@@ -124,11 +120,12 @@ impl Monitor {
                         break;
                     };
                     tracing::warn!(%socket, reason = %why, "DRA plugin connection lost; reconnecting");
-                    self.report(LinkEvent::Lost(why));
+                    self.report(LinkEvent::Lost(Arc::new(why)));
                 }
                 Err(error) => {
+                    let error = Arc::new(error);
                     failures = failures.saturating_add(1);
-                    if last_error.as_deref() == Some(&error) {
+                    if last_error.as_ref().is_some_and(|last| last.same_as(&error)) {
                         tracing::debug!(%socket, %error, "DRA plugin still unreachable");
                     } else {
                         tracing::warn!(%socket, %error, "cannot connect to DRA plugin; retrying with backoff");
@@ -162,7 +159,7 @@ impl Monitor {
     }
 
     /// One connection attempt, light or full; reports the connection.
-    async fn open(&self, full: bool) -> Result<Connection, String> {
+    async fn open(&self, full: bool) -> Result<Connection, ConnectError> {
         if full {
             let (sender, driven) = handshake(&self.endpoint).await?;
             self.report(LinkEvent::Connected(Some(sender)));
@@ -176,7 +173,7 @@ impl Monitor {
 
     /// Holds `connection` until it ends (`Some(why)`) or the monitor is
     /// stopped (`None`), upgrading a light one when a call asks.
-    async fn hold(&self, mut connection: Connection, full: &mut bool) -> Option<String> {
+    async fn hold(&self, mut connection: Connection, full: &mut bool) -> Option<ConnectionEnd> {
         loop {
             match &mut connection {
                 Connection::Light(light) => {
@@ -203,11 +200,12 @@ impl Monitor {
                             // The light connection closes as it is dropped.
                             connection = Connection::Full(driven);
                         }
-                        Ok(Err(error)) => {
-                            self.report(LinkEvent::AttemptFailed { error, full: true })
-                        }
+                        Ok(Err(error)) => self.report(LinkEvent::AttemptFailed {
+                            error: Arc::new(error),
+                            full: true,
+                        }),
                         Err(_) => self.report(LinkEvent::AttemptFailed {
-                            error: format!("no connection within {:?}", self.config.dial_timeout),
+                            error: Arc::new(ConnectError::Timeout(self.config.dial_timeout)),
                             full: true,
                         }),
                     }
@@ -228,8 +226,8 @@ impl Monitor {
                         }
                     };
                     return Some(match ended {
-                        Ok(()) => "the plugin closed the connection".to_string(),
-                        Err(e) => root_cause(&e),
+                        Ok(()) => ConnectionEnd::Closed,
+                        Err(e) => ConnectionEnd::Http2(e),
                     });
                 }
             }

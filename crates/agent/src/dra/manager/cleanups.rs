@@ -129,7 +129,7 @@ impl Owner {
                 self.event(DraEventKind::CleanedUp, &driver, None, None);
             }
             Err(error) => {
-                let error = error.to_string();
+                let error = Arc::new(error);
                 cleanup.failures = cleanup.failures.saturating_add(1);
                 let delay =
                     Backoff::new(CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX).delay(cleanup.failures);
@@ -137,7 +137,12 @@ impl Owner {
                 cleanup.last_error = Some(error.clone());
                 self.due.insert((cleanup.due, id, driver.clone()));
                 tracing::warn!(%driver, %error, retry_in = ?delay, "DRA driver cleanup failed");
-                self.event(DraEventKind::CleanupFailed, &driver, None, Some(error));
+                self.event(
+                    DraEventKind::CleanupFailed,
+                    &driver,
+                    None,
+                    Some(error.to_string()),
+                );
             }
         }
         true

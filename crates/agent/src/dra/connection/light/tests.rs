@@ -44,9 +44,9 @@ async fn read_frame(stream: &mut UnixStream) -> (u8, u8, Vec<u8>) {
     (header[3], header[4], payload)
 }
 
-fn listener() -> (tempfile::TempDir, std::path::PathBuf, UnixListener) {
+fn listener() -> (tempfile::TempDir, Arc<Path>, UnixListener) {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("dra.sock");
+    let path: Arc<Path> = Arc::from(dir.path().join("dra.sock"));
     let listener = UnixListener::bind(&path).unwrap();
     (dir, path, listener)
 }
@@ -81,8 +81,9 @@ async fn settings_and_pings_are_answered_and_goaway_ends_it() {
         tokio::time::timeout(TIMEOUT, c.closed()).await.unwrap()
     };
     let (_server, end) = tokio::join!(server, client);
+    assert!(matches!(end, ConnectionEnd::GoAway(11)), "{end:?}");
     assert_eq!(
-        end,
+        end.to_string(),
         "the plugin is closing the connection (GOAWAY, error code 11)"
     );
 }
@@ -112,7 +113,8 @@ async fn waiting_is_cancel_safe() {
         tokio::time::timeout(TIMEOUT, c.closed()).await.unwrap()
     };
     let ((), end) = tokio::join!(server, client);
-    assert_eq!(end, "the plugin closed the connection");
+    assert!(matches!(end, ConnectionEnd::Closed), "{end:?}");
+    assert_eq!(end.to_string(), "the plugin closed the connection");
 }
 
 #[tokio::test]
@@ -127,7 +129,7 @@ async fn a_server_that_answers_with_something_else_fails_the_handshake() {
         s
     };
     let (_server, result) = tokio::join!(server, LightConnection::handshake(&path));
-    let error = result.unwrap_err();
+    let error = result.unwrap_err().to_string();
     assert!(
         error.contains("first frame is of type 0x6, not SETTINGS"),
         "{error}"
@@ -139,7 +141,7 @@ async fn a_server_that_closes_before_answering_fails_the_handshake() {
     let (_dir, path, listener) = listener();
     let server = async { drop(accept(&listener).await) };
     let ((), result) = tokio::join!(server, LightConnection::handshake(&path));
-    let error = result.unwrap_err();
+    let error = result.unwrap_err().to_string();
     assert!(
         error.ends_with("closed the connection before answering"),
         "{error}"
@@ -164,14 +166,19 @@ async fn an_oversized_frame_ends_the_connection() {
         tokio::time::timeout(TIMEOUT, c.closed()).await.unwrap()
     };
     let (_server, end) = tokio::join!(server, client);
-    assert!(end.contains("16385 bytes"), "{end}");
+    assert!(
+        matches!(end, ConnectionEnd::FrameTooLarge(16385)),
+        "{end:?}"
+    );
+    assert!(end.to_string().contains("16385 bytes"), "{end}");
 }
 
 #[tokio::test]
 async fn a_missing_socket_fails_at_once() {
     let dir = tempfile::tempdir().unwrap();
-    let error = LightConnection::handshake(&dir.path().join("none.sock"))
+    let error = LightConnection::handshake(&Arc::from(dir.path().join("none.sock")))
         .await
         .unwrap_err();
-    assert!(error.starts_with("dial "), "{error}");
+    assert!(matches!(error, ConnectError::Dial { .. }), "{error:?}");
+    assert!(error.to_string().starts_with("dial "), "{error}");
 }
