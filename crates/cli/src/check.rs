@@ -4,11 +4,12 @@
 //! and version rules of the plugin's type, the endpoint, and the type's own
 //! service.
 
+mod report;
 mod services;
+mod timeouts;
 
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
-use std::time::Duration;
 
 use nodeplugins::csi::version::highest_supported;
 use nodeplugins::device::resource_name::{is_dns_subdomain, is_extended_resource_name};
@@ -18,61 +19,8 @@ use nodeplugins_api::pluginregistration::v1::registration_client::RegistrationCl
 use nodeplugins_api::pluginregistration::v1::{InfoRequest, PluginInfo};
 use nodeplugins_api::transport::{dial, root_cause};
 
-/// GetInfo, as the kubelet bounds it.
-pub(crate) const GET_INFO_TIMEOUT: Duration = Duration::from_secs(1);
-/// Dialing a socket and each service call.
-pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// One check and its outcome.
-#[derive(Debug, Clone, serde::Serialize)]
-pub(crate) struct Check {
-    pub(crate) name: String,
-    pub(crate) passed: bool,
-    pub(crate) detail: String,
-}
-
-/// Every check run against one socket.
-#[derive(Debug, Default, serde::Serialize)]
-pub(crate) struct Report {
-    pub(crate) socket: String,
-    pub(crate) checks: Vec<Check>,
-}
-
-impl Report {
-    pub(crate) fn pass(&mut self, name: &str, detail: impl Into<String>) {
-        self.checks.push(Check {
-            name: name.into(),
-            passed: true,
-            detail: detail.into(),
-        });
-    }
-
-    pub(crate) fn fail(&mut self, name: &str, detail: impl Into<String>) {
-        self.checks.push(Check {
-            name: name.into(),
-            passed: false,
-            detail: detail.into(),
-        });
-    }
-
-    fn record(&mut self, name: &str, result: Result<String, String>) -> bool {
-        match result {
-            Ok(detail) => {
-                self.pass(name, detail);
-                true
-            }
-            Err(detail) => {
-                self.fail(name, detail);
-                false
-            }
-        }
-    }
-
-    /// How many checks failed.
-    pub(crate) fn failures(&self) -> usize {
-        self.checks.iter().filter(|c| !c.passed).count()
-    }
-}
+pub(crate) use report::Report;
+pub(crate) use timeouts::{CALL_TIMEOUT, GET_INFO_TIMEOUT};
 
 pub(crate) fn is_socket(path: &Path) -> Result<String, String> {
     let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;

@@ -109,7 +109,7 @@ enum Command {
     /// Certify a device plugin or DRA driver against the kubelet's
     /// contract, rule by rule, without a cluster or a kubelet: PASS, FAIL
     /// (with what was seen) or SKIP (with why). Exits 1 if any rule fails.
-    Conformance(crate::conformance::ConformanceArgs),
+    Conformance(crate::conformance::command::ConformanceArgs),
     /// Show the plugins the running agent knows.
     Status {
         /// Root directory of the agent to ask.
@@ -377,7 +377,7 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 n => anyhow::bail!("{n} of {} checks failed", report.checks.len()),
             }
         }
-        Command::Conformance(args) => crate::conformance::run_command(args).await,
+        Command::Conformance(args) => crate::conformance::command::run(args).await,
         Command::Status { root_dir, output } => {
             let status = nodeplugins::admin::status(&root_dir).await?;
             output::status(&status, output, &mut std::io::stdout().lock())

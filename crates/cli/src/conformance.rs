@@ -9,7 +9,7 @@
 //! seen) or SKIP (with why).
 
 mod claims;
-mod command;
+pub(crate) mod command;
 mod device;
 mod dra;
 mod dra_client;
@@ -24,7 +24,6 @@ use std::time::Duration;
 
 use nodeplugins_api::constants::plugin_type;
 
-pub(crate) use command::{ConformanceArgs, run as run_command};
 pub(crate) use rule::{Report, Verdict};
 
 use claims::TestClaim;

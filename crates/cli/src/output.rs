@@ -4,40 +4,18 @@ pub(crate) mod check;
 pub(crate) mod conformance;
 pub(crate) mod dra;
 pub(crate) mod events;
+mod format;
 pub(crate) mod pod_resources;
 
+use format::ago;
+pub(crate) use format::{Format, human, table};
+
 use std::io::Write;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use nodeplugins::admin::AgentStatus;
 use nodeplugins::device::{ContainerAllocation, ResourceStatus};
 use nodeplugins::plugin_manager::PluginState;
-
-/// Output format of inspection commands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum Format {
-    /// Aligned columns for people.
-    Table,
-    /// A JSON document for programs.
-    Json,
-}
-
-fn ago(unix_ms: u64) -> String {
-    let then = UNIX_EPOCH + Duration::from_millis(unix_ms);
-    let secs = SystemTime::now()
-        .duration_since(then)
-        .map_or(0, |d| d.as_secs());
-    human(Duration::from_secs(secs)) + " ago"
-}
-
-pub(crate) fn human(d: Duration) -> String {
-    let secs = d.as_secs();
-    match secs {
-        0..60 => format!("{secs}s"),
-        60..3600 => format!("{}m{}s", secs / 60, secs % 60),
-        _ => format!("{}h{}m", secs / 3600, (secs % 3600) / 60),
-    }
-}
 
 /// Prints the agent status.
 pub(crate) fn status(
@@ -227,38 +205,6 @@ fn plugin_table(status: &AgentStatus, out: &mut impl Write) -> anyhow::Result<()
         &rows,
         out,
     )
-}
-
-/// Prints aligned columns; the last column is not padded.
-pub(crate) fn table(
-    headers: &[&str],
-    rows: &[Vec<String>],
-    out: &mut impl Write,
-) -> anyhow::Result<()> {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.len());
-        }
-    }
-    let line = |cells: &[String]| {
-        let mut text = String::new();
-        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
-            let w = *w;
-            if i + 1 == cells.len() {
-                text.push_str(cell);
-            } else {
-                text.push_str(&format!("{cell:<w$}  "));
-            }
-        }
-        text.trim_end().to_string()
-    };
-    let headers: Vec<String> = headers.iter().map(|h| h.to_string()).collect();
-    writeln!(out, "{}", line(&headers))?;
-    for row in rows {
-        writeln!(out, "{}", line(row))?;
-    }
-    Ok(())
 }
 
 /// Prints device plugin resources.

@@ -14,7 +14,8 @@ use nodeplugins_api::pluginregistration::v1::PluginInfo;
 use nodeplugins_api::transport::{dial, root_cause};
 use tonic::transport::Channel;
 
-use super::{CALL_TIMEOUT, Report};
+use super::report::Report;
+use super::timeouts::CALL_TIMEOUT;
 
 fn status_text(status: &tonic::Status) -> String {
     format!("{:?}: {}", status.code(), status.message())

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use super::Format;
+use super::format::Format;
 use crate::check::Report;
 
 /// Prints each check with PASS or FAIL and why, then a summary line.

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::io::Write;
 
-use super::Format;
+use super::format::Format;
 use crate::conformance::{Report, Verdict};
 
 /// Prints each rule with its verdict and what was seen, then a summary.

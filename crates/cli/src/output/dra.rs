@@ -8,7 +8,7 @@ use nodeplugins::dra::{
     DraDriverStatus, PreparedClaim, PreparedDevice, PreparedPod, UnpreparedClaim, UnpreparedPod,
 };
 
-use super::{Format, ago, human, table};
+use super::format::{Format, ago, human, table};
 
 fn note(driver: &DraDriverStatus) -> String {
     if let Some(cleanup) = &driver.pending_cleanup {

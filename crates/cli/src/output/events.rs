@@ -4,7 +4,7 @@ use std::io::Write;
 
 use nodeplugins::admin::AdminEvent;
 
-use super::Format;
+use super::format::Format;
 
 /// `HH:MM:SS.mmmZ` of a Unix millisecond time.
 fn clock(unix_ms: u64) -> String {

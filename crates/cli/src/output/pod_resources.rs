@@ -6,7 +6,7 @@ use std::io::Write;
 use nodeplugins_api::podresources::v1;
 use serde_json::{Value, json};
 
-use super::{Format, table};
+use super::format::{Format, table};
 
 fn topology(t: Option<&v1::TopologyInfo>) -> Value {
     match t {

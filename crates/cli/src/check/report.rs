@@ -1,0 +1,52 @@
+//! What a check of one socket found: each check and its outcome.
+
+/// One check and its outcome.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct Check {
+    pub(crate) name: String,
+    pub(crate) passed: bool,
+    pub(crate) detail: String,
+}
+
+/// Every check run against one socket.
+#[derive(Debug, Default, serde::Serialize)]
+pub(crate) struct Report {
+    pub(crate) socket: String,
+    pub(crate) checks: Vec<Check>,
+}
+
+impl Report {
+    pub(crate) fn pass(&mut self, name: &str, detail: impl Into<String>) {
+        self.checks.push(Check {
+            name: name.into(),
+            passed: true,
+            detail: detail.into(),
+        });
+    }
+
+    pub(crate) fn fail(&mut self, name: &str, detail: impl Into<String>) {
+        self.checks.push(Check {
+            name: name.into(),
+            passed: false,
+            detail: detail.into(),
+        });
+    }
+
+    pub(super) fn record(&mut self, name: &str, result: Result<String, String>) -> bool {
+        match result {
+            Ok(detail) => {
+                self.pass(name, detail);
+                true
+            }
+            Err(detail) => {
+                self.fail(name, detail);
+                false
+            }
+        }
+    }
+
+    /// How many checks failed.
+    pub(crate) fn failures(&self) -> usize {
+        self.checks.iter().filter(|c| !c.passed).count()
+    }
+}
