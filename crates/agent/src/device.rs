@@ -35,10 +35,12 @@
 //! | `status`, `event`, `metrics` | what operators see |
 
 mod allocate;
-mod allocation;
+mod allocate_error;
+mod allocate_steps;
 mod checkpoint;
 mod command;
 mod config;
+mod container_allocation;
 mod event;
 mod handle;
 mod kubelet_socket;
@@ -52,14 +54,13 @@ mod snapshot;
 mod state;
 mod status;
 
-pub use allocation::{
-    AllocateError, AllocationRequest, ContainerAllocation, DeviceNodeSpec, MountSpec,
-};
+pub use allocate_error::AllocateError;
 pub use checkpoint::{BACKUP_FILE, CHECKPOINT_FILE, DeviceCheckpoint};
 pub use config::{
     ALLOCATE_TIMEOUT, DIAL_TIMEOUT, DeviceManagerConfig, ENDPOINT_STOP_GRACE_PERIOD,
     OPTIONS_TIMEOUT, PRE_START_TIMEOUT,
 };
+pub use container_allocation::{AllocationRequest, ContainerAllocation, DeviceNodeSpec, MountSpec};
 pub use event::{DeviceEvent, DeviceEventKind};
 pub use handle::{DeviceHandle, DeviceManagerStopped};
 pub use manager::{DeviceManager, DeviceManagerError};

@@ -54,7 +54,7 @@ impl EventLog {
             loop {
                 let event = tokio::select! {
                     () = shutdown.cancelled() => return,
-                    event = registry.recv() => event.map(AdminEvent::Registry),
+                    event = registry.recv() => event.map(AdminEvent::PluginManager),
                     event = dra.recv() => event.map(AdminEvent::Dra),
                     event = devices.recv() => event.map(AdminEvent::Device),
                     Some(event) = next_kube_event(&mut kube) => event,

@@ -206,8 +206,10 @@ pub struct AdminErrorReply {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "source", rename_all = "lowercase")]
 pub enum AdminEvent {
-    /// A plugin registration event.
-    Registry(PluginEvent),
+    /// A plugin manager event (registrations); `"registry"` on the wire,
+    /// as the first releases named it.
+    #[serde(rename = "registry")]
+    PluginManager(PluginEvent),
     /// A DRA driver event.
     Dra(DraEvent),
     /// A Kubernetes API publishing event.

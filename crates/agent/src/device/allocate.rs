@@ -21,11 +21,10 @@ use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
-use super::allocation::ReservationId;
-use super::allocation::{
-    AllocateError, AllocationRequest, Choice, Chosen, ContainerAllocation, Planned, ReservedChoices,
-};
+use super::allocate_error::AllocateError;
+use super::allocate_steps::{Choice, Chosen, Planned, ReservationId, ReservedChoices};
 use super::command::{Command, Shared};
+use super::container_allocation::{AllocationRequest, ContainerAllocation};
 use super::selection::aligned_order;
 use super::state::{AllocationKey, Reserved, State, is_healthy};
 use crate::owner::Mailbox;
@@ -244,8 +243,9 @@ pub(crate) async fn allocate(
                     resource: resource.clone(),
                     source,
                 })?;
+            let Chosen { devices, numa } = chosen;
             allocations.push(ContainerAllocation::new(
-                request, resource, chosen, response,
+                request, resource, devices, numa, response,
             ));
         }
         // Only report the allocations once they are on disk.

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::allocation::ContainerAllocation;
+use super::container_allocation::ContainerAllocation;
 use crate::checkpoint::CheckpointFile;
 
 /// The checkpoint's file name in the device plugin directory. The kubelet's

@@ -6,11 +6,10 @@ use std::sync::Arc;
 use nodeplugins_api::deviceplugin::v1beta1::Device;
 use tokio::sync::{broadcast, oneshot, watch};
 
-use super::allocation::ReservationId;
-use super::allocation::{
-    AllocateError, AllocationRequest, Choice, ContainerAllocation, Planned, ReservedChoices,
-};
+use super::allocate_error::AllocateError;
+use super::allocate_steps::{Choice, Planned, ReservationId, ReservedChoices};
 use super::config::DeviceManagerConfig;
+use super::container_allocation::{AllocationRequest, ContainerAllocation};
 use super::event::DeviceEvent;
 use super::metrics::DeviceMetrics;
 use super::plugin_client::{DeviceError, PluginClient, StreamEnd};

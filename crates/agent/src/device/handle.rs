@@ -9,10 +9,10 @@ use std::time::Duration;
 use tokio::sync::{broadcast, watch};
 
 use super::allocate::allocate;
-use super::allocation::ContainerAllocation;
-use super::allocation::{AllocateError, AllocationRequest};
+use super::allocate_error::AllocateError;
 use super::command::{Command, Shared};
 use super::config::DeviceManagerConfig;
+use super::container_allocation::{AllocationRequest, ContainerAllocation};
 use super::event::{DeviceEvent, DeviceEventKind};
 use super::metrics::DeviceMetrics;
 use super::plugin_client::{DeviceError, PluginClient};

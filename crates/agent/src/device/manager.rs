@@ -19,10 +19,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::allocation::ContainerAllocation;
 use super::checkpoint::{self, CheckpointData, DeviceCheckpoint};
 use super::command::{Command, Shared};
 use super::config::DeviceManagerConfig;
+use super::container_allocation::ContainerAllocation;
 use super::event::{DeviceEvent, DeviceEventKind};
 use super::handle::DeviceHandle;
 use super::kubelet_socket;

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::allocation::ContainerAllocation;
+use super::container_allocation::ContainerAllocation;
 use super::state::{State, is_healthy, numa_nodes};
 
 /// A device that can be allocated: reported healthy by its plugin.

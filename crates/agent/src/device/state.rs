@@ -11,7 +11,8 @@ use nodeplugins_api::constants::device_plugin::{HEALTHY, UNHEALTHY};
 use nodeplugins_api::deviceplugin::v1beta1::Device;
 use tokio::time::Instant;
 
-use super::allocation::{ContainerAllocation, ReservationId};
+use super::allocate_steps::ReservationId;
+use super::container_allocation::ContainerAllocation;
 use super::plugin_client::PluginClient;
 use super::selection::Candidate;
 

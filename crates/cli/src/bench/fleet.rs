@@ -101,7 +101,7 @@ async fn deregistrations(
     let deadline = Instant::now() + timeout;
     while count > 0 {
         match tokio::time::timeout_at(deadline, events.next()).await {
-            Ok(Ok(Some(nodeplugins::admin::AdminEvent::Registry(event))))
+            Ok(Ok(Some(nodeplugins::admin::AdminEvent::PluginManager(event))))
                 if event.kind == nodeplugins::plugin_manager::PluginEventKind::Deregistered =>
             {
                 count -= 1

@@ -52,7 +52,7 @@ pub(crate) fn event(
         return Ok(());
     }
     let (at, source, kind, subject, detail) = match event {
-        AdminEvent::Registry(e) => {
+        AdminEvent::PluginManager(e) => {
             let subject = match &e.plugin {
                 Some(p) => format!("{} {}", p.plugin_type, p.name),
                 None => e.socket_path.display().to_string(),

@@ -1,0 +1,41 @@
+//! What the steps of an allocation hand each other: the plan, the choices
+//! to reserve, and the reservation (see [`super::allocate`]).
+
+use std::collections::BTreeMap;
+
+use super::container_allocation::ContainerAllocation;
+use super::plugin_client::PluginClient;
+
+/// What step 1 decided for one resource.
+pub(crate) enum Planned {
+    /// The container already holds these devices.
+    Held(ContainerAllocation),
+    /// Devices must be chosen and allocated.
+    Needed {
+        resource: String,
+        count: usize,
+        /// Every free healthy device, aligned choice first.
+        order: Vec<String>,
+        /// The primary instance.
+        plugin: PluginClient,
+    },
+}
+
+/// Identifies an allocation in progress.
+pub(crate) type ReservationId = u64;
+
+/// Devices reserved for one resource, with the NUMA nodes each is attached
+/// to (devices without topology are left out).
+pub(crate) struct Chosen {
+    pub(crate) devices: Vec<String>,
+    pub(crate) numa: BTreeMap<String, Vec<i64>>,
+}
+
+/// A reservation and the devices it holds, per chosen resource in order.
+pub(crate) type ReservedChoices = (ReservationId, Vec<Chosen>);
+
+/// Devices chosen for one resource, to reserve.
+pub(crate) struct Choice {
+    pub(crate) resource: String,
+    pub(crate) devices: Vec<String>,
+}

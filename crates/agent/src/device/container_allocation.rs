@@ -1,0 +1,139 @@
+//! What a container asks for (resource name → count) and what it was given
+//! (devices and the plugin's Allocate response).
+
+use std::collections::BTreeMap;
+
+use nodeplugins_api::deviceplugin::v1beta1::ContainerAllocateResponse;
+
+/// A host path mounted into the container.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MountSpec {
+    /// Path in the container.
+    pub container_path: String,
+    /// Path on the host.
+    pub host_path: String,
+    /// Mounted read-only.
+    pub read_only: bool,
+}
+
+/// A device node made available in the container.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DeviceNodeSpec {
+    /// Path in the container.
+    pub container_path: String,
+    /// Path on the host.
+    pub host_path: String,
+    /// Cgroup permissions: any of `r`, `w`, `m`.
+    pub permissions: String,
+}
+
+/// The devices of one resource allocated to one container.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ContainerAllocation {
+    /// Pod UID.
+    pub pod_uid: String,
+    /// The pod's namespace (empty in checkpoints from before pods had names).
+    #[serde(default)]
+    pub pod_namespace: String,
+    /// The pod's name (empty in checkpoints from before pods had names).
+    #[serde(default)]
+    pub pod_name: String,
+    /// Container name.
+    pub container: String,
+    /// Extended resource name.
+    pub resource: String,
+    /// Allocated device ids.
+    pub devices: Vec<String>,
+    /// Environment variables for the container.
+    pub envs: BTreeMap<String, String>,
+    /// Mounts for the container.
+    pub mounts: Vec<MountSpec>,
+    /// Device nodes for the container.
+    pub device_specs: Vec<DeviceNodeSpec>,
+    /// Annotations for the container runtime.
+    pub annotations: BTreeMap<String, String>,
+    /// Fully qualified CDI device names.
+    pub cdi_devices: Vec<String>,
+    /// Device id → the NUMA nodes it was attached to when allocated (absent:
+    /// no topology reported).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub numa: BTreeMap<String, Vec<i64>>,
+}
+
+impl ContainerAllocation {
+    /// What `devices` (with their NUMA nodes) gave the container, with the
+    /// plugin's Allocate `response`.
+    pub(crate) fn new(
+        request: &AllocationRequest,
+        resource: &str,
+        devices: Vec<String>,
+        numa: BTreeMap<String, Vec<i64>>,
+        response: ContainerAllocateResponse,
+    ) -> Self {
+        Self {
+            pod_uid: request.pod_uid.clone(),
+            pod_namespace: request.pod_namespace.clone(),
+            pod_name: request.pod_name.clone(),
+            container: request.container.clone(),
+            resource: resource.into(),
+            devices,
+            envs: response.envs.into_iter().collect(),
+            mounts: response
+                .mounts
+                .into_iter()
+                .map(|m| MountSpec {
+                    container_path: m.container_path,
+                    host_path: m.host_path,
+                    read_only: m.read_only,
+                })
+                .collect(),
+            device_specs: response
+                .devices
+                .into_iter()
+                .map(|d| DeviceNodeSpec {
+                    container_path: d.container_path,
+                    host_path: d.host_path,
+                    permissions: d.permissions,
+                })
+                .collect(),
+            annotations: response.annotations.into_iter().collect(),
+            cdi_devices: response.cdi_devices.into_iter().map(|c| c.name).collect(),
+            numa,
+        }
+    }
+}
+
+/// A request for devices for one container: resource name → count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllocationRequest {
+    /// Pod UID.
+    pub pod_uid: String,
+    /// The pod's namespace.
+    pub pod_namespace: String,
+    /// The pod's name.
+    pub pod_name: String,
+    /// Container name.
+    pub container: String,
+    /// Resource name → number of devices.
+    pub resources: BTreeMap<String, usize>,
+}
+
+impl AllocationRequest {
+    /// A request for pod `namespace/name` (UID `pod_uid`), container
+    /// `container`, with no resources yet.
+    pub fn new(pod_uid: &str, namespace: &str, name: &str, container: &str) -> Self {
+        Self {
+            pod_uid: pod_uid.into(),
+            pod_namespace: namespace.into(),
+            pod_name: name.into(),
+            container: container.into(),
+            resources: BTreeMap::new(),
+        }
+    }
+
+    /// Adds `count` devices of `resource`.
+    pub fn resource(mut self, resource: &str, count: usize) -> Self {
+        self.resources.insert(resource.into(), count);
+        self
+    }
+}
