@@ -3,23 +3,19 @@
 //! monitor and health stream, and the ends of cleanup hook calls; it wakes
 //! only for those and for a cleanup falling due.
 
-use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use nodeplugins_api::dra_health::v1 as health_v1;
 use tokio::sync::{broadcast, mpsc, watch};
-use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::checkpoint::{self, DraCheckpoint, PreparedClaims};
-use super::cleanup::{
-    CLEANUP_CALL_TIMEOUT, CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX, CleanupDone, CleanupError,
-    CleanupId, DriverCleanup, ScheduledCleanup, node_started,
-};
+use super::cleanup::{CleanupDone, DriverCleanup, node_started};
+use super::cleanup_scheduler::{CleanupScheduler, Finished, Rescheduled};
 use super::command::{Command, Route, Routes, Shared};
 use super::config::DraManagerConfig;
 use super::connection::{Channel, Demand, Link, LinkEvent, Monitor, MonitorConfig, SocketWatcher};
@@ -33,7 +29,6 @@ use super::state::{Driver, Instance, InstanceId, State};
 use crate::checkpoint::{CheckpointProblem, Persister, Written, WrittenReply};
 use crate::owner::Mailbox;
 use crate::unix_time::unix_ms;
-use nodeplugins_api::backoff::Backoff;
 use nodeplugins_api::timer::sleep_until;
 
 mod claims;
@@ -111,17 +106,14 @@ impl DraManager {
         let (links_tx, links) = mpsc::unbounded_channel();
         let (health_tx, health) = mpsc::unbounded_channel();
         let owner = Owner {
+            scheduler: CleanupScheduler::new(self.cleanup, self.config.cleanup_grace),
             config: self.config,
-            hook: self.cleanup,
             state: State::default(),
             commands: self.commands,
             links_tx,
             links,
             health_tx,
             health,
-            cleanups: JoinSet::new(),
-            next_cleanup: 0,
-            due: BTreeSet::new(),
             events: self.events,
             changes: self.changes,
             routes: self.routes,
@@ -138,7 +130,6 @@ impl DraManager {
 
 struct Owner {
     config: DraManagerConfig,
-    hook: Arc<dyn DriverCleanup>,
     state: State,
     commands: mpsc::UnboundedReceiver<Command>,
     /// Connection monitors report here.
@@ -147,13 +138,8 @@ struct Owner {
     /// Health streams report here.
     health_tx: mpsc::UnboundedSender<(InstanceId, Vec<health_v1::DeviceHealth>)>,
     health: mpsc::UnboundedReceiver<(InstanceId, Vec<health_v1::DeviceHealth>)>,
-    /// Cleanup hook calls in progress.
-    cleanups: JoinSet<CleanupDone>,
-    next_cleanup: CleanupId,
-    /// When scheduled cleanups fall due, earliest first. Entries are not
-    /// removed when a cleanup is cancelled, started or rescheduled: one that
-    /// no longer matches its driver's cleanup is dropped when reached.
-    due: BTreeSet<(Instant, CleanupId, String)>,
+    /// Calls the cleanup hook for drivers that stay unusable.
+    scheduler: CleanupScheduler,
     events: broadcast::Sender<DraEvent>,
     changes: watch::Sender<u64>,
     /// Where each driver's calls go, published for handles.
@@ -178,18 +164,14 @@ impl Owner {
                 let claims = self.prepared.borrow();
                 persister.flush(|| claims.checkpoint());
             }
-            let next_due = self.next_due();
+            let next_due = self.scheduler.next_due(&self.state.drivers);
             let changed = tokio::select! {
                 biased;
                 () = self.shutdown.cancelled() => break,
                 Some(command) = self.commands.recv() => self.on_command(command),
                 Some((id, event)) = self.links.recv() => self.on_link(id, event),
                 Some((id, devices)) = self.health.recv() => self.on_health(id, devices),
-                Some(done) = self.cleanups.join_next(), if !self.cleanups.is_empty() => match done {
-                    Ok(done) => self.on_cleanup_done(done),
-                    // Aborted: the cleanup was no longer wanted.
-                    Err(_) => false,
-                },
+                done = self.scheduler.next_done() => self.on_cleanup_done(done),
                 () = sleep_until(next_due) => self.start_due_cleanups(),
                 written = Persister::next_of(&mut self.persister) => self.on_written(written),
             };
@@ -197,7 +179,7 @@ impl Owner {
                 self.changes.send_modify(|v| *v += 1);
             }
         }
-        self.cleanups.abort_all();
+        self.scheduler.stop();
         if let Some(persister) = self.persister.take() {
             let claims = self.prepared.borrow().clone();
             persister.finish(|| claims.checkpoint()).await;
