@@ -35,6 +35,7 @@ mod calls;
 mod checkpoint;
 mod claim;
 mod cleanup;
+mod cleanup_scheduler;
 mod command;
 mod config;
 mod connection;

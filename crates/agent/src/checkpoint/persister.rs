@@ -1,7 +1,8 @@
 //! Keeping a checkpoint up to date from an owner task without waiting for
 //! the disk: the task marks changes, the writer writes the newest state in
 //! the background, and whoever must not go on before a change is on disk
-//! waits for the write that includes it.
+//! waits for the write that includes it. A waiter may leave what undoes its
+//! change; a failed write hands that back to the owner.
 //!
 //! Writes are coalesced: while one is running, further changes only mark the
 //! state dirty, and the next write (with everything so far) starts when the
@@ -23,18 +24,12 @@ pub(crate) struct Written {
     result: Result<(), Arc<CheckpointError>>,
 }
 
-impl Written {
-    /// The newest change the write included.
-    pub(crate) fn version(&self) -> u64 {
-        self.version
-    }
-}
-
 /// Told when the change it waits for is on disk, or why it is not.
 pub(crate) type WrittenReply = oneshot::Sender<Result<(), Arc<CheckpointError>>>;
 
-/// The owner's side of a checkpoint.
-pub(crate) struct Persister<T> {
+/// The owner's side of a checkpoint; `U` is what undoes a change whose
+/// write failed (nothing, for an owner that keeps its changes anyway).
+pub(crate) struct Persister<T, U = ()> {
     to_writer: mpsc::UnboundedSender<(u64, T)>,
     done: mpsc::UnboundedReceiver<Written>,
     /// Counts changes.
@@ -42,11 +37,11 @@ pub(crate) struct Persister<T> {
     /// The version of the newest state handed to the writer.
     submitted: u64,
     in_flight: bool,
-    waiters: Vec<(u64, WrittenReply)>,
+    waiters: Vec<(u64, WrittenReply, U)>,
     last_error: Option<Arc<CheckpointError>>,
 }
 
-impl<T: Serialize + Send + 'static> Persister<T> {
+impl<T: Serialize + Send + 'static, U> Persister<T, U> {
     /// Starts the writer of `file` on `tasks`.
     pub(crate) fn start(file: CheckpointFile, tasks: &TaskTracker) -> Self {
         let (to_writer, mut from_owner) = mpsc::unbounded_channel::<(u64, T)>();
@@ -80,9 +75,10 @@ impl<T: Serialize + Send + 'static> Persister<T> {
         self.version
     }
 
-    /// Answers `reply` once the state of `version` (or newer) is written.
-    pub(crate) fn when_written(&mut self, version: u64, reply: WrittenReply) {
-        self.waiters.push((version, reply));
+    /// Answers `reply` once the state of `version` (or newer) is written;
+    /// if that write fails, `undo` comes back from [`Self::on_written`].
+    pub(crate) fn when_written(&mut self, version: u64, reply: WrittenReply, undo: U) {
+        self.waiters.push((version, reply, undo));
     }
 
     /// Hands the current state to the writer if it changed since the last
@@ -118,19 +114,25 @@ impl<T: Serialize + Send + 'static> Persister<T> {
     }
 
     /// Records the end of a write and answers those waiting for it. A failed
-    /// write is returned for the owner to act on.
-    pub(crate) fn on_written(&mut self, written: Written) -> Result<(), Arc<CheckpointError>> {
+    /// write is returned for the owner to act on, with the undo of every
+    /// change it answered.
+    pub(crate) fn on_written(
+        &mut self,
+        written: Written,
+    ) -> Result<(), (Arc<CheckpointError>, Vec<U>)> {
         self.in_flight = false;
         let Written { version, result } = written;
         let (done, waiting) = std::mem::take(&mut self.waiters)
             .into_iter()
-            .partition(|(wanted, _)| *wanted <= version);
+            .partition(|(wanted, _, _)| *wanted <= version);
         self.waiters = waiting;
-        for (_, reply) in done {
+        let mut undo = Vec::new();
+        for (_, reply, change) in done {
             let _ = reply.send(result.clone());
+            undo.push(change);
         }
         self.last_error = result.as_ref().err().cloned();
-        result
+        result.map_err(|e| (e, undo))
     }
 
     /// Why the last write failed, while no later write succeeded.
@@ -148,9 +150,12 @@ impl<T: Serialize + Send + 'static> Persister<T> {
         self.flush(state);
         if self.in_flight {
             let written = self.next_written().await;
-            if let Err(e) = self.on_written(written) {
+            if let Err((e, _)) = self.on_written(written) {
                 tracing::error!(error = %e, "cannot write the checkpoint at shutdown");
             }
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -29,7 +29,7 @@ use super::kubelet_socket;
 use super::metrics::DeviceMetrics;
 use super::plugin_client::{DeviceError, PluginClient, StreamEnd};
 use super::state::{AllocationKey, Instance, InstanceId, State};
-use crate::checkpoint::{CheckpointProblem, Loaded, Persister, Written, WrittenReply};
+use crate::checkpoint::{CheckpointProblem, Loaded, Persister, Written};
 use crate::owner::Mailbox;
 use nodeplugins_api::timer::sleep_until;
 
@@ -124,7 +124,6 @@ impl DeviceManager {
             changes: self.changes,
             metrics: self.metrics,
             tasks,
-            commits: Vec::new(),
             load_problem: None,
         };
         match loaded {
@@ -159,8 +158,9 @@ struct Owner {
     metrics: DeviceMetrics,
     /// The ListAndWatch streams and the checkpoint writer.
     tasks: TaskTracker,
-    persister: Persister<CheckpointData>,
-    commits: Vec<PendingCommit>,
+    /// Writes the checkpoint; an allocation waiting for a write that fails
+    /// is undone.
+    persister: Persister<CheckpointData, Vec<(AllocationKey, Arc<ContainerAllocation>)>>,
     /// Why the checkpoint could not be loaded, or how it was repaired.
     load_problem: Option<CheckpointProblem>,
 }
@@ -266,11 +266,7 @@ impl Owner {
                         devices = ?a.devices, "devices allocated");
                 }
                 let version = self.persister.changed();
-                self.commits.push(PendingCommit {
-                    version,
-                    allocations: stored,
-                    reply,
-                });
+                self.persister.when_written(version, reply, stored);
                 true
             }
             Command::Release { pod_uid, reply } => {
@@ -289,7 +285,7 @@ impl Owner {
                     );
                     let (tx, rx) = oneshot::channel();
                     let version = self.persister.changed();
-                    self.persister.when_written(version, tx);
+                    self.persister.when_written(version, tx, Vec::new());
                     rx
                 });
                 let _ = reply.send((released, written));
@@ -455,13 +451,6 @@ impl Owner {
         }
         !due.is_empty()
     }
-}
-
-/// An allocation recorded but not yet on disk.
-struct PendingCommit {
-    version: u64,
-    allocations: Vec<(AllocationKey, Arc<ContainerAllocation>)>,
-    reply: WrittenReply,
 }
 
 /// What the checkpoint records of `state`.

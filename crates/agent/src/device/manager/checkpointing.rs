@@ -1,38 +1,28 @@
 //! The device manager's checkpoint: what is written (resources and
-//! allocations), the commits waiting for it to be on disk, and the restore
+//! allocations), undoing the allocations whose write failed, and the restore
 //! at start.
 
 use super::*;
 
 impl Owner {
-    /// A checkpoint write ended: answer the allocations waiting for it, and
-    /// undo them if it failed.
+    /// A checkpoint write ended: the allocations waiting for it are
+    /// answered, and undone if it failed.
     pub(super) fn on_written(&mut self, written: Written) -> bool {
-        let version = written.version();
-        let result = self.persister.on_written(written);
-        let (done, waiting) = std::mem::take(&mut self.commits)
-            .into_iter()
-            .partition(|c: &PendingCommit| c.version <= version);
-        self.commits = waiting;
+        let Err((e, undo)) = self.persister.on_written(written) else {
+            return false;
+        };
+        tracing::error!(error = %e, "cannot write the device checkpoint");
         let mut changed = false;
-        if let Err(e) = &result {
-            tracing::error!(error = %e, "cannot write the device checkpoint");
-        }
-        for commit in done {
-            if result.is_err() {
-                for (key, allocation) in &commit.allocations {
-                    if self
-                        .state
-                        .allocations
-                        .get(key)
-                        .is_some_and(|a| Arc::ptr_eq(a, allocation))
-                    {
-                        self.state.allocations.remove(key);
-                        changed = true;
-                    }
-                }
+        for (key, allocation) in undo.iter().flatten() {
+            if self
+                .state
+                .allocations
+                .get(key)
+                .is_some_and(|a| Arc::ptr_eq(a, allocation))
+            {
+                self.state.allocations.remove(key);
+                changed = true;
             }
-            let _ = commit.reply.send(result.clone());
         }
         if changed {
             self.persister.changed();

@@ -27,7 +27,7 @@ impl Owner {
         match &mut self.persister {
             Some(persister) => {
                 let version = persister.changed();
-                persister.when_written(version, reply);
+                persister.when_written(version, reply, ());
             }
             None => {
                 let _ = reply.send(Ok(()));
@@ -40,7 +40,7 @@ impl Owner {
         let Some(persister) = &mut self.persister else {
             return false;
         };
-        if let Err(e) = persister.on_written(written) {
+        if let Err((e, _)) = persister.on_written(written) {
             tracing::error!(error = %e, "cannot write the DRA claims checkpoint");
         }
         false
