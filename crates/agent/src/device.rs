@@ -29,7 +29,7 @@
 //! | `allocate` | the allocation flow, all or nothing |
 //! | `selection` | NUMA-aligned choice of devices |
 //! | `checkpoint` | what survives a restart |
-//! | `snapshot` | allocations and allocatable devices, for the pod-resources API |
+//! | `snapshot` | the state published after every change, for readers |
 //! | `kubelet_socket` | the registration service on `kubelet.sock` |
 //! | `handler` | device plugins registering through `plugins_registry` |
 //! | `status`, `event`, `metrics` | what operators see |
@@ -67,5 +67,5 @@ pub use manager::{DeviceManager, DeviceManagerError};
 pub use metrics::DeviceMetrics;
 pub use plugin_client::{AllocateCallError, DeviceError, PluginCallError};
 pub use plugin_handler::DevicePluginHandler;
-pub use snapshot::AllocatableDevice;
+pub use snapshot::{AllocatableDevice, DeviceSnapshot};
 pub use status::{DeviceStatus, InstanceStatus, ResourceStatus};

@@ -13,10 +13,9 @@ use super::container_allocation::{AllocationRequest, ContainerAllocation};
 use super::event::DeviceEvent;
 use super::metrics::DeviceMetrics;
 use super::plugin_client::{DeviceError, PluginClient, StreamEnd};
-use super::snapshot::AllocatableDevice;
+use super::snapshot::DeviceSnapshot;
 use super::state::InstanceId;
-use super::status::ResourceStatus;
-use crate::checkpoint::{CheckpointError, CheckpointProblem, WrittenReply};
+use crate::checkpoint::{CheckpointError, WrittenReply};
 
 /// Whether a checkpoint write succeeded.
 pub(crate) type WrittenResult = Result<(), Arc<CheckpointError>>;
@@ -67,21 +66,6 @@ pub(crate) enum Command {
         pod_uid: String,
         reply: oneshot::Sender<(usize, Option<oneshot::Receiver<WrittenResult>>)>,
     },
-    Status {
-        reply: oneshot::Sender<Vec<ResourceStatus>>,
-    },
-    Allocations {
-        reply: oneshot::Sender<Vec<ContainerAllocation>>,
-    },
-    AllocationSnapshot {
-        reply: oneshot::Sender<Vec<Arc<ContainerAllocation>>>,
-    },
-    Allocatable {
-        reply: oneshot::Sender<Vec<AllocatableDevice>>,
-    },
-    CheckpointProblem {
-        reply: oneshot::Sender<Option<CheckpointProblem>>,
-    },
 }
 
 /// What the handle and the manager's task share.
@@ -89,5 +73,7 @@ pub(crate) struct Shared {
     pub(crate) config: DeviceManagerConfig,
     pub(crate) events: broadcast::Sender<DeviceEvent>,
     pub(crate) changes: watch::Receiver<u64>,
+    /// The state after the latest change.
+    pub(crate) snapshot: watch::Receiver<Arc<DeviceSnapshot>>,
     pub(crate) metrics: DeviceMetrics,
 }

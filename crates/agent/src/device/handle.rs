@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{broadcast, watch};
+use tokio::time::Instant;
 
 use super::allocate::allocate;
 use super::allocate_error::AllocateError;
@@ -16,7 +17,7 @@ use super::container_allocation::{AllocationRequest, ContainerAllocation};
 use super::event::{DeviceEvent, DeviceEventKind};
 use super::metrics::DeviceMetrics;
 use super::plugin_client::{DeviceError, PluginClient};
-use super::snapshot::AllocatableDevice;
+use super::snapshot::{AllocatableDevice, DeviceSnapshot};
 use super::status::ResourceStatus;
 use crate::checkpoint::CheckpointProblem;
 use crate::metrics::ReadinessCheck;
@@ -147,20 +148,36 @@ impl DeviceHandle {
         SocketStatus::of(&path, self.metrics().kubelet_socket_recreations())
     }
 
+    /// The state after the latest change (empty, and not
+    /// [`restored`](DeviceSnapshot::restored), before the manager runs).
+    pub fn snapshot(&self) -> Arc<DeviceSnapshot> {
+        self.shared.snapshot.borrow().clone()
+    }
+
+    /// The state after the latest change, once the manager runs and has
+    /// read its checkpoint.
+    pub async fn restored_snapshot(&self) -> Result<Arc<DeviceSnapshot>, DeviceManagerStopped> {
+        let mut snapshot = self.shared.snapshot.clone();
+        let restored = snapshot
+            .wait_for(|s| s.restored())
+            .await
+            .map_err(|_| DeviceManagerStopped)?;
+        Ok(restored.clone())
+    }
+
     /// The resources, sorted by name.
     pub async fn status(&self) -> Result<Vec<ResourceStatus>, DeviceManagerStopped> {
-        self.commands
-            .ask(|reply| Command::Status { reply })
-            .await
-            .map_err(|_| DeviceManagerStopped)
+        Ok(self.restored_snapshot().await?.status_at(Instant::now()))
     }
 
     /// Every allocation, sorted by pod, container and resource.
     pub async fn allocations(&self) -> Result<Vec<ContainerAllocation>, DeviceManagerStopped> {
-        self.commands
-            .ask(|reply| Command::Allocations { reply })
-            .await
-            .map_err(|_| DeviceManagerStopped)
+        let snapshot = self.restored_snapshot().await?;
+        Ok(snapshot
+            .allocations()
+            .iter()
+            .map(|a| ContainerAllocation::clone(a))
+            .collect())
     }
 
     /// Every allocation, shared with the manager (an allocation never
@@ -170,18 +187,12 @@ impl DeviceHandle {
     pub async fn allocation_snapshot(
         &self,
     ) -> Result<Vec<Arc<ContainerAllocation>>, DeviceManagerStopped> {
-        self.commands
-            .ask(|reply| Command::AllocationSnapshot { reply })
-            .await
-            .map_err(|_| DeviceManagerStopped)
+        Ok(self.restored_snapshot().await?.allocations().to_vec())
     }
 
     /// Every healthy device, with its NUMA nodes, sorted by resource and id.
     pub async fn allocatable(&self) -> Result<Vec<AllocatableDevice>, DeviceManagerStopped> {
-        self.commands
-            .ask(|reply| Command::Allocatable { reply })
-            .await
-            .map_err(|_| DeviceManagerStopped)
+        Ok(self.restored_snapshot().await?.allocatable().to_vec())
     }
 
     /// What is wrong with the checkpoint, if anything: it could not be
@@ -190,10 +201,11 @@ impl DeviceHandle {
     pub async fn checkpoint_problem(
         &self,
     ) -> Result<Option<CheckpointProblem>, DeviceManagerStopped> {
-        self.commands
-            .ask(|reply| Command::CheckpointProblem { reply })
-            .await
-            .map_err(|_| DeviceManagerStopped)
+        Ok(self
+            .restored_snapshot()
+            .await?
+            .checkpoint_problem()
+            .cloned())
     }
 
     /// Waits until the resources satisfy `pred`, re-checking after every

@@ -28,6 +28,7 @@ use super::handle::DeviceHandle;
 use super::kubelet_socket;
 use super::metrics::DeviceMetrics;
 use super::plugin_client::{DeviceError, PluginClient, StreamEnd};
+use super::snapshot::DeviceSnapshot;
 use super::state::{AllocationKey, Instance, InstanceId, State};
 use crate::checkpoint::{CheckpointProblem, Loaded, Persister, Written};
 use crate::owner::Mailbox;
@@ -59,6 +60,7 @@ pub struct DeviceManager {
     commands: mpsc::UnboundedReceiver<Command>,
     events: broadcast::Sender<DeviceEvent>,
     changes: watch::Sender<u64>,
+    snapshot: watch::Sender<Arc<DeviceSnapshot>>,
     metrics: DeviceMetrics,
     shared: Arc<Shared>,
 }
@@ -69,11 +71,13 @@ impl DeviceManager {
         let (commands_tx, commands) = Mailbox::new();
         let events = broadcast::channel(1024).0;
         let changes = watch::channel(0).0;
+        let snapshot = watch::channel(Arc::default()).0;
         let metrics = DeviceMetrics::default();
         let shared = Arc::new(Shared {
             config: config.clone(),
             events: events.clone(),
             changes: changes.subscribe(),
+            snapshot: snapshot.subscribe(),
             metrics: metrics.clone(),
         });
         Self {
@@ -82,6 +86,7 @@ impl DeviceManager {
             commands,
             events,
             changes,
+            snapshot,
             metrics,
             shared,
         }
@@ -122,6 +127,8 @@ impl DeviceManager {
             commands_tx: self.commands_tx,
             events: self.events,
             changes: self.changes,
+            snapshot: self.snapshot,
+            published: false,
             metrics: self.metrics,
             tasks,
             load_problem: None,
@@ -134,6 +141,7 @@ impl DeviceManager {
             }
             Err(e) => tracing::error!(error = %e, "device checkpoint not restored"),
         }
+        owner.publish();
         let serving = kubelet_socket::serve(socket, handle, shutdown.clone());
         let (served, ()) = tokio::join!(
             async {
@@ -155,6 +163,10 @@ struct Owner {
     commands_tx: Mailbox<Command>,
     events: broadcast::Sender<DeviceEvent>,
     changes: watch::Sender<u64>,
+    /// The state after every change, for readers.
+    snapshot: watch::Sender<Arc<DeviceSnapshot>>,
+    /// Published during the current command (before its reply).
+    published: bool,
     metrics: DeviceMetrics,
     /// The ListAndWatch streams and the checkpoint writer.
     tasks: TaskTracker,
@@ -171,6 +183,7 @@ impl Owner {
             let state = &self.state;
             self.persister.flush(|| checkpoint_data(state));
             let next_expiry = self.next_expiry();
+            self.published = false;
             let changed = tokio::select! {
                 biased;
                 () = shutdown.cancelled() => break,
@@ -178,8 +191,8 @@ impl Owner {
                 written = self.persister.next_written() => self.on_written(written),
                 () = sleep_until(next_expiry) => self.expire(),
             };
-            if changed {
-                self.changes.send_modify(|v| *v += 1);
+            if changed && !self.published {
+                self.publish();
             }
         }
         for resource in self.state.resources.values() {
@@ -196,6 +209,19 @@ impl Owner {
         persister.finish(|| checkpoint_data(&state)).await;
         tasks.close();
         tasks.wait().await;
+    }
+
+    /// Publishes the state: a new snapshot, and a new change count.
+    fn publish(&mut self) {
+        let problem = self
+            .persister
+            .last_error()
+            .map(CheckpointProblem::Write)
+            .or_else(|| self.load_problem.clone());
+        let snapshot = self.state.snapshot(self.config.grace_period, problem);
+        self.snapshot.send_replace(Arc::new(snapshot));
+        self.changes.send_modify(|v| *v += 1);
+        self.published = true;
     }
 
     fn emit(
@@ -220,6 +246,9 @@ impl Owner {
             } => {
                 let result = self.connect(resource, plugin);
                 let changed = result.is_ok();
+                if changed {
+                    self.publish();
+                }
                 let _ = reply.send(result);
                 changed
             }
@@ -249,6 +278,9 @@ impl Owner {
             Command::Reserve { choices, reply } => {
                 let result = self.state.reserve(choices);
                 let changed = result.is_ok();
+                if changed {
+                    self.publish();
+                }
                 let _ = reply.send(result);
                 changed
             }
@@ -288,34 +320,11 @@ impl Owner {
                     self.persister.when_written(version, tx, Vec::new());
                     rx
                 });
+                if released > 0 {
+                    self.publish();
+                }
                 let _ = reply.send((released, written));
                 released > 0
-            }
-            Command::Status { reply } => {
-                let _ = reply.send(self.state.status(self.config.grace_period, Instant::now()));
-                false
-            }
-            Command::Allocations { reply } => {
-                let all = self.state.allocations.values();
-                let _ = reply.send(all.map(|a| ContainerAllocation::clone(a)).collect());
-                false
-            }
-            Command::AllocationSnapshot { reply } => {
-                let _ = reply.send(self.state.allocation_snapshot());
-                false
-            }
-            Command::Allocatable { reply } => {
-                let _ = reply.send(self.state.allocatable());
-                false
-            }
-            Command::CheckpointProblem { reply } => {
-                let problem = self
-                    .persister
-                    .last_error()
-                    .map(CheckpointProblem::Write)
-                    .or_else(|| self.load_problem.clone());
-                let _ = reply.send(problem);
-                false
             }
         }
     }

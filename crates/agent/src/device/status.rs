@@ -1,9 +1,6 @@
 //! The device manager's state as status shows it.
 
 use std::path::PathBuf;
-use std::time::Duration;
-
-use tokio::time::Instant;
 
 use super::state::{Resource, State, numa_nodes};
 use crate::unix_time::unix_ms;
@@ -56,21 +53,9 @@ pub struct ResourceStatus {
 }
 
 impl State {
-    /// Every resource as status shows it at `now`, sorted by name.
-    pub(crate) fn status(&self, grace: Duration, now: Instant) -> Vec<ResourceStatus> {
-        self.resources
-            .iter()
-            .map(|(name, r)| self.resource_status(name, r, grace, now))
-            .collect()
-    }
-
-    fn resource_status(
-        &self,
-        name: &str,
-        r: &Resource,
-        grace: Duration,
-        now: Instant,
-    ) -> ResourceStatus {
+    /// One resource as status shows it, without the time to its removal
+    /// (which depends on when it is read).
+    pub(crate) fn resource_status(&self, name: &str, r: &Resource) -> ResourceStatus {
         let (allocatable, capacity) = r.counts();
         let primary = r.primary().map(|(id, _)| *id);
         ResourceStatus {
@@ -108,9 +93,7 @@ impl State {
                     }
                 })
                 .collect(),
-            removal_in_ms: r
-                .stopped_since
-                .map(|t| (t + grace).saturating_duration_since(now).as_millis() as u64),
+            removal_in_ms: None,
         }
     }
 }

@@ -1,17 +1,16 @@
-//! The views the server answers from, built again only after the device
-//! manager or the DRA manager changed: an idle node costs nothing, a burst
-//! of calls after a change builds once, and a build encodes again only the
-//! pods the change touched. Building asks the device manager's task for its
-//! allocations (shared, not copied); everything else happens in the caller,
-//! so no client, however slow, holds up a manager.
+//! The views the server answers from, built from the managers' snapshots
+//! and again only after one changed: an idle node costs nothing, a burst of
+//! calls after a change builds once, and a build encodes again only the
+//! pods the change touched. Nothing asks a manager's task: the snapshots
+//! are read where they are published, so no client, however slow, holds up
+//! a manager.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
-use tokio::sync::{Mutex, watch};
 
 use super::view::{PodCache, PodView, allocatable};
-use crate::device::DeviceHandle;
+use crate::device::{DeviceHandle, DeviceSnapshot};
 use crate::dra::{DraHandle, PreparedClaims};
 
 /// A manager stopped: the agent is shutting down.
@@ -23,17 +22,15 @@ pub(crate) struct Stopped;
 struct Cached {
     /// The pods' answers, kept between views.
     pods: PodCache,
-    /// The device manager's change count and the claims the view was built
-    /// from, and the view.
-    view: Option<(u64, Arc<PreparedClaims>, Arc<PodView>)>,
-    /// The device manager's change count and `GetAllocatableResources`.
-    allocatable: Option<(u64, Bytes)>,
+    /// The snapshots the view was built from, and the view.
+    view: Option<(Arc<DeviceSnapshot>, Arc<PreparedClaims>, Arc<PodView>)>,
+    /// The snapshot `GetAllocatableResources` was encoded from, and it.
+    allocatable: Option<(Arc<DeviceSnapshot>, Bytes)>,
 }
 
 /// Builds and caches the views.
 pub(crate) struct ViewSource {
     devices: DeviceHandle,
-    device_changes: watch::Receiver<u64>,
     dra: DraHandle,
     cached: Mutex<Cached>,
 }
@@ -41,7 +38,6 @@ pub(crate) struct ViewSource {
 impl ViewSource {
     pub(crate) fn new(devices: DeviceHandle, dra: DraHandle) -> Self {
         Self {
-            device_changes: devices.changes(),
             devices,
             dra,
             cached: Mutex::new(Cached::default()),
@@ -50,40 +46,39 @@ impl ViewSource {
 
     /// The pods of now, once both managers have read their checkpoints.
     pub(crate) async fn view(&self) -> Result<Arc<PodView>, Stopped> {
-        let mut cached = self.cached.lock().await;
-        // Read before asking: a change in between makes the next call build
-        // again, never serve a stale view.
-        let version = *self.device_changes.borrow();
+        let devices = self
+            .devices
+            .restored_snapshot()
+            .await
+            .map_err(|_| Stopped)?;
         let claims = self.dra.loaded_claims().await.map_err(|_| Stopped)?;
-        if let Some((v, c, view)) = &cached.view
-            && *v == version
+        let mut cached = self.cached.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((d, c, view)) = &cached.view
+            && Arc::ptr_eq(d, &devices)
             && Arc::ptr_eq(c, &claims)
         {
             return Ok(view.clone());
         }
-        // The device manager answers once its checkpoint is restored.
-        let allocations = self
-            .devices
-            .allocation_snapshot()
-            .await
-            .map_err(|_| Stopped)?;
-        let view = Arc::new(cached.pods.view(&allocations, claims.iter()));
-        cached.view = Some((version, claims, view.clone()));
+        let view = Arc::new(cached.pods.view(devices.allocations(), claims.iter()));
+        cached.view = Some((devices, claims, view.clone()));
         Ok(view)
     }
 
     /// `GetAllocatableResources` of now, encoded.
     pub(crate) async fn allocatable(&self) -> Result<Bytes, Stopped> {
-        let mut cached = self.cached.lock().await;
-        let version = *self.device_changes.borrow();
-        if let Some((v, answer)) = &cached.allocatable
-            && *v == version
+        let devices = self
+            .devices
+            .restored_snapshot()
+            .await
+            .map_err(|_| Stopped)?;
+        let mut cached = self.cached.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((d, answer)) = &cached.allocatable
+            && Arc::ptr_eq(d, &devices)
         {
             return Ok(answer.clone());
         }
-        let devices = self.devices.allocatable().await.map_err(|_| Stopped)?;
-        let answer = allocatable(&devices);
-        cached.allocatable = Some((version, answer.clone()));
+        let answer = allocatable(devices.allocatable());
+        cached.allocatable = Some((devices, answer.clone()));
         Ok(answer)
     }
 }

@@ -6,13 +6,16 @@ use super::*;
 
 impl Owner {
     /// A checkpoint write ended: the allocations waiting for it are
-    /// answered, and undone if it failed.
+    /// answered, and undone if it failed. Says whether the state (or the
+    /// checkpoint's problem) changed.
     pub(super) fn on_written(&mut self, written: Written) -> bool {
+        let failed_before = self.persister.last_error().is_some();
         let Err((e, undo)) = self.persister.on_written(written) else {
-            return false;
+            return failed_before;
         };
         tracing::error!(error = %e, "cannot write the device checkpoint");
-        let mut changed = false;
+        let changed = true;
+        let mut undone = false;
         for (key, allocation) in undo.iter().flatten() {
             if self
                 .state
@@ -21,10 +24,10 @@ impl Owner {
                 .is_some_and(|a| Arc::ptr_eq(a, allocation))
             {
                 self.state.allocations.remove(key);
-                changed = true;
+                undone = true;
             }
         }
-        if changed {
+        if undone {
             self.persister.changed();
         }
         changed
