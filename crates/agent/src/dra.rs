@@ -48,6 +48,7 @@ mod metrics;
 mod plugin_handler;
 mod pod;
 mod service;
+mod snapshot;
 mod state;
 mod status;
 
@@ -80,4 +81,5 @@ pub use service::{
     DraService, HealthService, SUPPORTED_SERVICES, ServiceError, choose_health_service,
     choose_service,
 };
+pub use snapshot::DraSnapshot;
 pub use status::{DraDriverStatus, DraInstanceStatus, PendingCleanup};

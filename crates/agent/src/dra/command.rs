@@ -13,9 +13,9 @@ use super::error::DraError;
 use super::event::DraEvent;
 use super::metrics::DraMetrics;
 use super::service::{DraService, HealthService};
+use super::snapshot::DraSnapshot;
 use super::state::InstanceId;
-use super::status::DraDriverStatus;
-use crate::checkpoint::{CheckpointProblem, WrittenReply};
+use crate::checkpoint::WrittenReply;
 
 /// What the manager's task is told by handles.
 pub(crate) enum Command {
@@ -36,9 +36,6 @@ pub(crate) enum Command {
         driver: String,
         endpoint: String,
         reply: oneshot::Sender<()>,
-    },
-    Status {
-        reply: oneshot::Sender<Vec<DraDriverStatus>>,
     },
     /// A driver prepared claims: record the successes; answered once the
     /// record is on disk.
@@ -62,9 +59,6 @@ pub(crate) enum Command {
         driver: String,
         uids: Vec<String>,
         reply: WrittenReply,
-    },
-    CheckpointProblem {
-        reply: oneshot::Sender<Option<CheckpointProblem>>,
     },
 }
 
@@ -90,5 +84,7 @@ pub(crate) struct Shared {
     pub(crate) routes: watch::Receiver<Arc<Routes>>,
     /// The prepared claims, as the task last recorded them.
     pub(crate) prepared: watch::Receiver<Arc<PreparedClaims>>,
+    /// The drivers after the latest change.
+    pub(crate) snapshot: watch::Receiver<Arc<DraSnapshot>>,
     pub(crate) metrics: DraMetrics,
 }

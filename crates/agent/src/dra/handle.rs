@@ -20,6 +20,7 @@ use super::error::DraError;
 use super::event::DraEvent;
 use super::metrics::DraMetrics;
 use super::service::{DraService, choose_health_service, choose_service};
+use super::snapshot::DraSnapshot;
 use super::status::DraDriverStatus;
 use crate::checkpoint::{CheckpointProblem, WrittenReply};
 use crate::owner::{self, Mailbox};
@@ -355,10 +356,23 @@ impl DraHandle {
 
     /// What is wrong with the prepared claims' checkpoint, if anything.
     pub async fn checkpoint_problem(&self) -> Result<Option<CheckpointProblem>, DraManagerStopped> {
-        self.commands
-            .ask(|reply| Command::CheckpointProblem { reply })
+        Ok(self.running_snapshot().await?.checkpoint_problem().cloned())
+    }
+
+    /// The drivers after the latest change (empty, and not
+    /// [`running`](DraSnapshot::running), before the manager runs).
+    pub fn snapshot(&self) -> Arc<DraSnapshot> {
+        self.shared.snapshot.borrow().clone()
+    }
+
+    /// The drivers after the latest change, once the manager runs.
+    pub async fn running_snapshot(&self) -> Result<Arc<DraSnapshot>, DraManagerStopped> {
+        let mut snapshot = self.shared.snapshot.clone();
+        let running = snapshot
+            .wait_for(|s| s.running())
             .await
-            .map_err(|_| DraManagerStopped)
+            .map_err(|_| DraManagerStopped)?;
+        Ok(running.clone())
     }
 
     /// Tells the task what changed in the prepared claims and waits until it
@@ -417,10 +431,7 @@ impl DraHandle {
 
     /// The drivers, sorted by name.
     pub async fn status(&self) -> Result<Vec<DraDriverStatus>, DraManagerStopped> {
-        self.commands
-            .ask(|reply| Command::Status { reply })
-            .await
-            .map_err(|_| DraManagerStopped)
+        Ok(self.running_snapshot().await?.status_at(Instant::now()))
     }
 
     /// Waits until the drivers satisfy `pred`, re-checking after every

@@ -22,9 +22,10 @@ use super::connection::{Channel, Demand, Link, LinkEvent, Monitor, MonitorConfig
 use super::error::DraError;
 use super::event::{DraEvent, DraEventKind};
 use super::handle::DraHandle;
-use super::health::{self, HealthReports};
+use super::health;
 use super::metrics::DraMetrics;
 use super::service::{DraService, HealthService};
+use super::snapshot::DraSnapshot;
 use super::state::{Driver, Instance, InstanceId, State};
 use crate::checkpoint::{CheckpointProblem, Persister, Written, WrittenReply};
 use crate::owner::Mailbox;
@@ -44,6 +45,7 @@ pub struct DraManager {
     changes: watch::Sender<u64>,
     routes: watch::Sender<Arc<Routes>>,
     prepared: watch::Sender<Arc<PreparedClaims>>,
+    snapshot: watch::Sender<Arc<DraSnapshot>>,
     shared: Arc<Shared>,
 }
 
@@ -56,12 +58,14 @@ impl DraManager {
         let changes = watch::channel(0).0;
         let routes = watch::channel(Arc::new(Routes::new())).0;
         let prepared = watch::channel(Arc::new(PreparedClaims::default())).0;
+        let snapshot = watch::channel(Arc::default()).0;
         let shared = Arc::new(Shared {
             config: config.clone(),
             events: events.clone(),
             changes: changes.subscribe(),
             routes: routes.subscribe(),
             prepared: prepared.subscribe(),
+            snapshot: snapshot.subscribe(),
             metrics: DraMetrics::default(),
         });
         Self {
@@ -73,6 +77,7 @@ impl DraManager {
             changes,
             routes,
             prepared,
+            snapshot,
             shared,
         }
     }
@@ -105,7 +110,7 @@ impl DraManager {
         tasks.spawn(node_started(self.cleanup.clone(), shutdown.clone()));
         let (links_tx, links) = mpsc::unbounded_channel();
         let (health_tx, health) = mpsc::unbounded_channel();
-        let owner = Owner {
+        let mut owner = Owner {
             scheduler: CleanupScheduler::new(self.cleanup, self.config.cleanup_grace),
             config: self.config,
             state: State::default(),
@@ -118,12 +123,15 @@ impl DraManager {
             changes: self.changes,
             routes: self.routes,
             prepared: self.prepared,
+            snapshot: self.snapshot,
+            published: false,
             persister,
             load_problem,
             tasks,
             sockets: SocketWatcher::new(shutdown.clone()),
             shutdown,
         };
+        owner.publish();
         owner.run().await;
     }
 }
@@ -146,6 +154,10 @@ struct Owner {
     routes: watch::Sender<Arc<Routes>>,
     /// The prepared claims, published for handles.
     prepared: watch::Sender<Arc<PreparedClaims>>,
+    /// The drivers after every change, for readers.
+    snapshot: watch::Sender<Arc<DraSnapshot>>,
+    /// Published during the current event (before its reply).
+    published: bool,
     /// Writes the prepared claims, with a state directory.
     persister: Option<Persister<DraCheckpoint>>,
     /// Why the checkpoint could not be loaded, or how it was repaired.
@@ -165,6 +177,7 @@ impl Owner {
                 persister.flush(|| claims.checkpoint());
             }
             let next_due = self.scheduler.next_due(&self.state.drivers);
+            self.published = false;
             let changed = tokio::select! {
                 biased;
                 () = self.shutdown.cancelled() => break,
@@ -175,8 +188,8 @@ impl Owner {
                 () = sleep_until(next_due) => self.start_due_cleanups(),
                 written = Persister::next_of(&mut self.persister) => self.on_written(written),
             };
-            if changed {
-                self.changes.send_modify(|v| *v += 1);
+            if changed && !self.published {
+                self.publish();
             }
         }
         self.scheduler.stop();
@@ -186,6 +199,20 @@ impl Owner {
         }
         self.tasks.close();
         self.tasks.wait().await;
+    }
+
+    /// Publishes the drivers: a new snapshot, and a new change count.
+    fn publish(&mut self) {
+        let problem = self
+            .persister
+            .as_ref()
+            .and_then(Persister::last_error)
+            .map(CheckpointProblem::Write)
+            .or_else(|| self.load_problem.clone());
+        let snapshot = self.state.snapshot(self.config.health_timeout, problem);
+        self.snapshot.send_replace(Arc::new(snapshot));
+        self.changes.send_modify(|v| *v += 1);
+        self.published = true;
     }
 
     fn event(
@@ -216,6 +243,9 @@ impl Owner {
             } => {
                 let result = self.register(&driver, endpoint, service, health_service, connect_now);
                 let changed = result.is_ok();
+                if changed {
+                    self.publish();
+                }
                 let _ = reply.send(result);
                 changed
             }
@@ -236,6 +266,9 @@ impl Owner {
                 reply,
             } => {
                 let removed = self.deregister(&driver, &endpoint);
+                if removed.is_some() {
+                    self.publish();
+                }
                 let _ = reply.send(());
                 // Its monitor and health stream stop once the caller is
                 // answered: closing a connection is no part of the answer.
@@ -275,23 +308,6 @@ impl Owner {
                     self.change_claims(|c| c.forget(&driver, uids.iter().map(String::as_str)));
                 self.claims_changed(changed, reply);
                 changed
-            }
-            Command::CheckpointProblem { reply } => {
-                let problem = self
-                    .persister
-                    .as_ref()
-                    .and_then(Persister::last_error)
-                    .map(CheckpointProblem::Write)
-                    .or_else(|| self.load_problem.clone());
-                let _ = reply.send(problem);
-                false
-            }
-            Command::Status { reply } => {
-                let _ = reply.send(
-                    self.state
-                        .status(Instant::now(), self.config.health_timeout),
-                );
-                false
             }
         }
     }
@@ -362,7 +378,7 @@ impl Owner {
             registered_at: SystemTime::now(),
             link,
             channel,
-            health: HealthReports::new(),
+            health: Arc::default(),
             demand,
             close,
         };
@@ -455,7 +471,7 @@ impl Owner {
         let Some((_, instance)) = self.state.instance_mut(id) else {
             return false;
         };
-        health::apply(&mut instance.health, devices, Instant::now());
+        health::apply(Arc::make_mut(&mut instance.health), devices, Instant::now());
         true
     }
 }

@@ -28,7 +28,8 @@ pub(crate) struct Instance {
     /// are applied here.
     pub(crate) link: watch::Sender<Link>,
     pub(crate) channel: Channel,
-    pub(crate) health: HealthReports,
+    /// Shared with snapshots; copied when changed while one holds it.
+    pub(crate) health: Arc<HealthReports>,
     /// Wakes the monitor: to make its first connection, once the plugin was
     /// told it is registered.
     pub(crate) demand: Arc<Demand>,

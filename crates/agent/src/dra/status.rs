@@ -1,14 +1,8 @@
 //! What the DRA manager shows operators: a table of drivers, their
 //! instances, pending cleanups and device health.
 
-use std::time::{Duration, SystemTime};
-
-use tokio::time::Instant;
-
-use super::health::{self, DeviceHealthStatus};
+use super::health::DeviceHealthStatus;
 use super::service::{DraService, HealthService};
-use super::state::State;
-use crate::unix_time::unix_ms;
 
 /// One DRA driver.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -59,52 +53,4 @@ pub struct PendingCleanup {
     pub failures: u32,
     /// The last failure.
     pub last_error: Option<String>,
-}
-
-impl State {
-    /// Every driver as status shows it at `now`, sorted by name.
-    pub(crate) fn status(&self, now: Instant, health_timeout: Duration) -> Vec<DraDriverStatus> {
-        let wall = SystemTime::now();
-        self.drivers
-            .iter()
-            .map(|(name, d)| {
-                let in_use = d.in_use().map(|i| i.id);
-                DraDriverStatus {
-                    name: name.clone(),
-                    instances: d
-                        .instances
-                        .iter()
-                        .map(|i| {
-                            let link = i.link.borrow();
-                            DraInstanceStatus {
-                                endpoint: i.endpoint.clone(),
-                                service: i.service,
-                                health_service: i.health_service,
-                                connected: link.connected(),
-                                in_use: Some(i.id) == in_use,
-                                registered_at_unix_ms: unix_ms(i.registered_at),
-                                connection_changed_at_unix_ms: unix_ms(link.since),
-                                last_error: link.last_error.as_ref().map(ToString::to_string),
-                                connects: link.connects,
-                            }
-                        })
-                        .collect(),
-                    pending_cleanup: d.cleanup.as_ref().map(|c| {
-                        let left = c.due.saturating_duration_since(now);
-                        PendingCleanup {
-                            deadline_unix_ms: unix_ms(wall + left),
-                            in_ms: left.as_millis() as u64,
-                            failures: c.failures,
-                            last_error: c.last_error.as_ref().map(ToString::to_string),
-                        }
-                    }),
-                    cleaned_up_at_unix_ms: d.cleaned_up_at.map(unix_ms),
-                    devices: d
-                        .in_use()
-                        .map(|i| health::status(&i.health, i.connected(), now, health_timeout))
-                        .unwrap_or_default(),
-                }
-            })
-            .collect()
-    }
 }

@@ -35,14 +35,17 @@ impl Owner {
         }
     }
 
-    /// A checkpoint write ended.
+    /// A checkpoint write ended; says whether the checkpoint's problem
+    /// changed.
     pub(super) fn on_written(&mut self, written: Written) -> bool {
         let Some(persister) = &mut self.persister else {
             return false;
         };
+        let failed_before = persister.last_error().is_some();
         if let Err((e, _)) = persister.on_written(written) {
             tracing::error!(error = %e, "cannot write the DRA claims checkpoint");
+            return true;
         }
-        false
+        failed_before
     }
 }

@@ -1,0 +1,139 @@
+//! What the DRA manager publishes after every change: an immutable
+//! [`DraSnapshot`] of its drivers that readers (status, the admin socket)
+//! read without asking the manager's task. What depends on the time it is
+//! read (a cleanup's time left, whether health reports went stale) is worked
+//! out then.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+
+use super::health::{self, HealthReports};
+use super::state::State;
+use super::status::{DraDriverStatus, DraInstanceStatus, PendingCleanup};
+use crate::checkpoint::CheckpointProblem;
+use crate::unix_time::unix_ms;
+
+/// The DRA manager's drivers after a change.
+#[derive(Debug, Default)]
+pub struct DraSnapshot {
+    /// Published by the running manager (the first snapshot, before it
+    /// runs, is empty).
+    running: bool,
+    drivers: Vec<DriverSnapshot>,
+    checkpoint_problem: Option<CheckpointProblem>,
+    health_timeout: Duration,
+}
+
+/// One driver; the parts that depend on when it is read are kept raw.
+#[derive(Debug)]
+struct DriverSnapshot {
+    /// Without `pending_cleanup` and `devices`.
+    status: DraDriverStatus,
+    cleanup: Option<CleanupSnapshot>,
+    /// The health the instance in use reported, and whether it is connected.
+    health: Option<(Arc<HealthReports>, bool)>,
+}
+
+#[derive(Debug)]
+struct CleanupSnapshot {
+    due: Instant,
+    failures: u32,
+    last_error: Option<String>,
+}
+
+impl DraSnapshot {
+    /// Whether the manager was running when this was published.
+    pub fn running(&self) -> bool {
+        self.running
+    }
+
+    /// The drivers as of `now`, sorted by name.
+    pub fn status_at(&self, now: Instant) -> Vec<DraDriverStatus> {
+        let wall = SystemTime::now();
+        self.drivers
+            .iter()
+            .map(|d| DraDriverStatus {
+                pending_cleanup: d.cleanup.as_ref().map(|c| {
+                    let left = c.due.saturating_duration_since(now);
+                    PendingCleanup {
+                        deadline_unix_ms: unix_ms(wall + left),
+                        in_ms: left.as_millis() as u64,
+                        failures: c.failures,
+                        last_error: c.last_error.clone(),
+                    }
+                }),
+                devices: d
+                    .health
+                    .as_ref()
+                    .map(|(reports, connected)| {
+                        health::status(reports, *connected, now, self.health_timeout)
+                    })
+                    .unwrap_or_default(),
+                ..d.status.clone()
+            })
+            .collect()
+    }
+
+    /// What is wrong with the prepared claims' checkpoint, if anything.
+    pub fn checkpoint_problem(&self) -> Option<&CheckpointProblem> {
+        self.checkpoint_problem.as_ref()
+    }
+}
+
+impl State {
+    /// The snapshot of this state.
+    pub(crate) fn snapshot(
+        &self,
+        health_timeout: Duration,
+        checkpoint_problem: Option<CheckpointProblem>,
+    ) -> DraSnapshot {
+        let drivers = self
+            .drivers
+            .iter()
+            .map(|(name, d)| {
+                let in_use = d.in_use();
+                let in_use_id = in_use.map(|i| i.id);
+                DriverSnapshot {
+                    status: DraDriverStatus {
+                        name: name.clone(),
+                        instances: d
+                            .instances
+                            .iter()
+                            .map(|i| {
+                                let link = i.link.borrow();
+                                DraInstanceStatus {
+                                    endpoint: i.endpoint.clone(),
+                                    service: i.service,
+                                    health_service: i.health_service,
+                                    connected: link.connected(),
+                                    in_use: Some(i.id) == in_use_id,
+                                    registered_at_unix_ms: unix_ms(i.registered_at),
+                                    connection_changed_at_unix_ms: unix_ms(link.since),
+                                    last_error: link.last_error.as_ref().map(ToString::to_string),
+                                    connects: link.connects,
+                                }
+                            })
+                            .collect(),
+                        pending_cleanup: None,
+                        cleaned_up_at_unix_ms: d.cleaned_up_at.map(unix_ms),
+                        devices: Vec::new(),
+                    },
+                    cleanup: d.cleanup.as_ref().map(|c| CleanupSnapshot {
+                        due: c.due,
+                        failures: c.failures,
+                        last_error: c.last_error.as_ref().map(ToString::to_string),
+                    }),
+                    health: in_use.map(|i| (i.health.clone(), i.connected())),
+                }
+            })
+            .collect();
+        DraSnapshot {
+            running: true,
+            drivers,
+            checkpoint_problem,
+            health_timeout,
+        }
+    }
+}
