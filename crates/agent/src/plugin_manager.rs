@@ -27,6 +27,7 @@ mod handler_table;
 mod metrics;
 mod reconciler;
 mod register;
+mod snapshot;
 mod socket_retry;
 mod state;
 mod status;
@@ -35,13 +36,14 @@ mod watcher;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 pub use config::{
     CONNECTION_REFUSED_GRACE, DIAL_TIMEOUT, GET_INFO_TIMEOUT, HANDLER_TIMEOUT, INITIAL_BACKOFF,
     MAX_BACKOFF, NOTIFY_TIMEOUT, PluginManagerConfig, REGISTRATIONS_AT_ONCE, SLOW_REGISTRATION,
 };
+pub use snapshot::PluginSnapshot;
 pub use state::{Generation, PluginDescription};
 pub use status::{PluginEvent, PluginEventKind, PluginState, PluginStatus};
 pub use watcher::WatchError;
@@ -63,6 +65,7 @@ pub struct PluginManager {
     control_rx: mpsc::Receiver<Control>,
     events: broadcast::Sender<PluginEvent>,
     version: watch::Sender<u64>,
+    snapshot: watch::Sender<PluginSnapshot>,
     ready: watch::Sender<bool>,
 }
 
@@ -82,6 +85,7 @@ impl PluginManager {
             control_rx,
             events: broadcast::channel(EVENT_BUFFER).0,
             version: watch::channel(0).0,
+            snapshot: watch::channel(PluginSnapshot::default()).0,
             ready: watch::channel(false).0,
         }
     }
@@ -94,9 +98,9 @@ impl PluginManager {
     /// A handle for reading status and events, valid while the manager runs.
     pub fn handle(&self) -> PluginManagerHandle {
         PluginManagerHandle {
-            control: self.control_tx.clone(),
             events: self.events.clone(),
             version: self.version.subscribe(),
+            snapshot: self.snapshot.subscribe(),
             ready: self.ready.subscribe(),
         }
     }
@@ -111,6 +115,7 @@ impl PluginManager {
             self.control_tx,
             self.events,
             self.version,
+            self.snapshot,
             self.ready,
         );
         let watcher = watcher::watch(self.config.dir.clone(), watch_tx, shutdown.clone());
@@ -132,21 +137,29 @@ impl PluginManager {
 /// Reads the plugin manager's status and events.
 #[derive(Clone)]
 pub struct PluginManagerHandle {
-    control: mpsc::Sender<Control>,
     events: broadcast::Sender<PluginEvent>,
     version: watch::Receiver<u64>,
+    snapshot: watch::Receiver<PluginSnapshot>,
     ready: watch::Receiver<bool>,
 }
 
 impl PluginManagerHandle {
-    /// The current plugin table, sorted by socket path.
+    /// The plugin table after the latest change (empty, and not
+    /// [`running`](PluginSnapshot::running), before the manager runs).
+    pub fn table(&self) -> PluginSnapshot {
+        self.snapshot.borrow().clone()
+    }
+
+    /// The current plugin table, sorted by socket path, once the manager
+    /// runs.
     pub async fn snapshot(&self) -> Result<Vec<PluginStatus>, PluginManagerStopped> {
-        let (tx, rx) = oneshot::channel();
-        self.control
-            .send(Control::Snapshot(tx))
+        let mut snapshot = self.snapshot.clone();
+        let running = snapshot
+            .wait_for(PluginSnapshot::running)
             .await
-            .map_err(|_| PluginManagerStopped)?;
-        rx.await.map_err(|_| PluginManagerStopped)
+            .map_err(|_| PluginManagerStopped)?
+            .clone();
+        Ok(running.status_at(tokio::time::Instant::now()))
     }
 
     /// Events from now on.

@@ -1,11 +1,13 @@
 //! The task that owns desired and actual state and makes the second follow
 //! the first: unregister first (socket gone or replaced), then register.
 //!
-//! It wakes only for a watcher event, a finished operation, a due backoff
-//! deadline or a status query; otherwise it sleeps. Each wake-up reconciles
+//! It wakes only for a watcher event, a finished operation, a running
+//! operation's progress or a due backoff deadline; otherwise it sleeps.
+//! After each wake-up that changed something it publishes the plugin table
+//! ([`PluginSnapshot`]), making again only the rows of the paths touched. Each wake-up reconciles
 //! only the socket paths that event touched.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -20,6 +22,7 @@ use super::config::PluginManagerConfig;
 use super::control::Control;
 use super::handler_table::HandlerTable;
 use super::register::{Failed, Progress, Registered, register};
+use super::snapshot::{PluginSnapshot, Row};
 use super::socket_retry::SocketRetry;
 use super::state::{ActualEntry, ActualState, DesiredState, Generation, PluginDescription};
 use super::status::{PluginEvent, PluginEventKind, PluginState, PluginStatus};
@@ -52,7 +55,12 @@ pub(crate) struct Reconciler {
     pub(crate) control_tx: mpsc::Sender<Control>,
     pub(crate) events: broadcast::Sender<PluginEvent>,
     pub(crate) version: watch::Sender<u64>,
+    pub(crate) snapshot: watch::Sender<PluginSnapshot>,
     pub(crate) ready: watch::Sender<bool>,
+    /// The published table's rows.
+    rows: Arc<BTreeMap<PathBuf, Arc<Row>>>,
+    /// Paths whose row is to be made again.
+    touched: HashSet<PathBuf>,
     desired: DesiredState,
     actual: ActualState,
     running: HashMap<PathBuf, Running>,
@@ -74,6 +82,7 @@ impl Reconciler {
         control_tx: mpsc::Sender<Control>,
         events: broadcast::Sender<PluginEvent>,
         version: watch::Sender<u64>,
+        snapshot: watch::Sender<PluginSnapshot>,
         ready: watch::Sender<bool>,
     ) -> Self {
         let slots = Arc::new(Semaphore::new(config.registrations_at_once.max(1)));
@@ -84,7 +93,10 @@ impl Reconciler {
             control_tx,
             events,
             version,
+            snapshot,
             ready,
+            rows: Arc::default(),
+            touched: HashSet::new(),
             desired: DesiredState::default(),
             actual: ActualState::default(),
             running: HashMap::new(),
@@ -105,13 +117,15 @@ impl Reconciler {
         shutdown: CancellationToken,
     ) {
         let mut watcher_open = true;
+        self.publish();
         loop {
-            if !self.dirty.is_empty() {
+            if !self.dirty.is_empty() || !self.touched.is_empty() {
                 let dirty: Vec<PathBuf> = self.dirty.drain().collect();
-                for path in dirty {
-                    self.reconcile(&path);
+                for path in &dirty {
+                    self.reconcile(path);
                 }
-                self.version.send_modify(|v| *v += 1);
+                self.touched.extend(dirty);
+                self.publish();
             }
             let next_timer = self.timers.first().map(|(at, _)| *at);
             tokio::select! {
@@ -176,12 +190,9 @@ impl Reconciler {
                 info,
             } => {
                 if self.running.get(&path) == Some(&Running::Register(generation)) {
-                    self.pending_info.insert(path, info);
-                    self.version.send_modify(|v| *v += 1);
+                    self.pending_info.insert(path.clone(), info);
+                    self.touched.insert(path);
                 }
-            }
-            Control::Snapshot(reply) => {
-                let _ = reply.send(self.snapshot());
             }
         }
     }
@@ -431,61 +442,78 @@ impl Reconciler {
         });
     }
 
-    fn snapshot(&self) -> Vec<PluginStatus> {
-        let now = Instant::now();
-        let mut paths: BTreeSet<&PathBuf> = self.desired.paths().collect();
-        paths.extend(self.actual.paths());
-        paths.extend(self.running.keys());
-        paths
-            .into_iter()
-            .map(|path| {
-                let desired = self.desired.get(path);
-                let actual = self.actual.get(path);
-                let backoff = self
-                    .backoff
-                    .get(path)
-                    .filter(|b| desired.map(|d| d.generation) == Some(b.generation));
-                let info = actual
-                    .map(|a| &a.info)
-                    .or_else(|| self.pending_info.get(path));
-                let state = match (actual, self.running.get(path), backoff) {
-                    (Some(a), _, _) if desired.map(|d| d.generation) == Some(a.generation) => {
-                        PluginState::Registered
-                    }
-                    (Some(_), _, _) | (None, Some(Running::Unregister), _) => {
-                        PluginState::Deregistering
-                    }
-                    (None, Some(Running::Register(_)), _) => PluginState::Pending,
-                    (None, None, Some(_)) => PluginState::Failed,
-                    (None, None, None) => PluginState::Pending,
+    /// Makes the rows of `touched` again and publishes the table.
+    fn publish(&mut self) {
+        if !self.touched.is_empty() {
+            let rows = Arc::make_mut(&mut self.rows);
+            for path in self.touched.drain() {
+                match row(
+                    &path,
+                    &self.desired,
+                    &self.actual,
+                    &self.running,
+                    &self.backoff,
+                    &self.pending_info,
+                ) {
+                    Some(row) => rows.insert(path, Arc::new(row)),
+                    None => rows.remove(&path),
                 };
-                let error = match state {
-                    PluginState::Failed => backoff.map(|b| b.last_error.to_string()),
-                    _ => None,
-                };
-                PluginStatus {
-                    socket_path: path.clone(),
-                    plugin_type: info.map(|i| i.plugin_type.clone()),
-                    name: info.map(|i| i.name.clone()),
-                    endpoint: info.map(|i| i.endpoint.clone()),
-                    versions: info.map(|i| i.versions.clone()).unwrap_or_default(),
-                    state,
-                    generation: desired
-                        .map(|d| d.generation.0)
-                        .or(actual.map(|a| a.generation.0))
-                        .unwrap_or(0),
-                    registered_at_unix_ms: actual.map(|a| unix_ms(a.registered_at)),
-                    error,
-                    failures: backoff.map_or(0, |b| b.failures),
-                    retry_in_ms: match state {
-                        PluginState::Failed => backoff
-                            .map(|b| b.retry_at.saturating_duration_since(now).as_millis() as u64),
-                        _ => None,
-                    },
-                }
-            })
-            .collect()
+            }
+        }
+        self.snapshot
+            .send_replace(PluginSnapshot::new(self.rows.clone()));
+        self.version.send_modify(|v| *v += 1);
     }
+}
+
+/// The row of `path`, if the manager knows it.
+fn row(
+    path: &Path,
+    desired: &DesiredState,
+    actual: &ActualState,
+    running: &HashMap<PathBuf, Running>,
+    backoff: &HashMap<PathBuf, SocketRetry>,
+    pending_info: &HashMap<PathBuf, PluginDescription>,
+) -> Option<Row> {
+    let desired = desired.get(path);
+    let actual = actual.get(path);
+    let running = running.get(path);
+    if desired.is_none() && actual.is_none() && running.is_none() {
+        return None;
+    }
+    let backoff = backoff
+        .get(path)
+        .filter(|b| desired.map(|d| d.generation) == Some(b.generation));
+    let info = actual.map(|a| &a.info).or_else(|| pending_info.get(path));
+    let state = match (actual, running, backoff) {
+        (Some(a), _, _) if desired.map(|d| d.generation) == Some(a.generation) => {
+            PluginState::Registered
+        }
+        (Some(_), _, _) | (None, Some(Running::Unregister), _) => PluginState::Deregistering,
+        (None, Some(Running::Register(_)), _) => PluginState::Pending,
+        (None, None, Some(_)) => PluginState::Failed,
+        (None, None, None) => PluginState::Pending,
+    };
+    let failed = state == PluginState::Failed;
+    Some(Row {
+        status: PluginStatus {
+            socket_path: path.to_path_buf(),
+            plugin_type: info.map(|i| i.plugin_type.clone()),
+            name: info.map(|i| i.name.clone()),
+            endpoint: info.map(|i| i.endpoint.clone()),
+            versions: info.map(|i| i.versions.clone()).unwrap_or_default(),
+            state,
+            generation: desired
+                .map(|d| d.generation.0)
+                .or(actual.map(|a| a.generation.0))
+                .unwrap_or(0),
+            registered_at_unix_ms: actual.map(|a| unix_ms(a.registered_at)),
+            error: backoff.filter(|_| failed).map(|b| b.last_error.to_string()),
+            failures: backoff.map_or(0, |b| b.failures),
+            retry_in_ms: None,
+        },
+        retry_at: backoff.filter(|_| failed).map(|b| b.retry_at),
+    })
 }
 
 fn panic_message(error: JoinError) -> String {

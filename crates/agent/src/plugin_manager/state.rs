@@ -129,10 +129,6 @@ impl ActualState {
     pub(crate) fn get(&self, path: &Path) -> Option<&ActualEntry> {
         self.entries.get(path)
     }
-
-    pub(crate) fn paths(&self) -> impl Iterator<Item = &PathBuf> {
-        self.entries.keys()
-    }
 }
 
 #[cfg(test)]
