@@ -24,11 +24,12 @@ use super::handler_table::HandlerTable;
 use super::register::{Failed, Progress, Registered, register};
 use super::snapshot::{PluginSnapshot, Row};
 use super::socket_retry::SocketRetry;
-use super::state::{ActualEntry, ActualState, DesiredState, Generation, PluginDescription};
-use super::status::{PluginEvent, PluginEventKind, PluginState, PluginStatus};
+use super::state::{
+    ActualEntry, ActualState, DesiredState, Generation, PluginDescription, Running,
+};
+use super::status::{PluginEvent, PluginEventKind};
 use super::watcher::WatchEvent;
 use crate::handler::PluginHandler;
-use crate::unix_time::unix_ms;
 use nodeplugins_api::timer::sleep_until;
 
 enum Outcome {
@@ -41,12 +42,6 @@ enum Outcome {
         path: PathBuf,
         info: PluginDescription,
     },
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Running {
-    Register(Generation),
-    Unregister,
 }
 
 pub(crate) struct Reconciler {
@@ -447,7 +442,7 @@ impl Reconciler {
         if !self.touched.is_empty() {
             let rows = Arc::make_mut(&mut self.rows);
             for path in self.touched.drain() {
-                match row(
+                match Row::of(
                     &path,
                     &self.desired,
                     &self.actual,
@@ -464,56 +459,6 @@ impl Reconciler {
             .send_replace(PluginSnapshot::new(self.rows.clone()));
         self.version.send_modify(|v| *v += 1);
     }
-}
-
-/// The row of `path`, if the manager knows it.
-fn row(
-    path: &Path,
-    desired: &DesiredState,
-    actual: &ActualState,
-    running: &HashMap<PathBuf, Running>,
-    backoff: &HashMap<PathBuf, SocketRetry>,
-    pending_info: &HashMap<PathBuf, PluginDescription>,
-) -> Option<Row> {
-    let desired = desired.get(path);
-    let actual = actual.get(path);
-    let running = running.get(path);
-    if desired.is_none() && actual.is_none() && running.is_none() {
-        return None;
-    }
-    let backoff = backoff
-        .get(path)
-        .filter(|b| desired.map(|d| d.generation) == Some(b.generation));
-    let info = actual.map(|a| &a.info).or_else(|| pending_info.get(path));
-    let state = match (actual, running, backoff) {
-        (Some(a), _, _) if desired.map(|d| d.generation) == Some(a.generation) => {
-            PluginState::Registered
-        }
-        (Some(_), _, _) | (None, Some(Running::Unregister), _) => PluginState::Deregistering,
-        (None, Some(Running::Register(_)), _) => PluginState::Pending,
-        (None, None, Some(_)) => PluginState::Failed,
-        (None, None, None) => PluginState::Pending,
-    };
-    let failed = state == PluginState::Failed;
-    Some(Row {
-        status: PluginStatus {
-            socket_path: path.to_path_buf(),
-            plugin_type: info.map(|i| i.plugin_type.clone()),
-            name: info.map(|i| i.name.clone()),
-            endpoint: info.map(|i| i.endpoint.clone()),
-            versions: info.map(|i| i.versions.clone()).unwrap_or_default(),
-            state,
-            generation: desired
-                .map(|d| d.generation.0)
-                .or(actual.map(|a| a.generation.0))
-                .unwrap_or(0),
-            registered_at_unix_ms: actual.map(|a| unix_ms(a.registered_at)),
-            error: backoff.filter(|_| failed).map(|b| b.last_error.to_string()),
-            failures: backoff.map_or(0, |b| b.failures),
-            retry_in_ms: None,
-        },
-        retry_at: backoff.filter(|_| failed).map(|b| b.retry_at),
-    })
 }
 
 fn panic_message(error: JoinError) -> String {

@@ -4,13 +4,16 @@
 //! between snapshots and made again only when its socket path changed; the
 //! time left before a retry is worked out when read.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::status::PluginStatus;
+use super::socket_retry::SocketRetry;
+use super::state::{ActualState, DesiredState, PluginDescription, Running};
+use super::status::{PluginState, PluginStatus};
+use crate::unix_time::unix_ms;
 
 /// The plugin table after a change.
 #[derive(Debug, Default, Clone)]
@@ -26,6 +29,58 @@ pub struct PluginSnapshot {
 pub(crate) struct Row {
     pub(crate) status: PluginStatus,
     pub(crate) retry_at: Option<Instant>,
+}
+
+impl Row {
+    /// The row of `path`, if the manager knows it.
+    pub(crate) fn of(
+        path: &Path,
+        desired: &DesiredState,
+        actual: &ActualState,
+        running: &HashMap<PathBuf, Running>,
+        backoff: &HashMap<PathBuf, SocketRetry>,
+        pending_info: &HashMap<PathBuf, PluginDescription>,
+    ) -> Option<Self> {
+        let desired = desired.get(path);
+        let actual = actual.get(path);
+        let running = running.get(path);
+        if desired.is_none() && actual.is_none() && running.is_none() {
+            return None;
+        }
+        let backoff = backoff
+            .get(path)
+            .filter(|b| desired.map(|d| d.generation) == Some(b.generation));
+        let info = actual.map(|a| &a.info).or_else(|| pending_info.get(path));
+        let state = match (actual, running, backoff) {
+            (Some(a), _, _) if desired.map(|d| d.generation) == Some(a.generation) => {
+                PluginState::Registered
+            }
+            (Some(_), _, _) | (None, Some(Running::Unregister), _) => PluginState::Deregistering,
+            (None, Some(Running::Register(_)), _) => PluginState::Pending,
+            (None, None, Some(_)) => PluginState::Failed,
+            (None, None, None) => PluginState::Pending,
+        };
+        let failed = state == PluginState::Failed;
+        Some(Self {
+            status: PluginStatus {
+                socket_path: path.to_path_buf(),
+                plugin_type: info.map(|i| i.plugin_type.clone()),
+                name: info.map(|i| i.name.clone()),
+                endpoint: info.map(|i| i.endpoint.clone()),
+                versions: info.map(|i| i.versions.clone()).unwrap_or_default(),
+                state,
+                generation: desired
+                    .map(|d| d.generation.0)
+                    .or(actual.map(|a| a.generation.0))
+                    .unwrap_or(0),
+                registered_at_unix_ms: actual.map(|a| unix_ms(a.registered_at)),
+                error: backoff.filter(|_| failed).map(|b| b.last_error.to_string()),
+                failures: backoff.map_or(0, |b| b.failures),
+                retry_in_ms: None,
+            },
+            retry_at: backoff.filter(|_| failed).map(|b| b.retry_at),
+        })
+    }
 }
 
 impl PluginSnapshot {

@@ -112,6 +112,15 @@ pub struct PluginDescription {
 }
 
 /// The plugins registered with their handlers.
+/// The operation running for a socket path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Running {
+    /// Registering this appearance of the socket.
+    Register(Generation),
+    /// Deregistering the plugin registered there.
+    Unregister,
+}
+
 #[derive(Default)]
 pub(crate) struct ActualState {
     entries: HashMap<PathBuf, ActualEntry>,
