@@ -124,6 +124,20 @@ impl PluginClient {
         })
     }
 
+    /// A client that has not dialed (it would at its first call): for tests
+    /// of the manager's state, which never call the plugin.
+    #[cfg(test)]
+    pub(crate) fn unconnected(socket: &Path, options: DevicePluginOptions) -> Self {
+        let channel = nodeplugins_api::transport::dial_lazy(socket, Duration::from_secs(1))
+            .expect("a socket path short enough to dial");
+        Self {
+            client: DevicePluginClient::new(channel),
+            socket: Arc::from(socket),
+            options,
+            disconnected: CancellationToken::new(),
+        }
+    }
+
     /// The plugin's socket.
     pub(crate) fn socket(&self) -> &Path {
         &self.socket

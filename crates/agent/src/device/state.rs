@@ -173,3 +173,6 @@ pub(crate) fn numa_nodes(device: &Device) -> Vec<i64> {
         .map(|t| t.nodes.iter().map(|n| n.id).collect())
         .unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests;
