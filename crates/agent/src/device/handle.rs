@@ -192,7 +192,7 @@ impl DeviceHandle {
 
     /// Every healthy device, with its NUMA nodes, sorted by resource and id.
     pub async fn allocatable(&self) -> Result<Vec<AllocatableDevice>, DeviceManagerStopped> {
-        Ok(self.restored_snapshot().await?.allocatable().to_vec())
+        Ok(self.restored_snapshot().await?.allocatable())
     }
 
     /// What is wrong with the checkpoint, if anything: it could not be

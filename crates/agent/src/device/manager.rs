@@ -29,7 +29,7 @@ use super::kubelet_socket;
 use super::metrics::DeviceMetrics;
 use super::plugin_client::{DeviceError, PluginClient, StreamEnd};
 use super::snapshot::DeviceSnapshot;
-use super::state::{AllocationKey, Instance, InstanceId, State};
+use super::state::{AllocationKey, Devices, Instance, InstanceId, State};
 use crate::checkpoint::{CheckpointProblem, Loaded, Persister, Written};
 use crate::owner::Mailbox;
 use nodeplugins_api::timer::sleep_until;
@@ -391,8 +391,10 @@ impl Owner {
         let Some(instance) = entry.instances.get_mut(&id) else {
             return false;
         };
-        instance.devices = Some(devices.into_iter().map(|d| (d.id.clone(), d)).collect());
-        entry.last_known.clear();
+        instance.devices = Some(Arc::new(
+            devices.into_iter().map(|d| (d.id.clone(), d)).collect(),
+        ));
+        entry.last_known = Devices::default();
         let after = entry.counts();
         if before != after {
             self.emit(

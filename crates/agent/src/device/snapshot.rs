@@ -1,7 +1,8 @@
 //! What the device manager publishes after every change: an immutable
 //! [`DeviceSnapshot`] that readers (status, the pod-resources API, the
 //! Kubernetes API publisher) read without asking the manager's task. The
-//! allocations are shared with the manager rather than copied.
+//! device lists and allocations are shared with the manager rather than
+//! copied.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,21 +10,35 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::container_allocation::ContainerAllocation;
-use super::state::{State, is_healthy, numa_nodes};
-use super::status::ResourceStatus;
+use super::state::{Devices, State, is_healthy, numa_nodes};
+use super::status::{DeviceStatus, InstanceStatus, ResourceStatus};
 use crate::checkpoint::CheckpointProblem;
+use crate::unix_time::unix_ms;
 
-/// The device manager's state after a change.
+/// The device manager's state after a change. Device lists and
+/// allocations are shared with the state, so publishing one costs a
+/// reference count each; what status and the allocatable list show of them
+/// is worked out when read.
 #[derive(Debug, Default)]
 pub struct DeviceSnapshot {
     /// Published by the running manager, after its checkpoint was read
     /// (the first snapshot, before that, is empty).
     restored: bool,
-    /// The resources, sorted by name; `removal_in_ms` is filled in when read.
-    resources: Vec<(ResourceStatus, Option<Instant>)>,
+    /// The resources, sorted by name.
+    resources: Vec<ResourceSnapshot>,
     allocations: Vec<Arc<ContainerAllocation>>,
-    allocatable: Vec<AllocatableDevice>,
     checkpoint_problem: Option<CheckpointProblem>,
+}
+
+/// One resource.
+#[derive(Debug)]
+struct ResourceSnapshot {
+    name: String,
+    devices: Devices,
+    instances: Vec<InstanceStatus>,
+    reserved: usize,
+    /// When it is removed, while no plugin is connected.
+    removal_at: Option<Instant>,
 }
 
 impl DeviceSnapshot {
@@ -37,10 +52,30 @@ impl DeviceSnapshot {
     pub fn status_at(&self, now: Instant) -> Vec<ResourceStatus> {
         self.resources
             .iter()
-            .map(|(status, removal_at)| ResourceStatus {
-                removal_in_ms: removal_at
+            .map(|r| ResourceStatus {
+                name: r.name.clone(),
+                capacity: r.devices.len(),
+                allocatable: r.devices.values().filter(|d| is_healthy(d)).count(),
+                allocated: self
+                    .allocations
+                    .iter()
+                    .filter(|a| a.resource == r.name)
+                    .map(|a| a.devices.len())
+                    .sum(),
+                reserved: r.reserved,
+                devices: r
+                    .devices
+                    .values()
+                    .map(|d| DeviceStatus {
+                        id: d.id.clone(),
+                        health: d.health.clone(),
+                        numa_nodes: numa_nodes(d),
+                    })
+                    .collect(),
+                instances: r.instances.clone(),
+                removal_in_ms: r
+                    .removal_at
                     .map(|at| at.saturating_duration_since(now).as_millis() as u64),
-                ..status.clone()
             })
             .collect()
     }
@@ -53,8 +88,20 @@ impl DeviceSnapshot {
     }
 
     /// Every healthy device, with its NUMA nodes, sorted by resource and id.
-    pub fn allocatable(&self) -> &[AllocatableDevice] {
-        &self.allocatable
+    pub fn allocatable(&self) -> Vec<AllocatableDevice> {
+        self.resources
+            .iter()
+            .flat_map(|r| {
+                r.devices
+                    .values()
+                    .filter(|d| is_healthy(d))
+                    .map(|d| AllocatableDevice {
+                        resource: r.name.clone(),
+                        id: d.id.clone(),
+                        numa: numa_nodes(d),
+                    })
+            })
+            .collect()
     }
 
     /// What is wrong with the checkpoint, if anything.
@@ -88,30 +135,32 @@ impl State {
                 .resources
                 .iter()
                 .map(|(name, r)| {
-                    let status = self.resource_status(name, r);
-                    (status, r.stopped_since.map(|t| t + grace))
+                    let primary = r.primary().map(|(id, _)| *id);
+                    ResourceSnapshot {
+                        name: name.clone(),
+                        devices: r.devices().clone(),
+                        instances: r
+                            .instances
+                            .iter()
+                            .map(|(id, i)| {
+                                let options = i.plugin.options();
+                                InstanceStatus {
+                                    socket: i.plugin.socket().to_owned(),
+                                    primary: Some(*id) == primary,
+                                    pre_start_required: options.pre_start_required,
+                                    get_preferred_allocation_available: options
+                                        .get_preferred_allocation_available,
+                                    connected_at_unix_ms: unix_ms(i.connected_at),
+                                }
+                            })
+                            .collect(),
+                        reserved: self.reserved(name).len(),
+                        removal_at: r.stopped_since.map(|t| t + grace),
+                    }
                 })
                 .collect(),
             allocations: self.allocations.values().cloned().collect(),
-            allocatable: self.allocatable(),
             checkpoint_problem,
         }
-    }
-
-    /// Every healthy device, sorted by resource and id.
-    pub(crate) fn allocatable(&self) -> Vec<AllocatableDevice> {
-        self.resources
-            .iter()
-            .flat_map(|(resource, r)| {
-                r.devices()
-                    .values()
-                    .filter(|d| is_healthy(d))
-                    .map(move |d| AllocatableDevice {
-                        resource: resource.clone(),
-                        id: d.id.clone(),
-                        numa: numa_nodes(d),
-                    })
-            })
-            .collect()
     }
 }

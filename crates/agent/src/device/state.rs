@@ -23,12 +23,15 @@ pub(crate) type InstanceId = u64;
 /// (pod UID, container, resource).
 pub(crate) type AllocationKey = (String, String, String);
 
+/// A device list by id, shared between the state and its snapshots.
+pub(crate) type Devices = Arc<BTreeMap<String, Device>>;
+
 /// One connected plugin instance.
 pub(crate) struct Instance {
     pub(crate) plugin: PluginClient,
     pub(crate) connected_at: SystemTime,
     /// Its last device list, by id; `None` until it sends one.
-    pub(crate) devices: Option<BTreeMap<String, Device>>,
+    pub(crate) devices: Option<Devices>,
 }
 
 /// One extended resource.
@@ -38,7 +41,7 @@ pub(crate) struct Resource {
     pub(crate) instances: BTreeMap<InstanceId, Instance>,
     /// The devices reported before the last instance left, all unhealthy,
     /// shown until an instance reports a list again.
-    pub(crate) last_known: BTreeMap<String, Device>,
+    pub(crate) last_known: Devices,
     /// Set while no instance is connected: the resource is forgotten a
     /// grace period after this.
     pub(crate) stopped_since: Option<Instant>,
@@ -47,7 +50,7 @@ pub(crate) struct Resource {
 impl Resource {
     /// The devices that count: the list of the newest instance that sent
     /// one, else those last known before every instance left.
-    pub(crate) fn devices(&self) -> &BTreeMap<String, Device> {
+    pub(crate) fn devices(&self) -> &Devices {
         self.instances
             .values()
             .rev()
@@ -74,16 +77,18 @@ impl Resource {
     /// the old one going first must not blank the resource in between.
     /// Returns the instance.
     pub(crate) fn remove_instance(&mut self, id: InstanceId, now: Instant) -> Option<Instance> {
-        let view: BTreeMap<String, Device> = self.devices().clone();
+        let view = self.devices().clone();
         let gone = self.instances.remove(&id)?;
         if self.instances.is_empty() {
-            self.last_known = view
-                .into_iter()
-                .map(|(id, mut device)| {
-                    device.health = UNHEALTHY.into();
-                    (id, device)
-                })
-                .collect();
+            self.last_known = Arc::new(
+                view.iter()
+                    .map(|(id, device)| {
+                        let mut device = device.clone();
+                        device.health = UNHEALTHY.into();
+                        (id.clone(), device)
+                    })
+                    .collect(),
+            );
             self.stopped_since = Some(now);
         } else if self.instances.values().all(|i| i.devices.is_none()) {
             self.last_known = view;

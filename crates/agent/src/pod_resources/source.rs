@@ -77,7 +77,7 @@ impl ViewSource {
         {
             return Ok(answer.clone());
         }
-        let answer = allocatable(devices.allocatable());
+        let answer = allocatable(&devices.allocatable());
         cached.allocatable = Some((devices, answer.clone()));
         Ok(answer)
     }

@@ -41,7 +41,9 @@ fn state_with(devices: &[Device]) -> State {
         Instance {
             plugin,
             connected_at: SystemTime::now(),
-            devices: Some(devices.iter().map(|d| (d.id.clone(), d.clone())).collect()),
+            devices: Some(Arc::new(
+                devices.iter().map(|d| (d.id.clone(), d.clone())).collect(),
+            )),
         },
     );
     state
