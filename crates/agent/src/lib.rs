@@ -32,6 +32,7 @@ pub mod pod_resources;
 mod private_dir;
 pub mod root_lock;
 pub mod served_socket;
+mod shards;
 mod unix_time;
 
 #[cfg(feature = "fuzzing")]

@@ -3,6 +3,7 @@
 //! monitor and health stream, and the ends of cleanup hook calls; it wakes
 //! only for those and for a cleanup falling due.
 
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -25,10 +26,11 @@ use super::handle::DraHandle;
 use super::health;
 use super::metrics::DraMetrics;
 use super::service::{DraService, HealthService};
-use super::snapshot::DraSnapshot;
+use super::snapshot::{DraSnapshot, DriverSnapshot};
 use super::state::{Driver, Instance, InstanceId, State};
 use crate::checkpoint::{CheckpointProblem, Persister, Written, WrittenReply};
 use crate::owner::Mailbox;
+use crate::shards::Shards;
 use crate::unix_time::unix_ms;
 use nodeplugins_api::timer::sleep_until;
 
@@ -125,6 +127,8 @@ impl DraManager {
             prepared: self.prepared,
             snapshot: self.snapshot,
             published: false,
+            rows: Shards::default(),
+            touched: HashSet::new(),
             persister,
             load_problem,
             tasks,
@@ -158,6 +162,10 @@ struct Owner {
     snapshot: watch::Sender<Arc<DraSnapshot>>,
     /// Published during the current event (before its reply).
     published: bool,
+    /// Each driver's row of the published snapshot.
+    rows: Shards<String, DriverSnapshot>,
+    /// Drivers whose row is to be made again.
+    touched: HashSet<String>,
     /// Writes the prepared claims, with a state directory.
     persister: Option<Persister<DraCheckpoint>>,
     /// Why the checkpoint could not be loaded, or how it was repaired.
@@ -209,7 +217,12 @@ impl Owner {
             .and_then(Persister::last_error)
             .map(CheckpointProblem::Write)
             .or_else(|| self.load_problem.clone());
-        let snapshot = self.state.snapshot(self.config.health_timeout, problem);
+        for driver in std::mem::take(&mut self.touched) {
+            let row = self.state.driver_snapshot(&driver);
+            self.rows.set(driver, row);
+        }
+        let rows = self.rows.publish();
+        let snapshot = DraSnapshot::new(rows, self.config.health_timeout, problem);
         self.snapshot.send_replace(Arc::new(snapshot));
         self.changes.send_modify(|v| *v += 1);
         self.published = true;
@@ -320,6 +333,7 @@ impl Owner {
         health_service: Option<HealthService>,
         connect_now: bool,
     ) -> Result<(), DraError> {
+        self.touched.insert(driver.to_string());
         let entry = self.state.drivers.entry(driver.to_string()).or_default();
         if entry.instances.iter().any(|i| i.endpoint == endpoint) {
             return Err(DraError::AlreadyRegistered {
@@ -393,6 +407,7 @@ impl Owner {
     /// Removes the instance from the routes and returns it; the caller
     /// stops its monitor (after answering whoever is waiting).
     fn deregister(&mut self, driver: &str, endpoint: &str) -> Option<Instance> {
+        self.touched.insert(driver.to_string());
         let entry = self.state.drivers.get_mut(driver)?;
         let at = entry
             .instances
@@ -415,6 +430,7 @@ impl Owner {
             // Deregistered meanwhile.
             return false;
         };
+        self.touched.insert(driver.to_string());
         let kind = match &event {
             LinkEvent::Connected(_) => Some(DraEventKind::Connected),
             LinkEvent::Lost(_) => Some(DraEventKind::Disconnected),
@@ -468,9 +484,10 @@ impl Owner {
     }
 
     fn on_health(&mut self, id: InstanceId, devices: Vec<health_v1::DeviceHealth>) -> bool {
-        let Some((_, instance)) = self.state.instance_mut(id) else {
+        let Some((driver, instance)) = self.state.instance_mut(id) else {
             return false;
         };
+        self.touched.insert(driver.to_string());
         health::apply(Arc::make_mut(&mut instance.health), devices, Instant::now());
         true
     }

@@ -13,6 +13,7 @@ use super::health::{self, HealthReports};
 use super::state::State;
 use super::status::{DraDriverStatus, DraInstanceStatus, PendingCleanup};
 use crate::checkpoint::CheckpointProblem;
+use crate::shards::{self, Published};
 use crate::unix_time::unix_ms;
 
 /// The DRA manager's drivers after a change.
@@ -21,14 +22,15 @@ pub struct DraSnapshot {
     /// Published by the running manager (the first snapshot, before it
     /// runs, is empty).
     running: bool,
-    drivers: Vec<DriverSnapshot>,
+    /// Each driver's row is made again only when it changed.
+    drivers: Published<DriverSnapshot>,
     checkpoint_problem: Option<CheckpointProblem>,
     health_timeout: Duration,
 }
 
 /// One driver; the parts that depend on when it is read are kept raw.
 #[derive(Debug)]
-struct DriverSnapshot {
+pub(crate) struct DriverSnapshot {
     /// Without `pending_cleanup` and `devices`.
     status: DraDriverStatus,
     cleanup: Option<CleanupSnapshot>,
@@ -44,6 +46,20 @@ struct CleanupSnapshot {
 }
 
 impl DraSnapshot {
+    /// A running manager's drivers.
+    pub(crate) fn new(
+        drivers: Published<DriverSnapshot>,
+        health_timeout: Duration,
+        checkpoint_problem: Option<CheckpointProblem>,
+    ) -> Self {
+        Self {
+            running: true,
+            drivers,
+            checkpoint_problem,
+            health_timeout,
+        }
+    }
+
     /// Whether the manager was running when this was published.
     pub fn running(&self) -> bool {
         self.running
@@ -52,8 +68,7 @@ impl DraSnapshot {
     /// The drivers as of `now`, sorted by name.
     pub fn status_at(&self, now: Instant) -> Vec<DraDriverStatus> {
         let wall = SystemTime::now();
-        self.drivers
-            .iter()
+        let mut drivers: Vec<DraDriverStatus> = shards::rows(&self.drivers)
             .map(|d| DraDriverStatus {
                 pending_cleanup: d.cleanup.as_ref().map(|c| {
                     let left = c.due.saturating_duration_since(now);
@@ -73,7 +88,9 @@ impl DraSnapshot {
                     .unwrap_or_default(),
                 ..d.status.clone()
             })
-            .collect()
+            .collect();
+        drivers.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        drivers
     }
 
     /// What is wrong with the prepared claims' checkpoint, if anything.
@@ -83,57 +100,42 @@ impl DraSnapshot {
 }
 
 impl State {
-    /// The snapshot of this state.
-    pub(crate) fn snapshot(
-        &self,
-        health_timeout: Duration,
-        checkpoint_problem: Option<CheckpointProblem>,
-    ) -> DraSnapshot {
-        let drivers = self
-            .drivers
-            .iter()
-            .map(|(name, d)| {
-                let in_use = d.in_use();
-                let in_use_id = in_use.map(|i| i.id);
-                DriverSnapshot {
-                    status: DraDriverStatus {
-                        name: name.clone(),
-                        instances: d
-                            .instances
-                            .iter()
-                            .map(|i| {
-                                let link = i.link.borrow();
-                                DraInstanceStatus {
-                                    endpoint: i.endpoint.clone(),
-                                    service: i.service,
-                                    health_service: i.health_service,
-                                    connected: link.connected(),
-                                    in_use: Some(i.id) == in_use_id,
-                                    registered_at_unix_ms: unix_ms(i.registered_at),
-                                    connection_changed_at_unix_ms: unix_ms(link.since),
-                                    last_error: link.last_error.as_ref().map(ToString::to_string),
-                                    connects: link.connects,
-                                }
-                            })
-                            .collect(),
-                        pending_cleanup: None,
-                        cleaned_up_at_unix_ms: d.cleaned_up_at.map(unix_ms),
-                        devices: Vec::new(),
-                    },
-                    cleanup: d.cleanup.as_ref().map(|c| CleanupSnapshot {
-                        due: c.due,
-                        failures: c.failures,
-                        last_error: c.last_error.as_ref().map(ToString::to_string),
-                    }),
-                    health: in_use.map(|i| (i.health.clone(), i.connected())),
-                }
-            })
-            .collect();
-        DraSnapshot {
-            running: true,
-            drivers,
-            checkpoint_problem,
-            health_timeout,
-        }
+    /// The row of driver `name`, if the manager knows it.
+    pub(crate) fn driver_snapshot(&self, name: &str) -> Option<DriverSnapshot> {
+        let d = self.drivers.get(name)?;
+        let in_use = d.in_use();
+        let in_use_id = in_use.map(|i| i.id);
+        Some(DriverSnapshot {
+            status: DraDriverStatus {
+                name: name.to_string(),
+                instances: d
+                    .instances
+                    .iter()
+                    .map(|i| {
+                        let link = i.link.borrow();
+                        DraInstanceStatus {
+                            endpoint: i.endpoint.clone(),
+                            service: i.service,
+                            health_service: i.health_service,
+                            connected: link.connected(),
+                            in_use: Some(i.id) == in_use_id,
+                            registered_at_unix_ms: unix_ms(i.registered_at),
+                            connection_changed_at_unix_ms: unix_ms(link.since),
+                            last_error: link.last_error.as_ref().map(ToString::to_string),
+                            connects: link.connects,
+                        }
+                    })
+                    .collect(),
+                pending_cleanup: None,
+                cleaned_up_at_unix_ms: d.cleaned_up_at.map(unix_ms),
+                devices: Vec::new(),
+            },
+            cleanup: d.cleanup.as_ref().map(|c| CleanupSnapshot {
+                due: c.due,
+                failures: c.failures,
+                last_error: c.last_error.as_ref().map(ToString::to_string),
+            }),
+            health: in_use.map(|i| (i.health.clone(), i.connected())),
+        })
     }
 }

@@ -7,7 +7,7 @@
 //! ([`PluginSnapshot`]), making again only the rows of the paths touched. Each wake-up reconciles
 //! only the socket paths that event touched.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -30,6 +30,7 @@ use super::state::{
 use super::status::{PluginEvent, PluginEventKind};
 use super::watcher::WatchEvent;
 use crate::handler::PluginHandler;
+use crate::shards::Shards;
 use nodeplugins_api::timer::sleep_until;
 
 enum Outcome {
@@ -53,7 +54,7 @@ pub(crate) struct Reconciler {
     pub(crate) snapshot: watch::Sender<PluginSnapshot>,
     pub(crate) ready: watch::Sender<bool>,
     /// The published table's rows.
-    rows: Arc<BTreeMap<PathBuf, Arc<Row>>>,
+    rows: Shards<PathBuf, Row>,
     /// Paths whose row is to be made again.
     touched: HashSet<PathBuf>,
     desired: DesiredState,
@@ -90,7 +91,7 @@ impl Reconciler {
             version,
             snapshot,
             ready,
-            rows: Arc::default(),
+            rows: Shards::default(),
             touched: HashSet::new(),
             desired: DesiredState::default(),
             actual: ActualState::default(),
@@ -439,24 +440,19 @@ impl Reconciler {
 
     /// Makes the rows of `touched` again and publishes the table.
     fn publish(&mut self) {
-        if !self.touched.is_empty() {
-            let rows = Arc::make_mut(&mut self.rows);
-            for path in self.touched.drain() {
-                match Row::of(
-                    &path,
-                    &self.desired,
-                    &self.actual,
-                    &self.running,
-                    &self.backoff,
-                    &self.pending_info,
-                ) {
-                    Some(row) => rows.insert(path, Arc::new(row)),
-                    None => rows.remove(&path),
-                };
-            }
+        for path in std::mem::take(&mut self.touched) {
+            let row = Row::of(
+                &path,
+                &self.desired,
+                &self.actual,
+                &self.running,
+                &self.backoff,
+                &self.pending_info,
+            );
+            self.rows.set(path, row);
         }
         self.snapshot
-            .send_replace(PluginSnapshot::new(self.rows.clone()));
+            .send_replace(PluginSnapshot::new(self.rows.publish()));
         self.version.send_modify(|v| *v += 1);
     }
 }

@@ -1,18 +1,19 @@
 //! What the plugin manager publishes after every change: an immutable
 //! [`PluginSnapshot`] of its plugin table that readers (status, the admin
 //! socket, metrics) read without asking the reconciler. Each row is shared
-//! between snapshots and made again only when its socket path changed; the
-//! time left before a retry is worked out when read.
+//! between snapshots and made again only when its socket path changed, in
+//! shards ([`crate::shards`]) that are copied only when one of their rows
+//! changed; the time left before a retry is worked out when read.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use tokio::time::Instant;
 
 use super::socket_retry::SocketRetry;
 use super::state::{ActualState, DesiredState, PluginDescription, Running};
 use super::status::{PluginState, PluginStatus};
+use crate::shards::{self, Published};
 use crate::unix_time::unix_ms;
 
 /// The plugin table after a change.
@@ -21,7 +22,7 @@ pub struct PluginSnapshot {
     /// Published by the running manager (the first snapshot, before it
     /// runs, is empty).
     running: bool,
-    rows: Arc<BTreeMap<PathBuf, Arc<Row>>>,
+    rows: Published<Row>,
 }
 
 /// One socket path's row, without the time left before its retry.
@@ -85,7 +86,7 @@ impl Row {
 
 impl PluginSnapshot {
     /// A running manager's table.
-    pub(crate) fn new(rows: Arc<BTreeMap<PathBuf, Arc<Row>>>) -> Self {
+    pub(crate) fn new(rows: Published<Row>) -> Self {
         Self {
             running: true,
             rows,
@@ -99,24 +100,25 @@ impl PluginSnapshot {
 
     /// The table as of `now`, sorted by socket path.
     pub fn status_at(&self, now: Instant) -> Vec<PluginStatus> {
-        self.rows
-            .values()
+        let mut table: Vec<PluginStatus> = shards::rows(&self.rows)
             .map(|row| PluginStatus {
                 retry_in_ms: row
                     .retry_at
                     .map(|at| at.saturating_duration_since(now).as_millis() as u64),
                 ..row.status.clone()
             })
-            .collect()
+            .collect();
+        table.sort_unstable_by(|a, b| a.socket_path.cmp(&b.socket_path));
+        table
     }
 
     /// How many rows the table has.
     pub fn len(&self) -> usize {
-        self.rows.len()
+        shards::rows(&self.rows).count()
     }
 
     /// Whether the table is empty.
     pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
+        self.len() == 0
     }
 }

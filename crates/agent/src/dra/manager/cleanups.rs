@@ -8,6 +8,7 @@ impl Owner {
     /// Cancels the driver's cleanup if an instance is connected, or schedules
     /// one if none is and none is pending (a pending one keeps its deadline).
     pub(super) fn reschedule_cleanup(&mut self, driver: &str) {
+        self.touched.insert(driver.to_string());
         let Some(usable) = self.state.drivers.get(driver).map(Driver::any_connected) else {
             return;
         };
@@ -40,6 +41,7 @@ impl Owner {
 
     pub(super) fn on_cleanup_done(&mut self, done: CleanupDone) -> bool {
         let driver = done.0.clone();
+        self.touched.insert(driver.clone());
         let finished = self
             .scheduler
             .finish(&mut self.state.drivers, done, Instant::now());
