@@ -11,9 +11,8 @@
 
 use std::sync::Arc;
 
-use nodeplugins::dra::{
-    ClaimRef, DraEvent, DraEventKind, DraManager, DraManagerConfig, LoggingCleanup,
-};
+use nodeplugins::dra::{ClaimRef, DraManager, DraManagerConfig, LoggingCleanup};
+use nodeplugins::event::{AgentEvent, EventKind};
 use nodeplugins_api::constants::dra_service;
 use nodeplugins_test_support::fake_dra_driver::{FakeDraDriver, FakeDraOptions};
 use nodeplugins_test_support::stats::percentiles;
@@ -25,11 +24,11 @@ const DRIVER: &str = "bench.example.com";
 
 /// Waits until the manager has applied a connection change of the wanted
 /// kind (its event is sent as it applies it).
-async fn wait_connected(events: &mut broadcast::Receiver<DraEvent>, want: bool) {
+async fn wait_connected(events: &mut broadcast::Receiver<AgentEvent>, want: bool) {
     let kind = if want {
-        DraEventKind::Connected
+        EventKind::Connected
     } else {
-        DraEventKind::Disconnected
+        EventKind::Disconnected
     };
     loop {
         if events.recv().await.unwrap().kind == kind {

@@ -22,7 +22,8 @@ use crate::handler::PluginHandler;
 use crate::metrics::{MetricsEndpoint, serve_metrics};
 use crate::plugin_manager::{PluginManager, PluginManagerConfig, PluginManagerHandle, WatchError};
 use crate::pod_resources::{PodResourcesConfig, PodResourcesMetrics};
-use crate::root_lock::{RootLock, RootLockError};
+use crate::root_lock::RootLock;
+pub use crate::root_lock::RootLockError;
 
 /// Settings of the agent.
 #[derive(Debug, Clone)]

@@ -4,8 +4,7 @@
 
 mod persister;
 
-pub use nodeplugins_api::checkpoint::{
-    BackupProblem, CheckpointError, CheckpointProblem, DecodeError, Recovered,
+pub(crate) use nodeplugins_api::checkpoint::{
+    CheckpointError, CheckpointFile, CheckpointProblem, Loaded,
 };
-pub(crate) use nodeplugins_api::checkpoint::{CheckpointFile, Loaded};
 pub(crate) use persister::{Persister, Written, WrittenReply};

@@ -5,5 +5,6 @@ mod handler;
 mod store;
 pub mod version;
 
-pub use handler::{CsiHandler, NODE_GET_INFO_TIMEOUT};
+pub use handler::CsiHandler;
+pub(crate) use handler::NODE_GET_INFO_TIMEOUT;
 pub use store::{CsiDriver, CsiDriverStore};

@@ -41,7 +41,6 @@ mod checkpoint;
 mod command;
 mod config;
 mod container_allocation;
-mod event;
 mod handle;
 mod kubelet_socket;
 mod manager;
@@ -56,12 +55,8 @@ mod status;
 
 pub use allocate_error::AllocateError;
 pub use checkpoint::{BACKUP_FILE, CHECKPOINT_FILE, DeviceCheckpoint};
-pub use config::{
-    ALLOCATE_TIMEOUT, DIAL_TIMEOUT, DeviceManagerConfig, ENDPOINT_STOP_GRACE_PERIOD,
-    OPTIONS_TIMEOUT, PRE_START_TIMEOUT,
-};
+pub use config::DeviceManagerConfig;
 pub use container_allocation::{AllocationRequest, ContainerAllocation, DeviceNodeSpec, MountSpec};
-pub use event::{DeviceEvent, DeviceEventKind};
 pub use handle::{DeviceHandle, DeviceManagerStopped};
 pub use manager::{DeviceManager, DeviceManagerError};
 pub use metrics::DeviceMetrics;

@@ -40,7 +40,6 @@ mod command;
 mod config;
 mod connection;
 mod error;
-mod event;
 mod handle;
 mod health;
 mod manager;
@@ -52,24 +51,16 @@ mod snapshot;
 mod state;
 mod status;
 
-pub use calls::CALL_TIMEOUT;
 pub(crate) use checkpoint::PreparedClaims;
 pub use checkpoint::{BACKUP_FILE, CHECKPOINT_FILE, DraCheckpoint, RecordedClaim};
 pub use claim::{
     ClaimPod, ClaimRef, ClaimRefParseError, PreparedClaim, PreparedDevice, UnpreparedClaim,
 };
-pub use cleanup::{
-    CLEANUP_CALL_TIMEOUT, CLEANUP_GRACE, CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX, CleanupError,
-    DriverCleanup, LoggingCleanup,
-};
-pub use config::{DIAL_TIMEOUT, DraManagerConfig};
-pub use connection::{RECONNECT_INITIAL, RECONNECT_MAX};
+pub use cleanup::{CleanupError, DriverCleanup, LoggingCleanup};
+pub use config::DraManagerConfig;
 pub use error::DraError;
-pub use event::{DraEvent, DraEventKind};
 pub use handle::{DraHandle, DraManagerStopped};
-pub use health::{
-    DEFAULT_HEALTH_TIMEOUT, DeviceHealthStatus, HEALTH_STREAM_RESTART, MAX_MESSAGE_CHARS,
-};
+pub use health::DeviceHealthStatus;
 pub use manager::DraManager;
 pub use metrics::DraMetrics;
 pub use plugin_handler::DraPluginHandler;
@@ -77,9 +68,6 @@ pub use pod::{
     ContainerDevices, PodClaim, PodClaimResult, PodClaimUnprepared, PodClaims, PodRef, PreparedPod,
     UnpreparedPod,
 };
-pub use service::{
-    DraService, HealthService, SUPPORTED_SERVICES, ServiceError, choose_health_service,
-    choose_service,
-};
+pub use service::{DraService, HealthService, ServiceError, choose_service};
 pub use snapshot::DraSnapshot;
 pub use status::{DraDriverStatus, DraInstanceStatus, PendingCleanup};

@@ -1,8 +1,6 @@
 //! The interface between the plugin manager and the code that knows a
 //! plugin type (CSI, device plugin, DRA, or an embedder's own).
 
-use std::sync::Arc;
-
 /// Why a handler refused or failed a plugin. The message is sent to the
 /// plugin in `NotifyRegistrationStatus`, so it should say what to fix.
 #[derive(Debug, thiserror::Error)]
@@ -78,41 +76,5 @@ pub trait PluginHandler: Send + Sync + 'static {
     /// default does nothing.
     async fn notified(&self, name: &str, endpoint: &str) {
         let _ = (name, endpoint);
-    }
-}
-
-/// A handler that accepts every plugin and logs what happens to it.
-#[derive(Debug, Clone)]
-pub struct LoggingHandler {
-    plugin_type: String,
-}
-
-impl LoggingHandler {
-    /// A handler for plugins of `plugin_type`.
-    pub fn new(plugin_type: impl Into<String>) -> Arc<Self> {
-        Arc::new(Self {
-            plugin_type: plugin_type.into(),
-        })
-    }
-}
-
-#[async_trait::async_trait]
-impl PluginHandler for LoggingHandler {
-    async fn validate(&self, _: &str, _: &str, _: &[String]) -> Result<(), HandlerError> {
-        Ok(())
-    }
-
-    async fn register(
-        &self,
-        name: &str,
-        endpoint: &str,
-        versions: &[String],
-    ) -> Result<(), HandlerError> {
-        tracing::info!(plugin_type = %self.plugin_type, %name, %endpoint, ?versions, "plugin accepted");
-        Ok(())
-    }
-
-    async fn deregister(&self, name: &str, endpoint: &str) {
-        tracing::info!(plugin_type = %self.plugin_type, %name, %endpoint, "plugin removed");
     }
 }

@@ -1,15 +1,15 @@
 //! What the kubelet writes to the Kubernetes API for its node plugins, done
 //! by the agent when it is given an API server (feature `kube`):
 //!
-//! - **Node status** ([`node_status`]): per device plugin resource, capacity
+//! - **Node status**: per device plugin resource, capacity
 //!   (all devices) and allocatable (healthy ones), written as a merge patch
 //!   of `nodes/<node>/status`; a resource that went away is written as 0,
 //!   never deleted. Bursts of changes are coalesced into one write.
-//! - **CSI** ([`csi_node`]): the node's CSINode (created with an owner
+//! - **CSI**: the node's CSINode (created with an owner
 //!   reference to the Node), the `csi.volume.kubernetes.io/nodeid`
 //!   annotation and the drivers' topology labels, following the registered
 //!   CSI drivers.
-//! - **DRA** ([`resource_slices`]): the node's ResourceSlices are deleted at
+//! - **DRA** ([`ResourceSliceCleanup`]): the node's ResourceSlices are deleted at
 //!   start and a driver's when it stayed away for its grace period, as the
 //!   DRA manager's cleanup hook.
 //! - **Pods' claims** ([`PodClaimsReader`]): for pod-level prepare, a pod
@@ -22,30 +22,23 @@
 
 mod config;
 mod credentials;
-pub mod csi_node;
+mod csi_node;
 mod error;
-mod event;
 mod identity;
 mod metrics;
-pub mod node_status;
+mod node_status;
 mod observed;
 mod owner;
 mod pod_claims;
 mod publisher;
-pub mod resource_slices;
+mod resource_slices;
 mod status;
 mod write_state;
 
-pub use config::{
-    DEFAULT_SETTLE, KubeApiConfig, KubeConfigSource, NODE_NAME_ENV, REFUSED_RETRY_INITIAL,
-    REFUSED_RETRY_MAX, REQUEST_TIMEOUT, RETRY_JITTER, WRITE_RETRY_INITIAL, WRITE_RETRY_MAX,
-    default_node_name,
-};
-pub use credentials::{CREDENTIALS_RECHECK, Connection};
+pub use config::{KubeApiConfig, KubeConfigSource, default_node_name};
+pub use credentials::Connection;
 pub use error::KubeApiError;
-pub use event::{KubeEvent, KubeEventKind};
 pub use metrics::KubeApiMetrics;
-pub use observed::CSINODE_RECHECK;
 pub use pod_claims::{PodClaimsError, PodClaimsReader};
 pub use publisher::{KubeApi, KubeApiHandle};
 pub use resource_slices::ResourceSliceCleanup;

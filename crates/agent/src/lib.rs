@@ -3,26 +3,31 @@
 //! - [`plugin_manager`]: the plugin manager. It watches `<root>/plugins_registry`
 //!   (inotify, recursive), speaks the `pluginregistration` v1 protocol with
 //!   every plugin socket, and hands plugins to a [`PluginHandler`] by type.
-//! - [`handler`]: the [`PluginHandler`] trait embedders implement for their
-//!   own plugin types.
+//! - [`PluginHandler`]: the trait embedders implement for their own plugin
+//!   types.
 //! - [`csi`]: the CSI handler (version rules, driver store, NodeGetInfo).
 //! - [`device`]: the device manager (device plugins, allocation, checkpoint).
-//! - [`checkpoint`]: how state that must survive a restart is written and
-//!   verified.
 //! - [`dra`]: DRA drivers: instances, connection monitoring, cleanup,
 //!   prepare and unprepare, device health.
 //! - [`metrics`]: Prometheus metrics, `/healthz` and `/readyz` over HTTP.
 //! - [`admin`]: the operator socket the `nodeplugins` CLI reads status from.
+//! - [`event`]: what every subsystem tells operators happened.
+//! - [`kube_api`] (feature `kube`): what the kubelet writes to the
+//!   Kubernetes API for its plugins.
+//! - [`pod_resources`]: the kubelet's pod-resources API.
 //! - [`agent`]: the wiring `nodeplugins run` uses.
+//!
+//! `docs/embedding.md` describes every public item.
 #![forbid(unsafe_code)]
 
 pub mod admin;
 pub mod agent;
-pub mod checkpoint;
+mod checkpoint;
 pub mod csi;
 pub mod device;
 pub mod dra;
-pub mod handler;
+pub mod event;
+mod handler;
 #[cfg(feature = "kube")]
 pub mod kube_api;
 pub mod metrics;
@@ -30,13 +35,13 @@ mod owner;
 pub mod plugin_manager;
 pub mod pod_resources;
 mod private_dir;
-pub mod root_lock;
-pub mod served_socket;
+mod root_lock;
+mod served_socket;
 mod shards;
 mod unix_time;
 
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 
-pub use handler::{HandlerError, LoggingHandler, PluginHandler};
-pub use plugin_manager::{PluginManager, PluginManagerConfig, PluginManagerHandle};
+pub use handler::{HandlerError, PluginHandler};
+pub use plugin_manager::{PluginManager, PluginManagerConfig};

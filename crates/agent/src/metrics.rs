@@ -17,7 +17,6 @@ mod family;
 mod server;
 mod source;
 
-pub(crate) use family::labels;
-pub use family::{CounterVec, DEFAULT_BUCKETS, HistogramVec};
+pub(crate) use family::{CounterVec, DEFAULT_BUCKETS, HistogramVec, labels};
 pub use server::{MetricsEndpoint, serve_metrics};
 pub use source::{MetricsSource, ReadinessCheck};

@@ -39,15 +39,13 @@ use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-pub use config::{
-    CONNECTION_REFUSED_GRACE, DIAL_TIMEOUT, GET_INFO_TIMEOUT, HANDLER_TIMEOUT, INITIAL_BACKOFF,
-    MAX_BACKOFF, NOTIFY_TIMEOUT, PluginManagerConfig, REGISTRATIONS_AT_ONCE, SLOW_REGISTRATION,
-};
+pub use config::{CONNECTION_REFUSED_GRACE, DIAL_TIMEOUT, NOTIFY_TIMEOUT, PluginManagerConfig};
 pub use snapshot::PluginSnapshot;
-pub use state::{Generation, PluginDescription};
-pub use status::{PluginEvent, PluginEventKind, PluginState, PluginStatus};
+pub use state::PluginDescription;
+pub use status::{PluginState, PluginStatus};
 pub use watcher::WatchError;
 
+use crate::event::AgentEvent;
 use crate::handler::PluginHandler;
 use crate::owner;
 use control::Control;
@@ -63,7 +61,7 @@ pub struct PluginManager {
     handlers: HandlerTable,
     control_tx: mpsc::Sender<Control>,
     control_rx: mpsc::Receiver<Control>,
-    events: broadcast::Sender<PluginEvent>,
+    events: broadcast::Sender<AgentEvent>,
     version: watch::Sender<u64>,
     snapshot: watch::Sender<PluginSnapshot>,
     ready: watch::Sender<bool>,
@@ -137,7 +135,7 @@ impl PluginManager {
 /// Reads the plugin manager's status and events.
 #[derive(Clone)]
 pub struct PluginManagerHandle {
-    events: broadcast::Sender<PluginEvent>,
+    events: broadcast::Sender<AgentEvent>,
     version: watch::Receiver<u64>,
     snapshot: watch::Receiver<PluginSnapshot>,
     ready: watch::Receiver<bool>,
@@ -163,7 +161,7 @@ impl PluginManagerHandle {
     }
 
     /// Events from now on.
-    pub fn events(&self) -> broadcast::Receiver<PluginEvent> {
+    pub fn events(&self) -> broadcast::Receiver<AgentEvent> {
         self.events.subscribe()
     }
 

@@ -32,6 +32,6 @@ mod server;
 mod source;
 mod view;
 
-pub use config::{DEFAULT_SOCKET_MODE, PodResourcesConfig, RateLimit};
+pub use config::{PodResourcesConfig, RateLimit};
 pub use metrics::PodResourcesMetrics;
 pub use server::serve;

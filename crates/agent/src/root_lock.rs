@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use crate::admin::ADMIN_DIR;
 
 /// The lock file's name in `<root>/nodeplugins`.
-pub const LOCK_FILE: &str = "agent.lock";
+pub(crate) const LOCK_FILE: &str = "agent.lock";
 
 /// Why the root could not be locked.
 #[derive(Debug, thiserror::Error)]
@@ -40,14 +40,14 @@ pub enum RootLockError {
 
 /// The held lock; dropping it releases the root.
 #[derive(Debug)]
-pub struct RootLock {
+pub(crate) struct RootLock {
     _file: File,
 }
 
 impl RootLock {
     /// Locks `root` for this process, creating `<root>/nodeplugins` (mode
     /// 0700) if needed, and records this process's pid in the lock file.
-    pub fn acquire(root: &Path) -> Result<Self, RootLockError> {
+    pub(crate) fn acquire(root: &Path) -> Result<Self, RootLockError> {
         let dir = root.join(ADMIN_DIR);
         let path = dir.join(LOCK_FILE);
         let io = |source| RootLockError::Io {

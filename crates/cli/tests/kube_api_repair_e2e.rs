@@ -195,9 +195,11 @@ async fn a_client_certificate_rotated_on_disk_is_used_once_the_old_one_expired()
     let root = tempfile::tempdir().unwrap();
     let pki = root.path().join("pki");
     std::fs::create_dir_all(&pki).unwrap();
+    // Long enough for the agent to start and write with it on a loaded
+    // machine (other suites run beside this one), short enough to wait out.
     let old = api.issue_node_certificate(
         NODE,
-        Duration::from_secs(8),
+        Duration::from_secs(20),
         &pki.join("kubelet-client-1.pem"),
     );
     point_current_at(&pki, &old.path);

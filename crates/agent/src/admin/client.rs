@@ -7,12 +7,13 @@ use tokio::net::UnixStream;
 use tokio::net::unix::OwnedReadHalf;
 
 use super::protocol::{
-    AdminErrorReply, AdminEvent, AdminRequest, AgentStatus, AllocateReply, DraClaimsReply,
-    DraPreparePodReply, DraPrepareReply, DraUnpreparePodReply, DraUnprepareReply, FollowingMarker,
-    ReleaseReply, socket_path,
+    AdminErrorReply, AdminRequest, AgentStatus, AllocateReply, DraClaimsReply, DraPreparePodReply,
+    DraPrepareReply, DraUnpreparePodReply, DraUnprepareReply, FollowingMarker, ReleaseReply,
+    socket_path,
 };
 use crate::device::AllocationRequest;
 use crate::dra::{ClaimPod, ClaimRef};
+use crate::event::AgentEvent;
 
 /// Why the agent could not be asked.
 #[derive(Debug, thiserror::Error)]
@@ -232,7 +233,7 @@ pub struct EventStream {
 
 impl EventStream {
     /// The next event; `None` when the agent closes the stream.
-    pub async fn next(&mut self) -> Result<Option<AdminEvent>, AdminClientError> {
+    pub async fn next(&mut self) -> Result<Option<AgentEvent>, AdminClientError> {
         loop {
             match self.lines.next_line().await {
                 Ok(Some(line)) => {

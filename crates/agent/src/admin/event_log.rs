@@ -9,29 +9,29 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::protocol::AdminEvent;
 use super::status_sources::StatusSources;
+use crate::event::AgentEvent;
 
 /// How many past events the agent keeps.
-pub const EVENT_HISTORY: usize = 1000;
+pub(super) const EVENT_HISTORY: usize = 1000;
 /// How far a client following the events may fall behind before it misses
 /// some: a burst of a thousand plugins coming or going is several thousand
 /// events at once.
 const LIVE_BUFFER: usize = 4096;
 
 /// The history and the live stream.
-pub struct EventLog {
+pub(super) struct EventLog {
     inner: Mutex<Inner>,
 }
 
 struct Inner {
-    history: VecDeque<AdminEvent>,
-    live: broadcast::Sender<AdminEvent>,
+    history: VecDeque<AgentEvent>,
+    live: broadcast::Sender<AgentEvent>,
 }
 
 impl EventLog {
     /// Starts collecting the events of `sources` on `tasks` until `shutdown`.
-    pub fn start(
+    pub(super) fn start(
         sources: &StatusSources,
         tasks: &TaskTracker,
         shutdown: CancellationToken,
@@ -54,9 +54,9 @@ impl EventLog {
             loop {
                 let event = tokio::select! {
                     () = shutdown.cancelled() => return,
-                    event = registry.recv() => event.map(AdminEvent::PluginManager),
-                    event = dra.recv() => event.map(AdminEvent::Dra),
-                    event = devices.recv() => event.map(AdminEvent::Device),
+                    event = registry.recv() => event,
+                    event = dra.recv() => event,
+                    event = devices.recv() => event,
                     Some(event) = next_kube_event(&mut kube) => event,
                 };
                 match event {
@@ -75,7 +75,7 @@ impl EventLog {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn push(&self, event: AdminEvent) {
+    fn push(&self, event: AgentEvent) {
         let mut inner = self.lock();
         if inner.history.len() == EVENT_HISTORY {
             inner.history.pop_front();
@@ -85,7 +85,7 @@ impl EventLog {
     }
 
     /// The past events, oldest first, and a stream of every later one.
-    pub fn subscribe(&self) -> (Vec<AdminEvent>, broadcast::Receiver<AdminEvent>) {
+    pub(super) fn subscribe(&self) -> (Vec<AgentEvent>, broadcast::Receiver<AgentEvent>) {
         let inner = self.lock();
         (
             inner.history.iter().cloned().collect(),
@@ -97,16 +97,16 @@ impl EventLog {
 /// The next API publishing event; never, without a publisher.
 #[cfg(feature = "kube")]
 async fn next_kube_event(
-    events: &mut Option<broadcast::Receiver<crate::kube_api::KubeEvent>>,
-) -> Option<Result<AdminEvent, broadcast::error::RecvError>> {
+    events: &mut Option<broadcast::Receiver<AgentEvent>>,
+) -> Option<Result<AgentEvent, broadcast::error::RecvError>> {
     match events {
-        Some(events) => Some(events.recv().await.map(AdminEvent::Kube)),
+        Some(events) => Some(events.recv().await),
         None => std::future::pending().await,
     }
 }
 
 /// Without the `kube` feature there is no publisher.
 #[cfg(not(feature = "kube"))]
-async fn next_kube_event(_: &mut ()) -> Option<Result<AdminEvent, broadcast::error::RecvError>> {
+async fn next_kube_event(_: &mut ()) -> Option<Result<AgentEvent, broadcast::error::RecvError>> {
     std::future::pending().await
 }

@@ -2,7 +2,7 @@
 
 /// `nodeplugins_admin_socket_recreations_total`. Cheap to clone.
 #[derive(Clone)]
-pub struct AdminMetrics {
+pub(crate) struct AdminMetrics {
     recreations: crate::metrics::CounterVec,
 }
 
@@ -24,7 +24,7 @@ impl AdminMetrics {
     }
 
     /// How many times the admin socket was served again after being removed.
-    pub fn socket_recreations(&self) -> u64 {
+    pub(crate) fn socket_recreations(&self) -> u64 {
         self.recreations.get(&[])
     }
 }

@@ -5,25 +5,25 @@ use std::path::{Path, PathBuf};
 
 use crate::csi::CsiDriver;
 use crate::dra::{
-    ClaimPod, ClaimRef, DraDriverStatus, DraEvent, PreparedClaim, PreparedPod, RecordedClaim,
+    ClaimPod, ClaimRef, DraDriverStatus, PreparedClaim, PreparedPod, RecordedClaim,
     UnpreparedClaim, UnpreparedPod,
 };
-use crate::plugin_manager::{PluginEvent, PluginStatus};
+use crate::plugin_manager::PluginStatus;
 
 /// The directory under the root that holds the admin socket.
-pub const ADMIN_DIR: &str = "nodeplugins";
+pub(crate) const ADMIN_DIR: &str = "nodeplugins";
 /// The admin socket's file name.
-pub const ADMIN_SOCKET: &str = "admin.sock";
+pub(super) const ADMIN_SOCKET: &str = "admin.sock";
 
 /// The admin socket of the agent using `root_dir`.
-pub fn socket_path(root_dir: &Path) -> PathBuf {
+pub(super) fn socket_path(root_dir: &Path) -> PathBuf {
     root_dir.join(ADMIN_DIR).join(ADMIN_SOCKET)
 }
 
 /// A request line.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "request", rename_all = "snake_case")]
-pub enum AdminRequest {
+pub(super) enum AdminRequest {
     /// The plugin table and agent facts.
     Status,
     /// Plugin and DRA events.
@@ -92,13 +92,13 @@ pub enum AdminRequest {
     },
 }
 
-/// The answer to [`AdminRequest::DraPreparePod`].
+/// The answer to a `{"request":"dra_prepare_pod"}` line.
 pub type DraPreparePodReply = PreparedPod;
 
-/// The answer to [`AdminRequest::DraUnpreparePod`].
+/// The answer to a `{"request":"dra_unprepare_pod"}` line.
 pub type DraUnpreparePodReply = UnpreparedPod;
 
-/// The answer to [`AdminRequest::DraClaims`].
+/// The answer to a `{"request":"dra_claims"}` line.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DraClaimsReply {
     /// Every prepared claim, once per driver that prepared it, sorted by
@@ -109,14 +109,14 @@ pub struct DraClaimsReply {
     pub checkpoint_error: Option<String>,
 }
 
-/// The answer to [`AdminRequest::DraPrepare`].
+/// The answer to a `{"request":"dra_prepare"}` line.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DraPrepareReply {
     /// One result per claim, in request order.
     pub claims: Vec<PreparedClaim>,
 }
 
-/// The answer to [`AdminRequest::DraUnprepare`].
+/// The answer to a `{"request":"dra_unprepare"}` line.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DraUnprepareReply {
     /// One result per claim, in request order.
@@ -127,21 +127,21 @@ fn yes() -> bool {
     true
 }
 
-/// The answer to [`AdminRequest::Allocate`].
+/// The answer to a `{"request":"allocate"}` line.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AllocateReply {
     /// One entry per resource.
     pub allocations: Vec<crate::device::ContainerAllocation>,
 }
 
-/// The answer to [`AdminRequest::Release`].
+/// The answer to a `{"request":"release"}` line.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ReleaseReply {
     /// How many (container, resource) allocations ended.
     pub released: usize,
 }
 
-/// The answer to [`AdminRequest::Status`].
+/// The answer to a `{"request":"status"}` line.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AgentStatus {
     /// nodeplugins version.
@@ -187,34 +187,14 @@ pub struct AgentStatus {
 /// it (after the history, if asked for): every later event will be sent.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct FollowingMarker {
+pub(super) struct FollowingMarker {
     /// Always true.
     pub following: bool,
 }
 
 /// An error line.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct AdminErrorReply {
+pub(super) struct AdminErrorReply {
     /// What went wrong.
     pub error: String,
-}
-
-/// One line of an events stream, tagged with its source:
-/// `{"source":"registry","kind":"registered",...}`,
-/// `{"source":"dra","kind":"cleanup_scheduled",...}` or
-/// `{"source":"device","kind":"allocated",...}`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "source", rename_all = "lowercase")]
-pub enum AdminEvent {
-    /// A plugin manager event (registrations); `"registry"` on the wire,
-    /// as the first releases named it.
-    #[serde(rename = "registry")]
-    PluginManager(PluginEvent),
-    /// A DRA driver event.
-    Dra(DraEvent),
-    /// A Kubernetes API publishing event.
-    #[cfg(feature = "kube")]
-    Kube(crate::kube_api::KubeEvent),
-    /// A device manager event.
-    Device(crate::device::DeviceEvent),
 }

@@ -29,7 +29,7 @@ const MAX_REQUEST: usize = 4096;
 
 /// Binds `<root>/nodeplugins/admin.sock` and answers requests until
 /// `shutdown`, binding it again whenever it is removed.
-pub async fn serve(
+pub(crate) async fn serve(
     root_dir: PathBuf,
     sources: StatusSources,
     started: SystemTime,

@@ -6,7 +6,7 @@ use super::metrics::AdminMetrics;
 
 /// Where the admin socket reads the state it reports.
 #[derive(Clone)]
-pub struct StatusSources {
+pub(crate) struct StatusSources {
     /// The plugin manager.
     pub plugins: crate::plugin_manager::PluginManagerHandle,
     /// The CSI handler's drivers.

@@ -12,7 +12,7 @@ use super::version::{Version, highest_supported};
 use crate::handler::{HandlerError, PluginHandler};
 
 /// NodeGetInfo timeout (upstream `csiTimeout`, 2 min).
-pub const NODE_GET_INFO_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const NODE_GET_INFO_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The handler for plugins of type `CSIPlugin`.
 ///

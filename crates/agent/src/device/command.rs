@@ -10,12 +10,12 @@ use super::allocate_error::AllocateError;
 use super::allocate_steps::{Choice, Planned, ReservationId, ReservedChoices};
 use super::config::DeviceManagerConfig;
 use super::container_allocation::{AllocationRequest, ContainerAllocation};
-use super::event::DeviceEvent;
 use super::metrics::DeviceMetrics;
 use super::plugin_client::{DeviceError, PluginClient, StreamEnd};
 use super::snapshot::DeviceSnapshot;
 use super::state::InstanceId;
 use crate::checkpoint::{CheckpointError, WrittenReply};
+use crate::event::AgentEvent;
 
 /// Whether a checkpoint write succeeded.
 pub(crate) type WrittenResult = Result<(), Arc<CheckpointError>>;
@@ -71,7 +71,7 @@ pub(crate) enum Command {
 /// What the handle and the manager's task share.
 pub(crate) struct Shared {
     pub(crate) config: DeviceManagerConfig,
-    pub(crate) events: broadcast::Sender<DeviceEvent>,
+    pub(crate) events: broadcast::Sender<AgentEvent>,
     pub(crate) changes: watch::Receiver<u64>,
     /// The state after the latest change.
     pub(crate) snapshot: watch::Receiver<Arc<DeviceSnapshot>>,

@@ -5,17 +5,17 @@ use std::time::Duration;
 
 /// How long a resource stays known after its last plugin disconnected
 /// (upstream `endpointStopGracePeriod`, 5 min).
-pub const ENDPOINT_STOP_GRACE_PERIOD: Duration = Duration::from_secs(300);
+pub(super) const ENDPOINT_STOP_GRACE_PERIOD: Duration = Duration::from_secs(300);
 /// Dialing a device plugin (upstream: 10 s).
-pub const DIAL_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const DIAL_TIMEOUT: Duration = Duration::from_secs(10);
 /// GetDevicePluginOptions and GetPreferredAllocation. Upstream sets none, so
 /// a hanging plugin blocks forever; here they are bounded.
-pub const OPTIONS_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const OPTIONS_TIMEOUT: Duration = Duration::from_secs(10);
 /// Allocate. Upstream sets none, so a plugin that never answers blocks the
 /// container's start forever; here it is bounded.
-pub const ALLOCATE_TIMEOUT: Duration = Duration::from_secs(120);
+pub(super) const ALLOCATE_TIMEOUT: Duration = Duration::from_secs(120);
 /// PreStartContainer (upstream `KubeletPreStartContainerRPCTimeoutInSecs`, 30 s).
-pub const PRE_START_TIMEOUT: Duration = Duration::from_secs(
+pub(super) const PRE_START_TIMEOUT: Duration = Duration::from_secs(
     nodeplugins_api::constants::device_plugin::PRE_START_CONTAINER_TIMEOUT_SECS,
 );
 
@@ -25,15 +25,18 @@ pub struct DeviceManagerConfig {
     /// The device plugin directory, `<root>/device-plugins`: `kubelet.sock`,
     /// the plugins' sockets and the checkpoint.
     pub dir: PathBuf,
-    /// See [`ENDPOINT_STOP_GRACE_PERIOD`].
+    /// How long a resource stays known after its last plugin disconnected (upstream
+    /// `endpointStopGracePeriod`, 5 min).
     pub grace_period: Duration,
-    /// See [`DIAL_TIMEOUT`].
+    /// Dialing a device plugin (upstream: 10 s).
     pub dial_timeout: Duration,
-    /// See [`OPTIONS_TIMEOUT`].
+    /// GetDevicePluginOptions and GetPreferredAllocation. Upstream sets none, so a hanging
+    /// plugin blocks forever; here they are bounded. Default: 10 s.
     pub options_timeout: Duration,
-    /// See [`ALLOCATE_TIMEOUT`].
+    /// Allocate. Upstream sets none, so a plugin that never answers blocks the container's
+    /// start forever; here it is bounded. Default: 120 s.
     pub allocate_timeout: Duration,
-    /// See [`PRE_START_TIMEOUT`].
+    /// PreStartContainer (upstream `KubeletPreStartContainerRPCTimeoutInSecs`, 30 s).
     pub pre_start_timeout: Duration,
 }
 

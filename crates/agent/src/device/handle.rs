@@ -14,12 +14,12 @@ use super::allocate_error::AllocateError;
 use super::command::{Command, Shared};
 use super::config::DeviceManagerConfig;
 use super::container_allocation::{AllocationRequest, ContainerAllocation};
-use super::event::{DeviceEvent, DeviceEventKind};
 use super::metrics::DeviceMetrics;
 use super::plugin_client::{DeviceError, PluginClient};
 use super::snapshot::{AllocatableDevice, DeviceSnapshot};
 use super::status::ResourceStatus;
 use crate::checkpoint::CheckpointProblem;
+use crate::event::{AgentEvent, EventKind};
 use crate::metrics::ReadinessCheck;
 use crate::owner::{self, Mailbox};
 use crate::served_socket::SocketStatus;
@@ -56,7 +56,7 @@ impl DeviceHandle {
 
     /// Events from now on: plugins connecting and leaving, device lists
     /// changing, allocations and releases.
-    pub fn events(&self) -> broadcast::Receiver<DeviceEvent> {
+    pub fn events(&self) -> broadcast::Receiver<AgentEvent> {
         self.shared.events.subscribe()
     }
 
@@ -102,14 +102,14 @@ impl DeviceHandle {
             Ok(allocations) => {
                 for a in allocations {
                     self.emit(
-                        DeviceEventKind::Allocated,
+                        EventKind::Allocated,
                         &a.resource,
                         Some(format!("{subject}: {}", a.devices.join(","))),
                     );
                 }
             }
             Err(e) => self.emit(
-                DeviceEventKind::AllocationFailed,
+                EventKind::AllocationFailed,
                 e.resource().unwrap_or_default(),
                 Some(format!("{subject}: {e}")),
             ),
@@ -117,11 +117,11 @@ impl DeviceHandle {
         result
     }
 
-    fn emit(&self, kind: DeviceEventKind, resource: &str, detail: Option<String>) {
+    fn emit(&self, kind: EventKind, resource: &str, detail: Option<String>) {
         let _ = self
             .shared
             .events
-            .send(DeviceEvent::now(kind, resource, None, detail));
+            .send(AgentEvent::device(kind, resource, None, detail));
     }
 
     /// Frees every device held by pod `pod_uid`, once that is on disk;

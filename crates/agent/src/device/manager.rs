@@ -23,7 +23,6 @@ use super::checkpoint::{self, CheckpointData, DeviceCheckpoint};
 use super::command::{Command, Shared};
 use super::config::DeviceManagerConfig;
 use super::container_allocation::ContainerAllocation;
-use super::event::{DeviceEvent, DeviceEventKind};
 use super::handle::DeviceHandle;
 use super::kubelet_socket;
 use super::metrics::DeviceMetrics;
@@ -31,6 +30,7 @@ use super::plugin_client::{DeviceError, PluginClient, StreamEnd};
 use super::snapshot::DeviceSnapshot;
 use super::state::{AllocationKey, Devices, Instance, InstanceId, State};
 use crate::checkpoint::{CheckpointProblem, Loaded, Persister, Written};
+use crate::event::{AgentEvent, EventKind};
 use crate::owner::Mailbox;
 use nodeplugins_api::timer::sleep_until;
 
@@ -58,7 +58,7 @@ pub struct DeviceManager {
     config: DeviceManagerConfig,
     commands_tx: Mailbox<Command>,
     commands: mpsc::UnboundedReceiver<Command>,
-    events: broadcast::Sender<DeviceEvent>,
+    events: broadcast::Sender<AgentEvent>,
     changes: watch::Sender<u64>,
     snapshot: watch::Sender<Arc<DeviceSnapshot>>,
     metrics: DeviceMetrics,
@@ -161,7 +161,7 @@ struct Owner {
     commands: mpsc::UnboundedReceiver<Command>,
     /// For the ListAndWatch tasks to report back.
     commands_tx: Mailbox<Command>,
-    events: broadcast::Sender<DeviceEvent>,
+    events: broadcast::Sender<AgentEvent>,
     changes: watch::Sender<u64>,
     /// The state after every change, for readers.
     snapshot: watch::Sender<Arc<DeviceSnapshot>>,
@@ -226,14 +226,14 @@ impl Owner {
 
     fn emit(
         &self,
-        kind: DeviceEventKind,
+        kind: EventKind,
         resource: &str,
         endpoint: Option<&std::path::Path>,
         detail: Option<String>,
     ) {
         let _ = self
             .events
-            .send(DeviceEvent::now(kind, resource, endpoint, detail));
+            .send(AgentEvent::device(kind, resource, endpoint, detail));
     }
 
     /// Handles one command; says whether the state changed.
@@ -310,7 +310,7 @@ impl Owner {
                 let written = (released > 0).then(|| {
                     tracing::info!(pod = %pod_uid, released, "devices released");
                     self.emit(
-                        DeviceEventKind::Released,
+                        EventKind::Released,
                         "",
                         None,
                         Some(format!("pod {pod_uid}: {released} allocation(s)")),
@@ -359,7 +359,7 @@ impl Owner {
         self.metrics.registered(&resource);
         tracing::info!(%resource, socket = %socket.display(), pre_start = options.pre_start_required,
             preferred_allocation = options.get_preferred_allocation_available, "device plugin connected");
-        self.emit(DeviceEventKind::Connected, &resource, Some(&socket), None);
+        self.emit(EventKind::Connected, &resource, Some(&socket), None);
         let commands = self.commands_tx.clone();
         self.tasks.spawn(async move {
             let end = plugin
@@ -398,7 +398,7 @@ impl Owner {
         let after = entry.counts();
         if before != after {
             self.emit(
-                DeviceEventKind::DevicesChanged,
+                EventKind::DevicesChanged,
                 resource,
                 None,
                 Some(format!("{} healthy of {}", after.0, after.1)),
@@ -428,7 +428,7 @@ impl Owner {
         gone.plugin.disconnect();
         let socket = gone.plugin.socket();
         tracing::info!(%resource, socket = %socket.display(), "device plugin disconnected");
-        self.emit(DeviceEventKind::Disconnected, resource, Some(socket), None);
+        self.emit(EventKind::Disconnected, resource, Some(socket), None);
         true
     }
 
@@ -458,7 +458,7 @@ impl Owner {
         for resource in &due {
             self.state.resources.remove(resource);
             tracing::info!(%resource, "device plugin resource removed after its grace period");
-            self.emit(DeviceEventKind::Expired, resource, None, None);
+            self.emit(EventKind::Expired, resource, None, None);
         }
         !due.is_empty()
     }

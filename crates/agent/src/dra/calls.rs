@@ -14,7 +14,7 @@ use super::service::DraService;
 
 /// The default deadline of prepare and unprepare calls (upstream
 /// `defaultClientCallTimeout`, 45 s: half the kubelet's retry period).
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(45);
+pub(super) const CALL_TIMEOUT: Duration = Duration::from_secs(45);
 
 fn origin() -> Uri {
     Uri::from_static("http://localhost")

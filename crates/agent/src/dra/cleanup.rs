@@ -13,13 +13,13 @@ use tokio_util::sync::CancellationToken;
 
 /// The default grace period between the last instance of a driver becoming
 /// unusable and its cleanup (upstream `defaultWipingDelay`, 30 s).
-pub const CLEANUP_GRACE: Duration = Duration::from_secs(30);
+pub(super) const CLEANUP_GRACE: Duration = Duration::from_secs(30);
 /// The first retry after a failed cleanup; it doubles per failure.
-pub const CLEANUP_RETRY_INITIAL: Duration = Duration::from_secs(1);
+pub(super) const CLEANUP_RETRY_INITIAL: Duration = Duration::from_secs(1);
 /// The longest wait between cleanup attempts (upstream: 5 min).
-pub const CLEANUP_RETRY_MAX: Duration = Duration::from_secs(300);
+pub(super) const CLEANUP_RETRY_MAX: Duration = Duration::from_secs(300);
 /// How long one hook call may take before it counts as failed.
-pub const CLEANUP_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+pub(super) const CLEANUP_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Why a cleanup failed (the hook's own error, kept typed for callers that
 /// look at its source); it is retried with backoff.

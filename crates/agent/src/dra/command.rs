@@ -10,12 +10,12 @@ use super::claim::PreparedClaim;
 use super::config::DraManagerConfig;
 use super::connection::Channel;
 use super::error::DraError;
-use super::event::DraEvent;
 use super::metrics::DraMetrics;
 use super::service::{DraService, HealthService};
 use super::snapshot::DraSnapshot;
 use super::state::InstanceId;
 use crate::checkpoint::WrittenReply;
+use crate::event::AgentEvent;
 
 /// What the manager's task is told by handles.
 pub(crate) enum Command {
@@ -79,7 +79,7 @@ pub(crate) type Routes = BTreeMap<String, Route>;
 /// What the handle and the manager's task share.
 pub(crate) struct Shared {
     pub(crate) config: DraManagerConfig,
-    pub(crate) events: broadcast::Sender<DraEvent>,
+    pub(crate) events: broadcast::Sender<AgentEvent>,
     pub(crate) changes: watch::Receiver<u64>,
     pub(crate) routes: watch::Receiver<Arc<Routes>>,
     /// The prepared claims, as the task last recorded them.

@@ -9,23 +9,27 @@ use super::connection::{RECONNECT_INITIAL, RECONNECT_MAX};
 use super::health::DEFAULT_HEALTH_TIMEOUT;
 
 /// Dialing a DRA plugin's service socket, one attempt.
-pub const DIAL_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const DIAL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Settings of the DRA manager.
 #[derive(Debug, Clone)]
 pub struct DraManagerConfig {
-    /// See [`CLEANUP_GRACE`].
+    /// The grace period between the last instance of a driver becoming
+    /// unusable and its cleanup (upstream `defaultWipingDelay`, 30 s).
     pub cleanup_grace: Duration,
-    /// Deadline of prepare and unprepare calls; see [`CALL_TIMEOUT`].
+    /// The deadline of prepare and unprepare calls (upstream
+    /// `defaultClientCallTimeout`, 45 s: half the kubelet's retry period).
     pub call_timeout: Duration,
-    /// See [`DIAL_TIMEOUT`].
+    /// Dialing a DRA plugin's service socket, one attempt. Default: 10 s.
     pub dial_timeout: Duration,
     /// How long a device health report counts when the driver sets no
-    /// timeout; see [`DEFAULT_HEALTH_TIMEOUT`].
+    /// timeout. Default: 30 s.
     pub health_timeout: Duration,
-    /// The first wait after a failed connection attempt; see [`RECONNECT_INITIAL`].
+    /// The first wait after a failed connection attempt; it doubles per
+    /// failure. A re-created socket is noticed at once regardless. Default:
+    /// 1 ms.
     pub reconnect_initial: Duration,
-    /// The longest wait between connection attempts; see [`RECONNECT_MAX`].
+    /// The longest wait between connection attempts. Default: 30 s.
     pub reconnect_max: Duration,
     /// Where prepared claims are checkpointed (the agent uses
     /// `<root>/nodeplugins`); `None` keeps them in memory only.

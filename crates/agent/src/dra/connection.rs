@@ -28,7 +28,7 @@ mod link;
 mod monitor;
 mod socket_watch;
 
-pub use monitor::{RECONNECT_INITIAL, RECONNECT_MAX};
+pub(super) use monitor::{RECONNECT_INITIAL, RECONNECT_MAX};
 
 pub(crate) use channel::Channel;
 pub(crate) use demand::Demand;

@@ -17,12 +17,12 @@ use super::command::{Command, Route, Shared};
 use super::config::DraManagerConfig;
 use super::connection::Channel;
 use super::error::DraError;
-use super::event::DraEvent;
 use super::metrics::DraMetrics;
 use super::service::{DraService, choose_health_service, choose_service};
 use super::snapshot::DraSnapshot;
 use super::status::DraDriverStatus;
 use crate::checkpoint::{CheckpointProblem, WrittenReply};
+use crate::event::AgentEvent;
 use crate::owner::{self, Mailbox};
 
 /// The DRA manager has stopped.
@@ -55,7 +55,7 @@ impl DraHandle {
     }
 
     /// Follows DRA events.
-    pub fn events(&self) -> broadcast::Receiver<DraEvent> {
+    pub fn events(&self) -> broadcast::Receiver<AgentEvent> {
         self.shared.events.subscribe()
     }
 

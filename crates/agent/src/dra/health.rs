@@ -24,11 +24,11 @@ use super::service::HealthService;
 
 /// How long after a failed or ended stream it is opened again while the
 /// connection stays up (upstream: 5 s).
-pub const HEALTH_STREAM_RESTART: Duration = Duration::from_secs(5);
+pub(super) const HEALTH_STREAM_RESTART: Duration = Duration::from_secs(5);
 /// How long a device's report counts when the driver sets no timeout.
-pub const DEFAULT_HEALTH_TIMEOUT: Duration = Duration::from_secs(30);
+pub(super) const DEFAULT_HEALTH_TIMEOUT: Duration = Duration::from_secs(30);
 /// The longest message kept; longer ones are cut to 1021 characters and "...".
-pub const MAX_MESSAGE_CHARS: usize = 1024;
+pub(super) const MAX_MESSAGE_CHARS: usize = 1024;
 
 /// The health of one device, as a driver reports it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -21,7 +21,6 @@ use super::command::{Command, Route, Routes, Shared};
 use super::config::DraManagerConfig;
 use super::connection::{Channel, Demand, Link, LinkEvent, Monitor, MonitorConfig, SocketWatcher};
 use super::error::DraError;
-use super::event::{DraEvent, DraEventKind};
 use super::handle::DraHandle;
 use super::health;
 use super::metrics::DraMetrics;
@@ -29,6 +28,7 @@ use super::service::{DraService, HealthService};
 use super::snapshot::{DraSnapshot, DriverSnapshot};
 use super::state::{Driver, Instance, InstanceId, State};
 use crate::checkpoint::{CheckpointProblem, Persister, Written, WrittenReply};
+use crate::event::{AgentEvent, EventKind};
 use crate::owner::Mailbox;
 use crate::shards::Shards;
 use crate::unix_time::unix_ms;
@@ -36,6 +36,8 @@ use nodeplugins_api::timer::sleep_until;
 
 mod claims;
 mod cleanups;
+#[cfg(test)]
+mod tests;
 
 /// The DRA manager. Take [`handle`](Self::handle)s, then [`run`](Self::run) it.
 pub struct DraManager {
@@ -43,7 +45,7 @@ pub struct DraManager {
     cleanup: Arc<dyn DriverCleanup>,
     commands_tx: Mailbox<Command>,
     commands: mpsc::UnboundedReceiver<Command>,
-    events: broadcast::Sender<DraEvent>,
+    events: broadcast::Sender<AgentEvent>,
     changes: watch::Sender<u64>,
     routes: watch::Sender<Arc<Routes>>,
     prepared: watch::Sender<Arc<PreparedClaims>>,
@@ -152,7 +154,7 @@ struct Owner {
     health: mpsc::UnboundedReceiver<(InstanceId, Vec<health_v1::DeviceHealth>)>,
     /// Calls the cleanup hook for drivers that stay unusable.
     scheduler: CleanupScheduler,
-    events: broadcast::Sender<DraEvent>,
+    events: broadcast::Sender<AgentEvent>,
     changes: watch::Sender<u64>,
     /// Where each driver's calls go, published for handles.
     routes: watch::Sender<Arc<Routes>>,
@@ -228,20 +230,10 @@ impl Owner {
         self.published = true;
     }
 
-    fn event(
-        &self,
-        kind: DraEventKind,
-        driver: &str,
-        endpoint: Option<&str>,
-        detail: Option<String>,
-    ) {
-        let _ = self.events.send(DraEvent {
-            kind,
-            driver: driver.into(),
-            endpoint: endpoint.map(Into::into),
-            detail,
-            at_unix_ms: unix_ms(SystemTime::now()),
-        });
+    fn event(&self, kind: EventKind, driver: &str, endpoint: Option<&str>, detail: Option<String>) {
+        let _ = self
+            .events
+            .send(AgentEvent::dra(kind, driver, endpoint, detail));
     }
 
     fn on_command(&mut self, command: Command) -> bool {
@@ -345,7 +337,7 @@ impl Owner {
         let id = self.state.next_instance;
         // Announced before the connection can report anything.
         self.event(
-            DraEventKind::InstanceAdded,
+            EventKind::InstanceAdded,
             driver,
             Some(&endpoint),
             Some(service.to_string()),
@@ -419,7 +411,7 @@ impl Owner {
         removed.link.send_modify(Link::close);
         self.update_route(driver);
         tracing::info!(%driver, %endpoint, "DRA plugin deregistered");
-        self.event(DraEventKind::InstanceRemoved, driver, Some(endpoint), None);
+        self.event(EventKind::InstanceRemoved, driver, Some(endpoint), None);
         self.reschedule_cleanup(driver);
         Some(removed)
     }
@@ -432,8 +424,8 @@ impl Owner {
         };
         self.touched.insert(driver.to_string());
         let kind = match &event {
-            LinkEvent::Connected(_) => Some(DraEventKind::Connected),
-            LinkEvent::Lost(_) => Some(DraEventKind::Disconnected),
+            LinkEvent::Connected(_) => Some(EventKind::Connected),
+            LinkEvent::Lost(_) => Some(EventKind::Disconnected),
             LinkEvent::AttemptFailed { .. } | LinkEvent::Upgraded(_) => None,
         };
         let mut error = None;
@@ -446,8 +438,8 @@ impl Owner {
             self.update_route(&driver);
         }
         match kind {
-            Some(DraEventKind::Connected) => {
-                self.event(DraEventKind::Connected, &driver, Some(&endpoint), None);
+            Some(EventKind::Connected) => {
+                self.event(EventKind::Connected, &driver, Some(&endpoint), None);
             }
             Some(kind) => self.event(kind, &driver, Some(&endpoint), error),
             None => {}

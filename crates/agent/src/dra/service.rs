@@ -5,7 +5,7 @@
 use nodeplugins_api::constants::dra_service;
 
 /// The DRAPlugin service versions the agent speaks, newest first.
-pub const SUPPORTED_SERVICES: &[&str] = &[dra_service::V1, dra_service::V1BETA1];
+pub(super) const SUPPORTED_SERVICES: &[&str] = &[dra_service::V1, dra_service::V1BETA1];
 
 /// The DRAPlugin API version used with one plugin instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -93,7 +93,7 @@ pub fn choose_service(services: &[String]) -> Result<DraService, ServiceError> {
 }
 
 /// Picks the health service, if the plugin lists one: v1 over v1alpha1.
-pub fn choose_health_service(services: &[String]) -> Option<HealthService> {
+pub(super) fn choose_health_service(services: &[String]) -> Option<HealthService> {
     let listed = |name: &str| services.iter().any(|s| s == name);
     if listed(dra_service::HEALTH_V1) {
         Some(HealthService::V1)

@@ -6,24 +6,24 @@ use std::time::Duration;
 /// How long after a change the node status is written, so that a burst of
 /// device list updates makes one write. Well inside the 100 ms within which
 /// a change must be visible.
-pub const DEFAULT_SETTLE: Duration = Duration::from_millis(10);
+pub(super) const DEFAULT_SETTLE: Duration = Duration::from_millis(10);
 /// The first retry after a failed write; it doubles per failure.
-pub const WRITE_RETRY_INITIAL: Duration = Duration::from_millis(100);
+pub(super) const WRITE_RETRY_INITIAL: Duration = Duration::from_millis(100);
 /// The longest wait between attempts of a failed write: the API catches up
 /// within this long of coming back.
-pub const WRITE_RETRY_MAX: Duration = Duration::from_secs(2);
+pub(super) const WRITE_RETRY_MAX: Duration = Duration::from_secs(2);
 /// The deadline of one request.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Up to this fraction of each retry's delay is added at random, so that
 /// the nodes of a cluster do not all retry at once when the API server
 /// comes back.
-pub const RETRY_JITTER: f64 = 0.2;
+pub(super) const RETRY_JITTER: f64 = 0.2;
 /// The first retry after the API server refused a write in a way that
 /// repeating will not change (403, 422, a topology collision); it doubles
 /// per failure.
-pub const REFUSED_RETRY_INITIAL: Duration = Duration::from_secs(10);
+pub(super) const REFUSED_RETRY_INITIAL: Duration = Duration::from_secs(10);
 /// The longest wait between attempts of a refused write.
-pub const REFUSED_RETRY_MAX: Duration = Duration::from_secs(5 * 60);
+pub(super) const REFUSED_RETRY_MAX: Duration = Duration::from_secs(5 * 60);
 
 /// Where the API server and credentials come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,19 +41,24 @@ pub struct KubeApiConfig {
     pub source: KubeConfigSource,
     /// The Node this agent writes for (the kubelet's `--hostname-override`).
     pub node_name: String,
-    /// See [`DEFAULT_SETTLE`].
+    /// How long after a change the node status is written, so that a burst of device list
+    /// updates makes one write. Well inside the 100 ms within which a change must be visible.
+    /// Default: 10 ms.
     pub settle: Duration,
-    /// See [`WRITE_RETRY_INITIAL`].
+    /// The first retry after a failed write; it doubles per failure. Default: 100 ms.
     pub retry_initial: Duration,
-    /// See [`WRITE_RETRY_MAX`].
+    /// The longest wait between attempts of a failed write: the API catches up within this long
+    /// of coming back. Default: 2 s.
     pub retry_max: Duration,
-    /// See [`REQUEST_TIMEOUT`].
+    /// The deadline of one request. Default: 10 s.
     pub request_timeout: Duration,
-    /// See [`RETRY_JITTER`].
+    /// Up to this fraction of each retry's delay is added at random, so that the nodes of a
+    /// cluster do not all retry at once when the API server comes back. Default: 0.2.
     pub retry_jitter: f64,
-    /// See [`REFUSED_RETRY_INITIAL`].
+    /// The first retry after the API server refused a write in a way that repeating will not
+    /// change (403, 422, a topology collision); it doubles per failure. Default: 10 s.
     pub refused_retry_initial: Duration,
-    /// See [`REFUSED_RETRY_MAX`].
+    /// The longest wait between attempts of a refused write. Default: 5 min.
     pub refused_retry_max: Duration,
 }
 
@@ -76,7 +81,7 @@ impl KubeApiConfig {
 
 /// The environment variable a pod's downward API sets to its node's name
 /// (`fieldRef: spec.nodeName`), as DRA drivers and CSI sidecars read it.
-pub const NODE_NAME_ENV: &str = "NODE_NAME";
+pub(super) const NODE_NAME_ENV: &str = "NODE_NAME";
 
 /// The node name by default: `NODE_NAME` (in a pod, the downward API's
 /// node name) when set, else the host name, lower case, as the kubelet

@@ -31,7 +31,7 @@ use super::error::KubeApiError;
 
 /// How often the files are looked at even without an inotify event
 /// (client-go's `CertCallbackRefreshDuration`).
-pub const CREDENTIALS_RECHECK: Duration = Duration::from_secs(5 * 60);
+pub(super) const CREDENTIALS_RECHECK: Duration = Duration::from_secs(5 * 60);
 /// How long after a file event the files are read, so that a rotation's
 /// several steps (new file, symlink swap) are one reload.
 const SETTLE: Duration = Duration::from_millis(50);

@@ -31,19 +31,19 @@ use super::error::{KubeApiError, request};
 use crate::csi::CsiDriver;
 
 /// The Node annotation mapping driver names to the node's id in each.
-pub const NODE_ID_ANNOTATION: &str = "csi.volume.kubernetes.io/nodeid";
+pub(super) const NODE_ID_ANNOTATION: &str = "csi.volume.kubernetes.io/nodeid";
 /// The CSINode annotation listing the in-tree volume plugins whose volumes
 /// go through CSI drivers on this node.
-pub const MIGRATED_PLUGINS_ANNOTATION: &str = "storage.alpha.kubernetes.io/migrated-plugins";
+pub(super) const MIGRATED_PLUGINS_ANNOTATION: &str = "storage.alpha.kubernetes.io/migrated-plugins";
 /// The in-tree plugins the kubelet of v1.37 migrates, all of them: the
 /// annotation's value, sorted and comma-separated as the kubelet writes it.
-pub const MIGRATED_PLUGINS: &str = "kubernetes.io/aws-ebs,kubernetes.io/azure-disk,kubernetes.io/azure-file,kubernetes.io/cinder,kubernetes.io/gce-pd,kubernetes.io/portworx-volume,kubernetes.io/vsphere-volume";
+pub(super) const MIGRATED_PLUGINS: &str = "kubernetes.io/aws-ebs,kubernetes.io/azure-disk,kubernetes.io/azure-file,kubernetes.io/cinder,kubernetes.io/gce-pd,kubernetes.io/portworx-volume,kubernetes.io/vsphere-volume";
 /// How many times an update that lost a race is computed again.
-pub const CONFLICT_ATTEMPTS: u32 = 5;
+pub(super) const CONFLICT_ATTEMPTS: u32 = 5;
 
 /// What a registered driver puts on the Node and its CSINode.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CsiNodeEntry {
+pub(super) struct CsiNodeEntry {
     /// The node's id in the driver.
     pub node_id: String,
     /// Topology key → value.
@@ -53,10 +53,10 @@ pub struct CsiNodeEntry {
 }
 
 /// Driver name → what it puts on the Node.
-pub type CsiDrivers = BTreeMap<String, CsiNodeEntry>;
+pub(super) type CsiDrivers = BTreeMap<String, CsiNodeEntry>;
 
 /// The drivers whose NodeGetInfo answered, as the Node should show them.
-pub fn desired(drivers: &[CsiDriver]) -> CsiDrivers {
+pub(super) fn desired(drivers: &[CsiDriver]) -> CsiDrivers {
     drivers
         .iter()
         .filter(|d| !d.node_id.is_empty())
@@ -114,7 +114,7 @@ fn node_ids(node: &Node) -> Result<BTreeMap<String, String>, KubeApiError> {
 /// Whether `node` and `csinode` show `desired` and none of `removed`, as
 /// far as the agent's writes go. A driver whose topology collides with
 /// the Node's labels cannot be shown: it does not count.
-pub fn shows(
+pub(super) fn shows(
     node: &Node,
     csinode: Option<&CSINode>,
     desired: &CsiDrivers,

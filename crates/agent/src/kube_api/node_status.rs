@@ -28,14 +28,14 @@ use super::error::{KubeApiError, request};
 use crate::device::ResourceStatus;
 
 /// The field manager of the agent's writes.
-pub const FIELD_MANAGER: &str = "nodeplugins";
+pub(super) const FIELD_MANAGER: &str = "nodeplugins";
 
 /// Per resource: (capacity, allocatable).
-pub type NodeResources = BTreeMap<String, (usize, usize)>;
+pub(super) type NodeResources = BTreeMap<String, (usize, usize)>;
 
 /// What the Node's status should show for `resources`, with 0 for every
 /// resource in `published` that is no longer known.
-pub fn desired(resources: &[ResourceStatus], published: &BTreeSet<String>) -> NodeResources {
+pub(super) fn desired(resources: &[ResourceStatus], published: &BTreeSet<String>) -> NodeResources {
     let mut desired: NodeResources = published
         .iter()
         .map(|name| (name.clone(), (0, 0)))
@@ -47,7 +47,7 @@ pub fn desired(resources: &[ResourceStatus], published: &BTreeSet<String>) -> No
 }
 
 /// The apply configuration that writes `resources` to Node `node`.
-pub fn apply(node: &str, resources: &NodeResources) -> Value {
+pub(super) fn apply(node: &str, resources: &NodeResources) -> Value {
     let mut capacity = Map::new();
     let mut allocatable = Map::new();
     for (name, (cap, alloc)) in resources {
@@ -63,7 +63,7 @@ pub fn apply(node: &str, resources: &NodeResources) -> Value {
 }
 
 /// Whether `node` shows `resources` as they should be.
-pub fn shows(node: &Node, resources: &NodeResources) -> bool {
+pub(super) fn shows(node: &Node, resources: &NodeResources) -> bool {
     let status = node.status.as_ref();
     let capacity = status.and_then(|s| s.capacity.as_ref());
     let allocatable = status.and_then(|s| s.allocatable.as_ref());
@@ -78,7 +78,7 @@ pub fn shows(node: &Node, resources: &NodeResources) -> bool {
 
 /// The resources the agent's field manager owns in `node`'s status, from
 /// its `managedFields` (what an earlier run of the agent wrote).
-pub fn owned(node: &Node) -> BTreeSet<String> {
+pub(super) fn owned(node: &Node) -> BTreeSet<String> {
     let mut owned = BTreeSet::new();
     for entry in node.metadata.managed_fields.iter().flatten() {
         if entry.manager.as_deref() != Some(FIELD_MANAGER)

@@ -22,7 +22,7 @@ use tokio::time::Instant;
 
 /// How often the CSINode is read when it cannot be watched (the kubelet's
 /// node status report frequency).
-pub const CSINODE_RECHECK: Duration = Duration::from_secs(5 * 60);
+pub(super) const CSINODE_RECHECK: Duration = Duration::from_secs(5 * 60);
 
 /// A change of one watched object.
 #[derive(Debug)]

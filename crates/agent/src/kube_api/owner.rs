@@ -23,7 +23,6 @@ use super::config::KubeApiConfig;
 use super::credentials::{Connection, Reload};
 use super::csi_node::{self, CsiDrivers};
 use super::error::{KubeApiError, request};
-use super::event::{KubeEvent, KubeEventKind};
 use super::identity::{self, WhoAmI};
 use super::metrics::KubeApiMetrics;
 use super::node_status::{self, NodeResources};
@@ -33,6 +32,7 @@ use super::status::{KubeApiStatus, WriteKind};
 use super::write_state::{Outcome, RetryPolicy, WriteState, same_error};
 use crate::csi::CsiDriverStore;
 use crate::device::DeviceHandle;
+use crate::event::{AgentEvent, EventKind, EventSubject};
 use crate::unix_time::unix_ms;
 use nodeplugins_api::timer::sleep_until;
 
@@ -62,7 +62,7 @@ pub(super) struct Owner {
     pub(super) devices: DeviceHandle,
     pub(super) csi: CsiDriverStore,
     pub(super) wipes: mpsc::UnboundedReceiver<WipeReport>,
-    pub(super) events: broadcast::Sender<KubeEvent>,
+    pub(super) events: broadcast::Sender<AgentEvent>,
     pub(super) metrics: KubeApiMetrics,
     pub(super) status: watch::Sender<Arc<KubeApiStatus>>,
 }
@@ -399,19 +399,18 @@ impl Owner {
             Outcome::Quiet => return,
             Outcome::Failed(error) => {
                 tracing::warn!(write = %kind, %error, "Kubernetes API write failed; retrying");
-                (KubeEventKind::WriteFailed, Some(error.to_string()))
+                (EventKind::WriteFailed, Some(error.to_string()))
             }
             Outcome::CaughtUp => {
                 tracing::info!(write = %kind, "Kubernetes API has the latest state again");
-                (KubeEventKind::CaughtUp, None)
+                (EventKind::CaughtUp, None)
             }
         };
-        let _ = self.events.send(KubeEvent {
-            kind: event,
+        let subject = EventSubject::Kube {
             write: kind,
             detail,
-            at_unix_ms: unix_ms(SystemTime::now()),
-        });
+        };
+        let _ = self.events.send(AgentEvent::now(event, subject));
     }
 
     fn publish_status(&self, state: &State) {

@@ -12,7 +12,6 @@ use tokio_util::sync::CancellationToken;
 use super::config::KubeApiConfig;
 use super::credentials::{Connection, Credentials, Reload, reload_channel};
 use super::error::KubeApiError;
-use super::event::KubeEvent;
 use super::metrics::KubeApiMetrics;
 use super::owner::Owner;
 use super::resource_slices::{ResourceSliceCleanup, WipeReport};
@@ -20,6 +19,7 @@ use super::status::KubeApiStatus;
 use super::write_state::RetryPolicy;
 use crate::csi::CsiDriverStore;
 use crate::device::DeviceHandle;
+use crate::event::AgentEvent;
 
 /// Publishes the node's plugins to the API server. Take a
 /// [`handle`](Self::handle) and the [`slice_cleanup`](Self::slice_cleanup)
@@ -29,7 +29,7 @@ pub struct KubeApi {
     credentials: Credentials,
     reload: (Reload, mpsc::Receiver<()>),
     connection: watch::Receiver<Connection>,
-    events: broadcast::Sender<KubeEvent>,
+    events: broadcast::Sender<AgentEvent>,
     metrics: KubeApiMetrics,
     status: watch::Sender<Arc<KubeApiStatus>>,
     wipes: (
@@ -133,7 +133,7 @@ impl KubeApi {
 #[derive(Clone)]
 pub struct KubeApiHandle {
     status: watch::Receiver<Arc<KubeApiStatus>>,
-    events: broadcast::Sender<KubeEvent>,
+    events: broadcast::Sender<AgentEvent>,
     metrics: KubeApiMetrics,
 }
 
@@ -144,7 +144,7 @@ impl KubeApiHandle {
     }
 
     /// Events from now on.
-    pub fn events(&self) -> broadcast::Receiver<KubeEvent> {
+    pub fn events(&self) -> broadcast::Receiver<AgentEvent> {
         self.events.subscribe()
     }
 

@@ -19,7 +19,7 @@ use super::error::{KubeApiError, request};
 use crate::dra::{CleanupError, DriverCleanup};
 
 /// The field selector of the node's slices, or of one driver's on the node.
-pub fn field_selector(node: &str, driver: Option<&str>) -> String {
+pub(super) fn field_selector(node: &str, driver: Option<&str>) -> String {
     match driver {
         Some(driver) => format!("spec.nodeName={node},spec.driver={driver}"),
         None => format!("spec.nodeName={node}"),

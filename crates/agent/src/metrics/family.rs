@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The Prometheus client default buckets, in seconds.
-pub const DEFAULT_BUCKETS: &[f64] = &[
+pub(crate) const DEFAULT_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
@@ -38,7 +38,7 @@ pub(crate) fn labels(names: &[&str], values: &[String], extra: Option<(&str, &st
 
 /// A counter per combination of label values. Cheap to clone.
 #[derive(Clone)]
-pub struct CounterVec {
+pub(crate) struct CounterVec {
     name: &'static str,
     help: &'static str,
     label_names: &'static [&'static str],
@@ -47,7 +47,7 @@ pub struct CounterVec {
 
 impl CounterVec {
     /// A family with no samples yet.
-    pub fn new(
+    pub(crate) fn new(
         name: &'static str,
         help: &'static str,
         label_names: &'static [&'static str],
@@ -61,21 +61,21 @@ impl CounterVec {
     }
 
     /// Adds one for `label_values` (in the order of the label names).
-    pub fn inc(&self, label_values: &[&str]) {
+    pub(crate) fn inc(&self, label_values: &[&str]) {
         let key = label_values.iter().map(|s| s.to_string()).collect();
         let mut values = self.values.lock().unwrap_or_else(|p| p.into_inner());
         *values.entry(key).or_default() += 1;
     }
 
     /// The current value for `label_values`.
-    pub fn get(&self, label_values: &[&str]) -> u64 {
+    pub(crate) fn get(&self, label_values: &[&str]) -> u64 {
         let key: Vec<String> = label_values.iter().map(|s| s.to_string()).collect();
         let values = self.values.lock().unwrap_or_else(|p| p.into_inner());
         values.get(&key).copied().unwrap_or(0)
     }
 
     /// Appends the family to `out`.
-    pub fn render(&self, out: &mut String) {
+    pub(crate) fn render(&self, out: &mut String) {
         let _ = writeln!(out, "# HELP {} {}", self.name, self.help);
         let _ = writeln!(out, "# TYPE {} counter", self.name);
         let values = self.values.lock().unwrap_or_else(|p| p.into_inner());
@@ -100,7 +100,7 @@ struct Histogram {
 
 /// A histogram per combination of label values. Cheap to clone.
 #[derive(Clone)]
-pub struct HistogramVec {
+pub(crate) struct HistogramVec {
     name: &'static str,
     help: &'static str,
     label_names: &'static [&'static str],
@@ -110,7 +110,7 @@ pub struct HistogramVec {
 
 impl HistogramVec {
     /// A family with `bounds` as bucket upper bounds (seconds).
-    pub fn new(
+    pub(crate) fn new(
         name: &'static str,
         help: &'static str,
         label_names: &'static [&'static str],
@@ -126,7 +126,7 @@ impl HistogramVec {
     }
 
     /// Records one duration for `label_values`.
-    pub fn observe(&self, label_values: &[&str], duration: Duration) {
+    pub(crate) fn observe(&self, label_values: &[&str], duration: Duration) {
         let seconds = duration.as_secs_f64();
         let key = label_values.iter().map(|s| s.to_string()).collect();
         let mut values = self.values.lock().unwrap_or_else(|p| p.into_inner());
@@ -143,15 +143,8 @@ impl HistogramVec {
         h.count += 1;
     }
 
-    /// How many durations were recorded for `label_values`.
-    pub fn count(&self, label_values: &[&str]) -> u64 {
-        let key: Vec<String> = label_values.iter().map(|s| s.to_string()).collect();
-        let values = self.values.lock().unwrap_or_else(|p| p.into_inner());
-        values.get(&key).map_or(0, |h| h.count)
-    }
-
     /// Appends the family to `out`.
-    pub fn render(&self, out: &mut String) {
+    pub(crate) fn render(&self, out: &mut String) {
         let _ = writeln!(out, "# HELP {} {}", self.name, self.help);
         let _ = writeln!(out, "# TYPE {} histogram", self.name);
         let values = self.values.lock().unwrap_or_else(|p| p.into_inner());

@@ -27,8 +27,8 @@ use super::socket_retry::SocketRetry;
 use super::state::{
     ActualEntry, ActualState, DesiredState, Generation, PluginDescription, Running,
 };
-use super::status::{PluginEvent, PluginEventKind};
 use super::watcher::WatchEvent;
+use crate::event::{AgentEvent, EventKind};
 use crate::handler::PluginHandler;
 use crate::shards::Shards;
 use nodeplugins_api::timer::sleep_until;
@@ -49,7 +49,7 @@ pub(crate) struct Reconciler {
     pub(crate) config: Arc<PluginManagerConfig>,
     pub(crate) handlers: HandlerTable,
     pub(crate) control_tx: mpsc::Sender<Control>,
-    pub(crate) events: broadcast::Sender<PluginEvent>,
+    pub(crate) events: broadcast::Sender<AgentEvent>,
     pub(crate) version: watch::Sender<u64>,
     pub(crate) snapshot: watch::Sender<PluginSnapshot>,
     pub(crate) ready: watch::Sender<bool>,
@@ -76,7 +76,7 @@ impl Reconciler {
         config: Arc<PluginManagerConfig>,
         handlers: HandlerTable,
         control_tx: mpsc::Sender<Control>,
-        events: broadcast::Sender<PluginEvent>,
+        events: broadcast::Sender<AgentEvent>,
         version: watch::Sender<u64>,
         snapshot: watch::Sender<PluginSnapshot>,
         ready: watch::Sender<bool>,
@@ -316,7 +316,7 @@ impl Reconciler {
                         self.on_failed(path, generation, failed.error.into(), failed.info);
                     }
                     Outcome::Unregister { path, info } => {
-                        self.emit(PluginEventKind::Deregistered, &path, Some(info), None, None);
+                        self.emit(EventKind::Deregistered, &path, Some(info), None, None);
                         self.running.remove(&path);
                         self.dirty.insert(path);
                     }
@@ -357,13 +357,7 @@ impl Reconciler {
             socket = %path.display(), plugin_type = %info.plugin_type, name = %info.name,
             endpoint = %info.endpoint, "registered plugin"
         );
-        self.emit(
-            PluginEventKind::Registered,
-            &path,
-            Some(info.clone()),
-            None,
-            None,
-        );
+        self.emit(EventKind::Registered, &path, Some(info.clone()), None, None);
         let entry = ActualEntry {
             generation,
             info,
@@ -404,7 +398,7 @@ impl Reconciler {
             self.pending_info.insert(path.clone(), info.clone());
         }
         self.emit(
-            PluginEventKind::Failed,
+            EventKind::Failed,
             &path,
             info,
             Some(error.to_string()),
@@ -417,25 +411,14 @@ impl Reconciler {
 
     fn emit(
         &self,
-        kind: PluginEventKind,
+        kind: EventKind,
         path: &Path,
         plugin: Option<PluginDescription>,
         error: Option<String>,
         retry_in_ms: Option<u64>,
     ) {
-        let unix_us = SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
-        let at_unix_us = unix_us;
-        let _ = self.events.send(PluginEvent {
-            kind,
-            socket_path: path.to_owned(),
-            plugin,
-            error,
-            retry_in_ms,
-            at_unix_ms: unix_us / 1000,
-            at_unix_us,
-        });
+        let event = AgentEvent::plugin(kind, path, plugin, error, retry_in_ms);
+        let _ = self.events.send(event);
     }
 
     /// Makes the rows of `touched` again and publishes the table.
@@ -467,3 +450,6 @@ fn panic_message(error: JoinError) -> String {
         "non-string panic payload".to_string()
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -10,7 +10,7 @@ use crate::handler::PluginHandler;
 /// Identifies one appearance of a socket at a path: a socket re-created at
 /// the same path is a new plugin with a new generation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-pub struct Generation(pub u64);
+pub(crate) struct Generation(pub u64);
 
 /// Device and inode of a socket file, to tell a re-created socket from a
 /// second report of the same one.

@@ -1,9 +1,6 @@
-//! What the plugin manager shows operators: a table of plugins and a stream
-//! of events.
+//! What the plugin manager shows operators: a table of plugins.
 
 use std::path::PathBuf;
-
-use super::state::PluginDescription;
 
 /// Where a plugin stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -45,35 +42,4 @@ pub struct PluginStatus {
     pub failures: u32,
     /// Time left until the next attempt, for failed plugins.
     pub retry_in_ms: Option<u64>,
-}
-
-/// What happened to a plugin.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PluginEventKind {
-    /// Registered with its handler.
-    Registered,
-    /// Removed from its handler.
-    Deregistered,
-    /// A registration attempt failed.
-    Failed,
-}
-
-/// One entry of the event stream.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct PluginEvent {
-    /// What happened.
-    pub kind: PluginEventKind,
-    /// The registration socket.
-    pub socket_path: PathBuf,
-    /// The plugin, when known.
-    pub plugin: Option<PluginDescription>,
-    /// Why, for failures.
-    pub error: Option<String>,
-    /// Time until the next attempt, for failures.
-    pub retry_in_ms: Option<u64>,
-    /// When (Unix milliseconds).
-    pub at_unix_ms: u64,
-    /// When, in Unix microseconds (for latency measurements).
-    pub at_unix_us: u64,
 }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use nodeplugins_api::constants::pod_resources::{DEFAULT_BURST, DEFAULT_QPS, DIR, SOCKET};
 
 /// The socket's mode unless configured otherwise: the agent's user only.
-pub const DEFAULT_SOCKET_MODE: u32 = 0o600;
+pub(super) const DEFAULT_SOCKET_MODE: u32 = 0o600;
 
 /// How many calls the server answers: a token bucket shared by every client
 /// and method, as the kubelet's.

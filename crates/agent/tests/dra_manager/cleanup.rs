@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use nodeplugins::dra::DraEventKind;
+use nodeplugins::event::EventKind;
 
 use super::{DRIVER, Node, both, prepared_by};
 
@@ -15,17 +15,17 @@ async fn a_dropped_connection_is_cleaned_up_after_the_grace_period() {
         .register(DRIVER, &plugin.endpoint(), &both())
         .await
         .unwrap();
-    node.event(DraEventKind::Connected).await;
+    node.event(EventKind::Connected).await;
 
     plugin.stop().await;
-    let disconnected = node.event(DraEventKind::Disconnected).await;
-    assert_eq!(disconnected.endpoint, Some(plugin.endpoint()));
-    node.event(DraEventKind::CleanupScheduled).await;
+    let disconnected = node.event(EventKind::Disconnected).await;
+    assert_eq!(disconnected.endpoint(), Some(plugin.endpoint().as_str()));
+    node.event(EventKind::CleanupScheduled).await;
     let status = node.status().await.unwrap();
     assert!(status.pending_cleanup.is_some(), "{status:?}");
     assert_eq!(status.instances.len(), 1, "a drop does not deregister");
 
-    node.event(DraEventKind::CleanedUp).await;
+    node.event(EventKind::CleanedUp).await;
     assert_eq!(*node.cleanups.borrow(), [DRIVER]);
     let status = node.status().await.unwrap();
     assert!(status.pending_cleanup.is_none());
@@ -41,12 +41,12 @@ async fn a_reconnect_within_the_grace_period_cancels_the_cleanup() {
         .await
         .unwrap();
     plugin.stop().await;
-    node.event(DraEventKind::CleanupScheduled).await;
+    node.event(EventKind::CleanupScheduled).await;
     assert!(node.status().await.unwrap().pending_cleanup.is_some());
 
     plugin.restart().await;
-    node.event(DraEventKind::Connected).await;
-    node.event(DraEventKind::CleanupCancelled).await;
+    node.event(EventKind::Connected).await;
+    node.event(EventKind::CleanupCancelled).await;
     let status = node.status().await.unwrap();
     assert!(status.pending_cleanup.is_none());
     assert!(node.cleanups.borrow().is_empty());
@@ -63,8 +63,8 @@ async fn deregistering_the_last_instance_schedules_the_cleanup_once() {
         .unwrap();
     node.manager.deregister(DRIVER, &plugin.endpoint()).await;
     node.manager.deregister(DRIVER, &plugin.endpoint()).await;
-    node.event(DraEventKind::CleanupScheduled).await;
-    node.event(DraEventKind::CleanedUp).await;
+    node.event(EventKind::CleanupScheduled).await;
+    node.event(EventKind::CleanedUp).await;
     assert_eq!(*node.cleanups.borrow(), [DRIVER]);
     // A driver with no instances left is forgotten once cleaned up.
     node.wait("driver forgotten", |s| s.is_none()).await;
@@ -79,12 +79,12 @@ async fn a_failing_cleanup_is_retried_and_shown() {
         .await
         .unwrap();
     node.manager.deregister(DRIVER, &plugin.endpoint()).await;
-    let failed = node.event(DraEventKind::CleanupFailed).await;
-    assert_eq!(failed.detail.as_deref(), Some("API server unreachable"));
+    let failed = node.event(EventKind::CleanupFailed).await;
+    assert_eq!(failed.detail(), Some("API server unreachable"));
     let pending = node.status().await.and_then(|s| s.pending_cleanup);
     if let Some(pending) = pending {
         assert_eq!(pending.failures, 1);
     }
-    node.event(DraEventKind::CleanedUp).await;
+    node.event(EventKind::CleanedUp).await;
     assert_eq!(*node.cleanups.borrow(), [DRIVER]);
 }

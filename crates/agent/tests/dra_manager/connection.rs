@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use nodeplugins::dra::{DraError, DraEventKind};
+use nodeplugins::dra::DraError;
+use nodeplugins::event::EventKind;
 use nodeplugins_api::constants::dra_service;
 use nodeplugins_test_support::wait::{TIMEOUT, eventually};
 
@@ -173,6 +174,6 @@ async fn a_call_upgrades_the_light_connection_and_the_instance_stays_connected()
     assert!(status.instances[0].connected, "{status:?}");
     // The upgrade is not a disconnection.
     while let Ok(event) = events.try_recv() {
-        assert_ne!(event.kind, DraEventKind::Disconnected, "{event:?}");
+        assert_ne!(event.kind, EventKind::Disconnected, "{event:?}");
     }
 }

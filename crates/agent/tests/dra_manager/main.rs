@@ -15,9 +15,9 @@ mod registration;
 use std::sync::Arc;
 
 use nodeplugins::dra::{
-    ClaimRef, CleanupError, DraDriverStatus, DraEvent, DraEventKind, DraHandle, DraManager,
-    DraManagerConfig, DriverCleanup,
+    ClaimRef, CleanupError, DraDriverStatus, DraHandle, DraManager, DraManagerConfig, DriverCleanup,
 };
+use nodeplugins::event::{AgentEvent, EventKind};
 use nodeplugins_api::constants::dra_service;
 use nodeplugins_test_support::fake_dra_driver::{FakeDraDriver, FakeDraOptions};
 use nodeplugins_test_support::wait::TIMEOUT;
@@ -49,7 +49,7 @@ struct Node {
     dir: tempfile::TempDir,
     manager: DraHandle,
     cleanups: watch::Receiver<Vec<String>>,
-    events: broadcast::Receiver<DraEvent>,
+    events: broadcast::Receiver<AgentEvent>,
     shutdown: CancellationToken,
 }
 
@@ -116,7 +116,7 @@ impl Node {
     }
 
     /// The next event of `kind`, skipping others.
-    async fn event(&mut self, kind: DraEventKind) -> DraEvent {
+    async fn event(&mut self, kind: EventKind) -> AgentEvent {
         loop {
             let event = tokio::time::timeout(TIMEOUT, self.events.recv())
                 .await

@@ -101,8 +101,9 @@ async fn deregistrations(
     let deadline = Instant::now() + timeout;
     while count > 0 {
         match tokio::time::timeout_at(deadline, events.next()).await {
-            Ok(Ok(Some(nodeplugins::admin::AdminEvent::PluginManager(event))))
-                if event.kind == nodeplugins::plugin_manager::PluginEventKind::Deregistered =>
+            Ok(Ok(Some(event)))
+                if event.kind == nodeplugins::event::EventKind::Deregistered
+                    && event.source() == "registry" =>
             {
                 count -= 1
             }

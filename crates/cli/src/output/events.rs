@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use nodeplugins::admin::AdminEvent;
+use nodeplugins::event::{AgentEvent, EventSubject};
 
 use super::format::Format;
 
@@ -42,7 +42,7 @@ fn endpoint_and_detail(endpoint: &Option<String>, detail: &Option<String>) -> St
 
 /// Prints one event: a JSON line, or a table row.
 pub(crate) fn event(
-    event: &AdminEvent,
+    event: &AgentEvent,
     format: Format,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
@@ -51,35 +51,45 @@ pub(crate) fn event(
         writeln!(out)?;
         return Ok(());
     }
-    let (at, source, kind, subject, detail) = match event {
-        AdminEvent::PluginManager(e) => {
-            let subject = match &e.plugin {
+    let (source, subject, detail) = match &event.subject {
+        EventSubject::PluginManager {
+            socket_path,
+            plugin,
+            error,
+            ..
+        } => {
+            let subject = match plugin {
                 Some(p) => format!("{} {}", p.plugin_type, p.name),
-                None => e.socket_path.display().to_string(),
+                None => socket_path.display().to_string(),
             };
-            let mut detail = e.socket_path.display().to_string();
-            if let Some(error) = &e.error {
+            let mut detail = socket_path.display().to_string();
+            if let Some(error) = error {
                 detail = format!("{error} ({detail})");
             }
-            let kind = serde_json::to_value(e.kind)?;
-            (e.at_unix_ms, "registry", kind, subject, detail)
+            ("registry", subject, detail)
         }
-        AdminEvent::Dra(e) => {
-            let detail = endpoint_and_detail(&e.endpoint, &e.detail);
-            let kind = serde_json::to_value(e.kind)?;
-            (e.at_unix_ms, "dra", kind, e.driver.clone(), detail)
-        }
-        AdminEvent::Device(e) => {
-            let detail = endpoint_and_detail(&e.endpoint, &e.detail);
-            let kind = serde_json::to_value(e.kind)?;
-            (e.at_unix_ms, "device", kind, e.resource.clone(), detail)
-        }
-        AdminEvent::Kube(e) => {
-            let kind = serde_json::to_value(e.kind)?;
-            let detail = e.detail.clone().unwrap_or_default();
-            (e.at_unix_ms, "kube-api", kind, e.write.to_string(), detail)
-        }
+        EventSubject::Dra {
+            driver,
+            endpoint,
+            detail,
+        } => ("dra", driver.clone(), endpoint_and_detail(endpoint, detail)),
+        EventSubject::Device {
+            resource,
+            endpoint,
+            detail,
+        } => (
+            "device",
+            resource.clone(),
+            endpoint_and_detail(endpoint, detail),
+        ),
+        EventSubject::Kube { write, detail } => (
+            "kube-api",
+            write.to_string(),
+            detail.clone().unwrap_or_default(),
+        ),
     };
+    let at = event.at_unix_ms;
+    let kind = serde_json::to_value(event.kind)?;
     let kind = kind.as_str().unwrap_or_default().to_string();
     writeln!(
         out,

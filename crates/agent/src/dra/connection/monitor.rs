@@ -19,9 +19,9 @@ use nodeplugins_api::backoff::Backoff;
 
 /// The first retry after a failed connection attempt; it doubles per
 /// failure. A re-created socket is noticed at once regardless.
-pub const RECONNECT_INITIAL: Duration = Duration::from_millis(1);
+pub(crate) const RECONNECT_INITIAL: Duration = Duration::from_millis(1);
 /// The longest wait between connection attempts.
-pub const RECONNECT_MAX: Duration = Duration::from_secs(30);
+pub(crate) const RECONNECT_MAX: Duration = Duration::from_secs(30);
 
 /// What the monitor needs besides the endpoint.
 #[derive(Debug, Clone)]

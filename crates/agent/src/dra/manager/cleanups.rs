@@ -18,12 +18,12 @@ impl Owner {
         match change {
             Some(Rescheduled::Cancelled) => {
                 tracing::info!(%driver, "DRA driver usable again: cleanup cancelled");
-                self.event(DraEventKind::CleanupCancelled, driver, None, None);
+                self.event(EventKind::CleanupCancelled, driver, None, None);
             }
             Some(Rescheduled::Scheduled { grace, deadline }) => {
                 tracing::info!(%driver, grace = ?grace, "no instance of the DRA driver is connected: cleanup scheduled");
                 self.event(
-                    DraEventKind::CleanupScheduled,
+                    EventKind::CleanupScheduled,
                     driver,
                     None,
                     Some(format!("deadline {} (unix ms)", unix_ms(deadline))),
@@ -49,13 +49,13 @@ impl Owner {
             None => false,
             Some(Finished::CleanedUp) => {
                 tracing::info!(%driver, "DRA driver cleaned up");
-                self.event(DraEventKind::CleanedUp, &driver, None, None);
+                self.event(EventKind::CleanedUp, &driver, None, None);
                 true
             }
             Some(Finished::Failed { error, retry_in }) => {
                 tracing::warn!(%driver, %error, retry_in = ?retry_in, "DRA driver cleanup failed");
                 self.event(
-                    DraEventKind::CleanupFailed,
+                    EventKind::CleanupFailed,
                     &driver,
                     None,
                     Some(error.to_string()),
