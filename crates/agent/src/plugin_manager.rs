@@ -144,20 +144,29 @@ pub struct PluginManagerHandle {
 impl PluginManagerHandle {
     /// The plugin table after the latest change (empty, and not
     /// [`running`](PluginSnapshot::running), before the manager runs).
-    pub fn table(&self) -> PluginSnapshot {
+    pub fn snapshot(&self) -> PluginSnapshot {
         self.snapshot.borrow().clone()
     }
 
-    /// The current plugin table, sorted by socket path, once the manager
-    /// runs.
-    pub async fn snapshot(&self) -> Result<Vec<PluginStatus>, PluginManagerStopped> {
+    /// The plugin table after the latest change, once the manager runs.
+    pub async fn running_snapshot(&self) -> Result<PluginSnapshot, PluginManagerStopped> {
         let mut snapshot = self.snapshot.clone();
         let running = snapshot
             .wait_for(PluginSnapshot::running)
             .await
-            .map_err(|_| PluginManagerStopped)?
-            .clone();
-        Ok(running.status_at(tokio::time::Instant::now()))
+            .map_err(|_| PluginManagerStopped)?;
+        Ok(running.clone())
+    }
+
+    /// The plugin table, sorted by socket path, once the manager runs.
+    pub async fn status(&self) -> Result<Vec<PluginStatus>, PluginManagerStopped> {
+        let snapshot = self.running_snapshot().await?;
+        Ok(snapshot.status_at(tokio::time::Instant::now()))
+    }
+
+    /// Ticks after every change of the table.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.version.clone()
     }
 
     /// Events from now on.
@@ -187,7 +196,7 @@ impl PluginManagerHandle {
         timeout: Duration,
         pred: impl FnMut(&[PluginStatus]) -> bool,
     ) -> Result<Option<Vec<PluginStatus>>, PluginManagerStopped> {
-        let read = || self.snapshot();
+        let read = || self.status();
         owner::wait_for(&self.version, timeout, PluginManagerStopped, read, pred).await
     }
 }

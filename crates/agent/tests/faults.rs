@@ -80,7 +80,7 @@ async fn thousands_of_socket_flaps_end_in_the_right_state() {
         .serve(&socket)
         .await;
     h.wait_registered(&socket).await;
-    let table = h.handle.snapshot().await.unwrap();
+    let table = h.handle.status().await.unwrap();
     assert_eq!(table.len(), 1, "{table:#?}");
     // Whatever the flaps caused, the handler ends with exactly one live registration.
     let calls = h.handler.snapshot();
@@ -117,7 +117,7 @@ async fn a_directory_full_of_things_that_are_not_sockets_is_ignored() {
         .serve(&socket)
         .await;
     h.wait_registered(&socket).await;
-    let table = h.handle.snapshot().await.unwrap();
+    let table = h.handle.status().await.unwrap();
     assert_eq!(table.len(), 1, "only the socket is a plugin: {table:#?}");
     assert_eq!(h.handler.snapshot().len(), 2, "validate and register, once");
 }

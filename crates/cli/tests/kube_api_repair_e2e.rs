@@ -195,6 +195,10 @@ async fn a_client_certificate_rotated_on_disk_is_used_once_the_old_one_expired()
     let root = tempfile::tempdir().unwrap();
     let pki = root.path().join("pki");
     std::fs::create_dir_all(&pki).unwrap();
+    // The plugin is built (if need be) before the short-lived certificate
+    // is issued: a build waits for any other suite's cargo to finish.
+    let _ =
+        nodeplugins_test_support::binaries::binary("nodeplugins-sdk-bins", "example-device-plugin");
     // Long enough for the agent to start and write with it on a loaded
     // machine (other suites run beside this one), short enough to wait out.
     let old = api.issue_node_certificate(

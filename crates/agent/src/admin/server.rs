@@ -264,7 +264,7 @@ impl Context {
     async fn status(&self) -> serde_json::Value {
         let sources = &self.sources;
         let (plugins, resources, checkpoint, dra_drivers, dra_checkpoint) = tokio::join!(
-            sources.plugins.snapshot(),
+            sources.plugins.status(),
             sources.devices.status(),
             sources.devices.checkpoint_problem(),
             sources.dra.status(),

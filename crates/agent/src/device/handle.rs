@@ -149,17 +149,17 @@ impl DeviceHandle {
     }
 
     /// The state after the latest change (empty, and not
-    /// [`restored`](DeviceSnapshot::restored), before the manager runs).
+    /// [`running`](DeviceSnapshot::running), before the manager runs).
     pub fn snapshot(&self) -> Arc<DeviceSnapshot> {
         self.shared.snapshot.borrow().clone()
     }
 
     /// The state after the latest change, once the manager runs and has
     /// read its checkpoint.
-    pub async fn restored_snapshot(&self) -> Result<Arc<DeviceSnapshot>, DeviceManagerStopped> {
+    pub async fn running_snapshot(&self) -> Result<Arc<DeviceSnapshot>, DeviceManagerStopped> {
         let mut snapshot = self.shared.snapshot.clone();
         let restored = snapshot
-            .wait_for(|s| s.restored())
+            .wait_for(|s| s.running())
             .await
             .map_err(|_| DeviceManagerStopped)?;
         Ok(restored.clone())
@@ -167,12 +167,12 @@ impl DeviceHandle {
 
     /// The resources, sorted by name.
     pub async fn status(&self) -> Result<Vec<ResourceStatus>, DeviceManagerStopped> {
-        Ok(self.restored_snapshot().await?.status_at(Instant::now()))
+        Ok(self.running_snapshot().await?.status_at(Instant::now()))
     }
 
     /// Every allocation, sorted by pod, container and resource.
     pub async fn allocations(&self) -> Result<Vec<ContainerAllocation>, DeviceManagerStopped> {
-        let snapshot = self.restored_snapshot().await?;
+        let snapshot = self.running_snapshot().await?;
         Ok(snapshot
             .allocations()
             .iter()
@@ -187,12 +187,12 @@ impl DeviceHandle {
     pub async fn allocation_snapshot(
         &self,
     ) -> Result<Vec<Arc<ContainerAllocation>>, DeviceManagerStopped> {
-        Ok(self.restored_snapshot().await?.allocations().to_vec())
+        Ok(self.running_snapshot().await?.allocations().to_vec())
     }
 
     /// Every healthy device, with its NUMA nodes, sorted by resource and id.
     pub async fn allocatable(&self) -> Result<Vec<AllocatableDevice>, DeviceManagerStopped> {
-        Ok(self.restored_snapshot().await?.allocatable())
+        Ok(self.running_snapshot().await?.allocatable())
     }
 
     /// What is wrong with the checkpoint, if anything: it could not be
@@ -201,11 +201,7 @@ impl DeviceHandle {
     pub async fn checkpoint_problem(
         &self,
     ) -> Result<Option<CheckpointProblem>, DeviceManagerStopped> {
-        Ok(self
-            .restored_snapshot()
-            .await?
-            .checkpoint_problem()
-            .cloned())
+        Ok(self.running_snapshot().await?.checkpoint_problem().cloned())
     }
 
     /// Waits until the resources satisfy `pred`, re-checking after every

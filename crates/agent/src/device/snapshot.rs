@@ -42,9 +42,9 @@ struct ResourceSnapshot {
 }
 
 impl DeviceSnapshot {
-    /// Whether the manager had read its checkpoint: until then it knows no
-    /// allocation.
-    pub fn restored(&self) -> bool {
+    /// Published by the running manager, once it had read its checkpoint
+    /// (until then it knows no allocation).
+    pub fn running(&self) -> bool {
         self.restored
     }
 

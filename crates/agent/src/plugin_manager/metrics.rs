@@ -14,7 +14,7 @@ impl MetricsSource for PluginManagerHandle {
             out,
             "# HELP plugin_manager_total_plugins Number of plugins in Plugin Manager\n# TYPE plugin_manager_total_plugins gauge"
         );
-        let Ok(plugins) = self.snapshot().await else {
+        let Ok(plugins) = self.status().await else {
             return;
         };
         let names = &["socket_path", "state"];

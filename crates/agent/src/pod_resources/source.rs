@@ -46,11 +46,7 @@ impl ViewSource {
 
     /// The pods of now, once both managers have read their checkpoints.
     pub(crate) async fn view(&self) -> Result<Arc<PodView>, Stopped> {
-        let devices = self
-            .devices
-            .restored_snapshot()
-            .await
-            .map_err(|_| Stopped)?;
+        let devices = self.devices.running_snapshot().await.map_err(|_| Stopped)?;
         let claims = self.dra.loaded_claims().await.map_err(|_| Stopped)?;
         let mut cached = self.cached.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((d, c, view)) = &cached.view
@@ -66,11 +62,7 @@ impl ViewSource {
 
     /// `GetAllocatableResources` of now, encoded.
     pub(crate) async fn allocatable(&self) -> Result<Bytes, Stopped> {
-        let devices = self
-            .devices
-            .restored_snapshot()
-            .await
-            .map_err(|_| Stopped)?;
+        let devices = self.devices.running_snapshot().await.map_err(|_| Stopped)?;
         let mut cached = self.cached.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((d, answer)) = &cached.allocatable
             && Arc::ptr_eq(d, &devices)

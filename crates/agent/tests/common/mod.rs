@@ -165,7 +165,7 @@ impl Harness {
             Some(table) => table,
             None => panic!(
                 "timed out waiting for {what}; table: {:#?}",
-                self.handle.snapshot().await.unwrap()
+                self.handle.status().await.unwrap()
             ),
         }
     }

@@ -114,7 +114,7 @@ async fn recreated_socket_deregisters_then_registers_with_a_new_generation() {
         ])
         .collect();
     assert_eq!(calls, expected);
-    assert_eq!(h.handle.snapshot().await.unwrap().len(), 1);
+    assert_eq!(h.handle.status().await.unwrap().len(), 1);
 }
 
 #[tokio::test]
@@ -131,7 +131,7 @@ async fn plain_files_and_dot_files_are_ignored() {
     let real = plugin(&h, "real.sock", "real.example.com").await;
     let table = h.wait_registered(real.socket()).await;
     assert_eq!(table.name.as_deref(), Some("real.example.com"));
-    let all = h.handle.snapshot().await.unwrap();
+    let all = h.handle.status().await.unwrap();
     assert_eq!(all.len(), 1, "{all:#?}");
     assert!(
         !h.handler
