@@ -109,14 +109,7 @@ pub async fn allocate(
     root_dir: &Path,
     request: &AllocationRequest,
 ) -> Result<AllocateReply, AdminClientError> {
-    let req = AdminRequest::Allocate {
-        pod: request.pod_uid.clone(),
-        pod_namespace: request.pod_namespace.clone(),
-        pod_name: request.pod_name.clone(),
-        container: request.container.clone(),
-        resources: request.resources.clone(),
-    };
-    one_reply(root_dir, req).await
+    one_reply(root_dir, AdminRequest::Allocate(request.clone())).await
 }
 
 /// Asks the agent to free every device `pod` holds.

@@ -35,21 +35,10 @@ pub(super) enum AdminRequest {
         #[serde(default = "yes")]
         follow: bool,
     },
-    /// Allocate devices to a container: resource name → count. All or nothing.
-    Allocate {
-        /// Pod UID.
-        pod: String,
-        /// The pod's namespace.
-        #[serde(default)]
-        pod_namespace: String,
-        /// The pod's name.
-        #[serde(default)]
-        pod_name: String,
-        /// Container name.
-        container: String,
-        /// Resource name → number of devices.
-        resources: std::collections::BTreeMap<String, usize>,
-    },
+    /// Allocate devices to a container: resource name → count. All or
+    /// nothing. The request's fields are the line's (the pod's UID as
+    /// `pod`).
+    Allocate(crate::device::AllocationRequest),
     /// Free every device a pod holds.
     Release {
         /// Pod UID.

@@ -18,7 +18,6 @@ use super::protocol::{
     DraUnprepareReply, FollowingMarker, ReleaseReply, socket_path,
 };
 use super::status_sources::StatusSources;
-use crate::device::AllocationRequest;
 use crate::served_socket;
 use crate::unix_time::unix_ms;
 
@@ -137,20 +136,7 @@ impl Context {
                 let reply = self.status().await;
                 let _ = write_line(&mut write, &reply).await;
             }
-            Ok(AdminRequest::Allocate {
-                pod,
-                pod_namespace,
-                pod_name,
-                container,
-                resources,
-            }) => {
-                let request = AllocationRequest {
-                    pod_uid: pod,
-                    pod_namespace,
-                    pod_name,
-                    container,
-                    resources,
-                };
+            Ok(AdminRequest::Allocate(request)) => {
                 let reply = match self.sources.devices.allocate(&request).await {
                     Ok(allocations) => serde_json::to_value(AllocateReply { allocations }),
                     Err(e) => serde_json::to_value(AdminErrorReply {
@@ -271,7 +257,7 @@ impl Context {
             sources.dra.checkpoint_problem(),
         );
         #[cfg(feature = "kube")]
-        let kube_api = sources.kube.as_ref().map(|kube| (*kube.status()).clone());
+        let kube_api = sources.kube.as_ref().map(|kube| (*kube.snapshot()).clone());
         let status = (|| -> Result<AgentStatus, PartStopped> {
             Ok(AgentStatus {
                 version: env!("CARGO_PKG_VERSION").to_string(),

@@ -22,14 +22,46 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 
 use super::allocate_error::AllocateError;
-use super::allocate_steps::{Choice, Chosen, Planned, ReservationId, ReservedChoices};
+use super::allocate_steps::{Choice, Chosen, Planned, ReservationId, Reserved, ReservedChoices};
 use super::command::{Command, Shared};
 use super::container_allocation::{AllocationRequest, ContainerAllocation};
-use super::selection::aligned_order;
-use super::state::{AllocationKey, Reserved, State, is_healthy};
+use super::selection::{Candidate, aligned_order};
+use super::state::{AllocationKey, State, is_healthy, numa_nodes};
 use crate::owner::Mailbox;
 
 impl State {
+    /// Devices of `resource` held by allocations in progress.
+    pub(crate) fn reserved(&self, resource: &str) -> BTreeSet<&String> {
+        self.reservations
+            .values()
+            .flatten()
+            .filter(|r| r.resource == resource)
+            .flat_map(|r| r.devices.iter())
+            .collect()
+    }
+
+    /// Healthy devices of `resource` that no container holds or is being given.
+    pub(crate) fn free(&self, resource: &str) -> Vec<Candidate> {
+        let Some(r) = self.resources.get(resource) else {
+            return Vec::new();
+        };
+        let mut taken = self.reserved(resource);
+        taken.extend(
+            self.allocations
+                .values()
+                .filter(|a| a.resource == resource)
+                .flat_map(|a| a.devices.iter()),
+        );
+        r.devices()
+            .values()
+            .filter(|d| is_healthy(d) && !taken.contains(&d.id))
+            .map(|d| Candidate {
+                id: d.id.clone(),
+                numa: numa_nodes(d),
+            })
+            .collect()
+    }
+
     /// Step 1.
     pub(crate) fn plan(&self, request: &AllocationRequest) -> Result<Vec<Planned>, AllocateError> {
         if request.resources.is_empty() {

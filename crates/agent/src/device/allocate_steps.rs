@@ -1,5 +1,6 @@
-//! What the steps of an allocation hand each other: the plan, the choices
-//! to reserve, and the reservation (see [`super::allocate`]).
+//! What the steps of an allocation hand each other and what the state
+//! keeps of one in progress: the plan, the choices to reserve, and the
+//! reservation (see [`super::allocate`], where the steps are).
 
 use std::collections::BTreeMap;
 
@@ -36,6 +37,12 @@ pub(crate) type ReservedChoices = (ReservationId, Vec<Chosen>);
 
 /// Devices chosen for one resource, to reserve.
 pub(crate) struct Choice {
+    pub(crate) resource: String,
+    pub(crate) devices: Vec<String>,
+}
+
+/// Devices of one resource held by an allocation in progress.
+pub(crate) struct Reserved {
     pub(crate) resource: String,
     pub(crate) devices: Vec<String>,
 }

@@ -103,14 +103,18 @@ impl ContainerAllocation {
     }
 }
 
-/// A request for devices for one container: resource name → count.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A request for devices for one container: resource name → count. The
+/// admin socket's `allocate` line carries it as it is (the UID as `pod`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AllocationRequest {
     /// Pod UID.
+    #[serde(rename = "pod")]
     pub pod_uid: String,
     /// The pod's namespace.
+    #[serde(default)]
     pub pod_namespace: String,
     /// The pod's name.
+    #[serde(default)]
     pub pod_name: String,
     /// Container name.
     pub container: String,

@@ -3,7 +3,7 @@
 //! device list each last sent, and the allocations and reservations of
 //! devices to containers.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -11,10 +11,9 @@ use nodeplugins_api::constants::device_plugin::{HEALTHY, UNHEALTHY};
 use nodeplugins_api::deviceplugin::v1beta1::Device;
 use tokio::time::Instant;
 
-use super::allocate_steps::ReservationId;
+use super::allocate_steps::{ReservationId, Reserved};
 use super::container_allocation::ContainerAllocation;
 use super::plugin_client::PluginClient;
-use super::selection::Candidate;
 
 /// Identifies a plugin instance for the life of the manager; a later
 /// connection has a higher id.
@@ -102,12 +101,6 @@ pub(crate) fn is_healthy(device: &Device) -> bool {
     device.health == HEALTHY
 }
 
-/// Devices of one resource held by an allocation in progress.
-pub(crate) struct Reserved {
-    pub(crate) resource: String,
-    pub(crate) devices: Vec<String>,
-}
-
 /// Everything the device manager knows.
 #[derive(Default)]
 pub(crate) struct State {
@@ -121,38 +114,6 @@ pub(crate) struct State {
 }
 
 impl State {
-    /// Devices of `resource` held by allocations in progress.
-    pub(crate) fn reserved(&self, resource: &str) -> BTreeSet<&String> {
-        self.reservations
-            .values()
-            .flatten()
-            .filter(|r| r.resource == resource)
-            .flat_map(|r| r.devices.iter())
-            .collect()
-    }
-
-    /// Healthy devices of `resource` that no container holds or is being given.
-    pub(crate) fn free(&self, resource: &str) -> Vec<Candidate> {
-        let Some(r) = self.resources.get(resource) else {
-            return Vec::new();
-        };
-        let mut taken = self.reserved(resource);
-        taken.extend(
-            self.allocations
-                .values()
-                .filter(|a| a.resource == resource)
-                .flat_map(|a| a.devices.iter()),
-        );
-        r.devices()
-            .values()
-            .filter(|d| is_healthy(d) && !taken.contains(&d.id))
-            .map(|d| Candidate {
-                id: d.id.clone(),
-                numa: numa_nodes(d),
-            })
-            .collect()
-    }
-
     /// Resource → ids of its healthy devices, as the checkpoint records them.
     pub(crate) fn healthy_devices(&self) -> BTreeMap<String, Vec<String>> {
         self.resources
