@@ -15,9 +15,11 @@ use tokio_util::sync::CancellationToken;
 /// unusable and its cleanup (upstream `defaultWipingDelay`, 30 s).
 pub(super) const CLEANUP_GRACE: Duration = Duration::from_secs(30);
 /// The first retry after a failed cleanup; it doubles per failure.
-pub(super) const CLEANUP_RETRY_INITIAL: Duration = Duration::from_secs(1);
+const CLEANUP_RETRY_INITIAL: Duration = Duration::from_secs(1);
 /// The longest wait between cleanup attempts (upstream: 5 min).
-pub(super) const CLEANUP_RETRY_MAX: Duration = Duration::from_secs(300);
+const CLEANUP_RETRY_MAX: Duration = Duration::from_secs(300);
+/// When a failed cleanup is tried again, at start-up and per driver.
+pub(super) const CLEANUP_RETRY: Backoff = Backoff::new(CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX);
 /// How long one hook call may take before it counts as failed.
 pub(super) const CLEANUP_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -112,7 +114,7 @@ pub(crate) async fn node_started(hook: Arc<dyn DriverCleanup>, shutdown: Cancell
             Err(_) => CleanupError::timed_out(),
         };
         failures += 1;
-        let delay = Backoff::new(CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX).delay(failures);
+        let delay = CLEANUP_RETRY.delay(failures);
         tracing::warn!(%error, retry_in = ?delay, "start-up DRA cleanup failed");
         tokio::select! {
             () = shutdown.cancelled() => return,

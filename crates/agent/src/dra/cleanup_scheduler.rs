@@ -13,13 +13,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use nodeplugins_api::backoff::Backoff;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::cleanup::{
-    CLEANUP_CALL_TIMEOUT, CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX, CleanupDone, CleanupError,
-    CleanupId, DriverCleanup, ScheduledCleanup,
+    CLEANUP_CALL_TIMEOUT, CLEANUP_RETRY, CleanupDone, CleanupError, CleanupId, DriverCleanup,
+    ScheduledCleanup,
 };
 use super::state::Driver;
 
@@ -193,8 +192,7 @@ impl CleanupScheduler {
             Err(error) => {
                 let error = Arc::new(error);
                 cleanup.failures = cleanup.failures.saturating_add(1);
-                let retry_in =
-                    Backoff::new(CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX).delay(cleanup.failures);
+                let retry_in = CLEANUP_RETRY.delay(cleanup.failures);
                 cleanup.due = now + retry_in;
                 cleanup.last_error = Some(error.clone());
                 self.due.insert((cleanup.due, id, driver));
