@@ -51,7 +51,6 @@ mod snapshot;
 mod state;
 mod status;
 
-pub(crate) use checkpoint::PreparedClaims;
 pub use checkpoint::{BACKUP_FILE, CHECKPOINT_FILE, DraCheckpoint, RecordedClaim};
 pub use claim::{
     ClaimPod, ClaimRef, ClaimRefParseError, PreparedClaim, PreparedDevice, UnpreparedClaim,

@@ -15,7 +15,7 @@
 //! | `config` | socket, mode, rate limit |
 //! | `convert` | the kubelet's `v1` and `v1alpha1` shapes of devices and claims |
 //! | `view` | each pod's answer encoded once, `List` and `Get` made of them |
-//! | `source` | the view, built again only after a change |
+//! | `views` | the task that builds the views after every change and publishes them |
 //! | `rate_limit` | the token bucket every call draws from |
 //! | `server` | the gRPC services on the socket |
 //! | `codec` | requests decoded, answers sent as the view's bytes |
@@ -29,8 +29,8 @@ mod fixtures;
 mod metrics;
 mod rate_limit;
 mod server;
-mod source;
 mod view;
+mod views;
 
 pub use config::{PodResourcesConfig, RateLimit};
 pub use metrics::PodResourcesMetrics;

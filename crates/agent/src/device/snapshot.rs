@@ -24,6 +24,9 @@ pub struct DeviceSnapshot {
     /// Published by the running manager, after its checkpoint was read
     /// (the first snapshot, before that, is empty).
     restored: bool,
+    /// How many snapshots the manager published before this one: a reader
+    /// that saw one knows whether a later one is as new.
+    pub(crate) generation: u64,
     /// The resources, sorted by name.
     resources: Vec<ResourceSnapshot>,
     allocations: Vec<Arc<ContainerAllocation>>,
@@ -104,6 +107,18 @@ impl DeviceSnapshot {
             .collect()
     }
 
+    /// Whether `other` has the same device lists (and so the same
+    /// allocatable devices): they are shared between snapshots until a
+    /// plugin sends a new list, so comparing pointers tells.
+    pub(crate) fn same_devices(&self, other: &Self) -> bool {
+        self.resources.len() == other.resources.len()
+            && self
+                .resources
+                .iter()
+                .zip(&other.resources)
+                .all(|(a, b)| a.name == b.name && Arc::ptr_eq(&a.devices, &b.devices))
+    }
+
     /// What is wrong with the checkpoint, if anything.
     pub fn checkpoint_problem(&self) -> Option<&CheckpointProblem> {
         self.checkpoint_problem.as_ref()
@@ -131,6 +146,7 @@ impl State {
     ) -> DeviceSnapshot {
         DeviceSnapshot {
             restored: true,
+            generation: 0,
             resources: self
                 .resources
                 .iter()

@@ -155,13 +155,27 @@ pub(crate) struct PreparedClaims {
     /// Whether the checkpoint was read (or there is none): until then the
     /// claims are not known, not absent.
     loaded: bool,
+    /// How many times they changed since the manager started: a reader
+    /// that saw one generation knows whether a later copy is as new.
+    generation: u64,
 }
 
 impl PreparedClaims {
     /// These claims, as what the node has once the checkpoint was read.
     pub(crate) fn loaded(mut self) -> Self {
         self.loaded = true;
+        self.generation += 1;
         self
+    }
+
+    /// How many times they changed (their loading counts as one).
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Counts a change.
+    pub(crate) fn changed(&mut self) {
+        self.generation += 1;
     }
 
     /// Whether the checkpoint was read.
@@ -179,6 +193,7 @@ impl PreparedClaims {
                 .map(|c| ((c.claim.uid.clone(), c.driver.clone()), Arc::new(c)))
                 .collect(),
             loaded: false,
+            generation: 0,
         }
     }
 

@@ -354,6 +354,12 @@ impl DraHandle {
         Ok(claims.clone())
     }
 
+    /// The prepared claims as published, loaded or not; ticks on every
+    /// change.
+    pub(crate) fn claims(&self) -> watch::Receiver<Arc<PreparedClaims>> {
+        self.shared.prepared.clone()
+    }
+
     /// What is wrong with the prepared claims' checkpoint, if anything.
     pub async fn checkpoint_problem(&self) -> Result<Option<CheckpointProblem>, DraManagerStopped> {
         Ok(self.running_snapshot().await?.checkpoint_problem().cloned())

@@ -23,8 +23,7 @@ use super::codec::EncodedCodec;
 use super::config::PodResourcesConfig;
 use super::metrics::{Method, PodResourcesMetrics};
 use super::rate_limit::Limiter;
-use super::source::ViewSource;
-use super::view::PodView;
+use super::views::{ViewBuilder, Views, ViewsHandle};
 use crate::device::DeviceHandle;
 use crate::dra::DraHandle;
 use crate::served_socket;
@@ -33,7 +32,7 @@ type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
 /// What both services share.
 struct Inner {
-    source: ViewSource,
+    views: ViewsHandle,
     limiter: Option<Limiter>,
     metrics: PodResourcesMetrics,
 }
@@ -60,11 +59,13 @@ impl Inner {
 
     async fn respond(&self, call: Call) -> Result<Bytes, Status> {
         match call {
-            Call::List => Ok(self.view().await?.list()),
-            Call::GetAllocatable => self.source.allocatable().await.map_err(|_| stopping()),
+            Call::List => Ok(self.views().await?.pods.list()),
+            Call::GetAllocatable => Ok(self.views().await?.allocatable.clone()),
             Call::Get(request) => {
-                let view = self.view().await?;
-                view.get(&request.pod_namespace, &request.pod_name)
+                let views = self.views().await?;
+                views
+                    .pods
+                    .get(&request.pod_namespace, &request.pod_name)
                     .ok_or_else(|| {
                         // The kubelet returns a plain error, which gRPC sends as Unknown.
                         Status::new(
@@ -76,13 +77,13 @@ impl Inner {
                         )
                     })
             }
-            Call::ListV1alpha1 => Ok(self.view().await?.list_v1alpha1()),
+            Call::ListV1alpha1 => Ok(self.views().await?.pods.list_v1alpha1()),
         }
     }
 
-    /// The pods to answer from.
-    async fn view(&self) -> Result<Arc<PodView>, Status> {
-        self.source.view().await.map_err(|_| stopping())
+    /// The answers of now.
+    async fn views(&self) -> Result<Arc<Views>, Status> {
+        self.views.views().await.map_err(|_| stopping())
     }
 }
 
@@ -210,7 +211,8 @@ async fn bind(config: &PodResourcesConfig) -> Result<BoundSocket, TransportError
 
 /// Binds the socket of `config` and serves the pod-resources API on it
 /// until `shutdown`, serving it again whenever the file is removed. Answers
-/// come from `devices` and `dra`; a failed bind is returned at once.
+/// come from `devices`' and `dra`'s snapshots, made into views by a task
+/// of their own; a failed bind is returned at once.
 pub async fn serve(
     config: PodResourcesConfig,
     devices: DeviceHandle,
@@ -219,8 +221,11 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> Result<(), TransportError> {
     let socket = bind(&config).await?;
+    let (builder, views) = ViewBuilder::new(devices, dra);
+    let building =
+        tokio_util::task::AbortOnDropHandle::new(tokio::spawn(builder.run(shutdown.clone())));
     let inner = Arc::new(Inner {
-        source: ViewSource::new(devices, dra),
+        views,
         limiter: config.rate_limit.map(Limiter::new),
         metrics: metrics.clone(),
     });
@@ -229,7 +234,7 @@ pub async fn serve(
             .add_service(Lister::<true>(inner.clone()))
             .add_service(Lister::<false>(inner.clone()))
     };
-    served_socket::serve_grpc(
+    let served = served_socket::serve_grpc(
         socket,
         || bind(&config),
         router,
@@ -237,7 +242,9 @@ pub async fn serve(
         || metrics.socket_recreated(),
         shutdown,
     )
-    .await
+    .await;
+    drop(building);
+    served
 }
 
 #[cfg(test)]
@@ -250,10 +257,12 @@ mod tests {
 
     /// A server whose managers have stopped, as while the agent stops.
     fn stopping_server(metrics: &PodResourcesMetrics) -> Inner {
-        let devices = DeviceManager::new(DeviceManagerConfig::new("/nonexistent")).handle();
-        let dra = DraManager::new(DraManagerConfig::default(), Arc::new(LoggingCleanup)).handle();
+        let (_, devices) = DeviceManager::new(DeviceManagerConfig::new("/nonexistent"));
+        let (_, dra) = DraManager::new(DraManagerConfig::default(), Arc::new(LoggingCleanup));
+        let (builder, views) = ViewBuilder::new(devices, dra);
+        tokio::spawn(builder.run(CancellationToken::new()));
         Inner {
-            source: ViewSource::new(devices, dra),
+            views,
             limiter: None,
             metrics: metrics.clone(),
         }

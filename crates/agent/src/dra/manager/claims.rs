@@ -13,8 +13,14 @@ impl Owner {
         &mut self,
         change: impl FnOnce(&mut PreparedClaims) -> bool,
     ) -> bool {
-        self.prepared
-            .send_if_modified(|claims| change(Arc::make_mut(claims)))
+        self.prepared.send_if_modified(|claims| {
+            let claims = Arc::make_mut(claims);
+            let changed = change(claims);
+            if changed {
+                claims.changed();
+            }
+            changed
+        })
     }
 
     /// Publishes the prepared claims after a change and answers `reply` once
