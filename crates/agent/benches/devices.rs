@@ -37,8 +37,7 @@ fn line(label: &str, samples: Vec<Duration>) {
 async fn run() {
     let dir = tempfile::tempdir().unwrap();
     let plugins = dir.path().join("device-plugins");
-    let manager = DeviceManager::new(DeviceManagerConfig::new(&plugins));
-    let devices_handle = manager.handle();
+    let (manager, devices_handle) = DeviceManager::new(DeviceManagerConfig::new(&plugins));
     let shutdown = CancellationToken::new();
     let running = tokio::spawn(manager.run(shutdown.clone()));
     let manager = devices_handle;

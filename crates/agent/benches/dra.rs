@@ -39,8 +39,7 @@ async fn wait_connected(events: &mut broadcast::Receiver<AgentEvent>, want: bool
 
 async fn run() {
     let dir = tempfile::tempdir().unwrap();
-    let dra = DraManager::new(DraManagerConfig::default(), Arc::new(LoggingCleanup));
-    let manager = dra.handle();
+    let (dra, manager) = DraManager::new(DraManagerConfig::default(), Arc::new(LoggingCleanup));
     let mut events = manager.events();
     let shutdown = CancellationToken::new();
     let running = tokio::spawn(dra.run(shutdown.clone()));

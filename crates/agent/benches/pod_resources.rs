@@ -143,16 +143,14 @@ async fn run() {
     .unwrap();
 
     let shutdown = CancellationToken::new();
-    let devices = DeviceManager::new(DeviceManagerConfig::new(&plugins));
-    let devices_handle = devices.handle();
-    let dra = DraManager::new(
+    let (devices, devices_handle) = DeviceManager::new(DeviceManagerConfig::new(&plugins));
+    let (dra, dra_handle) = DraManager::new(
         DraManagerConfig {
             state_dir: Some(state.clone()),
             ..DraManagerConfig::default()
         },
         Arc::new(LoggingCleanup),
     );
-    let dra_handle = dra.handle();
     let mut config = PodResourcesConfig::new(root.path());
     config.rate_limit = None;
     let socket = config.socket.clone();

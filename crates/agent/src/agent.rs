@@ -120,12 +120,63 @@ pub enum AgentError {
 pub struct Agent {
     config: AgentConfig,
     plugins: PluginManager,
+    plugins_handle: PluginManagerHandle,
     csi: Arc<CsiHandler>,
     devices: DeviceManager,
+    devices_handle: DeviceHandle,
     dra: DraManager,
+    dra_handle: DraHandle,
     /// Publishes to the Kubernetes API, when the agent has one.
     #[cfg(feature = "kube")]
-    kube: Option<crate::kube_api::KubeApi>,
+    kube: Option<(crate::kube_api::KubeApi, crate::kube_api::KubeApiHandle)>,
+}
+
+/// The parts every agent has before its DRA manager, which needs to know
+/// how a driver's leftovers are cleaned up.
+struct Parts {
+    plugins: (PluginManager, PluginManagerHandle),
+    csi: Arc<CsiHandler>,
+    devices: (DeviceManager, DeviceHandle),
+}
+
+impl Parts {
+    fn new(config: &AgentConfig) -> Self {
+        let (plugins, plugins_handle) = PluginManager::new(config.plugins.clone());
+        let csi = Arc::new(CsiHandler::new(config.csi_timeout));
+        plugins.add_handler(plugin_type::CSI, csi.clone());
+        let (devices, devices_handle) = DeviceManager::new(config.devices.clone());
+        plugins.add_handler(
+            plugin_type::DEVICE,
+            Arc::new(DevicePluginHandler::new(devices_handle.clone())),
+        );
+        Self {
+            plugins: (plugins, plugins_handle),
+            csi,
+            devices: (devices, devices_handle),
+        }
+    }
+
+    fn with_dra(self, config: AgentConfig, cleanup: Arc<dyn DriverCleanup>) -> Agent {
+        let (dra, dra_handle) = DraManager::new(config.dra.clone(), cleanup);
+        let (plugins, plugins_handle) = self.plugins;
+        plugins.add_handler(
+            plugin_type::DRA,
+            Arc::new(DraPluginHandler::new(dra_handle.clone())),
+        );
+        let (devices, devices_handle) = self.devices;
+        Agent {
+            config,
+            plugins,
+            plugins_handle,
+            csi: self.csi,
+            devices,
+            devices_handle,
+            dra,
+            dra_handle,
+            #[cfg(feature = "kube")]
+            kube: None,
+        }
+    }
 }
 
 impl Agent {
@@ -139,49 +190,37 @@ impl Agent {
     /// An agent whose DRA manager calls `cleanup` when a driver stays
     /// unusable (an embedder with an API server deletes its ResourceSlices).
     pub fn with_dra_cleanup(config: AgentConfig, cleanup: Arc<dyn DriverCleanup>) -> Self {
-        let plugins = PluginManager::new(config.plugins.clone());
-        let csi = Arc::new(CsiHandler::new(config.csi_timeout));
-        plugins.add_handler(plugin_type::CSI, csi.clone());
-        let devices = DeviceManager::new(config.devices.clone());
-        plugins.add_handler(
-            plugin_type::DEVICE,
-            Arc::new(DevicePluginHandler::new(devices.handle())),
-        );
-        let dra = DraManager::new(config.dra.clone(), cleanup);
-        plugins.add_handler(
-            plugin_type::DRA,
-            Arc::new(DraPluginHandler::new(dra.handle())),
-        );
-        Self {
-            config,
-            plugins,
-            csi,
-            devices,
-            dra,
-            #[cfg(feature = "kube")]
-            kube: None,
-        }
+        Parts::new(&config).with_dra(config, cleanup)
     }
 
-    /// An agent that publishes to the Kubernetes API through `kube`, as the
+    /// An agent that publishes to the Kubernetes API `kube` names, as the
     /// kubelet does: device resources in the Node's status, CSI drivers on
     /// the Node and its CSINode, and the node's ResourceSlices withdrawn at
-    /// start and when a DRA driver stays away.
+    /// start and when a DRA driver stays away. Fails when the configuration
+    /// or the credentials cannot be read.
     #[cfg(feature = "kube")]
-    pub fn with_kube_api(config: AgentConfig, kube: crate::kube_api::KubeApi) -> Self {
-        let mut agent = Self::with_dra_cleanup(config, Arc::new(kube.slice_cleanup()));
-        agent.kube = Some(kube);
-        agent
+    pub async fn with_kube_api(
+        config: AgentConfig,
+        kube: crate::kube_api::KubeApiConfig,
+    ) -> Result<Self, AgentError> {
+        let parts = Parts::new(&config);
+        let (publisher, handle) =
+            crate::kube_api::KubeApi::connect(kube, parts.devices.1.clone(), parts.csi.drivers())
+                .await
+                .map_err(AgentError::Kube)?;
+        let mut agent = parts.with_dra(config, Arc::new(handle.slice_cleanup()));
+        agent.kube = Some((publisher, handle));
+        Ok(agent)
     }
 
     /// The DRA manager.
     pub fn dra(&self) -> DraHandle {
-        self.dra.handle()
+        self.dra_handle.clone()
     }
 
     /// The device manager.
     pub fn devices(&self) -> DeviceHandle {
-        self.devices.handle()
+        self.devices_handle.clone()
     }
 
     /// The registered CSI drivers.
@@ -196,7 +235,7 @@ impl Agent {
 
     /// Status and events of the plugin manager.
     pub fn plugins(&self) -> PluginManagerHandle {
-        self.plugins.handle()
+        self.plugins_handle.clone()
     }
 
     /// Runs until `shutdown` is cancelled or a part fails.
@@ -209,13 +248,13 @@ impl Agent {
         // Before anything under the root is touched: a second agent must
         // change nothing of the first one's.
         let _lock = RootLock::acquire(&root)?;
-        let plugins = self.plugins.handle();
-        let devices = self.devices.handle();
-        let dra = self.dra.handle();
+        let plugins = self.plugins_handle.clone();
+        let devices = self.devices_handle.clone();
+        let dra = self.dra_handle.clone();
         let admin_metrics = AdminMetrics::default();
         let pod_resources_metrics = PodResourcesMetrics::default();
         #[cfg(feature = "kube")]
-        let kube = self.kube.as_ref().map(crate::kube_api::KubeApi::handle);
+        let kube = self.kube.as_ref().map(|(_, handle)| handle.clone());
         let (metrics_addr, metrics) = match self.config.metrics_addr {
             Some(addr) => {
                 #[allow(unused_mut)]
@@ -252,21 +291,19 @@ impl Agent {
             pod_resources_socket: self.config.pod_resources.as_ref().map(|c| c.socket.clone()),
             pod_resources: pod_resources_metrics.clone(),
             #[cfg(feature = "kube")]
-            kube,
+            pod_claims: kube
+                .as_ref()
+                .map(crate::kube_api::KubeApiHandle::pod_claims),
             #[cfg(feature = "kube")]
-            pod_claims: self.kube.as_ref().map(crate::kube_api::KubeApi::pod_claims),
+            kube,
         };
         #[cfg(feature = "kube")]
         let publishing = {
-            let (devices, csi) = (self.devices.handle(), self.csi.drivers());
             let shutdown = shutdown.clone();
-            let kube = self.kube;
+            let kube = self.kube.map(|(publisher, _)| publisher);
             async move {
                 match kube {
-                    Some(kube) => kube
-                        .run(devices, csi, shutdown)
-                        .await
-                        .map_err(AgentError::Kube),
+                    Some(kube) => kube.run(shutdown).await.map_err(AgentError::Kube),
                     None => Ok(()),
                 }
             }
@@ -275,7 +312,7 @@ impl Agent {
         let publishing = async { Ok::<(), AgentError>(()) };
         let admin = crate::admin::serve(root, sources, SystemTime::now(), shutdown.clone());
         let pod_resources = {
-            let (devices, dra) = (self.devices.handle(), self.dra.handle());
+            let (devices, dra) = (self.devices_handle.clone(), self.dra_handle.clone());
             let config = self.config.pod_resources.clone();
             let shutdown = shutdown.clone();
             async move {

@@ -7,4 +7,4 @@ pub mod version;
 
 pub use handler::CsiHandler;
 pub(crate) use handler::NODE_GET_INFO_TIMEOUT;
-pub use store::{CsiDriver, CsiDriverStore};
+pub use store::{CsiDriver, CsiDriverStore, CsiSnapshot};

@@ -55,7 +55,8 @@ use reconciler::Reconciler;
 /// How many events a slow event subscriber may fall behind before it misses some.
 const EVENT_BUFFER: usize = 4096;
 
-/// The plugin manager. Add handlers, take a [`PluginManagerHandle`], then [`run`](Self::run).
+/// The plugin manager's task. [`new`](Self::new) gives it with its
+/// [`PluginManagerHandle`]; add handlers, then [`run`](Self::run) it.
 pub struct PluginManager {
     config: Arc<PluginManagerConfig>,
     handlers: HandlerTable,
@@ -73,10 +74,10 @@ pub struct PluginManager {
 pub struct PluginManagerStopped;
 
 impl PluginManager {
-    /// A manager watching `config.dir`.
-    pub fn new(config: PluginManagerConfig) -> Self {
+    /// A manager watching `config.dir`, and the handle that reads it.
+    pub fn new(config: PluginManagerConfig) -> (Self, PluginManagerHandle) {
         let (control_tx, control_rx) = mpsc::channel(1024);
-        Self {
+        let manager = Self {
             config: Arc::new(config),
             handlers: HandlerTable::default(),
             control_tx,
@@ -85,22 +86,19 @@ impl PluginManager {
             version: watch::channel(0).0,
             snapshot: watch::channel(PluginSnapshot::default()).0,
             ready: watch::channel(false).0,
-        }
+        };
+        let handle = PluginManagerHandle {
+            events: manager.events.clone(),
+            version: manager.version.subscribe(),
+            snapshot: manager.snapshot.subscribe(),
+            ready: manager.ready.subscribe(),
+        };
+        (manager, handle)
     }
 
     /// Routes plugins of `plugin_type` to `handler`, replacing any previous one.
     pub fn add_handler(&self, plugin_type: impl Into<String>, handler: Arc<dyn PluginHandler>) {
         self.handlers.insert(plugin_type.into(), handler);
-    }
-
-    /// A handle for reading status and events, valid while the manager runs.
-    pub fn handle(&self) -> PluginManagerHandle {
-        PluginManagerHandle {
-            events: self.events.clone(),
-            version: self.version.subscribe(),
-            snapshot: self.snapshot.subscribe(),
-            ready: self.ready.subscribe(),
-        }
     }
 
     /// Watches and registers until `shutdown`. Fails only if the directory

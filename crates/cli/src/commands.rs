@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand};
 use nodeplugins::agent::{Agent, AgentConfig};
 use nodeplugins::device::AllocationRequest;
 use nodeplugins::dra::{ClaimPod, ClaimRef};
-use nodeplugins::kube_api::{KubeApi, KubeApiConfig};
+use nodeplugins::kube_api::KubeApiConfig;
 use nodeplugins_api::constants::layout::DEFAULT_ROOT_DIR;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
@@ -399,7 +399,7 @@ async fn run(config: AgentConfig, kube: Option<KubeApiConfig>) -> anyhow::Result
         stop.cancel();
     });
     let agent = match kube {
-        Some(kube) => Agent::with_kube_api(config, KubeApi::connect(kube).await?),
+        Some(kube) => Agent::with_kube_api(config, kube).await?,
         None => Agent::new(config),
     };
     tracing::info!(root_dir = %root_dir.display(), "nodeplugins agent starting");

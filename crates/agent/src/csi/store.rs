@@ -1,7 +1,11 @@
-//! The registered CSI drivers.
+//! The registered CSI drivers, published as an immutable snapshot after
+//! every change, as the other subsystems publish theirs. CSI has no task:
+//! its only writer is the handler, whose changes are synchronous and
+//! short, so a change is made under a lock that orders the writers and
+//! published before the lock is let go. Readers never take it.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::watch;
 
@@ -22,10 +26,39 @@ pub struct CsiDriver {
     pub accessible_topology: BTreeMap<String, String>,
 }
 
-/// Driver name → driver. Cheap to clone; all clones share the drivers.
+/// The drivers after one change. Cheap to clone: an `Arc`'s worth.
+#[derive(Debug, Clone, Default)]
+pub struct CsiSnapshot {
+    /// Name → (driver, token of the registration that wrote it).
+    drivers: HashMap<String, (Arc<CsiDriver>, u64)>,
+    next_token: u64,
+}
+
+impl CsiSnapshot {
+    /// The drivers, sorted by name.
+    pub fn drivers(&self) -> Vec<CsiDriver> {
+        let mut list: Vec<CsiDriver> = self
+            .drivers
+            .values()
+            .map(|(d, _)| CsiDriver::clone(d))
+            .collect();
+        list.sort_by(|a, b| a.name.cmp(&b.name));
+        list
+    }
+
+    /// The driver named `name`.
+    pub fn get(&self, name: &str) -> Option<&CsiDriver> {
+        self.drivers.get(name).map(|(d, _)| &**d)
+    }
+}
+
+/// The registered drivers: read their [`snapshot`](Self::snapshot), follow
+/// their [`changes`](Self::changes). Cheap to clone; all clones share them.
 #[derive(Debug, Clone)]
 pub struct CsiDriverStore {
-    inner: Arc<RwLock<Inner>>,
+    snapshot: Arc<watch::Sender<Arc<CsiSnapshot>>>,
+    /// Held while a change is made from the current snapshot and published.
+    writing: Arc<Mutex<()>>,
     /// Ticks on every change, for those who follow the drivers.
     changes: Arc<watch::Sender<u64>>,
 }
@@ -33,33 +66,24 @@ pub struct CsiDriverStore {
 impl Default for CsiDriverStore {
     fn default() -> Self {
         Self {
-            inner: Arc::default(),
+            snapshot: Arc::new(watch::channel(Arc::default()).0),
+            writing: Arc::default(),
             changes: Arc::new(watch::channel(0).0),
         }
     }
-}
-
-#[derive(Debug, Default)]
-struct Inner {
-    /// Name → (driver, token of the registration that wrote it).
-    drivers: HashMap<String, (CsiDriver, u64)>,
-    next_token: u64,
 }
 
 /// What a registration in progress replaced, to put back if it fails.
 #[derive(Debug)]
 pub(crate) struct Claim {
     token: u64,
-    previous: Option<(CsiDriver, u64)>,
+    previous: Option<(Arc<CsiDriver>, u64)>,
 }
 
 impl CsiDriverStore {
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
-        self.inner.read().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Inner> {
-        self.inner.write().unwrap_or_else(|p| p.into_inner())
+    /// The drivers after the latest change.
+    pub fn snapshot(&self) -> Arc<CsiSnapshot> {
+        self.snapshot.borrow().clone()
     }
 
     /// A counter that increases on every change of the drivers.
@@ -67,90 +91,92 @@ impl CsiDriverStore {
         self.changes.subscribe()
     }
 
-    fn changed(&self) {
-        self.changes.send_modify(|v| *v += 1);
-    }
-
-    /// The drivers, sorted by name.
+    /// The drivers, sorted by name (of the latest snapshot).
     pub fn list(&self) -> Vec<CsiDriver> {
-        let mut list: Vec<CsiDriver> = self
-            .read()
-            .drivers
-            .values()
-            .map(|(d, _)| d.clone())
-            .collect();
-        list.sort_by(|a, b| a.name.cmp(&b.name));
-        list
+        self.snapshot().drivers()
     }
 
-    /// The driver named `name`.
+    /// The driver named `name` (in the latest snapshot).
     pub fn get(&self, name: &str) -> Option<CsiDriver> {
-        self.read().drivers.get(name).map(|(d, _)| d.clone())
+        self.snapshot().get(name).cloned()
+    }
+
+    /// Makes the next snapshot from the current one with `change`, which
+    /// returns whether it changed anything and what to hand back; only a
+    /// change is published.
+    fn change<T>(&self, change: impl FnOnce(&mut CsiSnapshot) -> (bool, T)) -> T {
+        let _writing = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut next = CsiSnapshot::clone(&self.snapshot.borrow());
+        let (changed, value) = change(&mut next);
+        if changed {
+            self.snapshot.send_replace(Arc::new(next));
+            self.changes.send_modify(|v| *v += 1);
+        }
+        value
     }
 
     /// Records `driver` for a registration that is starting, remembering what
     /// it replaced.
     pub(crate) fn claim(&self, driver: CsiDriver) -> Claim {
-        let mut inner = self.write();
-        inner.next_token += 1;
-        let token = inner.next_token;
-        let previous = inner.drivers.insert(driver.name.clone(), (driver, token));
-        drop(inner);
-        self.changed();
-        Claim { token, previous }
+        self.change(|drivers| {
+            drivers.next_token += 1;
+            let token = drivers.next_token;
+            let previous = drivers
+                .drivers
+                .insert(driver.name.clone(), (Arc::new(driver), token));
+            (true, Claim { token, previous })
+        })
     }
 
     /// Completes a registration: stores `driver` if the entry is still this
     /// registration's (a later registration may have replaced it meanwhile).
     pub(crate) fn complete(&self, claim: &Claim, driver: CsiDriver) -> bool {
-        let mut inner = self.write();
-        match inner.drivers.get_mut(&driver.name) {
+        self.change(|drivers| match drivers.drivers.get_mut(&driver.name) {
             Some(entry) if entry.1 == claim.token => {
-                entry.0 = driver;
-                drop(inner);
-                self.changed();
-                true
+                entry.0 = Arc::new(driver);
+                (true, true)
             }
-            _ => false,
-        }
+            _ => (false, false),
+        })
     }
 
     /// Undoes a failed registration: puts back what it replaced, if its
     /// entry is still there.
     pub(crate) fn abandon(&self, name: &str, claim: Claim) {
-        let mut inner = self.write();
-        if inner
-            .drivers
-            .get(name)
-            .is_some_and(|(_, token)| *token == claim.token)
-        {
+        self.change(|drivers| {
+            let still_its = drivers
+                .drivers
+                .get(name)
+                .is_some_and(|(_, token)| *token == claim.token);
+            if !still_its {
+                return (false, ());
+            }
             match claim.previous {
                 Some(previous) => {
-                    inner.drivers.insert(name.to_string(), previous);
+                    drivers.drivers.insert(name.to_string(), previous);
                 }
                 None => {
-                    inner.drivers.remove(name);
+                    drivers.drivers.remove(name);
                 }
             }
-            drop(inner);
-            self.changed();
-        }
+            (true, ())
+        });
     }
 
     /// Removes `name` if it is still registered at `endpoint`; returns whether it was.
     pub(crate) fn remove_if_endpoint(&self, name: &str, endpoint: &str) -> bool {
-        let mut inner = self.write();
-        if inner
-            .drivers
-            .get(name)
-            .is_some_and(|(d, _)| d.endpoint == endpoint)
-        {
-            inner.drivers.remove(name);
-            drop(inner);
-            self.changed();
-            true
-        } else {
-            false
-        }
+        self.change(|drivers| {
+            let there = drivers
+                .drivers
+                .get(name)
+                .is_some_and(|(d, _)| d.endpoint == endpoint);
+            if there {
+                drivers.drivers.remove(name);
+            }
+            (there, there)
+        })
     }
 }
+
+#[cfg(test)]
+mod tests;

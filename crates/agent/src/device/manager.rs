@@ -53,7 +53,8 @@ pub enum DeviceManagerError {
     KubeletSocket(#[source] TransportError),
 }
 
-/// The device manager. Take [`handle`](Self::handle)s, then [`run`](Self::run) it.
+/// The device manager's task. [`new`](Self::new) gives it with its
+/// [`DeviceHandle`]; [`run`](Self::run) it.
 pub struct DeviceManager {
     config: DeviceManagerConfig,
     commands_tx: Mailbox<Command>,
@@ -66,8 +67,9 @@ pub struct DeviceManager {
 }
 
 impl DeviceManager {
-    /// A manager with no resources, using `config.dir`.
-    pub fn new(config: DeviceManagerConfig) -> Self {
+    /// A manager with no resources, using `config.dir`, and the handle
+    /// callers use.
+    pub fn new(config: DeviceManagerConfig) -> (Self, DeviceHandle) {
         let (commands_tx, commands) = Mailbox::new();
         let events = broadcast::channel(1024).0;
         let changes = watch::channel(0).0;
@@ -80,7 +82,7 @@ impl DeviceManager {
             snapshot: snapshot.subscribe(),
             metrics: metrics.clone(),
         });
-        Self {
+        let manager = Self {
             config,
             commands_tx,
             commands,
@@ -89,11 +91,12 @@ impl DeviceManager {
             snapshot,
             metrics,
             shared,
-        }
+        };
+        let handle = manager.handle();
+        (manager, handle)
     }
 
-    /// A handle for connecting plugins, allocating and reading state.
-    pub fn handle(&self) -> DeviceHandle {
+    fn handle(&self) -> DeviceHandle {
         DeviceHandle {
             commands: self.commands_tx.clone(),
             shared: self.shared.clone(),
@@ -218,7 +221,8 @@ impl Owner {
             .last_error()
             .map(CheckpointProblem::Write)
             .or_else(|| self.load_problem.clone());
-        let snapshot = self.state.snapshot(self.config.grace_period, problem);
+        let mut snapshot = self.state.snapshot(self.config.grace_period, problem);
+        snapshot.generation = self.snapshot.borrow().generation + 1;
         self.snapshot.send_replace(Arc::new(snapshot));
         self.changes.send_modify(|v| *v += 1);
         self.published = true;

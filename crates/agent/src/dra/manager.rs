@@ -39,24 +39,23 @@ mod cleanups;
 #[cfg(test)]
 mod tests;
 
-/// The DRA manager. Take [`handle`](Self::handle)s, then [`run`](Self::run) it.
+/// The DRA manager's task. [`new`](Self::new) gives it with its
+/// [`DraHandle`]; [`run`](Self::run) it.
 pub struct DraManager {
     config: DraManagerConfig,
     cleanup: Arc<dyn DriverCleanup>,
-    commands_tx: Mailbox<Command>,
     commands: mpsc::UnboundedReceiver<Command>,
     events: broadcast::Sender<AgentEvent>,
     changes: watch::Sender<u64>,
     routes: watch::Sender<Arc<Routes>>,
     prepared: watch::Sender<Arc<PreparedClaims>>,
     snapshot: watch::Sender<Arc<DraSnapshot>>,
-    shared: Arc<Shared>,
 }
 
 impl DraManager {
     /// A manager with no drivers, calling `cleanup` when a driver stays
-    /// unusable.
-    pub fn new(config: DraManagerConfig, cleanup: Arc<dyn DriverCleanup>) -> Self {
+    /// unusable, and the handle callers use.
+    pub fn new(config: DraManagerConfig, cleanup: Arc<dyn DriverCleanup>) -> (Self, DraHandle) {
         let (commands_tx, commands) = Mailbox::new();
         let events = broadcast::channel(1024).0;
         let changes = watch::channel(0).0;
@@ -72,26 +71,21 @@ impl DraManager {
             snapshot: snapshot.subscribe(),
             metrics: DraMetrics::default(),
         });
-        Self {
+        let handle = DraHandle {
+            commands: commands_tx,
+            shared,
+        };
+        let manager = Self {
             config,
             cleanup,
-            commands_tx,
             commands,
             events,
             changes,
             routes,
             prepared,
             snapshot,
-            shared,
-        }
-    }
-
-    /// A handle for registering instances, calling drivers and reading state.
-    pub fn handle(&self) -> DraHandle {
-        DraHandle {
-            commands: self.commands_tx.clone(),
-            shared: self.shared.clone(),
-        }
+        };
+        (manager, handle)
     }
 
     /// Loads the prepared claims from the state directory, if there is one,

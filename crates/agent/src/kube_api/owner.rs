@@ -37,6 +37,8 @@ use crate::unix_time::unix_ms;
 use nodeplugins_api::timer::sleep_until;
 
 mod csi;
+#[cfg(test)]
+mod tests;
 
 /// The end of one piece of work done outside the task.
 enum Done {
@@ -65,6 +67,7 @@ pub(super) struct Owner {
     pub(super) events: broadcast::Sender<AgentEvent>,
     pub(super) metrics: KubeApiMetrics,
     pub(super) status: watch::Sender<Arc<KubeApiStatus>>,
+    pub(super) changes: watch::Sender<u64>,
 }
 
 struct State {
@@ -88,9 +91,11 @@ struct State {
     last_success: Option<SystemTime>,
 }
 
-impl Owner {
-    pub(super) async fn run(mut self, shutdown: CancellationToken) -> Result<(), KubeApiError> {
-        let mut state = State {
+impl State {
+    /// Nothing known of the server yet: every write is due, and who the
+    /// credentials are is asked at once.
+    fn new() -> Self {
+        Self {
             node_status: WriteState::dirty_now(),
             owned_resources: BTreeSet::new(),
             csi_node: WriteState::dirty_now(),
@@ -104,7 +109,13 @@ impl Owner {
             identity_retry: Some(Instant::now()),
             identity_failures: 0,
             last_success: None,
-        };
+        }
+    }
+}
+
+impl Owner {
+    pub(super) async fn run(mut self, shutdown: CancellationToken) -> Result<(), KubeApiError> {
+        let mut state = State::new();
         let mut device_changes = self.devices.changes();
         let mut csi_changes = self.csi.changes();
         let mut work: JoinSet<Done> = JoinSet::new();
@@ -211,9 +222,12 @@ impl Owner {
             let seen = state.node.clone();
             let (client, node) = (client.clone(), node.clone());
             work.spawn(async move {
-                let Ok(resources) = devices.status().await else {
+                // The device manager's published snapshot, once it has read
+                // its checkpoint: nothing asks its task.
+                let Ok(snapshot) = devices.running_snapshot().await else {
                     return Done::NodeStatusUnchanged;
                 };
+                let resources = snapshot.status_at(Instant::now());
                 let desired = node_status::desired(&resources, &owned);
                 let shown = seen
                     .as_deref()
@@ -229,7 +243,7 @@ impl Owner {
         }
         if state.csi_node.ready(now) {
             state.csi_node.start();
-            let desired = csi_node::desired(&self.csi.list());
+            let desired = csi_node::desired(&self.csi.snapshot().drivers());
             let removed: BTreeSet<String> = state
                 .published_drivers
                 .iter()
@@ -447,13 +461,16 @@ impl Owner {
                 .max(state.csi_node.failures)
                 .max(state.wipe_failures),
         };
-        self.status.send_if_modified(|current| {
+        let changed = self.status.send_if_modified(|current| {
             if **current == status {
                 return false;
             }
             *current = Arc::new(status);
             true
         });
+        if changed {
+            self.changes.send_modify(|v| *v += 1);
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! The API publisher as embedders and the agent see it: built from a
-//! configuration ([`KubeApi::connect`]), giving out handles (status,
-//! events, metrics; the pod-claims reader; the ResourceSlice cleanup hook),
-//! then run until shutdown.
+//! configuration and what it publishes ([`KubeApi::connect`]) with its
+//! handle (status, events, metrics; the pod-claims reader; the
+//! ResourceSlice cleanup hook), then run until shutdown.
 
 use std::sync::Arc;
 
@@ -21,27 +21,34 @@ use crate::csi::CsiDriverStore;
 use crate::device::DeviceHandle;
 use crate::event::AgentEvent;
 
-/// Publishes the node's plugins to the API server. Take a
-/// [`handle`](Self::handle) and the [`slice_cleanup`](Self::slice_cleanup)
-/// hook for the DRA manager, then [`run`](Self::run) it.
+/// The task that publishes the node's plugins to the API server.
+/// [`connect`](Self::connect) gives it with its [`KubeApiHandle`] (which
+/// also hands out the pod-claims reader and the DRA manager's
+/// [`ResourceSliceCleanup`] hook); [`run`](Self::run) it.
 pub struct KubeApi {
     config: KubeApiConfig,
     credentials: Credentials,
     reload: (Reload, mpsc::Receiver<()>),
     connection: watch::Receiver<Connection>,
+    /// What is published: the device manager's resources and the CSI drivers.
+    devices: DeviceHandle,
+    csi: CsiDriverStore,
     events: broadcast::Sender<AgentEvent>,
     metrics: KubeApiMetrics,
     status: watch::Sender<Arc<KubeApiStatus>>,
-    wipes: (
-        mpsc::UnboundedSender<WipeReport>,
-        mpsc::UnboundedReceiver<WipeReport>,
-    ),
+    changes: watch::Sender<u64>,
+    wipes: mpsc::UnboundedReceiver<WipeReport>,
 }
 
 impl KubeApi {
-    /// A publisher for `config`'s node; reads the configuration and the
+    /// A publisher of `devices`' resources and `csi`'s drivers for
+    /// `config`'s node, and its handle; reads the configuration and the
     /// credentials, but sends nothing yet.
-    pub async fn connect(config: KubeApiConfig) -> Result<Self, KubeApiError> {
+    pub async fn connect(
+        config: KubeApiConfig,
+        devices: DeviceHandle,
+        csi: CsiDriverStore,
+    ) -> Result<(Self, KubeApiHandle), KubeApiError> {
         let credentials = Credentials::load(config.source.clone()).await?;
         let connection = credentials.subscribe();
         let status = KubeApiStatus {
@@ -53,51 +60,36 @@ impl KubeApi {
             last_error: None,
             failures: 0,
         };
-        Ok(Self {
-            config,
+        let (wipes_tx, wipes) = mpsc::unbounded_channel();
+        let publisher = Self {
             credentials,
             reload: reload_channel(),
-            connection,
+            devices,
+            csi,
             events: broadcast::channel(256).0,
             metrics: KubeApiMetrics::default(),
             status: watch::channel(Arc::new(status)).0,
-            wipes: mpsc::unbounded_channel(),
-        })
+            changes: watch::channel(0).0,
+            wipes,
+            connection,
+            config,
+        };
+        let handle = KubeApiHandle {
+            status: publisher.status.subscribe(),
+            changes: publisher.changes.subscribe(),
+            events: publisher.events.clone(),
+            metrics: publisher.metrics.clone(),
+            connection: publisher.connection.clone(),
+            node: publisher.config.node_name.clone(),
+            timeout: publisher.config.request_timeout,
+            wipes: wipes_tx,
+        };
+        Ok((publisher, handle))
     }
 
-    /// A handle for status, events and metrics.
-    pub fn handle(&self) -> KubeApiHandle {
-        KubeApiHandle {
-            status: self.status.subscribe(),
-            events: self.events.clone(),
-            metrics: self.metrics.clone(),
-        }
-    }
-
-    /// Reads pods and their claims with the current credentials, for
-    /// pod-level prepare.
-    pub fn pod_claims(&self) -> super::PodClaimsReader {
-        super::PodClaimsReader::new(self.connection.clone(), self.config.request_timeout)
-    }
-
-    /// The DRA cleanup hook that deletes the node's ResourceSlices.
-    pub fn slice_cleanup(&self) -> ResourceSliceCleanup {
-        ResourceSliceCleanup {
-            connection: self.connection.clone(),
-            node: self.config.node_name.clone(),
-            timeout: self.config.request_timeout,
-            reports: self.wipes.0.clone(),
-        }
-    }
-
-    /// Publishes `devices`' resources and `csi`'s drivers until `shutdown`.
-    /// Ends early, with the error, when the credentials are another node's.
-    pub async fn run(
-        self,
-        devices: DeviceHandle,
-        csi: CsiDriverStore,
-        shutdown: CancellationToken,
-    ) -> Result<(), KubeApiError> {
+    /// Publishes until `shutdown`. Ends early, with the error, when the
+    /// credentials are another node's.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), KubeApiError> {
         tracing::info!(server = %self.connection.borrow().server, node = %self.config.node_name, "publishing to the Kubernetes API");
         let (reload, reloads) = self.reload;
         let credentials = tokio::spawn(self.credentials.run(reloads, shutdown.clone()));
@@ -116,12 +108,13 @@ impl KubeApi {
             policy,
             connection: self.connection,
             reload,
-            devices,
-            csi,
-            wipes: self.wipes.1,
+            devices: self.devices,
+            csi: self.csi,
+            wipes: self.wipes,
             events: self.events,
             metrics: self.metrics,
             status: self.status,
+            changes: self.changes,
         };
         let result = owner.run(shutdown).await;
         drop(credentials);
@@ -129,18 +122,29 @@ impl KubeApi {
     }
 }
 
-/// Reads the publisher's status and events. Cheap to clone.
+/// Reads the publisher's status and events, and hands out what reads and
+/// deletes with its credentials. Cheap to clone.
 #[derive(Clone)]
 pub struct KubeApiHandle {
     status: watch::Receiver<Arc<KubeApiStatus>>,
+    changes: watch::Receiver<u64>,
     events: broadcast::Sender<AgentEvent>,
     metrics: KubeApiMetrics,
+    connection: watch::Receiver<Connection>,
+    node: String,
+    timeout: std::time::Duration,
+    wipes: mpsc::UnboundedSender<WipeReport>,
 }
 
 impl KubeApiHandle {
-    /// The connection's status, as of the publisher's last change.
-    pub fn status(&self) -> Arc<KubeApiStatus> {
+    /// The connection's status after the publisher's latest change.
+    pub fn snapshot(&self) -> Arc<KubeApiStatus> {
         self.status.borrow().clone()
+    }
+
+    /// A counter that increases on every change of the status.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.clone()
     }
 
     /// Events from now on.
@@ -151,5 +155,22 @@ impl KubeApiHandle {
     /// The writes' metrics.
     pub fn metrics(&self) -> &KubeApiMetrics {
         &self.metrics
+    }
+
+    /// Reads pods and their claims with the current credentials, for
+    /// pod-level prepare.
+    pub fn pod_claims(&self) -> super::PodClaimsReader {
+        super::PodClaimsReader::new(self.connection.clone(), self.timeout)
+    }
+
+    /// The DRA cleanup hook that deletes the node's ResourceSlices; what it
+    /// finds shows in the publisher's status.
+    pub fn slice_cleanup(&self) -> ResourceSliceCleanup {
+        ResourceSliceCleanup {
+            connection: self.connection.clone(),
+            node: self.node.clone(),
+            timeout: self.timeout,
+            reports: self.wipes.clone(),
+        }
     }
 }

@@ -129,10 +129,9 @@ impl Harness {
         config.initial_backoff = Duration::from_millis(20);
         config.max_backoff = Duration::from_millis(80);
         configure(&mut config);
-        let manager = PluginManager::new(config);
+        let (manager, handle) = PluginManager::new(config);
         let handler = Arc::new(RecordingHandler::default());
         manager.add_handler(TYPE, handler.clone());
-        let handle = manager.handle();
         let shutdown = CancellationToken::new();
         tokio::spawn(manager.run(shutdown.clone()));
         tokio::time::timeout(TIMEOUT, handle.ready())

@@ -177,8 +177,7 @@ async fn start_manager(
 ) -> (DeviceHandle, CancellationToken, Running) {
     let mut config = DeviceManagerConfig::new(plugins);
     config.grace_period = grace;
-    let manager = DeviceManager::new(config);
-    let handle = manager.handle();
+    let (manager, handle) = DeviceManager::new(config);
     let shutdown = CancellationToken::new();
     let running = tokio::spawn(manager.run(shutdown.clone()));
     (handle, shutdown, running)

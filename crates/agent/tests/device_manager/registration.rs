@@ -147,7 +147,7 @@ async fn device_plugins_register_through_plugins_registry_too() {
 
     let node = Node::start(Duration::from_secs(300)).await;
     let registry = node._dir.path().join("plugins_registry");
-    let manager = PluginManager::new(PluginManagerConfig::new(&registry));
+    let (manager, _) = PluginManager::new(PluginManagerConfig::new(&registry));
     manager.add_handler(
         "DevicePlugin",
         std::sync::Arc::new(DevicePluginHandler::new(node.manager.clone())),

@@ -119,7 +119,7 @@ async fn through_the_plugin_manager_the_service_is_connected_once_the_plugin_was
     let node = Node::start(|_| {});
     let registry = node.dir.path().join("plugins_registry");
     std::fs::create_dir_all(&registry).unwrap();
-    let manager = PluginManager::new(PluginManagerConfig::new(&registry));
+    let (manager, _) = PluginManager::new(PluginManagerConfig::new(&registry));
     manager.add_handler(
         "DRAPlugin",
         Arc::new(DraPluginHandler::new(node.manager.clone())),

@@ -69,14 +69,13 @@ impl Node {
         let mut config = DraManagerConfig::default();
         tweak(&mut config);
         let (done, cleanups) = watch::channel(Vec::new());
-        let manager = DraManager::new(
+        let (manager, handle) = DraManager::new(
             config,
             Arc::new(RecordingCleanup {
                 done,
                 failures: std::sync::Mutex::new(failures),
             }),
         );
-        let handle = manager.handle();
         let events = handle.events();
         let shutdown = CancellationToken::new();
         tokio::spawn(manager.run(shutdown.clone()));

@@ -54,8 +54,7 @@ fn start(grace: Duration, failing_cleanups: u32) -> Harness {
         fail: Mutex::new(failing_cleanups),
         ..Recording::default()
     });
-    let manager = DraManager::new(config, cleanup.clone());
-    let handle = manager.handle();
+    let (manager, handle) = DraManager::new(config, cleanup.clone());
     let events = handle.events();
     let shutdown = CancellationToken::new();
     tokio::spawn(manager.run(shutdown.clone()));
