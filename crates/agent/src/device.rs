@@ -52,6 +52,8 @@ mod selection;
 mod snapshot;
 mod state;
 mod status;
+#[cfg(test)]
+pub(crate) mod test_support;
 
 pub use allocate_error::AllocateError;
 pub use checkpoint::{BACKUP_FILE, CHECKPOINT_FILE, DeviceCheckpoint};

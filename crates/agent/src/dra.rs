@@ -50,6 +50,8 @@ mod service;
 mod snapshot;
 mod state;
 mod status;
+#[cfg(test)]
+pub(crate) mod test_support;
 
 pub use checkpoint::{BACKUP_FILE, CHECKPOINT_FILE, DraCheckpoint, RecordedClaim};
 pub use claim::{

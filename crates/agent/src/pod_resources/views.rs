@@ -131,3 +131,6 @@ impl ViewsHandle {
         views.clone().ok_or(Stopped)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,41 @@
+//! For the tests of readers of the DRA manager (the pod-resources views):
+//! a handle whose prepared claims the test publishes, with no task.
+
+use std::sync::Arc;
+
+use tokio::sync::{broadcast, watch};
+
+pub(crate) use super::checkpoint::PreparedClaims;
+use super::checkpoint::{DraCheckpoint, RecordedClaim};
+use super::command::{Routes, Shared};
+use super::config::DraManagerConfig;
+use super::handle::DraHandle;
+use super::metrics::DraMetrics;
+use crate::owner::Mailbox;
+
+/// A handle reading `prepared`; its commands go nowhere.
+pub(crate) fn handle(prepared: watch::Receiver<Arc<PreparedClaims>>) -> DraHandle {
+    let (commands, _) = Mailbox::new();
+    DraHandle {
+        commands,
+        shared: Arc::new(Shared {
+            config: DraManagerConfig::default(),
+            events: broadcast::channel(1).0,
+            changes: watch::channel(0).1,
+            routes: watch::channel(Arc::new(Routes::new())).1,
+            prepared,
+            snapshot: watch::channel(Arc::default()).1,
+            metrics: DraMetrics::default(),
+        }),
+    }
+}
+
+/// The claims as the manager publishes them once it read a checkpoint of
+/// `claims`, then changed them `changes` times.
+pub(crate) fn loaded(claims: Vec<RecordedClaim>, changes: u64) -> PreparedClaims {
+    let mut prepared = PreparedClaims::restore(DraCheckpoint { claims }).loaded();
+    for _ in 0..changes {
+        prepared.changed();
+    }
+    prepared
+}

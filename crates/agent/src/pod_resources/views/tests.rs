@@ -1,0 +1,116 @@
+//! The view builder's transitions, fed snapshots as the managers publish
+//! them, without a manager or a socket.
+
+use std::time::Duration;
+
+use super::*;
+use crate::device::test_support as devices;
+use crate::device::{ContainerAllocation, DeviceSnapshot};
+use crate::dra::ClaimPod;
+use crate::dra::test_support::{self as dra, PreparedClaims};
+use crate::pod_resources::fixtures::{allocation, claim};
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The managers' published state, as the test changes it, and the
+/// builder's handle.
+struct Harness {
+    devices: watch::Sender<Arc<DeviceSnapshot>>,
+    device_changes: watch::Sender<u64>,
+    claims: watch::Sender<Arc<PreparedClaims>>,
+    views: ViewsHandle,
+    shutdown: CancellationToken,
+}
+
+fn start() -> Harness {
+    let devices = watch::channel(Arc::new(DeviceSnapshot::default())).0;
+    let device_changes = watch::channel(0).0;
+    let claims = watch::channel(Arc::new(PreparedClaims::default())).0;
+    let (builder, views) = ViewBuilder::new(
+        devices::handle(devices.subscribe(), device_changes.subscribe()),
+        dra::handle(claims.subscribe()),
+    );
+    let shutdown = CancellationToken::new();
+    tokio::spawn(builder.run(shutdown.clone()));
+    Harness {
+        devices,
+        device_changes,
+        claims,
+        views,
+        shutdown,
+    }
+}
+
+impl Harness {
+    /// The device manager publishes its `generation`th snapshot.
+    fn devices(&self, generation: u64, allocations: Vec<ContainerAllocation>) {
+        let snapshot = devices::snapshot(generation, allocations);
+        self.devices.send_replace(Arc::new(snapshot));
+        self.device_changes.send_modify(|v| *v += 1);
+    }
+
+    async fn views(&self) -> Result<Arc<Views>, Stopped> {
+        tokio::time::timeout(TIMEOUT, self.views.views())
+            .await
+            .expect("views in time")
+    }
+}
+
+fn gpu(pod: (&str, &str, &str)) -> ContainerAllocation {
+    allocation(pod, "main", "example.com/gpu", &[("gpu-0", &[0])])
+}
+
+fn user(uid: &str, name: &str) -> ClaimPod {
+    ClaimPod::new(uid, name, vec!["main".into()])
+}
+
+#[tokio::test]
+async fn a_call_waits_for_both_managers_then_sees_every_change_it_could_have_seen() {
+    let h = start();
+    let early = tokio::spawn({
+        let views = h.views.clone();
+        async move { views.views().await.map(|v| v.pods.list().len()) }
+    });
+    tokio::task::yield_now().await;
+    assert!(!early.is_finished(), "no view before the managers run");
+
+    h.devices(1, Vec::new());
+    h.claims.send_replace(Arc::new(dra::loaded(Vec::new(), 0)));
+    let empty = tokio::time::timeout(TIMEOUT, early).await.unwrap().unwrap();
+    assert_eq!(empty.ok(), Some(0), "nothing allocated yet");
+
+    // Each call right after a change has the change.
+    h.devices(2, vec![gpu(("u1", "ml", "train"))]);
+    let views = h.views().await.ok().unwrap();
+    assert!(views.pods.get("ml", "train").is_some());
+    assert!(views.pods.get("ml", "serve").is_none());
+
+    let claimed = claim("shared", vec![user("u2", "serve")]);
+    h.claims
+        .send_replace(Arc::new(dra::loaded(vec![claimed], 1)));
+    let views = h.views().await.ok().unwrap();
+    assert!(views.pods.get("ml", "train").is_some());
+    assert!(views.pods.get("ml", "serve").is_some());
+
+    h.devices(3, Vec::new());
+    let views = h.views().await.ok().unwrap();
+    assert!(views.pods.get("ml", "train").is_none(), "released");
+    h.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn calls_fail_when_a_manager_stops_before_it_ran() {
+    let h = start();
+    h.claims.send_replace(Arc::new(dra::loaded(Vec::new(), 0)));
+    let Harness {
+        devices,
+        device_changes,
+        claims,
+        views,
+        shutdown: _shutdown,
+    } = h;
+    drop((devices, device_changes));
+    let stopped = tokio::time::timeout(TIMEOUT, views.views()).await.unwrap();
+    assert!(stopped.is_err(), "the device manager is gone");
+    drop(claims);
+}
