@@ -95,6 +95,7 @@ fn dra_checkpoint() -> DraCheckpoint {
                 share_id: None,
             }],
             prepared_at_unix_ms: 0,
+            prepared: true,
             pods: vec![ClaimPod::new(
                 format!("uid-{p:04}"),
                 format!("pod-{p:04}"),
@@ -167,6 +168,7 @@ async fn run() {
                     config,
                     devices,
                     dra,
+                    None,
                     PodResourcesMetrics::default(),
                     shutdown,
                 )

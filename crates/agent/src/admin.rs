@@ -11,21 +11,21 @@
 mod client;
 mod event_log;
 mod metrics;
-mod pod_dra;
 mod protocol;
+mod requests;
 mod server;
 mod status_sources;
 
 pub use crate::served_socket::SocketStatus;
 pub use client::{
     AdminClientError, EventStream, allocate, dra_claims, dra_prepare, dra_prepare_pod,
-    dra_unprepare, dra_unprepare_pod, events, events_with, release, status,
+    dra_unprepare, dra_unprepare_pod, events, events_with, pods, release, status,
 };
 pub(crate) use metrics::AdminMetrics;
 pub(crate) use protocol::ADMIN_DIR;
 pub use protocol::{
     AgentStatus, AllocateReply, DraClaimsReply, DraPreparePodReply, DraPrepareReply,
-    DraUnpreparePodReply, DraUnprepareReply, ReleaseReply,
+    DraUnpreparePodReply, DraUnprepareReply, PodsReply, ReleaseReply,
 };
 pub(crate) use server::serve;
 pub(crate) use status_sources::StatusSources;

@@ -129,6 +129,9 @@ pub struct Agent {
     /// Publishes to the Kubernetes API, when the agent has one.
     #[cfg(feature = "kube")]
     kube: Option<(crate::kube_api::KubeApi, crate::kube_api::KubeApiHandle)>,
+    /// Serves the node's pods, when the agent has an API server.
+    #[cfg(feature = "kube")]
+    pods: Option<(crate::pods::PodsManager, crate::pods::PodsHandle)>,
 }
 
 /// The parts every agent has before its DRA manager, which needs to know
@@ -175,6 +178,8 @@ impl Parts {
             dra_handle,
             #[cfg(feature = "kube")]
             kube: None,
+            #[cfg(feature = "kube")]
+            pods: None,
         }
     }
 }
@@ -196,21 +201,36 @@ impl Agent {
     /// An agent that publishes to the Kubernetes API `kube` names, as the
     /// kubelet does: device resources in the Node's status, CSI drivers on
     /// the Node and its CSINode, and the node's ResourceSlices withdrawn at
-    /// start and when a DRA driver stays away. Fails when the configuration
-    /// or the credentials cannot be read.
+    /// start and when a DRA driver stays away; and that serves the pods
+    /// bound to the node (unless `kube.serve_pods` is off): their devices
+    /// allocated and claims prepared when they come, given back when they
+    /// go. Fails when the configuration or the credentials cannot be read.
     #[cfg(feature = "kube")]
     pub async fn with_kube_api(
         config: AgentConfig,
         kube: crate::kube_api::KubeApiConfig,
     ) -> Result<Self, AgentError> {
         let parts = Parts::new(&config);
+        let pods_config = crate::pods::PodsConfig::new(&kube);
         let (publisher, handle) =
             crate::kube_api::KubeApi::connect(kube, parts.devices.1.clone(), parts.csi.drivers())
                 .await
                 .map_err(AgentError::Kube)?;
         let mut agent = parts.with_dra(config, Arc::new(handle.slice_cleanup()));
+        agent.pods = Some(crate::pods::PodsManager::new(
+            pods_config,
+            agent.devices_handle.clone(),
+            agent.dra_handle.clone(),
+            handle.connection(),
+        ));
         agent.kube = Some((publisher, handle));
         Ok(agent)
+    }
+
+    /// The pods owner, when the agent has an API server.
+    #[cfg(feature = "kube")]
+    pub fn pods(&self) -> Option<crate::pods::PodsHandle> {
+        self.pods.as_ref().map(|(_, handle)| handle.clone())
     }
 
     /// The DRA manager.
@@ -255,6 +275,8 @@ impl Agent {
         let pod_resources_metrics = PodResourcesMetrics::default();
         #[cfg(feature = "kube")]
         let kube = self.kube.as_ref().map(|(_, handle)| handle.clone());
+        #[cfg(feature = "kube")]
+        let pods_handle = self.pods.as_ref().map(|(_, handle)| handle.clone());
         let (metrics_addr, metrics) = match self.config.metrics_addr {
             Some(addr) => {
                 #[allow(unused_mut)]
@@ -291,11 +313,32 @@ impl Agent {
             pod_resources_socket: self.config.pod_resources.as_ref().map(|c| c.socket.clone()),
             pod_resources: pod_resources_metrics.clone(),
             #[cfg(feature = "kube")]
-            pod_claims: kube
-                .as_ref()
-                .map(crate::kube_api::KubeApiHandle::pod_claims),
+            pods: pods_handle.clone(),
             #[cfg(feature = "kube")]
             kube,
+        };
+        #[cfg(feature = "kube")]
+        let pods_view = pods_handle
+            .as_ref()
+            .filter(|p| p.serving())
+            .map(crate::pods::PodsHandle::subscribe);
+        #[cfg(not(feature = "kube"))]
+        let pods_view = None;
+        #[cfg(feature = "kube")]
+        let serving = {
+            let shutdown = shutdown.clone();
+            let pods = self.pods.map(|(manager, _)| manager);
+            async move {
+                if let Some(pods) = pods {
+                    pods.run(shutdown.clone()).await;
+                }
+                shutdown.cancelled().await;
+            }
+        };
+        #[cfg(not(feature = "kube"))]
+        let serving = {
+            let shutdown = shutdown.clone();
+            async move { shutdown.cancelled().await }
         };
         #[cfg(feature = "kube")]
         let publishing = {
@@ -322,6 +365,7 @@ impl Agent {
                             config,
                             devices,
                             dra,
+                            pods_view,
                             pod_resources_metrics,
                             shutdown,
                         )
@@ -361,14 +405,16 @@ impl Agent {
             &shutdown,
         );
         let pod_resources = part(pod_resources, &shutdown);
-        let (managed, served, devices, dra, metrics, publishing, pod_resources) = tokio::join!(
+        let serving = part(serving, &shutdown);
+        let (managed, served, devices, dra, metrics, publishing, pod_resources, serving) = tokio::join!(
             managed,
             served,
             devices,
             dra,
             metrics,
             publishing,
-            pod_resources
+            pod_resources,
+            serving
         );
         managed??;
         served?.map_err(AgentError::Admin)?;
@@ -377,6 +423,7 @@ impl Agent {
         dra?;
         metrics?;
         publishing??;
+        serving?;
         Ok(())
     }
 }

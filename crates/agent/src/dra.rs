@@ -28,7 +28,9 @@
 //! | `health` | device health from the health stream |
 //! | `service` | which gRPC services are used |
 //! | `handler` | drivers registering through `plugins_registry` |
-//! | `pod` | a pod's claims prepared and unprepared together, CDI ids per container |
+//! | `pod` | a pod's claims prepared and unprepared together |
+//! | `records` | the claims prepared on this node: every decision about them |
+//! | `checkpoint` | the records on disk |
 //! | `claim`, `status`, `event`, `metrics`, `error` | what callers and operators see |
 
 mod calls;
@@ -46,6 +48,7 @@ mod manager;
 mod metrics;
 mod plugin_handler;
 mod pod;
+mod records;
 mod service;
 mod snapshot;
 mod state;
@@ -53,22 +56,22 @@ mod status;
 #[cfg(test)]
 pub(crate) mod test_support;
 
-pub use checkpoint::{BACKUP_FILE, CHECKPOINT_FILE, DraCheckpoint, RecordedClaim};
+pub use checkpoint::{BACKUP_FILE, CHECKPOINT_FILE, DraCheckpoint};
 pub use claim::{
     ClaimPod, ClaimRef, ClaimRefParseError, PreparedClaim, PreparedDevice, UnpreparedClaim,
 };
 pub use cleanup::{CleanupError, DriverCleanup, LoggingCleanup};
 pub use config::DraManagerConfig;
-pub use error::DraError;
+pub use error::{DraError, RecordError};
 pub use handle::{DraHandle, DraManagerStopped};
 pub use health::DeviceHealthStatus;
 pub use manager::DraManager;
 pub use metrics::DraMetrics;
 pub use plugin_handler::DraPluginHandler;
-pub use pod::{
-    ContainerDevices, PodClaim, PodClaimResult, PodClaimUnprepared, PodClaims, PodRef, PreparedPod,
-    UnpreparedPod,
-};
+pub use pod::{PodClaim, PodClaimResult, PodClaimUnprepared};
+#[cfg(feature = "kube")]
+pub(crate) use records::PreparedClaims;
+pub use records::RecordedClaim;
 pub use service::{DraService, HealthService, ServiceError, choose_service};
 pub use snapshot::DraSnapshot;
 pub use status::{DraDriverStatus, DraInstanceStatus, PendingCleanup};

@@ -70,6 +70,17 @@ pub enum EventKind {
     WriteFailed,
     /// API: a write succeeded after failures; the API has the latest state.
     CaughtUp,
+    /// Pods: every container of a pod has its devices and claims.
+    Admitted,
+    /// Pods: a pod waits for its claims (not created, allocated or reserved
+    /// yet).
+    Waiting,
+    /// Pods: a pod's admission failed; tried again with backoff.
+    AdmissionFailed,
+    /// Pods: what a pod held (devices, claims) was given back.
+    PodReleased,
+    /// Pods: giving back what a pod held failed; tried again with backoff.
+    ReleaseFailed,
 }
 
 /// Which subsystem an event comes from, and what it is about.
@@ -116,6 +127,17 @@ pub enum EventSubject {
         /// The plugin's socket, for instance events.
         endpoint: Option<String>,
         /// Details: healthy/total devices, pod and container, or an error.
+        detail: Option<String>,
+    },
+    /// The pods owner.
+    Pods {
+        /// The pod's namespace.
+        namespace: String,
+        /// The pod's name.
+        name: String,
+        /// The pod's UID.
+        uid: String,
+        /// Details: an error, or what the pod waits for.
         detail: Option<String>,
     },
 }
@@ -179,6 +201,26 @@ impl AgentEvent {
         )
     }
 
+    /// A pods owner event happening now.
+    #[cfg(feature = "kube")]
+    pub(crate) fn pod(
+        kind: EventKind,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        detail: Option<String>,
+    ) -> Self {
+        Self::now(
+            kind,
+            EventSubject::Pods {
+                namespace: namespace.into(),
+                name: name.into(),
+                uid: uid.into(),
+                detail,
+            },
+        )
+    }
+
     /// An event happening now.
     pub(crate) fn now(kind: EventKind, subject: EventSubject) -> Self {
         Self {
@@ -188,8 +230,8 @@ impl AgentEvent {
         }
     }
 
-    /// The subsystem's name as the wire says it: `registry`, `dra`, `kube`
-    /// or `device`.
+    /// The subsystem's name as the wire says it: `registry`, `dra`, `kube`,
+    /// `device` or `pods`.
     pub fn source(&self) -> &'static str {
         match self.subject {
             EventSubject::PluginManager { .. } => "registry",
@@ -197,6 +239,7 @@ impl AgentEvent {
             #[cfg(feature = "kube")]
             EventSubject::Kube { .. } => "kube",
             EventSubject::Device { .. } => "device",
+            EventSubject::Pods { .. } => "pods",
         }
     }
 
@@ -218,14 +261,14 @@ impl AgentEvent {
         }
     }
 
-    /// The details of a DRA, device or API event, or the error of a plugin
-    /// manager event.
+    /// The details of a DRA, device, pods or API event, or the error of a
+    /// plugin manager event.
     pub fn detail(&self) -> Option<&str> {
         match &self.subject {
             EventSubject::PluginManager { error, .. } => error.as_deref(),
-            EventSubject::Dra { detail, .. } | EventSubject::Device { detail, .. } => {
-                detail.as_deref()
-            }
+            EventSubject::Dra { detail, .. }
+            | EventSubject::Device { detail, .. }
+            | EventSubject::Pods { detail, .. } => detail.as_deref(),
             #[cfg(feature = "kube")]
             EventSubject::Kube { detail, .. } => detail.as_deref(),
         }

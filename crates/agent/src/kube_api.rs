@@ -12,9 +12,6 @@
 //! - **DRA** ([`ResourceSliceCleanup`]): the node's ResourceSlices are deleted at
 //!   start and a driver's when it stayed away for its grace period, as the
 //!   DRA manager's cleanup hook.
-//! - **Pods' claims** ([`PodClaimsReader`]): for pod-level prepare, a pod
-//!   and its ResourceClaims are read and checked as the kubelet's DRA
-//!   manager does (read only; nothing is written).
 //!
 //! The publisher ([`KubeApi`]) owns the writes: each kind keeps only the latest
 //! state to write (latest wins), retries with backoff while the API server
@@ -29,17 +26,15 @@ mod metrics;
 mod node_status;
 mod observed;
 mod owner;
-mod pod_claims;
 mod publisher;
 mod resource_slices;
 mod status;
 mod write_state;
 
-pub use config::{KubeApiConfig, KubeConfigSource, default_node_name};
+pub use config::{KubeApiConfig, KubeConfigSource, POD_RECONCILE_PERIOD, default_node_name};
 pub use credentials::Connection;
 pub use error::KubeApiError;
 pub use metrics::KubeApiMetrics;
-pub use pod_claims::{PodClaimsError, PodClaimsReader};
 pub use publisher::{KubeApi, KubeApiHandle};
 pub use resource_slices::ResourceSliceCleanup;
 pub use status::{KubeApiStatus, WriteKind};

@@ -15,6 +15,9 @@
 //! - [`kube_api`] (feature `kube`): what the kubelet writes to the
 //!   Kubernetes API for its plugins.
 //! - [`pod_resources`]: the kubelet's pod-resources API.
+//! - [`pods`] (feature `kube`): the node's pods, served from the API:
+//!   devices allocated and claims prepared when a pod comes, given back
+//!   when it goes.
 //! - [`agent`]: the wiring `nodeplugins run` uses.
 //!
 //! `docs/embedding.md` describes every public item.
@@ -34,6 +37,7 @@ pub mod metrics;
 mod owner;
 pub mod plugin_manager;
 pub mod pod_resources;
+pub mod pods;
 mod private_dir;
 mod root_lock;
 mod served_socket;

@@ -92,6 +92,22 @@ enum Command {
         #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
         output: Format,
     },
+    /// Show the pods bound to the node as the agent serves them (with
+    /// --kubeconfig): each pod's phase (admitted, waiting, failed,
+    /// releasing) and, for one pod or with -o json, what each container
+    /// got: devices, device nodes, mounts, environment, annotations and CDI
+    /// devices, as a container runtime is given them.
+    Pods {
+        /// Root directory of the agent to ask.
+        #[arg(long, env = "NODEPLUGINS_ROOT_DIR", default_value = DEFAULT_ROOT_DIR)]
+        root_dir: PathBuf,
+        /// Only this pod (NAMESPACE/NAME), shown container by container, or
+        /// the pods of a namespace (NAMESPACE).
+        pod: Option<String>,
+        /// Output format.
+        #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
+        output: Format,
+    },
     /// Show what the pod-resources socket serves (as monitoring agents read
     /// it): the devices and DRA claims of every pod's containers, one pod,
     /// or the allocatable devices.
@@ -322,6 +338,24 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Bench(BenchCommand::Probe(args)) => {
             logging::init(LogFormat::Text, "warn");
             crate::bench::run_probe(args).await
+        }
+        Command::Pods {
+            root_dir,
+            pod,
+            output,
+        } => {
+            let (namespace, name) = match pod.as_deref().map(|p| p.split_once('/')) {
+                None => (None, None),
+                Some(Some((namespace, name))) => (Some(namespace), Some(name)),
+                Some(None) => (pod.as_deref(), None),
+            };
+            let reply = nodeplugins::admin::pods(&root_dir, namespace, name).await?;
+            let detail = name.is_some();
+            output::pods::pods(&reply, detail, output, &mut std::io::stdout().lock())?;
+            if detail && reply.pods.is_empty() {
+                anyhow::bail!("pod {} is not bound to the node", pod.unwrap_or_default());
+            }
+            Ok(())
         }
         Command::Resources { root_dir, output } => {
             let status = nodeplugins::admin::status(&root_dir).await?;

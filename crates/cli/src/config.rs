@@ -156,6 +156,14 @@ settings! {
     kubeconfig: KubeconfigSetting, "NODEPLUGINS_KUBECONFIG", parse_kubeconfig;
     /// The Node to publish for [default: $NODE_NAME (a pod's node, from the downward API), else the host name, lower case].
     node_name: String, "NODEPLUGINS_NODE_NAME", parse_node_name;
+    /// With a kubeconfig, serve the pods bound to the node: allocate their
+    /// devices and prepare their claims when they come, give them back
+    /// when they go (on), or leave that to allocate and prepare by hand
+    /// (off) [default: on].
+    pods: Switch, "NODEPLUGINS_PODS", parse_switch;
+    /// How often what pods no longer active hold is given back even when
+    /// nothing changed [default: 60s].
+    pod_reconcile_period: Duration, "NODEPLUGINS_POD_RECONCILE_PERIOD", parse_duration;
     /// Mode of the pod-resources socket (octal; its directory gets the same
     /// plus search), or off to not serve it [default: 0600].
     pod_resources_mode: PodResourcesMode, "NODEPLUGINS_POD_RESOURCES_MODE", parse_pod_resources_mode;
@@ -174,6 +182,18 @@ fn parse_worker_threads(text: &str) -> Result<usize, String> {
         _ => Err(format!(
             "expected a number of threads from 1 to {MAX_WORKER_THREADS}, got {text:?}"
         )),
+    }
+}
+
+/// A setting that is on or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Switch(bool);
+
+fn parse_switch(text: &str) -> Result<Switch, String> {
+    match text {
+        "on" => Ok(Switch(true)),
+        "off" => Ok(Switch(false)),
+        _ => Err(format!("expected on or off, got {text:?}")),
     }
 }
 
@@ -302,7 +322,10 @@ impl Settings {
         let kube = match c.kubeconfig {
             None | Some(KubeconfigSetting::Off) => None,
             Some(KubeconfigSetting::Source(source)) => {
-                Some(KubeApiConfig::new(source, node_name.clone()))
+                let mut kube = KubeApiConfig::new(source, node_name.clone());
+                kube.serve_pods = c.pods.is_none_or(|Switch(on)| on);
+                set(&mut kube.pod_reconcile_period, c.pod_reconcile_period);
+                Some(kube)
             }
         };
         Ok(Self {
@@ -344,6 +367,23 @@ impl Settings {
             ("csi_timeout", human(a.csi_timeout)),
             ("kubeconfig", kubeconfig),
             ("node_name", self.node_name.clone()),
+            (
+                "pods",
+                match self.kube.as_ref() {
+                    Some(kube) if !kube.serve_pods => "off".into(),
+                    _ => "on".into(),
+                },
+            ),
+            (
+                "pod_reconcile_period",
+                human(
+                    self.kube
+                        .as_ref()
+                        .map_or(nodeplugins::kube_api::POD_RECONCILE_PERIOD, |k| {
+                            k.pod_reconcile_period
+                        }),
+                ),
+            ),
             (
                 "pod_resources_mode",
                 a.pod_resources

@@ -6,6 +6,7 @@ pub(crate) mod dra;
 pub(crate) mod events;
 mod format;
 pub(crate) mod pod_resources;
+pub(crate) mod pods;
 
 use format::ago;
 pub(crate) use format::{Format, human, table};

@@ -8,8 +8,8 @@ use tokio::net::unix::OwnedReadHalf;
 
 use super::protocol::{
     AdminErrorReply, AdminRequest, AgentStatus, AllocateReply, DraClaimsReply, DraPreparePodReply,
-    DraPrepareReply, DraUnpreparePodReply, DraUnprepareReply, FollowingMarker, ReleaseReply,
-    socket_path,
+    DraPrepareReply, DraUnpreparePodReply, DraUnprepareReply, FollowingMarker, PodsReply,
+    ReleaseReply, socket_path,
 };
 use crate::device::AllocationRequest;
 use crate::dra::{ClaimPod, ClaimRef};
@@ -170,6 +170,20 @@ pub async fn dra_unprepare_pod(
     let req = AdminRequest::DraUnpreparePod {
         namespace: namespace.into(),
         name: name.into(),
+    };
+    one_reply(root_dir, req).await
+}
+
+/// The pods bound to the node as the agent serves them: all of them, or
+/// those of `namespace` (and `name`) only.
+pub async fn pods(
+    root_dir: &Path,
+    namespace: Option<&str>,
+    name: Option<&str>,
+) -> Result<PodsReply, AdminClientError> {
+    let req = AdminRequest::Pods {
+        namespace: namespace.map(Into::into),
+        name: name.map(Into::into),
     };
     one_reply(root_dir, req).await
 }

@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 
 use crate::csi::CsiDriver;
 use crate::dra::{
-    ClaimPod, ClaimRef, DraDriverStatus, PreparedClaim, PreparedPod, RecordedClaim,
-    UnpreparedClaim, UnpreparedPod,
+    ClaimPod, ClaimRef, DraDriverStatus, PreparedClaim, RecordedClaim, UnpreparedClaim,
 };
 use crate::plugin_manager::PluginStatus;
+use crate::pods::{PodStatus, PreparedPod, UnpreparedPod};
 
 /// The directory under the root that holds the admin socket.
 pub(crate) const ADMIN_DIR: &str = "nodeplugins";
@@ -79,6 +79,27 @@ pub(super) enum AdminRequest {
         /// The pod's name.
         name: String,
     },
+    /// The pods bound to the node, as the pods owner serves them.
+    Pods {
+        /// Only the pods of this namespace.
+        #[serde(default)]
+        namespace: Option<String>,
+        /// Only the pods of this name.
+        #[serde(default)]
+        name: Option<String>,
+    },
+}
+
+/// The answer to a `{"request":"pods"}` line.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PodsReply {
+    /// Whether the node's pods are served from the API (`run --pods on`).
+    pub serving: bool,
+    /// Whether the pods bound to the node were listed once.
+    pub listed: bool,
+    /// The pods, sorted by namespace and name; each admitted one with what
+    /// its containers got.
+    pub pods: Vec<PodStatus>,
 }
 
 /// The answer to a `{"request":"dra_prepare_pod"}` line.

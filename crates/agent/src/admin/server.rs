@@ -13,10 +13,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::event_log::EventLog;
-use super::protocol::{
-    AdminErrorReply, AdminRequest, AgentStatus, AllocateReply, DraClaimsReply, DraPrepareReply,
-    DraUnprepareReply, FollowingMarker, ReleaseReply, socket_path,
-};
+use super::protocol::{AdminErrorReply, AdminRequest, AgentStatus, FollowingMarker, socket_path};
+use super::requests::error_reply;
 use super::status_sources::StatusSources;
 use crate::served_socket;
 use crate::unix_time::unix_ms;
@@ -131,119 +129,16 @@ impl Context {
             .await;
             return;
         }
-        match serde_json::from_str::<AdminRequest>(line.trim()) {
-            Ok(AdminRequest::Status) => {
-                let reply = self.status().await;
-                let _ = write_line(&mut write, &reply).await;
-            }
-            Ok(AdminRequest::Allocate(request)) => {
-                let reply = match self.sources.devices.allocate(&request).await {
-                    Ok(allocations) => serde_json::to_value(AllocateReply { allocations }),
-                    Err(e) => serde_json::to_value(AdminErrorReply {
-                        error: e.to_string(),
-                    }),
-                };
-                if let Ok(reply) = reply {
-                    let _ = write_line(&mut write, &reply).await;
-                }
-            }
-            Ok(AdminRequest::Release { pod }) => {
-                let reply = match self.sources.devices.release(&pod).await {
-                    Ok(released) => serde_json::to_value(ReleaseReply { released }),
-                    Err(e) => serde_json::to_value(AdminErrorReply {
-                        error: e.to_string(),
-                    }),
-                };
-                if let Ok(reply) = reply {
-                    let _ = write_line(&mut write, &reply).await;
-                }
-            }
-            Ok(AdminRequest::DraPrepare {
-                driver,
-                claims,
-                pod,
-            }) => {
-                let dra = &self.sources.dra;
-                let prepared = match &pod {
-                    Some(pod) => dra.prepare_for_pod(&driver, &claims, pod).await,
-                    None => dra.prepare(&driver, &claims).await,
-                };
-                let reply = match prepared {
-                    Ok(claims) => serde_json::to_value(DraPrepareReply { claims }),
-                    Err(e) => serde_json::to_value(AdminErrorReply {
-                        error: e.to_string(),
-                    }),
-                };
-                if let Ok(reply) = reply {
-                    let _ = write_line(&mut write, &reply).await;
-                }
-            }
-            Ok(AdminRequest::DraUnprepare { driver, claims }) => {
-                let dra = &self.sources.dra;
-                let result = match driver {
-                    Some(driver) => dra.unprepare(&driver, &claims).await,
-                    None => Ok(dra.unprepare_recorded(&claims).await),
-                };
-                let reply = match result {
-                    Ok(claims) => serde_json::to_value(DraUnprepareReply { claims }),
-                    Err(e) => serde_json::to_value(AdminErrorReply {
-                        error: e.to_string(),
-                    }),
-                };
-                if let Ok(reply) = reply {
-                    let _ = write_line(&mut write, &reply).await;
-                }
-            }
-            Ok(AdminRequest::DraClaims) => {
-                let dra = &self.sources.dra;
-                let checkpoint_error = dra
-                    .checkpoint_problem()
-                    .await
-                    .ok()
-                    .flatten()
-                    .map(|p| p.to_string());
-                let reply = DraClaimsReply {
-                    claims: dra.prepared_claims(),
-                    checkpoint_error,
-                };
-                let _ = write_line(&mut write, &reply).await;
-            }
-            Ok(AdminRequest::DraPreparePod { namespace, name }) => {
-                let reply = match super::pod_dra::prepare(&self.sources, &namespace, &name).await {
-                    Ok(prepared) => serde_json::to_value(prepared),
-                    Err(e) => serde_json::to_value(AdminErrorReply {
-                        error: e.to_string(),
-                    }),
-                };
-                if let Ok(reply) = reply {
-                    let _ = write_line(&mut write, &reply).await;
-                }
-            }
-            Ok(AdminRequest::DraUnpreparePod { namespace, name }) => {
-                let reply = match super::pod_dra::unprepare(&self.sources, &namespace, &name).await
-                {
-                    Ok(unprepared) => serde_json::to_value(unprepared),
-                    Err(e) => serde_json::to_value(AdminErrorReply {
-                        error: e.to_string(),
-                    }),
-                };
-                if let Ok(reply) = reply {
-                    let _ = write_line(&mut write, &reply).await;
-                }
-            }
+        let reply = match serde_json::from_str::<AdminRequest>(line.trim()) {
+            Ok(AdminRequest::Status) => self.status().await,
             Ok(AdminRequest::Events { history, follow }) => {
                 self.stream_events(&mut write, history, follow).await;
+                return;
             }
-            Err(e) => {
-                let _ = write_line(
-                    &mut write,
-                    &AdminErrorReply {
-                        error: format!("bad request: {e}"),
-                    },
-                )
-                .await;
-            }
-        }
+            Ok(request) => super::requests::answer(&self.sources, request).await,
+            Err(e) => error_reply(format!("bad request: {e}")),
+        };
+        let _ = write_line(&mut write, &reply).await;
     }
 
     /// The agent's status, or why it cannot be read.

@@ -26,8 +26,20 @@ pub(crate) struct StatusSources {
     /// The Kubernetes API publisher, when the agent has one.
     #[cfg(feature = "kube")]
     pub kube: Option<crate::kube_api::KubeApiHandle>,
-    /// Where pods and their claims are read for pod-level prepare, when
-    /// the agent has an API server.
+    /// The pods owner, when the agent has an API server.
     #[cfg(feature = "kube")]
-    pub pod_claims: Option<crate::kube_api::PodClaimsReader>,
+    pub pods: Option<crate::pods::PodsHandle>,
+}
+
+impl StatusSources {
+    /// Whether the node's pods are served from the API: then devices and
+    /// claims follow the pods, and nothing is allocated or prepared by
+    /// hand.
+    pub(crate) fn serving_pods(&self) -> bool {
+        #[cfg(feature = "kube")]
+        if let Some(pods) = &self.pods {
+            return pods.serving();
+        }
+        false
+    }
 }

@@ -121,18 +121,28 @@ impl State {
         let (_, primary) = r
             .primary()
             .ok_or_else(|| AllocateError::Stopped(resource.into()))?;
+        // Devices of earlier init containers first, as the kubelet takes
+        // them: they are the pod's already.
+        let mut reused: Vec<String> = Vec::new();
+        for id in request.reusable.get(resource).into_iter().flatten() {
+            if reused.len() < count && !reused.contains(id) {
+                reused.push(id.clone());
+            }
+        }
+        let needed = count - reused.len();
         let free = self.free(resource);
-        if free.len() < count {
+        if free.len() < needed {
             return Err(AllocateError::Unavailable {
                 resource: resource.into(),
-                requested: count,
+                requested: needed,
                 available: free.len(),
             });
         }
         Ok(Planned::Needed {
             resource: resource.into(),
             count,
-            order: aligned_order(&free, count),
+            reused,
+            order: aligned_order(&free, needed),
             plugin: primary.plugin.clone(),
         })
     }
@@ -148,9 +158,15 @@ impl State {
         for choice in choices {
             let free = self.free(&choice.resource);
             let ids: BTreeSet<&String> = free.iter().map(|c| &c.id).collect();
-            let count = choice.devices.len();
-            let devices = if choice.devices.iter().all(|id| ids.contains(id)) {
-                choice.devices
+            let fresh: Vec<String> = choice
+                .devices
+                .iter()
+                .filter(|id| !choice.reused.contains(id))
+                .cloned()
+                .collect();
+            let count = fresh.len();
+            let fresh = if fresh.iter().all(|id| ids.contains(id)) {
+                fresh
             } else {
                 let again = aligned_order(&free, count);
                 if again.len() < count {
@@ -162,20 +178,22 @@ impl State {
                 }
                 again[..count].to_vec()
             };
+            let mut devices = choice.reused;
+            devices.extend(fresh.iter().cloned());
             // The topology the devices have as they are given out, as the
             // pod-resources API reports it later.
-            let numa = free
+            let known = self.resources.get(&choice.resource).map(|r| r.devices());
+            let numa = devices
                 .iter()
-                .filter(|c| !c.numa.is_empty() && devices.contains(&c.id))
-                .map(|c| (c.id.clone(), c.numa.clone()))
+                .filter_map(|id| {
+                    let nodes = numa_nodes(known?.get(id)?);
+                    (!nodes.is_empty()).then(|| (id.clone(), nodes))
+                })
                 .collect();
-            chosen.push(Chosen {
-                devices: devices.clone(),
-                numa,
-            });
+            chosen.push(Chosen { devices, numa });
             reserved.push(Reserved {
                 resource: choice.resource,
-                devices,
+                devices: fresh,
             });
         }
         self.next_reservation += 1;
@@ -230,28 +248,34 @@ pub(crate) async fn allocate(
         let Planned::Needed {
             resource,
             count,
+            reused,
             order,
             plugin,
         } = step
         else {
             continue;
         };
-        let mut chosen = order[..*count].to_vec();
-        if plugin.options().get_preferred_allocation_available
-            && order.len() > *count
-            && let Some(preferred) = plugin
-                .preferred_allocation(resource, order, *count, config.options_timeout)
+        let needed = count - reused.len();
+        let mut chosen = reused.clone();
+        chosen.extend_from_slice(&order[..needed]);
+        if plugin.options().get_preferred_allocation_available && order.len() > needed {
+            let mut available = reused.clone();
+            available.extend(order.iter().cloned());
+            if let Some(preferred) = plugin
+                .preferred_allocation(resource, &available, reused, *count, config.options_timeout)
                 .await
                 .map_err(|source| AllocateError::Preferred {
                     resource: resource.clone(),
                     source,
                 })?
-        {
-            chosen = preferred;
+            {
+                chosen = preferred;
+            }
         }
         choices.push(Choice {
             resource: resource.clone(),
             devices: chosen,
+            reused: reused.clone(),
         });
         calls.push((resource, plugin));
     }

@@ -15,6 +15,8 @@ pub(crate) enum Planned {
     Needed {
         resource: String,
         count: usize,
+        /// Devices of earlier init containers given again, first.
+        reused: Vec<String>,
         /// Every free healthy device, aligned choice first.
         order: Vec<String>,
         /// The primary instance.
@@ -39,6 +41,9 @@ pub(crate) type ReservedChoices = (ReservationId, Vec<Chosen>);
 pub(crate) struct Choice {
     pub(crate) resource: String,
     pub(crate) devices: Vec<String>,
+    /// Those of `devices` given again from an earlier init container:
+    /// held already, so not reserved.
+    pub(crate) reused: Vec<String>,
 }
 
 /// Devices of one resource held by an allocation in progress.

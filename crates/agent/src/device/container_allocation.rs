@@ -120,6 +120,12 @@ pub struct AllocationRequest {
     pub container: String,
     /// Resource name → number of devices.
     pub resources: BTreeMap<String, usize>,
+    /// Resource name → devices of the pod's earlier (not restartable) init
+    /// containers that this container may be given again, first: an init
+    /// container has ended before the containers after it start (the
+    /// kubelet's `devicesToReuse`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub reusable: BTreeMap<String, Vec<String>>,
 }
 
 impl AllocationRequest {
@@ -132,12 +138,22 @@ impl AllocationRequest {
             pod_name: name.into(),
             container: container.into(),
             resources: BTreeMap::new(),
+            reusable: BTreeMap::new(),
         }
     }
 
     /// Adds `count` devices of `resource`.
     pub fn resource(mut self, resource: &str, count: usize) -> Self {
         self.resources.insert(resource.into(), count);
+        self
+    }
+
+    /// Lets the container be given `devices` of `resource` again (devices
+    /// of the pod's init containers that ended before it starts).
+    pub fn reuse(mut self, resource: &str, devices: Vec<String>) -> Self {
+        if !devices.is_empty() {
+            self.reusable.insert(resource.into(), devices);
+        }
         self
     }
 }

@@ -178,14 +178,17 @@ impl PluginClient {
         }
     }
 
-    /// The plugin's preferred choice of `count` among `available`, if it
-    /// gives a usable one (exactly `count` distinct devices, all available;
-    /// otherwise the agent's own choice stands). A failed call is an error, as
-    /// upstream's is: the plugin said it answers and did not.
+    /// The plugin's preferred choice of `count` among `available`, which
+    /// must include `must_include` (devices the container is given again),
+    /// if it gives a usable one (exactly `count` distinct devices, all
+    /// available, those it must include among them; otherwise the agent's
+    /// own choice stands). A failed call is an error, as upstream's is: the
+    /// plugin said it answers and did not.
     pub(crate) async fn preferred_allocation(
         &self,
         resource: &str,
         available: &[String],
+        must_include: &[String],
         count: usize,
         timeout: Duration,
     ) -> Result<Option<Vec<String>>, PluginCallError> {
@@ -195,7 +198,7 @@ impl PluginClient {
         let request = PreferredAllocationRequest {
             container_requests: vec![ContainerPreferredAllocationRequest {
                 available_device_i_ds: available.to_vec(),
-                must_include_device_i_ds: Vec::new(),
+                must_include_device_i_ds: must_include.to_vec(),
                 allocation_size,
             }],
         };
@@ -214,7 +217,8 @@ impl PluginClient {
         let distinct: BTreeSet<&String> = ids.iter().collect();
         let usable = ids.len() == count
             && distinct.len() == count
-            && ids.iter().all(|id| available.contains(id));
+            && ids.iter().all(|id| available.contains(id))
+            && must_include.iter().all(|id| ids.contains(id));
         if !usable {
             tracing::warn!(%resource, socket = %self.socket.display(), ?ids,
                 "GetPreferredAllocation gave an unusable answer; choosing devices without it");

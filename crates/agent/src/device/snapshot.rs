@@ -4,6 +4,7 @@
 //! device lists and allocations are shared with the manager rather than
 //! copied.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -88,6 +89,37 @@ impl DeviceSnapshot {
     /// allocations.
     pub fn allocations(&self) -> &[Arc<ContainerAllocation>] {
         &self.allocations
+    }
+
+    /// Pod `pod_uid`'s allocations, sorted by container and resource.
+    pub fn allocations_of(&self, pod_uid: &str) -> &[Arc<ContainerAllocation>] {
+        let start = self
+            .allocations
+            .partition_point(|a| a.pod_uid.as_str() < pod_uid);
+        let len = self.allocations[start..]
+            .iter()
+            .take_while(|a| a.pod_uid == pod_uid)
+            .count();
+        &self.allocations[start..start + len]
+    }
+
+    /// The UIDs of the pods that hold devices.
+    pub fn pod_uids(&self) -> BTreeSet<&str> {
+        self.allocations
+            .iter()
+            .map(|a| a.pod_uid.as_str())
+            .collect()
+    }
+
+    /// Whether `resource` is a device plugin resource: one a plugin
+    /// registered (or the checkpoint names, while it waits for its plugin),
+    /// or one some container holds devices of (the kubelet's
+    /// `isDevicePluginResource`).
+    pub fn is_device_resource(&self, resource: &str) -> bool {
+        self.resources
+            .binary_search_by(|r| r.name.as_str().cmp(resource))
+            .is_ok()
+            || self.allocations.iter().any(|a| a.resource == resource)
     }
 
     /// Every healthy device, with its NUMA nodes, sorted by resource and id.

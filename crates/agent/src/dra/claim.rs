@@ -196,4 +196,20 @@ mod tests {
             assert!(bad.parse::<ClaimRef>().is_err(), "{bad}");
         }
     }
+
+    #[test]
+    fn merging_containers_keeps_whole_claims_whole() {
+        let mut pod = ClaimPod::new("pod-1", "train", vec!["a".into()]);
+        let mut narrow = ClaimPod::new("pod-1", "train", vec!["a".into(), "b".into()]);
+        narrow.requests.insert("a".into(), vec!["gpu".into()]);
+        narrow.requests.insert("b".into(), vec!["gpu".into()]);
+        assert!(pod.merge(&narrow));
+        assert_eq!(pod.containers, ["a", "b"]);
+        assert!(!pod.requests.contains_key("a"), "a uses the whole claim");
+        assert_eq!(pod.requests["b"], ["gpu"]);
+        assert!(!pod.merge(&narrow), "nothing new");
+        let whole_b = ClaimPod::new("pod-1", "train", vec!["b".into()]);
+        assert!(pod.merge(&whole_b));
+        assert!(pod.requests.is_empty());
+    }
 }

@@ -5,16 +5,16 @@ use std::sync::Arc;
 
 use tokio::sync::{broadcast, oneshot, watch};
 
-use super::checkpoint::{ClaimPods, PreparedClaims};
 use super::claim::PreparedClaim;
 use super::config::DraManagerConfig;
 use super::connection::Channel;
 use super::error::DraError;
 use super::metrics::DraMetrics;
+use super::records::{ClaimToPrepare, PreparePlan, PreparedClaims, UnpreparePlan};
 use super::service::{DraService, HealthService};
 use super::snapshot::DraSnapshot;
 use super::state::InstanceId;
-use crate::checkpoint::WrittenReply;
+use crate::checkpoint::{CheckpointError, WrittenReply};
 use crate::event::AgentEvent;
 
 /// What the manager's task is told by handles.
@@ -37,30 +37,39 @@ pub(crate) enum Command {
         endpoint: String,
         reply: oneshot::Sender<()>,
     },
-    /// A driver prepared claims: record the successes; answered once the
-    /// record is on disk.
-    Prepared {
-        driver: String,
-        results: Vec<PreparedClaim>,
-        /// Claim UID → the pod it was prepared for, if named.
-        pods: ClaimPods,
+    /// Prepare, first step: check the claims and record them as used by
+    /// their pods (pending where not yet prepared); answered with the calls
+    /// to make and, when the records changed, the end of their write. No
+    /// driver may be called before that.
+    BeginPrepare {
+        claims: Vec<ClaimToPrepare>,
+        reply: oneshot::Sender<Result<(PreparePlan, Option<WriteDone>), DraError>>,
+    },
+    /// Prepare, last step: what each driver answered (claim results of the
+    /// drivers whose call succeeded); answered once recorded on disk.
+    FinishPrepare {
+        results: Vec<(String, Vec<PreparedClaim>)>,
         reply: WrittenReply,
     },
-    /// Pod `pod_uid` no longer uses the claims `claim_uids` (which other
-    /// pods still use): forget that it did; answered once that is on disk.
-    PodReleased {
+    /// Unprepare a pod, first step: forget it where other pods still use a
+    /// claim, and mark the claims it used last as being unprepared;
+    /// answered with the calls to make and the end of the write.
+    BeginUnprepare {
         pod_uid: String,
-        claim_uids: Vec<String>,
-        reply: WrittenReply,
+        reply: oneshot::Sender<(UnpreparePlan, Option<WriteDone>)>,
     },
-    /// A driver unprepared claims: forget its records of them; answered
-    /// once that is on disk.
-    Unprepared {
-        driver: String,
-        uids: Vec<String>,
+    /// Unprepare, last step: forget what each driver unprepared (driver →
+    /// claim UIDs); the claims of `ended` are no longer being unprepared.
+    /// Answered once that is on disk.
+    FinishUnprepare {
+        unprepared: Vec<(String, Vec<String>)>,
+        ended: Vec<String>,
         reply: WrittenReply,
     },
 }
+
+/// The end of a checkpoint write a caller waits for.
+pub(crate) type WriteDone = oneshot::Receiver<Result<(), Arc<CheckpointError>>>;
 
 /// Where calls to a driver go: its instance in use.
 #[derive(Clone)]

@@ -1,6 +1,9 @@
 //! Why a DRA operation failed.
 
+use std::sync::Arc;
+
 use super::service::ServiceError;
+use crate::checkpoint::CheckpointError;
 
 /// Why a DRA operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -69,7 +72,32 @@ pub enum DraError {
         /// The UID the API has now.
         uid: String,
     },
+    /// The claim's last pod is being unprepared: no pod may start using it
+    /// until that ends (the kubelet's `isUnpreparing`).
+    #[error("ResourceClaim {claim} is being unprepared")]
+    ClaimUnpreparing {
+        /// `namespace/name`.
+        claim: String,
+    },
+    /// What a prepare or unprepare changed could not be written to the
+    /// checkpoint; no driver was called for it.
+    #[error("checkpoint ResourceClaim state: {0}")]
+    Record(#[source] RecordError),
     /// The manager is shutting down.
     #[error("the DRA manager is stopping")]
     Stopping,
 }
+
+/// A failed write of the prepared claims' checkpoint, shared between the
+/// callers it failed; two are equal when they are the same failure.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(transparent)]
+pub struct RecordError(pub Arc<CheckpointError>);
+
+impl PartialEq for RecordError {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for RecordError {}

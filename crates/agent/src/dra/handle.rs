@@ -11,13 +11,14 @@ use tokio::time::Instant;
 
 use super::calls;
 use super::calls::Operation;
-use super::checkpoint::{ClaimPods, PreparedClaims, RecordedClaim};
 use super::claim::{ClaimPod, ClaimRef, ClaimResult, PreparedClaim, UnpreparedClaim};
-use super::command::{Command, Route, Shared};
+use super::command::{Command, Route, Shared, WriteDone};
 use super::config::DraManagerConfig;
 use super::connection::Channel;
-use super::error::DraError;
+use super::error::{DraError, RecordError};
 use super::metrics::DraMetrics;
+use super::pod::{PodClaim, PodClaimResult, PodClaimUnprepared};
+use super::records::{ClaimToPrepare, PreparedClaims, RecordedClaim};
 use super::service::{DraService, choose_health_service, choose_service};
 use super::snapshot::DraSnapshot;
 use super::status::DraDriverStatus;
@@ -160,17 +161,18 @@ impl DraHandle {
             .ok_or_else(|| DraError::NotRegistered(driver.into()))
     }
 
-    /// Prepares `claims` with `driver`'s instance in use, and records what
-    /// each got. A claim this driver prepared before (and nobody unprepared
-    /// since) gets its recorded result without a call. A failed call is an
-    /// error; otherwise each claim has its own result, in request order.
+    /// Prepares `claims` with `driver`'s instance in use. Each claim is
+    /// recorded before the driver is called, so that one the driver fails
+    /// (or a call cut short) can still be unprepared; one it prepared
+    /// before (and nobody unprepared since) gets its recorded result
+    /// without a call. A failed call is an error; otherwise each claim has
+    /// its own result, in request order.
     pub async fn prepare(
         &self,
         driver: &str,
         claims: &[ClaimRef],
     ) -> Result<Vec<PreparedClaim>, DraError> {
-        self.prepare_with_pods(driver, claims, &ClaimPods::new())
-            .await
+        self.prepare_with(driver, claims, None).await
     }
 
     /// [`prepare`](Self::prepare) for `pod`, which is recorded as using the
@@ -182,73 +184,217 @@ impl DraHandle {
         claims: &[ClaimRef],
         pod: &ClaimPod,
     ) -> Result<Vec<PreparedClaim>, DraError> {
-        let pods = claims
-            .iter()
-            .map(|c| (c.uid.clone(), pod.clone()))
-            .collect();
-        self.prepare_with_pods(driver, claims, &pods).await
+        self.prepare_with(driver, claims, Some(pod)).await
     }
 
-    /// [`prepare`](Self::prepare), each claim recorded as used by its pod
-    /// in `pods` (claim UID → pod), if it has one there.
-    pub(crate) async fn prepare_with_pods(
+    async fn prepare_with(
         &self,
         driver: &str,
         claims: &[ClaimRef],
-        pods: &ClaimPods,
+        pod: Option<&ClaimPod>,
     ) -> Result<Vec<PreparedClaim>, DraError> {
-        // Not before the checkpoint is read: a recorded claim is answered
-        // from its record, never prepared twice.
-        let recorded = self.loaded_claims().await.map_err(|_| DraError::Stopping)?;
-        // As the device manager refuses a pod UID under a second name:
-        // the pod-resources API would otherwise answer with either.
-        for claim in claims {
-            if let Some(pod) = pods.get(&claim.uid)
-                && let Some(conflict) = recorded.pod_name_conflict(pod, &claim.namespace)
-            {
-                return Err(DraError::PodRenamed {
-                    pod: pod.uid.clone(),
-                    known: conflict.known,
-                    given: conflict.given,
-                });
+        self.pick(driver)?;
+        let requests = claims
+            .iter()
+            .map(|claim| ClaimToPrepare {
+                claim: claim.clone(),
+                drivers: vec![driver.to_string()],
+                user: pod.cloned(),
+            })
+            .collect();
+        let done = self.run_prepare(requests).await?;
+        let mut results: HashMap<String, PreparedClaim> = done
+            .recorded
+            .into_iter()
+            .map(|(_, result)| (result.claim.uid.clone(), result))
+            .collect();
+        for (_, _, outcome) in done.called {
+            for result in outcome? {
+                results.insert(result.claim.uid.clone(), result);
             }
         }
-        let known: Vec<Option<PreparedClaim>> = claims
+        Ok(claims
             .iter()
-            .map(|c| recorded.get(driver, &c.uid).map(RecordedClaim::result))
-            .collect();
-        let to_call: Vec<ClaimRef> = claims
+            .filter_map(|claim| results.remove(&claim.uid))
+            .collect())
+    }
+
+    /// Prepares a pod's claims, each with every driver of its allocation,
+    /// as the kubelet's DRA manager does: refuses (before anything is
+    /// recorded or any driver called) a claim replaced by another of the
+    /// same name while the old one is still prepared here, a claim being
+    /// unprepared, a pod recorded under another name and a driver that is
+    /// not registered; then records the pod as using each claim and calls
+    /// each driver once with all its claims that are not prepared yet. A
+    /// driver's failed call fails each of its claims. One result per claim
+    /// and driver, in claim order, then driver.
+    pub async fn prepare_pod(&self, claims: &[PodClaim]) -> Result<Vec<PodClaimResult>, DraError> {
+        let requests = claims
             .iter()
-            .zip(&known)
-            .filter(|(_, known)| known.is_none())
-            .map(|(claim, _)| claim.clone())
+            .map(|c| ClaimToPrepare {
+                claim: c.claim.clone(),
+                drivers: c.drivers.clone(),
+                user: Some(c.user.clone()),
+            })
             .collect();
-        let pods_known = recorded.knows_pods(driver, pods);
-        // Not held while the manager records the result: it changes its
-        // copy in place unless a reader still holds it.
-        drop(recorded);
-        if to_call.is_empty() && !claims.is_empty() && pods_known {
-            return Ok(known.into_iter().flatten().collect());
-        }
-        let called = if to_call.is_empty() && !claims.is_empty() {
-            Vec::new()
-        } else {
-            self.call(driver, &to_call, Operation::Prepare, calls::prepare)
-                .await?
-        };
-        let mut called = called.into_iter();
-        let results: Vec<PreparedClaim> = known
+        let done = self.run_prepare(requests).await?;
+        // (claim UID, driver) → result.
+        let mut results: BTreeMap<(String, String), PreparedClaim> = done
+            .recorded
             .into_iter()
-            .filter_map(|known| known.or_else(|| called.next()))
+            .map(|(driver, result)| ((result.claim.uid.clone(), driver), result))
             .collect();
-        self.record(|reply| Command::Prepared {
-            driver: driver.to_string(),
-            results: results.clone(),
-            pods: pods.clone(),
+        for (driver, called, outcome) in done.called {
+            match outcome {
+                Ok(done) => {
+                    for result in done {
+                        results.insert((result.claim.uid.clone(), driver.clone()), result);
+                    }
+                }
+                Err(e) => {
+                    for claim in called {
+                        let failed = PreparedClaim {
+                            devices: Vec::new(),
+                            error: Some(e.to_string()),
+                            claim,
+                        };
+                        results.insert((failed.claim.uid.clone(), driver.clone()), failed);
+                    }
+                }
+            }
+        }
+        Ok(claims
+            .iter()
+            .flat_map(|claim| claim.drivers.iter().map(move |d| (claim, d)))
+            .filter_map(|(claim, driver)| {
+                let result = results.remove(&(claim.claim.uid.clone(), driver.clone()))?;
+                Some(PodClaimResult {
+                    driver: driver.clone(),
+                    result,
+                })
+            })
+            .collect())
+    }
+
+    /// A prepare's three steps: the owner checks and records the claims
+    /// (the caller waits until that is on disk), the drivers are called,
+    /// each at once, and the owner records what they prepared.
+    async fn run_prepare(&self, claims: Vec<ClaimToPrepare>) -> Result<PrepareDone, DraError> {
+        let (plan, written) = self
+            .commands
+            .ask(|reply| Command::BeginPrepare { claims, reply })
+            .await
+            .map_err(|_| DraError::Stopping)??;
+        on_disk(written).await?;
+        let calls = plan.calls.into_iter().map(|(driver, claims)| async move {
+            let outcome = self
+                .call(&driver, &claims, Operation::Prepare, calls::prepare)
+                .await;
+            (driver, claims, outcome)
+        });
+        let called = futures::future::join_all(calls).await;
+        let results = called
+            .iter()
+            .filter_map(|(driver, _, outcome)| {
+                Some((driver.clone(), outcome.as_ref().ok()?.clone()))
+            })
+            .collect();
+        self.finish(|reply| Command::FinishPrepare { results, reply })
+            .await;
+        Ok(PrepareDone {
+            recorded: plan.recorded,
+            called,
+        })
+    }
+
+    /// Unprepares what pod `pod_uid` uses, as recorded. A claim no other pod
+    /// uses is unprepared by every driver that recorded it (prepared, or
+    /// pending after a prepare that failed); one that others still use only
+    /// forgets this pod. A claim a driver failed to unprepare stays recorded
+    /// for the pod (with its error here), so that unpreparing the pod again
+    /// tries again. No pod may start using a claim while it is unprepared.
+    pub async fn unprepare_pod(&self, pod_uid: &str) -> Result<Vec<PodClaimUnprepared>, DraError> {
+        let pod_uid = pod_uid.to_string();
+        let (plan, written) = self
+            .commands
+            .ask(|reply| Command::BeginUnprepare { pod_uid, reply })
+            .await
+            .map_err(|_| DraError::Stopping)?;
+        if let Err(e) = on_disk(written).await {
+            // Only the pod's place among a shared claim's users changed.
+            tracing::error!(error = %e, "prepared claims not recorded on disk");
+        }
+        // Claim UID → (claim, drivers).
+        let mut claims: BTreeMap<String, (ClaimRef, Vec<String>)> = BTreeMap::new();
+        for (driver, called) in &plan.calls {
+            for claim in called {
+                let entry = claims
+                    .entry(claim.uid.clone())
+                    .or_insert_with(|| (claim.clone(), Vec::new()));
+                entry.1.push(driver.clone());
+            }
+        }
+        let calls = plan.calls.iter().map(|(driver, claims)| async move {
+            let outcome = self
+                .call(driver, claims, Operation::Unprepare, calls::unprepare)
+                .await;
+            (driver, claims, outcome)
+        });
+        let called = futures::future::join_all(calls).await;
+        // Claim UID → why each driver that failed it did.
+        let mut failures: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut unprepared = Vec::new();
+        for (driver, claims, outcome) in called {
+            match outcome {
+                Ok(results) => {
+                    let mut done = Vec::new();
+                    for result in results {
+                        match result.error {
+                            None => done.push(result.claim.uid),
+                            Some(error) => failures
+                                .entry(result.claim.uid)
+                                .or_default()
+                                .push(format!("DRA driver {driver}: {error}")),
+                        }
+                    }
+                    unprepared.push((driver.clone(), done));
+                }
+                Err(e) => {
+                    for claim in claims {
+                        let failed = failures.entry(claim.uid.clone()).or_default();
+                        failed.push(e.to_string());
+                    }
+                }
+            }
+        }
+        let ended = claims.keys().cloned().collect();
+        self.finish(|reply| Command::FinishUnprepare {
+            unprepared,
+            ended,
             reply,
         })
         .await;
-        Ok(results)
+        let shared = plan
+            .shared
+            .into_iter()
+            .map(|(claim, drivers)| PodClaimUnprepared {
+                claim,
+                drivers,
+                unprepared: false,
+                error: None,
+            });
+        let mut done: Vec<PodClaimUnprepared> = claims
+            .into_iter()
+            .map(|(uid, (claim, drivers))| PodClaimUnprepared {
+                claim,
+                drivers,
+                unprepared: true,
+                error: failures.get(&uid).map(|f| f.join("; ")),
+            })
+            .chain(shared)
+            .collect();
+        done.sort_by(|a, b| a.claim.uid.cmp(&b.claim.uid));
+        Ok(done)
     }
 
     /// Unprepares `claims` with `driver`'s instance in use, and forgets what
@@ -267,9 +413,9 @@ impl DraHandle {
             .filter(|r| r.error.is_none())
             .map(|r| r.claim.uid.clone())
             .collect();
-        self.record(|reply| Command::Unprepared {
-            driver: driver.to_string(),
-            uids,
+        self.finish(|reply| Command::FinishUnprepare {
+            unprepared: vec![(driver.to_string(), uids)],
+            ended: Vec::new(),
             reply,
         })
         .await;
@@ -381,13 +527,28 @@ impl DraHandle {
         Ok(running.clone())
     }
 
-    /// Tells the task what changed in the prepared claims and waits until it
-    /// is on disk; a failed write is logged (the claims are prepared either
-    /// way) and shows in [`checkpoint_problem`](Self::checkpoint_problem).
-    pub(super) async fn record(&self, command: impl FnOnce(WrittenReply) -> Command) {
+    /// Tells the task what the drivers did and waits until it is on disk; a
+    /// failed write is logged (the drivers did it either way) and shows in
+    /// [`checkpoint_problem`](Self::checkpoint_problem).
+    async fn finish(&self, command: impl FnOnce(WrittenReply) -> Command) {
         if let Ok(Err(e)) = self.commands.ask(command).await {
             tracing::error!(error = %e, "prepared claims not recorded on disk");
         }
+    }
+
+    /// The UIDs of the pods named `namespace/name` that the prepared claims
+    /// record (more than one when a pod was made again under its name).
+    pub async fn recorded_pod_uids(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Vec<String>, DraManagerStopped> {
+        let claims = self.loaded_claims().await?;
+        Ok(claims
+            .pod_uids_named(namespace, name)
+            .into_iter()
+            .map(str::to_string)
+            .collect())
     }
 
     /// One call to the instance in use, timed in the metrics.
@@ -449,5 +610,25 @@ impl DraHandle {
     ) -> Result<Option<Vec<DraDriverStatus>>, DraManagerStopped> {
         let read = || self.status();
         owner::wait_for(&self.shared.changes, timeout, DraManagerStopped, read, pred).await
+    }
+}
+
+/// What a prepare found recorded and what its calls came to.
+struct PrepareDone {
+    /// (driver, result) of claims prepared before.
+    recorded: Vec<(String, PreparedClaim)>,
+    /// Per driver called: the claims, and the call's outcome.
+    called: Vec<(String, Vec<ClaimRef>, Result<Vec<PreparedClaim>, DraError>)>,
+}
+
+/// Waits for the write a change needs before the drivers are called.
+async fn on_disk(written: Option<WriteDone>) -> Result<(), DraError> {
+    match written {
+        None => Ok(()),
+        Some(written) => match written.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(DraError::Record(RecordError(e))),
+            Err(_) => Err(DraError::Stopping),
+        },
     }
 }

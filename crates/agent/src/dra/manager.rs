@@ -14,16 +14,17 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::checkpoint::{self, DraCheckpoint, PreparedClaims};
+use super::checkpoint::{self, DraCheckpoint};
 use super::cleanup::{CleanupDone, DriverCleanup, node_started};
 use super::cleanup_scheduler::{CleanupScheduler, Finished, Rescheduled};
-use super::command::{Command, Route, Routes, Shared};
+use super::command::{Command, Route, Routes, Shared, WriteDone};
 use super::config::DraManagerConfig;
 use super::connection::{Channel, Demand, Link, LinkEvent, Monitor, MonitorConfig, SocketWatcher};
 use super::error::DraError;
 use super::handle::DraHandle;
 use super::health;
 use super::metrics::DraMetrics;
+use super::records::{PreparePlan, PreparedClaims, UnpreparePlan};
 use super::service::{DraService, HealthService};
 use super::snapshot::{DraSnapshot, DriverSnapshot};
 use super::state::{Driver, Instance, InstanceId, State};
@@ -125,6 +126,7 @@ impl DraManager {
             published: false,
             rows: Shards::default(),
             touched: HashSet::new(),
+            unpreparing: HashSet::new(),
             persister,
             load_problem,
             tasks,
@@ -162,6 +164,9 @@ struct Owner {
     rows: Shards<String, DriverSnapshot>,
     /// Drivers whose row is to be made again.
     touched: HashSet<String>,
+    /// Claims whose last pod is being unprepared (the kubelet's
+    /// `isUnpreparing`): no pod may start using them meanwhile.
+    unpreparing: HashSet<String>,
     /// Writes the prepared claims, with a state directory.
     persister: Option<Persister<DraCheckpoint>>,
     /// Why the checkpoint could not be loaded, or how it was repaired.
@@ -178,7 +183,7 @@ impl Owner {
         loop {
             if let Some(persister) = &mut self.persister {
                 let claims = self.prepared.borrow();
-                persister.flush(|| claims.checkpoint());
+                persister.flush(|| DraCheckpoint::of(&claims));
             }
             let next_due = self.scheduler.next_due(&self.state.drivers);
             self.published = false;
@@ -199,7 +204,7 @@ impl Owner {
         self.scheduler.stop();
         if let Some(persister) = self.persister.take() {
             let claims = self.prepared.borrow().clone();
-            persister.finish(|| claims.checkpoint()).await;
+            persister.finish(|| DraCheckpoint::of(&claims)).await;
         }
         self.tasks.close();
         self.tasks.wait().await;
@@ -276,35 +281,64 @@ impl Owner {
                 }
                 removed.is_some()
             }
-            Command::Prepared {
-                driver,
-                results,
-                pods,
-                reply,
-            } => {
+            Command::BeginPrepare { claims, reply } => {
+                let routes = self.routes.borrow().clone();
+                let unregistered = claims
+                    .iter()
+                    .flat_map(|c| &c.drivers)
+                    .find(|driver| !routes.contains_key(*driver));
+                if let Some(driver) = unregistered {
+                    let _ = reply.send(Err(DraError::NotRegistered(driver.clone())));
+                    return false;
+                }
                 let now = unix_ms(SystemTime::now());
-                let changed = self.change_claims(|c| c.record(&driver, &results, &pods, now));
-                self.claims_changed(changed, reply);
+                let mut plan = Ok((PreparePlan::default(), false));
+                let unpreparing = std::mem::take(&mut self.unpreparing);
+                let changed = self.change_claims(|c| {
+                    plan = c.begin_prepare(&claims, &unpreparing, now);
+                    matches!(plan, Ok((_, true)))
+                });
+                self.unpreparing = unpreparing;
+                let _ = reply.send(plan.map(|(plan, _)| (plan, self.when_written(changed))));
                 changed
             }
-            Command::PodReleased {
-                pod_uid,
-                claim_uids,
-                reply,
-            } => {
+            Command::FinishPrepare { results, reply } => {
+                let now = unix_ms(SystemTime::now());
                 let changed = self.change_claims(|c| {
-                    c.remove_pod(&pod_uid, claim_uids.iter().map(String::as_str))
+                    results.iter().fold(false, |changed, (driver, results)| {
+                        c.finish_prepare(driver, results, now) | changed
+                    })
                 });
                 self.claims_changed(changed, reply);
                 changed
             }
-            Command::Unprepared {
-                driver,
-                uids,
+            Command::BeginUnprepare { pod_uid, reply } => {
+                let mut plan = UnpreparePlan::default();
+                let changed = self.change_claims(|c| {
+                    let (made, changed) = c.begin_unprepare(&pod_uid);
+                    plan = made;
+                    changed
+                });
+                for claims in plan.calls.values() {
+                    self.unpreparing
+                        .extend(claims.iter().map(|c| c.uid.clone()));
+                }
+                let _ = reply.send((plan, self.when_written(changed)));
+                changed
+            }
+            Command::FinishUnprepare {
+                unprepared,
+                ended,
                 reply,
             } => {
-                let changed =
-                    self.change_claims(|c| c.forget(&driver, uids.iter().map(String::as_str)));
+                for uid in &ended {
+                    self.unpreparing.remove(uid);
+                }
+                let changed = self.change_claims(|c| {
+                    unprepared.iter().fold(false, |changed, (driver, uids)| {
+                        c.forget(driver, uids.iter().map(String::as_str)) | changed
+                    })
+                });
                 self.claims_changed(changed, reply);
                 changed
             }

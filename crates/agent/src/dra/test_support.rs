@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use tokio::sync::{broadcast, watch};
 
-pub(crate) use super::checkpoint::PreparedClaims;
-use super::checkpoint::{DraCheckpoint, RecordedClaim};
 use super::command::{Routes, Shared};
 use super::config::DraManagerConfig;
 use super::handle::DraHandle;
 use super::metrics::DraMetrics;
+pub(crate) use super::records::PreparedClaims;
+use super::records::RecordedClaim;
 use crate::owner::Mailbox;
 
 /// A handle reading `prepared`; its commands go nowhere.
@@ -33,7 +33,7 @@ pub(crate) fn handle(prepared: watch::Receiver<Arc<PreparedClaims>>) -> DraHandl
 /// The claims as the manager publishes them once it read a checkpoint of
 /// `claims`, then changed them `changes` times.
 pub(crate) fn loaded(claims: Vec<RecordedClaim>, changes: u64) -> PreparedClaims {
-    let mut prepared = PreparedClaims::restore(DraCheckpoint { claims }).loaded();
+    let mut prepared = PreparedClaims::restore(claims).loaded();
     for _ in 0..changes {
         prepared.changed();
     }

@@ -25,6 +25,10 @@ pub(super) const REFUSED_RETRY_INITIAL: Duration = Duration::from_secs(10);
 /// The longest wait between attempts of a refused write.
 pub(super) const REFUSED_RETRY_MAX: Duration = Duration::from_secs(5 * 60);
 
+/// How often the pods owner gives back what pods no longer active hold
+/// (the kubelet DRA manager's `reconcileLoop` period).
+pub const POD_RECONCILE_PERIOD: Duration = Duration::from_secs(60);
+
 /// Where the API server and credentials come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KubeConfigSource {
@@ -60,6 +64,15 @@ pub struct KubeApiConfig {
     pub refused_retry_initial: Duration,
     /// The longest wait between attempts of a refused write. Default: 5 min.
     pub refused_retry_max: Duration,
+    /// Whether the pods bound to the node are served from the API
+    /// (`crate::pods`): their devices allocated and claims prepared when
+    /// they come, given back when they go. Off, allocations and prepares
+    /// are made by hand (the admin socket). Default: on.
+    pub serve_pods: bool,
+    /// How often what pods no longer active hold is given back even
+    /// without a change (the kubelet DRA manager's reconcile period).
+    /// Default: 60 s.
+    pub pod_reconcile_period: Duration,
 }
 
 impl KubeApiConfig {
@@ -75,6 +88,8 @@ impl KubeApiConfig {
             retry_jitter: RETRY_JITTER,
             refused_retry_initial: REFUSED_RETRY_INITIAL,
             refused_retry_max: REFUSED_RETRY_MAX,
+            serve_pods: true,
+            pod_reconcile_period: POD_RECONCILE_PERIOD,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The API publisher as embedders and the agent see it: built from a
 //! configuration and what it publishes ([`KubeApi::connect`]) with its
-//! handle (status, events, metrics; the pod-claims reader; the
+//! handle (status, events, metrics; the client, for the pods owner; the
 //! ResourceSlice cleanup hook), then run until shutdown.
 
 use std::sync::Arc;
@@ -23,7 +23,7 @@ use crate::event::AgentEvent;
 
 /// The task that publishes the node's plugins to the API server.
 /// [`connect`](Self::connect) gives it with its [`KubeApiHandle`] (which
-/// also hands out the pod-claims reader and the DRA manager's
+/// also hands out the client and the DRA manager's
 /// [`ResourceSliceCleanup`] hook); [`run`](Self::run) it.
 pub struct KubeApi {
     config: KubeApiConfig,
@@ -157,10 +157,10 @@ impl KubeApiHandle {
         &self.metrics
     }
 
-    /// Reads pods and their claims with the current credentials, for
-    /// pod-level prepare.
-    pub fn pod_claims(&self) -> super::PodClaimsReader {
-        super::PodClaimsReader::new(self.connection.clone(), self.timeout)
+    /// The current client, and every one built after it (the credentials
+    /// changed): for whatever else reads or writes as this node.
+    pub fn connection(&self) -> watch::Receiver<Connection> {
+        self.connection.clone()
     }
 
     /// The DRA cleanup hook that deletes the node's ResourceSlices; what it

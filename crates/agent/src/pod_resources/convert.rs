@@ -22,6 +22,7 @@ use nodeplugins_api::podresources::{v1, v1alpha1};
 
 use crate::device::{AllocatableDevice, ContainerAllocation};
 use crate::dra::{ClaimPod, RecordedClaim};
+use crate::pods::{ContainerKind, PodStatus};
 
 /// `GetAllocatableResources`: every allocatable device, one entry per NUMA
 /// node it is attached to.
@@ -52,6 +53,49 @@ pub(super) fn pod_resources(
         })
     };
     let (namespace, name) = named.or_else(claimed).unwrap_or(("", uid));
+    v1::PodResources {
+        name: name.to_string(),
+        namespace: namespace.to_string(),
+        containers: container_entries(uid, allocations, claims)
+            .into_iter()
+            .map(|(name, c)| container_resources(name, c))
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// Admitted pod `pod`, from the device `allocations` and DRA `claims` it
+/// holds, as the kubelet lists a pod it runs: its restartable init
+/// containers and its app containers, in spec order, each with its devices
+/// and claims (none, for a container that asked for nothing).
+pub(super) fn admitted_pod_resources(
+    pod: &PodStatus,
+    allocations: &[Arc<ContainerAllocation>],
+    claims: &[Arc<RecordedClaim>],
+) -> v1::PodResources {
+    let mut entries = container_entries(&pod.pod.uid, allocations, claims);
+    v1::PodResources {
+        name: pod.pod.name.clone(),
+        namespace: pod.pod.namespace.clone(),
+        containers: pod
+            .containers
+            .iter()
+            .filter(|c| c.kind != ContainerKind::Init)
+            .map(|c| {
+                let entry = entries.remove(c.name.as_str()).unwrap_or_default();
+                container_resources(&c.name, entry)
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// Each container of pod `uid` that holds devices or uses claims, by name.
+fn container_entries<'a>(
+    uid: &str,
+    allocations: &'a [Arc<ContainerAllocation>],
+    claims: &'a [Arc<RecordedClaim>],
+) -> BTreeMap<&'a str, ContainerEntry<'a>> {
     let mut containers: BTreeMap<&str, ContainerEntry> = BTreeMap::new();
     for allocation in allocations {
         let container = containers.entry(&allocation.container).or_default();
@@ -66,21 +110,18 @@ pub(super) fn pod_resources(
             }
         }
     }
-    v1::PodResources {
+    containers
+}
+
+/// Container `name`'s answer.
+fn container_resources(name: &str, entry: ContainerEntry) -> v1::ContainerResources {
+    v1::ContainerResources {
         name: name.to_string(),
-        namespace: namespace.to_string(),
-        containers: containers
-            .into_iter()
-            .map(|(name, c)| v1::ContainerResources {
-                name: name.to_string(),
-                devices: c.devices.into_values().collect(),
-                dynamic_resources: c
-                    .claims
-                    .into_values()
-                    .filter_map(|records| dynamic_resource(name, records))
-                    .collect(),
-                ..Default::default()
-            })
+        devices: entry.devices.into_values().collect(),
+        dynamic_resources: entry
+            .claims
+            .into_values()
+            .filter_map(|records| dynamic_resource(name, records))
             .collect(),
         ..Default::default()
     }

@@ -54,6 +54,7 @@ pub(super) fn claim(name: &str, pods: Vec<ClaimPod>) -> RecordedClaim {
             })
             .collect(),
         prepared_at_unix_ms: 0,
+        prepared: true,
         pods,
     }
 }

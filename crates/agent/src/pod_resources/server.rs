@@ -13,6 +13,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use nodeplugins_api::podresources::{v1, v1alpha1};
 use nodeplugins_api::transport::{BoundSocket, TransportError};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tonic::body::Body;
 use tonic::codegen::{Body as HttpBody, StdError};
@@ -26,6 +27,7 @@ use super::rate_limit::Limiter;
 use super::views::{ViewBuilder, Views, ViewsHandle};
 use crate::device::DeviceHandle;
 use crate::dra::DraHandle;
+use crate::pods::PodsSnapshot;
 use crate::served_socket;
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -59,12 +61,12 @@ impl Inner {
 
     async fn respond(&self, call: Call) -> Result<Bytes, Status> {
         match call {
-            Call::List => Ok(self.views().await?.pods.list()),
+            Call::List => Ok(self.views().await?.list.list()),
             Call::GetAllocatable => Ok(self.views().await?.allocatable.clone()),
             Call::Get(request) => {
                 let views = self.views().await?;
                 views
-                    .pods
+                    .list
                     .get(&request.pod_namespace, &request.pod_name)
                     .ok_or_else(|| {
                         // The kubelet returns a plain error, which gRPC sends as Unknown.
@@ -77,7 +79,7 @@ impl Inner {
                         )
                     })
             }
-            Call::ListV1alpha1 => Ok(self.views().await?.pods.list_v1alpha1()),
+            Call::ListV1alpha1 => Ok(self.views().await?.list.list_v1alpha1()),
         }
     }
 
@@ -212,16 +214,19 @@ async fn bind(config: &PodResourcesConfig) -> Result<BoundSocket, TransportError
 /// Binds the socket of `config` and serves the pod-resources API on it
 /// until `shutdown`, serving it again whenever the file is removed. Answers
 /// come from `devices`' and `dra`'s snapshots, made into views by a task
-/// of their own; a failed bind is returned at once.
+/// of their own; with `pods` (the pods owner's snapshots, when the node's
+/// pods are served from the API), they list exactly the admitted pods, as
+/// the kubelet lists the pods it runs. A failed bind is returned at once.
 pub async fn serve(
     config: PodResourcesConfig,
     devices: DeviceHandle,
     dra: DraHandle,
+    pods: Option<watch::Receiver<Arc<PodsSnapshot>>>,
     metrics: PodResourcesMetrics,
     shutdown: CancellationToken,
 ) -> Result<(), TransportError> {
     let socket = bind(&config).await?;
-    let (builder, views) = ViewBuilder::new(devices, dra);
+    let (builder, views) = ViewBuilder::new(devices, dra, pods);
     let building =
         tokio_util::task::AbortOnDropHandle::new(tokio::spawn(builder.run(shutdown.clone())));
     let inner = Arc::new(Inner {
@@ -259,7 +264,7 @@ mod tests {
     fn stopping_server(metrics: &PodResourcesMetrics) -> Inner {
         let (_, devices) = DeviceManager::new(DeviceManagerConfig::new("/nonexistent"));
         let (_, dra) = DraManager::new(DraManagerConfig::default(), Arc::new(LoggingCleanup));
-        let (builder, views) = ViewBuilder::new(devices, dra);
+        let (builder, views) = ViewBuilder::new(devices, dra, None);
         tokio::spawn(builder.run(CancellationToken::new()));
         Inner {
             views,

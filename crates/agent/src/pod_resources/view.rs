@@ -18,9 +18,10 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use prost::Message;
 
-use super::convert::{allocatable_resources, pod_resources, v1alpha1_pod};
+use super::convert::{admitted_pod_resources, allocatable_resources, pod_resources, v1alpha1_pod};
 use crate::device::{AllocatableDevice, ContainerAllocation};
 use crate::dra::RecordedClaim;
+use crate::pods::{PodStatus, PodsSnapshot};
 
 /// The encoded answers of `List` (v1 and v1alpha1) and `Get`.
 #[derive(Debug, Default)]
@@ -60,11 +61,24 @@ impl PodView {
 struct PodInputs {
     allocations: Vec<Arc<ContainerAllocation>>,
     claims: Vec<Arc<RecordedClaim>>,
+    /// The pod as the pods owner admitted it, when pods are served.
+    admitted: Option<Arc<PodStatus>>,
 }
 
 impl PodInputs {
-    fn is(&self, allocations: &[Arc<ContainerAllocation>], claims: &[&Arc<RecordedClaim>]) -> bool {
-        self.allocations.len() == allocations.len()
+    fn is(
+        &self,
+        allocations: &[Arc<ContainerAllocation>],
+        claims: &[&Arc<RecordedClaim>],
+        admitted: Option<&Arc<PodStatus>>,
+    ) -> bool {
+        let same_pod = match (&self.admitted, admitted) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        same_pod
+            && self.allocations.len() == allocations.len()
             && self.claims.len() == claims.len()
             && self
                 .allocations
@@ -101,29 +115,48 @@ pub(crate) struct PodCache {
 
 impl PodCache {
     /// The view of `allocations` (sorted by pod UID, as the device manager
-    /// gives them) and `claims`, encoding again only the pods whose inputs
-    /// changed since the last view.
+    /// gives them) and `claims` (those prepared), encoding again only the
+    /// pods whose inputs changed since the last view. With `admitted` (pods
+    /// served from the API), exactly the admitted pods, each with every
+    /// container the kubelet lists; without, every pod that holds devices
+    /// or prepared claims.
     pub(crate) fn view<'a>(
         &mut self,
         allocations: &[Arc<ContainerAllocation>],
         claims: impl IntoIterator<Item = &'a Arc<RecordedClaim>>,
+        admitted: Option<&PodsSnapshot>,
     ) -> PodView {
         self.views += 1;
         let mut claimed: HashMap<&str, Vec<&Arc<RecordedClaim>>> = HashMap::new();
-        for claim in claims {
+        for claim in claims.into_iter().filter(|c| c.prepared) {
             for user in &claim.pods {
                 claimed.entry(&user.uid).or_default().push(claim);
             }
         }
+        let mut by_pod: HashMap<&str, &[Arc<ContainerAllocation>]> = HashMap::new();
         for run in allocations.chunk_by(|a, b| a.pod_uid == b.pod_uid) {
             if let Some(first) = run.first() {
-                let uid = first.pod_uid.as_str();
-                let claims = claimed.remove(uid).unwrap_or_default();
-                self.refresh(uid, run, &claims);
+                by_pod.insert(first.pod_uid.as_str(), run);
             }
         }
-        for (uid, claims) in claimed {
-            self.refresh(uid, &[], &claims);
+        match admitted {
+            Some(pods) => {
+                for pod in pods.admitted() {
+                    let uid = pod.pod.uid.as_str();
+                    let held = by_pod.get(uid).copied().unwrap_or_default();
+                    let claims = claimed.remove(uid).unwrap_or_default();
+                    self.refresh(uid, held, &claims, Some(pod));
+                }
+            }
+            None => {
+                for (uid, held) in by_pod {
+                    let claims = claimed.remove(uid).unwrap_or_default();
+                    self.refresh(uid, held, &claims, None);
+                }
+                for (uid, claims) in claimed {
+                    self.refresh(uid, &[], &claims, None);
+                }
+            }
         }
         let views = self.views;
         self.pods.retain(|_, pod| pod.seen == views);
@@ -154,9 +187,10 @@ impl PodCache {
         uid: &str,
         allocations: &[Arc<ContainerAllocation>],
         claims: &[&Arc<RecordedClaim>],
+        admitted: Option<&Arc<PodStatus>>,
     ) {
         if let Some(known) = self.pods.get_mut(uid)
-            && known.inputs.is(allocations, claims)
+            && known.inputs.is(allocations, claims, admitted)
         {
             known.seen = self.views;
             return;
@@ -164,8 +198,12 @@ impl PodCache {
         let inputs = PodInputs {
             allocations: allocations.to_vec(),
             claims: claims.iter().map(|c| Arc::clone(c)).collect(),
+            admitted: admitted.cloned(),
         };
-        let pod = pod_resources(uid, &inputs.allocations, &inputs.claims);
+        let pod = match &inputs.admitted {
+            Some(admitted) => admitted_pod_resources(admitted, &inputs.allocations, &inputs.claims),
+            None => pod_resources(uid, &inputs.allocations, &inputs.claims),
+        };
         let answer = PodAnswer {
             v1: element(&pod),
             v1alpha1: element(&v1alpha1_pod(&pod)),
@@ -213,7 +251,7 @@ mod tests {
         .collect();
         let serve = ClaimPod::new("u1", "serve", vec!["main".into()]);
         let claims = [claim("gpus", vec![serve])].map(Arc::new);
-        let view = PodCache::default().view(&allocations, &claims);
+        let view = PodCache::default().view(&allocations, &claims, None);
         let list = v1::ListPodResourcesResponse::decode(view.list())
             .unwrap()
             .pod_resources;
@@ -258,7 +296,7 @@ mod tests {
             &[("x-1", &[1])],
         ));
         let mut cache = PodCache::default();
-        let first = cache.view(&[a.clone(), b.clone()], &[]);
+        let first = cache.view(&[a.clone(), b.clone()], &[], None);
         let a_bytes = cache.pods["ua"].v1.clone();
         let b_bytes = cache.pods["ub"].v1.clone();
 
@@ -269,7 +307,7 @@ mod tests {
             "example.com/x",
             &[("x-2", &[])],
         ));
-        let second = cache.view(&[a.clone(), b.clone(), b2], &[]);
+        let second = cache.view(&[a.clone(), b.clone(), b2], &[], None);
         assert_eq!(cache.pods["ua"].v1.as_ptr(), a_bytes.as_ptr(), "a kept");
         assert_ne!(cache.pods["ub"].v1, b_bytes, "b encoded again");
         let list = v1::ListPodResourcesResponse::decode(second.list()).unwrap();
@@ -277,7 +315,7 @@ mod tests {
         assert_eq!(first.get("ns", "a"), second.get("ns", "a"));
 
         // b goes away.
-        let third = cache.view(&[a], &[]);
+        let third = cache.view(&[a], &[], None);
         assert!(third.get("ns", "b").is_none());
         assert_eq!(cache.pods.len(), 1);
     }

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::view::{self, PodCache, PodView};
 use crate::device::DeviceHandle;
 use crate::dra::DraHandle;
+use crate::pods::PodsSnapshot;
 
 /// A manager stopped: the agent is shutting down.
 #[derive(Debug)]
@@ -25,8 +26,10 @@ pub(crate) struct Views {
     devices: u64,
     /// The prepared claims' generation.
     claims: u64,
+    /// The pods snapshot's generation (0 when pods are not served).
+    pods: u64,
     /// `List` and `Get`.
-    pub(crate) pods: Arc<PodView>,
+    pub(crate) list: Arc<PodView>,
     /// `GetAllocatableResources`, encoded.
     pub(crate) allocatable: Bytes,
 }
@@ -35,6 +38,9 @@ pub(crate) struct Views {
 pub(crate) struct ViewBuilder {
     devices: DeviceHandle,
     dra: DraHandle,
+    /// The pods owner's pods, when pods are served: then the views show
+    /// exactly the admitted pods.
+    pods: Option<watch::Receiver<Arc<PodsSnapshot>>>,
     published: watch::Sender<Option<Arc<Views>>>,
 }
 
@@ -43,21 +49,29 @@ pub(crate) struct ViewBuilder {
 pub(crate) struct ViewsHandle {
     devices: DeviceHandle,
     dra: DraHandle,
+    pods: Option<watch::Receiver<Arc<PodsSnapshot>>>,
     published: watch::Receiver<Option<Arc<Views>>>,
 }
 
 impl ViewBuilder {
-    /// The builder of `devices`' and `dra`'s views, and its handle.
-    pub(crate) fn new(devices: DeviceHandle, dra: DraHandle) -> (Self, ViewsHandle) {
+    /// The builder of `devices`' and `dra`'s views (of the admitted pods of
+    /// `pods`, when pods are served), and its handle.
+    pub(crate) fn new(
+        devices: DeviceHandle,
+        dra: DraHandle,
+        pods: Option<watch::Receiver<Arc<PodsSnapshot>>>,
+    ) -> (Self, ViewsHandle) {
         let published = watch::channel(None).0;
         let handle = ViewsHandle {
             devices: devices.clone(),
             dra: dra.clone(),
+            pods: pods.clone(),
             published: published.subscribe(),
         };
         let builder = Self {
             devices,
             dra,
+            pods,
             published,
         };
         (builder, handle)
@@ -66,12 +80,16 @@ impl ViewBuilder {
     /// Once both managers have read their checkpoints, builds and publishes
     /// the views after every change, until `shutdown` or until a manager
     /// stops (which readers then see).
-    pub(crate) async fn run(self, shutdown: CancellationToken) {
+    pub(crate) async fn run(mut self, shutdown: CancellationToken) {
         let mut device_changes = self.devices.changes();
         let mut claims = self.dra.claims();
+        let mut pods = self.pods.take();
         let started = async {
             let devices = self.devices.running_snapshot().await.ok()?;
             self.dra.loaded_claims().await.ok()?;
+            if let Some(pods) = &mut pods {
+                pods.wait_for(|p| p.running()).await.ok()?;
+            }
             Some(devices)
         };
         let mut devices = tokio::select! {
@@ -81,13 +99,14 @@ impl ViewBuilder {
                 None => return,
             },
         };
-        let mut pods = PodCache::default();
+        let mut cache = PodCache::default();
         let mut allocatable = view::allocatable(&devices.allocatable());
         loop {
             // Marked seen before reading, so a change made meanwhile wakes
             // the next round.
             device_changes.borrow_and_update();
             let current = claims.borrow_and_update().clone();
+            let admitted = pods.as_mut().map(|p| p.borrow_and_update().clone());
             let latest = self.devices.snapshot();
             if !latest.same_devices(&devices) {
                 allocatable = view::allocatable(&latest.allocatable());
@@ -96,17 +115,29 @@ impl ViewBuilder {
             let views = Views {
                 devices: devices.generation,
                 claims: current.generation(),
-                pods: Arc::new(pods.view(devices.allocations(), current.iter())),
+                pods: admitted.as_ref().map_or(0, |p| p.generation),
+                list: Arc::new(cache.view(
+                    devices.allocations(),
+                    current.iter(),
+                    admitted.as_deref(),
+                )),
                 allocatable: allocatable.clone(),
             };
             // Not kept: the DRA manager changes its claims in place when no
             // reader holds them.
             drop(current);
             self.published.send_replace(Some(Arc::new(views)));
+            let pods_changed = async {
+                match &mut pods {
+                    Some(pods) => pods.changed().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 changed = device_changes.changed() => if changed.is_err() { return },
                 changed = claims.changed() => if changed.is_err() { return },
+                changed = pods_changed => if changed.is_err() { return },
             }
         }
     }
@@ -119,12 +150,13 @@ impl ViewsHandle {
         let devices = self.devices.running_snapshot().await.map_err(|_| Stopped)?;
         let claims = self.dra.loaded_claims().await.map_err(|_| Stopped)?;
         let (devices, claims) = (devices.generation, claims.generation());
+        let pods = self.pods.as_ref().map_or(0, |p| p.borrow().generation);
         let mut published = self.published.clone();
         let views = published
             .wait_for(|views| {
                 views
                     .as_ref()
-                    .is_some_and(|v| v.devices >= devices && v.claims >= claims)
+                    .is_some_and(|v| v.devices >= devices && v.claims >= claims && v.pods >= pods)
             })
             .await
             .map_err(|_| Stopped)?;

@@ -4,9 +4,8 @@ use std::io::Write;
 use std::time::Duration;
 
 use nodeplugins::admin::DraClaimsReply;
-use nodeplugins::dra::{
-    DraDriverStatus, PreparedClaim, PreparedDevice, PreparedPod, UnpreparedClaim, UnpreparedPod,
-};
+use nodeplugins::dra::{DraDriverStatus, PreparedClaim, PreparedDevice, UnpreparedClaim};
+use nodeplugins::pods::{PreparedPod, UnpreparedPod};
 
 use super::format::{Format, ago, human, table};
 
@@ -313,7 +312,13 @@ pub(crate) fn claims(
                 c.claim.to_string(),
                 devices,
                 cdi,
-                ago(c.prepared_at_unix_ms),
+                if c.prepared {
+                    ago(c.prepared_at_unix_ms)
+                } else {
+                    // Recorded before its driver was called; the driver has
+                    // not prepared it (yet).
+                    format!("pending since {}", ago(c.prepared_at_unix_ms))
+                },
             ]
         })
         .collect();
@@ -358,6 +363,7 @@ mod tests {
                 share_id: None,
             }],
             prepared_at_unix_ms: 0,
+            prepared: true,
             pods: Vec::new(),
         }
     }

@@ -87,6 +87,18 @@ pub(crate) fn event(
             write.to_string(),
             detail.clone().unwrap_or_default(),
         ),
+        EventSubject::Pods {
+            namespace,
+            name,
+            uid,
+            detail,
+        } => {
+            let detail = match detail {
+                Some(detail) => format!("{detail} (UID {uid})"),
+                None => format!("UID {uid}"),
+            };
+            ("pods", format!("{namespace}/{name}"), detail)
+        }
     };
     let at = event.at_unix_ms;
     let kind = serde_json::to_value(event.kind)?;

@@ -66,6 +66,7 @@ fn allocate(state: &mut State, pod: &str, count: usize) -> Vec<String> {
     let choice = Choice {
         resource: GPU.into(),
         devices: order[..count].to_vec(),
+        reused: Vec::new(),
     };
     let (reservation, mut chosen) = state.reserve(vec![choice]).unwrap();
     let Chosen { devices, numa } = chosen.remove(0);
@@ -94,6 +95,7 @@ async fn reserved_devices_are_not_offered_again_and_become_the_containers_when_c
         .reserve(vec![Choice {
             resource: GPU.into(),
             devices: order[..2].to_vec(),
+            reused: Vec::new(),
         }])
         .unwrap();
     let snapshot = state.snapshot(GRACE, None);

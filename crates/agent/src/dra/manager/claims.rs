@@ -41,6 +41,19 @@ impl Owner {
         }
     }
 
+    /// The end of the write that holds the current claims, when `changed`
+    /// (none without a change or a state directory).
+    pub(super) fn when_written(&mut self, changed: bool) -> Option<WriteDone> {
+        if !changed {
+            return None;
+        }
+        let persister = self.persister.as_mut()?;
+        let (reply, done) = tokio::sync::oneshot::channel();
+        let version = persister.changed();
+        persister.when_written(version, reply, ());
+        Some(done)
+    }
+
     /// A checkpoint write ended; says whether the checkpoint's problem
     /// changed.
     pub(super) fn on_written(&mut self, written: Written) -> bool {

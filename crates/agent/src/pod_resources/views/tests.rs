@@ -29,6 +29,7 @@ fn start() -> Harness {
     let (builder, views) = ViewBuilder::new(
         devices::handle(devices.subscribe(), device_changes.subscribe()),
         dra::handle(claims.subscribe()),
+        None,
     );
     let shutdown = CancellationToken::new();
     tokio::spawn(builder.run(shutdown.clone()));
@@ -69,7 +70,7 @@ async fn a_call_waits_for_both_managers_then_sees_every_change_it_could_have_see
     let h = start();
     let early = tokio::spawn({
         let views = h.views.clone();
-        async move { views.views().await.map(|v| v.pods.list().len()) }
+        async move { views.views().await.map(|v| v.list.list().len()) }
     });
     tokio::task::yield_now().await;
     assert!(!early.is_finished(), "no view before the managers run");
@@ -82,19 +83,19 @@ async fn a_call_waits_for_both_managers_then_sees_every_change_it_could_have_see
     // Each call right after a change has the change.
     h.devices(2, vec![gpu(("u1", "ml", "train"))]);
     let views = h.views().await.ok().unwrap();
-    assert!(views.pods.get("ml", "train").is_some());
-    assert!(views.pods.get("ml", "serve").is_none());
+    assert!(views.list.get("ml", "train").is_some());
+    assert!(views.list.get("ml", "serve").is_none());
 
     let claimed = claim("shared", vec![user("u2", "serve")]);
     h.claims
         .send_replace(Arc::new(dra::loaded(vec![claimed], 1)));
     let views = h.views().await.ok().unwrap();
-    assert!(views.pods.get("ml", "train").is_some());
-    assert!(views.pods.get("ml", "serve").is_some());
+    assert!(views.list.get("ml", "train").is_some());
+    assert!(views.list.get("ml", "serve").is_some());
 
     h.devices(3, Vec::new());
     let views = h.views().await.ok().unwrap();
-    assert!(views.pods.get("ml", "train").is_none(), "released");
+    assert!(views.list.get("ml", "train").is_none(), "released");
     h.shutdown.cancel();
 }
 

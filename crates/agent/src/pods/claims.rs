@@ -10,6 +10,10 @@
 //! mapped to it there for the extended resources it asks for. Everything is
 //! read and checked before any driver is called, so that a pod that cannot
 //! be prepared leaves nothing behind.
+//!
+//! A claim made from a template, not allocated yet, or not reserved for the
+//! pod yet is a reason to wait ([`PodClaimsError::is_wait`]): the
+//! controller-manager and the scheduler have not done their part.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -18,7 +22,9 @@ use k8s_openapi::api::core::v1::{Container, Pod, PodExtendedResourceClaimStatus}
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::Api;
 
-use crate::dra::{ClaimPod, ClaimRef, PodClaim, PodClaims, PodRef};
+use super::pod::{PodClaims, PodRef};
+use crate::dra::{ClaimPod, ClaimRef, PodClaim};
+use crate::kube_api::Connection;
 
 mod error;
 
@@ -28,17 +34,14 @@ pub use error::PodClaimsError;
 /// clone.
 #[derive(Clone)]
 pub struct PodClaimsReader {
-    connection: tokio::sync::watch::Receiver<super::Connection>,
+    connection: tokio::sync::watch::Receiver<Connection>,
     timeout: Duration,
 }
 
 impl PodClaimsReader {
     /// A reader sending each request through the current client of
     /// `connection`, given up after `timeout`.
-    pub fn new(
-        connection: tokio::sync::watch::Receiver<super::Connection>,
-        timeout: Duration,
-    ) -> Self {
+    pub fn new(connection: tokio::sync::watch::Receiver<Connection>, timeout: Duration) -> Self {
         Self {
             connection,
             timeout,
@@ -52,15 +55,25 @@ impl PodClaimsReader {
     /// The pod `namespace/name` and its claims, checked as the kubelet
     /// checks them before preparing.
     pub async fn read(&self, namespace: &str, name: &str) -> Result<PodClaims, PodClaimsError> {
-        let pod_name = format!("{namespace}/{name}");
         let pod = self
             .pod(namespace, name)
             .await?
-            .ok_or(PodClaimsError::PodNotFound { pod: pod_name })?;
-        let names = claim_names(&pod)?;
+            .ok_or_else(|| PodClaimsError::PodNotFound {
+                pod: format!("{namespace}/{name}"),
+            })?;
+        self.read_for(&pod).await
+    }
+
+    /// The claims of `pod` (as the pod watch has it), checked as the
+    /// kubelet checks them before preparing. A pod without claims costs no
+    /// request.
+    pub async fn read_for(&self, pod: &Pod) -> Result<PodClaims, PodClaimsError> {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        let names = claim_names(pod)?;
         let claims_api: Api<ResourceClaim> = Api::namespaced(self.client(), namespace);
         let mut wanted: BTreeSet<&String> = names.values().flatten().collect();
-        wanted.extend(extended_claim(&pod).map(|e| &e.resource_claim_name));
+        wanted.extend(extended_claim(pod).map(|e| &e.resource_claim_name));
         // All at once: a pod's claims cost one round trip, not one each.
         let reads = wanted.into_iter().map(|claim_name| {
             let claims_api = &claims_api;
@@ -80,7 +93,7 @@ impl PodClaimsReader {
             .await?
             .into_iter()
             .collect();
-        check(&pod, &names, &claims)
+        check(pod, &names, &claims)
     }
 
     /// The UID of pod `namespace/name`, or `None` when it is gone. A node
@@ -128,6 +141,23 @@ impl PodClaimsReader {
             }),
         }
     }
+}
+
+/// The names of every claim `pod` uses (its `spec.resourceClaims` that
+/// resolve to one, then its extended-resource claim), without reading any.
+pub(crate) fn claim_names_of(pod: &Pod) -> Result<Vec<String>, PodClaimsError> {
+    let mut names: Vec<String> = Vec::new();
+    for name in claim_names(pod)?.into_values().flatten() {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    if let Some(extended) = extended_claim(pod)
+        && !names.contains(&extended.resource_claim_name)
+    {
+        names.push(extended.resource_claim_name.clone());
+    }
+    Ok(names)
 }
 
 /// `spec.resourceClaims` entry name → the claim it resolves to (`None`: the

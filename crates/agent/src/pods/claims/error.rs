@@ -96,3 +96,19 @@ pub enum PodClaimsError {
         field: &'static str,
     },
 }
+
+impl PodClaimsError {
+    /// Whether this is a reason to wait rather than a failure: the claim is
+    /// not created, allocated or reserved for the pod yet (the
+    /// controller-manager and the scheduler have not done their part), or
+    /// a claim the pod names does not exist yet.
+    pub fn is_wait(&self) -> bool {
+        matches!(
+            self,
+            Self::NotCreated { .. }
+                | Self::NotAllocated { .. }
+                | Self::NotReserved { .. }
+                | Self::ClaimNotFound { .. }
+        )
+    }
+}

@@ -1,0 +1,86 @@
+//! The node's pods: what the kubelet does with its plugins when a pod comes
+//! and goes (feature `kube` for everything but the types).
+//!
+//! The pods owner ([`PodsManager`]) watches the pods bound to the node
+//! (`spec.nodeName`) and, for each:
+//!
+//! - **admits** it as the kubelet's container manager does: each container's
+//!   device plugin resources allocated all or none, init containers first,
+//!   an ended init container's devices reusable by the containers after
+//!   it; then its DRA claims read, checked and prepared (recorded before
+//!   any driver is called). A failure is a Warning Event on the pod with
+//!   the kubelet's reason (`UnexpectedAdmissionError`,
+//!   `FailedPrepareDynamicResources`) and is tried again with backoff; a
+//!   pod whose claims are not allocated or reserved yet waits.
+//! - **gives back** what it holds once it is deleted, `Succeeded` or
+//!   `Failed`: its claims unprepared (with their last pod) and its devices
+//!   released;
+//! - **reconciles**: at start, on every listing of the watch, before
+//!   admitting and every 60 s, whatever the device manager or the DRA
+//!   manager holds for a pod UID the API does not have as an active pod is
+//!   given back (pods deleted while the agent was away, pods made again
+//!   under the same name).
+//!
+//! It publishes a [`PodsSnapshot`]: each pod's phase and, once admitted,
+//! what each container got ([`ContainerResources`]: device ids, device
+//! nodes, mounts, environment, annotations, CDI devices), which is what a
+//! container runtime needs. With pods not served (`--pods off`), pods are
+//! prepared only when asked ([`PodsHandle::prepare_pod`]).
+//!
+//! | file | what |
+//! |---|---|
+//! | `manager` | the owner task: watch events, operations, reconcile |
+//! | `tracked` | one pod's state and every decision about it |
+//! | `admission` | admitting one pod: devices, then claims |
+//! | `release` | giving back what one pod held |
+//! | `spec` | what a pod asks for, read from the pod |
+//! | `claims` | a pod's ResourceClaims read and checked |
+//! | `container` | what a container gets, merged as the kubelet merges it |
+//! | `watch` | the pods bound to the node |
+//! | `kube_events` | Warning Events on pods |
+//! | `manual` | unpreparing a pod by hand, from the records |
+//! | `handle`, `status`, `pod`, `config` | what callers hold and see |
+
+#[cfg(feature = "kube")]
+mod admission;
+#[cfg(feature = "kube")]
+mod claims;
+#[cfg(feature = "kube")]
+mod config;
+mod container;
+#[cfg(feature = "kube")]
+mod handle;
+#[cfg(feature = "kube")]
+mod kube_events;
+#[cfg(feature = "kube")]
+mod manager;
+mod manual;
+mod pod;
+#[cfg(feature = "kube")]
+mod release;
+#[cfg(feature = "kube")]
+mod spec;
+mod status;
+#[cfg(feature = "kube")]
+mod tracked;
+#[cfg(feature = "kube")]
+mod watch;
+
+#[cfg(feature = "kube")]
+pub use admission::AdmissionError;
+#[cfg(feature = "kube")]
+pub use claims::{PodClaimsError, PodClaimsReader};
+#[cfg(feature = "kube")]
+pub use config::PodsConfig;
+pub use container::{ContainerKind, ContainerResources};
+#[cfg(feature = "kube")]
+pub use handle::{PodsError, PodsHandle, PodsStopped};
+#[cfg(feature = "kube")]
+pub use kube_events::{FAILED_PREPARE_DYNAMIC_RESOURCES, UNEXPECTED_ADMISSION_ERROR};
+#[cfg(feature = "kube")]
+pub use manager::PodsManager;
+pub(crate) use manual::unprepare_by_name;
+pub use pod::{ContainerDevices, PodClaims, PodRef, PreparedPod, UnpreparedPod};
+#[cfg(feature = "kube")]
+pub use release::ReleaseError;
+pub use status::{PodPhase, PodStatus, PodsSnapshot};

@@ -1,0 +1,312 @@
+//! Admitting one pod, as the kubelet's container manager does it, then
+//! preparing its claims, as the kubelet does before it starts the pod:
+//!
+//! 1. **Devices**, container by container, init containers first: each
+//!    container's device plugin resources all or none (the device manager
+//!    calls GetPreferredAllocation, Allocate and PreStartContainer). The
+//!    devices of an init container that ends (not a restartable one) may
+//!    be given to the containers after it. A container that holds its
+//!    devices already (the agent restarted) keeps them without a call, as
+//!    the kubelet does for containers that run when it restarts. A failure
+//!    gives back every device of the pod: the pod is admitted whole or not
+//!    at all.
+//! 2. **Claims**: read from the API and checked (allocated, reserved for
+//!    the pod), then prepared by the DRA manager, which records them before
+//!    any driver is called. Claims the records show prepared for the pod
+//!    already (the agent restarted) cost neither a read nor a call.
+//! 3. **What each container gets**: its allocations merged, and the CDI
+//!    devices of the claims it names.
+//!
+//! Nothing here changes state of its own: the device manager and the DRA
+//! manager decide, this asks them in the kubelet's order.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use super::claims::{PodClaimsError, PodClaimsReader, claim_names_of};
+use super::container::{ContainerKind, ContainerResources, container_devices};
+use super::pod::{PodClaims, PodRef};
+use super::spec::{self, device_requests};
+use crate::device::{AllocateError, AllocationRequest, ContainerAllocation, DeviceHandle};
+use crate::dra::{DraError, DraHandle, PodClaim, PodClaimResult};
+
+/// Why a pod was not admitted.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum AdmissionError {
+    /// A container's devices could not be allocated.
+    #[error("container {container}: {source}")]
+    Devices {
+        /// The container.
+        container: String,
+        /// Why.
+        #[source]
+        source: AllocateError,
+    },
+    /// The pod's claims could not be read, or may not be prepared (yet).
+    #[error(transparent)]
+    Claims(Arc<PodClaimsError>),
+    /// The DRA manager refused to prepare the claims.
+    #[error(transparent)]
+    Dra(#[from] DraError),
+    /// Drivers failed claims.
+    #[error("{}", .0.join("; "))]
+    Prepare(Vec<String>),
+    /// A manager stopped: the agent is shutting down.
+    #[error("the agent is stopping")]
+    Stopping,
+}
+
+impl AdmissionError {
+    /// Whether the pod only waits: its claims are not created, allocated
+    /// or reserved for it yet.
+    pub fn is_wait(&self) -> bool {
+        matches!(self, Self::Claims(e) if e.is_wait())
+    }
+
+    /// The reason of the pod's Event, as the kubelet gives it.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Devices { .. } => super::kube_events::UNEXPECTED_ADMISSION_ERROR,
+            _ => super::kube_events::FAILED_PREPARE_DYNAMIC_RESOURCES,
+        }
+    }
+
+    /// The message of the pod's Event, worded as the kubelet words it.
+    pub fn message(&self) -> String {
+        match self {
+            Self::Devices { source, .. } => {
+                format!("Allocate failed due to {source}, which is unexpected")
+            }
+            other => {
+                format!("Failed to prepare dynamic resources: prepare dynamic resources: {other}")
+            }
+        }
+    }
+}
+
+/// What admitting needs: the managers to ask, and the API to read claims.
+#[derive(Clone)]
+pub(crate) struct Admitter {
+    pub(crate) devices: DeviceHandle,
+    pub(crate) dra: DraHandle,
+    pub(crate) claims: PodClaimsReader,
+}
+
+impl Admitter {
+    /// Admits `pod`: each container with what it got, init containers
+    /// first.
+    pub(crate) async fn admit(
+        &self,
+        pod: &Pod,
+        pod_ref: &PodRef,
+    ) -> Result<Vec<ContainerResources>, AdmissionError> {
+        let allocations = match self.allocate_devices(pod, pod_ref).await {
+            Ok(allocations) => allocations,
+            Err(e) => {
+                // Admitted whole or not at all: what earlier containers got
+                // goes back (the kubelet rejects the pod, which frees them).
+                if self.devices.release(&pod_ref.uid).await.is_err() {
+                    return Err(AdmissionError::Stopping);
+                }
+                return Err(e);
+            }
+        };
+        let claims = self.prepare_claims(pod, pod_ref).await?;
+        Ok(allocations
+            .into_iter()
+            .map(|(name, kind, allocations)| {
+                let refs: Vec<&ContainerAllocation> = allocations.iter().map(Arc::as_ref).collect();
+                let claim_cdi = claims.get(&name).cloned().unwrap_or_default();
+                ContainerResources::new(&name, kind, &refs, claim_cdi)
+            })
+            .collect())
+    }
+
+    /// Step 1: each container's devices, in the kubelet's order.
+    async fn allocate_devices(
+        &self,
+        pod: &Pod,
+        pod_ref: &PodRef,
+    ) -> Result<Vec<(String, ContainerKind, Vec<Arc<ContainerAllocation>>)>, AdmissionError> {
+        let snapshot = self
+            .devices
+            .running_snapshot()
+            .await
+            .map_err(|_| AdmissionError::Stopping)?;
+        let held = snapshot.allocations_of(&pod_ref.uid);
+        // Resource → devices of ended init containers, for the containers
+        // after them (the kubelet's devicesToReuse).
+        let mut reusable: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut containers = Vec::new();
+        for (container, kind) in spec::containers(pod) {
+            let wanted = device_requests(pod, container, |r| snapshot.is_device_resource(r));
+            let got: Vec<Arc<ContainerAllocation>> = if wanted.is_empty() {
+                Vec::new()
+            } else if let Some(kept) = held_whole(held, &container.name, &wanted) {
+                kept
+            } else {
+                let mut request = AllocationRequest::new(
+                    &pod_ref.uid,
+                    &pod_ref.namespace,
+                    &pod_ref.name,
+                    &container.name,
+                );
+                for (resource, count) in &wanted {
+                    request = request.resource(resource, *count);
+                    if let Some(devices) = reusable.get(resource) {
+                        request = request.reuse(resource, devices.clone());
+                    }
+                }
+                self.devices
+                    .allocate(&request)
+                    .await
+                    .map_err(|source| AdmissionError::Devices {
+                        container: container.name.clone(),
+                        source,
+                    })?
+                    .into_iter()
+                    .map(Arc::new)
+                    .collect()
+            };
+            for allocation in &got {
+                let devices = reusable.entry(allocation.resource.clone()).or_default();
+                match kind {
+                    ContainerKind::Init => {
+                        for id in &allocation.devices {
+                            if !devices.contains(id) {
+                                devices.push(id.clone());
+                            }
+                        }
+                    }
+                    // A sidecar keeps its devices for the pod's life; an app
+                    // container's are its own.
+                    ContainerKind::Sidecar | ContainerKind::App => {
+                        devices.retain(|id| !allocation.devices.contains(id));
+                    }
+                }
+            }
+            containers.push((container.name.clone(), kind, got));
+        }
+        Ok(containers)
+    }
+
+    /// Step 2: the pod's claims prepared; container → its CDI devices.
+    async fn prepare_claims(
+        &self,
+        pod: &Pod,
+        pod_ref: &PodRef,
+    ) -> Result<BTreeMap<String, Vec<String>>, AdmissionError> {
+        let names = claim_names_of(pod).map_err(|e| AdmissionError::Claims(Arc::new(e)))?;
+        if names.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let containers: Vec<String> = spec::containers(pod)
+            .into_iter()
+            .map(|(c, _)| c.name.clone())
+            .collect();
+        let (claims, results) = match self.restored(pod_ref, &names, &containers).await? {
+            Some(restored) => restored,
+            None => {
+                let claims = self
+                    .claims
+                    .read_for(pod)
+                    .await
+                    .map_err(|e| AdmissionError::Claims(Arc::new(e)))?;
+                let results = self.dra.prepare_pod(&claims.claims).await?;
+                let failures: Vec<String> = results
+                    .iter()
+                    .filter_map(|r| {
+                        let error = r.result.error.as_ref()?;
+                        let claim = &r.result.claim;
+                        Some(format!(
+                            "ResourceClaim {}/{} with DRA driver {}: {error}",
+                            claim.namespace, claim.name, r.driver
+                        ))
+                    })
+                    .collect();
+                if !failures.is_empty() {
+                    return Err(AdmissionError::Prepare(failures));
+                }
+                (claims, results)
+            }
+        };
+        Ok(container_devices(&claims, &results)
+            .into_iter()
+            .map(|c| (c.name, c.cdi_device_ids))
+            .collect())
+    }
+
+    /// The pod's claims and their results as the records have them, when
+    /// every claim the pod names (`names`) is recorded prepared, by every
+    /// driver that recorded it, for this pod; `None` otherwise.
+    async fn restored(
+        &self,
+        pod_ref: &PodRef,
+        names: &[String],
+        containers: &[String],
+    ) -> Result<Option<(PodClaims, Vec<PodClaimResult>)>, AdmissionError> {
+        let records = self
+            .dra
+            .loaded_claims()
+            .await
+            .map_err(|_| AdmissionError::Stopping)?;
+        let mut claims = Vec::new();
+        let mut results = Vec::new();
+        for name in names {
+            let Some(first) = records.by_name(&pod_ref.namespace, name) else {
+                return Ok(None);
+            };
+            let uid = first.claim.uid.clone();
+            let mut drivers = Vec::new();
+            let mut user = None;
+            for record in records.drivers_of(&uid) {
+                let mine = record.pods.iter().find(|p| p.uid == pod_ref.uid);
+                let (true, Some(mine)) = (record.prepared, mine) else {
+                    return Ok(None);
+                };
+                user.get_or_insert_with(|| mine.clone());
+                drivers.push(record.driver.clone());
+                results.push(PodClaimResult {
+                    driver: record.driver.clone(),
+                    result: record.result(),
+                });
+            }
+            let Some(user) = user else {
+                return Ok(None);
+            };
+            claims.push(PodClaim {
+                claim: first.claim.clone(),
+                drivers,
+                user,
+            });
+        }
+        Ok(Some((
+            PodClaims {
+                pod: pod_ref.clone(),
+                containers: containers.to_vec(),
+                claims,
+            },
+            results,
+        )))
+    }
+}
+
+/// The allocations `held` (the pod's) of `container`, when it holds every
+/// resource of `wanted` with the count it asks for.
+fn held_whole(
+    held: &[Arc<ContainerAllocation>],
+    container: &str,
+    wanted: &BTreeMap<String, usize>,
+) -> Option<Vec<Arc<ContainerAllocation>>> {
+    wanted
+        .iter()
+        .map(|(resource, count)| {
+            held.iter()
+                .find(|a| a.container == container && &a.resource == resource)
+                .filter(|a| a.devices.len() == *count)
+                .cloned()
+        })
+        .collect()
+}

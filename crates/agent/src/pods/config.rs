@@ -1,0 +1,52 @@
+//! Settings of the pods owner.
+
+use std::time::Duration;
+
+use crate::kube_api::KubeApiConfig;
+
+/// The first retry of a pod whose admission failed or waits; it doubles
+/// per failure.
+const RETRY_INITIAL: Duration = Duration::from_secs(1);
+/// The longest wait between attempts: the kubelet's pod worker tries a
+/// failed pod again after 10 s (`workerBackOffPeriod`).
+const RETRY_MAX: Duration = Duration::from_secs(10);
+/// Up to this fraction of each retry's delay is added at random.
+const RETRY_JITTER: f64 = 0.2;
+
+/// Settings of the pods owner.
+#[derive(Debug, Clone)]
+pub struct PodsConfig {
+    /// The node whose pods are served.
+    pub node_name: String,
+    /// Whether the pods bound to the node are watched and served; off,
+    /// pods are prepared only when asked ([`super::PodsHandle::prepare_pod`]).
+    pub serve: bool,
+    /// How often what pods no longer active hold is given back even
+    /// without a change. Default: 60 s (the kubelet DRA manager's
+    /// reconcile period).
+    pub reconcile_period: Duration,
+    /// The first retry of a failed or waiting pod. Default: 1 s.
+    pub retry_initial: Duration,
+    /// The longest wait between attempts. Default: 10 s.
+    pub retry_max: Duration,
+    /// Up to this fraction of each retry's delay is added at random.
+    /// Default: 0.2.
+    pub retry_jitter: f64,
+    /// The deadline of one API request. Default: the publisher's (10 s).
+    pub request_timeout: Duration,
+}
+
+impl PodsConfig {
+    /// The settings for the node and API of `kube`.
+    pub fn new(kube: &KubeApiConfig) -> Self {
+        Self {
+            node_name: kube.node_name.clone(),
+            serve: kube.serve_pods,
+            reconcile_period: kube.pod_reconcile_period,
+            retry_initial: RETRY_INITIAL,
+            retry_max: RETRY_MAX,
+            retry_jitter: RETRY_JITTER,
+            request_timeout: kube.request_timeout,
+        }
+    }
+}

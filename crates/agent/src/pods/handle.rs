@@ -1,0 +1,147 @@
+//! What callers hold: the pods owner's published pods, its events, and,
+//! when pods are not served from the API, pod-level DRA by hand (`dra
+//! prepare --pod`, `dra unprepare --pod`), which reads the pod and its
+//! claims and asks the DRA manager, in the caller's task.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{broadcast, watch};
+
+use super::claims::{PodClaimsError, PodClaimsReader};
+use super::container::container_devices;
+use super::pod::{PreparedPod, UnpreparedPod};
+use super::status::{PodStatus, PodsSnapshot};
+use crate::dra::{DraError, DraHandle};
+use crate::event::AgentEvent;
+
+/// The pods owner has stopped.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("the pods owner is not running")]
+pub struct PodsStopped;
+
+/// Why a pod could not be prepared or unprepared by hand.
+#[derive(Debug, thiserror::Error)]
+pub enum PodsError {
+    /// Pods are served from the API: their claims follow them, and a
+    /// prepare by hand would be given back by the next reconcile.
+    #[error(
+        "the agent serves the node's pods from the API: their devices and claims follow the pods; run it with --pods off to prepare pods by hand"
+    )]
+    Served,
+    /// The pod or its claims could not be read, or may not be prepared.
+    #[error(transparent)]
+    Read(#[from] PodClaimsError),
+    /// The DRA manager refused.
+    #[error(transparent)]
+    Dra(#[from] DraError),
+}
+
+/// Reads the pods owner's state. Cheap to clone.
+#[derive(Clone)]
+pub struct PodsHandle {
+    pub(crate) serving: bool,
+    pub(crate) snapshot: watch::Receiver<Arc<PodsSnapshot>>,
+    pub(crate) changes: watch::Receiver<u64>,
+    pub(crate) events: broadcast::Sender<AgentEvent>,
+    pub(crate) claims: PodClaimsReader,
+    pub(crate) dra: DraHandle,
+}
+
+impl PodsHandle {
+    /// Whether the node's pods are served from the API.
+    pub fn serving(&self) -> bool {
+        self.serving
+    }
+
+    /// The pods after the latest change (empty, and not
+    /// [`running`](PodsSnapshot::running), before the owner runs).
+    pub fn snapshot(&self) -> Arc<PodsSnapshot> {
+        self.snapshot.borrow().clone()
+    }
+
+    /// The pods after the latest change, once the owner runs.
+    pub async fn running_snapshot(&self) -> Result<Arc<PodsSnapshot>, PodsStopped> {
+        let mut snapshot = self.snapshot.clone();
+        let running = snapshot
+            .wait_for(|s| s.running())
+            .await
+            .map_err(|_| PodsStopped)?;
+        Ok(running.clone())
+    }
+
+    /// The pods after every change, for a reader that follows them (the
+    /// pod-resources API lists exactly the admitted pods).
+    pub fn subscribe(&self) -> watch::Receiver<Arc<PodsSnapshot>> {
+        self.snapshot.clone()
+    }
+
+    /// A counter that increases on every change.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.clone()
+    }
+
+    /// Events from now on: pods admitted, waiting, failed, given back.
+    pub fn events(&self) -> broadcast::Receiver<AgentEvent> {
+        self.events.subscribe()
+    }
+
+    /// Waits until the pods satisfy `pred`, re-checking after every change,
+    /// and returns them; `None` after `timeout`.
+    pub async fn wait_for(
+        &self,
+        timeout: Duration,
+        pred: impl FnMut(&[Arc<PodStatus>]) -> bool,
+    ) -> Result<Option<Vec<Arc<PodStatus>>>, PodsStopped> {
+        let read = || async { Ok(self.running_snapshot().await?.pods()) };
+        crate::owner::wait_for(&self.changes, timeout, PodsStopped, read, pred).await
+    }
+
+    /// Prepares pod `namespace/name`'s claims by hand, as the kubelet's DRA
+    /// manager would: the pod and its claims are read and checked before
+    /// any driver is called. Refused while pods are served from the API.
+    pub async fn prepare_pod(&self, namespace: &str, name: &str) -> Result<PreparedPod, PodsError> {
+        if self.serving {
+            return Err(PodsError::Served);
+        }
+        let pod = self.claims.read(namespace, name).await?;
+        let claims = self.dra.prepare_pod(&pod.claims).await?;
+        let containers = if claims.iter().any(|c| c.result.error.is_some()) {
+            Vec::new()
+        } else {
+            container_devices(&pod, &claims)
+        };
+        Ok(PreparedPod {
+            pod: pod.pod,
+            claims,
+            containers,
+        })
+    }
+
+    /// Unprepares by hand what pod `namespace/name` uses, as recorded: the
+    /// pod of that name in the API, and every earlier pod of that name the
+    /// records still name (a pod made again under the same name has a new
+    /// UID; the old one's claims are given back too). Works after the pod
+    /// is gone from the API, and with the API away. Refused while pods are
+    /// served from the API.
+    pub async fn unprepare_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<UnpreparedPod, PodsError> {
+        if self.serving {
+            return Err(PodsError::Served);
+        }
+        let live = match self.claims.pod_uid(namespace, name).await {
+            Ok(found) => found,
+            // The records are enough to unprepare: the API being away must
+            // not keep a pod's devices.
+            Err(e) => {
+                tracing::warn!(pod = %format!("{namespace}/{name}"), error = %e,
+                    "pod not read from the API; unpreparing what the records name");
+                None
+            }
+        };
+        Ok(super::manual::unprepare_by_name(&self.dra, namespace, name, live).await?)
+    }
+}

@@ -1,0 +1,114 @@
+//! Kubernetes Events on pods, as the kubelet records them when it cannot
+//! admit or start a pod: a `Warning` with the kubelet's reason
+//! (`UnexpectedAdmissionError`, `FailedPrepareDynamicResources`) and
+//! message, on the pod (`involvedObject`), from this node. A node identity
+//! may create Events (the Node authorizer's node rules).
+//!
+//! One Event per change of reason and message per pod: a failure repeated
+//! by every retry is not sent again (the kubelet's recorder folds repeats
+//! into a count; here they cost no request at all).
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::api::PostParams;
+use tokio::sync::watch;
+
+use super::pod::PodRef;
+use crate::kube_api::Connection;
+
+/// The kubelet's reason when a pod's devices cannot be allocated.
+pub const UNEXPECTED_ADMISSION_ERROR: &str = "UnexpectedAdmissionError";
+/// The kubelet's reason when a pod's claims cannot be prepared.
+pub const FAILED_PREPARE_DYNAMIC_RESOURCES: &str = "FailedPrepareDynamicResources";
+/// The component named as the Events' source.
+const COMPONENT: &str = "nodeplugins";
+/// Longer messages are cut (the API refuses Events over 1 MiB; the kubelet
+/// cuts health messages at 1024 characters too).
+const MAX_MESSAGE: usize = 1024;
+
+/// Writes Events on pods with the agent's current client.
+#[derive(Clone)]
+pub(crate) struct PodEvents {
+    connection: watch::Receiver<Connection>,
+    node: String,
+    timeout: Duration,
+}
+
+impl PodEvents {
+    /// Events from node `node`, each request given up after `timeout`.
+    pub(crate) fn new(
+        connection: watch::Receiver<Connection>,
+        node: String,
+        timeout: Duration,
+    ) -> Self {
+        Self {
+            connection,
+            node,
+            timeout,
+        }
+    }
+
+    /// Records a `Warning` with `reason` and `message` on `pod`. A failure
+    /// is logged: an Event is worth one try.
+    pub(crate) async fn warning(&self, pod: &PodRef, reason: &str, message: &str) {
+        let client = self.connection.borrow().client.clone();
+        let events: Api<Event> = Api::namespaced(client, &pod.namespace);
+        let event = self.event(pod, reason, message);
+        let params = PostParams::default();
+        let sent = tokio::time::timeout(self.timeout, events.create(&params, &event));
+        match sent.await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(pod = %pod, %reason, error = %e, "cannot record an Event on the pod")
+            }
+            Err(_) => {
+                tracing::warn!(pod = %pod, %reason, timeout = ?self.timeout, "cannot record an Event on the pod: no answer")
+            }
+        }
+    }
+
+    fn event(&self, pod: &PodRef, reason: &str, message: &str) -> Event {
+        let now = Timestamp::now();
+        let mut message = message.to_string();
+        if message.len() > MAX_MESSAGE {
+            let mut cut = MAX_MESSAGE;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+        }
+        Event {
+            metadata: ObjectMeta {
+                // As client-go names them: the object's name and the time.
+                name: Some(format!("{}.{:x}", pod.name, now.as_nanosecond())),
+                namespace: Some(pod.namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            involved_object: ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                namespace: Some(pod.namespace.clone()),
+                name: Some(pod.name.clone()),
+                uid: Some(pod.uid.clone()),
+                ..ObjectReference::default()
+            },
+            reason: Some(reason.to_string()),
+            message: Some(message),
+            type_: Some("Warning".into()),
+            source: Some(EventSource {
+                component: Some(COMPONENT.into()),
+                host: Some(self.node.clone()),
+            }),
+            first_timestamp: Some(Time(now)),
+            last_timestamp: Some(Time(now)),
+            count: Some(1),
+            reporting_component: Some(COMPONENT.into()),
+            reporting_instance: Some(self.node.clone()),
+            ..Event::default()
+        }
+    }
+}

@@ -1,0 +1,292 @@
+//! One pod as the pods owner follows it, and every decision about it: what
+//! to do next (admit, give back, nothing), and what each outcome changes.
+//! Pure state: the owner's task runs what it says and reports back, so the
+//! transitions are tested without sockets or an API server.
+//!
+//! A pod wants to be admitted while the API has it and it is active (not
+//! `Succeeded` or `Failed`, not being deleted); otherwise it wants what it
+//! holds given back. One operation runs per pod at a time; a failed one is
+//! tried again with backoff, or at once when the pod changes (a waiting
+//! pod's claims get allocated and reserved through such changes).
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use k8s_openapi::api::core::v1::Pod;
+use tokio::time::Instant;
+
+use super::admission::AdmissionError;
+use super::container::ContainerResources;
+use super::pod::PodRef;
+use super::release::ReleaseError;
+use super::spec::is_active;
+use super::status::{PodPhase, PodStatus};
+use crate::unix_time::unix_ms;
+
+/// What to do next with a pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Allocate its devices and prepare its claims.
+    Admit,
+    /// Give back what it holds.
+    Release,
+}
+
+/// A Warning the pod is to get, as the kubelet would record it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Warning {
+    pub(crate) reason: &'static str,
+    pub(crate) message: String,
+}
+
+/// One pod bound to the node, or known only from what it holds.
+#[derive(Debug)]
+pub(crate) struct Tracked {
+    /// The pod as the API last showed it; `None` for a pod known only from
+    /// what it holds (it went while the agent was away, or was made again
+    /// under the same name with a new UID).
+    pod: Option<Arc<Pod>>,
+    pod_ref: PodRef,
+    /// Whether the API still has it.
+    in_api: bool,
+    phase: PodPhase,
+    /// An operation for it runs.
+    running: bool,
+    /// Failed attempts in a row.
+    failures: u32,
+    /// When the next attempt is due, after a failure.
+    retry_at: Option<Instant>,
+    /// The same, on the wall clock, for status.
+    retry_at_wall: Option<SystemTime>,
+    /// Why it waits or failed: (reason, message).
+    problem: Option<(Option<&'static str>, String)>,
+    /// The last Warning the pod got, so a repeated failure is not recorded
+    /// again.
+    warned: Option<Warning>,
+    seen_at: SystemTime,
+    ready_at: Option<SystemTime>,
+    containers: Vec<ContainerResources>,
+}
+
+impl Tracked {
+    /// A pod the API shows bound to the node.
+    pub(crate) fn seen(pod: Arc<Pod>, pod_ref: PodRef, now: SystemTime) -> Self {
+        let mut tracked = Self::orphan(pod_ref, now);
+        tracked.pod = Some(pod);
+        tracked.in_api = true;
+        tracked
+    }
+
+    /// A pod the API does not have, known only from what it holds.
+    pub(crate) fn orphan(pod_ref: PodRef, now: SystemTime) -> Self {
+        Self {
+            pod: None,
+            pod_ref,
+            in_api: false,
+            phase: PodPhase::Pending,
+            running: false,
+            failures: 0,
+            retry_at: None,
+            retry_at_wall: None,
+            problem: None,
+            warned: None,
+            seen_at: now,
+            ready_at: None,
+            containers: Vec::new(),
+        }
+    }
+
+    /// The pod.
+    pub(crate) fn pod_ref(&self) -> &PodRef {
+        &self.pod_ref
+    }
+
+    /// The pod as the API last showed it.
+    pub(crate) fn pod(&self) -> Option<&Arc<Pod>> {
+        self.pod.as_ref()
+    }
+
+    /// Where it is.
+    #[cfg(test)]
+    pub(crate) fn phase(&self) -> PodPhase {
+        self.phase
+    }
+
+    /// Whether an operation for it runs.
+    pub(crate) fn running(&self) -> bool {
+        self.running
+    }
+
+    /// When its next attempt is due, if it waits for one.
+    pub(crate) fn retry_at(&self) -> Option<Instant> {
+        self.retry_at.filter(|_| !self.running)
+    }
+
+    /// Whether it is to be admitted: the API has it and it is active.
+    pub(crate) fn wants_admission(&self) -> bool {
+        self.in_api && self.pod.as_deref().is_some_and(is_active)
+    }
+
+    /// Whether it may be forgotten: gone from the API, holding nothing.
+    pub(crate) fn forgettable(&self) -> bool {
+        !self.in_api && !self.running && self.phase == PodPhase::Released
+    }
+
+    /// What to do with it now, if anything.
+    pub(crate) fn next(&self, now: Instant) -> Option<Next> {
+        if self.running || self.retry_at.is_some_and(|at| at > now) {
+            return None;
+        }
+        if self.wants_admission() {
+            (self.phase != PodPhase::Admitted).then_some(Next::Admit)
+        } else {
+            (self.phase != PodPhase::Released).then_some(Next::Release)
+        }
+    }
+
+    /// The API shows the pod changed: a pod that waits or failed is tried
+    /// again at once.
+    pub(crate) fn update(&mut self, pod: Arc<Pod>) {
+        self.pod = Some(pod);
+        self.in_api = true;
+        if matches!(self.phase, PodPhase::Waiting | PodPhase::Failed) {
+            self.retry_at = None;
+            self.retry_at_wall = None;
+        }
+    }
+
+    /// The API no longer has the pod (`last`: as it was deleted, if
+    /// known).
+    pub(crate) fn gone(&mut self, last: Option<Arc<Pod>>) {
+        if let Some(last) = last {
+            self.pod = Some(last);
+        }
+        self.in_api = false;
+        self.retry_at = None;
+        self.retry_at_wall = None;
+    }
+
+    /// It holds something again although it was given back (records made
+    /// behind the owner's back): give it back again.
+    pub(crate) fn holds_again(&mut self) {
+        if self.phase == PodPhase::Released {
+            self.phase = PodPhase::Releasing;
+        }
+    }
+
+    /// Something was given back: a pod that waits or failed may now fit,
+    /// so it is tried again at once.
+    pub(crate) fn room_made(&mut self) {
+        if matches!(self.phase, PodPhase::Waiting | PodPhase::Failed) && !self.running {
+            self.retry_at = None;
+            self.retry_at_wall = None;
+        }
+    }
+
+    /// `next` started.
+    pub(crate) fn started(&mut self, next: Next) {
+        self.running = true;
+        self.phase = match next {
+            Next::Admit => PodPhase::Admitting,
+            Next::Release => PodPhase::Releasing,
+        };
+    }
+
+    /// Admitted, with what each container got.
+    pub(crate) fn admitted(&mut self, containers: Vec<ContainerResources>, now: SystemTime) {
+        self.finished();
+        self.phase = PodPhase::Admitted;
+        self.containers = containers;
+        self.ready_at = Some(now);
+    }
+
+    /// Not admitted: it waits, or failed; tried again after `delay` of the
+    /// backoff (`delay(failures)`). Returns the Warning to record on the
+    /// pod, when it is a new one.
+    pub(crate) fn not_admitted(
+        &mut self,
+        error: &AdmissionError,
+        delay: impl FnOnce(u32) -> std::time::Duration,
+        now: (Instant, SystemTime),
+    ) -> Option<Warning> {
+        self.running = false;
+        self.failures += 1;
+        let wait = delay(self.failures);
+        self.retry_at = Some(now.0 + wait);
+        self.retry_at_wall = Some(now.1 + wait);
+        if error.is_wait() {
+            self.phase = PodPhase::Waiting;
+            self.problem = Some((None, error.to_string()));
+            return None;
+        }
+        self.phase = PodPhase::Failed;
+        let warning = Warning {
+            reason: error.reason(),
+            message: error.message(),
+        };
+        self.problem = Some((Some(warning.reason), warning.message.clone()));
+        if self.warned.as_ref() == Some(&warning) {
+            return None;
+        }
+        self.warned = Some(warning.clone());
+        Some(warning)
+    }
+
+    /// Everything it held was given back.
+    pub(crate) fn released(&mut self) {
+        self.finished();
+        self.phase = PodPhase::Released;
+        self.containers.clear();
+        self.ready_at = None;
+    }
+
+    /// Not all of it was given back; tried again after the backoff.
+    pub(crate) fn not_released(
+        &mut self,
+        error: &ReleaseError,
+        delay: impl FnOnce(u32) -> std::time::Duration,
+        now: (Instant, SystemTime),
+    ) {
+        self.running = false;
+        self.failures += 1;
+        let wait = delay(self.failures);
+        self.retry_at = Some(now.0 + wait);
+        self.retry_at_wall = Some(now.1 + wait);
+        self.phase = PodPhase::Releasing;
+        self.problem = Some((None, error.to_string()));
+    }
+
+    fn finished(&mut self) {
+        self.running = false;
+        self.failures = 0;
+        self.retry_at = None;
+        self.retry_at_wall = None;
+        self.problem = None;
+    }
+
+    /// Its row in the snapshot.
+    pub(crate) fn status(&self) -> PodStatus {
+        let unix_us = |t: SystemTime| {
+            t.duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+        };
+        PodStatus {
+            pod: self.pod_ref.clone(),
+            phase: self.phase,
+            reason: self
+                .problem
+                .as_ref()
+                .and_then(|(reason, _)| reason.map(str::to_string)),
+            message: self.problem.as_ref().map(|(_, message)| message.clone()),
+            failures: self.failures,
+            retry_at_unix_ms: self.retry_at_wall.map(unix_ms),
+            seen_at_unix_us: unix_us(self.seen_at),
+            ready_at_unix_us: self.ready_at.map(unix_us),
+            in_api: self.in_api,
+            containers: self.containers.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

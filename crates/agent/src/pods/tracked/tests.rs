@@ -1,0 +1,201 @@
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::*;
+use crate::device::AllocateError;
+use crate::pods::claims::PodClaimsError;
+
+fn pod(phase: &str, deleting: bool) -> Arc<Pod> {
+    let mut metadata = json!({"namespace": "ml", "name": "train", "uid": "u1"});
+    if deleting {
+        metadata["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    }
+    Arc::new(
+        serde_json::from_value(json!({"metadata": metadata, "status": {"phase": phase}})).unwrap(),
+    )
+}
+
+fn pod_ref() -> PodRef {
+    PodRef {
+        namespace: "ml".into(),
+        name: "train".into(),
+        uid: "u1".into(),
+    }
+}
+
+fn seen() -> Tracked {
+    Tracked::seen(pod("Pending", false), pod_ref(), SystemTime::now())
+}
+
+fn now() -> (Instant, SystemTime) {
+    (Instant::now(), SystemTime::now())
+}
+
+const SECOND: fn(u32) -> Duration = |failures| Duration::from_secs(u64::from(failures));
+
+fn devices_failed(resource: &str) -> AdmissionError {
+    AdmissionError::Devices {
+        container: "main".into(),
+        source: AllocateError::NoHealthy(resource.into()),
+    }
+}
+
+fn not_allocated() -> AdmissionError {
+    AdmissionError::Claims(Arc::new(PodClaimsError::NotAllocated {
+        claim: "ml/gpus".into(),
+        uid: "c1".into(),
+    }))
+}
+
+#[test]
+fn an_active_pod_is_admitted_once() {
+    let mut pod = seen();
+    let at = Instant::now();
+    assert_eq!(pod.next(at), Some(Next::Admit));
+    pod.started(Next::Admit);
+    assert_eq!(pod.phase(), PodPhase::Admitting);
+    assert_eq!(pod.next(at), None, "one operation at a time");
+    pod.admitted(vec![ContainerResources::default()], SystemTime::now());
+    assert_eq!(pod.phase(), PodPhase::Admitted);
+    assert_eq!(pod.next(at), None, "admitted once");
+    pod.update(self::pod("Running", false));
+    assert_eq!(
+        pod.next(at),
+        None,
+        "a change of an admitted pod changes nothing"
+    );
+    let status = pod.status();
+    assert_eq!(status.phase, PodPhase::Admitted);
+    assert_eq!(status.containers.len(), 1);
+    assert!(status.ready_at_unix_us.is_some());
+}
+
+#[test]
+fn a_waiting_pod_is_tried_again_after_its_backoff_or_at_once_when_it_changes() {
+    let mut pod = seen();
+    pod.started(Next::Admit);
+    let (at, wall) = now();
+    let warning = pod.not_admitted(&not_allocated(), SECOND, (at, wall));
+    assert_eq!(warning, None, "waiting is no failure: no Event");
+    assert_eq!(pod.phase(), PodPhase::Waiting);
+    assert_eq!(pod.next(at), None);
+    assert_eq!(pod.retry_at(), Some(at + Duration::from_secs(1)));
+    assert_eq!(pod.next(at + Duration::from_secs(1)), Some(Next::Admit));
+    pod.update(self::pod("Pending", false));
+    assert_eq!(pod.next(at), Some(Next::Admit), "the pod changed: at once");
+    let status = pod.status();
+    assert_eq!(status.reason, None);
+    assert!(status.message.unwrap().contains("not allocated"));
+}
+
+#[test]
+fn a_failure_is_warned_once_per_change_of_message_with_the_kubelets_reason() {
+    let mut pod = seen();
+    pod.started(Next::Admit);
+    let warning = pod
+        .not_admitted(&devices_failed("example.com/gpu"), SECOND, now())
+        .unwrap();
+    assert_eq!(warning.reason, "UnexpectedAdmissionError");
+    assert_eq!(
+        warning.message,
+        "Allocate failed due to no healthy devices present; cannot allocate unhealthy devices example.com/gpu, which is unexpected",
+        "the kubelet's words: no container named"
+    );
+    pod.started(Next::Admit);
+    assert_eq!(
+        pod.not_admitted(&devices_failed("example.com/gpu"), SECOND, now()),
+        None,
+        "the same failure again"
+    );
+    assert_eq!(pod.status().failures, 2);
+    pod.started(Next::Admit);
+    let other = pod.not_admitted(&devices_failed("example.com/nic"), SECOND, now());
+    assert!(other.is_some(), "another failure is recorded");
+    pod.started(Next::Admit);
+    let dra = AdmissionError::Prepare(vec!["ResourceClaim ml/gpus: boom".into()]);
+    let warning = pod.not_admitted(&dra, SECOND, now()).unwrap();
+    assert_eq!(warning.reason, "FailedPrepareDynamicResources");
+    assert!(
+        warning
+            .message
+            .starts_with("Failed to prepare dynamic resources: ")
+    );
+    assert_eq!(pod.phase(), PodPhase::Failed);
+}
+
+#[test]
+fn a_pod_that_ends_gives_back_what_it_holds_and_is_forgotten_once_gone() {
+    let mut pod = seen();
+    pod.started(Next::Admit);
+    pod.admitted(Vec::new(), SystemTime::now());
+    let at = Instant::now();
+    pod.update(self::pod("Succeeded", false));
+    assert_eq!(pod.next(at), Some(Next::Release));
+    pod.started(Next::Release);
+    pod.not_released(
+        &ReleaseError::Unprepare(vec!["boom".into()]),
+        SECOND,
+        (at, SystemTime::now()),
+    );
+    assert_eq!(pod.phase(), PodPhase::Releasing);
+    assert_eq!(pod.next(at), None, "backs off");
+    assert_eq!(pod.next(at + Duration::from_secs(1)), Some(Next::Release));
+    pod.started(Next::Release);
+    pod.released();
+    assert_eq!(pod.next(at), None);
+    assert!(!pod.forgettable(), "the API still has it");
+    pod.gone(None);
+    assert!(pod.forgettable());
+}
+
+#[test]
+fn a_pod_deleted_while_it_is_admitted_gives_back_what_it_got_afterwards() {
+    let mut pod = seen();
+    pod.started(Next::Admit);
+    pod.gone(Some(self::pod("Pending", true)));
+    let at = Instant::now();
+    assert_eq!(pod.next(at), None, "the admission still runs");
+    pod.admitted(Vec::new(), SystemTime::now());
+    assert_eq!(pod.next(at), Some(Next::Release));
+}
+
+#[test]
+fn a_pod_known_only_from_what_it_holds_is_given_back_then_forgotten() {
+    let mut pod = Tracked::orphan(pod_ref(), SystemTime::now());
+    assert!(!pod.wants_admission());
+    assert_eq!(pod.next(Instant::now()), Some(Next::Release));
+    pod.started(Next::Release);
+    pod.released();
+    assert!(pod.forgettable());
+    pod.holds_again();
+    assert_eq!(
+        pod.next(Instant::now()),
+        Some(Next::Release),
+        "held again: given back again"
+    );
+}
+
+#[test]
+fn room_made_elsewhere_tries_a_failed_pod_again_at_once() {
+    let mut pod = seen();
+    pod.started(Next::Admit);
+    let (at, wall) = now();
+    pod.not_admitted(&devices_failed("example.com/gpu"), SECOND, (at, wall));
+    assert_eq!(pod.next(at), None);
+    pod.room_made();
+    assert_eq!(pod.next(at), Some(Next::Admit));
+}
+
+#[test]
+fn a_deleted_or_terminal_pod_is_not_admitted() {
+    for ended in [
+        pod("Succeeded", false),
+        pod("Failed", false),
+        pod("Running", true),
+    ] {
+        let pod = Tracked::seen(ended, pod_ref(), SystemTime::now());
+        assert!(!pod.wants_admission());
+        assert_eq!(pod.next(Instant::now()), Some(Next::Release));
+    }
+}
