@@ -328,7 +328,8 @@ async fn the_kubelets_dra_client_prepares_claims_the_driver_reads_from_the_api()
     claims_scenario(&api, root.path(), Driver::Example, call).await;
 }
 
-/// The claims scenario with our agent in place of the kubelet.
+/// The claims scenario with our agent in place of the kubelet, claims
+/// prepared by hand (`--pods off`).
 async fn agent_scenario(driver: Driver) {
     let api = api().await;
     let root = tempfile::tempdir().unwrap();
@@ -340,6 +341,8 @@ async fn agent_scenario(driver: Driver) {
             kubeconfig.to_str().unwrap(),
             "--node-name",
             NODE,
+            "--pods",
+            "off",
         ],
     );
     let root_path: PathBuf = root.path().to_owned();

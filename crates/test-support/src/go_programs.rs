@@ -23,6 +23,7 @@ pub const PROGRAMS: &[&str] = &[
     "gpu-driver",
     "podresources-client",
     "kubelet-dra",
+    "kubelet-pods",
     "etcd",
     "kube-apiserver",
     "kube-scheduler",

@@ -35,15 +35,22 @@ pub use error::PodClaimsError;
 #[derive(Clone)]
 pub struct PodClaimsReader {
     connection: tokio::sync::watch::Receiver<Connection>,
+    /// The node whose pods may be prepared.
+    node: String,
     timeout: Duration,
 }
 
 impl PodClaimsReader {
-    /// A reader sending each request through the current client of
-    /// `connection`, given up after `timeout`.
-    pub fn new(connection: tokio::sync::watch::Receiver<Connection>, timeout: Duration) -> Self {
+    /// A reader for node `node`'s pods sending each request through the
+    /// current client of `connection`, given up after `timeout`.
+    pub fn new(
+        connection: tokio::sync::watch::Receiver<Connection>,
+        node: impl Into<String>,
+        timeout: Duration,
+    ) -> Self {
         Self {
             connection,
+            node: node.into(),
             timeout,
         }
     }
@@ -65,11 +72,13 @@ impl PodClaimsReader {
     }
 
     /// The claims of `pod` (as the pod watch has it), checked as the
-    /// kubelet checks them before preparing. A pod without claims costs no
-    /// request.
+    /// kubelet checks them before preparing, and for this node: the pod is
+    /// bound to it and each claim's allocation is for it. A pod without
+    /// claims costs no request.
     pub async fn read_for(&self, pod: &Pod) -> Result<PodClaims, PodClaimsError> {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
         let name = pod.metadata.name.as_deref().unwrap_or_default();
+        bound_here(pod, &self.node)?;
         let names = claim_names(pod)?;
         let claims_api: Api<ResourceClaim> = Api::namespaced(self.client(), namespace);
         let mut wanted: BTreeSet<&String> = names.values().flatten().collect();
@@ -93,7 +102,11 @@ impl PodClaimsReader {
             .await?
             .into_iter()
             .collect();
-        check(pod, &names, &claims)
+        let planned = check(pod, &names, &claims)?;
+        for claim in claims.values() {
+            allocated_here(claim, &self.node, &pod_name(pod))?;
+        }
+        Ok(planned)
     }
 
     /// The UID of pod `namespace/name`, or `None` when it is gone. A node
@@ -158,6 +171,70 @@ pub(crate) fn claim_names_of(pod: &Pod) -> Result<Vec<String>, PodClaimsError> {
         names.push(extended.resource_claim_name.clone());
     }
     Ok(names)
+}
+
+/// Whether `pod` is bound to `node`: a node prepares only its own pods, or
+/// a device of it could be used twice.
+pub(crate) fn bound_here(pod: &Pod, node: &str) -> Result<(), PodClaimsError> {
+    let bound = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+    if bound == Some(node) {
+        return Ok(());
+    }
+    Err(PodClaimsError::OtherNode {
+        pod: pod_name(pod),
+        bound: bound.map(str::to_string),
+        node: node.to_string(),
+    })
+}
+
+/// Whether `claim`'s allocation is for `node`, as far as its node selector
+/// tells without the Node's labels: a selector whose every term names nodes
+/// by `metadata.name` (as an allocation of node-local devices does) must
+/// name this one; one that selects by labels, or none, is taken as is.
+pub(crate) fn allocated_here(
+    claim: &ResourceClaim,
+    node: &str,
+    pod: &str,
+) -> Result<(), PodClaimsError> {
+    let Some(selector) = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.allocation.as_ref())
+        .and_then(|a| a.node_selector.as_ref())
+    else {
+        return Ok(());
+    };
+    let terms = &selector.node_selector_terms;
+    let names_only = |term: &k8s_openapi::api::core::v1::NodeSelectorTerm| {
+        term.match_expressions.as_ref().is_none_or(Vec::is_empty)
+            && term
+                .match_fields
+                .iter()
+                .flatten()
+                .all(|f| f.key == "metadata.name" && f.operator == "In")
+    };
+    if terms.is_empty() || !terms.iter().all(names_only) {
+        return Ok(());
+    }
+    let selects = terms.iter().any(|term| {
+        term.match_fields
+            .iter()
+            .flatten()
+            .all(|f| f.values.iter().flatten().any(|value| value == node))
+            && term.match_fields.as_ref().is_some_and(|f| !f.is_empty())
+    });
+    if selects {
+        return Ok(());
+    }
+    Err(PodClaimsError::AllocatedElsewhere {
+        claim: format!(
+            "{}/{}",
+            claim.metadata.namespace.as_deref().unwrap_or_default(),
+            claim.metadata.name.as_deref().unwrap_or_default()
+        ),
+        pod: pod.to_string(),
+        node: node.to_string(),
+    })
 }
 
 /// `spec.resourceClaims` entry name → the claim it resolves to (`None`: the

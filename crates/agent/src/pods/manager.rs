@@ -60,7 +60,11 @@ impl PodsManager {
         let snapshot = watch::channel(Arc::new(PodsSnapshot::default())).0;
         let changes = watch::channel(0).0;
         let events = broadcast::channel(1024).0;
-        let claims = PodClaimsReader::new(connection.clone(), config.request_timeout);
+        let claims = PodClaimsReader::new(
+            connection.clone(),
+            config.node_name.clone(),
+            config.request_timeout,
+        );
         let handle = PodsHandle {
             serving: config.serve,
             snapshot: snapshot.subscribe(),

@@ -94,9 +94,17 @@ impl Cluster {
             ],
         );
         kubelet.event(TIMEOUT, "started", |_| true).await;
+        // Pods prepared by hand, to compare with the kubelet's.
         let agent = agent_with(
             root.path(),
-            &["--kubeconfig", kubeconfig, "--node-name", NODE],
+            &[
+                "--kubeconfig",
+                kubeconfig,
+                "--node-name",
+                NODE,
+                "--pods",
+                "off",
+            ],
         );
         eventually("the agent answers", TIMEOUT, || async {
             status_json(root.path()).await

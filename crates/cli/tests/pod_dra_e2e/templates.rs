@@ -121,6 +121,8 @@ async fn template_scenario(driver: Driver) {
             kubeconfig.to_str().unwrap(),
             "--node-name",
             NODE,
+            "--pods",
+            "off",
         ],
     );
     dra_driver_when(cluster.root(), DRIVER, |d| {

@@ -26,6 +26,24 @@ impl KubeApi {
         )
     }
 
+    /// A kubeconfig for node `node`'s own identity (`system:node:<node>`,
+    /// a client certificate valid for a day), written once in the API
+    /// server's directory: what a kubelet of another node would use. The
+    /// Node authorizer and NodeRestriction confine it to that node.
+    pub fn kubeconfig_of_node(&self, node: &str) -> std::path::PathBuf {
+        let dir = self.dir.path().join("nodes");
+        let kubeconfig = dir.join(format!("{node}.kubeconfig"));
+        if !kubeconfig.exists() {
+            std::fs::create_dir_all(&dir)
+                .unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+            let credential = dir.join(format!("{node}.pem"));
+            let day = std::time::Duration::from_secs(24 * 3600);
+            self.issue_node_certificate(node, day, &credential);
+            self.write_certificate_kubeconfig(&kubeconfig, &credential);
+        }
+        kubeconfig
+    }
+
     /// Writes to `file` a kubeconfig for ServiceAccount `namespace/name`,
     /// with a token the API server issues for it (TokenRequest, as the
     /// kubelet gets one for a pod that runs as it).

@@ -87,6 +87,26 @@ pub enum PodClaimsError {
         /// The pod's UID.
         pod_uid: String,
     },
+    /// The pod is bound to another node, or to none.
+    #[error("pod {pod} is bound to {}, not {node}", .bound.as_ref().map_or("no node".to_string(), |b| format!("node {b}")))]
+    OtherNode {
+        /// `namespace/name`.
+        pod: String,
+        /// The node it is bound to.
+        bound: Option<String>,
+        /// This node.
+        node: String,
+    },
+    /// A claim's allocation is for other nodes.
+    #[error("ResourceClaim {claim} of pod {pod} is allocated for other nodes, not {node}")]
+    AllocatedElsewhere {
+        /// `namespace/name`.
+        claim: String,
+        /// `namespace/name`.
+        pod: String,
+        /// This node.
+        node: String,
+    },
     /// An object the API returned lacks a field it always has.
     #[error("{what} has no {field}")]
     Malformed {

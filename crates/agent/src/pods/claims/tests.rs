@@ -267,3 +267,63 @@ fn extended_resource_names_are_told_from_native_ones() {
         assert!(!quantity_is_zero(some), "{some}");
     }
 }
+
+#[test]
+fn a_pod_bound_to_another_node_or_to_none_is_not_prepared_here() {
+    let mut bound = pod(statuses());
+    assert!(matches!(
+        bound_here(&bound, "node-1"),
+        Err(PodClaimsError::OtherNode { bound: None, .. })
+    ));
+    bound.spec.as_mut().unwrap().node_name = Some("node-2".into());
+    let error = bound_here(&bound, "node-1").unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "pod default/train is bound to node node-2, not node-1"
+    );
+    bound.spec.as_mut().unwrap().node_name = Some("node-1".into());
+    assert!(bound_here(&bound, "node-1").is_ok());
+}
+
+#[test]
+fn a_claim_allocated_for_other_nodes_by_name_is_not_prepared_here() {
+    let with_selector = |selector: Value| {
+        let mut claim = claim("c", "c-1", None, true, &["pod-1"]);
+        let mut allocation =
+            serde_json::to_value(claim.status.as_ref().unwrap().allocation.clone()).unwrap();
+        allocation["nodeSelector"] = selector;
+        claim.status.as_mut().unwrap().allocation =
+            Some(serde_json::from_value(allocation).unwrap());
+        claim
+    };
+    let by_name = |nodes: &[&str]| {
+        json!({"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": nodes}]}]})
+    };
+    assert!(
+        allocated_here(
+            &with_selector(by_name(&["node-1"])),
+            "node-1",
+            "default/train"
+        )
+        .is_ok()
+    );
+    let error = allocated_here(
+        &with_selector(by_name(&["node-2"])),
+        "node-1",
+        "default/train",
+    )
+    .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "ResourceClaim default/c of pod default/train is allocated for other nodes, not node-1"
+    );
+    let by_label = json!({"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "zone", "operator": "In", "values": ["a"]}]}]});
+    assert!(
+        allocated_here(&with_selector(by_label), "node-1", "default/train").is_ok(),
+        "a selector by labels cannot be judged without the Node's labels"
+    );
+    let unallocated = claim("c", "c-1", None, false, &["pod-1"]);
+    assert!(allocated_here(&unallocated, "node-1", "default/train").is_ok());
+}

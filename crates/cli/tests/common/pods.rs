@@ -1,0 +1,397 @@
+//! A cluster whose nodes serve their pods: a real API server, scheduler and
+//! controller-manager; per node our agent (its own root and node identity)
+//! with the SDK's example device plugin and DRA driver; pods built the way
+//! the scheduler places them on one node.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use nodeplugins_test_support::binaries::binary;
+use nodeplugins_test_support::control_plane::ControlPlane;
+use nodeplugins_test_support::kube_api::{Identity, KubeApi};
+use nodeplugins_test_support::process::ChildProcess;
+use nodeplugins_test_support::wait::{TIMEOUT, eventually};
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use tokio::process::{Child, Command};
+
+use super::{agent_with, cli, status_json};
+
+/// The device plugin's resource.
+pub const RESOURCE: &str = "example.com/device";
+/// The DRA driver.
+pub const DRIVER: &str = "dra.example.com";
+/// The DeviceClass of the driver's GPUs.
+pub const CLASS: &str = "gpu.example.com";
+/// Where pods go.
+pub const PODS: &str = "/api/v1/namespaces/default/pods";
+/// Where claims are.
+pub const CLAIMS: &str = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims";
+/// Long enough for a hundred pods on a busy machine.
+pub const LONG: Duration = Duration::from_secs(180);
+
+/// The API server and its consumers.
+pub struct Cluster {
+    // Dropped first: the consumers before the API server.
+    pub control: ControlPlane,
+    pub api: KubeApi,
+}
+
+impl Cluster {
+    /// A cluster with Nodes `nodes` (schedulable, as a kubelet would make
+    /// them), the default ServiceAccount and the GPUs' DeviceClass.
+    pub async fn start(nodes: &[&str]) -> Self {
+        nodeplugins_test_support::init_tracing();
+        let api = KubeApi::start(nodes[0]).await;
+        let control = ControlPlane::start(&api).await;
+        for node in nodes {
+            api.create_schedulable_node(node).await;
+        }
+        api.ensure_default_service_account("default").await;
+        let class = json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+            "metadata": {"name": CLASS},
+            "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{DRIVER}\"")}}]},
+        });
+        admin(
+            &api,
+            "POST",
+            "/apis/resource.k8s.io/v1/deviceclasses",
+            Some(&class),
+        )
+        .await;
+        Self { control, api }
+    }
+
+    /// Creates `pod` in `default`.
+    pub async fn create(&self, pod: &Value) {
+        admin(&self.api, "POST", PODS, Some(pod)).await;
+    }
+
+    /// Deletes pod `default/NAME` at once (no kubelet confirms a graceful
+    /// deletion here).
+    pub async fn delete(&self, name: &str) {
+        let path = format!("{PODS}/{name}?gracePeriodSeconds=0");
+        let answer = self
+            .api
+            .request(Identity::Admin, "DELETE", &path, None)
+            .await;
+        assert!(
+            answer.status == 200 || answer.status == 404,
+            "delete {name}: {}",
+            answer.body
+        );
+    }
+
+    /// The pod `default/NAME` as the API has it.
+    pub async fn pod(&self, name: &str) -> Value {
+        admin(&self.api, "GET", &format!("{PODS}/{name}"), None).await
+    }
+
+    /// Creates ResourceClaimTemplate `default/NAME` for one GPU.
+    pub async fn claim_template(&self, name: &str) {
+        let template = json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name},
+            "spec": {"spec": {"devices": {"requests": [
+                {"name": "gpu", "exactly": {"deviceClassName": CLASS}}]}}},
+        });
+        let path = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates";
+        admin(&self.api, "POST", path, Some(&template)).await;
+    }
+
+    /// Creates ResourceClaim `default/NAME` for one GPU.
+    pub async fn claim(&self, name: &str) {
+        let claim = json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name},
+            "spec": {"devices": {"requests": [
+                {"name": "gpu", "exactly": {"deviceClassName": CLASS}}]}},
+        });
+        admin(&self.api, "POST", CLAIMS, Some(&claim)).await;
+    }
+
+    /// Every ResourceClaim in `default`.
+    pub async fn claims(&self) -> Vec<Value> {
+        let list = admin(&self.api, "GET", CLAIMS, None).await;
+        list["items"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// The Events a node agent recorded on pod `default/NAME` (the
+    /// scheduler's are left out).
+    pub async fn events_of(&self, name: &str) -> Vec<Value> {
+        let path =
+            format!("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D{name}");
+        let list = admin(&self.api, "GET", &path, None).await;
+        list["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|e| e["source"]["component"] == "nodeplugins")
+            .collect()
+    }
+}
+
+/// `method path` as the admin, which must succeed.
+pub async fn admin(api: &KubeApi, method: &str, path: &str, body: Option<&Value>) -> Value {
+    let response = api.request(Identity::Admin, method, path, body).await;
+    assert!(
+        (200..300).contains(&response.status),
+        "{method} {path}: {} {}",
+        response.status,
+        response.body
+    );
+    response.body
+}
+
+/// One node: our agent on its own root as its own node identity, the
+/// example device plugin and the example DRA driver.
+pub struct Node {
+    pub name: String,
+    // Dropped before `root`.
+    pub agent: Option<ChildProcess>,
+    pub device_plugin: ChildProcess,
+    pub driver: Child,
+    pub kubeconfig: PathBuf,
+    pub root: TempDir,
+}
+
+impl Node {
+    /// Node `name` of `cluster` with `devices` devices of [`RESOURCE`] and
+    /// `gpus` GPUs of [`DRIVER`]; returns once the Node's allocatable and
+    /// the node's ResourceSlices show them.
+    pub async fn start(cluster: &Cluster, name: &str, devices: usize, gpus: usize) -> Self {
+        let root = tempfile::Builder::new()
+            .prefix(&format!("{name}-"))
+            .tempdir()
+            .unwrap();
+        let kubeconfig = cluster.api.kubeconfig_of_node(name);
+        let agent = start_agent(root.path(), &kubeconfig, name);
+        eventually("the agent answers", TIMEOUT, || async {
+            status_json(root.path()).await
+        })
+        .await;
+        let mut command = Command::new(binary("nodeplugins-sdk-bins", "example-device-plugin"));
+        command
+            .arg("--root-dir")
+            .arg(root.path())
+            .args(["--resource", RESOURCE, "--pre-start"])
+            .args(["--devices", &devices.to_string()])
+            .args(["--log-level", "warn"]);
+        let device_plugin = ChildProcess::spawn("example-device-plugin", command);
+        let driver = start_driver(root.path(), &kubeconfig, name, gpus);
+        let node = Self {
+            name: name.to_string(),
+            agent: Some(agent),
+            device_plugin,
+            driver,
+            kubeconfig,
+            root,
+        };
+        let want = devices.to_string();
+        node.wait_node(cluster, "devices on the Node", |n| {
+            n["status"]["allocatable"][RESOURCE] == want.as_str()
+        })
+        .await;
+        eventually("the node's GPUs published", TIMEOUT, || async {
+            let path = format!(
+                "/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3D{name}"
+            );
+            let list = admin(&cluster.api, "GET", &path, None).await;
+            let count: usize = list["items"]
+                .as_array()?
+                .iter()
+                .map(|s| s["spec"]["devices"].as_array().map_or(0, Vec::len))
+                .sum();
+            (count == gpus).then_some(())
+        })
+        .await;
+        node
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &Path {
+        self.root.path()
+    }
+
+    /// Node `name` once `pred` holds for it.
+    pub async fn wait_node(&self, cluster: &Cluster, what: &str, pred: impl Fn(&Value) -> bool) {
+        let path = format!("/api/v1/nodes/{}", self.name);
+        eventually(what, TIMEOUT, || async {
+            let node = admin(&cluster.api, "GET", &path, None).await;
+            pred(&node).then_some(())
+        })
+        .await;
+    }
+
+    /// Stops the agent with SIGKILL (nothing of it runs on).
+    pub async fn kill_agent(&mut self) {
+        if let Some(agent) = self.agent.take() {
+            super::signal(&agent, "-KILL").await;
+            drop(agent);
+        }
+    }
+
+    /// Stops the agent with SIGTERM and waits for it.
+    pub async fn stop_agent(&mut self) {
+        if let Some(mut agent) = self.agent.take() {
+            super::signal(&agent, "-TERM").await;
+            agent.wait(TIMEOUT).await;
+        }
+    }
+
+    /// Starts the agent again.
+    pub async fn start_agent(&mut self) {
+        self.agent = Some(start_agent(self.root(), &self.kubeconfig, &self.name));
+        eventually("the agent answers again", TIMEOUT, || async {
+            status_json(self.root()).await
+        })
+        .await;
+    }
+
+    /// `nodeplugins pods -o json`.
+    pub async fn pods(&self) -> Value {
+        let out = cli(self.root(), &["pods", "-o", "json"]).await;
+        assert!(
+            out.status.success(),
+            "pods: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// Pod `default/NAME` in `nodeplugins pods`, once `pred` holds for it.
+    pub async fn pod_when(&self, name: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        eventually(&format!("pod {name} {what}"), LONG, || async {
+            let pods = self.pods().await;
+            let pod = pods["pods"]
+                .as_array()?
+                .iter()
+                .find(|p| p["namespace"] == "default" && p["name"] == name)?
+                .clone();
+            pred(&pod).then_some(pod)
+        })
+        .await
+    }
+
+    /// The pods in `nodeplugins pods`, once `pred` holds for them.
+    pub async fn pods_when(&self, what: &str, pred: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        eventually(what, LONG, || async {
+            let pods = self.pods().await;
+            let pods = pods["pods"].as_array()?.clone();
+            pred(&pods).then_some(pods)
+        })
+        .await
+    }
+
+    /// What the node holds: (device allocations, DRA claim records).
+    pub async fn held(&self) -> (usize, usize) {
+        let status = status_json(self.root()).await.unwrap();
+        let allocated: usize = status["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["allocated"].as_u64().unwrap_or(0) as usize)
+            .sum();
+        let out = cli(self.root(), &["dra", "claims", "-o", "json"]).await;
+        let claims: Value = serde_json::from_slice(&out.stdout).unwrap();
+        (allocated, claims["claims"].as_array().map_or(0, Vec::len))
+    }
+
+    /// The CDI spec files the driver wrote for prepared claims.
+    pub fn cdi_specs(&self) -> usize {
+        std::fs::read_dir(self.root().join("cdi")).map_or(0, |d| d.count())
+    }
+}
+
+fn start_agent(root: &Path, kubeconfig: &Path, node: &str) -> ChildProcess {
+    agent_with(
+        root,
+        &[
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--node-name",
+            node,
+            "--log-level",
+            "info",
+        ],
+    )
+}
+
+fn start_driver(root: &Path, kubeconfig: &Path, node: &str, gpus: usize) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(root.join("driver.log"))
+        .unwrap();
+    let mut command = Command::new(binary("nodeplugins-sdk-bins", "example-dra-driver"));
+    command
+        .arg("--root-dir")
+        .arg(root)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["--node-name", node, "--log-format", "json"])
+        .args(["--devices", &gpus.to_string()])
+        .arg("--cdi-dir")
+        .arg(root.join("cdi"))
+        .stdout(Stdio::null())
+        .stderr(log)
+        .kill_on_drop(true);
+    command.spawn().unwrap()
+}
+
+/// A pod the scheduler may only place on `node`, with `containers`.
+pub fn pod(name: &str, node: &str, containers: Vec<Value>) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "automountServiceAccountToken": false,
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": [node]}]}]}}},
+            "containers": containers,
+        },
+    })
+}
+
+/// A container asking for `devices` devices of [`RESOURCE`] (none: asking
+/// for nothing) and naming `claims` (pod claim entries, whole).
+pub fn container(name: &str, devices: usize, claims: &[&str]) -> Value {
+    let mut resources = json!({});
+    if devices > 0 {
+        let count = devices.to_string();
+        resources["limits"] = json!({RESOURCE: count});
+        resources["requests"] = json!({RESOURCE: count});
+    }
+    if !claims.is_empty() {
+        let claims: Vec<Value> = claims.iter().map(|c| json!({"name": c})).collect();
+        resources["claims"] = json!(claims);
+    }
+    json!({"name": name, "image": "example.invalid/app", "resources": resources})
+}
+
+/// `pod` with `init` as its init containers.
+pub fn with_init(mut pod: Value, init: Vec<Value>) -> Value {
+    pod["spec"]["initContainers"] = json!(init);
+    pod
+}
+
+/// `pod` with `spec.resourceClaims` `claims`: (entry, template) or (entry,
+/// claim) pairs, as `{"resourceClaimTemplateName"|"resourceClaimName": ...}`.
+pub fn with_claims(mut pod: Value, claims: Vec<Value>) -> Value {
+    pod["spec"]["resourceClaims"] = json!(claims);
+    pod
+}
+
+/// A `spec.resourceClaims` entry made from template `template`.
+pub fn from_template(entry: &str, template: &str) -> Value {
+    json!({"name": entry, "resourceClaimTemplateName": template})
+}
+
+/// A `spec.resourceClaims` entry naming claim `claim`.
+pub fn named_claim(entry: &str, claim: &str) -> Value {
+    json!({"name": entry, "resourceClaimName": claim})
+}

@@ -1,0 +1,68 @@
+//! The node serves its pods from the API, with the real consumers in the
+//! loop: the scheduler places pods and allocates their claims, the
+//! controller-manager makes claims from templates, and our agent, with the
+//! SDK's example device plugin and DRA driver, admits each pod bound to
+//! its node without any command (devices, init containers first; claims
+//! prepared) and gives everything back when the pod goes. The kubelet's
+//! own device manager and DRA manager (`interop/cmd/kubelet-pods`), given
+//! the same pods on a node of their own, are the reference container by
+//! container.
+
+// Test code: a failed unwrap is a failed test with a precise location.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod admission;
+mod lifecycle;
+mod reference;
+
+use std::collections::BTreeSet;
+
+use common::pods::*;
+use serde_json::Value;
+
+/// The node our agent serves.
+const NODE: &str = "node-1";
+
+/// The device ids of `container` of `pod` (a `nodeplugins pods` row).
+fn devices_of(pod: &Value, container: &str) -> BTreeSet<String> {
+    let container = containers(pod)
+        .into_iter()
+        .find(|c| c["name"] == container)
+        .unwrap_or_else(|| panic!("no container {container} in {pod}"));
+    container["devices"][RESOURCE]
+        .as_array()
+        .map(|ids| {
+            ids.iter()
+                .map(|id| id.as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The CDI devices of `container` of `pod` from its claims.
+fn claim_cdi_of(pod: &Value, container: &str) -> Vec<String> {
+    let container = containers(pod)
+        .into_iter()
+        .find(|c| c["name"] == container)
+        .unwrap_or_else(|| panic!("no container {container} in {pod}"));
+    container["claim_cdi_devices"]
+        .as_array()
+        .map(|ids| {
+            ids.iter()
+                .map(|id| id.as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn containers(pod: &Value) -> Vec<Value> {
+    pod["containers"].as_array().cloned().unwrap_or_default()
+}
+
+/// Whether `pod` is admitted.
+fn admitted(pod: &Value) -> bool {
+    pod["phase"] == "admitted"
+}
