@@ -152,7 +152,7 @@ pub struct Node {
     pub name: String,
     // Dropped before `root`.
     pub agent: Option<ChildProcess>,
-    pub device_plugin: ChildProcess,
+    pub device_plugin: Child,
     pub driver: Child,
     pub kubeconfig: PathBuf,
     pub root: TempDir,
@@ -173,14 +173,7 @@ impl Node {
             status_json(root.path()).await
         })
         .await;
-        let mut command = Command::new(binary("nodeplugins-sdk-bins", "example-device-plugin"));
-        command
-            .arg("--root-dir")
-            .arg(root.path())
-            .args(["--resource", RESOURCE, "--pre-start"])
-            .args(["--devices", &devices.to_string()])
-            .args(["--log-level", "warn"]);
-        let device_plugin = ChildProcess::spawn("example-device-plugin", command);
+        let device_plugin = start_device_plugin(root.path(), devices);
         let driver = start_driver(root.path(), &kubeconfig, name, gpus);
         let node = Self {
             name: name.to_string(),
@@ -228,9 +221,9 @@ impl Node {
 
     /// Stops the agent with SIGKILL (nothing of it runs on).
     pub async fn kill_agent(&mut self) {
-        if let Some(agent) = self.agent.take() {
+        if let Some(mut agent) = self.agent.take() {
             super::signal(&agent, "-KILL").await;
-            drop(agent);
+            agent.wait(TIMEOUT).await;
         }
     }
 
@@ -300,6 +293,17 @@ impl Node {
         (allocated, claims["claims"].as_array().map_or(0, Vec::len))
     }
 
+    /// How many Allocate calls the device plugin answered.
+    pub fn allocate_calls(&self) -> usize {
+        log_lines(&self.root().join("device-plugin.log"), "allocated")
+    }
+
+    /// How many claims the DRA driver prepared (each call of its prepare
+    /// for a claim; claims it answered from its records are not counted).
+    pub fn prepare_calls(&self) -> usize {
+        log_lines(&self.root().join("driver.log"), "prepared")
+    }
+
     /// The CDI spec files the driver wrote for prepared claims.
     pub fn cdi_specs(&self) -> usize {
         std::fs::read_dir(self.root().join("cdi")).map_or(0, |d| d.count())
@@ -320,6 +324,28 @@ fn start_agent(root: &Path, kubeconfig: &Path, node: &str) -> ChildProcess {
     )
 }
 
+/// The example device plugin on `root` with `devices` devices, logging
+/// each Allocate to `<root>/device-plugin.log` (JSON lines).
+fn start_device_plugin(root: &Path, devices: usize) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(root.join("device-plugin.log"))
+        .unwrap();
+    let mut command = Command::new(binary("nodeplugins-sdk-bins", "example-device-plugin"));
+    command
+        .arg("--root-dir")
+        .arg(root)
+        .args(["--resource", RESOURCE, "--pre-start"])
+        .args(["--devices", &devices.to_string()])
+        .args(["--log-level", "info", "--log-format", "json"])
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .kill_on_drop(true);
+    command.spawn().unwrap()
+}
+
 fn start_driver(root: &Path, kubeconfig: &Path, node: &str, gpus: usize) -> Child {
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -332,7 +358,8 @@ fn start_driver(root: &Path, kubeconfig: &Path, node: &str, gpus: usize) -> Chil
         .arg(root)
         .arg("--kubeconfig")
         .arg(kubeconfig)
-        .args(["--node-name", node, "--log-format", "json"])
+        .args(["--node-name", node, "--log-format", "json", "--log-level", "info"])
+        .env_remove("RUST_LOG")
         .args(["--devices", &gpus.to_string()])
         .arg("--cdi-dir")
         .arg(root.join("cdi"))
@@ -394,4 +421,14 @@ pub fn from_template(entry: &str, template: &str) -> Value {
 /// A `spec.resourceClaims` entry naming claim `claim`.
 pub fn named_claim(entry: &str, claim: &str) -> Value {
     json!({"name": entry, "resourceClaimName": claim})
+}
+
+/// The JSON log lines of `log` whose message is `message`.
+fn log_lines(log: &Path, message: &str) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["fields"]["message"] == message)
+        .count()
 }

@@ -58,6 +58,7 @@ impl DevicePluginService for Example {
         &self,
         devices: Vec<String>,
     ) -> Result<dp::ContainerAllocateResponse, Status> {
+        tracing::info!(?devices, "allocated");
         let vendor = self.resource.split('/').next().unwrap_or("example.com");
         let kind = self.resource.rsplit('/').next().unwrap_or("device");
         Ok(dp::ContainerAllocateResponse {
