@@ -12,6 +12,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -85,6 +86,20 @@ pub enum CheckpointError {
         /// The cause.
         #[source]
         source: serde_json::Error,
+    },
+    /// The checkpoint and its backup are both damaged; a read changes
+    /// nothing, so both are where they were.
+    #[error("{what} {path:?} is damaged ({why}) and so is its backup ({backup_why})")]
+    Damaged {
+        /// Which checkpoint.
+        what: &'static str,
+        /// The checkpoint.
+        path: PathBuf,
+        /// What was wrong.
+        #[source]
+        why: DecodeError,
+        /// What was wrong with the backup.
+        backup_why: BackupProblem,
     },
     /// Reading or writing failed.
     #[error("{what} {path:?}: {source}")]
@@ -217,7 +232,11 @@ impl CheckpointFile {
     /// both durable before returning. Both temporary files are written before
     /// either is synced, which lets the file system flush them together; each
     /// rename happens only once both are on disk, so a crash leaves each file
-    /// either whole and old or whole and new.
+    /// either whole and old or whole and new. The backup is renamed first:
+    /// a write that fails (or a crash) between the two renames leaves the
+    /// checkpoint as it was, which a read takes over the backup. Each write
+    /// stages its own temporary files (named after the process and a
+    /// counter), so concurrent writers never take each other's.
     pub fn write<T: Serialize>(&self, data: &T) -> Result<(), CheckpointError> {
         let bytes = encode(data).map_err(|source| CheckpointError::Encode {
             what: self.what,
@@ -231,17 +250,59 @@ impl CheckpointFile {
             file.sync_all().map_err(|e| self.io(e))?;
             ready.push(tmp);
         }
-        for (tmp, target) in ready.iter().zip([&self.path, &self.backup]) {
-            std::fs::rename(tmp, target).map_err(|e| self.io(e))?;
+        let [checkpoint_tmp, backup_tmp] = [&ready[0], &ready[1]];
+        for (tmp, target) in [(backup_tmp, &self.backup), (checkpoint_tmp, &self.path)] {
+            if let Err(e) = std::fs::rename(tmp, target) {
+                for tmp in &ready {
+                    let _ = std::fs::remove_file(tmp);
+                }
+                return Err(self.io(e));
+            }
         }
         sync_parent(&self.path).map_err(|e| self.io(e))
     }
 
-    /// Reads the checkpoint. A missing checkpoint is an empty one (deleting
-    /// it is how an operator resets the state). A damaged one is moved aside
-    /// (`<name>.corrupt-<unix ms>`) and its backup is used if that verifies;
-    /// the backup is rewritten whenever it differs from a good checkpoint.
+    /// Reads the checkpoint without changing anything on disk: for readers
+    /// beside a writer. A missing checkpoint is an empty one; a damaged one
+    /// is read from its backup if that verifies (the writer, at its next
+    /// [`load`](Self::load), moves the damaged file aside and repairs it).
+    pub fn read<T: DeserializeOwned + Default>(&self) -> Result<T, CheckpointError> {
+        let bytes = match std::fs::read(&self.path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(T::default()),
+            Err(source) => return Err(self.io(source)),
+        };
+        let why = match decode(&bytes) {
+            Ok(data) => return Ok(data),
+            Err(why) => why,
+        };
+        let backup_why = match std::fs::read(&self.backup) {
+            Ok(good) => match decode(&good) {
+                Ok(data) => return Ok(data),
+                Err(e) => BackupProblem::Damaged(e),
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BackupProblem::Missing,
+            Err(source) => return Err(self.io(source)),
+        };
+        Err(CheckpointError::Damaged {
+            what: self.what,
+            path: self.path.clone(),
+            why,
+            backup_why,
+        })
+    }
+
+    /// Reads the checkpoint as its writer: only the one writer may, and
+    /// only while no other writes (at start, or under the writers' lock),
+    /// because it repairs what it finds. A missing checkpoint is an empty
+    /// one (deleting it is how an operator resets the state). A damaged one
+    /// is moved aside (`<name>.corrupt-<unix ms>`) and its backup is used if
+    /// that verifies; the backup is rewritten whenever it differs from a
+    /// good checkpoint. Temporary files a writer left behind (it crashed
+    /// while writing) are removed.
     pub fn load<T: DeserializeOwned + Default>(&self) -> Result<Loaded<T>, CheckpointError> {
+        remove_staged(&self.path);
+        remove_staged(&self.backup);
         let bytes = match std::fs::read(&self.path) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -310,23 +371,66 @@ impl CheckpointFile {
     }
 }
 
-/// Writes `bytes` to the temporary file beside `path`, unsynced.
+/// Counts the temporary files this process stages, so each has a name of
+/// its own.
+static STAGED: AtomicU64 = AtomicU64::new(0);
+
+/// The prefix of the temporary files staged for `path`: `<name>.tmp-`.
+fn staged_prefix(path: &Path) -> std::ffi::OsString {
+    let mut prefix = path.file_name().unwrap_or_default().to_os_string();
+    prefix.push(".tmp-");
+    prefix
+}
+
+/// Writes `bytes` to a temporary file of its own beside `path`
+/// (`<name>.tmp-<pid>-<n>`), unsynced.
 fn stage(path: &Path, bytes: &[u8]) -> std::io::Result<(std::fs::File, PathBuf)> {
-    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
-    tmp_name.push(".tmp");
+    let mut tmp_name = staged_prefix(path);
+    let n = STAGED.fetch_add(1, Ordering::Relaxed);
+    tmp_name.push(format!("{}-{n}", std::process::id()));
     let tmp = path.with_file_name(tmp_name);
-    let mut out = std::fs::File::create(&tmp)?;
-    out.write_all(bytes)?;
-    Ok((out, tmp))
+    let staged = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .and_then(|mut out| out.write_all(bytes).map(|()| out));
+    match staged {
+        Ok(out) => Ok((out, tmp)),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+/// Removes the temporary files staged for `path` that a writer left.
+fn remove_staged(path: &Path) {
+    let (Some(dir), prefix) = (path.parent(), staged_prefix(path)) else {
+        return;
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = prefix.to_string_lossy().into_owned();
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// Writes `bytes` to a temporary file beside `path`, syncs it, and renames it
 /// over `path`. The rename is durable once the directory is synced.
 fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let (out, tmp) = stage(path, bytes)?;
-    out.sync_all()?;
-    drop(out);
-    std::fs::rename(&tmp, path)
+    let done = out.sync_all().and_then(|()| {
+        drop(out);
+        std::fs::rename(&tmp, path)
+    });
+    if done.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    done
 }
 
 fn sync_parent(path: &Path) -> std::io::Result<()> {

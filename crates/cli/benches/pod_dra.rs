@@ -159,7 +159,9 @@ async fn main() {
         .args(["run", "--metrics-addr", "off", "--log-level", "warn"])
         .arg("--root-dir")
         .arg(root.path())
-        .args(["--kubeconfig", kubeconfig, "--node-name", NODE]);
+        .args(["--kubeconfig", kubeconfig, "--node-name", NODE])
+        // Pods prepared by hand, as the kubelet's DRA manager is asked.
+        .args(["--pods", "off"]);
     let _agent = ChildProcess::spawn("nodeplugins run", agent_command);
     let mut driver_command = Command::new(binary("nodeplugins-sdk-bins", "example-dra-driver"));
     driver_command

@@ -434,6 +434,36 @@ mod tests {
     }
 
     #[test]
+    fn pods_are_served_with_a_kubeconfig_unless_turned_off() {
+        let kubeconfig = Some(KubeconfigSetting::Source(KubeConfigSource::Kubeconfig(
+            "/etc/kubernetes/kubelet.conf".into(),
+        )));
+        let served = Settings::resolve(&RunArgs {
+            kubeconfig: kubeconfig.clone(),
+            node_name: Some("node-1".into()),
+            ..Default::default()
+        })
+        .unwrap();
+        let kube = served.kube.as_ref().unwrap();
+        assert!(kube.serve_pods);
+        assert_eq!(kube.pod_reconcile_period, Duration::from_secs(60));
+        assert!(served.to_toml().contains("pods = \"on\""));
+        let off = Settings::resolve(&RunArgs {
+            kubeconfig,
+            node_name: Some("node-1".into()),
+            pods: Some(Switch(false)),
+            pod_reconcile_period: Some(Duration::from_secs(5)),
+            ..Default::default()
+        })
+        .unwrap();
+        let kube = off.kube.as_ref().unwrap();
+        assert!(!kube.serve_pods);
+        assert_eq!(kube.pod_reconcile_period, Duration::from_secs(5));
+        assert!(off.to_toml().contains("pods = \"off\""));
+        assert!(parse_switch("maybe").is_err());
+    }
+
+    #[test]
     fn the_pod_resources_socket_takes_an_octal_mode_or_off() {
         let mode = |text| parse_pod_resources_mode(text).map(|m| m.0);
         assert_eq!(mode("0660"), Ok(Some(0o660)));

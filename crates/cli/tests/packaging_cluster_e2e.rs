@@ -200,6 +200,13 @@ async fn the_agent_daemon_set_is_accepted_and_its_service_account_may_do_the_age
         format!("system:serviceaccount:{namespace}:{account}")
     );
     assert!(status.1["kube_api"]["last_error"].is_null(), "{}", status.1);
+    // The node's pods are watched with the ServiceAccount's grants.
+    eventually("the node's pods listed", TIMEOUT, || async {
+        let out = cli(root.path(), &["pods", "-o", "json"]).await;
+        let pods: Value = serde_json::from_slice(&out.stdout).ok()?;
+        (pods["serving"] == true && pods["listed"] == true).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

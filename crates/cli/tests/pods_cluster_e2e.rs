@@ -24,7 +24,11 @@ fn mixed_pod(name: &str, i: usize, node: Option<&str>) -> Value {
     let devices = usize::from(i % 2 == 0 || i % 5 == 0);
     let gpu = i % 2 == 1 || i % 5 == 0;
     let claims: &[&str] = if gpu { &["gpu"] } else { &[] };
-    let mut pod = pod(name, node.unwrap_or("any"), vec![container("main", devices, claims)]);
+    let mut pod = pod(
+        name,
+        node.unwrap_or("any"),
+        vec![container("main", devices, claims)],
+    );
     if node.is_none() {
         pod["spec"].as_object_mut().unwrap().remove("affinity");
     }
@@ -49,9 +53,7 @@ async fn two_hundred_pods_in_overlapping_waves_of_fifty_leave_nothing_allocated_
     let cluster = Cluster::start(&[NODE]).await;
     cluster.claim_template("gpu").await;
     let node = Node::start(&cluster, NODE, 100, 64).await;
-    let wave = |n: usize| -> Vec<String> {
-        (0..WAVE).map(|i| format!("w{n}-{i:02}")).collect()
-    };
+    let wave = |n: usize| -> Vec<String> { (0..WAVE).map(|i| format!("w{n}-{i:02}")).collect() };
     let create = |n: usize| {
         let cluster = &cluster;
         async move {
@@ -72,7 +74,10 @@ async fn two_hundred_pods_in_overlapping_waves_of_fifty_leave_nothing_allocated_
         let what = format!("wave {n} admitted");
         let admitted = node.pods_when(&what, |pods| this.is_subset(&admitted_names(pods)));
         let ((), pods) = tokio::join!(next, admitted);
-        for pod in pods.iter().filter(|p| this.contains(p["name"].as_str().unwrap())) {
+        for pod in pods
+            .iter()
+            .filter(|p| this.contains(p["name"].as_str().unwrap()))
+        {
             let main = &pod["containers"][0];
             let i: usize = pod["name"].as_str().unwrap()[3..].parse().unwrap();
             let devices = main["devices"][RESOURCE].as_array().map_or(0, Vec::len);
@@ -111,7 +116,9 @@ async fn ten_nodes_admit_the_hundred_pods_the_scheduler_spreads_each_once_despit
     // The hundred pods at once, placed by the scheduler; the victim's
     // agent is killed once it has admitted some of its pods.
     for i in 0..PODS {
-        cluster.create(&mixed_pod(&format!("p{i:03}"), i, None)).await;
+        cluster
+            .create(&mixed_pod(&format!("p{i:03}"), i, None))
+            .await;
     }
     let before = nodes[victim]
         .pods_when("the victim admitted a few pods", |pods| {
@@ -148,7 +155,12 @@ async fn ten_nodes_admit_the_hundred_pods_the_scheduler_spreads_each_once_despit
                 admitted_names(pods) == mine
             })
             .await;
-        assert_eq!(pods.len(), mine.len(), "{}: only its own pods: {pods:?}", names[n]);
+        assert_eq!(
+            pods.len(),
+            mine.len(),
+            "{}: only its own pods: {pods:?}",
+            names[n]
+        );
     }
 
     // The victim admitted each pod once: the pods it had admitted before it

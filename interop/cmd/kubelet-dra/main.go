@@ -38,8 +38,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
@@ -49,6 +47,8 @@ import (
 
 	"nodeplugins/interop/internal/control"
 	"nodeplugins/interop/internal/events"
+	"nodeplugins/interop/internal/kubeclient"
+	"nodeplugins/interop/internal/recording"
 )
 
 func main() {
@@ -70,18 +70,9 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	restConfig, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	client, err := kubeclient.New(*kubeconfig, *apiQPS, *apiBurst)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "kubelet-dra: kubeconfig %s: %v\n", *kubeconfig, err)
-		os.Exit(1)
-	}
-	// The kubelet's client-side rate limit; client-go's own default (5 and
-	// 10) would throttle a pod's claim reads far below a kubelet's.
-	restConfig.QPS = float32(*apiQPS)
-	restConfig.Burst = *apiBurst
-	client, err := kubernetes.NewForConfig(restConfig)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "kubelet-dra: client: %v\n", err)
+		fmt.Fprintf(os.Stderr, "kubelet-dra: %v\n", err)
 		os.Exit(1)
 	}
 
@@ -106,7 +97,7 @@ func main() {
 	defer manager.Stop()
 
 	plugins := pluginmanager.NewPluginManager(*registryDir, &record.FakeRecorder{})
-	plugins.AddHandler(registerapi.DRAPlugin, recording{kind: registerapi.DRAPlugin, inner: manager.GetWatcherHandler()})
+	plugins.AddHandler(registerapi.DRAPlugin, recording.Handler{Kind: registerapi.DRAPlugin, Inner: manager.GetWatcherHandler()})
 	ready := config.NewSourcesReady(func(sets.Set[string]) bool { return true })
 	go plugins.Run(ctx, ready, ctx.Done())
 	events.Emit("started", events.Fields{"registry_dir": *registryDir, "state_dir": *stateDir, "node": *nodeName, "pid": os.Getpid()})

@@ -35,6 +35,7 @@ import (
 
 	"nodeplugins/interop/internal/control"
 	"nodeplugins/interop/internal/events"
+	"nodeplugins/interop/internal/recording"
 )
 
 func main() {
@@ -64,8 +65,8 @@ func main() {
 	defer draManager.Stop()
 
 	manager := pluginmanager.NewPluginManager(*registryDir, &record.FakeRecorder{})
-	manager.AddHandler(registerapi.DRAPlugin, recording{kind: registerapi.DRAPlugin, inner: draManager})
-	manager.AddHandler(registerapi.CSIPlugin, recording{kind: registerapi.CSIPlugin, inner: csiHandler{}})
+	manager.AddHandler(registerapi.DRAPlugin, recording.Handler{Kind: registerapi.DRAPlugin, Inner: draManager})
+	manager.AddHandler(registerapi.CSIPlugin, recording.Handler{Kind: registerapi.CSIPlugin, Inner: csiHandler{}})
 
 	devices := newDevicePlugins()
 	if *kubeletSock != "" {
@@ -78,7 +79,7 @@ func main() {
 			os.Exit(1)
 		}
 		defer func() { _ = server.Stop(logger) }()
-		manager.AddHandler(registerapi.DevicePlugin, recording{kind: registerapi.DevicePlugin, inner: server})
+		manager.AddHandler(registerapi.DevicePlugin, recording.Handler{Kind: registerapi.DevicePlugin, Inner: server})
 	}
 
 	sourcesReady := config.NewSourcesReady(func(sets.Set[string]) bool { return true })

@@ -101,8 +101,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
@@ -114,6 +112,8 @@ import (
 
 	"nodeplugins/interop/internal/control"
 	"nodeplugins/interop/internal/events"
+	"nodeplugins/interop/internal/kubeclient"
+	"nodeplugins/interop/internal/recording"
 )
 
 func main() {
@@ -144,17 +144,9 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	restConfig, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	client, err := kubeclient.New(*kubeconfig, *apiQPS, *apiBurst)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "kubelet-pods: kubeconfig %s: %v\n", *kubeconfig, err)
-		os.Exit(1)
-	}
-	// The kubelet's client-side rate limit, not client-go's 5 and 10.
-	restConfig.QPS = float32(*apiQPS)
-	restConfig.Burst = *apiBurst
-	client, err := kubernetes.NewForConfig(restConfig)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "kubelet-pods: client: %v\n", err)
+		fmt.Fprintf(os.Stderr, "kubelet-pods: %v\n", err)
 		os.Exit(1)
 	}
 
@@ -198,8 +190,8 @@ func main() {
 	defer func() { _ = deviceManager.Stop(logger) }()
 
 	plugins := pluginmanager.NewPluginManager(registryDir, &record.FakeRecorder{})
-	plugins.AddHandler(registerapi.DRAPlugin, recording{kind: registerapi.DRAPlugin, inner: draManager.GetWatcherHandler()})
-	plugins.AddHandler(registerapi.DevicePlugin, recording{kind: registerapi.DevicePlugin, inner: deviceManager.GetWatcherHandler()})
+	plugins.AddHandler(registerapi.DRAPlugin, recording.Handler{Kind: registerapi.DRAPlugin, Inner: draManager.GetWatcherHandler()})
+	plugins.AddHandler(registerapi.DevicePlugin, recording.Handler{Kind: registerapi.DevicePlugin, Inner: deviceManager.GetWatcherHandler()})
 	go plugins.Run(ctx, allReady, ctx.Done())
 
 	go syncNodeStatus(ctx, client, *nodeName, deviceManager)

@@ -233,6 +233,7 @@ mod tests {
     use super::*;
     use crate::dra::ClaimPod;
     use crate::pod_resources::fixtures::{allocation, claim};
+    use crate::pods::{ContainerKind, ContainerResources, PodPhase, PodRef};
     use nodeplugins_api::podresources::{v1, v1alpha1};
 
     #[test]
@@ -279,6 +280,120 @@ mod tests {
             .pod_resources;
         let names: Vec<&str> = alpha.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["u0", "serve", "train"]);
+    }
+
+    /// The pods owner's snapshot with `admitted` pods (uid, name,
+    /// containers and their kinds) and one pod that waits.
+    fn served(admitted: &[(&str, &str, &[(&str, ContainerKind)])]) -> PodsSnapshot {
+        let row = |uid: &str, name: &str, phase, containers: &[(&str, ContainerKind)]| {
+            let status = PodStatus {
+                pod: PodRef {
+                    namespace: "ml".into(),
+                    name: name.into(),
+                    uid: uid.into(),
+                },
+                phase,
+                reason: None,
+                message: None,
+                failures: 0,
+                retry_at_unix_ms: None,
+                seen_at_unix_us: 0,
+                ready_at_unix_us: None,
+                in_api: true,
+                containers: containers
+                    .iter()
+                    .map(|(name, kind)| ContainerResources {
+                        name: name.to_string(),
+                        kind: *kind,
+                        ..ContainerResources::default()
+                    })
+                    .collect(),
+            };
+            (uid.to_string(), Arc::new(status))
+        };
+        let mut pods: std::collections::BTreeMap<String, Arc<PodStatus>> = admitted
+            .iter()
+            .map(|(uid, name, containers)| row(uid, name, PodPhase::Admitted, containers))
+            .collect();
+        let (uid, waiting) = row("u-wait", "waits", PodPhase::Waiting, &[]);
+        pods.insert(uid, waiting);
+        PodsSnapshot {
+            running: true,
+            serving: true,
+            listed: true,
+            generation: 1,
+            pods,
+        }
+    }
+
+    #[test]
+    fn with_pods_served_exactly_the_admitted_pods_are_listed_with_the_containers_the_kubelet_lists()
+    {
+        // u-wait holds a device (its admission is under way): not listed.
+        // u-gone holds one too but is not admitted: not listed.
+        let allocations: Vec<Arc<ContainerAllocation>> = [
+            allocation(
+                ("u-train", "ml", "train"),
+                "main",
+                "example.com/x",
+                &[("x-0", &[0])],
+            ),
+            allocation(
+                ("u-wait", "ml", "waits"),
+                "main",
+                "example.com/x",
+                &[("x-1", &[])],
+            ),
+            allocation(
+                ("u-gone", "ml", "gone"),
+                "main",
+                "example.com/x",
+                &[("x-2", &[])],
+            ),
+        ]
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+        let pods = served(&[
+            (
+                "u-train",
+                "train",
+                &[
+                    ("setup", ContainerKind::Init),
+                    ("proxy", ContainerKind::Sidecar),
+                    ("main", ContainerKind::App),
+                ],
+            ),
+            ("u-idle", "idle", &[("main", ContainerKind::App)]),
+        ]);
+        let mut pending = claim(
+            "gpus",
+            vec![ClaimPod::new("u-idle", "idle", vec!["main".into()])],
+        );
+        pending.prepared = false;
+        let claims = [Arc::new(pending)];
+        let view = PodCache::default().view(&allocations, &claims, Some(&pods));
+        let list = v1::ListPodResourcesResponse::decode(view.list())
+            .unwrap()
+            .pod_resources;
+        let listed: Vec<(&str, Vec<&str>)> = list
+            .iter()
+            .map(|p| {
+                let containers = p.containers.iter().map(|c| c.name.as_str()).collect();
+                (p.name.as_str(), containers)
+            })
+            .collect();
+        assert_eq!(
+            listed,
+            [("idle", vec!["main"]), ("train", vec!["proxy", "main"])],
+            "admitted pods only, a pod holding nothing too, init containers left out"
+        );
+        assert_eq!(list[1].containers[1].devices.len(), 1, "main's device");
+        assert!(
+            list[0].containers[0].dynamic_resources.is_empty(),
+            "a claim not prepared yet is not shown"
+        );
+        assert!(view.get("ml", "waits").is_none());
     }
 
     #[test]

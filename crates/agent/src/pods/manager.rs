@@ -146,9 +146,10 @@ impl PodsManager {
             changes: self.changes,
             events: self.events,
             tasks: tasks.clone(),
+            shutdown: shutdown.clone(),
         };
         owner.publish();
-        owner.run(&shutdown).await;
+        owner.run().await;
         tasks.close();
         tasks.wait().await;
     }
@@ -186,10 +187,12 @@ struct Owner {
     events: broadcast::Sender<AgentEvent>,
     /// The watch, and Warnings being recorded.
     tasks: TaskTracker,
+    shutdown: CancellationToken,
 }
 
 impl Owner {
-    async fn run(&mut self, shutdown: &CancellationToken) {
+    async fn run(&mut self) {
+        let shutdown = self.shutdown.clone();
         loop {
             self.start_due();
             if !self.dirty.is_empty() {
@@ -293,7 +296,7 @@ impl Owner {
                     }
                 }
                 for (uid, tracked) in &mut self.tracked {
-                    if !listed.contains(uid) && tracked.wants_admission() {
+                    if !listed.contains(uid) && tracked.in_api() {
                         tracked.gone(None);
                         self.dirty.insert(uid.clone());
                     }
@@ -404,10 +407,12 @@ impl Owner {
                 if let Some(warning) = warning {
                     tracing::warn!(pod = %pod, reason = warning.reason, message = %warning.message, "pod not admitted; trying again with backoff");
                     let warnings = self.warnings.clone();
+                    let shutdown = self.shutdown.clone();
                     self.tasks.spawn(async move {
-                        warnings
-                            .warning(&pod, warning.reason, &warning.message)
-                            .await;
+                        tokio::select! {
+                            () = shutdown.cancelled() => {}
+                            () = warnings.warning(&pod, warning.reason, &warning.message) => {}
+                        }
                     });
                 }
             }

@@ -122,6 +122,11 @@ impl Tracked {
         self.retry_at.filter(|_| !self.running)
     }
 
+    /// Whether the API has it.
+    pub(crate) fn in_api(&self) -> bool {
+        self.in_api
+    }
+
     /// Whether it is to be admitted: the API has it and it is active.
     pub(crate) fn wants_admission(&self) -> bool {
         self.in_api && self.pod.as_deref().is_some_and(is_active)

@@ -188,3 +188,97 @@ fn decode_errors_say_what_is_wrong() {
         Err(DecodeError::BadData(_))
     ));
 }
+
+#[test]
+fn a_read_changes_nothing_on_disk_even_when_the_checkpoint_is_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = file(dir.path());
+    assert_eq!(
+        file.read::<Sample>().unwrap(),
+        Sample::default(),
+        "none yet"
+    );
+    file.write(&sample()).unwrap();
+    // The checkpoint cut short: the backup answers, and nothing is moved
+    // aside or rewritten by the read.
+    let good = std::fs::read(file.path()).unwrap();
+    std::fs::write(file.path(), &good[..good.len() / 2]).unwrap();
+    let before = std::fs::read(file.path()).unwrap();
+    assert_eq!(file.read::<Sample>().unwrap(), sample());
+    assert_eq!(std::fs::read(file.path()).unwrap(), before);
+    assert!(corrupt_files(dir.path()).is_empty(), "nothing moved aside");
+    // Both damaged: an error naming both, still nothing changed.
+    std::fs::write(file.backup(), b"{").unwrap();
+    let error = file.read::<Sample>().unwrap_err();
+    assert!(matches!(error, CheckpointError::Damaged { .. }), "{error}");
+    assert!(corrupt_files(dir.path()).is_empty());
+}
+
+#[test]
+fn concurrent_writers_each_stage_their_own_files_and_the_last_rename_wins_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = std::sync::Arc::new(file(dir.path()));
+    let writers: Vec<_> = (0..8)
+        .map(|i| {
+            let file = file.clone();
+            std::thread::spawn(move || {
+                for round in 0..25 {
+                    let mut data = sample();
+                    data.held = vec![format!("writer-{i}-{round}")];
+                    file.write(&data).unwrap();
+                    // A reader beside them always finds a whole checkpoint.
+                    let read: Sample = file.read().unwrap();
+                    assert!(read.held[0].starts_with("writer-"), "{read:?}");
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2, "no temporary file left: {names:?}");
+}
+
+#[test]
+fn a_write_that_fails_between_its_renames_leaves_the_checkpoint_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = file(dir.path());
+    file.write(&sample()).unwrap();
+    // The backup's name taken by a directory that is not empty: its rename
+    // fails, and the checkpoint is never replaced.
+    std::fs::remove_file(file.backup()).unwrap();
+    std::fs::create_dir(file.backup()).unwrap();
+    std::fs::write(file.backup().join("keep"), b"x").unwrap();
+    let mut other = sample();
+    other.held = vec!["other".into()];
+    assert!(file.write(&other).is_err());
+    assert_eq!(file.read::<Sample>().unwrap(), sample());
+    let staged = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .contains(".tmp-")
+        })
+        .count();
+    assert_eq!(staged, 0, "its temporary files are removed");
+}
+
+#[test]
+fn the_writers_load_removes_temporary_files_a_crashed_writer_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = file(dir.path());
+    file.write(&sample()).unwrap();
+    let left = dir.path().join("state.tmp-999-0");
+    std::fs::write(&left, b"half").unwrap();
+    assert_eq!(file.read::<Sample>().unwrap(), sample());
+    assert!(left.exists(), "a reader leaves it");
+    assert_eq!(file.load::<Sample>().unwrap().data, sample());
+    assert!(!left.exists(), "the writer's load removes it");
+}

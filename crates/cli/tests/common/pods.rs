@@ -54,8 +54,7 @@ impl Cluster {
             "metadata": {"name": CLASS},
             "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{DRIVER}\"")}}]},
         });
-        admin(
-            &api,
+        api.admin(
             "POST",
             "/apis/resource.k8s.io/v1/deviceclasses",
             Some(&class),
@@ -66,7 +65,7 @@ impl Cluster {
 
     /// Creates `pod` in `default`.
     pub async fn create(&self, pod: &Value) {
-        admin(&self.api, "POST", PODS, Some(pod)).await;
+        self.api.admin("POST", PODS, Some(pod)).await;
     }
 
     /// Deletes pod `default/NAME` at once (no kubelet confirms a graceful
@@ -86,7 +85,7 @@ impl Cluster {
 
     /// The pod `default/NAME` as the API has it.
     pub async fn pod(&self, name: &str) -> Value {
-        admin(&self.api, "GET", &format!("{PODS}/{name}"), None).await
+        self.api.admin("GET", &format!("{PODS}/{name}"), None).await
     }
 
     /// Creates ResourceClaimTemplate `default/NAME` for one GPU.
@@ -98,7 +97,7 @@ impl Cluster {
                 {"name": "gpu", "exactly": {"deviceClassName": CLASS}}]}}},
         });
         let path = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates";
-        admin(&self.api, "POST", path, Some(&template)).await;
+        self.api.admin("POST", path, Some(&template)).await;
     }
 
     /// Creates ResourceClaim `default/NAME` for one GPU.
@@ -109,12 +108,12 @@ impl Cluster {
             "spec": {"devices": {"requests": [
                 {"name": "gpu", "exactly": {"deviceClassName": CLASS}}]}},
         });
-        admin(&self.api, "POST", CLAIMS, Some(&claim)).await;
+        self.api.admin("POST", CLAIMS, Some(&claim)).await;
     }
 
     /// Every ResourceClaim in `default`.
     pub async fn claims(&self) -> Vec<Value> {
-        let list = admin(&self.api, "GET", CLAIMS, None).await;
+        let list = self.api.admin("GET", CLAIMS, None).await;
         list["items"].as_array().cloned().unwrap_or_default()
     }
 
@@ -123,7 +122,7 @@ impl Cluster {
     pub async fn events_of(&self, name: &str) -> Vec<Value> {
         let path =
             format!("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D{name}");
-        let list = admin(&self.api, "GET", &path, None).await;
+        let list = self.api.admin("GET", &path, None).await;
         list["items"]
             .as_array()
             .cloned()
@@ -132,18 +131,6 @@ impl Cluster {
             .filter(|e| e["source"]["component"] == "nodeplugins")
             .collect()
     }
-}
-
-/// `method path` as the admin, which must succeed.
-pub async fn admin(api: &KubeApi, method: &str, path: &str, body: Option<&Value>) -> Value {
-    let response = api.request(Identity::Admin, method, path, body).await;
-    assert!(
-        (200..300).contains(&response.status),
-        "{method} {path}: {} {}",
-        response.status,
-        response.body
-    );
-    response.body
 }
 
 /// One node: our agent on its own root as its own node identity, the
@@ -192,7 +179,7 @@ impl Node {
             let path = format!(
                 "/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3D{name}"
             );
-            let list = admin(&cluster.api, "GET", &path, None).await;
+            let list = cluster.api.admin("GET", &path, None).await;
             let count: usize = list["items"]
                 .as_array()?
                 .iter()
@@ -213,7 +200,7 @@ impl Node {
     pub async fn wait_node(&self, cluster: &Cluster, what: &str, pred: impl Fn(&Value) -> bool) {
         let path = format!("/api/v1/nodes/{}", self.name);
         eventually(what, TIMEOUT, || async {
-            let node = admin(&cluster.api, "GET", &path, None).await;
+            let node = cluster.api.admin("GET", &path, None).await;
             pred(&node).then_some(())
         })
         .await;
@@ -358,7 +345,14 @@ fn start_driver(root: &Path, kubeconfig: &Path, node: &str, gpus: usize) -> Chil
         .arg(root)
         .arg("--kubeconfig")
         .arg(kubeconfig)
-        .args(["--node-name", node, "--log-format", "json", "--log-level", "info"])
+        .args([
+            "--node-name",
+            node,
+            "--log-format",
+            "json",
+            "--log-level",
+            "info",
+        ])
         .env_remove("RUST_LOG")
         .args(["--devices", &gpus.to_string()])
         .arg("--cdi-dir")

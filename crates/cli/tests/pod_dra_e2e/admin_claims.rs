@@ -82,6 +82,29 @@ async fn pods_whose_claims_may_not_be_prepared_are_refused_naming_the_claim_and_
         "{error}"
     );
 
+    // Bound to another node: its claim is allocated one of this node's
+    // GPUs and reserved for it, yet this node must not prepare it (the
+    // device could end up used twice).
+    plain_claim(api, "elsewhere").await;
+    let mut stray = pod(
+        "stray",
+        json!([{"name": "gpu", "resourceClaimName": "elsewhere"}]),
+        &[("main", json!([{"name": "gpu"}]))],
+    );
+    stray["spec"]["nodeName"] = "node-2".into();
+    let created = admin(api, "POST", PODS, Some(&stray)).await;
+    let stray_uid = created["metadata"]["uid"].as_str().unwrap().to_string();
+    allocate(api, "elsewhere", &[("stray", &stray_uid)]).await;
+    let error = cluster.agent_prepare("stray").await.unwrap_err();
+    // The node's own identity may not even read another node's pod (the
+    // Node authorizer); broader credentials (a ServiceAccount) may, and
+    // then the agent refuses it itself.
+    assert!(
+        error.contains("pod default/stray is bound to node node-2, not node-1")
+            || error.contains("read pod default/stray") && error.contains("forbidden"),
+        "{error}"
+    );
+
     assert_eq!(
         prepared_devices(&cluster.driver_log),
         0,

@@ -121,13 +121,10 @@ async fn a_pod_that_ends_or_whose_claim_fails_gives_back_what_it_holds() {
     cluster.create(&gpu_pod("job")).await;
     node.pod_when("job", "admitted", admitted).await;
     let status = json!({"status": {"phase": "Succeeded"}});
-    admin(
-        &cluster.api,
-        "PATCH",
-        &format!("{PODS}/job/status"),
-        Some(&status),
-    )
-    .await;
+    cluster
+        .api
+        .admin("PATCH", &format!("{PODS}/job/status"), Some(&status))
+        .await;
     node.pod_when("job", "given back", |p| p["phase"] == "released")
         .await;
     assert_eq!(node.held().await, (0, 0));
@@ -197,13 +194,14 @@ async fn a_pod_bound_to_another_node_is_never_prepared_here() {
                 {"key": "metadata.name", "operator": "In", "values": [NODE]}]}]}},
         "reservedFor": [{"resource": "pods", "name": "elsewhere", "uid": uid}],
     }});
-    admin(
-        &cluster.api,
-        "PATCH",
-        &format!("{CLAIMS}/elsewhere/status"),
-        Some(&allocation),
-    )
-    .await;
+    cluster
+        .api
+        .admin(
+            "PATCH",
+            &format!("{CLAIMS}/elsewhere/status"),
+            Some(&allocation),
+        )
+        .await;
     // Our agent serves node-1's pods: a pod of its own comes and is
     // admitted, the other node's never shows.
     cluster.create(&gpu_pod("mine")).await;

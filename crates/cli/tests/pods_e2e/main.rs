@@ -26,36 +26,37 @@ use serde_json::Value;
 /// The node our agent serves.
 const NODE: &str = "node-1";
 
-/// The device ids of `container` of `pod` (a `nodeplugins pods` row).
-fn devices_of(pod: &Value, container: &str) -> BTreeSet<String> {
-    let container = containers(pod)
+/// Container `name` of `pod` (a `nodeplugins pods` row).
+fn container_of(pod: &Value, name: &str) -> Value {
+    containers(pod)
         .into_iter()
-        .find(|c| c["name"] == container)
-        .unwrap_or_else(|| panic!("no container {container} in {pod}"));
-    container["devices"][RESOURCE]
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no container {name} in {pod}"))
+}
+
+/// The strings of the JSON array `value` (none for anything else).
+fn strings(value: &Value) -> Vec<String> {
+    value
         .as_array()
-        .map(|ids| {
-            ids.iter()
-                .map(|id| id.as_str().unwrap().to_string())
+        .map(|items| {
+            items
+                .iter()
+                .map(|item| item.as_str().unwrap().to_string())
                 .collect()
         })
         .unwrap_or_default()
 }
 
+/// The device ids of `container` of `pod`.
+fn devices_of(pod: &Value, container: &str) -> BTreeSet<String> {
+    strings(&container_of(pod, container)["devices"][RESOURCE])
+        .into_iter()
+        .collect()
+}
+
 /// The CDI devices of `container` of `pod` from its claims.
 fn claim_cdi_of(pod: &Value, container: &str) -> Vec<String> {
-    let container = containers(pod)
-        .into_iter()
-        .find(|c| c["name"] == container)
-        .unwrap_or_else(|| panic!("no container {container} in {pod}"));
-    container["claim_cdi_devices"]
-        .as_array()
-        .map(|ids| {
-            ids.iter()
-                .map(|id| id.as_str().unwrap().to_string())
-                .collect()
-        })
-        .unwrap_or_default()
+    strings(&container_of(pod, container)["claim_cdi_devices"])
 }
 
 fn containers(pod: &Value) -> Vec<Value> {

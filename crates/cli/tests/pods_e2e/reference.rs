@@ -244,7 +244,7 @@ async fn reference_plugins(
         let path = format!(
             "/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3D{REFERENCE}"
         );
-        let list = admin(&cluster.api, "GET", &path, None).await;
+        let list = cluster.api.admin("GET", &path, None).await;
         (!list["items"].as_array()?.is_empty()).then_some(())
     })
     .await;

@@ -85,14 +85,16 @@ impl ClaimStore {
         }
     }
 
-    /// The prepared claims as they are now. (Each write replaces the file
-    /// whole, by a rename, so a read needs no lock.)
+    /// The prepared claims as they are now. Each write replaces the file
+    /// whole, by a rename, so a read needs no lock; and a read never writes
+    /// (a damaged file is read from its backup and left for the writer,
+    /// under its lock, to repair), so it never races a writer.
     pub(crate) async fn read(&self) -> Result<Prepared, StoreError> {
         match &self.kind {
             Kind::Memory(claims) => Ok(lock(claims).clone()),
             Kind::File { file, .. } => {
                 let file = file.clone();
-                tokio::task::spawn_blocking(move || load(&file))
+                tokio::task::spawn_blocking(move || read(&file))
                     .await
                     .map_err(StoreError::Task)?
             }
@@ -153,8 +155,23 @@ fn lock_file(path: &Path) -> Result<std::fs::File, StoreError> {
     })
 }
 
-/// The claims in `file` (blocking). A damaged file is moved aside and
-/// reported, and the claims start empty.
+/// The claims in `file` (blocking), without changing anything on disk.
+fn read(file: &CheckpointFile) -> Result<Prepared, StoreError> {
+    let stored: Stored = file.read()?;
+    Ok(by_uid(stored))
+}
+
+fn by_uid(stored: Stored) -> Prepared {
+    stored
+        .claims
+        .into_iter()
+        .map(|c| (c.claim.uid.clone(), c))
+        .collect()
+}
+
+/// The claims in `file` as its writer reads them, under the store's locks
+/// (blocking). A damaged file is moved aside and reported, and the claims
+/// start empty.
 fn load(file: &CheckpointFile) -> Result<Prepared, StoreError> {
     let loaded = match file.load::<Stored>() {
         Ok(loaded) => loaded,
@@ -167,12 +184,7 @@ fn load(file: &CheckpointFile) -> Result<Prepared, StoreError> {
     if let Some(recovered) = loaded.recovered {
         tracing::warn!("{recovered}");
     }
-    Ok(loaded
-        .data
-        .claims
-        .into_iter()
-        .map(|c| (c.claim.uid.clone(), c))
-        .collect())
+    Ok(by_uid(loaded.data))
 }
 
 #[cfg(test)]
@@ -219,8 +231,45 @@ mod tests {
         assert_eq!(stores[0].read().await.unwrap().len(), 40);
     }
 
+    #[tokio::test(flavor = "multi_thread")]
+    async fn reads_beside_writers_never_fail_and_never_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(ClaimStore::new(Some(dir.path())));
+        // A backup that differs from the checkpoint: a read that repaired
+        // it would race the writers for the file names.
+        store
+            .update(|claims| {
+                claims.insert("seed".into(), record("seed"));
+                ((), true)
+            })
+            .await
+            .unwrap();
+        std::fs::write(dir.path().join(STORE_BACKUP_FILE), b"stale").unwrap();
+        let work = (0..100).map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                if i % 2 == 0 {
+                    let uid = format!("claim-{i}");
+                    store
+                        .update(move |claims| {
+                            claims.insert(uid.clone(), record(&uid));
+                            ((), true)
+                        })
+                        .await
+                        .map(|()| 0)
+                } else {
+                    store.read().await.map(|claims| claims.len())
+                }
+            })
+        });
+        for done in futures::future::join_all(work).await {
+            done.unwrap().unwrap();
+        }
+        assert_eq!(store.read().await.unwrap().len(), 51);
+    }
+
     #[tokio::test]
-    async fn a_change_that_cannot_be_written_is_an_error_and_changes_nothing() {
+    async fn a_change_that_cannot_be_made_on_disk_is_an_error_and_changes_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let store = ClaimStore::new(Some(dir.path()));
         store
@@ -230,8 +279,12 @@ mod tests {
             })
             .await
             .unwrap();
-        // The temporary file's name taken by a directory: the write fails.
-        std::fs::create_dir(dir.path().join(format!("{STORE_FILE}.tmp"))).unwrap();
+        // The backup's name taken by a directory that is not empty: it can
+        // be neither read nor replaced.
+        let backup = dir.path().join(STORE_BACKUP_FILE);
+        std::fs::remove_file(&backup).unwrap();
+        std::fs::create_dir(&backup).unwrap();
+        std::fs::write(backup.join("keep"), b"x").unwrap();
         let failed = store
             .update(|claims| {
                 claims.insert("b".into(), record("b"));
