@@ -17,12 +17,22 @@ use common::pods::*;
 use nodeplugins_test_support::wait::eventually;
 use serde_json::Value;
 
+/// Whether pod `i` asks for a device: every other pod, and every fifth.
+fn wants_device(i: usize) -> bool {
+    i.is_multiple_of(2) || i.is_multiple_of(5)
+}
+
+/// Whether pod `i` asks for a GPU: every other pod, and every fifth.
+fn wants_gpu(i: usize) -> bool {
+    !i.is_multiple_of(2) || i.is_multiple_of(5)
+}
+
 /// Pod `name` on `node` (any node when `None`): every other pod asks for a
 /// device, every other one for a GPU from template `gpu`, every fifth for
 /// both.
 fn mixed_pod(name: &str, i: usize, node: Option<&str>) -> Value {
-    let devices = usize::from(i % 2 == 0 || i % 5 == 0);
-    let gpu = i % 2 == 1 || i % 5 == 0;
+    let devices = usize::from(wants_device(i));
+    let gpu = wants_gpu(i);
     let claims: &[&str] = if gpu { &["gpu"] } else { &[] };
     let mut pod = pod(
         name,
@@ -82,8 +92,8 @@ async fn two_hundred_pods_in_overlapping_waves_of_fifty_leave_nothing_allocated_
             let i: usize = pod["name"].as_str().unwrap()[3..].parse().unwrap();
             let devices = main["devices"][RESOURCE].as_array().map_or(0, Vec::len);
             let gpus = main["claim_cdi_devices"].as_array().map_or(0, Vec::len);
-            assert_eq!(devices, usize::from(i % 2 == 0 || i % 5 == 0), "{pod}");
-            assert_eq!(gpus, usize::from(i % 2 == 1 || i % 5 == 0), "{pod}");
+            assert_eq!(devices, usize::from(wants_device(i)), "{pod}");
+            assert_eq!(gpus, usize::from(wants_gpu(i)), "{pod}");
         }
         for name in &this {
             cluster.delete(name).await;
@@ -183,7 +193,7 @@ async fn ten_nodes_admit_the_hundred_pods_the_scheduler_spreads_each_once_despit
         "{prepares} prepares after the restart for {pending} pods not admitted before it"
     );
     let total_allocations: usize = nodes.iter().map(Node::allocate_calls).sum();
-    let device_pods = (0..PODS).filter(|i| i % 2 == 0 || i % 5 == 0).count();
+    let device_pods = (0..PODS).filter(|i| wants_device(*i)).count();
     assert!(
         total_allocations >= device_pods && total_allocations <= device_pods + 1,
         "{total_allocations} Allocate calls for {device_pods} pods with a device (one may be cut short by the SIGKILL)"

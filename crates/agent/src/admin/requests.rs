@@ -144,7 +144,7 @@ async fn pods(sources: &StatusSources, namespace: Option<String>, name: Option<S
 /// `result` as a reply line: the answer, or `{"error": ...}`.
 fn reply<T: serde::Serialize, E: std::fmt::Display>(result: Result<T, E>) -> Value {
     match result {
-        Ok(answer) => serde_json::to_value(answer).unwrap_or_else(|e| error_reply(e)),
+        Ok(answer) => serde_json::to_value(answer).unwrap_or_else(error_reply),
         Err(e) => error_reply(e),
     }
 }

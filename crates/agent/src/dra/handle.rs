@@ -617,9 +617,13 @@ impl DraHandle {
 struct PrepareDone {
     /// (driver, result) of claims prepared before.
     recorded: Vec<(String, PreparedClaim)>,
-    /// Per driver called: the claims, and the call's outcome.
-    called: Vec<(String, Vec<ClaimRef>, Result<Vec<PreparedClaim>, DraError>)>,
+    /// Each driver called.
+    called: Vec<DriverCall>,
 }
+
+/// One driver called by a prepare: the driver, its claims, and the call's
+/// outcome.
+type DriverCall = (String, Vec<ClaimRef>, Result<Vec<PreparedClaim>, DraError>);
 
 /// Waits for the write a change needs before the drivers are called.
 async fn on_disk(written: Option<WriteDone>) -> Result<(), DraError> {

@@ -282,9 +282,12 @@ mod tests {
         assert_eq!(names, ["u0", "serve", "train"]);
     }
 
-    /// The pods owner's snapshot with `admitted` pods (uid, name,
-    /// containers and their kinds) and one pod that waits.
-    fn served(admitted: &[(&str, &str, &[(&str, ContainerKind)])]) -> PodsSnapshot {
+    /// An admitted pod: UID, name, and its containers with their kinds.
+    type Admitted<'a> = (&'a str, &'a str, &'a [(&'a str, ContainerKind)]);
+
+    /// The pods owner's snapshot with `admitted` pods and one pod that
+    /// waits.
+    fn served(admitted: &[Admitted<'_>]) -> PodsSnapshot {
         let row = |uid: &str, name: &str, phase, containers: &[(&str, ContainerKind)]| {
             let status = PodStatus {
                 pod: PodRef {
