@@ -286,7 +286,8 @@ async fn resource_slices_are_wiped_at_start_and_after_a_drivers_grace_period_onl
 async fn an_api_server_away_blocks_nothing_and_gets_the_latest_state_when_back() {
     let mut api = api().await;
     let root = tempfile::tempdir().unwrap();
-    let _agent = publishing_agent(&api, root.path(), &[]);
+    // Devices allocated by hand while the API server is away.
+    let _agent = publishing_agent(&api, root.path(), &["--pods", "off"]);
     let mut plugin = example_device_plugin(root.path(), RESOURCE, 2);
     node_when(&api, NODE, "resource published", |n| {
         has(n, RESOURCE, "2", "2")

@@ -16,7 +16,8 @@ use nodeplugins_api::dra::v1;
 use nodeplugins_api::dra::v1::dra_plugin_client::DraPluginClient;
 use nodeplugins_api::transport::dial;
 use nodeplugins_sdk::dra_driver::{
-    Claim, DraDriver, DraDriverServer, PreparedClaim, PreparedDevice, PreparedState, STORE_FILE,
+    Claim, DraDriver, DraDriverServer, PreparedClaim, PreparedDevice, PreparedState,
+    STORE_BACKUP_FILE,
 };
 use nodeplugins_test_support::wait::TIMEOUT;
 use tokio::sync::{Notify, watch};
@@ -154,11 +155,12 @@ async fn start(root: &Path, driver: Arc<Driver>, serialize: bool) -> Running {
     Running { server, shutdown }
 }
 
-/// Makes every write of the record fail: its temporary file's name is
-/// taken by a directory.
+/// Makes every change of the record fail: its backup's name is taken by a
+/// directory that is not empty, which can be neither read nor replaced.
 fn block_writes(root: &Path) -> std::path::PathBuf {
-    let blocker = root.join(format!("plugins/{DRIVER}/{STORE_FILE}.tmp"));
-    std::fs::create_dir_all(&blocker).unwrap();
+    let blocker = root.join(format!("plugins/{DRIVER}/{STORE_BACKUP_FILE}"));
+    let _ = std::fs::remove_file(&blocker);
+    std::fs::create_dir_all(blocker.join("keep")).unwrap();
     blocker
 }
 
@@ -180,7 +182,7 @@ async fn a_claim_that_cannot_be_recorded_before_preparing_fails_and_the_driver_i
     assert!(driver.prepared.lock().unwrap().is_empty(), "not called");
 
     // Once the record can be written, the claim is prepared.
-    std::fs::remove_dir(blocker).unwrap();
+    std::fs::remove_dir_all(blocker).unwrap();
     let results = prepare(&mut client, &["c1"]).await;
     assert_eq!(results["uid-c1"].error, "");
     assert_eq!(results["uid-c1"].devices[0].device_name, "dev-uid-c1");
@@ -212,7 +214,7 @@ async fn a_prepared_claim_whose_answer_cannot_be_recorded_fails_and_unprepare_st
         error.starts_with("prepared, but the record could not be written"),
         "{error}"
     );
-    std::fs::remove_dir(blocker).unwrap();
+    std::fs::remove_dir_all(blocker).unwrap();
 
     // A restart later, unprepare is told the prepare was interrupted.
     drop(client);

@@ -11,9 +11,11 @@
 //!    gives back every device of the pod: the pod is admitted whole or not
 //!    at all.
 //! 2. **Claims**: read from the API and checked (allocated, reserved for
-//!    the pod), then prepared by the DRA manager, which records them before
-//!    any driver is called. Claims the records show prepared for the pod
-//!    already (the agent restarted) cost neither a read nor a call.
+//!    the pod) while the devices are allocated (a read changes nothing, and
+//!    the pod is ready a round trip sooner), then, once the devices are,
+//!    prepared by the DRA manager, which records them before any driver is
+//!    called. Claims the records show prepared for the pod already (the
+//!    agent restarted) cost neither a read nor a call.
 //! 3. **What each container gets**: its allocations merged, and the CDI
 //!    devices of the claims it names.
 //!
@@ -96,13 +98,18 @@ pub(crate) struct Admitter {
 
 impl Admitter {
     /// Admits `pod`: each container with what it got, init containers
-    /// first.
+    /// first. The pod's claims are read while its devices are allocated
+    /// (the read changes nothing), and prepared only once its devices are.
     pub(crate) async fn admit(
         &self,
         pod: &Pod,
         pod_ref: &PodRef,
     ) -> Result<Vec<ContainerResources>, AdmissionError> {
-        let allocations = match self.allocate_devices(pod, pod_ref).await {
+        let (allocations, claims) = tokio::join!(
+            self.allocate_devices(pod, pod_ref),
+            self.read_claims(pod, pod_ref)
+        );
+        let allocations = match allocations {
             Ok(allocations) => allocations,
             Err(e) => {
                 // Admitted whole or not at all: what earlier containers got
@@ -113,7 +120,7 @@ impl Admitter {
                 return Err(e);
             }
         };
-        let claims = self.prepare_claims(pod, pod_ref).await?;
+        let claims = self.prepare_claims(claims?).await?;
         Ok(allocations
             .into_iter()
             .map(|(name, kind, allocations)| {
@@ -192,28 +199,39 @@ impl Admitter {
         Ok(containers)
     }
 
-    /// Step 2: the pod's claims prepared; container → its CDI devices.
-    async fn prepare_claims(
-        &self,
-        pod: &Pod,
-        pod_ref: &PodRef,
-    ) -> Result<BTreeMap<String, Vec<String>>, AdmissionError> {
+    /// Step 2, first half: the pod's claims, as the records have them when
+    /// they are prepared for it already, else read from the API and
+    /// checked.
+    async fn read_claims(&self, pod: &Pod, pod_ref: &PodRef) -> Result<Claims, AdmissionError> {
         let names = claim_names_of(pod).map_err(|e| AdmissionError::Claims(Arc::new(e)))?;
         if names.is_empty() {
-            return Ok(BTreeMap::new());
+            return Ok(Claims::None);
         }
         let containers: Vec<String> = spec::containers(pod)
             .into_iter()
             .map(|(c, _)| c.name.clone())
             .collect();
-        let (claims, results) = match self.restored(pod_ref, &names, &containers).await? {
-            Some(restored) => restored,
-            None => {
-                let claims = self
-                    .claims
-                    .read_for(pod)
-                    .await
-                    .map_err(|e| AdmissionError::Claims(Arc::new(e)))?;
+        if let Some((claims, results)) = self.restored(pod_ref, &names, &containers).await? {
+            return Ok(Claims::Prepared(claims, results));
+        }
+        let claims = self
+            .claims
+            .read_for(pod)
+            .await
+            .map_err(|e| AdmissionError::Claims(Arc::new(e)))?;
+        Ok(Claims::Read(claims))
+    }
+
+    /// Step 2, second half: the claims prepared; container → its CDI
+    /// devices.
+    async fn prepare_claims(
+        &self,
+        claims: Claims,
+    ) -> Result<BTreeMap<String, Vec<String>>, AdmissionError> {
+        let (claims, results) = match claims {
+            Claims::None => return Ok(BTreeMap::new()),
+            Claims::Prepared(claims, results) => (claims, results),
+            Claims::Read(claims) => {
                 let results = self.dra.prepare_pod(&claims.claims).await?;
                 let failures: Vec<String> = results
                     .iter()
@@ -291,6 +309,16 @@ impl Admitter {
             results,
         )))
     }
+}
+
+/// A pod's claims, before they are prepared.
+enum Claims {
+    /// It uses none.
+    None,
+    /// Prepared for it already, as recorded, with their results.
+    Prepared(PodClaims, Vec<PodClaimResult>),
+    /// Read from the API and checked: to prepare.
+    Read(PodClaims),
 }
 
 /// The allocations `held` (the pod's) of `container`, when it holds every

@@ -308,6 +308,8 @@ impl Owner {
                 self.watch_error = None;
                 self.reconcile();
                 self.next_reconcile = Instant::now() + self.config.reconcile_period;
+                // Listed shows even when no pod changed.
+                self.publish();
             }
             PodWatchEvent::Applied(pod) => {
                 self.upsert(pod);

@@ -127,6 +127,12 @@ async fn calls_go_to_the_newest_connected_instance_and_fall_back() {
         .register(DRIVER, &new.endpoint(), &both())
         .await
         .unwrap();
+    // Both connected: the newest is used. (While only the old one is, it
+    // would be: the newest connected instance comes first.)
+    node.wait("both instances connected", |s| {
+        s.is_some_and(|s| s.instances.len() == 2 && s.instances.iter().all(|i| i.connected))
+    })
+    .await;
     assert_eq!(prepared_by(&node, "1").await, "share-new");
 
     // The new instance's server stops: noticed without any call, and calls
