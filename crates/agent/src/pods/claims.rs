@@ -30,6 +30,12 @@ mod error;
 
 pub use error::PodClaimsError;
 
+/// How soon a claim read refused with 403 is asked again; it doubles.
+const FORBIDDEN_RETRY_INITIAL: Duration = Duration::from_millis(5);
+/// How long a claim read refused with 403 is asked again before the
+/// refusal counts (the Node authorizer's graph is milliseconds behind).
+const FORBIDDEN_RETRY_FOR: Duration = Duration::from_secs(2);
+
 /// Reads pods and their claims with the agent's current client. Cheap to
 /// clone.
 #[derive(Clone)]
@@ -89,7 +95,7 @@ impl PodClaimsReader {
             async move {
                 let what = format!("ResourceClaim {namespace}/{claim_name}");
                 let claim = self
-                    .get(claims_api, claim_name, &what)
+                    .get_claim(claims_api, claim_name, &what)
                     .await?
                     .ok_or_else(|| PodClaimsError::ClaimNotFound {
                         claim: format!("{namespace}/{claim_name}"),
@@ -131,6 +137,32 @@ impl PodClaimsReader {
         let pods: Api<Pod> = Api::namespaced(self.client(), namespace);
         self.get(&pods, name, &format!("pod {namespace}/{name}"))
             .await
+    }
+
+    /// A claim of a pod just bound: a node identity may read it once the
+    /// Node authorizer's graph, which follows pods and claims a moment
+    /// behind the API, has the pod on this node. Until then the answer is
+    /// 403, so a 403 is asked again a few times, soon, before it counts.
+    async fn get_claim(
+        &self,
+        api: &Api<ResourceClaim>,
+        name: &str,
+        what: &str,
+    ) -> Result<Option<ResourceClaim>, PodClaimsError> {
+        let mut wait = FORBIDDEN_RETRY_INITIAL;
+        let deadline = tokio::time::Instant::now() + FORBIDDEN_RETRY_FOR;
+        loop {
+            match self.get(api, name, what).await {
+                Err(PodClaimsError::Read {
+                    source: kube::Error::Api(status),
+                    ..
+                }) if status.code == 403 && tokio::time::Instant::now() + wait < deadline => {
+                    tokio::time::sleep(wait).await;
+                    wait *= 2;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// One GET; `None` for 404.
