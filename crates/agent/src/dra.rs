@@ -36,6 +36,7 @@
 mod calls;
 mod checkpoint;
 mod claim;
+mod claim_calls;
 mod cleanup;
 mod cleanup_scheduler;
 mod command;

@@ -33,6 +33,7 @@
 //! | `tracked` | one pod's state and every decision about it |
 //! | `admission` | admitting one pod: devices, then claims |
 //! | `release` | giving back what one pod held |
+//! | `held` | what the node holds for pods, from both managers |
 //! | `spec` | what a pod asks for, read from the pod |
 //! | `claims` | a pod's ResourceClaims read and checked |
 //! | `container` | what a container gets, merged as the kubelet merges it |
@@ -50,6 +51,8 @@ mod config;
 mod container;
 #[cfg(feature = "kube")]
 mod handle;
+#[cfg(feature = "kube")]
+mod held;
 #[cfg(feature = "kube")]
 mod kube_events;
 #[cfg(feature = "kube")]

@@ -4,7 +4,6 @@
 //! device lists and allocations are shared with the manager rather than
 //! copied.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,6 +45,17 @@ struct ResourceSnapshot {
 }
 
 impl DeviceSnapshot {
+    /// A running manager's snapshot holding `allocations` (sorted by pod
+    /// UID, container and resource) and no resource: for tests of readers.
+    #[cfg(test)]
+    pub(crate) fn with_allocations(allocations: Vec<Arc<ContainerAllocation>>) -> Self {
+        Self {
+            restored: true,
+            allocations,
+            ..Self::default()
+        }
+    }
+
     /// Published by the running manager, once it had read its checkpoint
     /// (until then it knows no allocation).
     pub fn running(&self) -> bool {
@@ -101,14 +111,6 @@ impl DeviceSnapshot {
             .take_while(|a| a.pod_uid == pod_uid)
             .count();
         &self.allocations[start..start + len]
-    }
-
-    /// The UIDs of the pods that hold devices.
-    pub fn pod_uids(&self) -> BTreeSet<&str> {
-        self.allocations
-            .iter()
-            .map(|a| a.pod_uid.as_str())
-            .collect()
     }
 
     /// Whether `resource` is a device plugin resource: one a plugin

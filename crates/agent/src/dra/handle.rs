@@ -1,28 +1,26 @@
 //! What callers hold: a cheap handle to the DRA manager's task. Prepare and
-//! unprepare run in the caller's task over the instance's connection; the
-//! manager's task only says which instance to use.
+//! unprepare run in the caller's task over the instance's connection
+//! ([`ClaimCalls`]); the manager's task decides what to call and records
+//! what came of it.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
-use super::calls;
-use super::calls::Operation;
-use super::claim::{ClaimPod, ClaimRef, ClaimResult, PreparedClaim, UnpreparedClaim};
-use super::command::{Command, Route, Shared, WriteDone};
+use super::claim::{ClaimPod, ClaimRef, PreparedClaim, UnpreparedClaim};
+use super::claim_calls::ClaimCalls;
+use super::command::{Command, Shared};
 use super::config::DraManagerConfig;
-use super::connection::Channel;
-use super::error::{DraError, RecordError};
+use super::error::DraError;
 use super::metrics::DraMetrics;
 use super::pod::{PodClaim, PodClaimResult, PodClaimUnprepared};
-use super::records::{ClaimToPrepare, PreparedClaims, RecordedClaim};
-use super::service::{DraService, choose_health_service, choose_service};
+use super::records::{PreparedClaims, RecordedClaim};
+use super::service::{choose_health_service, choose_service};
 use super::snapshot::DraSnapshot;
 use super::status::DraDriverStatus;
-use crate::checkpoint::{CheckpointProblem, WrittenReply};
+use crate::checkpoint::CheckpointProblem;
 use crate::event::AgentEvent;
 use crate::owner::{self, Mailbox};
 
@@ -43,6 +41,11 @@ impl DraHandle {
     /// The settings.
     pub fn config(&self) -> &DraManagerConfig {
         &self.shared.config
+    }
+
+    /// The steps of prepares and unprepares, in the caller's task.
+    fn calls(&self) -> ClaimCalls<'_> {
+        ClaimCalls::new(&self.commands, &self.shared)
     }
 
     /// The manager's metrics.
@@ -145,22 +148,6 @@ impl DraHandle {
             .await;
     }
 
-    /// The instance calls for `driver` go to: its endpoint, service and channel.
-    pub(super) fn pick(&self, driver: &str) -> Result<Route, DraError> {
-        if driver.is_empty() {
-            return Err(DraError::EmptyName);
-        }
-        if self.commands.is_closed() {
-            return Err(DraError::Stopping);
-        }
-        self.shared
-            .routes
-            .borrow()
-            .get(driver)
-            .cloned()
-            .ok_or_else(|| DraError::NotRegistered(driver.into()))
-    }
-
     /// Prepares `claims` with `driver`'s instance in use. Each claim is
     /// recorded before the driver is called, so that one the driver fails
     /// (or a call cut short) can still be unprepared; one it prepared
@@ -172,7 +159,7 @@ impl DraHandle {
         driver: &str,
         claims: &[ClaimRef],
     ) -> Result<Vec<PreparedClaim>, DraError> {
-        self.prepare_with(driver, claims, None).await
+        self.calls().prepare_with(driver, claims, None).await
     }
 
     /// [`prepare`](Self::prepare) for `pod`, which is recorded as using the
@@ -184,39 +171,7 @@ impl DraHandle {
         claims: &[ClaimRef],
         pod: &ClaimPod,
     ) -> Result<Vec<PreparedClaim>, DraError> {
-        self.prepare_with(driver, claims, Some(pod)).await
-    }
-
-    async fn prepare_with(
-        &self,
-        driver: &str,
-        claims: &[ClaimRef],
-        pod: Option<&ClaimPod>,
-    ) -> Result<Vec<PreparedClaim>, DraError> {
-        self.pick(driver)?;
-        let requests = claims
-            .iter()
-            .map(|claim| ClaimToPrepare {
-                claim: claim.clone(),
-                drivers: vec![driver.to_string()],
-                user: pod.cloned(),
-            })
-            .collect();
-        let done = self.run_prepare(requests).await?;
-        let mut results: HashMap<String, PreparedClaim> = done
-            .recorded
-            .into_iter()
-            .map(|(_, result)| (result.claim.uid.clone(), result))
-            .collect();
-        for (_, _, outcome) in done.called {
-            for result in outcome? {
-                results.insert(result.claim.uid.clone(), result);
-            }
-        }
-        Ok(claims
-            .iter()
-            .filter_map(|claim| results.remove(&claim.uid))
-            .collect())
+        self.calls().prepare_with(driver, claims, Some(pod)).await
     }
 
     /// Prepares a pod's claims, each with every driver of its allocation,
@@ -229,82 +184,7 @@ impl DraHandle {
     /// driver's failed call fails each of its claims. One result per claim
     /// and driver, in claim order, then driver.
     pub async fn prepare_pod(&self, claims: &[PodClaim]) -> Result<Vec<PodClaimResult>, DraError> {
-        let requests = claims
-            .iter()
-            .map(|c| ClaimToPrepare {
-                claim: c.claim.clone(),
-                drivers: c.drivers.clone(),
-                user: Some(c.user.clone()),
-            })
-            .collect();
-        let done = self.run_prepare(requests).await?;
-        // (claim UID, driver) → result.
-        let mut results: BTreeMap<(String, String), PreparedClaim> = done
-            .recorded
-            .into_iter()
-            .map(|(driver, result)| ((result.claim.uid.clone(), driver), result))
-            .collect();
-        for (driver, called, outcome) in done.called {
-            match outcome {
-                Ok(done) => {
-                    for result in done {
-                        results.insert((result.claim.uid.clone(), driver.clone()), result);
-                    }
-                }
-                Err(e) => {
-                    for claim in called {
-                        let failed = PreparedClaim {
-                            devices: Vec::new(),
-                            error: Some(e.to_string()),
-                            claim,
-                        };
-                        results.insert((failed.claim.uid.clone(), driver.clone()), failed);
-                    }
-                }
-            }
-        }
-        Ok(claims
-            .iter()
-            .flat_map(|claim| claim.drivers.iter().map(move |d| (claim, d)))
-            .filter_map(|(claim, driver)| {
-                let result = results.remove(&(claim.claim.uid.clone(), driver.clone()))?;
-                Some(PodClaimResult {
-                    driver: driver.clone(),
-                    result,
-                })
-            })
-            .collect())
-    }
-
-    /// A prepare's three steps: the owner checks and records the claims
-    /// (the caller waits until that is on disk), the drivers are called,
-    /// each at once, and the owner records what they prepared.
-    async fn run_prepare(&self, claims: Vec<ClaimToPrepare>) -> Result<PrepareDone, DraError> {
-        let (plan, written) = self
-            .commands
-            .ask(|reply| Command::BeginPrepare { claims, reply })
-            .await
-            .map_err(|_| DraError::Stopping)??;
-        on_disk(written).await?;
-        let calls = plan.calls.into_iter().map(|(driver, claims)| async move {
-            let outcome = self
-                .call(&driver, &claims, Operation::Prepare, calls::prepare)
-                .await;
-            (driver, claims, outcome)
-        });
-        let called = futures::future::join_all(calls).await;
-        let results = called
-            .iter()
-            .filter_map(|(driver, _, outcome)| {
-                Some((driver.clone(), outcome.as_ref().ok()?.clone()))
-            })
-            .collect();
-        self.finish(|reply| Command::FinishPrepare { results, reply })
-            .await;
-        Ok(PrepareDone {
-            recorded: plan.recorded,
-            called,
-        })
+        self.calls().prepare_pod(claims).await
     }
 
     /// Unprepares what pod `pod_uid` uses, as recorded. A claim no other pod
@@ -314,87 +194,7 @@ impl DraHandle {
     /// for the pod (with its error here), so that unpreparing the pod again
     /// tries again. No pod may start using a claim while it is unprepared.
     pub async fn unprepare_pod(&self, pod_uid: &str) -> Result<Vec<PodClaimUnprepared>, DraError> {
-        let pod_uid = pod_uid.to_string();
-        let (plan, written) = self
-            .commands
-            .ask(|reply| Command::BeginUnprepare { pod_uid, reply })
-            .await
-            .map_err(|_| DraError::Stopping)?;
-        if let Err(e) = on_disk(written).await {
-            // Only the pod's place among a shared claim's users changed.
-            tracing::error!(error = %e, "prepared claims not recorded on disk");
-        }
-        // Claim UID → (claim, drivers).
-        let mut claims: BTreeMap<String, (ClaimRef, Vec<String>)> = BTreeMap::new();
-        for (driver, called) in &plan.calls {
-            for claim in called {
-                let entry = claims
-                    .entry(claim.uid.clone())
-                    .or_insert_with(|| (claim.clone(), Vec::new()));
-                entry.1.push(driver.clone());
-            }
-        }
-        let calls = plan.calls.iter().map(|(driver, claims)| async move {
-            let outcome = self
-                .call(driver, claims, Operation::Unprepare, calls::unprepare)
-                .await;
-            (driver, claims, outcome)
-        });
-        let called = futures::future::join_all(calls).await;
-        // Claim UID → why each driver that failed it did.
-        let mut failures: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        let mut unprepared = Vec::new();
-        for (driver, claims, outcome) in called {
-            match outcome {
-                Ok(results) => {
-                    let mut done = Vec::new();
-                    for result in results {
-                        match result.error {
-                            None => done.push(result.claim.uid),
-                            Some(error) => failures
-                                .entry(result.claim.uid)
-                                .or_default()
-                                .push(format!("DRA driver {driver}: {error}")),
-                        }
-                    }
-                    unprepared.push((driver.clone(), done));
-                }
-                Err(e) => {
-                    for claim in claims {
-                        let failed = failures.entry(claim.uid.clone()).or_default();
-                        failed.push(e.to_string());
-                    }
-                }
-            }
-        }
-        let ended = claims.keys().cloned().collect();
-        self.finish(|reply| Command::FinishUnprepare {
-            unprepared,
-            ended,
-            reply,
-        })
-        .await;
-        let shared = plan
-            .shared
-            .into_iter()
-            .map(|(claim, drivers)| PodClaimUnprepared {
-                claim,
-                drivers,
-                unprepared: false,
-                error: None,
-            });
-        let mut done: Vec<PodClaimUnprepared> = claims
-            .into_iter()
-            .map(|(uid, (claim, drivers))| PodClaimUnprepared {
-                claim,
-                drivers,
-                unprepared: true,
-                error: failures.get(&uid).map(|f| f.join("; ")),
-            })
-            .chain(shared)
-            .collect();
-        done.sort_by(|a, b| a.claim.uid.cmp(&b.claim.uid));
-        Ok(done)
+        self.calls().unprepare_pod(pod_uid).await
     }
 
     /// Unprepares `claims` with `driver`'s instance in use, and forgets what
@@ -405,21 +205,7 @@ impl DraHandle {
         driver: &str,
         claims: &[ClaimRef],
     ) -> Result<Vec<UnpreparedClaim>, DraError> {
-        let results = self
-            .call(driver, claims, Operation::Unprepare, calls::unprepare)
-            .await?;
-        let uids = results
-            .iter()
-            .filter(|r| r.error.is_none())
-            .map(|r| r.claim.uid.clone())
-            .collect();
-        self.finish(|reply| Command::FinishUnprepare {
-            unprepared: vec![(driver.to_string(), uids)],
-            ended: Vec::new(),
-            reply,
-        })
-        .await;
-        Ok(results)
+        self.calls().unprepare(driver, claims).await
     }
 
     /// Unprepares each of `claims` with every driver that prepared it, as
@@ -427,60 +213,7 @@ impl DraHandle {
     /// any of its drivers failed to unprepare (per claim or as a whole call),
     /// naming each such driver. What the others unprepared is forgotten.
     pub async fn unprepare_recorded(&self, claims: &[ClaimRef]) -> Vec<UnpreparedClaim> {
-        let recorded = self.shared.prepared.borrow().clone();
-        let mut by_driver: BTreeMap<String, Vec<ClaimRef>> = BTreeMap::new();
-        // Claim UID → why each driver that failed it did, in driver order.
-        let mut failures: HashMap<String, Vec<String>> = HashMap::new();
-        let mut unknown: HashSet<&str> = HashSet::new();
-        for claim in claims {
-            let mut drivers = recorded.drivers_of(&claim.uid).peekable();
-            if drivers.peek().is_none() {
-                unknown.insert(&claim.uid);
-            }
-            for record in drivers {
-                by_driver
-                    .entry(record.driver.clone())
-                    .or_default()
-                    .push(claim.clone());
-            }
-        }
-        drop(recorded);
-        for (driver, group) in by_driver {
-            match self.unprepare(&driver, &group).await {
-                Ok(done) => {
-                    for result in done {
-                        if let Some(error) = result.error {
-                            let failed = failures.entry(result.claim.uid).or_default();
-                            failed.push(format!("DRA driver {driver}: {error}"));
-                        }
-                    }
-                }
-                Err(e) => {
-                    let error = match e {
-                        // These name the driver already.
-                        DraError::Call { .. } | DraError::NotRegistered(_) => e.to_string(),
-                        e => format!("DRA driver {driver}: {e}"),
-                    };
-                    for claim in group {
-                        failures.entry(claim.uid).or_default().push(error.clone());
-                    }
-                }
-            }
-        }
-        claims
-            .iter()
-            .map(|claim| {
-                let error = if unknown.contains(claim.uid.as_str()) {
-                    Some("the claim is not prepared on this node; name its driver to unprepare it anyway".into())
-                } else {
-                    failures.get(&claim.uid).map(|failed| failed.join("; "))
-                };
-                UnpreparedClaim {
-                    claim: claim.clone(),
-                    error,
-                }
-            })
-            .collect()
+        self.calls().unprepare_recorded(claims).await
     }
 
     /// The prepared claims, one record per claim and driver that prepared
@@ -527,15 +260,6 @@ impl DraHandle {
         Ok(running.clone())
     }
 
-    /// Tells the task what the drivers did and waits until it is on disk; a
-    /// failed write is logged (the drivers did it either way) and shows in
-    /// [`checkpoint_problem`](Self::checkpoint_problem).
-    async fn finish(&self, command: impl FnOnce(WrittenReply) -> Command) {
-        if let Ok(Err(e)) = self.commands.ask(command).await {
-            tracing::error!(error = %e, "prepared claims not recorded on disk");
-        }
-    }
-
     /// The UIDs of the pods named `namespace/name` that the prepared claims
     /// record (more than one when a pod was made again under its name).
     pub async fn recorded_pod_uids(
@@ -549,51 +273,6 @@ impl DraHandle {
             .into_iter()
             .map(str::to_string)
             .collect())
-    }
-
-    /// One call to the instance in use, timed in the metrics.
-    async fn call<R: ClaimResult, F>(
-        &self,
-        driver: &str,
-        claims: &[ClaimRef],
-        operation: Operation,
-        call: impl FnOnce(Channel, DraService, Vec<ClaimRef>, Duration) -> F,
-    ) -> Result<Vec<R>, DraError>
-    where
-        F: Future<Output = Result<Vec<R>, tonic::Status>>,
-    {
-        let Route {
-            endpoint,
-            service,
-            channel,
-            ..
-        } = self.pick(driver)?;
-        if claims.is_empty() {
-            return Ok(Vec::new());
-        }
-        let started = Instant::now();
-        let result = call(
-            channel,
-            service,
-            claims.to_vec(),
-            self.config().call_timeout,
-        )
-        .await;
-        let (code, failed) = match &result {
-            Ok(claims) => (tonic::Code::Ok, claims.iter().any(ClaimResult::failed)),
-            Err(status) => (status.code(), true),
-        };
-        let took = started.elapsed();
-        self.shared
-            .metrics
-            .call(operation.metric_name(), driver, service, took, code, failed);
-        result.map_err(|status| DraError::Call {
-            driver: driver.into(),
-            endpoint,
-            operation: operation.rpc_name(),
-            code: status.code(),
-            message: status.message().into(),
-        })
     }
 
     /// The drivers, sorted by name.
@@ -610,29 +289,5 @@ impl DraHandle {
     ) -> Result<Option<Vec<DraDriverStatus>>, DraManagerStopped> {
         let read = || self.status();
         owner::wait_for(&self.shared.changes, timeout, DraManagerStopped, read, pred).await
-    }
-}
-
-/// What a prepare found recorded and what its calls came to.
-struct PrepareDone {
-    /// (driver, result) of claims prepared before.
-    recorded: Vec<(String, PreparedClaim)>,
-    /// Each driver called.
-    called: Vec<DriverCall>,
-}
-
-/// One driver called by a prepare: the driver, its claims, and the call's
-/// outcome.
-type DriverCall = (String, Vec<ClaimRef>, Result<Vec<PreparedClaim>, DraError>);
-
-/// Waits for the write a change needs before the drivers are called.
-async fn on_disk(written: Option<WriteDone>) -> Result<(), DraError> {
-    match written {
-        None => Ok(()),
-        Some(written) => match written.await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(DraError::Record(RecordError(e))),
-            Err(_) => Err(DraError::Stopping),
-        },
     }
 }

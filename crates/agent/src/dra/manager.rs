@@ -14,21 +14,21 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::checkpoint::{self, DraCheckpoint};
+use super::checkpoint;
 use super::cleanup::{CleanupDone, DriverCleanup, node_started};
 use super::cleanup_scheduler::{CleanupScheduler, Finished, Rescheduled};
-use super::command::{Command, Route, Routes, Shared, WriteDone};
+use super::command::{Command, Route, Routes, Shared};
 use super::config::DraManagerConfig;
 use super::connection::{Channel, Demand, Link, LinkEvent, Monitor, MonitorConfig, SocketWatcher};
 use super::error::DraError;
 use super::handle::DraHandle;
 use super::health;
 use super::metrics::DraMetrics;
-use super::records::{PreparePlan, PreparedClaims, UnpreparePlan};
+use super::records::PreparedClaims;
 use super::service::{DraService, HealthService};
 use super::snapshot::{DraSnapshot, DriverSnapshot};
 use super::state::{Driver, Instance, InstanceId, State};
-use crate::checkpoint::{CheckpointProblem, Persister, Written, WrittenReply};
+use crate::checkpoint::Persister;
 use crate::event::{AgentEvent, EventKind};
 use crate::owner::Mailbox;
 use crate::shards::Shards;
@@ -37,6 +37,8 @@ use nodeplugins_api::timer::sleep_until;
 
 mod claims;
 mod cleanups;
+
+use claims::Claims;
 #[cfg(test)]
 mod tests;
 
@@ -94,18 +96,14 @@ impl DraManager {
     /// with backoff until it succeeds) and manages drivers until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) {
         let tasks = TaskTracker::new();
-        let mut claims = PreparedClaims::default();
-        let mut load_problem = None;
-        let persister = match &self.config.state_dir {
-            None => None,
+        let claims = match &self.config.state_dir {
+            None => Claims::new(self.prepared, PreparedClaims::default(), None, None),
             Some(dir) => {
                 let (loaded, problem) = checkpoint::load(dir).await;
-                claims = loaded;
-                load_problem = problem;
-                Some(Persister::start(checkpoint::file(dir), &tasks))
+                let persister = Persister::start(checkpoint::file(dir), &tasks);
+                Claims::new(self.prepared, loaded, Some(persister), problem)
             }
         };
-        self.prepared.send_replace(Arc::new(claims.loaded()));
         tasks.spawn(node_started(self.cleanup.clone(), shutdown.clone()));
         let (links_tx, links) = mpsc::unbounded_channel();
         let (health_tx, health) = mpsc::unbounded_channel();
@@ -121,14 +119,11 @@ impl DraManager {
             events: self.events,
             changes: self.changes,
             routes: self.routes,
-            prepared: self.prepared,
+            claims,
             snapshot: self.snapshot,
             published: false,
             rows: Shards::default(),
             touched: HashSet::new(),
-            unpreparing: HashSet::new(),
-            persister,
-            load_problem,
             tasks,
             sockets: SocketWatcher::new(shutdown.clone()),
             shutdown,
@@ -154,8 +149,8 @@ struct Owner {
     changes: watch::Sender<u64>,
     /// Where each driver's calls go, published for handles.
     routes: watch::Sender<Arc<Routes>>,
-    /// The prepared claims, published for handles.
-    prepared: watch::Sender<Arc<PreparedClaims>>,
+    /// The prepared claims: their records, publishing and checkpoint.
+    claims: Claims,
     /// The drivers after every change, for readers.
     snapshot: watch::Sender<Arc<DraSnapshot>>,
     /// Published during the current event (before its reply).
@@ -164,13 +159,6 @@ struct Owner {
     rows: Shards<String, DriverSnapshot>,
     /// Drivers whose row is to be made again.
     touched: HashSet<String>,
-    /// Claims whose last pod is being unprepared (the kubelet's
-    /// `isUnpreparing`): no pod may start using them meanwhile.
-    unpreparing: HashSet<String>,
-    /// Writes the prepared claims, with a state directory.
-    persister: Option<Persister<DraCheckpoint>>,
-    /// Why the checkpoint could not be loaded, or how it was repaired.
-    load_problem: Option<CheckpointProblem>,
     /// Monitors and health streams.
     tasks: TaskTracker,
     /// One inotify instance for every disconnected instance's socket.
@@ -181,10 +169,7 @@ struct Owner {
 impl Owner {
     async fn run(mut self) {
         loop {
-            if let Some(persister) = &mut self.persister {
-                let claims = self.prepared.borrow();
-                persister.flush(|| DraCheckpoint::of(&claims));
-            }
+            self.claims.flush();
             let next_due = self.scheduler.next_due(&self.state.drivers);
             self.published = false;
             let changed = tokio::select! {
@@ -195,29 +180,21 @@ impl Owner {
                 Some((id, devices)) = self.health.recv() => self.on_health(id, devices),
                 done = self.scheduler.next_done() => self.on_cleanup_done(done),
                 () = sleep_until(next_due) => self.start_due_cleanups(),
-                written = Persister::next_of(&mut self.persister) => self.on_written(written),
+                written = self.claims.next_written() => self.claims.on_written(written),
             };
             if changed && !self.published {
                 self.publish();
             }
         }
         self.scheduler.stop();
-        if let Some(persister) = self.persister.take() {
-            let claims = self.prepared.borrow().clone();
-            persister.finish(|| DraCheckpoint::of(&claims)).await;
-        }
+        self.claims.finish().await;
         self.tasks.close();
         self.tasks.wait().await;
     }
 
     /// Publishes the drivers: a new snapshot, and a new change count.
     fn publish(&mut self) {
-        let problem = self
-            .persister
-            .as_ref()
-            .and_then(Persister::last_error)
-            .map(CheckpointProblem::Write)
-            .or_else(|| self.load_problem.clone());
+        let problem = self.claims.problem();
         for driver in std::mem::take(&mut self.touched) {
             let row = self.state.driver_snapshot(&driver);
             self.rows.set(driver, row);
@@ -283,65 +260,19 @@ impl Owner {
             }
             Command::BeginPrepare { claims, reply } => {
                 let routes = self.routes.borrow().clone();
-                let unregistered = claims
-                    .iter()
-                    .flat_map(|c| &c.drivers)
-                    .find(|driver| !routes.contains_key(*driver));
-                if let Some(driver) = unregistered {
-                    let _ = reply.send(Err(DraError::NotRegistered(driver.clone())));
-                    return false;
-                }
-                let now = unix_ms(SystemTime::now());
-                let mut plan = Ok((PreparePlan::default(), false));
-                let unpreparing = std::mem::take(&mut self.unpreparing);
-                let changed = self.change_claims(|c| {
-                    plan = c.begin_prepare(&claims, &unpreparing, now);
-                    matches!(plan, Ok((_, true)))
-                });
-                self.unpreparing = unpreparing;
-                let _ = reply.send(plan.map(|(plan, _)| (plan, self.when_written(changed))));
-                changed
+                self.claims.begin_prepare(&claims, &routes, reply)
             }
             Command::FinishPrepare { results, reply } => {
-                let now = unix_ms(SystemTime::now());
-                let changed = self.change_claims(|c| {
-                    results.iter().fold(false, |changed, (driver, results)| {
-                        c.finish_prepare(driver, results, now) | changed
-                    })
-                });
-                self.claims_changed(changed, reply);
-                changed
+                self.claims.finish_prepare(&results, reply)
             }
             Command::BeginUnprepare { pod_uid, reply } => {
-                let mut plan = UnpreparePlan::default();
-                let changed = self.change_claims(|c| {
-                    let (made, changed) = c.begin_unprepare(&pod_uid);
-                    plan = made;
-                    changed
-                });
-                for claims in plan.calls.values() {
-                    self.unpreparing
-                        .extend(claims.iter().map(|c| c.uid.clone()));
-                }
-                let _ = reply.send((plan, self.when_written(changed)));
-                changed
+                self.claims.begin_unprepare(&pod_uid, reply)
             }
             Command::FinishUnprepare {
                 unprepared,
                 ended,
                 reply,
-            } => {
-                for uid in &ended {
-                    self.unpreparing.remove(uid);
-                }
-                let changed = self.change_claims(|c| {
-                    unprepared.iter().fold(false, |changed, (driver, uids)| {
-                        c.forget(driver, uids.iter().map(String::as_str)) | changed
-                    })
-                });
-                self.claims_changed(changed, reply);
-                changed
-            }
+            } => self.claims.finish_unprepare(&unprepared, &ended, reply),
         }
     }
 

@@ -374,15 +374,6 @@ impl PreparedClaims {
             .filter(move |c| c.pods.iter().any(|p| p.uid == uid))
     }
 
-    /// The UIDs of every pod the records name.
-    #[cfg(any(test, feature = "kube"))]
-    pub(crate) fn pod_uids(&self) -> BTreeSet<&str> {
-        self.by_key
-            .values()
-            .flat_map(|c| c.pods.iter().map(|p| p.uid.as_str()))
-            .collect()
-    }
-
     /// The UIDs of the pods named `namespace/name` that the records name
     /// (more than one when a pod was made again under its name), sorted.
     pub(crate) fn pod_uids_named(&self, namespace: &str, name: &str) -> BTreeSet<&str> {

@@ -18,17 +18,22 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodExtendedResourceClaimStatus};
+use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::Api;
 
 use super::pod::{PodClaims, PodRef};
+use super::spec::pod_name;
 use crate::dra::{ClaimPod, ClaimRef, PodClaim};
 use crate::kube_api::Connection;
 
 mod error;
+mod extended;
+mod placement;
 
 pub use error::PodClaimsError;
+use extended::{extended_claim, extended_user};
+pub(crate) use placement::{allocated_here, bound_here};
 
 /// How soon a claim read refused with 403 is asked again; it doubles.
 const FORBIDDEN_RETRY_INITIAL: Duration = Duration::from_millis(5);
@@ -203,70 +208,6 @@ pub(crate) fn claim_names_of(pod: &Pod) -> Result<Vec<String>, PodClaimsError> {
         names.push(extended.resource_claim_name.clone());
     }
     Ok(names)
-}
-
-/// Whether `pod` is bound to `node`: a node prepares only its own pods, or
-/// a device of it could be used twice.
-pub(crate) fn bound_here(pod: &Pod, node: &str) -> Result<(), PodClaimsError> {
-    let bound = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
-    if bound == Some(node) {
-        return Ok(());
-    }
-    Err(PodClaimsError::OtherNode {
-        pod: pod_name(pod),
-        bound: bound.map(str::to_string),
-        node: node.to_string(),
-    })
-}
-
-/// Whether `claim`'s allocation is for `node`, as far as its node selector
-/// tells without the Node's labels: a selector whose every term names nodes
-/// by `metadata.name` (as an allocation of node-local devices does) must
-/// name this one; one that selects by labels, or none, is taken as is.
-pub(crate) fn allocated_here(
-    claim: &ResourceClaim,
-    node: &str,
-    pod: &str,
-) -> Result<(), PodClaimsError> {
-    let Some(selector) = claim
-        .status
-        .as_ref()
-        .and_then(|s| s.allocation.as_ref())
-        .and_then(|a| a.node_selector.as_ref())
-    else {
-        return Ok(());
-    };
-    let terms = &selector.node_selector_terms;
-    let names_only = |term: &k8s_openapi::api::core::v1::NodeSelectorTerm| {
-        term.match_expressions.as_ref().is_none_or(Vec::is_empty)
-            && term
-                .match_fields
-                .iter()
-                .flatten()
-                .all(|f| f.key == "metadata.name" && f.operator == "In")
-    };
-    if terms.is_empty() || !terms.iter().all(names_only) {
-        return Ok(());
-    }
-    let selects = terms.iter().any(|term| {
-        term.match_fields
-            .iter()
-            .flatten()
-            .all(|f| f.values.iter().flatten().any(|value| value == node))
-            && term.match_fields.as_ref().is_some_and(|f| !f.is_empty())
-    });
-    if selects {
-        return Ok(());
-    }
-    Err(PodClaimsError::AllocatedElsewhere {
-        claim: format!(
-            "{}/{}",
-            claim.metadata.namespace.as_deref().unwrap_or_default(),
-            claim.metadata.name.as_deref().unwrap_or_default()
-        ),
-        pod: pod.to_string(),
-        node: node.to_string(),
-    })
 }
 
 /// `spec.resourceClaims` entry name → the claim it resolves to (`None`: the
@@ -456,77 +397,6 @@ fn plan(planned: &mut Vec<PodClaim>, checked: Checked, user: ClaimPod) {
     });
 }
 
-/// The pod's claim for extended resources backed by DRA, once the
-/// scheduler has made it.
-fn extended_claim(pod: &Pod) -> Option<&PodExtendedResourceClaimStatus> {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.extended_resource_claim_status.as_ref())
-        .filter(|e| !e.resource_claim_name.is_empty())
-}
-
-/// How the pod's `containers` use its extended-resource claim: each gets
-/// the requests mapped to it for the extended resources it asks a non-zero
-/// amount of, as the kubelet's `GetResources` gives them.
-fn extended_user(
-    pod: &PodRef,
-    containers: &[&Container],
-    extended: &PodExtendedResourceClaimStatus,
-) -> ClaimPod {
-    let mut user = ClaimPod::new(pod.uid.clone(), pod.name.clone(), Vec::new());
-    for container in containers {
-        let asks = |resource: &str| {
-            container
-                .resources
-                .as_ref()
-                .and_then(|r| r.requests.as_ref())
-                .and_then(|r| r.get(resource))
-                .is_some_and(|q| !quantity_is_zero(&q.0))
-                && backed_by_dra(resource)
-        };
-        let mut requests: Vec<String> = Vec::new();
-        for mapping in &extended.request_mappings {
-            if mapping.container_name == container.name
-                && asks(&mapping.resource_name)
-                && !requests.contains(&mapping.request_name)
-            {
-                requests.push(mapping.request_name.clone());
-            }
-        }
-        if !requests.is_empty() {
-            user.containers.push(container.name.clone());
-            user.requests.insert(container.name.clone(), requests);
-        }
-    }
-    user
-}
-
-/// Whether `resource` may be an extended resource backed by DRA: an
-/// extended resource name (domain-qualified, outside `kubernetes.io`, not
-/// `requests.`-prefixed), or a DeviceClass's implicit
-/// `deviceclass.resource.kubernetes.io/<class>`.
-fn backed_by_dra(resource: &str) -> bool {
-    if resource.starts_with("deviceclass.resource.kubernetes.io/") {
-        return true;
-    }
-    let Some((domain, _)) = resource.split_once('/') else {
-        return false;
-    };
-    !(domain == "kubernetes.io"
-        || domain.ends_with(".kubernetes.io")
-        || resource.starts_with("requests."))
-}
-
-/// Whether a quantity's text is zero (`0`, `0.0`, `0Gi`, `0e3`, ...).
-fn quantity_is_zero(quantity: &str) -> bool {
-    let number = quantity.trim_start_matches(['+', '-']);
-    let digits = number
-        .split(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .next()
-        .unwrap_or_default();
-    !digits.is_empty() && digits.chars().all(|c| c == '0' || c == '.')
-}
-
 /// How the pod's `containers` use its `spec.resourceClaims` entry `entry`:
 /// which name it, and which of those ask only for some requests.
 fn user(pod: &PodRef, containers: &[&Container], entry: &str) -> ClaimPod {
@@ -572,14 +442,6 @@ fn controlled_by(claim: &ResourceClaim, pod_uid: &str) -> bool {
         .iter()
         .flatten()
         .any(|o| o.controller == Some(true) && o.uid == pod_uid)
-}
-
-fn pod_name(pod: &Pod) -> String {
-    format!(
-        "{}/{}",
-        pod.metadata.namespace.as_deref().unwrap_or_default(),
-        pod.metadata.name.as_deref().unwrap_or_default()
-    )
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ use super::claims::PodClaimsReader;
 use super::config::PodsConfig;
 use super::container::ContainerResources;
 use super::handle::PodsHandle;
+use super::held::held_pods;
 use super::kube_events::PodEvents;
 use super::pod::PodRef;
 use super::release::{ReleaseError, release};
@@ -357,25 +358,19 @@ impl Owner {
         }
         let devices = self.admitter.devices.snapshot();
         let claims = self.admitter.dra.claims().borrow().clone();
-        let held: HashSet<&str> = devices
-            .pod_uids()
-            .into_iter()
-            .chain(claims.pod_uids())
-            .collect();
-        for uid in held {
-            match self.tracked.get_mut(uid) {
+        for (uid, pod_ref) in held_pods(&devices, &claims) {
+            match self.tracked.get_mut(&uid) {
                 Some(tracked) => {
                     if !tracked.wants_admission() && !tracked.running() {
                         tracked.holds_again();
-                        self.dirty.insert(uid.to_string());
+                        self.dirty.insert(uid);
                     }
                 }
                 None => {
-                    let pod_ref = orphan_ref(uid, &devices, &claims);
                     tracing::info!(pod = %pod_ref, %uid, "a pod the API no longer has holds devices or claims; giving them back");
                     let tracked = Tracked::orphan(pod_ref, SystemTime::now());
-                    self.tracked.insert(uid.to_string(), tracked);
-                    self.dirty.insert(uid.to_string());
+                    self.tracked.insert(uid.clone(), tracked);
+                    self.dirty.insert(uid);
                 }
             }
         }
@@ -482,30 +477,5 @@ impl Owner {
             pods: self.rows.clone(),
         }));
         self.changes.send_modify(|c| *c += 1);
-    }
-}
-
-/// How a pod the API does not have is named, from what it holds.
-fn orphan_ref(
-    uid: &str,
-    devices: &crate::device::DeviceSnapshot,
-    claims: &crate::dra::PreparedClaims,
-) -> PodRef {
-    if let Some(a) = devices.allocations_of(uid).first() {
-        return PodRef {
-            namespace: a.pod_namespace.clone(),
-            name: a.pod_name.clone(),
-            uid: uid.to_string(),
-        };
-    }
-    let recorded = claims.used_by(uid).find_map(|c| {
-        let pod = c.pods.iter().find(|p| p.uid == uid)?;
-        Some((c.claim.namespace.clone(), pod.name.clone()))
-    });
-    let (namespace, name) = recorded.unwrap_or_default();
-    PodRef {
-        namespace,
-        name,
-        uid: uid.to_string(),
     }
 }

@@ -19,6 +19,15 @@ pub(crate) fn pod_ref(pod: &Pod) -> Option<PodRef> {
     })
 }
 
+/// The pod as `namespace/name`, for messages.
+pub(crate) fn pod_name(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or_default(),
+        pod.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
 /// Whether the pod still runs or is to run here: not `Succeeded` or
 /// `Failed`, and not being deleted. A pod that is not active gives back
 /// what it holds.
@@ -144,6 +153,12 @@ mod tests {
             ("1Ki", Some(1024)),
             ("2e3", Some(2000)),
             ("0", Some(0)),
+            ("0.0", Some(0)),
+            ("0Gi", Some(0)),
+            ("0m", Some(0)),
+            ("+0", Some(0)),
+            ("0.5", Some(1)),
+            ("100m", Some(1)),
             ("x", None),
             ("-1", None),
         ] {

@@ -1,57 +1,201 @@
-//! The DRA manager's record of prepared claims: loaded from the checkpoint
-//! at start, changed by commands, and written by the persister, whose
-//! completion answers the callers waiting for it to be on disk.
+//! The DRA manager's claims: the records ([`PreparedClaims`], every
+//! decision about them), published for readers after each change, and
+//! kept on disk by the persister, whose writes answer the callers waiting
+//! for a change to be on disk. The owner's task holds one and hands it the
+//! prepare and unprepare commands.
 
-use super::*;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::SystemTime;
 
-impl Owner {
-    /// Changes the prepared claims with `change` (which says whether it
-    /// changed anything) and publishes them. The published copy is the only
+use tokio::sync::{oneshot, watch};
+
+use crate::checkpoint::{CheckpointProblem, Persister, Written, WrittenReply};
+use crate::dra::checkpoint::DraCheckpoint;
+use crate::dra::claim::PreparedClaim;
+use crate::dra::command::{Routes, WriteDone};
+use crate::dra::error::DraError;
+use crate::dra::records::{ClaimToPrepare, PreparePlan, PreparedClaims, UnpreparePlan};
+use crate::unix_time::unix_ms;
+
+/// The claims prepared on the node, as the owner keeps them.
+pub(super) struct Claims {
+    /// The records, published for handles. The published copy is the only
     /// one: it is changed in place unless a reader still holds it, so a
     /// change costs a copy of the whole set only then.
-    pub(super) fn change_claims(
+    published: watch::Sender<Arc<PreparedClaims>>,
+    /// Claims whose last pod is being unprepared (the kubelet's
+    /// `isUnpreparing`): no pod may start using them meanwhile.
+    unpreparing: HashSet<String>,
+    /// Writes the records, with a state directory.
+    persister: Option<Persister<DraCheckpoint>>,
+    /// Why the checkpoint could not be loaded, or how it was repaired.
+    load_problem: Option<CheckpointProblem>,
+}
+
+impl Claims {
+    /// `loaded` (the checkpoint's records), published as loaded, written
+    /// by `persister`.
+    pub(super) fn new(
+        published: watch::Sender<Arc<PreparedClaims>>,
+        loaded: PreparedClaims,
+        persister: Option<Persister<DraCheckpoint>>,
+        load_problem: Option<CheckpointProblem>,
+    ) -> Self {
+        published.send_replace(Arc::new(loaded.loaded()));
+        Self {
+            published,
+            unpreparing: HashSet::new(),
+            persister,
+            load_problem,
+        }
+    }
+
+    /// Prepare, first step: the drivers must be registered (in `routes`),
+    /// then the records decide. Answered with the calls to make and the end
+    /// of the write holding the records. Says whether they changed.
+    pub(super) fn begin_prepare(
         &mut self,
-        change: impl FnOnce(&mut PreparedClaims) -> bool,
+        claims: &[ClaimToPrepare],
+        routes: &Routes,
+        reply: oneshot::Sender<Result<(PreparePlan, Option<WriteDone>), DraError>>,
     ) -> bool {
-        self.prepared.send_if_modified(|claims| {
-            let claims = Arc::make_mut(claims);
-            let changed = change(claims);
+        let unregistered = claims
+            .iter()
+            .flat_map(|c| &c.drivers)
+            .find(|driver| !routes.contains_key(*driver));
+        if let Some(driver) = unregistered {
+            let _ = reply.send(Err(DraError::NotRegistered(driver.clone())));
+            return false;
+        }
+        let now = unix_ms(SystemTime::now());
+        let mut plan = Ok((PreparePlan::default(), false));
+        let unpreparing = &self.unpreparing;
+        let changed = self.published.send_if_modified(|records| {
+            plan = Arc::make_mut(records).begin_prepare(claims, unpreparing, now);
+            let changed = matches!(plan, Ok((_, true)));
             if changed {
-                claims.changed();
+                Arc::make_mut(records).changed();
+            }
+            changed
+        });
+        let _ = reply.send(plan.map(|(plan, _)| (plan, self.when_written(changed))));
+        changed
+    }
+
+    /// Prepare, last step: what each driver prepared is recorded; answered
+    /// once on disk. Says whether anything changed.
+    pub(super) fn finish_prepare(
+        &mut self,
+        results: &[(String, Vec<PreparedClaim>)],
+        reply: WrittenReply,
+    ) -> bool {
+        let now = unix_ms(SystemTime::now());
+        let changed = self.change(|records| {
+            results.iter().fold(false, |changed, (driver, results)| {
+                records.finish_prepare(driver, results, now) | changed
+            })
+        });
+        self.answer_when_written(changed, reply);
+        changed
+    }
+
+    /// Unprepare, first step: the pod is forgotten where other pods still
+    /// use a claim, and the claims it used last are marked as being
+    /// unprepared. Answered with the calls to make and the end of the
+    /// write. Says whether anything changed.
+    pub(super) fn begin_unprepare(
+        &mut self,
+        pod_uid: &str,
+        reply: oneshot::Sender<(UnpreparePlan, Option<WriteDone>)>,
+    ) -> bool {
+        let mut plan = UnpreparePlan::default();
+        let changed = self.change(|records| {
+            let (made, changed) = records.begin_unprepare(pod_uid);
+            plan = made;
+            changed
+        });
+        for claims in plan.calls.values() {
+            self.unpreparing
+                .extend(claims.iter().map(|c| c.uid.clone()));
+        }
+        let _ = reply.send((plan, self.when_written(changed)));
+        changed
+    }
+
+    /// Unprepare, last step: what each driver unprepared (driver → claim
+    /// UIDs) is forgotten, and the claims of `ended` are no longer being
+    /// unprepared. Answered once on disk. Says whether anything changed.
+    pub(super) fn finish_unprepare(
+        &mut self,
+        unprepared: &[(String, Vec<String>)],
+        ended: &[String],
+        reply: WrittenReply,
+    ) -> bool {
+        for uid in ended {
+            self.unpreparing.remove(uid);
+        }
+        let changed = self.change(|records| {
+            unprepared.iter().fold(false, |changed, (driver, uids)| {
+                records.forget(driver, uids.iter().map(String::as_str)) | changed
+            })
+        });
+        self.answer_when_written(changed, reply);
+        changed
+    }
+
+    /// Changes the records with `change` (which says whether it changed
+    /// anything) and publishes them.
+    fn change(&mut self, change: impl FnOnce(&mut PreparedClaims) -> bool) -> bool {
+        self.published.send_if_modified(|records| {
+            let records = Arc::make_mut(records);
+            let changed = change(records);
+            if changed {
+                records.changed();
             }
             changed
         })
     }
 
-    /// Publishes the prepared claims after a change and answers `reply` once
-    /// they are on disk (at once without a change or a state directory).
-    pub(super) fn claims_changed(&mut self, changed: bool, reply: WrittenReply) {
-        if !changed {
-            let _ = reply.send(Ok(()));
-            return;
-        }
-        match &mut self.persister {
-            Some(persister) => {
+    /// Answers `reply` once the records are on disk (at once without a
+    /// change or a state directory).
+    fn answer_when_written(&mut self, changed: bool, reply: WrittenReply) {
+        match (&mut self.persister, changed) {
+            (Some(persister), true) => {
                 let version = persister.changed();
                 persister.when_written(version, reply, ());
             }
-            None => {
+            _ => {
                 let _ = reply.send(Ok(()));
             }
         }
     }
 
-    /// The end of the write that holds the current claims, when `changed`
+    /// The end of the write that holds the current records, when `changed`
     /// (none without a change or a state directory).
-    pub(super) fn when_written(&mut self, changed: bool) -> Option<WriteDone> {
+    fn when_written(&mut self, changed: bool) -> Option<WriteDone> {
         if !changed {
             return None;
         }
         let persister = self.persister.as_mut()?;
-        let (reply, done) = tokio::sync::oneshot::channel();
+        let (reply, done) = oneshot::channel();
         let version = persister.changed();
         persister.when_written(version, reply, ());
         Some(done)
+    }
+
+    /// Hands the records to the writer if they changed since the last
+    /// write and none runs.
+    pub(super) fn flush(&mut self) {
+        if let Some(persister) = &mut self.persister {
+            let records = self.published.borrow();
+            persister.flush(|| DraCheckpoint::of(&records));
+        }
+    }
+
+    /// The end of the running write; never, with none running.
+    pub(super) async fn next_written(&mut self) -> Written {
+        Persister::next_of(&mut self.persister).await
     }
 
     /// A checkpoint write ended; says whether the checkpoint's problem
@@ -66,5 +210,24 @@ impl Owner {
             return true;
         }
         failed_before
+    }
+
+    /// What is wrong with the checkpoint: the last write failed, or it
+    /// could not be loaded or was repaired at start.
+    pub(super) fn problem(&self) -> Option<CheckpointProblem> {
+        self.persister
+            .as_ref()
+            .and_then(Persister::last_error)
+            .map(CheckpointProblem::Write)
+            .or_else(|| self.load_problem.clone())
+    }
+
+    /// Writes what is not written yet and waits for it: the owner's last
+    /// act.
+    pub(super) async fn finish(self) {
+        if let Some(persister) = self.persister {
+            let records = self.published.borrow().clone();
+            persister.finish(|| DraCheckpoint::of(&records)).await;
+        }
     }
 }

@@ -1,0 +1,128 @@
+use super::*;
+
+#[test]
+fn flags_win_over_the_file_and_the_file_over_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nodeplugins.toml");
+    std::fs::write(
+        &path,
+        "root_dir = \"/srv/k\"\ndra_cleanup_grace = \"5s\"\nmetrics_addr = \"off\"\nlog_format = \"json\"\n",
+    )
+    .unwrap();
+    let args = RunArgs {
+        config: Some(path.clone()),
+        dra_cleanup_grace: Some(Duration::from_secs(9)),
+        ..Default::default()
+    };
+    let s = Settings::resolve(&args).unwrap();
+    assert_eq!(s.agent.root_dir, PathBuf::from("/srv/k"));
+    assert_eq!(s.agent.dra.cleanup_grace, Duration::from_secs(9));
+    assert_eq!(s.agent.metrics_addr, None);
+    assert_eq!(s.log_format, LogFormat::Json);
+    assert_eq!(s.agent.plugins.get_info_timeout, Duration::from_secs(1));
+    // What --print-config shows reads back to the same settings.
+    std::fs::write(&path, s.to_toml()).unwrap();
+    let again = Settings::resolve(&RunArgs {
+        config: Some(path),
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(again.to_toml(), s.to_toml());
+}
+
+#[test]
+fn pods_are_served_with_a_kubeconfig_unless_turned_off() {
+    let kubeconfig = Some(KubeconfigSetting::Source(KubeConfigSource::Kubeconfig(
+        "/etc/kubernetes/kubelet.conf".into(),
+    )));
+    let served = Settings::resolve(&RunArgs {
+        kubeconfig: kubeconfig.clone(),
+        node_name: Some("node-1".into()),
+        ..Default::default()
+    })
+    .unwrap();
+    let kube = served.kube.as_ref().unwrap();
+    assert!(kube.serve_pods);
+    assert_eq!(kube.pod_reconcile_period, Duration::from_secs(60));
+    assert!(served.to_toml().contains("pods = \"on\""));
+    let off = Settings::resolve(&RunArgs {
+        kubeconfig,
+        node_name: Some("node-1".into()),
+        pods: Some(Switch(false)),
+        pod_reconcile_period: Some(Duration::from_secs(5)),
+        ..Default::default()
+    })
+    .unwrap();
+    let kube = off.kube.as_ref().unwrap();
+    assert!(!kube.serve_pods);
+    assert_eq!(kube.pod_reconcile_period, Duration::from_secs(5));
+    assert!(off.to_toml().contains("pods = \"off\""));
+    assert!(parse_switch("maybe").is_err());
+}
+
+#[test]
+fn the_pod_resources_socket_takes_an_octal_mode_or_off() {
+    let mode = |text| parse_pod_resources_mode(text).map(|m| m.0);
+    assert_eq!(mode("0660"), Ok(Some(0o660)));
+    assert_eq!(mode("600"), Ok(Some(0o600)));
+    assert_eq!(mode("off"), Ok(None));
+    assert!(mode("0400").unwrap_err().contains("read and write"));
+    assert!(mode("0999").unwrap_err().contains("octal mode"));
+    let args = RunArgs {
+        root_dir: Some(PathBuf::from("/srv/k")),
+        pod_resources_mode: Some(PodResourcesMode(Some(0o660))),
+        ..Default::default()
+    };
+    let s = Settings::resolve(&args).unwrap();
+    let pod_resources = s.agent.pod_resources.as_ref().unwrap();
+    assert_eq!(
+        pod_resources.socket,
+        PathBuf::from("/srv/k/pod-resources/kubelet.sock")
+    );
+    assert_eq!(pod_resources.mode, 0o660);
+    assert!(s.to_toml().contains("pod_resources_mode = \"0660\""));
+    let off = RunArgs {
+        pod_resources_mode: Some(PodResourcesMode(None)),
+        ..args
+    };
+    assert!(
+        Settings::resolve(&off)
+            .unwrap()
+            .agent
+            .pod_resources
+            .is_none()
+    );
+}
+
+#[test]
+fn log_levels_and_filters_are_accepted_and_typos_refused() {
+    for good in [
+        "info",
+        "DEBUG",
+        "off",
+        "info,h2=warn",
+        "nodeplugins::dra=trace",
+    ] {
+        assert_eq!(parse_log_level(good).unwrap(), good);
+    }
+    for bad in ["verbose", "info,h2", "h2=loud", "=info", ""] {
+        let error = parse_log_level(bad).unwrap_err();
+        assert!(error.contains("is not a level"), "{bad}: {error}");
+    }
+}
+
+#[test]
+fn unknown_keys_and_bad_values_name_the_file_and_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(&path, "get_info_timeout = \"soon\"\n").unwrap();
+    let args = RunArgs {
+        config: Some(path.clone()),
+        ..Default::default()
+    };
+    let error = format!("{:#}", Settings::resolve(&args).unwrap_err());
+    assert!(error.contains("get_info_timeout"), "{error}");
+    std::fs::write(&path, "root_directory = \"/x\"\n").unwrap();
+    let error = format!("{:#}", Settings::resolve(&args).unwrap_err());
+    assert!(error.contains("unknown field"), "{error}");
+}
