@@ -21,6 +21,7 @@
 //! | `config` | settings and the kubelet's timeouts |
 //! | `manager` | the task that owns the state, and starting it |
 //! | `handle` | what callers hold |
+//! | `claim_calls` | a prepare's and an unprepare's steps in the caller's task |
 //! | `state` | drivers and their instances |
 //! | `connection` | one instance's monitored connection |
 //! | `cleanup` | the hook, its schedule and retries |
