@@ -4,7 +4,5 @@
 
 mod persister;
 
-pub(crate) use nodeplugins_api::checkpoint::{
-    CheckpointError, CheckpointFile, CheckpointProblem, Loaded,
-};
+pub(crate) use nodeplugins_api::checkpoint::{CheckpointError, CheckpointFile, CheckpointProblem};
 pub(crate) use persister::{Persister, Written, WrittenReply};

@@ -23,20 +23,27 @@
 //! |---|---|
 //! | `config` | settings and the kubelet's timeouts |
 //! | `manager` | the task that owns the state, and starting it |
+//! | `command` | what handles and the task exchange |
 //! | `handle` | what callers hold |
-//! | `state` | resources, instances, allocations, reservations |
-//! | `plugin_client` | every call to a device plugin |
-//! | `allocate` | the allocation flow, all or nothing |
+//! | `state` | everything the task knows: resources, and who holds their devices |
+//! | `resource` | one resource: its plugin instances and devices |
+//! | `allocator` | who holds which devices, and every allocation decision |
+//! | `allocate` | an allocation's steps in the caller's task: the calls to the plugin |
+//! | `allocate_steps`, `allocate_error` | what the steps hand each other; why one failed |
 //! | `selection` | NUMA-aligned choice of devices |
+//! | `container_allocation` | what a container asks for and what it was given |
+//! | `plugin_client` | every call to a device plugin |
 //! | `checkpoint` | what survives a restart |
 //! | `snapshot` | the state published after every change, for readers |
 //! | `kubelet_socket` | the registration service on `kubelet.sock` |
-//! | `handler` | device plugins registering through `plugins_registry` |
-//! | `status`, `event`, `metrics` | what operators see |
+//! | `plugin_handler` | device plugins registering through `plugins_registry` |
+//! | `resource_name` | upstream's name rules |
+//! | `status`, `metrics` | what operators see (events: `crate::event`) |
 
 mod allocate;
 mod allocate_error;
 mod allocate_steps;
+mod allocator;
 mod checkpoint;
 mod command;
 mod config;
@@ -47,6 +54,7 @@ mod manager;
 mod metrics;
 mod plugin_client;
 mod plugin_handler;
+mod resource;
 pub mod resource_name;
 mod selection;
 mod snapshot;

@@ -19,20 +19,21 @@
 //! | file | what |
 //! |---|---|
 //! | `config` | settings and the kubelet's timeouts |
-//! | `manager` | the task that owns the state, and starting it |
+//! | `manager` | the task that owns the state, and starting it; `manager/claims`: its claims |
+//! | `command` | what handles and the task exchange |
 //! | `handle` | what callers hold |
 //! | `claim_calls` | a prepare's and an unprepare's steps in the caller's task |
+//! | `records` | the claims prepared on this node, and every decision about them |
+//! | `checkpoint` | the records on disk |
 //! | `state` | drivers and their instances |
 //! | `connection` | one instance's monitored connection |
-//! | `cleanup` | the hook, its schedule and retries |
+//! | `cleanup`, `cleanup_scheduler` | the hook, its schedule and retries |
 //! | `calls` | NodePrepareResources and NodeUnprepareResources |
 //! | `health` | device health from the health stream |
 //! | `service` | which gRPC services are used |
-//! | `handler` | drivers registering through `plugins_registry` |
+//! | `plugin_handler` | drivers registering through `plugins_registry` |
 //! | `pod` | a pod's claims prepared and unprepared together |
-//! | `records` | the claims prepared on this node: every decision about them |
-//! | `checkpoint` | the records on disk |
-//! | `claim`, `status`, `event`, `metrics`, `error` | what callers and operators see |
+//! | `claim`, `snapshot`, `status`, `metrics`, `error` | what callers and operators see (events: `crate::event`) |
 
 mod calls;
 mod checkpoint;

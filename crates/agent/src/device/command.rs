@@ -12,8 +12,8 @@ use super::config::DeviceManagerConfig;
 use super::container_allocation::{AllocationRequest, ContainerAllocation};
 use super::metrics::DeviceMetrics;
 use super::plugin_client::{DeviceError, PluginClient, StreamEnd};
+use super::resource::InstanceId;
 use super::snapshot::DeviceSnapshot;
-use super::state::InstanceId;
 use crate::checkpoint::{CheckpointError, WrittenReply};
 use crate::event::AgentEvent;
 
@@ -54,6 +54,13 @@ pub(crate) enum Command {
     },
     /// An allocation in progress failed.
     Unreserve { reservation: ReservationId },
+    /// An allocation for `container` of pod `pod` failed, before or after
+    /// its reservation: for operators.
+    Failed {
+        pod: String,
+        container: String,
+        error: AllocateError,
+    },
     /// Allocation step 5; answered once on disk.
     Commit {
         reservation: ReservationId,

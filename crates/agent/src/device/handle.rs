@@ -19,7 +19,7 @@ use super::plugin_client::{DeviceError, PluginClient};
 use super::snapshot::{AllocatableDevice, DeviceSnapshot};
 use super::status::ResourceStatus;
 use crate::checkpoint::CheckpointProblem;
-use crate::event::{AgentEvent, EventKind};
+use crate::event::AgentEvent;
 use crate::metrics::ReadinessCheck;
 use crate::owner::{self, Mailbox};
 use crate::served_socket::SocketStatus;
@@ -96,32 +96,7 @@ impl DeviceHandle {
         &self,
         request: &AllocationRequest,
     ) -> Result<Vec<ContainerAllocation>, AllocateError> {
-        let result = allocate(&self.commands, &self.shared, request).await;
-        let subject = format!("pod {} container {}", request.pod_uid, request.container);
-        match &result {
-            Ok(allocations) => {
-                for a in allocations {
-                    self.emit(
-                        EventKind::Allocated,
-                        &a.resource,
-                        Some(format!("{subject}: {}", a.devices.join(","))),
-                    );
-                }
-            }
-            Err(e) => self.emit(
-                EventKind::AllocationFailed,
-                e.resource().unwrap_or_default(),
-                Some(format!("{subject}: {e}")),
-            ),
-        }
-        result
-    }
-
-    fn emit(&self, kind: EventKind, resource: &str, detail: Option<String>) {
-        let _ = self
-            .shared
-            .events
-            .send(AgentEvent::device(kind, resource, None, detail));
+        allocate(&self.commands, &self.shared, request).await
     }
 
     /// Frees every device held by pod `pod_uid`, once that is on disk;

@@ -27,14 +27,13 @@ use super::handle::DeviceHandle;
 use super::kubelet_socket;
 use super::metrics::DeviceMetrics;
 use super::plugin_client::{DeviceError, PluginClient, StreamEnd};
+use super::resource::{AllocationKey, Devices, Instance, InstanceId};
 use super::snapshot::DeviceSnapshot;
-use super::state::{AllocationKey, Devices, Instance, InstanceId, State};
-use crate::checkpoint::{CheckpointProblem, Loaded, Persister, Written};
+use super::state::State;
+use crate::checkpoint::{CheckpointProblem, Persister, Written};
 use crate::event::{AgentEvent, EventKind};
 use crate::owner::Mailbox;
 use nodeplugins_api::timer::sleep_until;
-
-mod checkpointing;
 
 /// Why the device manager could not start.
 #[derive(Debug, thiserror::Error)]
@@ -137,7 +136,13 @@ impl DeviceManager {
             load_problem: None,
         };
         match loaded {
-            Ok(Ok(loaded)) => owner.restore(loaded),
+            Ok(Ok(loaded)) => {
+                if let Some(recovered) = loaded.recovered {
+                    tracing::warn!("{recovered}");
+                    owner.load_problem = Some(CheckpointProblem::Recovered(Arc::new(recovered)));
+                }
+                owner.state.restore(loaded.data, Instant::now());
+            }
             Ok(Err(e)) => {
                 tracing::error!(error = %e, "device checkpoint not restored");
                 owner.load_problem = Some(CheckpointProblem::Unreadable(Arc::new(e)));
@@ -184,8 +189,8 @@ impl Owner {
     async fn run(mut self, shutdown: CancellationToken) {
         loop {
             let state = &self.state;
-            self.persister.flush(|| checkpoint_data(state));
-            let next_expiry = self.next_expiry();
+            self.persister.flush(|| state.checkpoint_data());
+            let next_expiry = self.state.next_expiry(self.config.grace_period);
             self.published = false;
             let changed = tokio::select! {
                 biased;
@@ -209,7 +214,7 @@ impl Owner {
             tasks,
             ..
         } = self;
-        persister.finish(|| checkpoint_data(&state)).await;
+        persister.finish(|| state.checkpoint_data()).await;
         tasks.close();
         tasks.wait().await;
     }
@@ -221,11 +226,27 @@ impl Owner {
             .last_error()
             .map(CheckpointProblem::Write)
             .or_else(|| self.load_problem.clone());
-        let mut snapshot = self.state.snapshot(self.config.grace_period, problem);
+        let mut snapshot = DeviceSnapshot::of(&self.state, self.config.grace_period, problem);
         snapshot.generation = self.snapshot.borrow().generation + 1;
         self.snapshot.send_replace(Arc::new(snapshot));
         self.changes.send_modify(|v| *v += 1);
         self.published = true;
+    }
+
+    /// A checkpoint write ended: the allocations waiting for it are
+    /// answered, and undone if it failed. Says whether the state (or the
+    /// checkpoint's problem) changed.
+    fn on_written(&mut self, written: Written) -> bool {
+        let failed_before = self.persister.last_error().is_some();
+        let Err((e, undo)) = self.persister.on_written(written) else {
+            return failed_before;
+        };
+        tracing::error!(error = %e, "cannot write the device checkpoint");
+        let committed: Vec<_> = undo.into_iter().flatten().collect();
+        if self.state.allocator.undo(&committed) {
+            self.persister.changed();
+        }
+        true
     }
 
     fn emit(
@@ -276,11 +297,11 @@ impl Owner {
                 end,
             } => self.stream_ended(&resource, instance, end),
             Command::Plan { request, reply } => {
-                let _ = reply.send(self.state.plan(&request));
+                let _ = reply.send(self.state.allocator.plan(&self.state.resources, &request));
                 false
             }
             Command::Reserve { choices, reply } => {
-                let result = self.state.reserve(choices);
+                let result = self.state.allocator.reserve(&self.state.resources, choices);
                 let changed = result.is_ok();
                 if changed {
                     self.publish();
@@ -288,29 +309,47 @@ impl Owner {
                 let _ = reply.send(result);
                 changed
             }
-            Command::Unreserve { reservation } => {
-                self.state.reservations.remove(&reservation).is_some()
+            Command::Unreserve { reservation } => self.state.allocator.unreserve(reservation),
+            Command::Failed {
+                pod,
+                container,
+                error,
+            } => {
+                self.emit(
+                    EventKind::AllocationFailed,
+                    error.resource().unwrap_or_default(),
+                    None,
+                    Some(format!("pod {pod} container {container}: {error}")),
+                );
+                false
             }
             Command::Commit {
                 reservation,
                 allocations,
                 reply,
             } => {
-                let stored = self.state.commit(reservation, allocations);
+                let stored = self.state.allocator.commit(reservation, allocations);
                 for (_, a) in &stored {
                     tracing::info!(pod = %a.pod_uid, container = %a.container, resource = %a.resource,
                         devices = ?a.devices, "devices allocated");
+                    self.emit(
+                        EventKind::Allocated,
+                        &a.resource,
+                        None,
+                        Some(format!(
+                            "pod {} container {}: {}",
+                            a.pod_uid,
+                            a.container,
+                            a.devices.join(",")
+                        )),
+                    );
                 }
                 let version = self.persister.changed();
                 self.persister.when_written(version, reply, stored);
                 true
             }
             Command::Release { pod_uid, reply } => {
-                let before = self.state.allocations.len();
-                self.state
-                    .allocations
-                    .retain(|(pod, _, _), _| *pod != pod_uid);
-                let released = before - self.state.allocations.len();
+                let released = self.state.allocator.release(&pod_uid);
                 let written = (released > 0).then(|| {
                     tracing::info!(pod = %pod_uid, released, "devices released");
                     self.emit(
@@ -436,42 +475,13 @@ impl Owner {
         true
     }
 
-    /// When the first resource without a plugin is due to be forgotten.
-    fn next_expiry(&self) -> Option<Instant> {
-        self.state
-            .resources
-            .values()
-            .filter(|r| r.instances.is_empty())
-            .filter_map(|r| r.stopped_since)
-            .min()
-            .map(|since| since + self.config.grace_period)
-    }
-
     /// Forgets every resource whose grace period is over.
     fn expire(&mut self) -> bool {
-        let now = Instant::now();
-        let grace = self.config.grace_period;
-        let due: Vec<String> = self
-            .state
-            .resources
-            .iter()
-            .filter(|(_, r)| r.instances.is_empty())
-            .filter(|(_, r)| r.stopped_since.is_some_and(|since| since + grace <= now))
-            .map(|(name, _)| name.clone())
-            .collect();
+        let due = self.state.expire(Instant::now(), self.config.grace_period);
         for resource in &due {
-            self.state.resources.remove(resource);
             tracing::info!(%resource, "device plugin resource removed after its grace period");
             self.emit(EventKind::Expired, resource, None, None);
         }
         !due.is_empty()
-    }
-}
-
-/// What the checkpoint records of `state`.
-fn checkpoint_data(state: &State) -> CheckpointData {
-    CheckpointData {
-        allocations: state.allocations.values().cloned().collect(),
-        registered_devices: state.healthy_devices(),
     }
 }

@@ -10,7 +10,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::container_allocation::ContainerAllocation;
-use super::state::{Devices, State, is_healthy, numa_nodes};
+use super::resource::{Devices, is_healthy, numa_nodes};
+use super::state::State;
 use super::status::{DeviceStatus, InstanceStatus, ResourceStatus};
 use crate::checkpoint::CheckpointProblem;
 use crate::unix_time::unix_ms;
@@ -45,6 +46,49 @@ struct ResourceSnapshot {
 }
 
 impl DeviceSnapshot {
+    /// The snapshot of `state`; resources without a plugin are removed
+    /// `grace` after they stopped.
+    pub(crate) fn of(
+        state: &State,
+        grace: Duration,
+        checkpoint_problem: Option<CheckpointProblem>,
+    ) -> Self {
+        DeviceSnapshot {
+            restored: true,
+            generation: 0,
+            resources: state
+                .resources
+                .iter()
+                .map(|(name, r)| {
+                    let primary = r.primary().map(|(id, _)| *id);
+                    ResourceSnapshot {
+                        name: name.clone(),
+                        devices: r.devices().clone(),
+                        instances: r
+                            .instances
+                            .iter()
+                            .map(|(id, i)| {
+                                let options = i.plugin.options();
+                                InstanceStatus {
+                                    socket: i.plugin.socket().to_owned(),
+                                    primary: Some(*id) == primary,
+                                    pre_start_required: options.pre_start_required,
+                                    get_preferred_allocation_available: options
+                                        .get_preferred_allocation_available,
+                                    connected_at_unix_ms: unix_ms(i.connected_at),
+                                }
+                            })
+                            .collect(),
+                        reserved: state.allocator.reserved(name).len(),
+                        removal_at: r.stopped_since.map(|t| t + grace),
+                    }
+                })
+                .collect(),
+            allocations: state.allocator.allocations().cloned().collect(),
+            checkpoint_problem,
+        }
+    }
+
     /// A running manager's snapshot holding `allocations` (sorted by pod
     /// UID, container and resource) and no resource: for tests of readers.
     #[cfg(test)]
@@ -168,49 +212,4 @@ pub struct AllocatableDevice {
     pub id: String,
     /// The NUMA nodes it is attached to (empty: no topology reported).
     pub numa: Vec<i64>,
-}
-
-impl State {
-    /// The snapshot of this state; resources without a plugin are removed
-    /// `grace` after they stopped.
-    pub(crate) fn snapshot(
-        &self,
-        grace: Duration,
-        checkpoint_problem: Option<CheckpointProblem>,
-    ) -> DeviceSnapshot {
-        DeviceSnapshot {
-            restored: true,
-            generation: 0,
-            resources: self
-                .resources
-                .iter()
-                .map(|(name, r)| {
-                    let primary = r.primary().map(|(id, _)| *id);
-                    ResourceSnapshot {
-                        name: name.clone(),
-                        devices: r.devices().clone(),
-                        instances: r
-                            .instances
-                            .iter()
-                            .map(|(id, i)| {
-                                let options = i.plugin.options();
-                                InstanceStatus {
-                                    socket: i.plugin.socket().to_owned(),
-                                    primary: Some(*id) == primary,
-                                    pre_start_required: options.pre_start_required,
-                                    get_preferred_allocation_available: options
-                                        .get_preferred_allocation_available,
-                                    connected_at_unix_ms: unix_ms(i.connected_at),
-                                }
-                            })
-                            .collect(),
-                        reserved: self.reserved(name).len(),
-                        removal_at: r.stopped_since.map(|t| t + grace),
-                    }
-                })
-                .collect(),
-            allocations: self.allocations.values().cloned().collect(),
-            checkpoint_problem,
-        }
-    }
 }

@@ -1,119 +1,81 @@
-//! What the device manager knows, owned by its task: per resource the
-//! connected plugin instances (keyed by id; the newest is primary) with the
-//! device list each last sent, and the allocations and reservations of
-//! devices to containers.
+//! What the device manager knows, owned by its task: the resources (each
+//! with its plugin instances and devices, [`super::resource`]) and who
+//! holds which of their devices ([`super::allocator`]); what it brings back
+//! from the checkpoint, what it records there, and when a resource without
+//! a plugin is forgotten.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
-use std::time::SystemTime;
+use std::collections::BTreeMap;
+use std::time::Duration;
 
-use nodeplugins_api::constants::device_plugin::{HEALTHY, UNHEALTHY};
-use nodeplugins_api::deviceplugin::v1beta1::Device;
 use tokio::time::Instant;
 
-use super::allocate_steps::{ReservationId, Reserved};
-use super::container_allocation::ContainerAllocation;
-use super::plugin_client::PluginClient;
-
-/// Identifies a plugin instance for the life of the manager; a later
-/// connection has a higher id.
-pub(crate) type InstanceId = u64;
-
-/// (pod UID, container, resource).
-pub(crate) type AllocationKey = (String, String, String);
-
-/// A device list by id, shared between the state and its snapshots.
-pub(crate) type Devices = Arc<BTreeMap<String, Device>>;
-
-/// One connected plugin instance.
-pub(crate) struct Instance {
-    pub(crate) plugin: PluginClient,
-    pub(crate) connected_at: SystemTime,
-    /// Its last device list, by id; `None` until it sends one.
-    pub(crate) devices: Option<Devices>,
-}
-
-/// One extended resource.
-#[derive(Default)]
-pub(crate) struct Resource {
-    /// Instance id → instance; the highest id (newest) is the primary.
-    pub(crate) instances: BTreeMap<InstanceId, Instance>,
-    /// The devices reported before the last instance left, all unhealthy,
-    /// shown until an instance reports a list again.
-    pub(crate) last_known: Devices,
-    /// Set while no instance is connected: the resource is forgotten a
-    /// grace period after this.
-    pub(crate) stopped_since: Option<Instant>,
-}
-
-impl Resource {
-    /// The devices that count: the list of the newest instance that sent
-    /// one, else those last known before every instance left.
-    pub(crate) fn devices(&self) -> &Devices {
-        self.instances
-            .values()
-            .rev()
-            .find_map(|i| i.devices.as_ref())
-            .unwrap_or(&self.last_known)
-    }
-
-    /// (healthy, all) devices.
-    pub(crate) fn counts(&self) -> (usize, usize) {
-        let devices = self.devices();
-        let healthy = devices.values().filter(|d| is_healthy(d)).count();
-        (healthy, devices.len())
-    }
-
-    /// The newest instance: the one calls go to.
-    pub(crate) fn primary(&self) -> Option<(&InstanceId, &Instance)> {
-        self.instances.iter().next_back()
-    }
-
-    /// Forgets instance `id`; when it was the last one, the devices turn
-    /// unhealthy and the grace period starts. When the survivors have not
-    /// sent a list yet, the devices stay as they were until one does: a
-    /// plugin re-registering leaves its old instance behind the new one, and
-    /// the old one going first must not blank the resource in between.
-    /// Returns the instance.
-    pub(crate) fn remove_instance(&mut self, id: InstanceId, now: Instant) -> Option<Instance> {
-        let view = self.devices().clone();
-        let gone = self.instances.remove(&id)?;
-        if self.instances.is_empty() {
-            self.last_known = Arc::new(
-                view.iter()
-                    .map(|(id, device)| {
-                        let mut device = device.clone();
-                        device.health = UNHEALTHY.into();
-                        (id.clone(), device)
-                    })
-                    .collect(),
-            );
-            self.stopped_since = Some(now);
-        } else if self.instances.values().all(|i| i.devices.is_none()) {
-            self.last_known = view;
-        }
-        Some(gone)
-    }
-}
-
-/// Whether the plugin reports `device` healthy.
-pub(crate) fn is_healthy(device: &Device) -> bool {
-    device.health == HEALTHY
-}
+use super::allocator::Allocator;
+use super::checkpoint::{CheckpointData, DeviceCheckpoint};
+use super::resource::{InstanceId, Resource, is_healthy};
 
 /// Everything the device manager knows.
 #[derive(Default)]
 pub(crate) struct State {
     pub(crate) resources: BTreeMap<String, Resource>,
     pub(crate) next_instance: InstanceId,
-    /// Shared, so a snapshot for readers costs a reference count each.
-    pub(crate) allocations: BTreeMap<AllocationKey, Arc<ContainerAllocation>>,
-    /// Devices held by allocations in progress.
-    pub(crate) reservations: HashMap<ReservationId, Vec<Reserved>>,
-    pub(crate) next_reservation: ReservationId,
+    /// Who holds which devices.
+    pub(crate) allocator: Allocator,
 }
 
 impl State {
+    /// Brings back what checkpoint `data` holds: its allocations, and each
+    /// resource it names, waiting (stopped since `now`) for its plugin.
+    pub(crate) fn restore(&mut self, data: DeviceCheckpoint, now: Instant) {
+        for allocation in data.allocations {
+            self.allocator.restore(allocation);
+        }
+        let resources = data.registered_devices.len();
+        for name in data.registered_devices.into_keys() {
+            self.resources.entry(name).or_default().stopped_since = Some(now);
+        }
+        tracing::info!(
+            allocations = self.allocator.len(),
+            resources,
+            "device checkpoint restored"
+        );
+    }
+
+    /// When the first resource without a plugin is due to be forgotten,
+    /// `grace` after it stopped.
+    pub(crate) fn next_expiry(&self, grace: Duration) -> Option<Instant> {
+        self.resources
+            .values()
+            .filter(|r| r.instances.is_empty())
+            .filter_map(|r| r.stopped_since)
+            .min()
+            .map(|since| since + grace)
+    }
+
+    /// Forgets every resource without a plugin whose grace period is over
+    /// at `now`; returns their names.
+    pub(crate) fn expire(&mut self, now: Instant, grace: Duration) -> Vec<String> {
+        let due: Vec<String> = self
+            .resources
+            .iter()
+            .filter(|(_, r)| r.instances.is_empty())
+            .filter(|(_, r)| r.stopped_since.is_some_and(|since| since + grace <= now))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for resource in &due {
+            self.resources.remove(resource);
+        }
+        due
+    }
+
+    /// What the checkpoint records: the allocations (shared, not copied)
+    /// and each resource's healthy devices.
+    pub(crate) fn checkpoint_data(&self) -> CheckpointData {
+        CheckpointData {
+            allocations: self.allocator.allocations().cloned().collect(),
+            registered_devices: self.healthy_devices(),
+        }
+    }
+
     /// Resource → ids of its healthy devices, as the checkpoint records them.
     pub(crate) fn healthy_devices(&self) -> BTreeMap<String, Vec<String>> {
         self.resources
@@ -129,15 +91,6 @@ impl State {
             })
             .collect()
     }
-}
-
-/// The NUMA nodes a device is attached to.
-pub(crate) fn numa_nodes(device: &Device) -> Vec<i64> {
-    device
-        .topology
-        .as_ref()
-        .map(|t| t.nodes.iter().map(|n| n.id).collect())
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -38,10 +38,9 @@ pub(crate) fn handle(
 pub(crate) fn snapshot(generation: u64, allocations: Vec<ContainerAllocation>) -> DeviceSnapshot {
     let mut state = State::default();
     for a in allocations {
-        let key = (a.pod_uid.clone(), a.container.clone(), a.resource.clone());
-        state.allocations.insert(key, Arc::new(a));
+        state.allocator.restore(a);
     }
-    let mut snapshot = state.snapshot(Duration::ZERO, None);
+    let mut snapshot = DeviceSnapshot::of(&state, Duration::ZERO, None);
     snapshot.generation = generation;
     snapshot
 }

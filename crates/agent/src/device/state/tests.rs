@@ -8,12 +8,20 @@
 use std::path::Path;
 use std::time::Duration;
 
-use nodeplugins_api::deviceplugin::v1beta1::{DevicePluginOptions, NumaNode, TopologyInfo};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use nodeplugins_api::constants::device_plugin::{HEALTHY, UNHEALTHY};
+use nodeplugins_api::deviceplugin::v1beta1::{Device, DevicePluginOptions, NumaNode, TopologyInfo};
+use tokio::time::Instant;
 
 use super::super::allocate_error::AllocateError;
 use super::super::allocate_steps::{Choice, Chosen, Planned};
+use super::super::plugin_client::PluginClient;
+use super::super::resource::Instance;
 use super::*;
-use crate::device::container_allocation::AllocationRequest;
+use crate::device::container_allocation::{AllocationRequest, ContainerAllocation};
+use crate::device::snapshot::DeviceSnapshot;
 
 const GPU: &str = "example.com/gpu";
 const GRACE: Duration = Duration::from_secs(300);
@@ -62,13 +70,21 @@ fn needed(planned: Vec<Planned>) -> Vec<String> {
 
 /// Plans, reserves the first `count` of the plan and commits them.
 fn allocate(state: &mut State, pod: &str, count: usize) -> Vec<String> {
-    let order = needed(state.plan(&request(pod, count)).unwrap());
+    let order = needed(
+        state
+            .allocator
+            .plan(&state.resources, &request(pod, count))
+            .unwrap(),
+    );
     let choice = Choice {
         resource: GPU.into(),
         devices: order[..count].to_vec(),
         reused: Vec::new(),
     };
-    let (reservation, mut chosen) = state.reserve(vec![choice]).unwrap();
+    let (reservation, mut chosen) = state
+        .allocator
+        .reserve(&state.resources, vec![choice])
+        .unwrap();
     let Chosen { devices, numa } = chosen.remove(0);
     let allocation = ContainerAllocation::new(
         &request(pod, count),
@@ -77,7 +93,7 @@ fn allocate(state: &mut State, pod: &str, count: usize) -> Vec<String> {
         numa,
         Default::default(),
     );
-    state.commit(reservation, vec![allocation]);
+    state.allocator.commit(reservation, vec![allocation]);
     devices
 }
 
@@ -89,27 +105,41 @@ async fn reserved_devices_are_not_offered_again_and_become_the_containers_when_c
         device("c", HEALTHY, 1),
     ];
     let mut state = state_with(&devices);
-    let order = needed(state.plan(&request("p1", 2)).unwrap());
+    let order = needed(
+        state
+            .allocator
+            .plan(&state.resources, &request("p1", 2))
+            .unwrap(),
+    );
     assert_eq!(order.len(), 3, "every free healthy device is offered");
     let (reservation, _) = state
-        .reserve(vec![Choice {
-            resource: GPU.into(),
-            devices: order[..2].to_vec(),
-            reused: Vec::new(),
-        }])
+        .allocator
+        .reserve(
+            &state.resources,
+            vec![Choice {
+                resource: GPU.into(),
+                devices: order[..2].to_vec(),
+                reused: Vec::new(),
+            }],
+        )
         .unwrap();
-    let snapshot = state.snapshot(GRACE, None);
+    let snapshot = DeviceSnapshot::of(&state, GRACE, None);
     let status = &snapshot.status_at(Instant::now())[0];
     assert_eq!((status.reserved, status.allocated), (2, 0));
 
     // Another request meanwhile gets only what is left.
-    let left = needed(state.plan(&request("p2", 1)).unwrap());
+    let left = needed(
+        state
+            .allocator
+            .plan(&state.resources, &request("p2", 1))
+            .unwrap(),
+    );
     assert_eq!(left.len(), 1);
     assert!(!order[..2].contains(&left[0]));
 
-    state.commit(reservation, Vec::new());
+    state.allocator.commit(reservation, Vec::new());
     assert!(
-        state.reservations.is_empty(),
+        !state.allocator.reserving(),
         "the reservation ends with the commit"
     );
 }
@@ -118,15 +148,20 @@ async fn reserved_devices_are_not_offered_again_and_become_the_containers_when_c
 async fn a_repeated_request_gets_what_the_container_holds_and_a_new_count_is_refused() {
     let mut state = state_with(&[device("a", HEALTHY, 0), device("b", HEALTHY, 0)]);
     let held = allocate(&mut state, "p1", 1);
-    match state.plan(&request("p1", 1)).unwrap().remove(0) {
+    match state
+        .allocator
+        .plan(&state.resources, &request("p1", 1))
+        .unwrap()
+        .remove(0)
+    {
         Planned::Held(allocation) => assert_eq!(allocation.devices, held),
         Planned::Needed { .. } => panic!("the container holds its devices"),
     }
     assert!(matches!(
-        state.plan(&request("p1", 2)),
+        state.allocator.plan(&state.resources, &request("p1", 2)),
         Err(AllocateError::ChangedRequest { from: 1, to: 2, .. })
     ));
-    let snapshot = state.snapshot(GRACE, None);
+    let snapshot = DeviceSnapshot::of(&state, GRACE, None);
     assert_eq!(snapshot.status_at(Instant::now())[0].allocated, 1);
     assert_eq!(snapshot.allocations().len(), 1);
     assert_eq!(
@@ -139,9 +174,17 @@ async fn a_repeated_request_gets_what_the_container_holds_and_a_new_count_is_ref
 #[tokio::test]
 async fn unhealthy_devices_are_not_offered_and_too_few_free_is_refused() {
     let mut state = state_with(&[device("a", HEALTHY, 0), device("b", UNHEALTHY, 0)]);
-    assert_eq!(needed(state.plan(&request("p1", 1)).unwrap()), ["a"]);
+    assert_eq!(
+        needed(
+            state
+                .allocator
+                .plan(&state.resources, &request("p1", 1))
+                .unwrap()
+        ),
+        ["a"]
+    );
     assert!(matches!(
-        state.plan(&request("p1", 2)),
+        state.allocator.plan(&state.resources, &request("p1", 2)),
         Err(AllocateError::Unavailable {
             requested: 2,
             available: 1,
@@ -150,7 +193,7 @@ async fn unhealthy_devices_are_not_offered_and_too_few_free_is_refused() {
     ));
     allocate(&mut state, "p1", 1);
     assert!(matches!(
-        state.plan(&request("p2", 1)),
+        state.allocator.plan(&state.resources, &request("p2", 1)),
         Err(AllocateError::Unavailable { available: 0, .. })
     ));
 }
@@ -164,13 +207,13 @@ async fn the_last_instance_leaving_turns_the_devices_unhealthy_and_starts_the_gr
     assert_eq!(resource.counts(), (0, 1), "known but unhealthy");
     assert_eq!(resource.stopped_since, Some(t0));
 
-    let snapshot = state.snapshot(GRACE, None);
+    let snapshot = DeviceSnapshot::of(&state, GRACE, None);
     let later = t0 + Duration::from_secs(100);
     let status = &snapshot.status_at(later)[0];
     assert_eq!(status.removal_in_ms, Some(200_000), "worked out when read");
     assert_eq!(status.allocatable, 0);
     assert!(matches!(
-        state.plan(&request("p1", 1)),
+        state.allocator.plan(&state.resources, &request("p1", 1)),
         Err(AllocateError::NoHealthy(_))
     ));
 }
