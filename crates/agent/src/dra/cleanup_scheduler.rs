@@ -7,7 +7,7 @@
 //! The scheduler keeps the calls and the order they fall due in; each
 //! driver's record of its cleanup ([`ScheduledCleanup`], and when it was
 //! last cleaned up) stays with the driver, where the status reads it. The
-//! manager's task calls it and turns what it returns into logs and events.
+//! manager's task calls it and sends the events its outcomes report.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -21,6 +21,8 @@ use super::cleanup::{
     ScheduledCleanup,
 };
 use super::state::Driver;
+use crate::event::EventKind;
+use crate::unix_time::unix_ms;
 
 /// Every driver, by name, as the manager's state holds them.
 pub(crate) type Drivers = BTreeMap<String, Driver>;
@@ -60,6 +62,41 @@ pub(crate) enum Finished {
         error: Arc<CleanupError>,
         retry_in: Duration,
     },
+}
+
+impl Rescheduled {
+    /// Logs the change of `driver`'s cleanup; the event kind and detail
+    /// that tell operators of it.
+    pub(crate) fn report(&self, driver: &str) -> (EventKind, Option<String>) {
+        match self {
+            Self::Cancelled => {
+                tracing::info!(%driver, "DRA driver usable again: cleanup cancelled");
+                (EventKind::CleanupCancelled, None)
+            }
+            Self::Scheduled { grace, deadline } => {
+                tracing::info!(%driver, grace = ?grace, "no instance of the DRA driver is connected: cleanup scheduled");
+                let detail = format!("deadline {} (unix ms)", unix_ms(*deadline));
+                (EventKind::CleanupScheduled, Some(detail))
+            }
+        }
+    }
+}
+
+impl Finished {
+    /// Logs how `driver`'s cleanup ended; the event kind and detail that
+    /// tell operators of it.
+    pub(crate) fn report(&self, driver: &str) -> (EventKind, Option<String>) {
+        match self {
+            Self::CleanedUp => {
+                tracing::info!(%driver, "DRA driver cleaned up");
+                (EventKind::CleanedUp, None)
+            }
+            Self::Failed { error, retry_in } => {
+                tracing::warn!(%driver, %error, retry_in = ?retry_in, "DRA driver cleanup failed");
+                (EventKind::CleanupFailed, Some(error.to_string()))
+            }
+        }
+    }
 }
 
 impl CleanupScheduler {

@@ -16,7 +16,7 @@ use tokio_util::task::TaskTracker;
 
 use super::checkpoint;
 use super::cleanup::{CleanupDone, DriverCleanup, node_started};
-use super::cleanup_scheduler::{CleanupScheduler, Finished, Rescheduled};
+use super::cleanup_scheduler::CleanupScheduler;
 use super::command::{Command, Route, Routes, Shared};
 use super::config::DraManagerConfig;
 use super::connection::{Channel, Demand, Link, LinkEvent, Monitor, MonitorConfig, SocketWatcher};
@@ -32,11 +32,9 @@ use crate::checkpoint::Persister;
 use crate::event::{AgentEvent, EventKind};
 use crate::owner::Mailbox;
 use crate::shards::Shards;
-use crate::unix_time::unix_ms;
 use nodeplugins_api::timer::sleep_until;
 
 mod claims;
-mod cleanups;
 
 use claims::Claims;
 #[cfg(test)]
@@ -204,6 +202,41 @@ impl Owner {
         self.snapshot.send_replace(Arc::new(snapshot));
         self.changes.send_modify(|v| *v += 1);
         self.published = true;
+    }
+
+    /// Cancels the driver's cleanup if an instance is connected, or schedules
+    /// one if none is and none is pending (a pending one keeps its deadline).
+    fn reschedule_cleanup(&mut self, driver: &str) {
+        self.touched.insert(driver.to_string());
+        let Some(usable) = self.state.drivers.get(driver).map(Driver::any_connected) else {
+            return;
+        };
+        let now = Instant::now();
+        if let Some(change) =
+            self.scheduler
+                .reschedule(&mut self.state.drivers, driver, usable, now)
+        {
+            let (kind, detail) = change.report(driver);
+            self.event(kind, driver, None, detail);
+        }
+    }
+
+    /// Calls the hook for every cleanup that is due.
+    fn start_due_cleanups(&mut self) -> bool {
+        self.scheduler
+            .start_due(&mut self.state.drivers, Instant::now())
+    }
+
+    fn on_cleanup_done(&mut self, done: CleanupDone) -> bool {
+        let driver = done.0.clone();
+        self.touched.insert(driver.clone());
+        let now = Instant::now();
+        let Some(finished) = self.scheduler.finish(&mut self.state.drivers, done, now) else {
+            return false;
+        };
+        let (kind, detail) = finished.report(&driver);
+        self.event(kind, &driver, None, detail);
+        true
     }
 
     fn event(&self, kind: EventKind, driver: &str, endpoint: Option<&str>, detail: Option<String>) {
