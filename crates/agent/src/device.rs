@@ -70,7 +70,8 @@ pub use container_allocation::{AllocationRequest, ContainerAllocation, DeviceNod
 pub use handle::{DeviceHandle, DeviceManagerStopped};
 pub use manager::{DeviceManager, DeviceManagerError};
 pub use metrics::DeviceMetrics;
-pub use plugin_client::{AllocateCallError, DeviceError, PluginCallError};
+pub use nodeplugins_api::call::CallError;
+pub use plugin_client::{AllocateCallError, DeviceError};
 pub use plugin_handler::DevicePluginHandler;
 pub use snapshot::{AllocatableDevice, DeviceSnapshot};
 pub use status::{DeviceStatus, InstanceStatus, ResourceStatus};

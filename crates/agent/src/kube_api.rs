@@ -21,6 +21,7 @@ mod config;
 mod credentials;
 mod csi_node;
 mod error;
+mod failures;
 mod identity;
 mod metrics;
 mod node_status;

@@ -16,7 +16,14 @@
 //! | [`csi::v1`] | `csi.v1` | `Identity`, `Node` (registration subset) |
 //! | [`podresources::v1`], [`podresources::v1alpha1`] | `v1`, `v1alpha1` | `PodResourcesLister` (served by the agent) |
 //!
-//! [`conversion`] converts between the DRA versions (v1 is canonical).
+//! [`conversion`] converts between the DRA versions (v1 is canonical);
+//! [`dra_client`] picks a DRA driver's services as the kubelet does and
+//! calls them in either version.
+//!
+//! # Calls
+//!
+//! [`call`] bounds one call to a plugin by a deadline the plugin sees too,
+//! and says how it failed.
 //!
 //! # State on disk
 //!
@@ -30,6 +37,10 @@
 //! of the agent and the SDK; [`timer::sleep_until`] the sleep until an
 //! optional deadline of every task that keeps one.
 //!
+//! # Plain HTTP
+//!
+//! [`text_server`] answers metrics and health probes over HTTP/1.
+//!
 //! # Transport
 //!
 //! [`transport`] binds, serves and dials Unix sockets. Its servers accept the
@@ -38,10 +49,13 @@
 #![forbid(unsafe_code)]
 
 pub mod backoff;
+pub mod call;
 pub mod checkpoint;
 pub mod constants;
 pub mod conversion;
+pub mod dra_client;
 mod proto;
+pub mod text_server;
 pub mod timer;
 pub mod transport;
 

@@ -12,13 +12,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use nodeplugins_api::constants::{CSI_REGISTRATION_VERSION, plugin_type};
 use nodeplugins_api::csi::v1::GetPluginInfoRequest;
 use nodeplugins_api::csi::v1::identity_client::IdentityClient;
+use nodeplugins_api::text_server::{TextAnswer, serve_text};
 use nodeplugins_api::transport::{TransportError, dial, root_cause};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -257,41 +254,14 @@ async fn serve_health(
     health: watch::Receiver<Health>,
     shutdown: CancellationToken,
 ) {
-    let connections = TaskTracker::new();
-    loop {
-        let stream = tokio::select! {
-            () = shutdown.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(_) => {
-                    // Out of file descriptors and the like: pause instead of spinning.
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        let health = health.clone();
-        let stop = shutdown.clone();
-        connections.spawn(async move {
-            let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                let state = health.borrow().clone();
-                async move {
-                    Ok::<_, std::convert::Infallible>(health_response(request.uri().path(), &state))
-                }
-            });
-            let connection = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service);
-            tokio::select! {
-                () = stop.cancelled() => {}
-                _ = connection => {}
-            }
-        });
-    }
-    connections.close();
-    connections.wait().await;
+    let answer = move |path: String| {
+        let answer = health_response(&path, &health.borrow());
+        async move { answer }
+    };
+    serve_text(listener, "CSI registrar health", answer, shutdown).await;
 }
 
-fn health_response(path: &str, state: &Health) -> hyper::Response<Full<Bytes>> {
+fn health_response(path: &str, state: &Health) -> TextAnswer {
     let (status, body) = match (path, state) {
         ("/healthz", Health::Registered(driver)) => {
             (200, format!("ok: {driver} registered with the kubelet\n"))
@@ -306,10 +276,7 @@ fn health_response(path: &str, state: &Health) -> hyper::Response<Full<Bytes>> {
         ("/healthz", Health::Rejected(reason)) => {
             (503, format!("rejected by the kubelet: {reason}\n"))
         }
-        _ => (404, "not found\n".to_string()),
+        _ => return TextAnswer::not_found(),
     };
-    let mut response = hyper::Response::new(Full::new(Bytes::from(body)));
-    *response.status_mut() =
-        http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
-    response
+    TextAnswer::plain(status, body)
 }

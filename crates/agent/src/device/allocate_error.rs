@@ -2,8 +2,9 @@
 
 use std::sync::Arc;
 
-use super::plugin_client::{AllocateCallError, PluginCallError};
+use super::plugin_client::AllocateCallError;
 use crate::checkpoint::CheckpointError;
+use nodeplugins_api::call::CallError;
 
 /// Why devices could not be allocated; messages follow upstream's.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -66,7 +67,7 @@ pub enum AllocateError {
         resource: String,
         /// The cause.
         #[source]
-        source: PluginCallError,
+        source: CallError,
     },
     /// PreStartContainer failed or went unanswered.
     #[error("device plugin PreStartContainer rpc failed with err: {source}")]
@@ -75,7 +76,7 @@ pub enum AllocateError {
         resource: String,
         /// The cause.
         #[source]
-        source: PluginCallError,
+        source: CallError,
     },
     /// The allocation could not be written to the checkpoint, so it was undone.
     #[error("cannot record the allocation: {0}")]

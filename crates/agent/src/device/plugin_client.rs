@@ -2,7 +2,7 @@
 //! GetDevicePluginOptions when it connects, the ListAndWatch stream that feeds
 //! its devices to the manager, and GetPreferredAllocation, Allocate and
 //! PreStartContainer when devices are allocated. Each call is bounded, and
-//! ends at once with [`PluginCallError::Disconnected`] when the plugin's
+//! ends at once with [`CallError::Disconnected`] when the plugin's
 //! connection is dropped by the manager.
 
 use std::collections::BTreeSet;
@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use nodeplugins_api::call::{self, CallError};
 use nodeplugins_api::deviceplugin::v1beta1::device_plugin_client::DevicePluginClient;
 use nodeplugins_api::deviceplugin::v1beta1::{
     AllocateRequest, ContainerAllocateRequest, ContainerAllocateResponse,
@@ -43,7 +44,7 @@ pub enum DeviceError {
         socket: PathBuf,
         /// The cause.
         #[source]
-        source: PluginCallError,
+        source: CallError,
     },
     /// This socket is already connected for this resource.
     #[error("device plugin already connected: resource {resource} at socket {socket}")]
@@ -56,20 +57,6 @@ pub enum DeviceError {
     /// The device manager is shutting down.
     #[error("the device manager is stopping")]
     Stopping,
-}
-
-/// Why one call to a device plugin failed.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum PluginCallError {
-    /// The plugin answered with an error status.
-    #[error("{:?}: {}", .0.code(), .0.message())]
-    Status(#[source] tonic::Status),
-    /// The plugin did not answer in time.
-    #[error("no answer within {0:?}")]
-    Timeout(Duration),
-    /// The plugin's connection was dropped while the call ran.
-    #[error("the device plugin disconnected during the call")]
-    Disconnected,
 }
 
 /// How a ListAndWatch stream ended.
@@ -107,7 +94,7 @@ impl PluginClient {
                     source,
                 })?;
         let mut client = DevicePluginClient::new(channel);
-        let options = bounded(
+        let options = call::unary(
             config.options_timeout,
             client.get_device_plugin_options(Empty {}),
         )
@@ -191,7 +178,7 @@ impl PluginClient {
         must_include: &[String],
         count: usize,
         timeout: Duration,
-    ) -> Result<Option<Vec<String>>, PluginCallError> {
+    ) -> Result<Option<Vec<String>>, CallError> {
         let Ok(allocation_size) = i32::try_from(count) else {
             return Ok(None);
         };
@@ -247,7 +234,7 @@ impl PluginClient {
             .await;
         if !matches!(
             response,
-            Err(PluginCallError::Timeout(_) | PluginCallError::Disconnected)
+            Err(CallError::Timeout(_) | CallError::Disconnected)
         ) {
             metrics.allocation_took(resource, started.elapsed());
         }
@@ -263,7 +250,7 @@ impl PluginClient {
         &self,
         devices: &[String],
         timeout: Duration,
-    ) -> Result<(), PluginCallError> {
+    ) -> Result<(), CallError> {
         if !self.options.pre_start_required {
             return Ok(());
         }
@@ -280,10 +267,10 @@ impl PluginClient {
         &self,
         timeout: Duration,
         call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
-    ) -> Result<T, PluginCallError> {
+    ) -> Result<T, CallError> {
         tokio::select! {
-            () = self.disconnected.cancelled() => Err(PluginCallError::Disconnected),
-            answer = bounded(timeout, call) => answer,
+            () = self.disconnected.cancelled() => Err(CallError::Disconnected),
+            answer = call::unary(timeout, call) => answer,
         }
     }
 }
@@ -293,19 +280,8 @@ impl PluginClient {
 pub enum AllocateCallError {
     /// The call failed.
     #[error(transparent)]
-    Call(#[from] PluginCallError),
+    Call(#[from] CallError),
     /// The answer had no container response.
     #[error("no containers return in allocation response")]
     NoContainers,
-}
-
-async fn bounded<T>(
-    timeout: Duration,
-    call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
-) -> Result<T, PluginCallError> {
-    match tokio::time::timeout(timeout, call).await {
-        Ok(Ok(response)) => Ok(response.into_inner()),
-        Ok(Err(status)) => Err(PluginCallError::Status(status)),
-        Err(_) => Err(PluginCallError::Timeout(timeout)),
-    }
 }

@@ -1,43 +1,20 @@
-//! NodePrepareResources and NodeUnprepareResources through either API
-//! version, with a deadline the plugin sees and the agent enforces.
+//! NodePrepareResources and NodeUnprepareResources in either API version
+//! ([`DraClient`]), with a deadline the plugin sees and the agent enforces,
+//! answered as one result per claim asked for.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use http::Uri;
-use nodeplugins_api::dra::{v1, v1beta1};
-use tonic::{Request, Status};
+use nodeplugins_api::call::CallError;
+use nodeplugins_api::dra::v1;
+use nodeplugins_api::dra_client::DraClient;
 
 use super::claim::{ClaimRef, PreparedClaim, PreparedDevice, UnpreparedClaim};
 use super::connection::Channel;
-use super::service::DraService;
 
 /// The default deadline of prepare and unprepare calls (upstream
 /// `defaultClientCallTimeout`, 45 s: half the kubelet's retry period).
 pub(super) const CALL_TIMEOUT: Duration = Duration::from_secs(45);
-
-fn origin() -> Uri {
-    Uri::from_static("http://localhost")
-}
-
-fn request<T>(message: T, timeout: Duration) -> Request<T> {
-    let mut request = Request::new(message);
-    // Sent as grpc-timeout so the plugin sees the deadline too.
-    request.set_timeout(timeout);
-    request
-}
-
-async fn bounded<T>(
-    timeout: Duration,
-    call: impl Future<Output = Result<T, Status>>,
-) -> Result<T, Status> {
-    match tokio::time::timeout(timeout, call).await {
-        Ok(result) => result,
-        Err(_) => Err(Status::deadline_exceeded(format!(
-            "no answer within {timeout:?}"
-        ))),
-    }
-}
 
 fn wire_claims(claims: &[ClaimRef]) -> Vec<v1::Claim> {
     claims
@@ -79,36 +56,14 @@ impl Operation {
 
 /// Prepares `claims`; one result per claim, in order.
 pub(crate) async fn prepare(
-    channel: Channel,
-    service: DraService,
+    client: DraClient<Channel>,
     claims: Vec<ClaimRef>,
     timeout: Duration,
-) -> Result<Vec<PreparedClaim>, Status> {
-    let message = v1::NodePrepareResourcesRequest {
+) -> Result<Vec<PreparedClaim>, CallError> {
+    let request = v1::NodePrepareResourcesRequest {
         claims: wire_claims(&claims),
     };
-    let response: v1::NodePrepareResourcesResponse = bounded(timeout, async {
-        match service {
-            DraService::V1 => {
-                let mut client =
-                    v1::dra_plugin_client::DraPluginClient::with_origin(channel, origin());
-                client
-                    .node_prepare_resources(request(message, timeout))
-                    .await
-                    .map(|r| r.into_inner())
-            }
-            DraService::V1beta1 => {
-                let mut client =
-                    v1beta1::dra_plugin_client::DraPluginClient::with_origin(channel, origin());
-                let message: v1beta1::NodePrepareResourcesRequest = message.into();
-                client
-                    .node_prepare_resources(request(message, timeout))
-                    .await
-                    .map(|r| r.into_inner().into())
-            }
-        }
-    })
-    .await?;
+    let response = client.prepare(request, timeout).await?;
     Ok(prepare_results(&claims, response.claims))
 }
 
@@ -150,36 +105,14 @@ fn prepare_results(
 
 /// Unprepares `claims`; one result per claim, in order.
 pub(crate) async fn unprepare(
-    channel: Channel,
-    service: DraService,
+    client: DraClient<Channel>,
     claims: Vec<ClaimRef>,
     timeout: Duration,
-) -> Result<Vec<UnpreparedClaim>, Status> {
-    let message = v1::NodeUnprepareResourcesRequest {
+) -> Result<Vec<UnpreparedClaim>, CallError> {
+    let request = v1::NodeUnprepareResourcesRequest {
         claims: wire_claims(&claims),
     };
-    let response: v1::NodeUnprepareResourcesResponse = bounded(timeout, async {
-        match service {
-            DraService::V1 => {
-                let mut client =
-                    v1::dra_plugin_client::DraPluginClient::with_origin(channel, origin());
-                client
-                    .node_unprepare_resources(request(message, timeout))
-                    .await
-                    .map(|r| r.into_inner())
-            }
-            DraService::V1beta1 => {
-                let mut client =
-                    v1beta1::dra_plugin_client::DraPluginClient::with_origin(channel, origin());
-                let message: v1beta1::NodeUnprepareResourcesRequest = message.into();
-                client
-                    .node_unprepare_resources(request(message, timeout))
-                    .await
-                    .map(|r| r.into_inner().into())
-            }
-        }
-    })
-    .await?;
+    let response = client.unprepare(request, timeout).await?;
     let mut results = response.claims;
     Ok(claims
         .into_iter()

@@ -17,9 +17,10 @@ use super::connection::Channel;
 use super::error::{DraError, RecordError};
 use super::pod::{PodClaim, PodClaimResult, PodClaimUnprepared};
 use super::records::ClaimToPrepare;
-use super::service::DraService;
 use crate::checkpoint::WrittenReply;
 use crate::owner::Mailbox;
+use nodeplugins_api::call::CallError;
+use nodeplugins_api::dra_client::DraClient;
 
 /// The steps of prepares and unprepares, with what a handle shares with
 /// the owner.
@@ -352,10 +353,10 @@ impl<'a> ClaimCalls<'a> {
         driver: &str,
         claims: &[ClaimRef],
         operation: Operation,
-        call: impl FnOnce(Channel, DraService, Vec<ClaimRef>, Duration) -> F,
+        call: impl FnOnce(DraClient<Channel>, Vec<ClaimRef>, Duration) -> F,
     ) -> Result<Vec<R>, DraError>
     where
-        F: Future<Output = Result<Vec<R>, tonic::Status>>,
+        F: Future<Output = Result<Vec<R>, CallError>>,
     {
         let Route {
             endpoint,
@@ -367,27 +368,22 @@ impl<'a> ClaimCalls<'a> {
             return Ok(Vec::new());
         }
         let started = Instant::now();
-        let result = call(
-            channel,
-            service,
-            claims.to_vec(),
-            self.shared.config.call_timeout,
-        )
-        .await;
+        let client = DraClient::new(channel, service);
+        let result = call(client, claims.to_vec(), self.shared.config.call_timeout).await;
         let (code, failed) = match &result {
             Ok(claims) => (tonic::Code::Ok, claims.iter().any(ClaimResult::failed)),
-            Err(status) => (status.code(), true),
+            Err(error) => (error.code(), true),
         };
         let took = started.elapsed();
         self.shared
             .metrics
             .call(operation.metric_name(), driver, service, took, code, failed);
-        result.map_err(|status| DraError::Call {
+        result.map_err(|error| DraError::Call {
             driver: driver.into(),
             endpoint,
             operation: operation.rpc_name(),
-            code: status.code(),
-            message: status.message().into(),
+            code: error.code(),
+            message: error.message(),
         })
     }
 }

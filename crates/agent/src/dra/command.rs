@@ -11,11 +11,11 @@ use super::connection::Channel;
 use super::error::DraError;
 use super::metrics::DraMetrics;
 use super::records::{ClaimToPrepare, PreparePlan, PreparedClaims, UnpreparePlan};
-use super::service::{DraService, HealthService};
 use super::snapshot::DraSnapshot;
 use super::state::InstanceId;
 use crate::checkpoint::{CheckpointError, WrittenReply};
 use crate::event::AgentEvent;
+use nodeplugins_api::dra_client::{DraService, HealthService};
 
 /// What the manager's task is told by handles.
 pub(crate) enum Command {

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use super::service::ServiceError;
 use crate::checkpoint::CheckpointError;
+use nodeplugins_api::dra_client::ServiceError;
 
 /// Why a DRA operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

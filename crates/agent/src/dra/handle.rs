@@ -17,12 +17,12 @@ use super::error::DraError;
 use super::metrics::DraMetrics;
 use super::pod::{PodClaim, PodClaimResult, PodClaimUnprepared};
 use super::records::{PreparedClaims, RecordedClaim};
-use super::service::{choose_health_service, choose_service};
 use super::snapshot::DraSnapshot;
 use super::status::DraDriverStatus;
 use crate::checkpoint::CheckpointProblem;
 use crate::event::AgentEvent;
 use crate::owner::{self, Mailbox};
+use nodeplugins_api::dra_client::{choose_health_service, choose_service};
 
 /// The DRA manager has stopped.
 #[derive(Debug, Clone, Copy, thiserror::Error)]

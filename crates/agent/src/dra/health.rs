@@ -12,15 +12,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures::StreamExt;
-use http::Uri;
-use nodeplugins_api::dra_health::{v1, v1alpha1};
+use nodeplugins_api::dra_health::v1;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
 use super::connection::{Channel, Link};
-use super::service::HealthService;
+use nodeplugins_api::dra_client::{HealthService, watch_health};
 
 /// How long after a failed or ended stream it is opened again while the
 /// connection stays up (upstream: 5 s).
@@ -131,7 +130,6 @@ pub(crate) async fn follow(
     reports: mpsc::UnboundedSender<(u64, Vec<v1::DeviceHealth>)>,
     cancel: CancellationToken,
 ) {
-    let origin = Uri::from_static("http://localhost");
     let mut link = channel.link();
     let update = |devices| {
         let _ = reports.send((id, devices));
@@ -147,7 +145,7 @@ pub(crate) async fn follow(
         };
         let outcome = tokio::select! {
             () = cancel.cancelled() => return,
-            outcome = stream_once(channel.clone(), service, origin.clone(), &update) => outcome,
+            outcome = stream_once(channel.clone(), service, &update) => outcome,
         };
         let stop = match outcome {
             Ok(()) => StreamStop::Ended,
@@ -191,36 +189,11 @@ impl StreamStop {
 async fn stream_once(
     channel: Channel,
     service: HealthService,
-    origin: Uri,
     update: &(impl Fn(Vec<v1::DeviceHealth>) + Sync),
 ) -> Result<(), Status> {
-    match service {
-        HealthService::V1 => {
-            let mut client = v1::dra_resource_health_client::DraResourceHealthClient::with_origin(
-                channel, origin,
-            );
-            let mut stream = client
-                .node_watch_resources(v1::NodeWatchResourcesRequest {})
-                .await?
-                .into_inner();
-            while let Some(message) = stream.next().await {
-                update(message?.devices);
-            }
-        }
-        HealthService::V1alpha1 => {
-            let mut client =
-                v1alpha1::dra_resource_health_client::DraResourceHealthClient::with_origin(
-                    channel, origin,
-                );
-            let mut stream = client
-                .node_watch_resources(v1alpha1::NodeWatchResourcesRequest {})
-                .await?
-                .into_inner();
-            while let Some(message) = stream.next().await {
-                let message: v1::NodeWatchResourcesResponse = message?.into();
-                update(message.devices);
-            }
-        }
+    let mut stream = watch_health(channel, service).await?;
+    while let Some(message) = stream.next().await {
+        update(message?.devices);
     }
     Ok(())
 }

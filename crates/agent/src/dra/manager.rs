@@ -25,13 +25,13 @@ use super::handle::DraHandle;
 use super::health;
 use super::metrics::DraMetrics;
 use super::records::PreparedClaims;
-use super::service::{DraService, HealthService};
 use super::snapshot::{DraSnapshot, DriverSnapshot};
 use super::state::{Driver, Instance, InstanceId, State};
 use crate::checkpoint::Persister;
 use crate::event::{AgentEvent, EventKind};
 use crate::owner::Mailbox;
 use crate::shards::Shards;
+use nodeplugins_api::dra_client::{DraService, HealthService};
 use nodeplugins_api::timer::sleep_until;
 
 mod claims;

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use super::service::DraService;
 use crate::metrics::{DEFAULT_BUCKETS, HistogramVec, MetricsSource};
+use nodeplugins_api::dra_client::DraService;
 
 /// `dra_operations_duration_seconds` and `dra_grpc_operations_duration_seconds`.
 /// Cheap to clone.

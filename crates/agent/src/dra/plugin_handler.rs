@@ -2,8 +2,8 @@
 
 use super::error::DraError;
 use super::handle::DraHandle;
-use super::service::choose_service;
 use crate::handler::{HandlerError, PluginHandler};
+use nodeplugins_api::dra_client::choose_service;
 
 /// The `DRAPlugin` handler: the plugin's name is the driver name, its
 /// endpoint the absolute path of its service socket, and its supported

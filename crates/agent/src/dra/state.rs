@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::cleanup::ScheduledCleanup;
 use super::connection::{Channel, Demand, Link};
 use super::health::HealthReports;
-use super::service::{DraService, HealthService};
+use nodeplugins_api::dra_client::{DraService, HealthService};
 
 /// Identifies an instance for the life of the manager, across drivers.
 pub(crate) type InstanceId = u64;

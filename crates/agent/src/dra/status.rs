@@ -2,7 +2,7 @@
 //! instances, pending cleanups and device health.
 
 use super::health::DeviceHealthStatus;
-use super::service::{DraService, HealthService};
+use nodeplugins_api::dra_client::{DraService, HealthService};
 
 /// One DRA driver.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

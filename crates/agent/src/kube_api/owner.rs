@@ -29,7 +29,8 @@ use super::node_status::{self, NodeResources};
 use super::observed::{self, CsiNodeFollow, CsiNodeWatch, NodeWatch, Seen, next_csinode};
 use super::resource_slices::WipeReport;
 use super::status::{KubeApiStatus, WriteKind};
-use super::write_state::{Outcome, RetryPolicy, WriteState, same_error};
+use super::failures::{Failures, Outcome};
+use super::write_state::{RetryPolicy, WriteState};
 use crate::csi::CsiDriverStore;
 use crate::device::DeviceHandle;
 use crate::event::{AgentEvent, EventKind, EventSubject};
@@ -79,8 +80,7 @@ struct State {
     /// Every CSI driver a write was started for: removed once it is gone,
     /// whatever a failed write may have left.
     published_drivers: BTreeSet<String>,
-    wipe_failures: u32,
-    wipe_error: Option<Arc<KubeApiError>>,
+    wipe_failures: Failures,
     /// The Node as last seen (`None`: it does not exist, or not yet known).
     node: Option<Arc<Node>>,
     csinode: Option<Arc<CSINode>>,
@@ -100,8 +100,7 @@ impl State {
             owned_resources: BTreeSet::new(),
             csi_node: WriteState::dirty_now(),
             published_drivers: BTreeSet::new(),
-            wipe_failures: 0,
-            wipe_error: None,
+            wipe_failures: Failures::default(),
             node: None,
             csinode: None,
             csinode_seen: false,
@@ -377,28 +376,8 @@ impl Owner {
     fn on_wipe(&self, state: &mut State, report: WipeReport) {
         let ok = report.is_ok();
         let outcome = match report {
-            Ok(()) => {
-                let recovered = state.wipe_failures > 0;
-                state.wipe_failures = 0;
-                state.wipe_error = None;
-                if recovered {
-                    Outcome::CaughtUp
-                } else {
-                    Outcome::Quiet
-                }
-            }
-            Err(error) => {
-                state.wipe_failures = state.wipe_failures.saturating_add(1);
-                let repeated = state
-                    .wipe_error
-                    .replace(error.clone())
-                    .is_some_and(|last| same_error(&last, &error));
-                if repeated {
-                    Outcome::Quiet
-                } else {
-                    Outcome::Failed(error)
-                }
-            }
+            Ok(()) => state.wipe_failures.succeeded(),
+            Err(error) => state.wipe_failures.failed(error),
         };
         self.finish(state, WriteKind::ResourceSlices, ok, outcome);
     }
@@ -435,14 +414,14 @@ impl Owner {
         if state.csi_node.pending() {
             pending.push(WriteKind::CsiNode);
         }
-        if state.wipe_failures > 0 {
+        if state.wipe_failures.failing() {
             pending.push(WriteKind::ResourceSlices);
         }
         self.metrics.set_pending(pending.len());
         let last_error = [
-            &state.node_status.last_error,
-            &state.csi_node.last_error,
-            &state.wipe_error,
+            &state.node_status.failures.last,
+            &state.csi_node.failures.last,
+            &state.wipe_failures.last,
         ]
         .into_iter()
         .flatten()
@@ -458,8 +437,9 @@ impl Owner {
             failures: state
                 .node_status
                 .failures
-                .max(state.csi_node.failures)
-                .max(state.wipe_failures),
+                .count
+                .max(state.csi_node.failures.count)
+                .max(state.wipe_failures.count),
         };
         let changed = self.status.send_if_modified(|current| {
             if **current == status {

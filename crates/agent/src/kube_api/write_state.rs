@@ -8,6 +8,7 @@ use nodeplugins_api::backoff::Backoff;
 use tokio::time::Instant;
 
 use super::error::{KubeApiError, Retry};
+use super::failures::{Failures, Outcome};
 
 /// How a kind of write is retried: `backoff` for a server that is away or
 /// slow, `slowly` for a refusal that repeating will not change.
@@ -29,9 +30,8 @@ pub(crate) struct WriteState<T> {
     /// has something else.
     pub(crate) written: Option<T>,
     pub(crate) in_flight: bool,
-    pub(crate) failures: u32,
-    /// Why the last write failed, while it stays failed.
-    pub(crate) last_error: Option<Arc<KubeApiError>>,
+    /// Failed writes in a row, and why the last one failed.
+    pub(crate) failures: Failures,
     /// After a refusal: the earliest a changed state is written. A refusal
     /// of one state says little of the next (a colliding CSI driver gone,
     /// another one back), so a change goes out at the usual backoff's pace
@@ -39,17 +39,6 @@ pub(crate) struct WriteState<T> {
     pub(crate) changed_due: Option<Instant>,
     /// The object written to was seen not to exist: changes wait for it.
     pub(crate) awaiting_object: bool,
-}
-
-/// What the end of a write tells operators.
-#[derive(Debug, Clone)]
-pub(crate) enum Outcome {
-    /// Nothing new.
-    Quiet,
-    /// A new error (said once per change of error).
-    Failed(Arc<KubeApiError>),
-    /// Written after failures.
-    CaughtUp,
 }
 
 impl<T: PartialEq> WriteState<T> {
@@ -60,8 +49,7 @@ impl<T: PartialEq> WriteState<T> {
             due: Some(Instant::now()),
             written: None,
             in_flight: false,
-            failures: 0,
-            last_error: None,
+            failures: Failures::default(),
             changed_due: None,
             awaiting_object: false,
         }
@@ -77,7 +65,7 @@ impl<T: PartialEq> WriteState<T> {
         }
         let soon = now + settle;
         self.due = Some(match self.due {
-            Some(due) if self.failures > 0 => match self.changed_due {
+            Some(due) if self.failures.failing() => match self.changed_due {
                 Some(changed) => due.min(changed.max(soon)),
                 None => due,
             },
@@ -125,7 +113,7 @@ impl<T: PartialEq> WriteState<T> {
 
     /// Whether something is not yet written.
     pub(crate) fn pending(&self) -> bool {
-        self.dirty || self.in_flight || self.failures > 0
+        self.dirty || self.in_flight || self.failures.failing()
     }
 
     /// A write starts.
@@ -158,65 +146,45 @@ impl<T: PartialEq> WriteState<T> {
                 if !self.dirty {
                     self.due = None;
                 }
-                let recovered = self.failures > 0;
-                self.failures = 0;
-                self.last_error = None;
                 self.changed_due = None;
-                if recovered {
-                    Outcome::CaughtUp
-                } else {
-                    Outcome::Quiet
-                }
+                self.failures.succeeded()
             }
             Err(e) => {
                 // Marked while the write was out: something changed, maybe
                 // the very object it did not find.
                 let marked_meanwhile = self.dirty;
-                self.failures = self.failures.saturating_add(1);
+                let error = Arc::new(e);
+                let outcome = self.failures.failed(error.clone());
+                let failures = self.failures.count;
                 self.dirty = true;
                 self.written = None;
-                let retry = e.retry();
+                let retry = error.retry();
                 self.changed_due =
-                    (retry == Retry::Slowly).then(|| now + policy.backoff.delay(self.failures));
+                    (retry == Retry::Slowly).then(|| now + policy.backoff.delay(failures));
                 self.due = match retry {
                     Retry::Conflict => Some(now),
                     Retry::WhenItExists if marked_meanwhile => {
-                        Some(now + policy.backoff.delay(self.failures))
+                        Some(now + policy.backoff.delay(failures))
                     }
                     Retry::WhenItExists => None,
-                    Retry::Slowly => Some(now + policy.slowly.delay(self.failures)),
+                    Retry::Slowly => Some(now + policy.slowly.delay(failures)),
                     Retry::Credentials | Retry::WithBackoff => {
-                        Some(now + policy.backoff.delay(self.failures))
+                        Some(now + policy.backoff.delay(failures))
                     }
                 };
                 match self.due {
                     Some(due) => {
                         let retry_in_ms = due.saturating_duration_since(now).as_millis() as u64;
-                        tracing::debug!(failures = self.failures, retry_in_ms, error = %e, "Kubernetes API write failed");
+                        tracing::debug!(failures, retry_in_ms, %error, "Kubernetes API write failed");
                     }
                     None => {
-                        tracing::debug!(failures = self.failures, error = %e, "Kubernetes API write failed; waiting for the Node");
+                        tracing::debug!(failures, %error, "Kubernetes API write failed; waiting for the Node");
                     }
                 }
-                let error = Arc::new(e);
-                let repeated = self
-                    .last_error
-                    .replace(error.clone())
-                    .is_some_and(|last| same_error(&last, &error));
-                if repeated {
-                    Outcome::Quiet
-                } else {
-                    Outcome::Failed(error)
-                }
+                outcome
             }
         }
     }
-}
-
-/// The same failure again: errors from the API are not comparable, their
-/// text is.
-pub(crate) fn same_error(a: &KubeApiError, b: &KubeApiError) -> bool {
-    a.to_string() == b.to_string()
 }
 
 #[cfg(test)]

@@ -5,11 +5,12 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use futures::StreamExt;
-use nodeplugins_api::constants::{device_plugin, dra_service, plugin_type};
+use nodeplugins_api::call;
+use nodeplugins_api::constants::{device_plugin, plugin_type};
 use nodeplugins_api::csi::v1 as csi;
 use nodeplugins_api::deviceplugin::v1beta1 as dp;
-use nodeplugins_api::dra::{v1 as dra_v1, v1beta1 as dra_v1beta1};
-use nodeplugins_api::dra_health::{v1 as health_v1, v1alpha1 as health_v1alpha1};
+use nodeplugins_api::dra::v1 as dra_v1;
+use nodeplugins_api::dra_client::{DraClient, DraService, HealthService, watch_health};
 use nodeplugins_api::pluginregistration::v1::PluginInfo;
 use nodeplugins_api::transport::{dial, root_cause};
 use tonic::transport::Channel;
@@ -17,17 +18,11 @@ use tonic::transport::Channel;
 use super::report::Report;
 use super::timeouts::CALL_TIMEOUT;
 
-fn status_text(status: &tonic::Status) -> String {
-    format!("{:?}: {}", status.code(), status.message())
-}
-
-/// Runs `call` with the check deadline, mapping errors to text.
+/// `call`'s answer within the check deadline; its failure as one line.
 async fn bounded<T>(call: impl Future<Output = Result<T, tonic::Status>>) -> Result<T, String> {
-    match tokio::time::timeout(CALL_TIMEOUT, call).await {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(status)) => Err(status_text(&status)),
-        Err(_) => Err(format!("no answer within {CALL_TIMEOUT:?}")),
-    }
+    call::within(CALL_TIMEOUT, call)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 pub(super) async fn check(report: &mut Report, info: &PluginInfo, endpoint: &Path) {
@@ -146,54 +141,31 @@ async fn csi(report: &mut Report, info: &PluginInfo, channel: Channel) {
 async fn dra(report: &mut Report, info: &PluginInfo, channel: Channel) {
     let listed = |name: &str| info.supported_versions.iter().any(|v| v == name);
     // An empty request: served services answer with an empty map.
-    if listed(dra_service::V1) {
-        let mut client = dra_v1::dra_plugin_client::DraPluginClient::new(channel.clone());
-        let call = client.node_prepare_resources(dra_v1::NodePrepareResourcesRequest::default());
-        report_service(report, dra_service::V1, bounded(call).await.map(|_| ()));
+    for service in [DraService::V1, DraService::V1beta1] {
+        if listed(service.as_str()) {
+            let client = DraClient::new(channel.clone(), service);
+            let request = dra_v1::NodePrepareResourcesRequest::default();
+            let answer = client.prepare(request, CALL_TIMEOUT).await;
+            report_service(
+                report,
+                service.as_str(),
+                answer.map(|_| ()).map_err(|e| e.to_string()),
+            );
+        }
     }
-    if listed(dra_service::V1BETA1) {
-        let mut client = dra_v1beta1::dra_plugin_client::DraPluginClient::new(channel.clone());
-        let call =
-            client.node_prepare_resources(dra_v1beta1::NodePrepareResourcesRequest::default());
-        report_service(
-            report,
-            dra_service::V1BETA1,
-            bounded(call).await.map(|_| ()),
-        );
-    }
-    if listed(dra_service::HEALTH_V1) {
-        let mut client =
-            health_v1::dra_resource_health_client::DraResourceHealthClient::new(channel.clone());
-        let first = async {
-            let mut stream = client
-                .node_watch_resources(health_v1::NodeWatchResourcesRequest {})
-                .await?
-                .into_inner();
-            match stream.next().await {
-                Some(message) => message.map(|m| m.devices.len()),
-                None => Err(tonic::Status::unknown(
-                    "the stream ended before the first message",
-                )),
-            }
-        };
-        report_health(report, dra_service::HEALTH_V1, bounded(first).await);
-    }
-    if listed(dra_service::HEALTH_V1ALPHA1) {
-        let mut client =
-            health_v1alpha1::dra_resource_health_client::DraResourceHealthClient::new(channel);
-        let first = async {
-            let mut stream = client
-                .node_watch_resources(health_v1alpha1::NodeWatchResourcesRequest {})
-                .await?
-                .into_inner();
-            match stream.next().await {
-                Some(message) => message.map(|m| m.devices.len()),
-                None => Err(tonic::Status::unknown(
-                    "the stream ended before the first message",
-                )),
-            }
-        };
-        report_health(report, dra_service::HEALTH_V1ALPHA1, bounded(first).await);
+    for service in [HealthService::V1, HealthService::V1alpha1] {
+        if listed(service.as_str()) {
+            let first = async {
+                let mut stream = watch_health(channel.clone(), service).await?;
+                match stream.next().await {
+                    Some(message) => message.map(|m| m.devices.len()),
+                    None => Err(tonic::Status::unknown(
+                        "the stream ended before the first message",
+                    )),
+                }
+            };
+            report_health(report, service.as_str(), bounded(first).await);
+        }
     }
 }
 

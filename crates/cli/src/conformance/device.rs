@@ -6,6 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use nodeplugins::device::resource_name::is_extended_resource_name;
+use nodeplugins_api::call;
 use nodeplugins_api::constants::device_plugin;
 use nodeplugins_api::deviceplugin::v1beta1 as dp;
 use nodeplugins_api::transport::{dial, root_cause};
@@ -22,17 +23,6 @@ type Client = dp::device_plugin_client::DevicePluginClient<Channel>;
 const UNKNOWN_ID: &str = "nodeplugins-conformance-no-such-device";
 /// How many Allocate calls run at once.
 const CONCURRENT: usize = 8;
-
-async fn bounded<T>(
-    timeout: Duration,
-    call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
-) -> Result<T, String> {
-    match tokio::time::timeout(timeout, call).await {
-        Ok(Ok(answer)) => Ok(answer.into_inner()),
-        Ok(Err(status)) => Err(format!("{:?}: {}", status.code(), status.message())),
-        Err(_) => Err(format!("no answer within {timeout:?}")),
-    }
-}
 
 /// The Register rule for a plugin that registered on the tool's
 /// `kubelet.sock`; returns its service socket.
@@ -112,13 +102,13 @@ pub(crate) async fn rules(
     let mut options = None;
     report
         .run(&DP_OPTIONS, async {
-            match bounded(
+            match call::unary(
                 timeout,
                 client.clone().get_device_plugin_options(dp::Empty {}),
             )
             .await
             {
-                Err(e) => Verdict::Fail(e),
+                Err(e) => Verdict::Fail(e.to_string()),
                 Ok(answer) => {
                     let seen = format!(
                         "pre_start_required {}, get_preferred_allocation_available {}",
@@ -212,7 +202,7 @@ pub(crate) async fn rules(
     report
         .run(&DP_ALLOCATE_UNKNOWN, async {
             let request = allocate_request(&[&[UNKNOWN_ID]]);
-            match bounded(timeout, client.clone().allocate(request)).await {
+            match call::unary(timeout, client.clone().allocate(request)).await {
                 Err(e) => Verdict::Pass(format!("refused: {e}")),
                 Ok(_) => Verdict::Fail(format!("allocated {UNKNOWN_ID:?}, which it never listed")),
             }
@@ -220,13 +210,19 @@ pub(crate) async fn rules(
         .await;
     report
         .run(&DP_ALLOCATE_CONCURRENT, async {
-            let calls = (0..CONCURRENT).map(|i| {
-                let mut client = client.clone();
-                let id = ids[i % ids.len()].clone();
-                async move { bounded(timeout, client.allocate(allocate_request(&[&[&id]]))).await }
-            });
+            let calls =
+                (0..CONCURRENT).map(|i| {
+                    let mut client = client.clone();
+                    let id = ids[i % ids.len()].clone();
+                    async move {
+                        call::unary(timeout, client.allocate(allocate_request(&[&[&id]]))).await
+                    }
+                });
             let answers = futures::future::join_all(calls).await;
-            let failed: Vec<String> = answers.into_iter().filter_map(Result::err).collect();
+            let failed: Vec<String> = answers
+                .into_iter()
+                .filter_map(|a| a.err().map(|e| e.to_string()))
+                .collect();
             Verdict::check(
                 failed.is_empty(),
                 if failed.is_empty() {
@@ -245,9 +241,9 @@ pub(crate) async fn rules(
             let request = dp::PreStartContainerRequest {
                 devices_ids: vec![ids[0].clone()],
             };
-            match bounded(timeout, client.pre_start_container(request)).await {
+            match call::unary(timeout, client.pre_start_container(request)).await {
                 Ok(_) => Verdict::Pass(format!("answered for {:?}", ids[0])),
-                Err(e) => Verdict::Fail(e),
+                Err(e) => Verdict::Fail(e.to_string()),
             }
         })
         .await;
@@ -352,9 +348,9 @@ async fn preferred_rule(
             allocation_size: size,
         }],
     };
-    let answer = match bounded(timeout, client.get_preferred_allocation(request)).await {
+    let answer = match call::unary(timeout, client.get_preferred_allocation(request)).await {
         Ok(answer) => answer,
-        Err(e) => return Verdict::Fail(e),
+        Err(e) => return Verdict::Fail(e.to_string()),
     };
     let [container] = answer.container_responses.as_slice() else {
         return Verdict::Fail(format!(
@@ -382,8 +378,8 @@ async fn preferred_rule(
 async fn allocate_rule(mut client: Client, ids: &[String], timeout: Duration) -> Verdict {
     let second = &ids[ids.len() - 1];
     let request = allocate_request(&[&[ids[0].as_str()], &[second.as_str()]]);
-    match bounded(timeout, client.allocate(request)).await {
-        Err(e) => Verdict::Fail(e),
+    match call::unary(timeout, client.allocate(request)).await {
+        Err(e) => Verdict::Fail(e.to_string()),
         Ok(answer) => Verdict::check(
             answer.container_responses.len() == 2,
             format!(

@@ -6,15 +6,16 @@ use std::path::Path;
 use std::time::Duration;
 
 use futures::StreamExt;
-use nodeplugins_api::constants::dra_service;
-use nodeplugins_api::dra::{v1, v1beta1};
-use nodeplugins_api::dra_health::{v1 as health_v1, v1alpha1 as health_v1alpha1};
+use nodeplugins_api::call::{self, CallError};
+use nodeplugins_api::dra::v1;
+use nodeplugins_api::dra_client::{self, DraService, choose_health_service, watch_health};
+use nodeplugins_api::dra_health::v1 as health_v1;
 use nodeplugins_api::pluginregistration::v1::PluginInfo;
 use nodeplugins_api::transport::{dial, root_cause};
 use tonic::transport::Channel;
 
 use super::claims::TestClaim;
-use super::dra_client::{DraClient, Prepared, identities, status_text};
+use super::dra_client::{DraClient, Prepared, identities};
 use super::rule::{Report, Verdict};
 use super::rules::*;
 
@@ -259,38 +260,15 @@ async fn services_rule(info: &PluginInfo, channel: Channel, timeout: Duration) -
     let listed = |name: &str| info.supported_versions.iter().any(|v| v == name);
     let mut served = Vec::new();
     let mut problems = Vec::new();
-    let calls: [(&str, bool); 2] = [
-        (dra_service::V1, listed(dra_service::V1)),
-        (dra_service::V1BETA1, listed(dra_service::V1BETA1)),
-    ];
-    for (service, is_listed) in calls {
-        if !is_listed {
+    for service in [DraService::V1, DraService::V1beta1] {
+        if !listed(service.as_str()) {
             continue;
         }
-        let answer = match service {
-            dra_service::V1 => {
-                let mut c = v1::dra_plugin_client::DraPluginClient::new(channel.clone());
-                tokio::time::timeout(
-                    timeout,
-                    c.node_unprepare_resources(v1::NodeUnprepareResourcesRequest::default()),
-                )
-                .await
-                .map(|r| r.map(|_| ()))
-            }
-            _ => {
-                let mut c = v1beta1::dra_plugin_client::DraPluginClient::new(channel.clone());
-                tokio::time::timeout(
-                    timeout,
-                    c.node_unprepare_resources(v1beta1::NodeUnprepareResourcesRequest::default()),
-                )
-                .await
-                .map(|r| r.map(|_| ()))
-            }
-        };
-        match answer {
-            Ok(Ok(())) => served.push(service),
-            Ok(Err(s)) => problems.push(format!("{service}: {}", status_text(&s))),
-            Err(_) => problems.push(format!("{service}: no answer within {timeout:?}")),
+        let client = dra_client::DraClient::new(channel.clone(), service);
+        let request = v1::NodeUnprepareResourcesRequest::default();
+        match client.unprepare(request, timeout).await {
+            Ok(_) => served.push(service.as_str()),
+            Err(e) => problems.push(format!("{service}: {e}")),
         }
     }
     if served.is_empty() && problems.is_empty() {
@@ -307,39 +285,21 @@ async fn services_rule(info: &PluginInfo, channel: Channel, timeout: Duration) -
 }
 
 async fn health_rule(info: &PluginInfo, channel: Channel, timeout: Duration) -> Verdict {
-    let listed = |name: &str| info.supported_versions.iter().any(|v| v == name);
-    let first = if listed(dra_service::HEALTH_V1) {
-        let mut c = health_v1::dra_resource_health_client::DraResourceHealthClient::new(channel);
-        let call = async {
-            let mut s = c
-                .node_watch_resources(health_v1::NodeWatchResourcesRequest {})
-                .await?
-                .into_inner();
-            s.next().await.transpose()
-        };
-        tokio::time::timeout(timeout, call).await
-    } else if listed(dra_service::HEALTH_V1ALPHA1) {
-        let mut c =
-            health_v1alpha1::dra_resource_health_client::DraResourceHealthClient::new(channel);
-        let call = async {
-            let mut s = c
-                .node_watch_resources(health_v1alpha1::NodeWatchResourcesRequest {})
-                .await?
-                .into_inner();
-            s.next()
-                .await
-                .transpose()
-                .map(|m| m.map(health_v1::NodeWatchResourcesResponse::from))
-        };
-        tokio::time::timeout(timeout, call).await
-    } else {
+    let Some(service) = choose_health_service(&info.supported_versions) else {
         return Verdict::Skip("the driver lists no DRAResourceHealth service".into());
     };
+    let first = call::within(timeout, async {
+        let mut stream = watch_health(channel, service).await?;
+        stream.next().await.transpose()
+    })
+    .await;
     let message = match first {
-        Err(_) => return Verdict::Fail(format!("no first message within {timeout:?}")),
-        Ok(Err(s)) => return Verdict::Fail(status_text(&s)),
-        Ok(Ok(None)) => return Verdict::Fail("the stream ended before its first message".into()),
-        Ok(Ok(Some(message))) => message,
+        Err(CallError::Timeout(_)) => {
+            return Verdict::Fail(format!("no first message within {timeout:?}"));
+        }
+        Err(e) => return Verdict::Fail(e.to_string()),
+        Ok(None) => return Verdict::Fail("the stream ended before its first message".into()),
+        Ok(Some(message)) => message,
     };
     for device in &message.devices {
         let named = device
