@@ -18,6 +18,7 @@ use crate::device::{
 use crate::dra::{
     DraHandle, DraManager, DraManagerConfig, DraPluginHandler, DriverCleanup, LoggingCleanup,
 };
+use crate::fs_watch::FsWatcher;
 use crate::handler::PluginHandler;
 use crate::metrics::{MetricsEndpoint, serve_metrics};
 use crate::plugin_manager::{PluginManager, PluginManagerConfig, PluginManagerHandle, WatchError};
@@ -42,6 +43,11 @@ pub struct AgentConfig {
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// The pod-resources API; `None` to not serve it.
     pub pod_resources: Option<PodResourcesConfig>,
+    /// The one inotify instance of the agent's waits on files; [`new`](Self::new)
+    /// gives the same one to the device and DRA managers and the
+    /// pod-resources server, and the agent to the admin socket and the API
+    /// credentials.
+    pub fs_watcher: FsWatcher,
 }
 
 /// The default metrics address: loopback only.
@@ -51,11 +57,19 @@ impl AgentConfig {
     /// Upstream defaults under `root_dir`.
     pub fn new(root_dir: impl Into<PathBuf>) -> Self {
         let root_dir = root_dir.into();
-        let pod_resources = PodResourcesConfig::new(&root_dir);
+        let fs_watcher = FsWatcher::new();
+        let pod_resources = PodResourcesConfig {
+            fs_watcher: fs_watcher.clone(),
+            ..PodResourcesConfig::new(&root_dir)
+        };
         let plugins = PluginManagerConfig::new(root_dir.join(layout::PLUGINS_REGISTRY_DIR));
-        let devices = DeviceManagerConfig::new(root_dir.join(layout::DEVICE_PLUGINS_DIR));
+        let devices = DeviceManagerConfig {
+            fs_watcher: fs_watcher.clone(),
+            ..DeviceManagerConfig::new(root_dir.join(layout::DEVICE_PLUGINS_DIR))
+        };
         let dra = DraManagerConfig {
             state_dir: Some(root_dir.join(crate::admin::ADMIN_DIR)),
+            fs_watcher: fs_watcher.clone(),
             ..DraManagerConfig::default()
         };
         Self {
@@ -66,6 +80,7 @@ impl AgentConfig {
             dra,
             metrics_addr: None,
             pod_resources: Some(pod_resources),
+            fs_watcher,
         }
     }
 }
@@ -212,6 +227,10 @@ impl Agent {
     ) -> Result<Self, AgentError> {
         let parts = Parts::new(&config);
         let pods_config = crate::pods::PodsConfig::new(&kube);
+        let kube = crate::kube_api::KubeApiConfig {
+            fs_watcher: config.fs_watcher.clone(),
+            ..kube
+        };
         let (publisher, handle) =
             crate::kube_api::KubeApi::connect(kube, parts.devices.1.clone(), parts.csi.drivers())
                 .await
@@ -353,7 +372,10 @@ impl Agent {
         };
         #[cfg(not(feature = "kube"))]
         let publishing = async { Ok::<(), AgentError>(()) };
-        let admin = crate::admin::serve(root, sources, SystemTime::now(), shutdown.clone());
+        let fs_watcher = self.config.fs_watcher.clone();
+        let watcher = fs_watcher.clone();
+        let admin =
+            crate::admin::serve(root, sources, watcher, SystemTime::now(), shutdown.clone());
         let pod_resources = {
             let (devices, dra) = (self.devices_handle.clone(), self.dra_handle.clone());
             let config = self.config.pod_resources.clone();
@@ -416,6 +438,8 @@ impl Agent {
             pod_resources,
             serving
         );
+        // Every wait on a file ended with its part: the watcher's reader did.
+        fs_watcher.stopped().await;
         managed??;
         served?.map_err(AgentError::Admin)?;
         pod_resources?.map_err(AgentError::PodResources)?;

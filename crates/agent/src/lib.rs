@@ -18,6 +18,7 @@
 //! - [`pods`] (feature `kube`): the node's pods, served from the API:
 //!   devices allocated and claims prepared when a pod comes, given back
 //!   when it goes.
+//! - [`fs_watch`]: the one inotify instance an agent's waits on files share.
 //! - [`agent`]: the wiring `nodeplugins run` uses.
 //!
 //! `docs/embedding.md` describes every public item.
@@ -30,6 +31,7 @@ pub mod csi;
 pub mod device;
 pub mod dra;
 pub mod event;
+pub mod fs_watch;
 mod handler;
 #[cfg(feature = "kube")]
 pub mod kube_api;

@@ -10,12 +10,12 @@ use std::path::{Path, PathBuf};
 
 use std::time::Duration;
 
-use futures::StreamExt;
-use inotify::{Inotify, WatchMask};
+use inotify::WatchMask;
 use nodeplugins_api::transport::{BoundSocket, TransportError, serve};
 use tokio_util::sync::CancellationToken;
 use tonic::transport::server::Router;
 
+use crate::fs_watch::{FsWatch, FsWatcher};
 use nodeplugins_api::backoff::Backoff;
 
 /// Device and inode of a file.
@@ -51,26 +51,20 @@ pub(crate) fn identity(path: &Path) -> Option<FileIdentity> {
 }
 
 /// Resolves once the file at `path` is no longer `bound` (the socket this
-/// process bound there). Watches the socket's directory with inotify; if the
-/// watch cannot be set up it says so and never resolves.
-pub(crate) async fn removed(path: &Path, bound: Option<FileIdentity>) {
-    let Some(dir) = path.parent() else {
+/// process bound there). Waits with `watcher` on the socket's name and its
+/// directory; if the wait cannot be set up it says so and never resolves.
+pub(crate) async fn removed(watcher: &FsWatcher, path: &Path, bound: Option<FileIdentity>) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
         return std::future::pending().await;
     };
-    let watch = Inotify::init().and_then(|inotify| {
-        inotify.watches().add(
-            dir,
-            WatchMask::DELETE
-                | WatchMask::MOVED_FROM
-                | WatchMask::CREATE
-                | WatchMask::MOVED_TO
-                | WatchMask::DELETE_SELF
-                | WatchMask::MOVE_SELF,
-        )?;
-        inotify.into_event_stream([0u8; 1024])
-    });
-    let mut events = match watch {
-        Ok(events) => events,
+    let mask = WatchMask::DELETE
+        | WatchMask::MOVED_FROM
+        | WatchMask::CREATE
+        | WatchMask::MOVED_TO
+        | WatchMask::DELETE_SELF
+        | WatchMask::MOVE_SELF;
+    let mut watch = match watcher.watch(dir, Some(name), mask) {
+        Ok(watch) => Some(watch),
         Err(e) => {
             tracing::warn!(socket = %path.display(), error = %e,
                 "cannot watch the socket's directory; a removed socket will not be re-created");
@@ -79,13 +73,8 @@ pub(crate) async fn removed(path: &Path, bound: Option<FileIdentity>) {
     };
     // The watch exists now: anything from here on is seen.
     while identity(path) == bound {
-        match events.next().await {
-            Some(Ok(_)) => {}
-            Some(Err(_)) | None => return std::future::pending().await,
-        }
+        FsWatch::fired(&mut watch).await;
     }
-    // Closing an inotify descriptor waits for the kernel: not on this thread.
-    tokio::task::spawn_blocking(move || drop(events));
 }
 
 /// The first retry after a removed socket could not be bound again.
@@ -123,9 +112,11 @@ where
 }
 
 /// Serves the gRPC services of `router()` on `socket` until `shutdown`, and
-/// serves them again, on a socket from `bind`, whenever the file is removed;
+/// serves them again, on a socket from `bind`, whenever the file is removed
+/// (`watcher` notices);
 /// `recreated` is called each time. `what` names the socket in logs.
 pub(crate) async fn serve_grpc<B, BF>(
+    watcher: &FsWatcher,
     mut socket: BoundSocket,
     mut bind: B,
     router: impl Fn() -> Router,
@@ -146,7 +137,7 @@ where
         tokio::pin!(serving);
         tokio::select! {
             served = &mut serving => return served,
-            () = removed(&path, bound) => {}
+            () = removed(watcher, &path, bound) => {}
         }
         tracing::warn!(socket = %path.display(), "the {what} socket was removed; serving it again");
         recreated();

@@ -1,5 +1,6 @@
 //! Serving the admin socket.
 
+use crate::fs_watch::FsWatcher;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -29,6 +30,7 @@ const MAX_REQUEST: usize = 4096;
 pub(crate) async fn serve(
     root_dir: PathBuf,
     sources: StatusSources,
+    watcher: FsWatcher,
     started: SystemTime,
     shutdown: CancellationToken,
 ) -> Result<(), TransportError> {
@@ -40,7 +42,7 @@ pub(crate) async fn serve(
         let bound = served_socket::identity(&path);
         let owner = std::fs::metadata(&path).map(|m| m.uid()).unwrap_or(0);
         let (listener, file) = socket.into_parts();
-        let removed = served_socket::removed(&path, bound);
+        let removed = served_socket::removed(&watcher, &path, bound);
         tokio::pin!(removed);
         let gone = loop {
             let stream = tokio::select! {

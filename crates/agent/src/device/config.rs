@@ -1,5 +1,6 @@
 //! Settings of the device manager, with the kubelet's values as defaults.
 
+use crate::fs_watch::FsWatcher;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -38,6 +39,9 @@ pub struct DeviceManagerConfig {
     pub allocate_timeout: Duration,
     /// PreStartContainer (upstream `KubeletPreStartContainerRPCTimeoutInSecs`, 30 s).
     pub pre_start_timeout: Duration,
+    /// Notices `kubelet.sock`'s removal (the agent shares one among all its
+    /// parts).
+    pub fs_watcher: FsWatcher,
 }
 
 impl DeviceManagerConfig {
@@ -50,6 +54,7 @@ impl DeviceManagerConfig {
             options_timeout: OPTIONS_TIMEOUT,
             allocate_timeout: ALLOCATE_TIMEOUT,
             pre_start_timeout: PRE_START_TIMEOUT,
+            fs_watcher: FsWatcher::new(),
         }
     }
 }

@@ -113,6 +113,7 @@ pub(crate) async fn serve(
         ))
     };
     served_socket::serve_grpc(
+        &devices.config().fs_watcher,
         socket,
         || bind(&dir),
         router,

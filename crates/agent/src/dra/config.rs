@@ -7,6 +7,7 @@ use super::calls::CALL_TIMEOUT;
 use super::cleanup::CLEANUP_GRACE;
 use super::connection::{RECONNECT_INITIAL, RECONNECT_MAX};
 use super::health::DEFAULT_HEALTH_TIMEOUT;
+use crate::fs_watch::FsWatcher;
 
 /// Dialing a DRA plugin's service socket, one attempt.
 pub(super) const DIAL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -34,6 +35,9 @@ pub struct DraManagerConfig {
     /// Where prepared claims are checkpointed (the agent uses
     /// `<root>/nodeplugins`); `None` keeps them in memory only.
     pub state_dir: Option<PathBuf>,
+    /// Waits for a disconnected instance's socket to come back (the agent
+    /// shares one among all its parts).
+    pub fs_watcher: FsWatcher,
 }
 
 impl Default for DraManagerConfig {
@@ -46,6 +50,7 @@ impl Default for DraManagerConfig {
             reconnect_initial: RECONNECT_INITIAL,
             reconnect_max: RECONNECT_MAX,
             state_dir: None,
+            fs_watcher: FsWatcher::new(),
         }
     }
 }

@@ -5,7 +5,8 @@
 //! drives the connection, so the moment the plugin goes away (the process
 //! exits, the server shuts down) it sees it and reports it, not at the next
 //! call. It then reconnects at once and, while that fails, with backoff; a
-//! [`socket_watch`] on the socket's directory cuts the wait short when the
+//! wait on the socket's directory
+//! ([`crate::fs_watch`]) cuts the wait short when the
 //! socket is created again, so a restarted plugin is reconnected within
 //! milliseconds.
 //!
@@ -26,7 +27,6 @@ mod handshake;
 mod light;
 mod link;
 mod monitor;
-mod socket_watch;
 
 pub(super) use monitor::{RECONNECT_INITIAL, RECONNECT_MAX};
 
@@ -34,4 +34,3 @@ pub(crate) use channel::Channel;
 pub(crate) use demand::Demand;
 pub(crate) use link::{Link, LinkEvent};
 pub(crate) use monitor::{Monitor, MonitorConfig};
-pub(crate) use socket_watch::SocketWatcher;

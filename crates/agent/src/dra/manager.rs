@@ -19,7 +19,7 @@ use super::cleanup::{CleanupDone, DriverCleanup, node_started};
 use super::cleanup_scheduler::CleanupScheduler;
 use super::command::{Command, Route, Routes, Shared};
 use super::config::DraManagerConfig;
-use super::connection::{Channel, Demand, Link, LinkEvent, Monitor, MonitorConfig, SocketWatcher};
+use super::connection::{Channel, Demand, Link, LinkEvent, Monitor, MonitorConfig};
 use super::error::DraError;
 use super::handle::DraHandle;
 use super::health;
@@ -29,6 +29,7 @@ use super::snapshot::{DraSnapshot, DriverSnapshot};
 use super::state::{Driver, Instance, InstanceId, State};
 use crate::checkpoint::Persister;
 use crate::event::{AgentEvent, EventKind};
+use crate::fs_watch::FsWatcher;
 use crate::owner::Mailbox;
 use crate::shards::Shards;
 use nodeplugins_api::dra_client::{DraService, HealthService};
@@ -105,6 +106,7 @@ impl DraManager {
         tasks.spawn(node_started(self.cleanup.clone(), shutdown.clone()));
         let (links_tx, links) = mpsc::unbounded_channel();
         let (health_tx, health) = mpsc::unbounded_channel();
+        let sockets = self.config.fs_watcher.clone();
         let mut owner = Owner {
             scheduler: CleanupScheduler::new(self.cleanup, self.config.cleanup_grace),
             config: self.config,
@@ -123,7 +125,7 @@ impl DraManager {
             rows: Shards::default(),
             touched: HashSet::new(),
             tasks,
-            sockets: SocketWatcher::new(shutdown.clone()),
+            sockets,
             shutdown,
         };
         owner.publish();
@@ -160,7 +162,7 @@ struct Owner {
     /// Monitors and health streams.
     tasks: TaskTracker,
     /// One inotify instance for every disconnected instance's socket.
-    sockets: SocketWatcher,
+    sockets: FsWatcher,
     shutdown: CancellationToken,
 }
 

@@ -1,5 +1,6 @@
 //! How the agent reaches the API server and as which node.
 
+use crate::fs_watch::FsWatcher;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -73,6 +74,9 @@ pub struct KubeApiConfig {
     /// without a change (the kubelet DRA manager's reconcile period).
     /// Default: 60 s.
     pub pod_reconcile_period: Duration,
+    /// Notices the credentials' files changing (the agent shares one among
+    /// all its parts).
+    pub fs_watcher: FsWatcher,
 }
 
 impl KubeApiConfig {
@@ -90,6 +94,7 @@ impl KubeApiConfig {
             refused_retry_max: REFUSED_RETRY_MAX,
             serve_pods: true,
             pod_reconcile_period: POD_RECONCILE_PERIOD,
+            fs_watcher: FsWatcher::new(),
         }
     }
 }

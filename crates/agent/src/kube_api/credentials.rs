@@ -21,13 +21,13 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use futures::{FutureExt, StreamExt};
-use inotify::{Inotify, WatchMask};
+use inotify::WatchMask;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::config::KubeConfigSource;
 use super::error::KubeApiError;
+use crate::fs_watch::{FsWatch, FsWatcher};
 
 /// How often the files are looked at even without an inotify event
 /// (client-go's `CertCallbackRefreshDuration`).
@@ -87,25 +87,38 @@ impl Credentials {
 
     /// Keeps the client current until `shutdown`; `reload` asks for an
     /// immediate look.
-    pub(crate) async fn run(mut self, mut reload: mpsc::Receiver<()>, shutdown: CancellationToken) {
+    pub(crate) async fn run(
+        mut self,
+        watcher: FsWatcher,
+        mut reload: mpsc::Receiver<()>,
+        shutdown: CancellationToken,
+    ) {
         let dirs = self.watched_dirs();
-        let mut events = match watch_dirs(&dirs) {
-            Ok(events) => events,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot watch the credentials' files; looking at them every {CREDENTIALS_RECHECK:?} and on a 401");
-                None
-            }
+        let mask = WatchMask::CREATE
+            | WatchMask::CLOSE_WRITE
+            | WatchMask::MOVED_TO
+            | WatchMask::DELETE
+            | WatchMask::ATTRIB;
+        let mut events = match dirs.is_empty() {
+            true => None,
+            false => match watcher.watch_dirs(dirs.iter().map(PathBuf::as_path), mask) {
+                Ok(watch) => Some(watch),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot watch the credentials' files; looking at them every {CREDENTIALS_RECHECK:?} and on a 401");
+                    None
+                }
+            },
         };
         let mut next_look = tokio::time::Instant::now() + CREDENTIALS_RECHECK;
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 Some(()) = reload.recv() => {}
-                Some(()) = next_event(&mut events) => {
+                () = FsWatch::fired(&mut events) => {
                     // The rest of a rotation comes within the settle.
                     tokio::time::sleep(SETTLE).await;
                     if let Some(events) = events.as_mut() {
-                        while let Some(Some(_)) = events.next().now_or_never() {}
+                        events.drain();
                     }
                 }
                 () = tokio::time::sleep_until(next_look) => {}
@@ -146,31 +159,6 @@ impl Credentials {
 pub(crate) fn reload_channel() -> (Reload, mpsc::Receiver<()>) {
     let (tx, rx) = mpsc::channel(1);
     (Reload(tx), rx)
-}
-
-type Events = inotify::EventStream<Vec<u8>>;
-
-fn watch_dirs(dirs: &BTreeSet<PathBuf>) -> std::io::Result<Option<Events>> {
-    if dirs.is_empty() {
-        return Ok(None);
-    }
-    let inotify = Inotify::init()?;
-    let mask = WatchMask::CREATE
-        | WatchMask::CLOSE_WRITE
-        | WatchMask::MOVED_TO
-        | WatchMask::DELETE
-        | WatchMask::ATTRIB;
-    for dir in dirs {
-        inotify.watches().add(dir, mask)?;
-    }
-    Ok(Some(inotify.into_event_stream(vec![0u8; 4096])?))
-}
-
-async fn next_event(events: &mut Option<Events>) -> Option<()> {
-    match events {
-        Some(events) => events.next().await.map(|_| ()),
-        None => std::future::pending().await,
-    }
 }
 
 /// The files `kubeconfig`'s current user and cluster name.

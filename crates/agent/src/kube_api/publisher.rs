@@ -92,8 +92,8 @@ impl KubeApi {
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), KubeApiError> {
         tracing::info!(server = %self.connection.borrow().server, node = %self.config.node_name, "publishing to the Kubernetes API");
         let (reload, reloads) = self.reload;
-        let credentials = tokio::spawn(self.credentials.run(reloads, shutdown.clone()));
-        let credentials = tokio_util::task::AbortOnDropHandle::new(credentials);
+        let watcher = self.config.fs_watcher.clone();
+        let credentials = self.credentials.run(watcher, reloads, shutdown.clone());
         let policy = RetryPolicy {
             backoff: Backoff::new(self.config.retry_initial, self.config.retry_max)
                 .with_jitter(self.config.retry_jitter),
@@ -116,9 +116,14 @@ impl KubeApi {
             status: self.status,
             changes: self.changes,
         };
-        let result = owner.run(shutdown).await;
-        drop(credentials);
-        result
+        // The credentials are kept current beside the owner, in this task;
+        // they end at shutdown, the owner then too (or earlier, failing).
+        let owning = owner.run(shutdown);
+        tokio::pin!(owning);
+        tokio::select! {
+            result = &mut owning => result,
+            () = credentials => owning.await,
+        }
     }
 }
 

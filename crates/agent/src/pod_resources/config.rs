@@ -1,5 +1,6 @@
 //! Settings of the pod-resources server.
 
+use crate::fs_watch::FsWatcher;
 use std::path::{Path, PathBuf};
 
 use nodeplugins_api::constants::pod_resources::{DEFAULT_BURST, DEFAULT_QPS, DIR, SOCKET};
@@ -37,6 +38,9 @@ pub struct PodResourcesConfig {
     pub mode: u32,
     /// The rate limit; `None` for none.
     pub rate_limit: Option<RateLimit>,
+    /// Notices the socket's removal (the agent shares one among all its
+    /// parts).
+    pub fs_watcher: FsWatcher,
 }
 
 impl PodResourcesConfig {
@@ -47,6 +51,7 @@ impl PodResourcesConfig {
             socket: root_dir.join(DIR).join(SOCKET),
             mode: DEFAULT_SOCKET_MODE,
             rate_limit: Some(RateLimit::default()),
+            fs_watcher: FsWatcher::new(),
         }
     }
 

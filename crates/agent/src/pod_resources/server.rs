@@ -227,8 +227,6 @@ pub async fn serve(
 ) -> Result<(), TransportError> {
     let socket = bind(&config).await?;
     let (builder, views) = ViewBuilder::new(devices, dra, pods);
-    let building =
-        tokio_util::task::AbortOnDropHandle::new(tokio::spawn(builder.run(shutdown.clone())));
     let inner = Arc::new(Inner {
         views,
         limiter: config.rate_limit.map(Limiter::new),
@@ -239,17 +237,23 @@ pub async fn serve(
             .add_service(Lister::<true>(inner.clone()))
             .add_service(Lister::<false>(inner.clone()))
     };
-    let served = served_socket::serve_grpc(
+    let serving = served_socket::serve_grpc(
+        &config.fs_watcher,
         socket,
         || bind(&config),
         router,
         "the pod-resources API",
         || metrics.socket_recreated(),
-        shutdown,
-    )
-    .await;
-    drop(building);
-    served
+        shutdown.clone(),
+    );
+    // The views are built beside serving, in this task: they end together.
+    // (The builder ends at shutdown; serving then ends too.)
+    tokio::pin!(serving);
+    tokio::select! {
+        served = &mut serving => return served,
+        () = builder.run(shutdown) => {}
+    }
+    serving.await
 }
 
 #[cfg(test)]

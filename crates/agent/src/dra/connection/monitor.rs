@@ -14,7 +14,8 @@ use super::error::{ConnectError, ConnectionEnd};
 use super::handshake::{Driven, handshake};
 use super::light::LightConnection;
 use super::link::LinkEvent;
-use super::socket_watch::{SocketWatch, SocketWatcher};
+use crate::fs_watch::{FsWatch, FsWatcher};
+use inotify::WatchMask;
 use nodeplugins_api::backoff::Backoff;
 
 /// The first retry after a failed connection attempt; it doubles per
@@ -59,7 +60,7 @@ pub(crate) struct Monitor {
     /// answer to its notification is not held up by this connection.
     pub(crate) parked: bool,
     /// Where a disconnected instance watches for its socket.
-    pub(crate) sockets: SocketWatcher,
+    pub(crate) sockets: FsWatcher,
     pub(crate) close: CancellationToken,
     pub(crate) shutdown: CancellationToken,
 }
@@ -97,7 +98,7 @@ impl Monitor {
         let socket = self.endpoint.display().to_string();
         let mut failures: u32 = 0;
         let mut last_error: Option<Arc<ConnectError>> = None;
-        let mut socket_watch: Option<SocketWatch> = None;
+        let mut socket_watch: Option<FsWatch> = None;
         // Once a call needed a full connection, every later one is full.
         let mut full = false;
         loop {
@@ -133,7 +134,7 @@ impl Monitor {
                     last_error = Some(error.clone());
                     self.report(LinkEvent::AttemptFailed { error, full });
                     if socket_watch.is_none() {
-                        socket_watch = self.sockets.watch(&self.endpoint);
+                        socket_watch = self.watch_socket();
                         if socket_watch.is_some() {
                             // The socket may have appeared before the watch
                             // existed: look once more before waiting.
@@ -148,7 +149,7 @@ impl Monitor {
                         () = self.stopping() => break,
                         () = tokio::time::sleep(delay) => {}
                         () = self.demand.wake() => {}
-                        () = SocketWatch::next(&mut socket_watch) => {
+                        () = FsWatch::fired(&mut socket_watch) => {
                             // The socket appeared again: start the schedule afresh.
                             failures = 0;
                         }
@@ -159,6 +160,16 @@ impl Monitor {
     }
 
     /// One connection attempt, light or full; reports the connection.
+    /// A wait for the instance's socket to be created again, if one can be
+    /// set up.
+    fn watch_socket(&self) -> Option<FsWatch> {
+        let dir = self.endpoint.parent()?;
+        let mask = WatchMask::CREATE | WatchMask::MOVED_TO | WatchMask::ATTRIB;
+        self.sockets
+            .watch(dir, self.endpoint.file_name(), mask)
+            .ok()
+    }
+
     async fn open(&self, full: bool) -> Result<Connection, ConnectError> {
         if full {
             let (sender, driven) = handshake(&self.endpoint).await?;

@@ -9,8 +9,8 @@ use super::*;
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Waits for `watch` to fire, failing the test after [`TIMEOUT`].
-async fn fired(watch: &mut Option<SocketWatch>) {
-    tokio::time::timeout(TIMEOUT, SocketWatch::next(watch))
+async fn fired(watch: &mut Option<FsWatch>) {
+    tokio::time::timeout(TIMEOUT, FsWatch::fired(watch))
         .await
         .expect("the watch to fire");
 }
@@ -18,15 +18,14 @@ async fn fired(watch: &mut Option<SocketWatch>) {
 #[tokio::test]
 async fn more_waiting_sockets_than_the_users_inotify_instances_each_get_a_watch_that_fires() {
     // The default per-user limit is 128 instances; one each would fail here.
-    let shutdown = CancellationToken::new();
-    let watcher = SocketWatcher::new(shutdown.clone());
+    let watcher = FsWatcher::new();
     let root = tempfile::tempdir().unwrap();
     let mut waiting = Vec::new();
     for i in 0..300 {
         let dir = root.path().join(format!("driver-{i}"));
         std::fs::create_dir(&dir).unwrap();
         let socket = dir.join("dra.sock");
-        let watch = watcher.watch(&socket);
+        let watch = socket_watch(&watcher, &socket);
         assert!(watch.is_some(), "no watch for instance {i}");
         waiting.push((socket, watch));
     }
@@ -41,17 +40,19 @@ async fn more_waiting_sockets_than_the_users_inotify_instances_each_get_a_watch_
         0,
         "the last watch on a directory removes it"
     );
-    shutdown.cancel();
+    tokio::time::timeout(TIMEOUT, watcher.stopped())
+        .await
+        .expect("the reader to end once no wait is left");
 }
 
 #[tokio::test]
 async fn a_watch_fires_for_its_own_name_only_and_shares_the_directory_with_others() {
-    let watcher = SocketWatcher::new(CancellationToken::new());
+    let watcher = FsWatcher::new();
     let dir = tempfile::tempdir().unwrap();
     let a = dir.path().join("a.sock");
     let b = dir.path().join("b.sock");
-    let mut watch_a = watcher.watch(&a);
-    let mut watch_b = watcher.watch(&b);
+    let mut watch_a = socket_watch(&watcher, &a);
+    let mut watch_b = socket_watch(&watcher, &b);
     assert_eq!(watcher.watched_dirs(), 1, "one watch for the directory");
 
     let _listener = UnixListener::bind(&b).unwrap();
@@ -72,10 +73,10 @@ async fn a_watch_fires_for_its_own_name_only_and_shares_the_directory_with_other
 
 #[tokio::test]
 async fn a_creation_while_nobody_waits_is_kept_for_the_next_wait() {
-    let watcher = SocketWatcher::new(CancellationToken::new());
+    let watcher = FsWatcher::new();
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("dra.sock");
-    let mut watch = watcher.watch(&socket);
+    let mut watch = socket_watch(&watcher, &socket);
     std::fs::write(&socket, b"").unwrap();
     std::fs::remove_file(&socket).unwrap();
     std::fs::write(&socket, b"").unwrap();
@@ -85,12 +86,12 @@ async fn a_creation_while_nobody_waits_is_kept_for_the_next_wait() {
 
 #[tokio::test]
 async fn a_removed_directory_breaks_its_watches_and_a_later_watch_works_again() {
-    let watcher = SocketWatcher::new(CancellationToken::new());
+    let watcher = FsWatcher::new();
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("driver");
     std::fs::create_dir(&dir).unwrap();
     let socket = dir.join("dra.sock");
-    let mut watch = watcher.watch(&socket);
+    let mut watch = socket_watch(&watcher, &socket);
     std::fs::remove_dir(&dir).unwrap();
     // The kernel drops the directory's watch; the hub forgets it.
     let woken = tokio::time::timeout(TIMEOUT, watch.as_mut().unwrap().woken.recv())
@@ -100,16 +101,48 @@ async fn a_removed_directory_breaks_its_watches_and_a_later_watch_works_again() 
     assert_eq!(watcher.watched_dirs(), 0);
 
     std::fs::create_dir(&dir).unwrap();
-    let mut again = watcher.watch(&socket);
+    let mut again = socket_watch(&watcher, &socket);
     let _listener = UnixListener::bind(&socket).unwrap();
     fired(&mut again).await;
 }
 
 #[tokio::test]
-async fn after_shutdown_no_watch_is_made() {
-    let shutdown = CancellationToken::new();
-    let watcher = SocketWatcher::new(shutdown.clone());
-    shutdown.cancel();
+async fn waits_with_other_masks_share_a_directory_and_each_gets_its_own_events() {
+    let watcher = FsWatcher::new();
     let dir = tempfile::tempdir().unwrap();
-    assert!(watcher.watch(&dir.path().join("dra.sock")).is_none());
+    let socket = dir.path().join("kubelet.sock");
+    std::fs::write(&socket, b"").unwrap();
+    let name = Some(socket.file_name().unwrap());
+    let mut created = Some(watcher.watch(dir.path(), name, WatchMask::CREATE).unwrap());
+    let mut removed = Some(watcher.watch(dir.path(), name, WatchMask::DELETE).unwrap());
+    let mut any = Some(
+        watcher
+            .watch_dirs([dir.path()], WatchMask::CLOSE_WRITE)
+            .unwrap(),
+    );
+    assert_eq!(watcher.watched_dirs(), 1);
+
+    std::fs::remove_file(&socket).unwrap();
+    fired(&mut removed).await;
+    std::fs::write(&socket, b"").unwrap();
+    fired(&mut created).await;
+    fired(&mut any).await;
+    assert!(
+        removed.as_mut().unwrap().woken.try_recv().is_err(),
+        "a creation does not wake a wait for removals"
+    );
+    std::fs::write(dir.path().join("other"), b"").unwrap();
+    fired(&mut any).await;
+    assert!(
+        created.as_mut().unwrap().woken.try_recv().is_err(),
+        "another name does not wake a wait for this one"
+    );
+}
+
+/// A wait for `socket`'s creation, as a DRA instance waits.
+fn socket_watch(watcher: &FsWatcher, socket: &std::path::Path) -> Option<FsWatch> {
+    let mask = WatchMask::CREATE | WatchMask::MOVED_TO | WatchMask::ATTRIB;
+    watcher
+        .watch(socket.parent().unwrap(), socket.file_name(), mask)
+        .ok()
 }
