@@ -14,7 +14,7 @@ mod metrics;
 mod protocol;
 mod requests;
 mod server;
-mod status_sources;
+mod parts;
 
 pub use crate::served_socket::SocketStatus;
 pub use client::{
@@ -28,4 +28,4 @@ pub use protocol::{
     DraUnpreparePodReply, DraUnprepareReply, PodsReply, ReleaseReply,
 };
 pub(crate) use server::serve;
-pub(crate) use status_sources::StatusSources;
+pub(crate) use parts::AdminParts;

@@ -10,7 +10,7 @@ use nodeplugins_api::constants::{layout, plugin_type};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
-use crate::admin::{AdminMetrics, StatusSources};
+use crate::admin::{AdminMetrics, AdminParts};
 use crate::csi::{CsiDriverStore, CsiHandler, NODE_GET_INFO_TIMEOUT};
 use crate::device::{
     DeviceHandle, DeviceManager, DeviceManagerConfig, DeviceManagerError, DevicePluginHandler,
@@ -322,7 +322,7 @@ impl Agent {
             }
             None => (None, None),
         };
-        let sources = StatusSources {
+        let sources = AdminParts {
             plugins,
             csi: self.csi.drivers(),
             devices,

@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use crate::plugin_manager::PluginDescription;
+use crate::plugin_description::PluginDescription;
 use crate::unix_time::unix_ms;
 
 /// One thing that happened.
@@ -112,10 +112,9 @@ pub enum EventSubject {
         detail: Option<String>,
     },
     /// The Kubernetes API publisher.
-    #[cfg(feature = "kube")]
     Kube {
-        /// Which write.
-        write: crate::kube_api::WriteKind,
+        /// Which write: `node_status`, `csi_node` or `resource_slices`.
+        write: String,
         /// The error, for failures.
         detail: Option<String>,
     },
@@ -236,7 +235,6 @@ impl AgentEvent {
         match self.subject {
             EventSubject::PluginManager { .. } => "registry",
             EventSubject::Dra { .. } => "dra",
-            #[cfg(feature = "kube")]
             EventSubject::Kube { .. } => "kube",
             EventSubject::Device { .. } => "device",
             EventSubject::Pods { .. } => "pods",
@@ -269,7 +267,6 @@ impl AgentEvent {
             EventSubject::Dra { detail, .. }
             | EventSubject::Device { detail, .. }
             | EventSubject::Pods { detail, .. } => detail.as_deref(),
-            #[cfg(feature = "kube")]
             EventSubject::Kube { detail, .. } => detail.as_deref(),
         }
     }

@@ -37,6 +37,7 @@ mod handler;
 pub mod kube_api;
 pub mod metrics;
 mod owner;
+mod plugin_description;
 pub mod plugin_manager;
 pub mod pod_resources;
 pub mod pods;

@@ -39,9 +39,9 @@ use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+pub use crate::plugin_description::PluginDescription;
 pub use config::{CONNECTION_REFUSED_GRACE, DIAL_TIMEOUT, NOTIFY_TIMEOUT, PluginManagerConfig};
 pub use snapshot::PluginSnapshot;
-pub use state::PluginDescription;
 pub use status::{PluginState, PluginStatus};
 pub use watcher::WatchError;
 

@@ -9,7 +9,7 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::status_sources::StatusSources;
+use super::parts::AdminParts;
 use crate::event::AgentEvent;
 
 /// How many past events the agent keeps.
@@ -30,9 +30,9 @@ struct Inner {
 }
 
 impl EventLog {
-    /// Starts collecting the events of `sources` on `tasks` until `shutdown`.
+    /// Starts collecting the events of `parts` on `tasks` until `shutdown`.
     pub(super) fn start(
-        sources: &StatusSources,
+        parts: &AdminParts,
         tasks: &TaskTracker,
         shutdown: CancellationToken,
     ) -> Arc<Self> {
@@ -42,11 +42,11 @@ impl EventLog {
                 live: broadcast::channel(LIVE_BUFFER).0,
             }),
         });
-        let mut registry = sources.plugins.events();
-        let mut dra = sources.dra.events();
-        let mut devices = sources.devices.events();
+        let mut registry = parts.plugins.events();
+        let mut dra = parts.dra.events();
+        let mut devices = parts.devices.events();
         #[cfg(feature = "kube")]
-        let mut kube = sources.kube.as_ref().map(|k| k.events());
+        let mut kube = parts.kube.as_ref().map(|k| k.events());
         #[cfg(not(feature = "kube"))]
         let mut kube = ();
         let collector = log.clone();

@@ -11,7 +11,7 @@ use super::protocol::{
     AdminErrorReply, AdminRequest, AllocateReply, DraClaimsReply, DraPrepareReply,
     DraUnprepareReply, PodsReply, ReleaseReply,
 };
-use super::status_sources::StatusSources;
+use super::parts::AdminParts;
 
 /// Why a request by hand is refused while pods are served.
 const SERVED: &str = "the agent serves the node's pods from the API: devices and claims follow the pods; run it with --pods off to allocate, release, prepare and unprepare by hand";
@@ -19,7 +19,7 @@ const SERVED: &str = "the agent serves the node's pods from the API: devices and
 const NO_API: &str = "preparing a pod reads it and its claims from the Kubernetes API: run the agent with --kubeconfig, or name the driver and claims";
 
 /// The answer to `request`.
-pub(super) async fn answer(sources: &StatusSources, request: AdminRequest) -> Value {
+pub(super) async fn answer(parts: &AdminParts, request: AdminRequest) -> Value {
     let by_hand = matches!(
         request,
         AdminRequest::Allocate(_)
@@ -29,19 +29,19 @@ pub(super) async fn answer(sources: &StatusSources, request: AdminRequest) -> Va
             | AdminRequest::DraPreparePod { .. }
             | AdminRequest::DraUnpreparePod { .. }
     );
-    if by_hand && sources.serving_pods() {
+    if by_hand && parts.serving_pods() {
         return error_reply(SERVED);
     }
     match request {
         AdminRequest::Allocate(request) => reply(
-            sources
+            parts
                 .devices
                 .allocate(&request)
                 .await
                 .map(|allocations| AllocateReply { allocations }),
         ),
         AdminRequest::Release { pod } => reply(
-            sources
+            parts
                 .devices
                 .release(&pod)
                 .await
@@ -52,7 +52,7 @@ pub(super) async fn answer(sources: &StatusSources, request: AdminRequest) -> Va
             claims,
             pod,
         } => {
-            let dra = &sources.dra;
+            let dra = &parts.dra;
             let prepared = match &pod {
                 Some(pod) => dra.prepare_for_pod(&driver, &claims, pod).await,
                 None => dra.prepare(&driver, &claims).await,
@@ -60,7 +60,7 @@ pub(super) async fn answer(sources: &StatusSources, request: AdminRequest) -> Va
             reply(prepared.map(|claims| DraPrepareReply { claims }))
         }
         AdminRequest::DraUnprepare { driver, claims } => {
-            let dra = &sources.dra;
+            let dra = &parts.dra;
             let result = match driver {
                 Some(driver) => dra.unprepare(&driver, &claims).await,
                 None => Ok(dra.unprepare_recorded(&claims).await),
@@ -68,7 +68,7 @@ pub(super) async fn answer(sources: &StatusSources, request: AdminRequest) -> Va
             reply(result.map(|claims| DraUnprepareReply { claims }))
         }
         AdminRequest::DraClaims => {
-            let dra = &sources.dra;
+            let dra = &parts.dra;
             let checkpoint_error = dra
                 .checkpoint_problem()
                 .await
@@ -81,41 +81,41 @@ pub(super) async fn answer(sources: &StatusSources, request: AdminRequest) -> Va
             }))
         }
         AdminRequest::DraPreparePod { namespace, name } => {
-            prepare_pod(sources, &namespace, &name).await
+            prepare_pod(parts, &namespace, &name).await
         }
         AdminRequest::DraUnpreparePod { namespace, name } => {
-            unprepare_pod(sources, &namespace, &name).await
+            unprepare_pod(parts, &namespace, &name).await
         }
-        AdminRequest::Pods { namespace, name } => pods(sources, namespace, name).await,
+        AdminRequest::Pods { namespace, name } => pods(parts, namespace, name).await,
         AdminRequest::Status | AdminRequest::Events { .. } => error_reply("answered by the server"),
     }
 }
 
 /// Pod `namespace/name`'s claims prepared by hand.
-async fn prepare_pod(sources: &StatusSources, namespace: &str, name: &str) -> Value {
+async fn prepare_pod(parts: &AdminParts, namespace: &str, name: &str) -> Value {
     #[cfg(feature = "kube")]
-    if let Some(pods) = &sources.pods {
+    if let Some(pods) = &parts.pods {
         return reply(pods.prepare_pod(namespace, name).await);
     }
-    let _ = (sources, namespace, name);
+    let _ = (parts, namespace, name);
     error_reply(NO_API)
 }
 
 /// What pod `namespace/name` uses unprepared by hand: the pod the API has
 /// under that name if it can be read, and every pod of that name the
 /// records name.
-async fn unprepare_pod(sources: &StatusSources, namespace: &str, name: &str) -> Value {
+async fn unprepare_pod(parts: &AdminParts, namespace: &str, name: &str) -> Value {
     #[cfg(feature = "kube")]
-    if let Some(pods) = &sources.pods {
+    if let Some(pods) = &parts.pods {
         return reply(pods.unprepare_pod(namespace, name).await);
     }
-    reply(crate::pods::unprepare_by_name(&sources.dra, namespace, name, None).await)
+    reply(crate::pods::unprepare_by_name(&parts.dra, namespace, name, None).await)
 }
 
 /// The pods bound to the node, of `namespace` and `name` when given.
-async fn pods(sources: &StatusSources, namespace: Option<String>, name: Option<String>) -> Value {
+async fn pods(parts: &AdminParts, namespace: Option<String>, name: Option<String>) -> Value {
     #[cfg(feature = "kube")]
-    if let Some(handle) = &sources.pods {
+    if let Some(handle) = &parts.pods {
         let snapshot = match handle.running_snapshot().await {
             Ok(snapshot) => snapshot,
             Err(e) => return error_reply(e),
@@ -133,7 +133,7 @@ async fn pods(sources: &StatusSources, namespace: Option<String>, name: Option<S
             pods,
         }));
     }
-    let _ = (sources, namespace, name);
+    let _ = (parts, namespace, name);
     reply(Ok::<_, std::convert::Infallible>(PodsReply {
         serving: false,
         listed: false,

@@ -16,7 +16,7 @@ use tokio_util::task::TaskTracker;
 use super::event_log::EventLog;
 use super::protocol::{AdminErrorReply, AdminRequest, AgentStatus, FollowingMarker, socket_path};
 use super::requests::error_reply;
-use super::status_sources::StatusSources;
+use super::parts::AdminParts;
 use crate::served_socket;
 use crate::unix_time::unix_ms;
 
@@ -29,14 +29,14 @@ const MAX_REQUEST: usize = 4096;
 /// `shutdown`, binding it again whenever it is removed.
 pub(crate) async fn serve(
     root_dir: PathBuf,
-    sources: StatusSources,
+    parts: AdminParts,
     watcher: FsWatcher,
     started: SystemTime,
     shutdown: CancellationToken,
 ) -> Result<(), TransportError> {
     let path = socket_path(&root_dir);
     let tasks = TaskTracker::new();
-    let events = EventLog::start(&sources, &tasks, shutdown.clone());
+    let events = EventLog::start(&parts, &tasks, shutdown.clone());
     let mut socket = bind(&path).await?;
     loop {
         let bound = served_socket::identity(&path);
@@ -60,7 +60,7 @@ pub(crate) async fn serve(
             };
             let context = Context {
                 events: events.clone(),
-                sources: sources.clone(),
+                parts: parts.clone(),
                 root_dir: root_dir.clone(),
                 started,
                 owner,
@@ -73,7 +73,7 @@ pub(crate) async fn serve(
             break;
         }
         tracing::warn!(socket = %path.display(), "the admin socket was removed; serving it again");
-        sources.admin.socket_recreated();
+        parts.admin.socket_recreated();
         match served_socket::bind_again(&path, || bind(&path), &shutdown).await {
             Some(again) => socket = again,
             None => break,
@@ -97,7 +97,7 @@ async fn bind(path: &Path) -> Result<BoundSocket, TransportError> {
 
 struct Context {
     events: std::sync::Arc<EventLog>,
-    sources: StatusSources,
+    parts: AdminParts,
     root_dir: PathBuf,
     started: SystemTime,
     owner: u32,
@@ -137,7 +137,7 @@ impl Context {
                 self.stream_events(&mut write, history, follow).await;
                 return;
             }
-            Ok(request) => super::requests::answer(&self.sources, request).await,
+            Ok(request) => super::requests::answer(&self.parts, request).await,
             Err(e) => error_reply(format!("bad request: {e}")),
         };
         let _ = write_line(&mut write, &reply).await;
@@ -145,16 +145,16 @@ impl Context {
 
     /// The agent's status, or why it cannot be read.
     async fn status(&self) -> serde_json::Value {
-        let sources = &self.sources;
+        let parts = &self.parts;
         let (plugins, resources, checkpoint, dra_drivers, dra_checkpoint) = tokio::join!(
-            sources.plugins.status(),
-            sources.devices.status(),
-            sources.devices.checkpoint_problem(),
-            sources.dra.status(),
-            sources.dra.checkpoint_problem(),
+            parts.plugins.status(),
+            parts.devices.status(),
+            parts.devices.checkpoint_problem(),
+            parts.dra.status(),
+            parts.dra.checkpoint_problem(),
         );
         #[cfg(feature = "kube")]
-        let kube_api = sources.kube.as_ref().map(|kube| (*kube.snapshot()).clone());
+        let kube_api = parts.kube.as_ref().map(|kube| (*kube.snapshot()).clone());
         let status = (|| -> Result<AgentStatus, PartStopped> {
             Ok(AgentStatus {
                 version: env!("CARGO_PKG_VERSION").to_string(),
@@ -162,24 +162,24 @@ impl Context {
                 started_at_unix_ms: unix_ms(self.started),
                 uptime_ms: self.started.elapsed().map_or(0, |d| d.as_millis() as u64),
                 plugins: plugins?,
-                csi_drivers: sources.csi.list(),
+                csi_drivers: parts.csi.list(),
                 resources: resources?,
                 device_checkpoint_error: checkpoint?.map(|problem| problem.to_string()),
                 dra_drivers: dra_drivers?,
                 dra_checkpoint_error: dra_checkpoint?.map(|problem| problem.to_string()),
-                metrics_addr: sources.metrics_addr.map(|a| a.to_string()),
+                metrics_addr: parts.metrics_addr.map(|a| a.to_string()),
                 #[cfg(feature = "kube")]
                 kube_api,
                 sockets: [
-                    Some(sources.devices.kubelet_socket()),
+                    Some(parts.devices.kubelet_socket()),
                     Some(crate::served_socket::SocketStatus::of(
                         &socket_path(&self.root_dir),
-                        sources.admin.socket_recreations(),
+                        parts.admin.socket_recreations(),
                     )),
-                    sources.pod_resources_socket.as_ref().map(|path| {
+                    parts.pod_resources_socket.as_ref().map(|path| {
                         crate::served_socket::SocketStatus::of(
                             path,
-                            sources.pod_resources.socket_recreations(),
+                            parts.pod_resources.socket_recreations(),
                         )
                     }),
                 ]

@@ -400,7 +400,7 @@ impl Owner {
             }
         };
         let subject = EventSubject::Kube {
-            write: kind,
+            write: kind.as_str().to_string(),
             detail,
         };
         let _ = self.events.send(AgentEvent::now(event, subject));

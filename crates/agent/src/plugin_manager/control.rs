@@ -4,7 +4,8 @@
 
 use std::path::PathBuf;
 
-use super::state::{Generation, PluginDescription};
+use super::state::Generation;
+use crate::plugin_description::PluginDescription;
 
 /// Progress reports from running operations.
 pub(crate) enum Control {

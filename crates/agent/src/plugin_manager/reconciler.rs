@@ -7,6 +7,7 @@
 //! ([`PluginSnapshot`]), making again only the rows of the paths touched. Each wake-up reconciles
 //! only the socket paths that event touched.
 
+use crate::plugin_description::PluginDescription;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -24,9 +25,7 @@ use super::handler_table::HandlerTable;
 use super::register::{Failed, Progress, Registered, register};
 use super::snapshot::{PluginSnapshot, Row};
 use super::socket_retry::SocketRetry;
-use super::state::{
-    ActualEntry, ActualState, DesiredState, Generation, PluginDescription, Running,
-};
+use super::state::{ActualEntry, ActualState, DesiredState, Generation, Running};
 use super::watcher::WatchEvent;
 use crate::event::{AgentEvent, EventKind};
 use crate::handler::PluginHandler;

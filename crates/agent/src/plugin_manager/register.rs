@@ -16,8 +16,8 @@ use tokio::time::Instant;
 
 use super::config::PluginManagerConfig;
 use super::handler_table::HandlerTable;
-use super::state::PluginDescription;
 use crate::handler::{HandlerError, PluginHandler};
+use crate::plugin_description::PluginDescription;
 
 /// Where a registration failed; the message is what the plugin is told.
 #[derive(Debug, thiserror::Error)]

@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 use tokio::time::Instant;
 
 use super::socket_retry::SocketRetry;
-use super::state::{ActualState, DesiredState, PluginDescription, Running};
+use super::state::{ActualState, DesiredState, Running};
 use super::status::{PluginState, PluginStatus};
+use crate::plugin_description::PluginDescription;
 use crate::shards::{self, Published};
 use crate::unix_time::unix_ms;
 

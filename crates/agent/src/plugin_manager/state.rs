@@ -1,5 +1,6 @@
 //! Desired and actual state of the world, keyed by socket path.
 
+use crate::plugin_description::PluginDescription;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -95,20 +96,6 @@ pub(crate) struct ActualEntry {
     pub(crate) info: PluginDescription,
     pub(crate) handler: Arc<dyn PluginHandler>,
     pub(crate) registered_at: SystemTime,
-}
-
-/// What a plugin said about itself in GetInfo, with the endpoint defaulted.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct PluginDescription {
-    /// Plugin type.
-    #[serde(rename = "type")]
-    pub plugin_type: String,
-    /// Plugin name.
-    pub name: String,
-    /// Service endpoint (the registration socket when the plugin gave none).
-    pub endpoint: String,
-    /// Supported versions or services.
-    pub versions: Vec<String>,
 }
 
 /// The plugins registered with their handlers.

@@ -1,12 +1,14 @@
-//! Where the admin socket reads the state it reports.
+//! The agent's parts the admin socket answers from: it reads their
+//! status and events, and hands operators' requests (allocate, release,
+//! prepare, unprepare) to the part that decides them.
 
 use std::path::PathBuf;
 
 use super::metrics::AdminMetrics;
 
-/// Where the admin socket reads the state it reports.
+/// The parts the admin socket reads and asks.
 #[derive(Clone)]
-pub(crate) struct StatusSources {
+pub(crate) struct AdminParts {
     /// The plugin manager.
     pub plugins: crate::plugin_manager::PluginManagerHandle,
     /// The CSI handler's drivers.
@@ -31,7 +33,7 @@ pub(crate) struct StatusSources {
     pub pods: Option<crate::pods::PodsHandle>,
 }
 
-impl StatusSources {
+impl AdminParts {
     /// Whether the node's pods are served from the API: then devices and
     /// claims follow the pods, and nothing is allocated or prepared by
     /// hand.

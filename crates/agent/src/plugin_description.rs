@@ -1,0 +1,17 @@
+//! What a plugin says about itself: plain data that the plugin manager's
+//! state and status and the events about registrations carry alike, so
+//! that events need nothing of the plugin manager.
+
+/// What a plugin said about itself in GetInfo, with the endpoint defaulted.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PluginDescription {
+    /// Plugin type.
+    #[serde(rename = "type")]
+    pub plugin_type: String,
+    /// Plugin name.
+    pub name: String,
+    /// Service endpoint (the registration socket when the plugin gave none).
+    pub endpoint: String,
+    /// Supported versions or services.
+    pub versions: Vec<String>,
+}
