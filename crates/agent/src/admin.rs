@@ -11,10 +11,10 @@
 mod client;
 mod event_log;
 mod metrics;
+mod parts;
 mod protocol;
 mod requests;
 mod server;
-mod parts;
 
 pub use crate::served_socket::SocketStatus;
 pub use client::{
@@ -22,10 +22,10 @@ pub use client::{
     dra_unprepare, dra_unprepare_pod, events, events_with, pods, release, status,
 };
 pub(crate) use metrics::AdminMetrics;
+pub(crate) use parts::AdminParts;
 pub(crate) use protocol::ADMIN_DIR;
 pub use protocol::{
     AgentStatus, AllocateReply, DraClaimsReply, DraPreparePodReply, DraPrepareReply,
     DraUnpreparePodReply, DraUnprepareReply, PodsReply, ReleaseReply,
 };
 pub(crate) use server::serve;
-pub(crate) use parts::AdminParts;

@@ -7,11 +7,11 @@
 
 use serde_json::Value;
 
+use super::parts::AdminParts;
 use super::protocol::{
     AdminErrorReply, AdminRequest, AllocateReply, DraClaimsReply, DraPrepareReply,
     DraUnprepareReply, PodsReply, ReleaseReply,
 };
-use super::parts::AdminParts;
 
 /// Why a request by hand is refused while pods are served.
 const SERVED: &str = "the agent serves the node's pods from the API: devices and claims follow the pods; run it with --pods off to allocate, release, prepare and unprepare by hand";

@@ -14,9 +14,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::event_log::EventLog;
+use super::parts::AdminParts;
 use super::protocol::{AdminErrorReply, AdminRequest, AgentStatus, FollowingMarker, socket_path};
 use super::requests::error_reply;
-use super::parts::AdminParts;
 use crate::served_socket;
 use crate::unix_time::unix_ms;
 

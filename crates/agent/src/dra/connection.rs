@@ -32,5 +32,6 @@ pub(super) use monitor::{RECONNECT_INITIAL, RECONNECT_MAX};
 
 pub(crate) use channel::Channel;
 pub(crate) use demand::Demand;
+pub(crate) use error::LinkError;
 pub(crate) use link::{Link, LinkEvent};
 pub(crate) use monitor::{Monitor, MonitorConfig};

@@ -9,6 +9,8 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
+use super::cleanup::CleanupError;
+use super::connection::LinkError;
 use super::health::{self, HealthReports};
 use super::state::State;
 use super::status::{DraDriverStatus, DraInstanceStatus, PendingCleanup};
@@ -28,11 +30,14 @@ pub struct DraSnapshot {
     health_timeout: Duration,
 }
 
-/// One driver; the parts that depend on when it is read are kept raw.
+/// One driver; the parts that depend on when it is read are kept raw, and
+/// errors are made text only when shown.
 #[derive(Debug)]
 pub(crate) struct DriverSnapshot {
-    /// Without `pending_cleanup` and `devices`.
+    /// Without `pending_cleanup`, `devices` and the instances' errors.
     status: DraDriverStatus,
+    /// Each instance's last error, in the order of `status.instances`.
+    instance_errors: Vec<Option<LinkError>>,
     cleanup: Option<CleanupSnapshot>,
     /// The health the instance in use reported, and whether it is connected.
     health: Option<(Arc<HealthReports>, bool)>,
@@ -42,7 +47,7 @@ pub(crate) struct DriverSnapshot {
 struct CleanupSnapshot {
     due: Instant,
     failures: u32,
-    last_error: Option<String>,
+    last_error: Option<Arc<CleanupError>>,
 }
 
 impl DraSnapshot {
@@ -70,13 +75,23 @@ impl DraSnapshot {
         let wall = SystemTime::now();
         let mut drivers: Vec<DraDriverStatus> = shards::rows(&self.drivers)
             .map(|d| DraDriverStatus {
+                instances: d
+                    .status
+                    .instances
+                    .iter()
+                    .zip(&d.instance_errors)
+                    .map(|(instance, error)| DraInstanceStatus {
+                        last_error: error.as_ref().map(ToString::to_string),
+                        ..instance.clone()
+                    })
+                    .collect(),
                 pending_cleanup: d.cleanup.as_ref().map(|c| {
                     let left = c.due.saturating_duration_since(now);
                     PendingCleanup {
                         deadline_unix_ms: unix_ms(wall + left),
                         in_ms: left.as_millis() as u64,
                         failures: c.failures,
-                        last_error: c.last_error.clone(),
+                        last_error: c.last_error.as_ref().map(ToString::to_string),
                     }
                 }),
                 devices: d
@@ -121,7 +136,7 @@ impl State {
                             in_use: Some(i.id) == in_use_id,
                             registered_at_unix_ms: unix_ms(i.registered_at),
                             connection_changed_at_unix_ms: unix_ms(link.since),
-                            last_error: link.last_error.as_ref().map(ToString::to_string),
+                            last_error: None,
                             connects: link.connects,
                         }
                     })
@@ -130,10 +145,15 @@ impl State {
                 cleaned_up_at_unix_ms: d.cleaned_up_at.map(unix_ms),
                 devices: Vec::new(),
             },
+            instance_errors: d
+                .instances
+                .iter()
+                .map(|i| i.link.borrow().last_error.clone())
+                .collect(),
             cleanup: d.cleanup.as_ref().map(|c| CleanupSnapshot {
                 due: c.due,
                 failures: c.failures,
-                last_error: c.last_error.as_ref().map(ToString::to_string),
+                last_error: c.last_error.clone(),
             }),
             health: in_use.map(|i| (i.health.clone(), i.connected())),
         })

@@ -7,9 +7,11 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use tokio::time::Instant;
 
+use super::attempt_error::AttemptError;
 use super::socket_retry::SocketRetry;
 use super::state::{ActualState, DesiredState, Running};
 use super::status::{PluginState, PluginStatus};
@@ -26,11 +28,13 @@ pub struct PluginSnapshot {
     rows: Published<Row>,
 }
 
-/// One socket path's row, without the time left before its retry.
+/// One socket path's row, without the time left before its retry; its
+/// error is made text only when shown.
 #[derive(Debug)]
 pub(crate) struct Row {
     pub(crate) status: PluginStatus,
     pub(crate) retry_at: Option<Instant>,
+    pub(crate) error: Option<Arc<AttemptError>>,
 }
 
 impl Row {
@@ -76,11 +80,12 @@ impl Row {
                     .or(actual.map(|a| a.generation.0))
                     .unwrap_or(0),
                 registered_at_unix_ms: actual.map(|a| unix_ms(a.registered_at)),
-                error: backoff.filter(|_| failed).map(|b| b.last_error.to_string()),
+                error: None,
                 failures: backoff.map_or(0, |b| b.failures),
                 retry_in_ms: None,
             },
             retry_at: backoff.filter(|_| failed).map(|b| b.retry_at),
+            error: backoff.filter(|_| failed).map(|b| b.last_error.clone()),
         })
     }
 }
@@ -106,6 +111,7 @@ impl PluginSnapshot {
                 retry_in_ms: row
                     .retry_at
                     .map(|at| at.saturating_duration_since(now).as_millis() as u64),
+                error: row.error.as_ref().map(ToString::to_string),
                 ..row.status.clone()
             })
             .collect();
