@@ -121,6 +121,7 @@ impl FsWatcher {
     }
 
     /// One wait for `mask`'s events on any name in each of `dirs`.
+    #[cfg(any(test, feature = "kube"))]
     pub(crate) fn watch_dirs<'a>(
         &self,
         dirs: impl IntoIterator<Item = &'a Path>,
@@ -339,6 +340,7 @@ impl FsWatch {
 
     /// Forgets a wake-up already pending (events that came while the
     /// waiter was busy looking).
+    #[cfg(feature = "kube")]
     pub(crate) fn drain(&mut self) {
         while self.woken.try_recv().is_ok() {}
     }

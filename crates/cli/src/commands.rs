@@ -200,19 +200,18 @@ struct ClaimArgs {
     #[arg(long, requires = "claims")]
     driver: Option<String>,
     /// A claim as NAMESPACE/NAME/UID; repeat for several.
-    #[arg(
-        long = "claim",
-        requires = "driver",
-        required_unless_present = "pod_uid"
-    )]
+    #[arg(long = "claim", requires = "driver", required_unless_present = "pod")]
     claims: Vec<ClaimRef>,
-    /// Alone: a pod as NAMESPACE/NAME, whose claims the agent reads from the
+    /// A pod as NAMESPACE/NAME, whose claims the agent reads from the
     /// Kubernetes API and prepares as the kubelet does (it needs
-    /// `--kubeconfig`), giving each container its CDI ids. With `--driver`
-    /// and `--claim`: the UID of the pod the claims are prepared for (in
-    /// their namespace), used by the containers given with `--container`;
-    /// the pod-resources API then lists them under those containers.
-    #[arg(long = "pod")]
+    /// `--kubeconfig`), giving each container its CDI ids.
+    #[arg(long, value_parser = parse_pod, conflicts_with_all = ["driver", "claims"])]
+    pod: Option<(String, String)>,
+    /// With `--driver` and `--claim`: the UID of the pod the claims are
+    /// prepared for (in their namespace), used by the containers given
+    /// with `--container`; the pod-resources API then lists them under
+    /// those containers.
+    #[arg(long = "pod-uid", requires = "claims")]
     pod_uid: Option<String>,
     /// The pod's name [default: its UID].
     #[arg(long, requires = "pod_uid")]
@@ -269,10 +268,8 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
             output::dra::drivers(&status.dra_drivers, output, &mut std::io::stdout().lock())
         }
         Command::Dra(DraCommand::Prepare(args)) => {
-            let Some(driver) = args.driver.clone() else {
-                let pod = args.pod_uid.as_deref().unwrap_or_default();
-                let (namespace, name) = parse_pod(pod).map_err(anyhow::Error::msg)?;
-                let reply = nodeplugins::admin::dra_prepare_pod(&args.root_dir, &namespace, &name)
+            if let Some((namespace, name)) = &args.pod {
+                let reply = nodeplugins::admin::dra_prepare_pod(&args.root_dir, namespace, name)
                     .await
                     .with_context(|| format!("prepare pod {namespace}/{name}"))?;
                 output::dra::prepared_pod(&reply, args.output, &mut std::io::stdout().lock())?;
@@ -280,6 +277,9 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
                     anyhow::bail!("pod {namespace}/{name}: not every claim could be prepared");
                 }
                 return Ok(());
+            }
+            let Some(driver) = args.driver.clone() else {
+                anyhow::bail!("--claim needs --driver");
             };
             let total = args.claims.len();
             let pod = claim_pod(&args)?;
@@ -455,7 +455,7 @@ fn parse_pod(text: &str) -> Result<(String, String), String> {
     }
 }
 
-/// The pod of `dra prepare --driver D --claim C --pod UID`, in the
+/// The pod of `dra prepare --driver D --claim C --pod-uid UID`, in the
 /// namespace all its claims share.
 fn claim_pod(args: &ClaimArgs) -> anyhow::Result<Option<ClaimPod>> {
     let Some(uid) = &args.pod_uid else {
@@ -463,7 +463,7 @@ fn claim_pod(args: &ClaimArgs) -> anyhow::Result<Option<ClaimPod>> {
     };
     if args.containers.is_empty() {
         anyhow::bail!(
-            "--pod {uid} with --claim needs the containers that use the claims (--container)"
+            "--pod-uid {uid} needs the containers that use the claims (--container)"
         );
     }
     if let Some(first) = args.claims.first()

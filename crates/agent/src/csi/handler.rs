@@ -107,7 +107,7 @@ impl PluginHandler for CsiHandler {
             max_volumes_per_node: 0,
             accessible_topology: Default::default(),
         };
-        let claim = self.drivers.claim(driver.clone());
+        let pending = self.drivers.begin(driver.clone());
         let info = async {
             let channel = dial(socket_path(endpoint), self.timeout)
                 .await
@@ -133,7 +133,7 @@ impl PluginHandler for CsiHandler {
             Err(e) => {
                 // Leave no trace and put back what was there before: the plugin
                 // manager retries the whole registration.
-                self.drivers.abandon(name, claim);
+                self.drivers.abandon(name, pending);
                 return Err(e);
             }
         };
@@ -144,7 +144,7 @@ impl PluginHandler for CsiHandler {
             .map(|t| t.segments.into_iter().collect())
             .unwrap_or_default();
         tracing::info!(driver = %name, %endpoint, version = %driver.version, node_id = %driver.node_id, "CSI driver registered");
-        if !self.drivers.complete(&claim, driver) {
+        if !self.drivers.complete(&pending, driver) {
             tracing::info!(driver = %name, %endpoint, "a newer registration of this CSI driver replaced this one meanwhile");
         }
         Ok(())

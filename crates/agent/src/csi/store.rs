@@ -75,7 +75,7 @@ impl Default for CsiDriverStore {
 
 /// What a registration in progress replaced, to put back if it fails.
 #[derive(Debug)]
-pub(crate) struct Claim {
+pub(crate) struct PendingRegistration {
     token: u64,
     previous: Option<(Arc<CsiDriver>, u64)>,
 }
@@ -117,22 +117,22 @@ impl CsiDriverStore {
 
     /// Records `driver` for a registration that is starting, remembering what
     /// it replaced.
-    pub(crate) fn claim(&self, driver: CsiDriver) -> Claim {
+    pub(crate) fn begin(&self, driver: CsiDriver) -> PendingRegistration {
         self.change(|drivers| {
             drivers.next_token += 1;
             let token = drivers.next_token;
             let previous = drivers
                 .drivers
                 .insert(driver.name.clone(), (Arc::new(driver), token));
-            (true, Claim { token, previous })
+            (true, PendingRegistration { token, previous })
         })
     }
 
     /// Completes a registration: stores `driver` if the entry is still this
     /// registration's (a later registration may have replaced it meanwhile).
-    pub(crate) fn complete(&self, claim: &Claim, driver: CsiDriver) -> bool {
+    pub(crate) fn complete(&self, pending: &PendingRegistration, driver: CsiDriver) -> bool {
         self.change(|drivers| match drivers.drivers.get_mut(&driver.name) {
-            Some(entry) if entry.1 == claim.token => {
+            Some(entry) if entry.1 == pending.token => {
                 entry.0 = Arc::new(driver);
                 (true, true)
             }
@@ -142,16 +142,16 @@ impl CsiDriverStore {
 
     /// Undoes a failed registration: puts back what it replaced, if its
     /// entry is still there.
-    pub(crate) fn abandon(&self, name: &str, claim: Claim) {
+    pub(crate) fn abandon(&self, name: &str, pending: PendingRegistration) {
         self.change(|drivers| {
             let still_its = drivers
                 .drivers
                 .get(name)
-                .is_some_and(|(_, token)| *token == claim.token);
+                .is_some_and(|(_, token)| *token == pending.token);
             if !still_its {
                 return (false, ());
             }
-            match claim.previous {
+            match pending.previous {
                 Some(previous) => {
                     drivers.drivers.insert(name.to_string(), previous);
                 }

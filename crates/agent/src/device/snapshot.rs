@@ -91,7 +91,7 @@ impl DeviceSnapshot {
 
     /// A running manager's snapshot holding `allocations` (sorted by pod
     /// UID, container and resource) and no resource: for tests of readers.
-    #[cfg(test)]
+    #[cfg(all(test, feature = "kube"))]
     pub(crate) fn with_allocations(allocations: Vec<Arc<ContainerAllocation>>) -> Self {
         Self {
             restored: true,

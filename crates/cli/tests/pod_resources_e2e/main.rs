@@ -92,7 +92,7 @@ async fn train_pod(root: &Path) -> (Vec<String>, (String, String)) {
         DRIVER,
         "--claim",
         CLAIM,
-        "--pod",
+        "--pod-uid",
         "uid-train",
         "--pod-name",
         "train",

@@ -12,25 +12,25 @@ fn driver(name: &str, endpoint: &str) -> CsiDriver {
 }
 
 #[test]
-fn a_claim_is_published_at_once_and_completing_it_replaces_the_entry() {
+fn a_registration_begun_is_published_at_once_and_completing_it_replaces_the_entry() {
     let store = CsiDriverStore::default();
     let changes = store.changes();
     let before = store.snapshot();
-    let claim = store.claim(driver("a", "/a.sock"));
+    let pending = store.begin(driver("a", "/a.sock"));
     assert!(before.get("a").is_none(), "a snapshot never changes");
     assert_eq!(store.get("a").map(|d| d.endpoint), Some("/a.sock".into()));
     let mut answered = driver("a", "/a.sock");
     answered.node_id = "node-1".to_string();
-    assert!(store.complete(&claim, answered));
+    assert!(store.complete(&pending, answered));
     assert_eq!(store.get("a").map(|d| d.node_id), Some("node-1".into()));
     assert_eq!(*changes.borrow(), 2);
 }
 
 #[test]
-fn a_later_claim_wins_over_an_earlier_registration_still_running() {
+fn a_later_registration_wins_over_an_earlier_registration_still_running() {
     let store = CsiDriverStore::default();
-    let first = store.claim(driver("a", "/old.sock"));
-    let second = store.claim(driver("a", "/new.sock"));
+    let first = store.begin(driver("a", "/old.sock"));
+    let second = store.begin(driver("a", "/new.sock"));
     assert!(!store.complete(&first, driver("a", "/old.sock")));
     store.abandon("a", first);
     assert_eq!(store.get("a").map(|d| d.endpoint), Some("/new.sock".into()));
@@ -38,14 +38,14 @@ fn a_later_claim_wins_over_an_earlier_registration_still_running() {
 }
 
 #[test]
-fn abandoning_puts_back_what_the_claim_replaced() {
+fn abandoning_puts_back_what_the_pending_registration_replaced() {
     let store = CsiDriverStore::default();
-    let first = store.claim(driver("a", "/old.sock"));
+    let first = store.begin(driver("a", "/old.sock"));
     assert!(store.complete(&first, driver("a", "/old.sock")));
-    let second = store.claim(driver("a", "/new.sock"));
+    let second = store.begin(driver("a", "/new.sock"));
     store.abandon("a", second);
     assert_eq!(store.get("a").map(|d| d.endpoint), Some("/old.sock".into()));
-    let alone = store.claim(driver("b", "/b.sock"));
+    let alone = store.begin(driver("b", "/b.sock"));
     store.abandon("b", alone);
     assert!(store.get("b").is_none());
 }
@@ -53,8 +53,8 @@ fn abandoning_puts_back_what_the_claim_replaced() {
 #[test]
 fn removal_needs_the_endpoint_the_driver_is_registered_at_and_nothing_else_ticks() {
     let store = CsiDriverStore::default();
-    let claim = store.claim(driver("a", "/new.sock"));
-    assert!(store.complete(&claim, driver("a", "/new.sock")));
+    let pending = store.begin(driver("a", "/new.sock"));
+    assert!(store.complete(&pending, driver("a", "/new.sock")));
     let changes = store.changes();
     let ticks = *changes.borrow();
     assert!(!store.remove_if_endpoint("a", "/old.sock"));
