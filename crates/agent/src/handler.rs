@@ -78,3 +78,19 @@ pub trait PluginHandler: Send + Sync + 'static {
         let _ = (name, endpoint);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    #[test]
+    fn an_error_with_a_source_tells_the_plugin_both_and_keeps_the_cause() {
+        let cause = std::io::Error::new(std::io::ErrorKind::NotFound, "no such socket");
+        let error = HandlerError::with_source("cannot reach the driver", cause);
+        assert_eq!(error.to_string(), "cannot reach the driver: no such socket");
+        let source = error.source().expect("the cause is kept");
+        assert_eq!(source.to_string(), "no such socket");
+    }
+}

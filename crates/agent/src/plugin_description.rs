@@ -5,10 +5,11 @@
 /// What a plugin said about itself in GetInfo, with the endpoint defaulted.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PluginDescription {
-    /// Plugin type.
+    /// `CSIPlugin`, `DevicePlugin`, `DRAPlugin`, or an embedder's own type.
     #[serde(rename = "type")]
     pub plugin_type: String,
-    /// Plugin name.
+    /// The name it registers under: a CSI or DRA driver's name, a device
+    /// plugin's resource.
     pub name: String,
     /// Service endpoint (the registration socket when the plugin gave none).
     pub endpoint: String,

@@ -462,9 +462,7 @@ fn claim_pod(args: &ClaimArgs) -> anyhow::Result<Option<ClaimPod>> {
         return Ok(None);
     };
     if args.containers.is_empty() {
-        anyhow::bail!(
-            "--pod-uid {uid} needs the containers that use the claims (--container)"
-        );
+        anyhow::bail!("--pod-uid {uid} needs the containers that use the claims (--container)");
     }
     if let Some(first) = args.claims.first()
         && let Some(other) = args.claims.iter().find(|c| c.namespace != first.namespace)

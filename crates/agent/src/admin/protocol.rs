@@ -41,7 +41,7 @@ pub(super) enum AdminRequest {
     Allocate(crate::device::AllocationRequest),
     /// Free every device a pod holds.
     Release {
-        /// Pod UID.
+        /// The UID of the pod the devices are for.
         pod: String,
     },
     /// Prepare claims with a DRA driver.

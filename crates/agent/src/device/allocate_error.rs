@@ -25,11 +25,11 @@ pub enum AllocateError {
         "pod {pod:?} container {container:?} changed request for resource {resource:?} from {from} to {to}"
     )]
     ChangedRequest {
-        /// Pod UID.
+        /// The UID of the pod asking.
         pod: String,
         /// Container name.
         container: String,
-        /// Resource.
+        /// The extended resource asked for.
         resource: String,
         /// Devices held.
         from: usize,
@@ -41,7 +41,7 @@ pub enum AllocateError {
         "requested number of devices unavailable for {resource}. Requested: {requested}, Available: {available}"
     )]
     Unavailable {
-        /// Resource.
+        /// The extended resource asked for.
         resource: String,
         /// Devices requested.
         requested: usize,
@@ -54,7 +54,7 @@ pub enum AllocateError {
     /// The Allocate call failed.
     #[error("Allocate failed for {resource}: {source}")]
     Rpc {
-        /// Resource.
+        /// The extended resource asked for.
         resource: String,
         /// The plugin's answer.
         #[source]
@@ -63,7 +63,7 @@ pub enum AllocateError {
     /// GetPreferredAllocation failed or went unanswered.
     #[error("device plugin GetPreferredAllocation rpc failed with err: {source}")]
     Preferred {
-        /// Resource.
+        /// The extended resource asked for.
         resource: String,
         /// The cause.
         #[source]
@@ -72,7 +72,7 @@ pub enum AllocateError {
     /// PreStartContainer failed or went unanswered.
     #[error("device plugin PreStartContainer rpc failed with err: {source}")]
     PreStart {
-        /// Resource.
+        /// The extended resource asked for.
         resource: String,
         /// The cause.
         #[source]
@@ -90,7 +90,7 @@ pub enum AllocateError {
     /// The pod UID holds devices under another name.
     #[error("pod {pod} is {known}, not {given}")]
     PodRenamed {
-        /// Pod UID.
+        /// The UID of the pod asking.
         pod: String,
         /// `namespace/name` it holds devices under.
         known: String,

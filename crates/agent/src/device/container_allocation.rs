@@ -30,7 +30,7 @@ pub struct DeviceNodeSpec {
 /// The devices of one resource allocated to one container.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ContainerAllocation {
-    /// Pod UID.
+    /// The UID of the pod the devices are allocated to.
     pub pod_uid: String,
     /// The pod's namespace (empty in checkpoints from before pods had names).
     #[serde(default)]
@@ -107,7 +107,7 @@ impl ContainerAllocation {
 /// admin socket's `allocate` line carries it as it is (the UID as `pod`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AllocationRequest {
-    /// Pod UID.
+    /// The UID of the pod asking.
     #[serde(rename = "pod")]
     pub pod_uid: String,
     /// The pod's namespace.

@@ -155,16 +155,6 @@ impl DeviceHandle {
             .collect())
     }
 
-    /// Every allocation, shared with the manager (an allocation never
-    /// changes once made), sorted by pod UID, container and resource. The
-    /// [`changes`](Self::changes) counter tells when it is worth asking
-    /// again.
-    pub async fn allocation_snapshot(
-        &self,
-    ) -> Result<Vec<Arc<ContainerAllocation>>, DeviceManagerStopped> {
-        Ok(self.running_snapshot().await?.allocations().to_vec())
-    }
-
     /// Every healthy device, with its NUMA nodes, sorted by resource and id.
     pub async fn allocatable(&self) -> Result<Vec<AllocatableDevice>, DeviceManagerStopped> {
         Ok(self.running_snapshot().await?.allocatable())

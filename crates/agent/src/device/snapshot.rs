@@ -208,7 +208,7 @@ impl DeviceSnapshot {
 pub struct AllocatableDevice {
     /// Extended resource name.
     pub resource: String,
-    /// Device id.
+    /// The id the plugin lists the device under.
     pub id: String,
     /// The NUMA nodes it is attached to (empty: no topology reported).
     pub numa: Vec<i64>,

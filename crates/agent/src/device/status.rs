@@ -5,7 +5,7 @@ use std::path::PathBuf;
 /// One device, as status shows it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DeviceStatus {
-    /// Device id.
+    /// The id the plugin lists the device under.
     pub id: String,
     /// `Healthy` or `Unhealthy`.
     pub health: String,

@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 /// A claim to prepare or unprepare.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct ClaimRef {
-    /// Namespace.
+    /// The ResourceClaim's namespace (its pod's).
     pub namespace: String,
-    /// Name.
+    /// The ResourceClaim's name.
     pub name: String,
-    /// UID; results are keyed by it.
+    /// The ResourceClaim's UID; results are keyed by it.
     pub uid: String,
 }
 
@@ -49,9 +49,9 @@ impl std::str::FromStr for ClaimRef {
 /// its containers do: what the pod-resources API reports per container.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ClaimPod {
-    /// Pod UID.
+    /// The pod's UID, which the records key it by.
     pub uid: String,
-    /// Pod name.
+    /// The pod's name, as the pod-resources API lists it.
     pub name: String,
     /// The containers that use the claims.
     pub containers: Vec<String>,
@@ -136,9 +136,9 @@ impl ClaimPod {
 pub struct PreparedDevice {
     /// The claim's requests this device serves; empty means all.
     pub request_names: Vec<String>,
-    /// Pool name.
+    /// The pool of the ResourceSlice that lists the device.
     pub pool: String,
-    /// Device name.
+    /// The device's name in its pool.
     pub device: String,
     /// CDI device ids for the container runtime.
     pub cdi_device_ids: Vec<String>,
@@ -149,7 +149,7 @@ pub struct PreparedDevice {
 /// The outcome of preparing one claim.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PreparedClaim {
-    /// The claim.
+    /// The claim asked for.
     pub claim: ClaimRef,
     /// Its devices (empty on error).
     pub devices: Vec<PreparedDevice>,
@@ -160,7 +160,7 @@ pub struct PreparedClaim {
 /// The outcome of unpreparing one claim.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct UnpreparedClaim {
-    /// The claim.
+    /// The claim asked for.
     pub claim: ClaimRef,
     /// Why it failed, if it did.
     pub error: Option<String>,

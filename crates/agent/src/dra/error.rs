@@ -51,7 +51,7 @@ pub enum DraError {
     /// namespace or name.
     #[error("pod {pod} is {known}, not {given}")]
     PodRenamed {
-        /// Pod UID.
+        /// The UID of the pod asking.
         pod: String,
         /// `namespace/name` the prepared claims record it under.
         known: String,

@@ -32,9 +32,9 @@ pub(super) const MAX_MESSAGE_CHARS: usize = 1024;
 /// The health of one device, as a driver reports it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DeviceHealthStatus {
-    /// Pool name.
+    /// The pool of the ResourceSlice that lists the device.
     pub pool: String,
-    /// Device name.
+    /// The device's name in its pool.
     pub device: String,
     /// `Healthy`, `Unhealthy` or `Unknown` (also when the report is older than its timeout).
     pub health: String,

@@ -140,11 +140,6 @@ impl PodResourcesMetrics {
     pub fn socket_recreations(&self) -> u64 {
         self.recreations.get(&[])
     }
-
-    /// How many calls the rate limit refused.
-    pub fn rate_limited_calls(&self) -> u64 {
-        self.rate_limited.get(&[])
-    }
 }
 
 #[async_trait::async_trait]

@@ -8,11 +8,11 @@ use crate::dra::{PodClaim, PodClaimResult, PodClaimUnprepared};
     Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
 )]
 pub struct PodRef {
-    /// Namespace (its claims' too).
+    /// The pod's namespace (its claims' too).
     pub namespace: String,
-    /// Name.
+    /// The pod's name, unique in its namespace while the pod exists.
     pub name: String,
-    /// UID.
+    /// The pod's UID: a pod made again under its name has another.
     pub uid: String,
 }
 

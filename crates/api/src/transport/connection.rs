@@ -11,7 +11,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tonic::transport::server::Connected;
 
-use super::authority::{AuthorityRewriter, RewriteStats};
+use super::authority::AuthorityRewriter;
 
 /// How much is read from the socket at once.
 const READ_CHUNK: usize = 16 * 1024;
@@ -44,11 +44,6 @@ impl<S> ServerConnection<S> {
             force_close_wait: Box::pin(force_close.clone().cancelled_owned()),
             force_close,
         }
-    }
-
-    /// What the authority rewriter did on this connection.
-    pub fn rewrite_stats(&self) -> RewriteStats {
-        self.rewriter.stats()
     }
 
     fn closed_error() -> io::Error {

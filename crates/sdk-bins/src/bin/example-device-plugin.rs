@@ -7,11 +7,9 @@
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
-use nodeplugins_sdk::api::constants::layout::{DEVICE_PLUGINS_DIR, PLUGINS_REGISTRY_DIR};
+use nodeplugins_sdk::api::constants::layout::DEVICE_PLUGINS_DIR;
 use nodeplugins_sdk::api::deviceplugin::v1beta1 as dp;
-use nodeplugins_sdk::device_plugin::{
-    DevicePluginServer, DevicePluginService, Devices, Registration,
-};
+use nodeplugins_sdk::device_plugin::{DevicePluginServer, DevicePluginService, Devices};
 use nodeplugins_sdk::signals::shutdown_on_signals;
 use nodeplugins_sdk::tonic::Status;
 use nodeplugins_sdk_bins::LogFlags;
@@ -151,11 +149,11 @@ fn main() -> anyhow::Result<()> {
     };
     let plugin = DevicePluginServer::builder(&flags.resource, service)
         .dir(flags.root_dir.join(DEVICE_PLUGINS_DIR))
-        .registration(match flags.via {
-            Via::KubeletSock => Registration::KubeletSocket,
-            Via::Registry => Registration::Registry(flags.root_dir.join(PLUGINS_REGISTRY_DIR)),
-        })
         .devices(devices.clone());
+    let plugin = match flags.via {
+        Via::KubeletSock => plugin,
+        Via::Registry => plugin.register_in_registry(&flags.root_dir),
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

@@ -60,11 +60,6 @@ impl Resources {
         self.stats.borrow().clone()
     }
 
-    /// How publishing goes: a new value after every write and failure.
-    pub fn stats_changes(&self) -> watch::Receiver<PublishStats> {
-        self.stats.subscribe()
-    }
-
     pub(crate) fn subscribe(&self) -> watch::Receiver<BTreeMap<String, Pool>> {
         self.pools.subscribe()
     }
