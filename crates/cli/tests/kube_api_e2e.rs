@@ -263,14 +263,27 @@ async fn resource_slices_are_wiped_at_start_and_after_a_drivers_grace_period_onl
     .await;
     create_slice(&api, "published", NODE, DRIVER).await;
     driver.kill().await;
-    dra_driver_when(root.path(), DRIVER, |d| !d["pending_cleanup"].is_null()).await;
+    let scheduled = dra_driver_when(root.path(), DRIVER, |d| !d["pending_cleanup"].is_null()).await;
+    let deadline = scheduled["pending_cleanup"]["deadline_unix_ms"]
+        .as_u64()
+        .unwrap();
     let mut driver = example("a");
     dra_driver_when(root.path(), DRIVER, |d| {
         d["pending_cleanup"].is_null() && d["instances"][0]["connected"] == true
     })
     .await;
-    // Longer than the grace period, then the slice is still there.
-    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    // The cleanup was cancelled: its deadline passes, nothing is cleaned up
+    // and the slice is still there.
+    eventually("the cleanup's deadline to pass", TIMEOUT, || async {
+        (unix_ms_now() > deadline + 500).then_some(())
+    })
+    .await;
+    let kinds: Vec<String> = dra_event_kinds(root.path(), DRIVER).await;
+    assert!(
+        kinds.contains(&"cleanup_cancelled".to_string()),
+        "{kinds:?}"
+    );
+    assert!(!kinds.contains(&"cleaned_up".to_string()), "{kinds:?}");
     assert_eq!(slice_names(&api).await, ["published", "theirs"]);
 
     // Away longer than the grace period: its slices go, others' stay.
@@ -327,4 +340,23 @@ async fn an_api_server_away_blocks_nothing_and_gets_the_latest_state_when_back()
     .await;
     assert_eq!(status["last_error"], Value::Null);
     plugin.kill().await;
+}
+
+/// Now, in Unix milliseconds.
+fn unix_ms_now() -> u64 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    u64::try_from(since.as_millis()).unwrap()
+}
+
+/// The kinds of the agent's events about DRA driver `driver`, oldest first.
+async fn dra_event_kinds(root: &Path, driver: &str) -> Vec<String> {
+    let out = cli(root, &["events", "-o", "json"]).await;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["source"] == "dra" && e["driver"] == driver)
+        .filter_map(|e| e["kind"].as_str().map(str::to_string))
+        .collect()
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::*;
 use crate::dra::cleanup::CleanupError;
 use crate::dra::status::DraDriverStatus;
+use nodeplugins_api::dra_client::ServiceError;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 const DRIVER: &str = "gpu.example.com";
@@ -157,7 +158,13 @@ async fn registrations_the_manager_cannot_use_are_refused_before_any_change() {
     let unknown = ["v0.Unknown".to_string()];
     let endpoint = node.endpoint("a.sock");
     let unsupported = node.handle.register(DRIVER, &endpoint, &unknown).await;
-    assert!(unsupported.is_err(), "{unsupported:?}");
+    assert!(
+        matches!(
+            &unsupported,
+            Err(DraError::Service(ServiceError::NoneSupported { services })) if services == &unknown
+        ),
+        "{unsupported:?}"
+    );
     assert!(node.handle.status().await.unwrap().is_empty());
 }
 
