@@ -28,9 +28,8 @@
 //! | `state` | drivers and their instances |
 //! | `connection` | one instance's monitored connection |
 //! | `cleanup`, `cleanup_scheduler` | the hook, its schedule and retries |
-//! | `calls` | NodePrepareResources and NodeUnprepareResources |
+//! | `calls` | NodePrepareResources and NodeUnprepareResources as per-claim results (the service versions: `nodeplugins_api::dra_client`) |
 //! | `health` | device health from the health stream |
-//! | `service` | which gRPC services are used |
 //! | `plugin_handler` | drivers registering through `plugins_registry` |
 //! | `pod` | a pod's claims prepared and unprepared together |
 //! | `claim`, `snapshot`, `status`, `metrics`, `error` | what callers and operators see (events: `crate::event`) |

@@ -72,8 +72,10 @@ pub trait PluginHandler: Send + Sync + 'static {
     /// registered. Work the plugin need not wait for (such as connecting to
     /// its service) can start here rather than in
     /// [`register`](Self::register), so the plugin hears back sooner. Called
-    /// once per successful registration; it should return at once. The
-    /// default does nothing.
+    /// once per successful registration, once no other registration is in
+    /// progress (during a burst, at most a second after the plugin was
+    /// told), so that such work does not compete with registrations plugins
+    /// wait for; it should return at once. The default does nothing.
     async fn notified(&self, name: &str, endpoint: &str) {
         let _ = (name, endpoint);
     }

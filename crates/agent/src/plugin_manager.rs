@@ -25,6 +25,7 @@ mod config;
 mod control;
 mod handler_table;
 mod metrics;
+mod notifications;
 mod reconciler;
 mod register;
 mod snapshot;

@@ -14,6 +14,7 @@ use std::path::Path;
 use nodeplugins::csi::version::highest_supported;
 use nodeplugins::device::resource_name::{is_dns_subdomain, is_extended_resource_name};
 use nodeplugins::dra::choose_service;
+use nodeplugins_api::call::{self, CallError};
 use nodeplugins_api::constants::{device_plugin, plugin_type};
 use nodeplugins_api::pluginregistration::v1::registration_client::RegistrationClient;
 use nodeplugins_api::pluginregistration::v1::{InfoRequest, PluginInfo};
@@ -35,17 +36,11 @@ pub(crate) async fn get_info(socket: &Path) -> Result<PluginInfo, String> {
     let channel = dial(socket, CALL_TIMEOUT)
         .await
         .map_err(|e| format!("dial: {}", root_cause(&e)))?;
-    match tokio::time::timeout(
-        GET_INFO_TIMEOUT,
-        RegistrationClient::new(channel).get_info(InfoRequest {}),
-    )
-    .await
-    {
-        Ok(Ok(info)) => Ok(info.into_inner()),
-        Ok(Err(status)) => Err(format!("{:?}: {}", status.code(), status.message())),
-        Err(_) => Err(format!(
-            "no answer within {GET_INFO_TIMEOUT:?} (the kubelet gives up then)"
-        )),
+    let mut client = RegistrationClient::new(channel);
+    match call::unary(GET_INFO_TIMEOUT, client.get_info(InfoRequest {})).await {
+        Ok(info) => Ok(info),
+        Err(error @ CallError::Timeout(_)) => Err(format!("{error} (the kubelet gives up then)")),
+        Err(error) => Err(error.to_string()),
     }
 }
 

@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use nodeplugins_api::call;
 use nodeplugins_api::constants::{CSI_REGISTRATION_VERSION, plugin_type};
 use nodeplugins_api::csi::v1::GetPluginInfoRequest;
 use nodeplugins_api::csi::v1::identity_client::IdentityClient;
@@ -218,14 +219,10 @@ async fn wait_for_driver(
                 .map_err(|e| root_cause(&e))?;
             let mut client = IdentityClient::new(channel);
             let call = client.get_plugin_info(GetPluginInfoRequest {});
-            match tokio::time::timeout(config.timeout, call).await {
-                Ok(Ok(info)) if !info.get_ref().name.is_empty() => Ok(info.into_inner().name),
-                Ok(Ok(_)) => Err("GetPluginInfo returned an empty driver name".to_string()),
-                Ok(Err(status)) => Err(format!("GetPluginInfo failed: {}", status.message())),
-                Err(_) => Err(format!(
-                    "GetPluginInfo did not answer within {:?}",
-                    config.timeout
-                )),
+            match call::unary(config.timeout, call).await {
+                Ok(info) if !info.name.is_empty() => Ok(info.name),
+                Ok(_) => Err("GetPluginInfo returned an empty driver name".to_string()),
+                Err(error) => Err(format!("GetPluginInfo failed: {error}")),
             }
         };
         match attempt.await {

@@ -1,5 +1,6 @@
 //! Registering CSI drivers.
 
+use nodeplugins_api::call::{self, CallError};
 use std::path::Path;
 use std::time::Duration;
 
@@ -69,12 +70,10 @@ enum NodeInfoError {
         #[source]
         source: TransportError,
     },
-    #[error("NodeGetInfo failed: {:?}: {}", .0.code(), .0.message())]
-    Call(#[source] tonic::Status),
+    #[error("NodeGetInfo failed: {0}")]
+    Call(#[source] CallError),
     #[error("NodeGetInfo returned an empty node id")]
     EmptyNodeId,
-    #[error("NodeGetInfo did not answer within {0:?}")]
-    Timeout(Duration),
 }
 
 fn socket_path(endpoint: &str) -> &Path {
@@ -115,17 +114,16 @@ impl PluginHandler for CsiHandler {
                     endpoint: endpoint.to_string(),
                     source,
                 })?;
-            NodeClient::new(channel)
-                .node_get_info(NodeGetInfoRequest {})
+            let mut client = NodeClient::new(channel);
+            let call = client.node_get_info(NodeGetInfoRequest {});
+            call::unary(self.timeout, call)
                 .await
-                .map(|r| r.into_inner())
                 .map_err(NodeInfoError::Call)
         };
-        let info = match tokio::time::timeout(self.timeout, info).await {
-            Ok(Ok(info)) if !info.node_id.is_empty() => Ok(info),
-            Ok(Ok(_)) => Err(NodeInfoError::EmptyNodeId),
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(NodeInfoError::Timeout(self.timeout)),
+        let info = match info.await {
+            Ok(info) if !info.node_id.is_empty() => Ok(info),
+            Ok(_) => Err(NodeInfoError::EmptyNodeId),
+            Err(e) => Err(e),
         }
         .map_err(HandlerError::from_error);
         let info = match info {

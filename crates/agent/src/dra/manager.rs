@@ -133,6 +133,9 @@ impl DraManager {
     }
 }
 
+/// The most waiting commands one wake-up handles before publishing.
+const COMMANDS_AT_ONCE: usize = 256;
+
 struct Owner {
     config: DraManagerConfig,
     state: State,
@@ -172,7 +175,7 @@ impl Owner {
             self.claims.flush();
             let next_due = self.scheduler.next_due(&self.state.drivers);
             self.published = false;
-            let changed = tokio::select! {
+            let mut changed = tokio::select! {
                 biased;
                 () = self.shutdown.cancelled() => break,
                 Some(command) = self.commands.recv() => self.on_command(command),
@@ -182,6 +185,14 @@ impl Owner {
                 () = sleep_until(next_due) => self.start_due_cleanups(),
                 written = self.claims.next_written() => self.claims.on_written(written),
             };
+            // Commands waiting already are handled before publishing once
+            // for all of them (a burst of registrations sends many).
+            for _ in 0..COMMANDS_AT_ONCE {
+                let Ok(command) = self.commands.try_recv() else {
+                    break;
+                };
+                changed |= self.on_command(command);
+            }
             if changed && !self.published {
                 self.publish();
             }

@@ -22,6 +22,7 @@ use super::attempt_error::AttemptError;
 use super::config::PluginManagerConfig;
 use super::control::Control;
 use super::handler_table::HandlerTable;
+use super::notifications::Notifications;
 use super::register::{Failed, Progress, Registered, register};
 use super::snapshot::{PluginSnapshot, Row};
 use super::socket_retry::SocketRetry;
@@ -31,6 +32,10 @@ use crate::event::{AgentEvent, EventKind};
 use crate::handler::PluginHandler;
 use crate::shards::Shards;
 use nodeplugins_api::timer::sleep_until;
+
+/// The most ready items one wake-up takes before publishing, so that a
+/// steady stream never holds the table back for long.
+const TAKE_READY_MAX: usize = 256;
 
 enum Outcome {
     Register {
@@ -68,6 +73,8 @@ pub(crate) struct Reconciler {
     /// Registrations talking to their plugins (see
     /// [`super::config::REGISTRATIONS_AT_ONCE`]).
     slots: Arc<Semaphore>,
+    /// Handlers to tell that their plugins heard back.
+    notifications: Notifications,
 }
 
 impl Reconciler {
@@ -101,6 +108,7 @@ impl Reconciler {
             timers: BTreeSet::new(),
             dirty: HashSet::new(),
             tasks: JoinSet::new(),
+            notifications: Notifications::default(),
         }
     }
 
@@ -122,6 +130,9 @@ impl Reconciler {
                 self.touched.extend(dirty);
                 self.publish();
             }
+            if self.notifications.due(!self.tasks.is_empty()) {
+                self.notifications.deliver().await;
+            }
             let next_timer = self.timers.first().map(|(at, _)| *at);
             tokio::select! {
                 biased;
@@ -133,9 +144,38 @@ impl Reconciler {
                 Some(done) = self.tasks.join_next_with_id(), if !self.tasks.is_empty() => self.on_done(done),
                 Some(control) = control_rx.recv() => self.on_control(control),
                 () = sleep_until(next_timer) => self.on_timer(),
+                () = sleep_until(self.notifications.deadline()) => {}
             }
+            // What else is ready already is taken before publishing once
+            // for all of it (a burst of registrations ends many at a time).
+            self.take_ready(&mut watch_rx, &mut control_rx, &mut watcher_open);
         }
         self.tasks.abort_all();
+    }
+
+    /// Handles the finished operations, progress and watcher events that
+    /// are ready now, up to a bound, without waiting.
+    fn take_ready(
+        &mut self,
+        watch_rx: &mut mpsc::Receiver<WatchEvent>,
+        control_rx: &mut mpsc::Receiver<Control>,
+        watcher_open: &mut bool,
+    ) {
+        for _ in 0..TAKE_READY_MAX {
+            if let Some(done) = self.tasks.try_join_next_with_id() {
+                self.on_done(done);
+            } else if let Ok(control) = control_rx.try_recv() {
+                self.on_control(control);
+            } else if *watcher_open {
+                match watch_rx.try_recv() {
+                    Ok(event) => self.on_watch(event),
+                    Err(mpsc::error::TryRecvError::Disconnected) => *watcher_open = false,
+                    Err(mpsc::error::TryRecvError::Empty) => return,
+                }
+            } else {
+                return;
+            }
+        }
     }
 
     fn on_watch(&mut self, event: WatchEvent) {
@@ -357,6 +397,8 @@ impl Reconciler {
             endpoint = %info.endpoint, "registered plugin"
         );
         self.emit(EventKind::Registered, &path, Some(info.clone()), None, None);
+        let (name, endpoint) = (info.name.clone(), info.endpoint.clone());
+        self.notifications.push(handler.clone(), name, endpoint);
         let entry = ActualEntry {
             generation,
             info,

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use nodeplugins_api::call::{self, CallError};
 use nodeplugins_api::pluginregistration::v1::{
     InfoRequest, PluginInfo, RegistrationStatus, RegistrationStatusResponse,
 };
@@ -36,7 +37,8 @@ pub(crate) enum RegisterError {
     },
     /// GetInfo failed or timed out.
     #[error(
-        "RegisterPlugin error -- failed to get plugin info using RPC GetInfo at socket {socket}, err: {source}"
+        "RegisterPlugin error -- failed to get plugin info using RPC GetInfo at socket {socket}, err: {}",
+        go_style(source)
     )]
     GetInfo {
         /// The registration socket.
@@ -64,7 +66,8 @@ pub(crate) enum RegisterError {
     /// NotifyRegistrationStatus(true) did not reach the plugin; the handler
     /// was told to forget it again.
     #[error(
-        "RegisterPlugin error -- failed to send registration status at socket {socket}, err: {source}"
+        "RegisterPlugin error -- failed to send registration status at socket {socket}, err: {}",
+        go_style(source)
     )]
     Notify {
         /// The registration socket.
@@ -73,17 +76,6 @@ pub(crate) enum RegisterError {
         #[source]
         source: CallError,
     },
-}
-
-/// Why a call to the plugin's registration service failed.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum CallError {
-    /// The plugin answered with an error, or the call broke.
-    #[error("{}", status_text(.0))]
-    Status(tonic::Status),
-    /// No answer in time.
-    #[error("no answer within {0:?}")]
-    Timeout(Duration),
 }
 
 /// Why the handler did not take the plugin.
@@ -140,25 +132,16 @@ pub(crate) async fn register(
     })?;
 
     let get_info = client.call::<_, PluginInfo>(GET_INFO, &InfoRequest {});
-    let info = match tokio::time::timeout(config.get_info_timeout, get_info).await {
-        Ok(Ok(info)) => {
+    let info = match call::within(config.get_info_timeout, get_info).await {
+        Ok(info) => {
             steps.mark("get_info");
             info
         }
-        Ok(Err(status)) => {
+        Err(source) => {
             return Err(Failed {
                 error: RegisterError::GetInfo {
                     socket: socket_str,
-                    source: CallError::Status(status),
-                },
-                info: None,
-            });
-        }
-        Err(_) => {
-            return Err(Failed {
-                error: RegisterError::GetInfo {
-                    socket: socket_str,
-                    source: CallError::Timeout(config.get_info_timeout),
+                    source,
                 },
                 info: None,
             });
@@ -240,7 +223,6 @@ pub(crate) async fn register(
             info: Some(description),
         });
     }
-    handler.notified(name, endpoint).await;
     Ok(Registered {
         info: description,
         handler,
@@ -294,7 +276,12 @@ impl std::fmt::Display for Steps {
     }
 }
 
-fn status_text(status: &tonic::Status) -> String {
+/// A failed call as grpc-go words it (`rpc error: code = ... desc = ...`,
+/// and a broken transport's cause), as the kubelet tells plugins.
+fn go_style(error: &CallError) -> String {
+    let CallError::Status(status) = error else {
+        return error.to_string();
+    };
     let mut text = format!(
         "rpc error: code = {:?} desc = {}",
         status.code(),
@@ -321,9 +308,5 @@ async fn notify(
         error: error.to_string(),
     };
     let sent = client.call::<_, RegistrationStatusResponse>(NOTIFY, &request);
-    match tokio::time::timeout(timeout, sent).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(status)) => Err(CallError::Status(status)),
-        Err(_) => Err(CallError::Timeout(timeout)),
-    }
+    call::within(timeout, sent).await.map(|_| ())
 }

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use nodeplugins_api::call;
 use nodeplugins_api::constants::plugin_type;
 use nodeplugins_api::pluginregistration::v1::registration_client::RegistrationClient;
 use nodeplugins_api::pluginregistration::v1::{PluginInfo, RegistrationStatus};
@@ -197,13 +198,10 @@ async fn survives_rejection(socket: &Path) -> Verdict {
                 "nodeplugins conformance: registration refused on purpose".into()
             },
         };
-        tokio::time::timeout(
-            CALL_TIMEOUT,
-            RegistrationClient::new(channel).notify_registration_status(status),
-        )
-        .await
-        .map_err(|_| format!("NotifyRegistrationStatus: no answer within {CALL_TIMEOUT:?}"))?
-        .map_err(|s| format!("NotifyRegistrationStatus: {:?}: {}", s.code(), s.message()))
+        let mut client = RegistrationClient::new(channel);
+        call::unary(CALL_TIMEOUT, client.notify_registration_status(status))
+            .await
+            .map_err(|e| format!("NotifyRegistrationStatus: {e}"))
     };
     // Its answer does not matter (the kubelet only logs an error, and the
     // Go helper answers one on purpose); what it does next does.

@@ -4,11 +4,16 @@ use nodeplugins_api::backoff::Backoff;
 use std::path::Path;
 use std::time::Duration;
 
+use nodeplugins_api::call::{self, CallError};
 use nodeplugins_api::constants::device_plugin::VERSION;
 use nodeplugins_api::constants::layout::KUBELET_SOCKET;
 use nodeplugins_api::deviceplugin::v1beta1 as dp;
 use nodeplugins_api::transport::{dial, root_cause};
 use tokio_util::sync::CancellationToken;
+
+/// How long `Register` may take: the kubelet dials the plugin and asks for
+/// its options inside the call.
+const REGISTER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Registers `resource`, served on `socket_name` in the device plugin
 /// directory `dir`, through `<dir>/kubelet.sock`, retrying until it succeeds
@@ -62,9 +67,9 @@ async fn register_once(
     };
     let mut client = dp::registration_client::RegistrationClient::new(channel);
     let call = client.register(request);
-    match tokio::time::timeout(Duration::from_secs(30), call).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(status)) => Err(status.message().to_string()),
-        Err(_) => Err("no answer within 30s".into()),
+    match call::unary(REGISTER_TIMEOUT, call).await {
+        Ok(_) => Ok(()),
+        Err(CallError::Status(status)) => Err(status.message().to_string()),
+        Err(error) => Err(error.to_string()),
     }
 }
