@@ -9,7 +9,7 @@
 //! every other watcher running as the same user share. So an agent has one
 //! [`FsWatcher`]: one inotify instance, made when the first wait starts and
 //! closed when the last ends, with one watch per directory while some wait
-//! is on it (its mask the union of theirs). Each wait holds an [`FsWatch`],
+//! is on it (its mask the union of theirs). Each wait holds an `FsWatch`,
 //! woken by the events it asked for (on one name in the directory, or on
 //! any); dropping it removes its interest, and the directory's watch with
 //! the last one. A queue overflow wakes every wait (each looks again at

@@ -21,7 +21,7 @@
 //! replaced claim or one without an allocation is refused with its own
 //! error; the driver gets the claim as read, with a typed view of the
 //! results and opaque configurations for this driver), and publishes the
-//! driver's [`Resources`] as ResourceSlices.
+//! driver's `Resources` as ResourceSlices.
 //!
 //! A claim is recorded as being prepared before the driver is called and as
 //! prepared once the driver answered and its CDI spec is written, so that a
