@@ -2,7 +2,9 @@
 //! with the real scheduler as the consumer: a pool too large for one slice
 //! is split and every slice is allocated from; slices someone else changes
 //! are put back; counter sets and pools for other nodes are published as
-//! the API takes them; failures reach the driver's handler and the counts;
+//! the API takes them; a restarted driver knows its pools for other nodes
+//! and moves a pool between this node and others by delete and create;
+//! failures reach the driver's handler and the counts;
 //! and shutdown does not wait for an API server that stopped answering.
 
 // Test code: a failed unwrap is a failed test with a precise location.
@@ -385,4 +387,80 @@ async fn shutdown_does_not_wait_for_an_api_server_that_stopped_answering() {
         .unwrap();
     assert!(!registration.exists(), "deregistered");
     api.resume_apiserver().await;
+}
+
+/// The names and UIDs of the slices of pool `pool`.
+fn pool_slices(slices: &[Value], pool: &str) -> Vec<(String, Value)> {
+    slices
+        .iter()
+        .filter(|s| s["spec"]["pool"]["name"] == pool)
+        .map(|s| {
+            (
+                s["metadata"]["uid"].as_str().unwrap().to_string(),
+                s["spec"]["nodeName"].clone(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restarted_driver_knows_its_pools_for_other_nodes_and_moves_pools_by_delete_and_create() {
+    let api = KubeApi::start(NODE).await;
+    api.admin(
+        "POST",
+        "/api/v1/nodes",
+        Some(&json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}})),
+    )
+    .await;
+    let everywhere = || Pool::new(gpus(2)).node_selection(NodeSelection::AllNodes);
+    let first = Resources::new();
+    first.set_pool("everywhere", everywhere());
+    first.set_pool("dropped", everywhere());
+    first.set_pool("moving", Pool::new(gpus(1)));
+    let (server, shutdown, _root) = publisher(&api, Identity::Admin, &first, None).await;
+    let before = slices_when(&api, "three pools", |s| s.len() == 3).await;
+    shutdown.cancel();
+    server.wait().await.unwrap();
+
+    // Started again: the pool for every node is the one it published (not
+    // a second set), the dropped one goes, and the pool that moved from
+    // this node to every node is deleted and created (nodeName cannot be
+    // updated).
+    let errors = Arc::new(Mutex::new(Vec::new()));
+    let second = Resources::new();
+    second.set_pool("everywhere", everywhere());
+    second.set_pool(
+        "moving",
+        Pool::new(gpus(1)).node_selection(NodeSelection::AllNodes),
+    );
+    let (_server, _shutdown, _root) =
+        publisher(&api, Identity::Admin, &second, Some(errors.clone())).await;
+    let after = slices_when(&api, "the pools as the restarted driver has them", |s| {
+        s.len() == 2 && pool_slices(s, "moving").iter().all(|(_, n)| n.is_null())
+    })
+    .await;
+    eventually("the publisher done", TIMEOUT, || async {
+        let stats = second.stats();
+        (stats.creates == 1 && stats.deletes == 2).then_some(())
+    })
+    .await;
+    assert_eq!(
+        pool_slices(&after, "everywhere"),
+        pool_slices(&before, "everywhere"),
+        "the same slice, kept"
+    );
+    assert_eq!(slices(&api).await.len(), 2, "nothing published twice");
+
+    // And back to this node, while running.
+    second.set_pool("moving", Pool::new(gpus(1)));
+    slices_when(&api, "the pool on this node again", |s| {
+        let moving = pool_slices(s, "moving");
+        moving.len() == 1 && moving[0].1 == NODE
+    })
+    .await;
+    assert!(
+        errors.lock().unwrap().is_empty(),
+        "{:?}",
+        errors.lock().unwrap()
+    );
 }

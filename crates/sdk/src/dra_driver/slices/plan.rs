@@ -4,9 +4,11 @@
 //! - a slice's index in the pool is the start of its name, hex, at least 5
 //!   digits (`GenerateName: <index>-<driver>-<node>-`), so a slice is
 //!   matched to the desired one of the same index;
-//! - slices of an older generation than the newest, or whose index matches
-//!   no desired slice (or one already matched), are obsolete and deleted
-//!   first, with UID and resourceVersion preconditions;
+//! - slices of an older generation than the newest, whose index matches
+//!   no desired slice (or one already matched), or whose `spec.nodeName`
+//!   is not the pool's (a pool moved between this node and others; the
+//!   field cannot change), are obsolete and deleted first, with UID and
+//!   resourceVersion preconditions;
 //! - the generation stays when no slice is missing and at most one
 //!   matched slice differs (one update), is the driver's when it asks for
 //!   a higher one, and is otherwise bumped by one, in which case every
@@ -108,10 +110,16 @@ impl Publisher<'_> {
             .max()
             .unwrap_or(0);
         let digits = index_digits(count);
+        let node_name = match pool.node_selection {
+            NodeSelection::ThisNode => Some(self.node),
+            _ => None,
+        };
         let mut matched: Vec<Option<ResourceSlice>> = vec![None; count];
         let mut deletes = Vec::new();
         for slice in existing {
-            if slice.spec.pool.generation < newest {
+            // A slice's node name cannot change: a pool moved between this
+            // node and others is deleted and created again.
+            if slice.spec.pool.generation < newest || slice.spec.node_name.as_deref() != node_name {
                 deletes.push(slice);
                 continue;
             }

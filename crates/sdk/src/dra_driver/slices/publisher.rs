@@ -2,19 +2,23 @@
 //! watches the slices, plans each pool's writes ([`super::plan`]) against
 //! what it knows ([`super::known`]), and writes them, each request with a
 //! timeout, each pool retried on its own after a failure.
+//!
+//! Two watches: the node's own slices (`spec.nodeName=<node>`), and, once
+//! some pool is for other nodes, the driver's slices without a node name.
+//! Of the latter, the ones owned by this node's Node (by name: a restarted
+//! driver knows them before it has read the Node's UID) are this driver's.
+//! A pool waits only for the watches of the slices it has or will have, so
+//! the node's pools sync while the cluster watch cannot list. A pool moved
+//! between this node and other nodes has its slices deleted and created
+//! again: a slice's `spec.nodeName` cannot change.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
 use std::time::Duration;
 
-use futures::StreamExt;
-use futures::stream::BoxStream;
-use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::{ResourceSlice, ResourceSliceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::{DeleteParams, PostParams, Preconditions};
-use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, ResourceExt};
+use kube::ResourceExt;
+use kube::runtime::watcher;
 use nodeplugins_api::backoff::Backoff;
 use nodeplugins_api::timer::sleep_until;
 use serde_json::Value;
@@ -26,8 +30,11 @@ use super::known::{Known, Scope};
 use super::plan::{self, Publisher};
 use super::pool::{NodeSelection, Pool};
 use super::resources::Resources;
+use requests::Requests;
+use watch::{Watch, WatchEvent, has_listed, next_event};
 
 mod requests;
+mod watch;
 
 /// A pool's retries: 100 ms doubling to 30 s, up to a fifth longer at
 /// random so that drivers on many nodes do not retry in step.
@@ -72,54 +79,49 @@ struct Accepted {
 
 struct Task {
     settings: PublishSettings,
-    slices: Api<ResourceSlice>,
-    nodes: Api<Node>,
+    requests: Requests,
     known: Known,
     node_uid: Option<String>,
     pools: BTreeMap<String, PoolState>,
     accepted: BTreeMap<String, Accepted>,
 }
 
-type Events = BoxStream<'static, Result<watcher::Event<ResourceSlice>, watcher::Error>>;
-
-/// One watch: its events, whether it has listed, and what its listing has
-/// gathered so far.
-struct Watch {
-    scope: Scope,
-    events: Events,
-    listed: bool,
-    listing: Vec<ResourceSlice>,
+/// Which watches have listed: a pool syncs once those of its slices have.
+#[derive(Debug, Clone, Copy)]
+struct Listed {
+    node: bool,
+    cluster: bool,
 }
 
-impl Watch {
-    fn new(api: &Api<ResourceSlice>, scope: Scope, selector: &str) -> Self {
-        let events = watcher(api.clone(), watcher::Config::default().fields(selector))
-            .default_backoff()
-            .boxed();
-        Self {
-            scope,
-            events,
-            listed: false,
-            listing: Vec::new(),
+impl Listed {
+    fn scope(self, scope: Scope) -> bool {
+        match scope {
+            Scope::Node => self.node,
+            Scope::Cluster => self.cluster,
         }
     }
 }
 
-async fn next_event(
-    watch: &mut Option<Watch>,
-) -> Option<Result<watcher::Event<ResourceSlice>, watcher::Error>> {
-    match watch {
-        Some(watch) => watch.events.next().await,
-        None => std::future::pending().await,
+/// Which watch the slices of a pool with `selection` are in.
+fn scope_of(selection: &NodeSelection) -> Scope {
+    match selection {
+        NodeSelection::ThisNode => Scope::Node,
+        _ => Scope::Cluster,
     }
 }
 
 impl Task {
-    fn new(settings: PublishSettings) -> Self {
+    fn new(mut settings: PublishSettings) -> Self {
+        let requests = Requests::new(
+            &settings.client,
+            &settings.node,
+            settings.timeout,
+            settings.resources.clone(),
+            settings.on_error.take(),
+        );
         Self {
-            slices: Api::all(settings.client.clone()),
-            nodes: Api::all(settings.client.clone()),
             settings,
+            requests,
             known: Known::default(),
             node_uid: None,
             pools: BTreeMap::new(),
@@ -130,7 +132,7 @@ impl Task {
     async fn run(&mut self) {
         let driver = self.settings.driver.clone();
         let mut node_watch = Some(Watch::new(
-            &self.slices,
+            &self.requests.slices,
             Scope::Node,
             &format!("spec.nodeName={},spec.driver={driver}", self.settings.node),
         ));
@@ -138,7 +140,7 @@ impl Task {
         let mut desired = self.settings.resources.subscribe();
         let mut dirty = true;
         loop {
-            let wake = self.next_wake();
+            let wake = self.next_wake(Instant::now());
             tokio::select! {
                 event = next_event(&mut node_watch) => {
                     let Some(event) = event else { return };
@@ -159,9 +161,7 @@ impl Task {
                     dirty = true;
                 }
             }
-            let listed = node_watch.as_ref().is_some_and(|w| w.listed)
-                && cluster_watch.as_ref().is_none_or(|w| w.listed);
-            if !dirty || !listed {
+            if !dirty {
                 continue;
             }
             let pools = desired.borrow_and_update().clone();
@@ -170,25 +170,27 @@ impl Task {
                 .any(|p| p.node_selection != NodeSelection::ThisNode);
             if other_nodes && cluster_watch.is_none() {
                 // Pools for other nodes have no spec.nodeName: they are
-                // watched with a selector of their own, listed first.
+                // watched with a selector of their own.
                 cluster_watch = Some(Watch::new(
-                    &self.slices,
+                    &self.requests.slices,
                     Scope::Cluster,
                     &format!("spec.nodeName=,spec.driver={driver}"),
                 ));
+            }
+            let listed = Listed {
+                node: has_listed(node_watch.as_ref()),
+                cluster: has_listed(cluster_watch.as_ref()),
+            };
+            if !listed.node && !listed.cluster {
                 continue;
             }
             dirty = false;
-            self.sync(&pools).await;
+            self.sync(&pools, listed).await;
         }
     }
 
     /// Applies a watch event; whether the pools need a look.
-    fn on_event(
-        &mut self,
-        watch: Option<&mut Watch>,
-        event: Result<watcher::Event<ResourceSlice>, watcher::Error>,
-    ) -> bool {
+    fn on_event(&mut self, watch: Option<&mut Watch>, event: WatchEvent) -> bool {
         let Some(watch) = watch else {
             return false;
         };
@@ -216,38 +218,48 @@ impl Task {
                 true
             }
             Err(e) => {
-                self.report(PublishError::Watch(e));
+                self.requests.report(PublishError::Watch(e));
                 false
             }
         }
     }
 
-    /// The earliest retry or expiry of an own write.
-    fn next_wake(&self) -> Option<Instant> {
+    /// The earliest retry or expiry of an own write still to come at
+    /// `now`. A retry already due waits for the watches its pool needs
+    /// (their listing wakes the task), not for a timer that fires at once.
+    fn next_wake(&self, now: Instant) -> Option<Instant> {
         self.pools
             .values()
             .filter_map(|p| p.retry_at)
+            .filter(|at| *at > now)
             .chain(self.known.next_expiry())
             .min()
     }
 
-    /// Brings every pool that is not waiting for a retry in line with
-    /// `pools`.
-    async fn sync(&mut self, pools: &BTreeMap<String, Pool>) {
+    /// Brings every pool that is not waiting for a retry, and whose
+    /// watches have listed, in line with `pools`.
+    async fn sync(&mut self, pools: &BTreeMap<String, Pool>, listed: Listed) {
         let now = Instant::now();
         let mut by_pool: BTreeMap<String, Vec<ResourceSlice>> = BTreeMap::new();
+        let mut scopes: BTreeMap<String, BTreeSet<Scope>> = BTreeMap::new();
         for (scope, slice) in self.known.slices() {
             if scope == Scope::Cluster && !self.owned(&slice) {
                 continue;
             }
-            by_pool
-                .entry(slice.spec.pool.name.clone())
-                .or_default()
-                .push(slice);
+            let name = slice.spec.pool.name.clone();
+            scopes.entry(name.clone()).or_default().insert(scope);
+            by_pool.entry(name).or_default().push(slice);
         }
-        let names: BTreeSet<String> = pools.keys().chain(by_pool.keys()).cloned().collect();
+        for (name, pool) in pools {
+            let scope = scope_of(&pool.node_selection);
+            scopes.entry(name.clone()).or_default().insert(scope);
+        }
         let mut all_well = true;
-        for name in names {
+        for (name, needs) in scopes {
+            if !needs.iter().all(|scope| listed.scope(*scope)) {
+                all_well = false;
+                continue;
+            }
             let state = self.pools.entry(name.clone()).or_default();
             if state.retry_at.is_some_and(|at| at > now) {
                 all_well = false;
@@ -269,7 +281,7 @@ impl Task {
                     let delay = RETRY.delay(state.failures);
                     state.retry_at = Some(Instant::now() + delay);
                     tracing::warn!(pool = %name, retry_in = ?delay, "publishing ResourceSlices failed");
-                    self.report(error);
+                    self.requests.report(error);
                     all_well = false;
                 }
             }
@@ -291,32 +303,40 @@ impl Task {
         }
     }
 
-    /// Whether `slice` was published by this driver on this node (pools
-    /// for other nodes are owned by this node's Node).
+    /// Whether `slice`, a slice of this driver without a node name, was
+    /// published on this node: its owner is this node's Node, by name (a
+    /// restarted driver knows its slices before it has read the Node).
     fn owned(&self, slice: &ResourceSlice) -> bool {
-        let Some(uid) = &self.node_uid else {
-            return false;
-        };
         slice
             .metadata
             .owner_references
             .iter()
             .flatten()
-            .any(|o| o.kind == "Node" && &o.uid == uid)
+            .any(|o| o.kind == "Node" && o.name == self.settings.node)
+    }
+
+    /// The UID of the node, for the slices' owner reference.
+    async fn node_uid(&mut self, pool: &str) -> Result<String, PublishError> {
+        if let Some(uid) = &self.node_uid {
+            return Ok(uid.clone());
+        }
+        let uid = self.requests.node_uid(pool).await?;
+        self.node_uid = Some(uid.clone());
+        Ok(uid)
     }
 
     async fn sync_pool(
         &mut self,
         name: &str,
         pool: &Pool,
-        existing: Vec<ResourceSlice>,
+        mut existing: Vec<ResourceSlice>,
     ) -> Result<(), PublishError> {
         let state = self.pools.entry(name.to_string()).or_default();
         if let Err(reason) = pool.validate() {
             let new = state.reported_invalid.as_ref() != Some(pool);
             state.reported_invalid = Some(pool.clone());
             if new {
-                self.report(PublishError::InvalidPool {
+                self.requests.report(PublishError::InvalidPool {
                     pool: name.to_string(),
                     reason,
                 });
@@ -324,9 +344,17 @@ impl Task {
             return Ok(());
         }
         state.reported_invalid = None;
-        if pool.node_selection != NodeSelection::ThisNode {
-            // Its slices are told apart by their owner.
-            self.node_uid(name).await?;
+        if existing.iter().any(|s| s.spec.node_name.is_none()) {
+            // Slices owned by an earlier Node of the same name go: the
+            // garbage collector would take them from under the pool.
+            let uid = self.node_uid(name).await?;
+            let (stale, current): (Vec<_>, Vec<_>) = existing
+                .into_iter()
+                .partition(|s| owned_by_another(s, &uid));
+            for slice in &stale {
+                self.delete(name, slice).await?;
+            }
+            existing = current;
         }
         let driver = self.settings.driver.clone();
         let node = self.settings.node.clone();
@@ -352,16 +380,8 @@ impl Task {
             plan::copy_taint_times(&current.spec, &mut spec);
             let mut slice = current.clone();
             slice.spec = spec.clone();
-            let slice_name = current.name_any();
-            let stored = self
-                .request(
-                    name,
-                    "update ResourceSlice",
-                    self.slices
-                        .replace(&slice_name, &PostParams::default(), &slice),
-                )
-                .await?;
-            tracing::info!(slice = %slice_name, pool = %name, generation = plan.generation, "ResourceSlice updated");
+            let stored = self.requests.replace(name, &slice).await?;
+            tracing::info!(slice = %stored.name_any(), pool = %name, generation = plan.generation, "ResourceSlice updated");
             self.settings
                 .resources
                 .stats
@@ -386,13 +406,7 @@ impl Task {
                 },
                 spec: spec.clone(),
             };
-            let stored = self
-                .request(
-                    name,
-                    "create ResourceSlice",
-                    self.slices.create(&PostParams::default(), &slice),
-                )
-                .await?;
+            let stored = self.requests.create(name, &slice).await?;
             tracing::info!(slice = %stored.name_any(), pool = %name, generation = plan.generation, "ResourceSlice created");
             self.settings
                 .resources
@@ -415,6 +429,20 @@ impl Task {
         Ok(())
     }
 
+    /// Deletes `slice` of pool `name` if it is still the version seen.
+    async fn delete(&mut self, name: &str, slice: &ResourceSlice) -> Result<(), PublishError> {
+        if self.requests.delete(name, slice).await? {
+            tracing::info!(slice = %slice.name_any(), pool = %name, "ResourceSlice deleted");
+            self.settings
+                .resources
+                .stats
+                .send_modify(|s| s.deletes += 1);
+        }
+        self.accepted.remove(&slice.name_any());
+        self.known.deleted(slice, Instant::now());
+        Ok(())
+    }
+
     /// Takes note of `stored`, the server's answer to writing `sent` as
     /// slice `index` of pool `name`.
     fn stored(
@@ -425,7 +453,7 @@ impl Task {
         stored: ResourceSlice,
     ) {
         if !plan::same_spec(&stored.spec, sent) {
-            self.report(PublishError::DroppedFields {
+            self.requests.report(PublishError::DroppedFields {
                 pool: name.to_string(),
                 slice: index,
             });
@@ -439,4 +467,14 @@ impl Task {
         );
         self.known.wrote(stored, Instant::now());
     }
+}
+
+/// Whether `slice` is owned by a Node other than the one of UID `uid`.
+fn owned_by_another(slice: &ResourceSlice, uid: &str) -> bool {
+    slice
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == "Node" && o.uid != uid)
 }

@@ -225,3 +225,24 @@ fn pools_for_other_nodes_carry_no_node_name() {
     let selected = spec(NodeSelection::NodeSelector(Default::default()));
     assert!(selected.node_name.is_none() && selected.node_selector.is_some());
 }
+
+#[test]
+fn a_pool_moved_between_this_node_and_others_is_deleted_and_created_again() {
+    let here = pool(&[&["gpu-0"]]);
+    let everywhere = pool(&[&["gpu-0"]]).node_selection(NodeSelection::AllNodes);
+    let on_node = stored("00000-a", &here, 0, 1);
+    let planned = plan(&everywhere, vec![on_node]);
+    assert_eq!(names(&planned.deletes), ["00000-a"]);
+    assert!(
+        planned.updates.is_empty(),
+        "spec.nodeName cannot be updated"
+    );
+    assert_eq!(planned.creates, [0]);
+
+    let for_all = stored("00000-b", &everywhere, 0, 1);
+    let planned = plan(&here, vec![for_all]);
+    assert_eq!(names(&planned.deletes), ["00000-b"]);
+    assert_eq!(planned.creates, [0]);
+    // Unmoved, nothing to do.
+    assert!(plan(&here, vec![stored("00000-c", &here, 0, 1)]).is_empty());
+}

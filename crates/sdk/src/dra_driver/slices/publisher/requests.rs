@@ -1,16 +1,79 @@
 //! The publisher's requests to the API server: each bounded by the request
-//! timeout and reported as a typed `PublishError` naming the pool; deletes,
-//! and the Node's UID for the slices' owner reference.
+//! timeout, and each failure a typed `PublishError` naming the pool, which
+//! is logged, counted in the driver's `PublishStats` and handed to its
+//! error handler.
 
-use super::*;
+use std::future::Future;
+use std::time::Duration;
 
-impl Task {
-    /// Deletes `slice` if it is still the version seen.
-    pub(super) async fn delete(
-        &mut self,
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::resource::v1::ResourceSlice;
+use kube::api::{DeleteParams, PostParams, Preconditions};
+use kube::{Api, ResourceExt};
+
+use super::super::error::{PublishError, PublishErrorHandler};
+use super::super::resources::Resources;
+
+/// Sends the publisher's requests and reports their failures.
+pub(super) struct Requests {
+    /// Every ResourceSlice.
+    pub(super) slices: Api<ResourceSlice>,
+    nodes: Api<Node>,
+    node: String,
+    timeout: Duration,
+    resources: Resources,
+    on_error: Option<PublishErrorHandler>,
+}
+
+impl Requests {
+    /// Requests with `client` for the driver publishing on `node`.
+    pub(super) fn new(
+        client: &kube::Client,
+        node: &str,
+        timeout: Duration,
+        resources: Resources,
+        on_error: Option<PublishErrorHandler>,
+    ) -> Self {
+        Self {
+            slices: Api::all(client.clone()),
+            nodes: Api::all(client.clone()),
+            node: node.to_string(),
+            timeout,
+            resources,
+            on_error,
+        }
+    }
+
+    /// Creates `slice` for pool `pool`: the slice as stored.
+    pub(super) async fn create(
+        &self,
         pool: &str,
         slice: &ResourceSlice,
-    ) -> Result<(), PublishError> {
+    ) -> Result<ResourceSlice, PublishError> {
+        let params = PostParams::default();
+        let created = self.slices.create(&params, slice);
+        self.request(pool, "create ResourceSlice", created).await
+    }
+
+    /// Replaces `slice` of pool `pool`: the slice as stored.
+    pub(super) async fn replace(
+        &self,
+        pool: &str,
+        slice: &ResourceSlice,
+    ) -> Result<ResourceSlice, PublishError> {
+        let name = slice.name_any();
+        let params = PostParams::default();
+        let replaced = self.slices.replace(&name, &params, slice);
+        self.request(pool, "update ResourceSlice", replaced).await
+    }
+
+    /// Deletes `slice` of pool `pool` if it is still the version seen:
+    /// whether it was there to delete.
+    pub(super) async fn delete(
+        &self,
+        pool: &str,
+        slice: &ResourceSlice,
+    ) -> Result<bool, PublishError> {
         let name = slice.name_any();
         let params = DeleteParams {
             preconditions: Some(Preconditions {
@@ -19,48 +82,32 @@ impl Task {
             }),
             ..Default::default()
         };
-        let deleted = self
-            .request(pool, "delete ResourceSlice", async {
-                match self.slices.delete(&name, &params).await {
-                    Ok(_) => Ok(true),
-                    Err(kube::Error::Api(status)) if status.is_not_found() => Ok(false),
-                    Err(e) => Err(e),
-                }
-            })
-            .await?;
-        if deleted {
-            tracing::info!(slice = %name, %pool, "ResourceSlice deleted");
-            self.settings
-                .resources
-                .stats
-                .send_modify(|s| s.deletes += 1);
-        }
-        self.accepted.remove(&name);
-        self.known.deleted(slice, Instant::now());
-        Ok(())
+        self.request(pool, "delete ResourceSlice", async {
+            match self.slices.delete(&name, &params).await {
+                Ok(_) => Ok(true),
+                Err(kube::Error::Api(status)) if status.is_not_found() => Ok(false),
+                Err(e) => Err(e),
+            }
+        })
+        .await
     }
 
-    /// The UID of the node, for the slices' owner reference.
-    pub(super) async fn node_uid(&mut self, pool: &str) -> Result<String, PublishError> {
-        if let Some(uid) = &self.node_uid {
-            return Ok(uid.clone());
-        }
+    /// The UID of the Node, read for pool `pool`.
+    pub(super) async fn node_uid(&self, pool: &str) -> Result<String, PublishError> {
         let node = self
-            .request(pool, "read the Node", self.nodes.get(&self.settings.node))
+            .request(pool, "read the Node", self.nodes.get(&self.node))
             .await?;
-        let uid = node.metadata.uid.unwrap_or_default();
-        self.node_uid = Some(uid.clone());
-        Ok(uid)
+        Ok(node.metadata.uid.unwrap_or_default())
     }
 
     /// `request`, given up after the timeout.
-    pub(super) async fn request<T>(
+    async fn request<T>(
         &self,
         pool: &str,
         operation: &'static str,
         request: impl Future<Output = Result<T, kube::Error>>,
     ) -> Result<T, PublishError> {
-        match tokio::time::timeout(self.settings.timeout, request).await {
+        match tokio::time::timeout(self.timeout, request).await {
             Ok(result) => result.map_err(|source| PublishError::Api {
                 pool: pool.to_string(),
                 operation,
@@ -69,7 +116,7 @@ impl Task {
             Err(_) => Err(PublishError::Timeout {
                 pool: pool.to_string(),
                 operation,
-                timeout: self.settings.timeout,
+                timeout: self.timeout,
             }),
         }
     }
@@ -78,11 +125,11 @@ impl Task {
     pub(super) fn report(&self, error: PublishError) {
         tracing::warn!(error = %error, "publishing ResourceSlices");
         let text = error.to_string();
-        self.settings.resources.stats.send_modify(|s| {
+        self.resources.stats.send_modify(|s| {
             s.failures += 1;
             s.last_error = Some(text);
         });
-        if let Some(handler) = &self.settings.on_error {
+        if let Some(handler) = &self.on_error {
             handler(&error);
         }
     }
