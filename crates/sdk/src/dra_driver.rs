@@ -37,6 +37,7 @@
 //! instances by an exclusive lock on `<plugin dir>/serialize.lock`.
 
 mod api_versions;
+mod boot;
 mod builder;
 mod cdi;
 mod claim;

@@ -1,7 +1,8 @@
 //! The SDK's record of prepared claims, over real sockets: a record that
 //! cannot be written fails its claims (before the driver is called, and
 //! after), concurrent calls without serialization each keep their record,
-//! unprepare is told what is known, and claims are read from the API server
+//! unprepare is told what is known, a claim prepared before a reboot is
+//! prepared again (the driver told what it had), and claims are read from the API server
 //! before the call is serialized, so a black-holed API server holds up no
 //! other call.
 
@@ -31,6 +32,8 @@ const DRIVER: &str = "gpu.example.com";
 #[derive(Default)]
 struct Driver {
     prepared: Mutex<Vec<String>>,
+    /// What each claim prepared again after a reboot had before it.
+    before_reboot: Mutex<HashMap<String, Vec<PreparedDevice>>>,
     unprepared: Mutex<Vec<PreparedClaim>>,
     entered: Option<watch::Sender<u32>>,
     gate: Arc<Notify>,
@@ -64,6 +67,12 @@ impl DraDriver for Driver {
         for claim in claims {
             let uid = claim.claim.uid;
             self.prepared.lock().unwrap().push(uid.clone());
+            if let Some(before) = claim.before_reboot {
+                self.before_reboot
+                    .lock()
+                    .unwrap()
+                    .insert(uid.clone(), before);
+            }
             let device = PreparedDevice {
                 pool: "pool".into(),
                 device: format!("dev-{uid}"),
@@ -144,11 +153,17 @@ impl Running {
 }
 
 async fn start(root: &Path, driver: Arc<Driver>, serialize: bool) -> Running {
+    start_on_boot(root, driver, serialize, "boot-1").await
+}
+
+/// As [`start`], on the machine's boot `boot`.
+async fn start_on_boot(root: &Path, driver: Arc<Driver>, serialize: bool, boot: &str) -> Running {
     let shutdown = CancellationToken::new();
     let server = DraDriverServer::builder(DRIVER, driver)
         .root_dir(root)
         .register(false)
         .serialize(serialize)
+        .boot_id(boot)
         .start(shutdown.clone())
         .await
         .unwrap();
@@ -323,4 +338,39 @@ async fn a_claim_read_from_a_silent_api_server_holds_up_no_other_call() {
         "the unprepare did not wait for the prepare's API read"
     );
     stuck.abort();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn after_a_reboot_a_prepared_claim_is_prepared_again_with_what_it_got_before() {
+    let root = tempfile::tempdir().unwrap();
+    let driver = Arc::new(Driver::default());
+    let prepared = |driver: &Driver| driver.prepared.lock().unwrap().len();
+    let running = start_on_boot(root.path(), driver.clone(), true, "boot-1").await;
+    prepare(&mut client(&running.server).await, &["a"]).await;
+    running.stop().await;
+
+    // Restarted during the same boot: answered from the record.
+    let running = start_on_boot(root.path(), driver.clone(), true, "boot-1").await;
+    let answer = prepare(&mut client(&running.server).await, &["a"]).await;
+    assert_eq!(answer["uid-a"].devices[0].device_name, "dev-uid-a");
+    assert_eq!(prepared(&driver), 1);
+    running.stop().await;
+
+    // After a reboot: the driver prepares it again, told what it had.
+    let running = start_on_boot(root.path(), driver.clone(), true, "boot-2").await;
+    let mut c = client(&running.server).await;
+    let answer = prepare(&mut c, &["a"]).await;
+    assert_eq!(answer["uid-a"].error, "");
+    assert_eq!(prepared(&driver), 2);
+    let before = driver.before_reboot.lock().unwrap()["uid-a"].clone();
+    assert_eq!(before[0].device, "dev-uid-a");
+    // From then on, from the record of this boot.
+    prepare(&mut c, &["a"]).await;
+    assert_eq!(prepared(&driver), 2);
+    let released = unprepare(&mut c, &["a"]).await;
+    assert_eq!(released["uid-a"].error, "");
+    let unprepared = driver.unprepared.lock().unwrap()[0].clone();
+    assert_eq!(unprepared.state, PreparedState::Prepared);
+    assert_eq!(unprepared.boot_id.as_deref(), Some("boot-2"));
+    running.stop().await;
 }

@@ -22,13 +22,16 @@ use std::sync::Arc;
 use clap::Parser;
 use nodeplugins_sdk::api::dra_health::v1::HealthStatus;
 use nodeplugins_sdk::dra_driver::{
-    ApiVersions, Claim, ContainerEdits, DraDriver, DraDriverServer, HealthReporter, Pool,
-    PreparedClaim, PreparedDevice, Resources,
+    ApiVersions, Claim, ContainerEdits, DraDriver, DraDriverServer, HEALTH_RESEND_INTERVAL,
+    HealthReporter, Pool, PreparedClaim, PreparedDevice, Resources,
 };
 use nodeplugins_sdk::k8s_openapi::api::resource::v1::{Device, DeviceAttribute};
 use nodeplugins_sdk::kube;
 use nodeplugins_sdk::signals::shutdown_on_signals;
 use nodeplugins_sdk_bins::LogFlags;
+
+/// Why a GPU broken by SIGUSR1 is unhealthy.
+const BROKEN: &str = "XID 79: fallen off the bus (simulated)";
 use tokio::signal::unix::{SignalKind, signal};
 
 /// A DRA driver with fake GPUs.
@@ -273,12 +276,24 @@ fn main() -> anyhow::Result<()> {
             let mut healthy = signal(SignalKind::user_defined2())?;
             let pool = pool.clone();
             tokio::spawn(async move {
+                // The simulated health checker: every device checked at
+                // each tick; the signals break and mend them.
+                let mut check = tokio::time::interval(HEALTH_RESEND_INTERVAL);
                 let mut broken = 0;
                 loop {
                     tokio::select! {
+                        _ = check.tick() => {
+                            for (i, name) in names.iter().enumerate() {
+                                if i >= broken {
+                                    health.set(&pool, name, HealthStatus::Healthy, "");
+                                } else {
+                                    health.set(&pool, name, HealthStatus::Unhealthy, BROKEN);
+                                }
+                            }
+                        }
                         _ = unhealthy.recv() => {
                             if let Some(name) = names.get(broken) {
-                                health.set(&pool, name, HealthStatus::Unhealthy, "XID 79: fallen off the bus (simulated)");
+                                health.set(&pool, name, HealthStatus::Unhealthy, BROKEN);
                                 tracing::info!(device = %name, "marked unhealthy");
                                 broken += 1;
                             }

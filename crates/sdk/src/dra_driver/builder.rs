@@ -31,6 +31,7 @@ pub struct DraDriverBuilder {
     pub(super) cdi_kind: Option<String>,
     pub(super) cdi_dir: PathBuf,
     pub(super) lock_dir: Option<PathBuf>,
+    pub(super) boot_id: Option<String>,
     #[cfg(feature = "kube")]
     pub(super) kube: Option<KubeSettings>,
     #[cfg(feature = "kube")]
@@ -76,6 +77,7 @@ impl DraDriverBuilder {
             cdi_kind: None,
             cdi_dir: PathBuf::from(DEFAULT_CDI_DIR),
             lock_dir: None,
+            boot_id: None,
             #[cfg(feature = "kube")]
             kube: None,
             #[cfg(feature = "kube")]
@@ -179,6 +181,16 @@ impl DraDriverBuilder {
     /// Where CDI spec files are written (default `/var/run/cdi`).
     pub fn cdi_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.cdi_dir = dir.into();
+        self
+    }
+
+    /// The identity of this boot of the machine (default: the kernel's,
+    /// `/proc/sys/kernel/random/boot_id`). A claim prepared during another
+    /// boot is prepared again, with what it got then
+    /// ([`Claim::before_reboot`](super::Claim::before_reboot)): what the
+    /// driver made may not have survived the reboot.
+    pub fn boot_id(mut self, id: impl Into<String>) -> Self {
+        self.boot_id = Some(id.into());
         self
     }
 

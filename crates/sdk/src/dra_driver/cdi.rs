@@ -197,6 +197,7 @@ mod tests {
                 ..Default::default()
             }],
             state: PreparedState::Prepared,
+            boot_id: None,
         };
         specs.assign_ids(&mut claim);
         assert_eq!(
@@ -242,6 +243,7 @@ mod tests {
             },
             devices: vec![gpu("pool-a", "gpu-0"), gpu("pool-b", "gpu-0")],
             state: PreparedState::Prepared,
+            boot_id: None,
         };
         specs.assign_ids(&mut claim);
         let ids: Vec<&str> = claim
@@ -270,6 +272,7 @@ mod tests {
             },
             devices: vec![gpu("pool", "gpu-0")],
             state: PreparedState::Prepared,
+            boot_id: None,
         };
         // A fixed temporary name, as another writer (or a crash) leaves it.
         std::fs::create_dir(dir.path().join("dra.example.com-gpu_u1.json.tmp")).unwrap();

@@ -165,6 +165,11 @@ pub struct Claim {
     /// annotations, the allocation's node selector.
     #[cfg(feature = "kube")]
     pub resource_claim: Option<std::sync::Arc<k8s_openapi::api::resource::v1::ResourceClaim>>,
+    /// What the driver said the claim got when it prepared it during an
+    /// earlier boot of the machine: this prepare follows a reboot, and
+    /// what the driver made then (partitions, bindings, virtual functions)
+    /// may be gone. The driver makes it again, or fails the claim.
+    pub before_reboot: Option<Vec<PreparedDevice>>,
 }
 
 impl Claim {
@@ -175,6 +180,7 @@ impl Claim {
             allocation: None,
             #[cfg(feature = "kube")]
             resource_claim: None,
+            before_reboot: None,
         }
     }
 }
@@ -243,6 +249,11 @@ pub struct PreparedClaim {
     /// read as prepared.
     #[serde(default)]
     pub state: PreparedState,
+    /// The boot of the machine during which it was recorded
+    /// (`/proc/sys/kernel/random/boot_id`); `None` in records written
+    /// before this field existed, which count as of this boot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
 }
 
 #[cfg(test)]

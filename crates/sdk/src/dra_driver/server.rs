@@ -99,6 +99,7 @@ impl DraDriverServer {
             driver: config.driver.clone(),
             serializer,
             store: ClaimStore::new(state.as_deref()),
+            boot_id: config.boot_id.clone().or_else(super::boot::boot_id),
             cdi: config
                 .cdi_kind
                 .as_ref()

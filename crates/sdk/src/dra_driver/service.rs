@@ -3,7 +3,9 @@
 //!
 //! A prepare goes:
 //!
-//! 1. the claims already prepared are answered from the record;
+//! 1. the claims already prepared (during this boot) are answered from the
+//!    record; a claim prepared during an earlier boot is prepared again,
+//!    and the driver is told what it got then;
 //! 2. the others are read from the API server (all at once, before the
 //!    call is serialized: a slow API server holds up no other call);
 //! 3. under the serialization lock, each is recorded as being prepared
@@ -37,6 +39,8 @@ pub(super) struct Service {
     pub(super) driver: Arc<dyn DraDriver>,
     pub(super) serializer: Serializer,
     pub(super) store: ClaimStore,
+    /// This boot's identity, when known.
+    pub(super) boot_id: Option<String>,
     pub(super) cdi: Option<CdiSpecs>,
     #[cfg(feature = "kube")]
     pub(super) claims_api: Option<ClaimsApi>,
@@ -96,7 +100,7 @@ fn claim_ref(claim: v1::Claim) -> ClaimRef {
 
 /// The record of a claim being prepared: the devices allocated to it, so
 /// that unprepare can release them if nothing more is ever recorded.
-fn interrupted(claim: &Claim) -> PreparedClaim {
+fn interrupted(claim: &Claim, boot_id: Option<String>) -> PreparedClaim {
     PreparedClaim {
         claim: claim.claim.clone(),
         devices: claim
@@ -106,7 +110,18 @@ fn interrupted(claim: &Claim) -> PreparedClaim {
             .map(PreparedDevice::allocated)
             .collect(),
         state: PreparedState::Interrupted,
+        boot_id,
     }
+}
+
+/// Whether `record` is of a claim the driver prepared during boot `boot`
+/// (a record or a boot of unknown identity counts as this boot's).
+fn prepared_this_boot(record: &PreparedClaim, boot: Option<&str>) -> bool {
+    record.state == PreparedState::Prepared
+        && match (record.boot_id.as_deref(), boot) {
+            (Some(recorded), Some(boot)) => recorded == boot,
+            _ => true,
+        }
 }
 
 impl Service {
@@ -122,6 +137,7 @@ impl Service {
                         claim,
                         allocation: Some(allocation),
                         resource_claim: Some(object),
+                        before_reboot: None,
                     }),
                     Err(error) => Err((claim.uid, error)),
                 }
@@ -141,11 +157,17 @@ impl Service {
             self.store.read().await.map_err(|e| {
                 Status::unavailable(format!("cannot read the prepared claims: {e}"))
             })?;
+        let boot = self.boot_id.as_deref();
         let mut unprepared = Vec::new();
+        let mut before_reboot = HashMap::new();
         for claim in request.claims.into_iter().map(claim_ref) {
             match records.get(&claim.uid) {
-                Some(record) if record.state == PreparedState::Prepared => {
+                Some(record) if prepared_this_boot(record, boot) => {
                     results.insert(claim.uid, prepared(&record.devices));
+                }
+                Some(record) if record.state == PreparedState::Prepared => {
+                    before_reboot.insert(claim.uid.clone(), record.devices.clone());
+                    unprepared.push(claim);
                 }
                 _ => unprepared.push(claim),
             }
@@ -158,7 +180,10 @@ impl Service {
         let mut to_prepare = Vec::new();
         for read in self.read_claims(unprepared).await {
             match read {
-                Ok(claim) => to_prepare.push(claim),
+                Ok(mut claim) => {
+                    claim.before_reboot = before_reboot.remove(&claim.claim.uid);
+                    to_prepare.push(claim);
+                }
                 Err((uid, error)) => {
                     results.insert(uid, failed(error));
                 }
@@ -170,7 +195,11 @@ impl Service {
         let _guard = self.serializer.acquire().await?;
         // 3. Recorded as being prepared; a claim another call prepared in
         //    the meantime is answered from its record.
-        let intents: Vec<PreparedClaim> = to_prepare.iter().map(interrupted).collect();
+        let intents: Vec<PreparedClaim> = to_prepare
+            .iter()
+            .map(|c| interrupted(c, self.boot_id.clone()))
+            .collect();
+        let boot = self.boot_id.clone();
         let recorded = self
             .store
             .update(move |records| {
@@ -178,13 +207,19 @@ impl Service {
                 let mut changed = false;
                 for intent in intents {
                     let uid = intent.claim.uid.clone();
-                    match records.get(&uid) {
-                        Some(record) if record.state == PreparedState::Prepared => {
+                    match records.get_mut(&uid) {
+                        Some(record) if prepared_this_boot(record, boot.as_deref()) => {
                             done.insert(uid, record.devices.clone());
                         }
-                        // An earlier interrupted record keeps its devices
-                        // when this read found none (no API client).
-                        Some(_) if intent.devices.is_empty() => {}
+                        // An earlier record keeps its devices when this
+                        // read found none (no API client); one of another
+                        // boot is being prepared again.
+                        Some(record) if intent.devices.is_empty() => {
+                            if record.state == PreparedState::Prepared {
+                                record.state = PreparedState::Interrupted;
+                                changed = true;
+                            }
+                        }
                         _ => {
                             records.insert(uid, intent);
                             changed = true;
@@ -243,6 +278,7 @@ impl Service {
                 claim: claim.clone(),
                 devices,
                 state: PreparedState::Prepared,
+                boot_id: self.boot_id.clone(),
             };
             if let Some(cdi) = &self.cdi {
                 cdi.assign_ids(&mut record);
@@ -306,6 +342,7 @@ impl Service {
                     claim,
                     devices: Vec::new(),
                     state: PreparedState::Unknown,
+                    boot_id: None,
                 },
             })
             .collect();

@@ -201,6 +201,7 @@ mod tests {
             },
             devices: Vec::new(),
             state: PreparedState::Prepared,
+            boot_id: None,
         }
     }
 
