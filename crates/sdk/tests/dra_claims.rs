@@ -289,26 +289,42 @@ async fn calls_that_are_not_serialized_each_keep_their_record() {
     );
 }
 
-/// A server that accepts connections and never answers: an API server
-/// that has stopped responding.
+/// A server that accepts connections, reads what it is sent and never
+/// answers: an API server that has stopped responding. The receiver
+/// counts the requests' first bytes received.
 #[cfg(feature = "kube")]
-async fn black_hole() -> (String, tokio::task::JoinHandle<()>) {
+async fn black_hole() -> (String, watch::Receiver<usize>, tokio::task::JoinHandle<()>) {
+    use tokio::io::AsyncReadExt;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
+    let (heard, requests) = watch::channel(0);
     let task = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((connection, _)) = listener.accept().await {
-            held.push(connection);
+        while let Ok((mut connection, _)) = listener.accept().await {
+            let heard = heard.clone();
+            tokio::spawn(async move {
+                let mut buffer = [0u8; 4096];
+                let mut counted = false;
+                while let Ok(n) = connection.read(&mut buffer).await {
+                    if n == 0 {
+                        break;
+                    }
+                    if !counted {
+                        counted = true;
+                        heard.send_modify(|n| *n += 1);
+                    }
+                }
+                // Held open, unanswered, until the peer closes it.
+            });
         }
     });
-    (url, task)
+    (url, requests, task)
 }
 
 #[cfg(feature = "kube")]
 #[tokio::test(flavor = "multi_thread")]
 async fn a_claim_read_from_a_silent_api_server_holds_up_no_other_call() {
     let root = tempfile::tempdir().unwrap();
-    let (url, _hole) = black_hole().await;
+    let (url, mut heard, _hole) = black_hole().await;
     let config = kube::Config::new(url.parse().unwrap());
     let kube = kube::Client::try_from(config).unwrap();
     let driver = Arc::new(Driver::default());
@@ -330,6 +346,10 @@ async fn a_claim_read_from_a_silent_api_server_holds_up_no_other_call() {
             })
             .await
     });
+    tokio::time::timeout(TIMEOUT, heard.wait_for(|n| *n >= 1))
+        .await
+        .expect("the prepare's claim read reached the API server")
+        .unwrap();
     // ...while an unprepare, serialized with it, goes through.
     let results = unprepare(&mut client.clone(), &["c2"]).await;
     assert_eq!(results["uid-c2"].error, "");
