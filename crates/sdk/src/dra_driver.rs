@@ -37,6 +37,7 @@
 //! instances by an exclusive lock on `<plugin dir>/serialize.lock`.
 
 mod api_versions;
+mod batch;
 mod boot;
 mod builder;
 mod cdi;
@@ -46,6 +47,7 @@ mod claims_api;
 mod container_edits;
 mod driver;
 mod error;
+mod grpc;
 mod health;
 mod serializer;
 mod server;
@@ -54,6 +56,7 @@ mod service;
 mod slices;
 mod stop_point;
 mod store;
+mod wire;
 
 pub use api_versions::ApiVersions;
 pub use builder::DraDriverBuilder;

@@ -1,6 +1,8 @@
 //! The SDK's record of prepared claims, over real sockets: a record that
 //! cannot be written fails its claims (before the driver is called, and
 //! after), concurrent calls without serialization each keep their record,
+//! serialized calls made at once are served in batches that share the
+//! driver's calls and the record's writes, with none failing,
 //! unprepare is told what is known, a claim prepared before a reboot is
 //! prepared again (the driver told what it had), a device of a subrequest
 //! reaches the kubelet under its base request, and claims are read from the API server
@@ -38,6 +40,10 @@ struct Driver {
     unprepared: Mutex<Vec<PreparedClaim>>,
     entered: Option<watch::Sender<u32>>,
     gate: Arc<Notify>,
+    /// How long each prepare and unprepare call works.
+    work: std::time::Duration,
+    /// How many prepare and unprepare calls the driver got.
+    calls: std::sync::atomic::AtomicUsize,
 }
 
 impl Driver {
@@ -64,6 +70,9 @@ impl DraDriver for Driver {
             entered.send_modify(|n| *n += 1);
             gate.await;
         }
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tokio::time::sleep(self.work).await;
         let mut results = HashMap::new();
         for claim in claims {
             let uid = claim.claim.uid;
@@ -86,6 +95,9 @@ impl DraDriver for Driver {
     }
 
     async fn unprepare(&self, claims: Vec<PreparedClaim>) -> HashMap<String, Result<(), String>> {
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tokio::time::sleep(self.work).await;
         let mut results = HashMap::new();
         for claim in claims {
             results.insert(claim.claim.uid.clone(), Ok(()));
@@ -486,4 +498,62 @@ async fn a_device_of_a_subrequest_reaches_the_kubelet_under_its_base_request() {
     );
     shutdown.cancel();
     server.wait().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hundred_serialized_prepares_and_unprepares_at_once_all_succeed_in_shared_batches() {
+    let root = tempfile::tempdir().unwrap();
+    // Each driver call takes 20 ms: a hundred one after another would take
+    // two seconds and a hundred calls.
+    let driver = Arc::new(Driver {
+        work: std::time::Duration::from_millis(20),
+        ..Default::default()
+    });
+    let calls = |driver: &Driver| driver.calls.load(std::sync::atomic::Ordering::Relaxed);
+    let running = start(root.path(), driver.clone(), true).await;
+    let client = client(&running.server).await;
+    let names: Vec<String> = (0..100).map(|i| format!("c{i}")).collect();
+    let prepares = names.iter().map(|name| {
+        let mut client = client.clone();
+        let name = name.clone();
+        async move { prepare(&mut client, &[name.as_str()]).await }
+    });
+    for (name, answer) in names.iter().zip(futures::future::join_all(prepares).await) {
+        let result = &answer[&format!("uid-{name}")];
+        assert_eq!(result.error, "", "{name}");
+        assert_eq!(result.devices[0].device_name, format!("dev-uid-{name}"));
+    }
+    let prepare_calls = calls(&driver);
+    assert!(prepare_calls < 50, "{prepare_calls} driver calls for 100");
+
+    // Prepared again: all from the record. Then all unprepared at once.
+    let again = prepare(&mut client.clone(), &["c0", "c99"]).await;
+    assert_eq!(again.len(), 2);
+    assert_eq!(calls(&driver), prepare_calls);
+    let unprepares = names.iter().map(|name| {
+        let mut client = client.clone();
+        let name = name.clone();
+        async move { unprepare(&mut client, &[name.as_str()]).await }
+    });
+    for answer in futures::future::join_all(unprepares).await {
+        assert!(answer.values().all(|r| r.error.is_empty()), "{answer:?}");
+    }
+    let unprepare_calls = calls(&driver) - prepare_calls;
+    assert!(
+        unprepare_calls < 50,
+        "{unprepare_calls} driver calls for 100"
+    );
+    let released: std::collections::BTreeSet<String> = driver
+        .unprepared
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|c| c.claim.uid.clone())
+        .collect();
+    assert_eq!(released.len(), 100);
+    // Nothing is left recorded: preparing again reaches the driver.
+    let before = calls(&driver);
+    prepare(&mut client.clone(), &["c0"]).await;
+    assert_eq!(calls(&driver), before + 1);
+    running.stop().await;
 }

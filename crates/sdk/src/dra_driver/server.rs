@@ -22,9 +22,10 @@ use super::cdi::CdiSpecs;
 use super::claims_api::ClaimsApi;
 use super::driver::DraDriver;
 use super::error::DraDriverError;
+use super::grpc::{V1, V1beta1};
 use super::health::{HealthV1, HealthV1alpha1};
 use super::serializer::Serializer;
-use super::service::{Service, V1, V1beta1};
+use super::service::Service;
 use super::store::ClaimStore;
 
 use crate::registrar::{PluginRegistration, Registrar, RegistrationState};
@@ -98,6 +99,8 @@ impl DraDriverServer {
         let service = Arc::new(Service {
             driver: config.driver.clone(),
             serializer,
+            prepares: Default::default(),
+            unprepares: Default::default(),
             store: ClaimStore::new(state.as_deref()),
             boot_id: config.boot_id.clone().or_else(super::boot::boot_id),
             cdi: config

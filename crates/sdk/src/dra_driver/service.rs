@@ -1,5 +1,5 @@
-//! The `DRAPlugin` services (v1, and v1beta1 converted to v1) calling the
-//! author's [`DraDriver`].
+//! The service behind the `DRAPlugin` calls: prepare and unprepare around
+//! the author's [`DraDriver`], with the record of prepared claims.
 //!
 //! A prepare goes:
 //!
@@ -8,9 +8,11 @@
 //!    and the driver is told what it got then;
 //! 2. the others are read from the API server (all at once, before the
 //!    call is serialized: a slow API server holds up no other call);
-//! 3. under the serialization lock, each is recorded as being prepared
-//!    (state `Interrupted`, with the devices allocated to the driver), so
-//!    that a crash from here on leaves a record unprepare can release;
+//! 3. under the serialization lock, in one batch with every serialized
+//!    call waiting for it (see [`super::batch`]), each is recorded as being
+//!    prepared (state `Interrupted`, with the devices allocated to the
+//!    driver), so that a crash from here on leaves a record unprepare can
+//!    release;
 //! 4. the driver prepares them;
 //! 5. the CDI spec files are written;
 //! 6. the driver's answer is recorded (state `Prepared`);
@@ -23,9 +25,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use nodeplugins_api::dra::{v1, v1beta1};
-use tonic::{Request, Response, Status};
+use nodeplugins_api::dra::v1;
+use tonic::Status;
 
+use super::batch::{self, Queue};
 use super::cdi::CdiSpecs;
 use super::claim::{Claim, ClaimRef, PreparedClaim, PreparedDevice, PreparedState};
 #[cfg(feature = "kube")]
@@ -34,68 +37,21 @@ use super::driver::DraDriver;
 use super::serializer::Serializer;
 use super::stop_point::{Step, stop_point};
 use super::store::ClaimStore;
+use super::wire::{claim_ref, failed, prepared};
 
 pub(super) struct Service {
     pub(super) driver: Arc<dyn DraDriver>,
     pub(super) serializer: Serializer,
+    /// Serialized prepares waiting for the next batch.
+    pub(super) prepares: Queue<Claim, v1::NodePrepareResourceResponse>,
+    /// Serialized unprepares waiting for the next batch.
+    pub(super) unprepares: Queue<ClaimRef, v1::NodeUnprepareResourceResponse>,
     pub(super) store: ClaimStore,
     /// This boot's identity, when known.
     pub(super) boot_id: Option<String>,
     pub(super) cdi: Option<CdiSpecs>,
     #[cfg(feature = "kube")]
     pub(super) claims_api: Option<ClaimsApi>,
-}
-
-/// The request names the kubelet is told a device serves: the base
-/// request of each (`gpu` for a `firstAvailable` subrequest `gpu/big`), as
-/// the Go helper sends them, each once (the helper keeps duplicates, which
-/// read the same to the kubelet: it looks names up). The kubelet gives a
-/// container asking for request `gpu` the devices whose names include
-/// exactly `gpu`.
-fn base_requests(requests: &[String]) -> Vec<String> {
-    let mut names: Vec<String> = Vec::with_capacity(requests.len());
-    for request in requests {
-        let base = super::claim::base_request(request);
-        if !names.iter().any(|n| n == base) {
-            names.push(base.to_string());
-        }
-    }
-    names
-}
-
-fn wire(devices: &[PreparedDevice]) -> Vec<v1::Device> {
-    devices
-        .iter()
-        .map(|d| v1::Device {
-            request_names: base_requests(&d.requests),
-            pool_name: d.pool.clone(),
-            device_name: d.device.clone(),
-            cdi_device_ids: d.cdi_device_ids.clone(),
-            share_id: d.share_id.clone(),
-        })
-        .collect()
-}
-
-fn prepared(devices: &[PreparedDevice]) -> v1::NodePrepareResourceResponse {
-    v1::NodePrepareResourceResponse {
-        devices: wire(devices),
-        error: String::new(),
-    }
-}
-
-fn failed(error: String) -> v1::NodePrepareResourceResponse {
-    v1::NodePrepareResourceResponse {
-        devices: Vec::new(),
-        error,
-    }
-}
-
-fn claim_ref(claim: v1::Claim) -> ClaimRef {
-    ClaimRef {
-        namespace: claim.namespace,
-        name: claim.name,
-        uid: claim.uid,
-    }
 }
 
 /// The record of a claim being prepared: the devices allocated to it, so
@@ -147,8 +103,9 @@ impl Service {
         claims.into_iter().map(|c| Ok(Claim::new(c))).collect()
     }
 
-    async fn prepare(
-        &self,
+    /// Prepares the claims of `request`; see the module's steps.
+    pub(super) async fn prepare(
+        self: &Arc<Self>,
         request: v1::NodePrepareResourcesRequest,
     ) -> Result<v1::NodePrepareResourcesResponse, Status> {
         let mut results = HashMap::new();
@@ -192,7 +149,52 @@ impl Service {
         if to_prepare.is_empty() {
             return Ok(v1::NodePrepareResourcesResponse { claims: results });
         }
-        let _guard = self.serializer.acquire().await?;
+        results.extend(self.prepare_serialized(to_prepare).await?);
+        Ok(v1::NodePrepareResourcesResponse { claims: results })
+    }
+
+    /// Prepares `claims` (read, not prepared during this boot) under the
+    /// serialization lock: at once when calls are not serialized, else in
+    /// the next batch.
+    async fn prepare_serialized(
+        self: &Arc<Self>,
+        claims: Vec<Claim>,
+    ) -> Result<HashMap<String, v1::NodePrepareResourceResponse>, Status> {
+        if matches!(self.serializer, Serializer::None) {
+            return Ok(self.prepare_claims(claims).await);
+        }
+        let answer = self.prepares.push(claims);
+        let service = self.clone();
+        tokio::spawn(async move { service.prepare_batch().await });
+        answer.await.map_err(|_| {
+            Status::internal("the batch preparing the claims ended without answering")
+        })?
+    }
+
+    /// Takes every waiting prepare once it holds the serialization lock,
+    /// and prepares their claims together.
+    async fn prepare_batch(&self) {
+        let guard = self.serializer.acquire().await;
+        let waiting = self.prepares.take();
+        if waiting.is_empty() {
+            // An earlier batch took them.
+            return;
+        }
+        let (claims, replies) = batch::split(waiting, |c: &Claim| c.claim.uid.as_str());
+        let results = match guard {
+            Ok(_guard) => Ok(self.prepare_claims(claims).await),
+            Err(status) => Err(status),
+        };
+        replies.answer(results, |uid| failed(format!("no result for claim {uid}")));
+    }
+
+    /// Steps 3 to 6 for `claims`, under the serialization lock: the result
+    /// of each.
+    async fn prepare_claims(
+        &self,
+        mut to_prepare: Vec<Claim>,
+    ) -> HashMap<String, v1::NodePrepareResourceResponse> {
+        let mut results = HashMap::new();
         // 3. Recorded as being prepared; a claim another call prepared in
         //    the meantime is answered from its record.
         let intents: Vec<PreparedClaim> = to_prepare
@@ -236,7 +238,7 @@ impl Service {
                     let error = format!("cannot record the claim before preparing it: {e}");
                     results.insert(claim.claim.uid, failed(error));
                 }
-                return Ok(v1::NodePrepareResourcesResponse { claims: results });
+                return results;
             }
         };
         to_prepare.retain(|c| match done.get(&c.claim.uid) {
@@ -247,7 +249,7 @@ impl Service {
             None => true,
         });
         if to_prepare.is_empty() {
-            return Ok(v1::NodePrepareResourcesResponse { claims: results });
+            return results;
         }
         stop_point(Step::Recorded).await;
 
@@ -320,22 +322,60 @@ impl Service {
             }
         }
         stop_point(Step::Saved).await;
-        Ok(v1::NodePrepareResourcesResponse { claims: results })
+        results
     }
 
-    async fn unprepare(
-        &self,
+    /// Unprepares the claims of `request`, each with what is recorded of
+    /// it, and forgets those the driver released.
+    pub(super) async fn unprepare(
+        self: &Arc<Self>,
         request: v1::NodeUnprepareResourcesRequest,
     ) -> Result<v1::NodeUnprepareResourcesResponse, Status> {
-        let _guard = self.serializer.acquire().await?;
+        let claims: Vec<ClaimRef> = request.claims.into_iter().map(claim_ref).collect();
+        let claims = if matches!(self.serializer, Serializer::None) {
+            self.unprepare_claims(claims).await?
+        } else {
+            let answer = self.unprepares.push(claims);
+            let service = self.clone();
+            tokio::spawn(async move { service.unprepare_batch().await });
+            answer.await.map_err(|_| {
+                Status::internal("the batch unpreparing the claims ended without answering")
+            })??
+        };
+        Ok(v1::NodeUnprepareResourcesResponse { claims })
+    }
+
+    /// Takes every waiting unprepare once it holds the serialization lock,
+    /// and unprepares their claims together.
+    async fn unprepare_batch(&self) {
+        let guard = self.serializer.acquire().await;
+        let waiting = self.unprepares.take();
+        if waiting.is_empty() {
+            // An earlier batch took them.
+            return;
+        }
+        let (claims, replies) = batch::split(waiting, |c: &ClaimRef| c.uid.as_str());
+        let results = match guard {
+            Ok(_guard) => self.unprepare_claims(claims).await,
+            Err(status) => Err(status),
+        };
+        replies.answer(results, |uid| v1::NodeUnprepareResourceResponse {
+            error: format!("no result for claim {uid}"),
+        });
+    }
+
+    /// Unprepares `claims` under the serialization lock: the result of
+    /// each, or why none could be tried.
+    async fn unprepare_claims(
+        &self,
+        claims: Vec<ClaimRef>,
+    ) -> Result<HashMap<String, v1::NodeUnprepareResourceResponse>, Status> {
         let records =
             self.store.read().await.map_err(|e| {
                 Status::unavailable(format!("cannot read the prepared claims: {e}"))
             })?;
-        let claims: Vec<PreparedClaim> = request
-            .claims
+        let claims: Vec<PreparedClaim> = claims
             .into_iter()
-            .map(claim_ref)
             .map(|claim| match records.get(&claim.uid) {
                 Some(record) => record.clone(),
                 None => PreparedClaim {
@@ -389,7 +429,7 @@ impl Service {
                 }
             }
         }
-        Ok(v1::NodeUnprepareResourcesResponse { claims: results })
+        Ok(results)
     }
 
     /// Writes again the CDI spec of every prepared claim whose file is
@@ -421,66 +461,5 @@ impl Service {
         if written > 0 {
             tracing::info!(written, "CDI specs of prepared claims written again");
         }
-    }
-}
-
-pub(super) struct V1(pub(super) Arc<Service>);
-pub(super) struct V1beta1(pub(super) Arc<Service>);
-
-#[tonic::async_trait]
-impl v1::dra_plugin_server::DraPlugin for V1 {
-    async fn node_prepare_resources(
-        &self,
-        request: Request<v1::NodePrepareResourcesRequest>,
-    ) -> Result<Response<v1::NodePrepareResourcesResponse>, Status> {
-        self.0
-            .prepare(request.into_inner())
-            .await
-            .map(Response::new)
-    }
-
-    async fn node_unprepare_resources(
-        &self,
-        request: Request<v1::NodeUnprepareResourcesRequest>,
-    ) -> Result<Response<v1::NodeUnprepareResourcesResponse>, Status> {
-        self.0
-            .unprepare(request.into_inner())
-            .await
-            .map(Response::new)
-    }
-}
-
-#[tonic::async_trait]
-impl v1beta1::dra_plugin_server::DraPlugin for V1beta1 {
-    async fn node_prepare_resources(
-        &self,
-        request: Request<v1beta1::NodePrepareResourcesRequest>,
-    ) -> Result<Response<v1beta1::NodePrepareResourcesResponse>, Status> {
-        let response = self.0.prepare(request.into_inner().into()).await?;
-        Ok(Response::new(response.into()))
-    }
-
-    async fn node_unprepare_resources(
-        &self,
-        request: Request<v1beta1::NodeUnprepareResourcesRequest>,
-    ) -> Result<Response<v1beta1::NodeUnprepareResourcesResponse>, Status> {
-        let response = self.0.unprepare(request.into_inner().into()).await?;
-        Ok(Response::new(response.into()))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn subrequest_names_reach_the_kubelet_as_their_base_request_each_once() {
-        let names = |requests: &[&str]| {
-            base_requests(&requests.iter().map(|r| r.to_string()).collect::<Vec<_>>())
-        };
-        assert_eq!(names(&["gpu/big"]), ["gpu"]);
-        assert_eq!(names(&["gpu/big", "gpu/small", "nic"]), ["gpu", "nic"]);
-        assert_eq!(names(&["plain"]), ["plain"]);
-        assert!(names(&[]).is_empty());
     }
 }
