@@ -49,6 +49,8 @@ mod driver;
 mod error;
 mod grpc;
 mod health;
+#[cfg(feature = "kube")]
+mod resource_api;
 mod serializer;
 mod server;
 mod service;

@@ -2,12 +2,9 @@
 //! cannot be written fails its claims (before the driver is called, and
 //! after), concurrent calls without serialization each keep their record,
 //! serialized calls made at once are served in batches that share the
-//! driver's calls and the record's writes, with none failing,
-//! unprepare is told what is known, a claim prepared before a reboot is
-//! prepared again (the driver told what it had), a device of a subrequest
-//! reaches the kubelet under its base request, and claims are read from the API server
-//! before the call is serialized, so a black-holed API server holds up no
-//! other call.
+//! driver's calls and the record's writes, with none failing, unprepare is
+//! told what is known, and a claim prepared before a reboot is prepared
+//! again (the driver told what it had).
 
 // Test code: a failed unwrap is a failed test with a precise location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -302,77 +299,6 @@ async fn calls_that_are_not_serialized_each_keep_their_record() {
     );
 }
 
-/// A server that accepts connections, reads what it is sent and never
-/// answers: an API server that has stopped responding. The receiver
-/// counts the requests' first bytes received.
-#[cfg(feature = "kube")]
-async fn black_hole() -> (String, watch::Receiver<usize>, tokio::task::JoinHandle<()>) {
-    use tokio::io::AsyncReadExt;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (heard, requests) = watch::channel(0);
-    let task = tokio::spawn(async move {
-        while let Ok((mut connection, _)) = listener.accept().await {
-            let heard = heard.clone();
-            tokio::spawn(async move {
-                let mut buffer = [0u8; 4096];
-                let mut counted = false;
-                while let Ok(n) = connection.read(&mut buffer).await {
-                    if n == 0 {
-                        break;
-                    }
-                    if !counted {
-                        counted = true;
-                        heard.send_modify(|n| *n += 1);
-                    }
-                }
-                // Held open, unanswered, until the peer closes it.
-            });
-        }
-    });
-    (url, requests, task)
-}
-
-#[cfg(feature = "kube")]
-#[tokio::test(flavor = "multi_thread")]
-async fn a_claim_read_from_a_silent_api_server_holds_up_no_other_call() {
-    let root = tempfile::tempdir().unwrap();
-    let (url, mut heard, _hole) = black_hole().await;
-    let config = kube::Config::new(url.parse().unwrap());
-    let kube = kube::Client::try_from(config).unwrap();
-    let driver = Arc::new(Driver::default());
-    let server = DraDriverServer::builder(DRIVER, driver.clone())
-        .root_dir(root.path())
-        .register(false)
-        .kube(kube, "node-1")
-        .start(CancellationToken::new())
-        .await
-        .unwrap();
-    let client = client(&server).await;
-
-    // This prepare waits for the API server, which never answers...
-    let mut waiting = client.clone();
-    let stuck = tokio::spawn(async move {
-        waiting
-            .node_prepare_resources(v1::NodePrepareResourcesRequest {
-                claims: vec![claim("c1")],
-            })
-            .await
-    });
-    tokio::time::timeout(TIMEOUT, heard.wait_for(|n| *n >= 1))
-        .await
-        .expect("the prepare's claim read reached the API server")
-        .unwrap();
-    // ...while an unprepare, serialized with it, goes through.
-    let results = unprepare(&mut client.clone(), &["c2"]).await;
-    assert_eq!(results["uid-c2"].error, "");
-    assert!(
-        !stuck.is_finished(),
-        "the unprepare did not wait for the prepare's API read"
-    );
-    stuck.abort();
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn after_a_reboot_a_prepared_claim_is_prepared_again_with_what_it_got_before() {
     let root = tempfile::tempdir().unwrap();
@@ -406,98 +332,6 @@ async fn after_a_reboot_a_prepared_claim_is_prepared_again_with_what_it_got_befo
     assert_eq!(unprepared.state, PreparedState::Prepared);
     assert_eq!(unprepared.boot_id.as_deref(), Some("boot-2"));
     running.stop().await;
-}
-
-/// Answers each claim with the devices allocated to it.
-#[cfg(feature = "kube")]
-struct Echo;
-
-#[cfg(feature = "kube")]
-#[nodeplugins_sdk::async_trait]
-impl DraDriver for Echo {
-    async fn prepare(
-        &self,
-        claims: Vec<Claim>,
-    ) -> HashMap<String, Result<Vec<PreparedDevice>, String>> {
-        claims
-            .into_iter()
-            .map(|claim| {
-                let devices = claim
-                    .allocation
-                    .iter()
-                    .flat_map(|a| &a.devices)
-                    .map(|d| PreparedDevice {
-                        requests: vec![d.request.clone()],
-                        pool: d.pool.clone(),
-                        device: d.device.clone(),
-                        ..Default::default()
-                    })
-                    .collect();
-                (claim.claim.uid, Ok(devices))
-            })
-            .collect()
-    }
-
-    async fn unprepare(&self, claims: Vec<PreparedClaim>) -> HashMap<String, Result<(), String>> {
-        claims.into_iter().map(|c| (c.claim.uid, Ok(()))).collect()
-    }
-}
-
-#[cfg(feature = "kube")]
-#[tokio::test(flavor = "multi_thread")]
-async fn a_device_of_a_subrequest_reaches_the_kubelet_under_its_base_request() {
-    use nodeplugins_test_support::kube_api::{Identity, KubeApi};
-    use serde_json::json;
-    const CLAIMS: &str = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims";
-    let api = KubeApi::start("node-1").await;
-    let claim = json!({
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": "gpu"},
-        "spec": {"devices": {"requests": [{"name": "gpu", "firstAvailable": [
-            {"name": "big", "deviceClassName": "gpu.example.com"},
-            {"name": "small", "deviceClassName": "gpu.example.com"},
-        ]}]}},
-    });
-    let created = api.admin("POST", CLAIMS, Some(&claim)).await;
-    let uid = created["metadata"]["uid"].as_str().unwrap().to_string();
-    let allocation = json!({"status": {"allocation": {"devices": {"results": [
-        {"request": "gpu/big", "driver": DRIVER, "pool": "pool", "device": "gpu-0"},
-    ]}}}});
-    api.admin("PATCH", &format!("{CLAIMS}/gpu/status"), Some(&allocation))
-        .await;
-    let root = tempfile::tempdir().unwrap();
-    let shutdown = CancellationToken::new();
-    let server = DraDriverServer::builder(DRIVER, Arc::new(Echo))
-        .root_dir(root.path())
-        .register(false)
-        .kube(api.client(Identity::Admin).await, "node-1")
-        .start(shutdown.clone())
-        .await
-        .unwrap();
-    let request = v1::NodePrepareResourcesRequest {
-        claims: vec![v1::Claim {
-            namespace: "default".into(),
-            uid: uid.clone(),
-            name: "gpu".into(),
-        }],
-    };
-    let answer = client(&server)
-        .await
-        .node_prepare_resources(request)
-        .await
-        .unwrap()
-        .into_inner();
-    let result = &answer.claims[&uid];
-    assert_eq!(result.error, "");
-    assert_eq!(result.devices[0].device_name, "gpu-0");
-    assert_eq!(
-        result.devices[0].request_names,
-        ["gpu"],
-        "the kubelet gives a container asking for `gpu` the devices named so"
-    );
-    shutdown.cancel();
-    server.wait().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]

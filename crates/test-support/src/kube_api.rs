@@ -14,8 +14,6 @@
 //! etcd serves the API server on a Unix socket in the fixture's directory, so
 //! the only TCP port is the API server's.
 
-use std::fs::File;
-use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -41,8 +39,6 @@ const START_TIMEOUT: Duration = Duration::from_secs(90);
 const READY_POLL: Duration = Duration::from_millis(50);
 /// The deadline for one request to the API server.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
-/// Log lines shown when start-up fails.
-const LOG_TAIL_LINES: usize = 40;
 
 /// Who sends a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,10 +73,15 @@ pub struct KubeApi {
     apiserver_args: Vec<std::ffi::OsString>,
     /// The CA of the client certificates the API server accepts.
     client_ca: ClientCa,
+    /// The readiness check to wait for.
+    readyz: &'static str,
     dir: TempDir,
 }
 
 mod kubeconfig;
+mod process;
+
+use process::{free_port, next_event, spawn, startup_failed};
 
 impl KubeApi {
     /// Starts etcd and kube-apiserver with a node identity for `node_name`
@@ -88,6 +89,14 @@ impl KubeApi {
     /// if they are missing or stale. Fails the test with the command line and
     /// the tail of the log when either program does not come up.
     pub async fn start(node_name: &str) -> Self {
+        Self::start_with(node_name, &[]).await
+    }
+
+    /// As [`start`](Self::start), with `args` added to the API server's
+    /// command line (such as `--runtime-config=...`). With APIs turned off
+    /// the server may never sync its own informers of them, so readiness
+    /// leaves out its `informer-sync` check.
+    pub async fn start_with(node_name: &str, args: &[&str]) -> Self {
         let (etcd_bin, apiserver_bin) =
             tokio::task::spawn_blocking(|| (go_program("etcd"), go_program("kube-apiserver")))
                 .await
@@ -158,7 +167,8 @@ impl KubeApi {
             .arg("--service-cluster-ip-range=10.0.0.0/24")
             // The default reconciler complains every 10 s that 127.0.0.1 is
             // a loopback address.
-            .arg("--endpoint-reconciler-type=none");
+            .arg("--endpoint-reconciler-type=none")
+            .args(args);
         let apiserver_log = path.join("kube-apiserver.log");
         let apiserver = spawn(&mut apiserver_command, Stdio::null(), &apiserver_log);
 
@@ -175,6 +185,10 @@ impl KubeApi {
                 .map(|a| a.to_os_string())
                 .collect(),
             client_ca,
+            readyz: match args {
+                [] => "/readyz",
+                _ => "/readyz?exclude=informer-sync",
+            },
             dir,
         };
         if let Err(failure) = api.wait_ready(deadline).await {
@@ -322,9 +336,9 @@ impl KubeApi {
             if let Ok(Some(status)) = self.apiserver.try_wait() {
                 return Err(format!("kube-apiserver exited ({status})"));
             }
-            let last = match self.send(Identity::Admin, "GET", "/readyz", None).await {
+            let last = match self.send(Identity::Admin, "GET", self.readyz, None).await {
                 Ok((200, _)) => return Ok(()),
-                Ok((status, text)) => format!("/readyz answered {status}: {text}"),
+                Ok((status, text)) => format!("{} answered {status}: {text}", self.readyz),
                 Err(e) => e,
             };
             if Instant::now() >= deadline {
@@ -406,33 +420,6 @@ impl KubeApi {
     }
 }
 
-/// Spawns `command` with stdout to `stdout` and stderr to the file `log`,
-/// killed when dropped.
-fn spawn(command: &mut Command, stdout: Stdio, log: &Path) -> Child {
-    let log_file = File::create(log).unwrap_or_else(|e| panic!("create {}: {e}", log.display()));
-    command
-        .stdin(Stdio::null())
-        .stdout(stdout)
-        .stderr(log_file)
-        .kill_on_drop(true);
-    command
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {:?}: {e}", command.as_std()))
-}
-
-/// Reads event lines (`{"event": NAME, ...}`) until one named `name`;
-/// `None` when the output ends first.
-async fn next_event(lines: &mut Lines<BufReader<ChildStdout>>, name: &str) -> Option<Value> {
-    while let Ok(Some(line)) = lines.next_line().await {
-        if let Ok(event) = serde_json::from_str::<Value>(&line)
-            && event["event"] == name
-        {
-            return Some(event);
-        }
-    }
-    None
-}
-
 /// The token file of `--token-auth-file`: `token,user,uid,group`.
 fn write_token_file(file: &Path, node_name: &str) {
     let text = format!(
@@ -463,26 +450,5 @@ async fn generate_service_account_key(file: &Path) {
         output.status.success(),
         "openssl ecparam -genkey failed: {}",
         String::from_utf8_lossy(&output.stderr)
-    );
-}
-
-/// A loopback port that was free a moment ago. The API server binds it
-/// right after, so another process taking it in between is unlikely.
-fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|listener| listener.local_addr())
-        .expect("bind a free loopback port")
-        .port()
-}
-
-/// Fails the test: what went wrong, the command line and the end of its log.
-fn startup_failed(what: &str, command: &Command, log: &Path) -> ! {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    let tail = lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n");
-    panic!(
-        "{what}\ncommand: {:?}\nlast lines of {}:\n{tail}",
-        command.as_std(),
-        log.display()
     );
 }

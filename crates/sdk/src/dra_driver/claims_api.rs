@@ -4,22 +4,24 @@
 //! serialized, so a slow API server holds up no other call); one without an
 //! allocation, or that was replaced (another UID), gets an error of its own.
 //! The driver gets the claim as read, and a typed view of what was
-//! allocated to it: its own results and opaque configurations.
+//! allocated to it: its own results and opaque configurations. Claims are
+//! read in the version of the API the server serves (v1, or v1beta2).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::resource::v1::{DeviceRequestAllocationResult, ResourceClaim};
-use kube::Api;
 
 use super::claim::{
     AllocatedDevice, Allocation, ClaimRef, ConfigSource, DeviceConfig, DeviceToleration,
 };
+use super::resource_api::{ResourceApi, ResourceVersions};
 
 /// Fetches claims with a client.
 #[derive(Clone)]
 pub(crate) struct ClaimsApi {
-    pub(crate) client: kube::Client,
+    /// The client, and the API version the server serves.
+    pub(crate) versions: ResourceVersions,
     pub(crate) driver: String,
     pub(crate) timeout: Duration,
 }
@@ -31,9 +33,15 @@ impl ClaimsApi {
     /// `claim` as the API server has it, or why it cannot be prepared:
     /// the Go helper's checks and messages, in its order.
     pub(crate) async fn read(&self, claim: &ClaimRef) -> Result<ReadClaim, String> {
-        let claims: Api<ResourceClaim> = Api::namespaced(self.client.clone(), &claim.namespace);
         let what = format!("{}/{}", claim.namespace, claim.name);
-        let current = match tokio::time::timeout(self.timeout, claims.get(&claim.name)).await {
+        let get = async {
+            let version = self.versions.get().await?;
+            let client = self.versions.client().clone();
+            let claims =
+                ResourceApi::<ResourceClaim>::namespaced(client, &claim.namespace, version);
+            claims.get(&claim.name).await
+        };
+        let current = match tokio::time::timeout(self.timeout, get).await {
             Ok(Ok(current)) => current,
             Ok(Err(e)) => return Err(format!("retrieve claim {what}: {e}")),
             Err(_) => {

@@ -96,6 +96,11 @@ impl DraDriverServer {
                 source,
             })?;
         }
+        #[cfg(feature = "kube")]
+        let versions = config
+            .kube
+            .as_ref()
+            .map(|k| super::resource_api::ResourceVersions::new(k.client.clone()));
         let service = Arc::new(Service {
             driver: config.driver.clone(),
             serializer,
@@ -108,8 +113,8 @@ impl DraDriverServer {
                 .as_ref()
                 .map(|kind| CdiSpecs::new(&config.cdi_dir, kind)),
             #[cfg(feature = "kube")]
-            claims_api: config.kube.as_ref().map(|k| ClaimsApi {
-                client: k.client.clone(),
+            claims_api: versions.clone().map(|versions| ClaimsApi {
+                versions,
                 driver: config.driver_name.clone(),
                 timeout: REQUEST_TIMEOUT,
             }),
@@ -175,18 +180,20 @@ impl DraDriverServer {
         let registration = registrar.as_ref().map(Registrar::state);
         let publish_stop = CancellationToken::new();
         #[cfg(feature = "kube")]
-        let publishing = match (&config.kube, &config.resources) {
-            (Some(kube), Some(resources)) => Some(tokio::spawn(super::slices::publish(
-                super::slices::PublishSettings {
-                    client: kube.client.clone(),
-                    node: kube.node_name.clone(),
-                    driver: config.driver_name.clone(),
-                    resources: resources.clone(),
-                    on_error: config.on_publish_error.clone(),
-                    timeout: REQUEST_TIMEOUT,
-                },
-                publish_stop.clone(),
-            ))),
+        let publishing = match (&config.kube, &config.resources, versions) {
+            (Some(kube), Some(resources), Some(versions)) => {
+                Some(tokio::spawn(super::slices::publish(
+                    super::slices::PublishSettings {
+                        versions,
+                        node: kube.node_name.clone(),
+                        driver: config.driver_name.clone(),
+                        resources: resources.clone(),
+                        on_error: config.on_publish_error.clone(),
+                        timeout: REQUEST_TIMEOUT,
+                    },
+                    publish_stop.clone(),
+                )))
+            }
             _ => None,
         };
         let task = tokio::spawn(async move {

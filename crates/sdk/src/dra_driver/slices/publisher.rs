@@ -10,7 +10,8 @@
 //! A pool waits only for the watches of the slices it has or will have, so
 //! the node's pools sync while the cluster watch cannot list. A pool moved
 //! between this node and other nodes has its slices deleted and created
-//! again: a slice's `spec.nodeName` cannot change.
+//! again: a slice's `spec.nodeName` cannot change. Slices are written in
+//! the version of the API the server serves (v1, or v1beta2), asked first.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -30,6 +31,7 @@ use super::known::{Known, Scope};
 use super::plan::{self, Publisher};
 use super::pool::{NodeSelection, Pool};
 use super::resources::Resources;
+use crate::dra_driver::resource_api::ResourceVersions;
 use requests::Requests;
 use watch::{Watch, WatchEvent, has_listed, next_event};
 
@@ -43,7 +45,8 @@ const RETRY: Backoff =
 
 /// What the publisher needs.
 pub(crate) struct PublishSettings {
-    pub(crate) client: kube::Client,
+    /// The client, and the API version the server serves.
+    pub(crate) versions: ResourceVersions,
     pub(crate) node: String,
     pub(crate) driver: String,
     pub(crate) resources: Resources,
@@ -113,7 +116,7 @@ fn scope_of(selection: &NodeSelection) -> Scope {
 impl Task {
     fn new(mut settings: PublishSettings) -> Self {
         let requests = Requests::new(
-            &settings.client,
+            settings.versions.clone(),
             &settings.node,
             settings.timeout,
             settings.resources.clone(),
@@ -130,9 +133,10 @@ impl Task {
     }
 
     async fn run(&mut self) {
+        self.requests.discover().await;
         let driver = self.settings.driver.clone();
         let mut node_watch = Some(Watch::new(
-            &self.requests.slices,
+            &self.requests.slices(),
             Scope::Node,
             &format!("spec.nodeName={},spec.driver={driver}", self.settings.node),
         ));
@@ -172,7 +176,7 @@ impl Task {
                 // Pools for other nodes have no spec.nodeName: they are
                 // watched with a selector of their own.
                 cluster_watch = Some(Watch::new(
-                    &self.requests.slices,
+                    &self.requests.slices(),
                     Scope::Cluster,
                     &format!("spec.nodeName=,spec.driver={driver}"),
                 ));

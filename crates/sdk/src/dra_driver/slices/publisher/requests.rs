@@ -8,16 +8,21 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::ResourceSlice;
-use kube::api::{DeleteParams, PostParams, Preconditions};
+use kube::api::{DeleteParams, Preconditions};
 use kube::{Api, ResourceExt};
+use nodeplugins_api::timer::sleep_until;
+use tokio::time::Instant;
 
 use super::super::error::{PublishError, PublishErrorHandler};
 use super::super::resources::Resources;
+use super::RETRY;
+use crate::dra_driver::resource_api::{ResourceApi, ResourceVersion, ResourceVersions};
 
 /// Sends the publisher's requests and reports their failures.
 pub(super) struct Requests {
-    /// Every ResourceSlice.
-    pub(super) slices: Api<ResourceSlice>,
+    versions: ResourceVersions,
+    /// The version of the API the server serves, once discovered.
+    version: ResourceVersion,
     nodes: Api<Node>,
     node: String,
     timeout: Duration,
@@ -28,20 +33,49 @@ pub(super) struct Requests {
 impl Requests {
     /// Requests with `client` for the driver publishing on `node`.
     pub(super) fn new(
-        client: &kube::Client,
+        versions: ResourceVersions,
         node: &str,
         timeout: Duration,
         resources: Resources,
         on_error: Option<PublishErrorHandler>,
     ) -> Self {
         Self {
-            slices: Api::all(client.clone()),
-            nodes: Api::all(client.clone()),
+            nodes: Api::all(versions.client().clone()),
+            versions,
+            version: ResourceVersion::V1,
             node: node.to_string(),
             timeout,
             resources,
             on_error,
         }
+    }
+
+    /// Asks which version of the API the server serves, until it answers
+    /// (each failure reported, and asked again with backoff).
+    pub(super) async fn discover(&mut self) {
+        let mut failures = 0;
+        loop {
+            match self.versions.get().await {
+                Ok(version) => {
+                    self.version = version;
+                    return;
+                }
+                Err(source) => {
+                    failures += 1;
+                    self.report(PublishError::Api {
+                        pool: String::new(),
+                        operation: "discover the resource.k8s.io API",
+                        source,
+                    });
+                    sleep_until(Some(Instant::now() + RETRY.delay(failures))).await;
+                }
+            }
+        }
+    }
+
+    /// Every ResourceSlice, in the version the server serves.
+    pub(super) fn slices(&self) -> ResourceApi<ResourceSlice> {
+        ResourceApi::all(self.versions.client().clone(), self.version)
     }
 
     /// Creates `slice` for pool `pool`: the slice as stored.
@@ -50,9 +84,9 @@ impl Requests {
         pool: &str,
         slice: &ResourceSlice,
     ) -> Result<ResourceSlice, PublishError> {
-        let params = PostParams::default();
-        let created = self.slices.create(&params, slice);
-        self.request(pool, "create ResourceSlice", created).await
+        let slices = self.slices();
+        self.request(pool, "create ResourceSlice", slices.create(slice))
+            .await
     }
 
     /// Replaces `slice` of pool `pool`: the slice as stored.
@@ -62,9 +96,9 @@ impl Requests {
         slice: &ResourceSlice,
     ) -> Result<ResourceSlice, PublishError> {
         let name = slice.name_any();
-        let params = PostParams::default();
-        let replaced = self.slices.replace(&name, &params, slice);
-        self.request(pool, "update ResourceSlice", replaced).await
+        let slices = self.slices();
+        self.request(pool, "update ResourceSlice", slices.replace(&name, slice))
+            .await
     }
 
     /// Deletes `slice` of pool `pool` if it is still the version seen:
@@ -82,9 +116,10 @@ impl Requests {
             }),
             ..Default::default()
         };
+        let slices = self.slices();
         self.request(pool, "delete ResourceSlice", async {
-            match self.slices.delete(&name, &params).await {
-                Ok(_) => Ok(true),
+            match slices.delete(&name, &params).await {
+                Ok(()) => Ok(true),
                 Err(kube::Error::Api(status)) if status.is_not_found() => Ok(false),
                 Err(e) => Err(e),
             }

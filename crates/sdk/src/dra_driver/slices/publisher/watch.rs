@@ -4,10 +4,10 @@
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use k8s_openapi::api::resource::v1::ResourceSlice;
-use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 
 use super::super::known::Scope;
+use crate::dra_driver::resource_api::ResourceApi;
 
 /// A watch's events.
 pub(super) type WatchEvent = Result<watcher::Event<ResourceSlice>, watcher::Error>;
@@ -25,8 +25,9 @@ pub(super) struct Watch {
 
 impl Watch {
     /// Starts watching the slices `selector` (a field selector) selects.
-    pub(super) fn new(api: &Api<ResourceSlice>, scope: Scope, selector: &str) -> Self {
-        let events = watcher(api.clone(), watcher::Config::default().fields(selector))
+    pub(super) fn new(api: &ResourceApi<ResourceSlice>, scope: Scope, selector: &str) -> Self {
+        let events = api
+            .watch(watcher::Config::default().fields(selector))
             .default_backoff()
             .boxed();
         Self {
