@@ -45,6 +45,7 @@ mod claim;
 #[cfg(feature = "kube")]
 mod claims_api;
 mod container_edits;
+mod device_metadata;
 mod driver;
 mod error;
 mod grpc;
@@ -68,6 +69,9 @@ pub use claim::{
     PreparedClaim, PreparedDevice, PreparedState,
 };
 pub use container_edits::{CdiDeviceNode, CdiMount, ContainerEdits};
+pub use device_metadata::{
+    DEVICE_METADATA_API_VERSION, DEVICE_METADATA_CONTAINER_DIR, DeviceMetadata,
+};
 pub use driver::DraDriver;
 pub use error::DraDriverError;
 pub use health::{HEALTH_RESEND_INTERVAL, HEALTH_TIMEOUT_SECONDS, HealthReporter};

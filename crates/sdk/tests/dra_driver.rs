@@ -1,7 +1,7 @@
 //! The SDK's DRA driver server against the kubelet's side, over real sockets:
 //! a grpcio client (an independent stack, with the path-valued `:authority`
 //! grpc-go sends), rolling-update socket names, serialization across
-//! instances, and shutdown.
+//! instances, device metadata files, and shutdown.
 
 // Test code: a failed unwrap is a failed test with a precise location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -14,8 +14,8 @@ use nodeplugins_api::dra::v1::dra_plugin_client::DraPluginClient;
 use nodeplugins_api::dra_health::v1::HealthStatus;
 use nodeplugins_api::transport::dial;
 use nodeplugins_sdk::dra_driver::{
-    ApiVersions, Claim, DraDriver, DraDriverError, DraDriverServer, HealthReporter, PreparedClaim,
-    PreparedDevice,
+    ApiVersions, Claim, DEVICE_METADATA_API_VERSION, DeviceMetadata, DraDriver, DraDriverError,
+    DraDriverServer, HealthReporter, PreparedClaim, PreparedDevice,
 };
 use nodeplugins_test_support::fake_kubelet;
 use nodeplugins_test_support::process::ChildProcess;
@@ -256,4 +256,137 @@ async fn a_driver_serving_no_api_version_is_refused() {
         error.to_string(),
         "no supported DRA gRPC API is implemented and enabled"
     );
+}
+
+/// Gives each claim two GPUs of a subrequest `gpu/big`, with attributes,
+/// and one NIC with network data.
+struct WithMetadata;
+
+#[async_trait::async_trait]
+impl DraDriver for WithMetadata {
+    async fn prepare(
+        &self,
+        claims: Vec<Claim>,
+    ) -> HashMap<String, Result<Vec<PreparedDevice>, String>> {
+        let gpu = |name: &str| PreparedDevice {
+            requests: vec!["gpu/big".into()],
+            pool: "pool".into(),
+            device: name.into(),
+            metadata: Some(DeviceMetadata {
+                attributes: [("model".to_string(), serde_json::json!({"string": "big"}))].into(),
+                network_data: None,
+            }),
+            ..Default::default()
+        };
+        let nic = PreparedDevice {
+            requests: vec!["nic".into()],
+            pool: "pool".into(),
+            device: "nic-0".into(),
+            metadata: Some(DeviceMetadata {
+                network_data: Some(serde_json::json!({"interfaceName": "eth1"})),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let devices = vec![gpu("gpu-0"), gpu("gpu-1"), nic];
+        claims
+            .into_iter()
+            .map(|c| (c.claim.uid, Ok(devices.clone())))
+            .collect()
+    }
+
+    async fn unprepare(&self, claims: Vec<PreparedClaim>) -> HashMap<String, Result<(), String>> {
+        claims.into_iter().map(|c| (c.claim.uid, Ok(()))).collect()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn device_metadata_files_are_written_per_request_mounted_through_cdi_and_removed() {
+    let root = tempfile::tempdir().unwrap();
+    let cdi = root.path().join("cdi");
+    let shutdown = CancellationToken::new();
+    let server = DraDriverServer::builder(DRIVER, Arc::new(WithMetadata))
+        .root_dir(root.path())
+        .register(false)
+        .cdi_dir(&cdi)
+        .device_metadata(true)
+        .start(shutdown.clone())
+        .await
+        .unwrap();
+    let mut client = DraPluginClient::new(dial(server.service_socket(), TIMEOUT).await.unwrap());
+    let claim = v1::Claim {
+        namespace: "ns".into(),
+        uid: "uid-1".into(),
+        name: "claim".into(),
+    };
+    let answer = client
+        .node_prepare_resources(v1::NodePrepareResourcesRequest {
+            claims: vec![claim.clone()],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let devices = &answer.claims["uid-1"].devices;
+    // The metadata device of each request goes with its first device.
+    let ids: Vec<&[String]> = devices
+        .iter()
+        .map(|d| d.cdi_device_ids.as_slice())
+        .collect();
+    let gpu_id = format!("{DRIVER}/metadata=uid-1_gpu");
+    let nic_id = format!("{DRIVER}/metadata=uid-1_nic");
+    assert_eq!(ids, [&[gpu_id][..], &[], &[nic_id]]);
+
+    let plugin = root.path().join(format!("plugins/{DRIVER}"));
+    let file = plugin.join("dra-device-metadata/ns_claim/gpu/metadata.json");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.ends_with('\n'), "a JSON stream of lines");
+    let object: serde_json::Value = serde_json::from_str(text.trim_end()).unwrap();
+    assert_eq!(object["apiVersion"], DEVICE_METADATA_API_VERSION);
+    assert_eq!(object["kind"], "DeviceMetadata");
+    assert_eq!(
+        object["metadata"],
+        serde_json::json!({"name": "claim", "namespace": "ns", "uid": "uid-1", "generation": 1})
+    );
+    assert_eq!(object["requests"][0]["name"], "gpu/big");
+    let listed = &object["requests"][0]["devices"];
+    assert_eq!(listed.as_array().unwrap().len(), 2);
+    assert_eq!(
+        listed[0],
+        serde_json::json!({"driver": DRIVER, "pool": "pool", "name": "gpu-0",
+            "attributes": {"model": {"string": "big"}}})
+    );
+    let nic = plugin.join("dra-device-metadata/ns_claim/nic/metadata.json");
+    let nic: serde_json::Value =
+        serde_json::from_str(std::fs::read_to_string(&nic).unwrap().trim_end()).unwrap();
+    assert_eq!(
+        nic["requests"][0]["devices"][0]["networkData"]["interfaceName"],
+        "eth1"
+    );
+
+    let spec = cdi.join(format!("{DRIVER}_metadata_uid-1_gpu.json"));
+    let spec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&spec).unwrap()).unwrap();
+    assert_eq!(spec["kind"], format!("{DRIVER}/metadata"));
+    assert_eq!(spec["devices"][0]["name"], "uid-1_gpu");
+    let mount = &spec["devices"][0]["containerEdits"]["mounts"][0];
+    assert_eq!(mount["hostPath"], file.display().to_string());
+    assert_eq!(
+        mount["containerPath"],
+        format!(
+            "/var/run/kubernetes.io/dra-device-attributes/resourceclaims/claim/gpu/{DRIVER}-metadata.json"
+        )
+    );
+    assert_eq!(mount["options"], serde_json::json!(["ro", "bind"]));
+
+    client
+        .node_unprepare_resources(v1::NodeUnprepareResourcesRequest {
+            claims: vec![claim],
+        })
+        .await
+        .unwrap();
+    assert!(!plugin.join("dra-device-metadata/ns_claim").exists());
+    let left: Vec<_> = std::fs::read_dir(&cdi).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+    shutdown.cancel();
+    server.wait().await.unwrap();
 }

@@ -67,6 +67,7 @@ impl DraDriver for Driver {
                         cdi_device_ids: vec![format!("test.example.com/dev=dev-{}", c.uid)],
                         container_edits: None,
                         share_id: Some(format!("share-{}", self.tag)),
+                        metadata: None,
                     }])
                 };
                 (c.uid, result)

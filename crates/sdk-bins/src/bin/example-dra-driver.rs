@@ -145,6 +145,7 @@ impl ExampleDriver {
                     }),
                     device,
                     share_id: None,
+                    metadata: None,
                 }
             })
             .collect();

@@ -32,6 +32,7 @@ pub struct DraDriverBuilder {
     pub(super) cdi_dir: PathBuf,
     pub(super) lock_dir: Option<PathBuf>,
     pub(super) boot_id: Option<String>,
+    pub(super) device_metadata: bool,
     #[cfg(feature = "kube")]
     pub(super) kube: Option<KubeSettings>,
     #[cfg(feature = "kube")]
@@ -78,6 +79,7 @@ impl DraDriverBuilder {
             cdi_dir: PathBuf::from(DEFAULT_CDI_DIR),
             lock_dir: None,
             boot_id: None,
+            device_metadata: false,
             #[cfg(feature = "kube")]
             kube: None,
             #[cfg(feature = "kube")]
@@ -175,6 +177,17 @@ impl DraDriverBuilder {
     /// spec files written for devices with container edits.
     pub fn cdi_kind(mut self, kind: impl Into<String>) -> Self {
         self.cdi_kind = Some(kind.into());
+        self
+    }
+
+    /// Writes device metadata files (KEP-5304) for every prepared claim, as
+    /// the Go helper does with device metadata on: per request, a
+    /// `DeviceMetadata` file in the plugin directory with each device's
+    /// [`metadata`](super::PreparedDevice::metadata), mounted into the
+    /// containers through a CDI spec in the CDI directory; removed when the
+    /// claim is unprepared. A claim whose files cannot be written fails.
+    pub fn device_metadata(mut self, on: bool) -> Self {
+        self.device_metadata = on;
         self
     }
 

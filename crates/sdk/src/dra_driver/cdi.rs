@@ -146,7 +146,7 @@ impl CdiSpecs {
 static TEMPORARY: AtomicU64 = AtomicU64::new(0);
 
 /// Writes `bytes` to `path` atomically; see the module's documentation.
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(super) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let tmp = dir.join(format!(

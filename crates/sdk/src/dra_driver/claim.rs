@@ -203,6 +203,10 @@ pub struct PreparedDevice {
     pub container_edits: Option<ContainerEdits>,
     /// For a shared device: this claim's share (v1 only).
     pub share_id: Option<String>,
+    /// What containers are told of the device in its metadata file, with
+    /// device metadata on ([`DraDriverBuilder::device_metadata`](super::DraDriverBuilder::device_metadata)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<super::DeviceMetadata>,
 }
 
 impl PreparedDevice {

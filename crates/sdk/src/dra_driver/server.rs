@@ -20,6 +20,7 @@ use super::builder::DraDriverBuilder;
 use super::cdi::CdiSpecs;
 #[cfg(feature = "kube")]
 use super::claims_api::ClaimsApi;
+use super::device_metadata::MetadataFiles;
 use super::driver::DraDriver;
 use super::error::DraDriverError;
 use super::grpc::{V1, V1beta1};
@@ -108,6 +109,9 @@ impl DraDriverServer {
             unprepares: Default::default(),
             store: ClaimStore::new(state.as_deref()),
             boot_id: config.boot_id.clone().or_else(super::boot::boot_id),
+            metadata: config.device_metadata.then(|| {
+                MetadataFiles::new(&config.driver_name, &config.plugin_dir, &config.cdi_dir)
+            }),
             cdi: config
                 .cdi_kind
                 .as_ref()

@@ -33,6 +33,7 @@ use super::cdi::CdiSpecs;
 use super::claim::{Claim, ClaimRef, PreparedClaim, PreparedDevice, PreparedState};
 #[cfg(feature = "kube")]
 use super::claims_api::ClaimsApi;
+use super::device_metadata::MetadataFiles;
 use super::driver::DraDriver;
 use super::serializer::Serializer;
 use super::stop_point::{Step, stop_point};
@@ -50,6 +51,8 @@ pub(super) struct Service {
     /// This boot's identity, when known.
     pub(super) boot_id: Option<String>,
     pub(super) cdi: Option<CdiSpecs>,
+    /// The device metadata files, when on.
+    pub(super) metadata: Option<MetadataFiles>,
     #[cfg(feature = "kube")]
     pub(super) claims_api: Option<ClaimsApi>,
 }
@@ -68,6 +71,19 @@ fn interrupted(claim: &Claim, boot_id: Option<String>) -> PreparedClaim {
         state: PreparedState::Interrupted,
         boot_id,
     }
+}
+
+/// The pod's name for `claim` when it was made from a template (from its
+/// annotation, as read from the API server).
+fn pod_claim_name(claim: &Claim) -> Option<String> {
+    #[cfg(feature = "kube")]
+    if let Some(object) = &claim.resource_claim {
+        use super::device_metadata::POD_CLAIM_NAME_ANNOTATION;
+        let annotations = object.metadata.annotations.as_ref();
+        return annotations.and_then(|a| a.get(POD_CLAIM_NAME_ANNOTATION).cloned());
+    }
+    let _ = claim;
+    None
 }
 
 /// Whether `record` is of a claim the driver prepared during boot `boot`
@@ -254,16 +270,16 @@ impl Service {
         stop_point(Step::Recorded).await;
 
         // 4. The driver.
-        let asked: HashMap<String, ClaimRef> = to_prepare
+        let asked: HashMap<String, (ClaimRef, Option<String>)> = to_prepare
             .iter()
-            .map(|c| (c.claim.uid.clone(), c.claim.clone()))
+            .map(|c| (c.claim.uid.clone(), (c.claim.clone(), pod_claim_name(c))))
             .collect();
         let mut answers = self.driver.prepare(to_prepare).await;
         stop_point(Step::Answered).await;
 
-        // 5. The CDI spec files of what it prepared.
+        // 5. The CDI spec files (and device metadata) of what it prepared.
         let mut answered = Vec::new();
-        for (uid, claim) in &asked {
+        for (uid, (claim, pod_claim_name)) in &asked {
             let devices = match answers.remove(uid) {
                 Some(Ok(devices)) => devices,
                 Some(Err(error)) => {
@@ -282,6 +298,13 @@ impl Service {
                 state: PreparedState::Prepared,
                 boot_id: self.boot_id.clone(),
             };
+            if let Some(metadata) = &self.metadata
+                && let Err(e) = metadata.write(&mut record, pod_claim_name.as_deref())
+            {
+                let error = format!("cannot write the device metadata of claim {uid}: {e}");
+                results.insert(uid.clone(), failed(error));
+                continue;
+            }
             if let Some(cdi) = &self.cdi {
                 cdi.assign_ids(&mut record);
                 if let Err(e) = cdi.write(&record) {
@@ -387,21 +410,27 @@ impl Service {
             })
             .collect();
         drop(records);
-        let asked: Vec<String> = claims.iter().map(|c| c.claim.uid.clone()).collect();
+        let asked: Vec<ClaimRef> = claims.iter().map(|c| c.claim.clone()).collect();
         let mut answers = self.driver.unprepare(claims).await;
         let mut released = Vec::new();
         let mut results = HashMap::new();
-        for uid in asked {
+        for claim in asked {
+            let uid = claim.uid.clone();
             let error = match answers.remove(&uid) {
-                Some(Ok(())) => {
-                    if let Some(cdi) = &self.cdi
-                        && let Err(e) = cdi.remove(&uid)
-                    {
-                        tracing::warn!(claim = %uid, error = %e, "cannot remove the claim's CDI spec");
+                Some(Ok(())) => match self.metadata.as_ref().map(|m| m.remove(&claim)) {
+                    Some(Err(e)) => {
+                        format!("cannot remove the device metadata of claim {uid}: {e}")
                     }
-                    released.push(uid.clone());
-                    String::new()
-                }
+                    _ => {
+                        if let Some(cdi) = &self.cdi
+                            && let Err(e) = cdi.remove(&uid)
+                        {
+                            tracing::warn!(claim = %uid, error = %e, "cannot remove the claim's CDI spec");
+                        }
+                        released.push(uid.clone());
+                        String::new()
+                    }
+                },
                 Some(Err(error)) => error,
                 None => format!("the driver gave no result for claim {uid}"),
             };

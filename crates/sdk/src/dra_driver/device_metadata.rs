@@ -1,0 +1,232 @@
+//! Device metadata files (KEP-5304), as the Go helper writes them when a
+//! driver turns them on: for each request of a prepared claim, a
+//! `DeviceMetadata` object (`metadata.resource.k8s.io/v1beta1`) naming the
+//! claim and the devices it got, with the attributes and network data the
+//! driver gave, mounted read-only into the containers through a CDI spec of
+//! kind `<driver>/metadata`:
+//!
+//! - the file: `<plugin dir>/dra-device-metadata/<namespace>_<claim>/
+//!   <base request>/metadata.json` (mode 0644), a JSON stream of one object
+//!   per line;
+//! - the CDI spec: `<CDI dir>/<driver>_metadata_<claim uid>_<base
+//!   request>.json`, one device `<claim uid>_<base request>` bind-mounting
+//!   the file at `/var/run/kubernetes.io/dra-device-attributes/
+//!   resourceclaims/<claim>/<base request>/<driver>-metadata.json` (under
+//!   `resourceclaimtemplates/<pod claim name>` for a claim made from a
+//!   template);
+//! - its CDI id `<driver>/metadata=<claim uid>_<base request>` added to the
+//!   first device of each request;
+//! - all removed when the claim is unprepared.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use super::cdi::{CDI_VERSION, write_atomically};
+use super::claim::{ClaimRef, PreparedClaim, base_request};
+use super::container_edits::{CdiMount, ContainerEdits};
+
+/// The API version of the objects written.
+pub const DEVICE_METADATA_API_VERSION: &str = "metadata.resource.k8s.io/v1beta1";
+/// Where the files are mounted in containers.
+pub const DEVICE_METADATA_CONTAINER_DIR: &str = "/var/run/kubernetes.io/dra-device-attributes";
+/// The directory of the files in the plugin directory.
+const HOST_SUBDIR: &str = "dra-device-metadata";
+/// The annotation of a claim made from a template: the pod's name for it.
+#[cfg(feature = "kube")]
+pub(crate) const POD_CLAIM_NAME_ANNOTATION: &str = "resource.kubernetes.io/pod-claim-name";
+
+/// What a driver tells containers of a device, beyond its name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceMetadata {
+    /// Attributes by qualified name, each a `DeviceAttribute` as the API
+    /// writes it (`{"string": "..."}`, `{"int": 1}`, `{"bool": true}` or
+    /// `{"version": "1.0.0"}`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attributes: BTreeMap<String, Value>,
+    /// Network data, as `NetworkDeviceData` (`interfaceName`, `ips`,
+    /// `hardwareAddress`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_data: Option<Value>,
+}
+
+/// The metadata files of one driver.
+#[derive(Debug, Clone)]
+pub(crate) struct MetadataFiles {
+    driver: String,
+    plugin_dir: PathBuf,
+    cdi_dir: PathBuf,
+}
+
+impl MetadataFiles {
+    pub(crate) fn new(driver: &str, plugin_dir: &Path, cdi_dir: &Path) -> Self {
+        Self {
+            driver: driver.to_string(),
+            plugin_dir: plugin_dir.to_owned(),
+            cdi_dir: cdi_dir.to_owned(),
+        }
+    }
+
+    fn claim_dir(&self, claim: &ClaimRef) -> PathBuf {
+        let name = format!("{}_{}", claim.namespace, claim.name);
+        self.plugin_dir.join(HOST_SUBDIR).join(name)
+    }
+
+    /// The host file of `request` (a base request) of `claim`.
+    pub(crate) fn file(&self, claim: &ClaimRef, request: &str) -> PathBuf {
+        self.claim_dir(claim).join(request).join("metadata.json")
+    }
+
+    /// The CDI spec of `request` (a base request) of claim `uid`.
+    pub(crate) fn cdi_spec(&self, uid: &str, request: &str) -> PathBuf {
+        let name = format!("{}_metadata_{uid}_{request}.json", self.driver);
+        self.cdi_dir.join(name)
+    }
+
+    /// Writes the files of `claim` (answered by the driver) and adds each
+    /// request's CDI id to its first device. `pod_claim_name` is the pod's
+    /// name for a claim made from a template.
+    pub(crate) fn write(
+        &self,
+        claim: &mut PreparedClaim,
+        pod_claim_name: Option<&str>,
+    ) -> std::io::Result<()> {
+        // Request (as allocated, perhaps a subrequest) → its devices.
+        let mut requests: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (index, device) in claim.devices.iter().enumerate() {
+            for request in &device.requests {
+                requests.entry(request.clone()).or_default().push(index);
+            }
+        }
+        let reference = &claim.claim;
+        for (request, devices) in &requests {
+            let base = base_request(request);
+            let object = self.object(claim, pod_claim_name, request, devices);
+            let mut stream = serde_json::to_vec(&object).map_err(std::io::Error::other)?;
+            stream.push(b'\n');
+            let file = self.file(reference, base);
+            if let Some(dir) = file.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            write_atomically(&file, &stream)?;
+            let id = self.write_cdi_spec(reference, pod_claim_name, base, &file)?;
+            if let Some(first) = devices.first()
+                && let Some(device) = claim.devices.get_mut(*first)
+                && !device.cdi_device_ids.contains(&id)
+            {
+                device.cdi_device_ids.push(id);
+            }
+        }
+        Ok(())
+    }
+
+    /// The `DeviceMetadata` of `request` of `claim`: its `devices`.
+    fn object(
+        &self,
+        claim: &PreparedClaim,
+        pod_claim_name: Option<&str>,
+        request: &str,
+        devices: &[usize],
+    ) -> Value {
+        let devices: Vec<Value> = devices
+            .iter()
+            .filter_map(|i| claim.devices.get(*i))
+            .map(|d| {
+                let mut device = json!({"driver": self.driver, "pool": d.pool, "name": d.device});
+                if let Some(metadata) = &d.metadata {
+                    if !metadata.attributes.is_empty() {
+                        device["attributes"] = json!(metadata.attributes);
+                    }
+                    if let Some(network) = &metadata.network_data {
+                        device["networkData"] = network.clone();
+                    }
+                }
+                device
+            })
+            .collect();
+        let reference = &claim.claim;
+        let mut object = json!({
+            "kind": "DeviceMetadata",
+            "apiVersion": DEVICE_METADATA_API_VERSION,
+            "metadata": {
+                "name": reference.name,
+                "namespace": reference.namespace,
+                "uid": reference.uid,
+                "generation": 1,
+            },
+            "requests": [{"name": request, "devices": devices}],
+        });
+        if let Some(name) = pod_claim_name {
+            object["podClaimName"] = json!(name);
+        }
+        object
+    }
+
+    /// Writes the CDI spec mounting `file` for `request` of `claim`: its
+    /// CDI id.
+    fn write_cdi_spec(
+        &self,
+        claim: &ClaimRef,
+        pod_claim_name: Option<&str>,
+        request: &str,
+        file: &Path,
+    ) -> std::io::Result<String> {
+        let file_name = format!("{}-metadata.json", self.driver);
+        let container_path = match pod_claim_name {
+            Some(name) => format!(
+                "{DEVICE_METADATA_CONTAINER_DIR}/resourceclaimtemplates/{name}/{request}/{file_name}"
+            ),
+            None => format!(
+                "{DEVICE_METADATA_CONTAINER_DIR}/resourceclaims/{}/{request}/{file_name}",
+                claim.name
+            ),
+        };
+        let name = format!("{}_{request}", claim.uid);
+        let kind = format!("{}/metadata", self.driver);
+        let edits = ContainerEdits {
+            mounts: vec![CdiMount {
+                host_path: file.display().to_string(),
+                container_path,
+                options: vec!["ro".into(), "bind".into()],
+            }],
+            ..Default::default()
+        };
+        let spec = json!({
+            "cdiVersion": CDI_VERSION,
+            "kind": kind,
+            "devices": [{"name": name, "containerEdits": edits}],
+        });
+        let bytes = serde_json::to_vec_pretty(&spec).map_err(std::io::Error::other)?;
+        std::fs::create_dir_all(&self.cdi_dir)?;
+        write_atomically(&self.cdi_spec(&claim.uid, request), &bytes)?;
+        Ok(format!("{kind}={name}"))
+    }
+
+    /// Removes the files of `claim`, if any.
+    pub(crate) fn remove(&self, claim: &ClaimRef) -> std::io::Result<()> {
+        match std::fs::remove_dir_all(self.claim_dir(claim)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        let prefix = format!("{}_metadata_{}_", self.driver, claim.uid);
+        let entries = match std::fs::read_dir(&self.cdi_dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        for entry in entries {
+            let entry = entry?;
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with(&prefix) && name.ends_with(".json") {
+                match std::fs::remove_file(entry.path()) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
+    }
+}
