@@ -65,13 +65,11 @@ pub use api_versions::ApiVersions;
 pub use builder::DraDriverBuilder;
 pub use cdi::{CDI_VERSION, DEFAULT_CDI_DIR};
 pub use claim::{
-    AllocatedDevice, Allocation, Claim, ClaimRef, ConfigSource, DeviceConfig, DeviceToleration,
-    PreparedClaim, PreparedDevice, PreparedState,
+    AllocatedDevice, Allocation, Claim, ClaimRef, ConfigSource, DeviceConfig, DeviceMetadata,
+    DeviceToleration, PreparedClaim, PreparedDevice, PreparedState,
 };
 pub use container_edits::{CdiDeviceNode, CdiMount, ContainerEdits};
-pub use device_metadata::{
-    DEVICE_METADATA_API_VERSION, DEVICE_METADATA_CONTAINER_DIR, DeviceMetadata,
-};
+pub use device_metadata::{DEVICE_METADATA_API_VERSION, DEVICE_METADATA_CONTAINER_DIR};
 pub use driver::DraDriver;
 pub use error::DraDriverError;
 pub use health::{HEALTH_RESEND_INTERVAL, HEALTH_TIMEOUT_SECONDS, HealthReporter};

@@ -206,7 +206,7 @@ pub struct PreparedDevice {
     /// What containers are told of the device in its metadata file, with
     /// device metadata on ([`DraDriverBuilder::device_metadata`](super::DraDriverBuilder::device_metadata)).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metadata: Option<super::DeviceMetadata>,
+    pub metadata: Option<DeviceMetadata>,
 }
 
 impl PreparedDevice {
@@ -258,6 +258,21 @@ pub struct PreparedClaim {
     /// before this field existed, which count as of this boot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boot_id: Option<String>,
+}
+
+/// What a driver tells containers of a device, beyond its name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceMetadata {
+    /// Attributes by qualified name, each a `DeviceAttribute` as the API
+    /// writes it (`{"string": "..."}`, `{"int": 1}`, `{"bool": true}` or
+    /// `{"version": "1.0.0"}`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub attributes: std::collections::BTreeMap<String, serde_json::Value>,
+    /// Network data, as `NetworkDeviceData` (`interfaceName`, `ips`,
+    /// `hardwareAddress`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_data: Option<serde_json::Value>,
 }
 
 #[cfg(test)]

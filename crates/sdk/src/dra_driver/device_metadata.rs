@@ -37,21 +37,6 @@ const HOST_SUBDIR: &str = "dra-device-metadata";
 #[cfg(feature = "kube")]
 pub(crate) const POD_CLAIM_NAME_ANNOTATION: &str = "resource.kubernetes.io/pod-claim-name";
 
-/// What a driver tells containers of a device, beyond its name.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DeviceMetadata {
-    /// Attributes by qualified name, each a `DeviceAttribute` as the API
-    /// writes it (`{"string": "..."}`, `{"int": 1}`, `{"bool": true}` or
-    /// `{"version": "1.0.0"}`).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub attributes: BTreeMap<String, Value>,
-    /// Network data, as `NetworkDeviceData` (`interfaceName`, `ips`,
-    /// `hardwareAddress`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network_data: Option<Value>,
-}
-
 /// The metadata files of one driver.
 #[derive(Debug, Clone)]
 pub(crate) struct MetadataFiles {

@@ -133,7 +133,13 @@ impl Task {
     }
 
     async fn run(&mut self) {
-        self.requests.discover().await;
+        // The API's version first, asked until the server answers.
+        let mut failures = 0;
+        while let Err(error) = self.requests.discover().await {
+            failures += 1;
+            self.requests.report(error);
+            sleep_until(Some(Instant::now() + RETRY.delay(failures))).await;
+        }
         let driver = self.settings.driver.clone();
         let mut node_watch = Some(Watch::new(
             &self.requests.slices(),

@@ -10,12 +10,9 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::api::{DeleteParams, Preconditions};
 use kube::{Api, ResourceExt};
-use nodeplugins_api::timer::sleep_until;
-use tokio::time::Instant;
 
 use super::super::error::{PublishError, PublishErrorHandler};
 use super::super::resources::Resources;
-use super::RETRY;
 use crate::dra_driver::resource_api::{ResourceApi, ResourceVersion, ResourceVersions};
 
 /// Sends the publisher's requests and reports their failures.
@@ -50,27 +47,13 @@ impl Requests {
         }
     }
 
-    /// Asks which version of the API the server serves, until it answers
-    /// (each failure reported, and asked again with backoff).
-    pub(super) async fn discover(&mut self) {
-        let mut failures = 0;
-        loop {
-            match self.versions.get().await {
-                Ok(version) => {
-                    self.version = version;
-                    return;
-                }
-                Err(source) => {
-                    failures += 1;
-                    self.report(PublishError::Api {
-                        pool: String::new(),
-                        operation: "discover the resource.k8s.io API",
-                        source,
-                    });
-                    sleep_until(Some(Instant::now() + RETRY.delay(failures))).await;
-                }
-            }
-        }
+    /// Asks which version of the API the server serves.
+    pub(super) async fn discover(&mut self) -> Result<(), PublishError> {
+        let version = self.versions.get();
+        self.version = self
+            .request("", "discover the resource.k8s.io API", version)
+            .await?;
+        Ok(())
     }
 
     /// Every ResourceSlice, in the version the server serves.
