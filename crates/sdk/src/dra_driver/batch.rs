@@ -3,8 +3,10 @@
 //! a queue; the next batch takes them all at once: one driver call, one
 //! record write before it and one after, for as many kubelet calls as were
 //! waiting. Calls still see each other's effects in order (a batch is one
-//! serialized call), and a batch runs to its end even if the call that
-//! started it goes away.
+//! serialized call). A batch goes on while any of its calls waits for it,
+//! and is dropped once every one has gone away (the kubelet gave up on
+//! them), as a single call is: a driver that hangs holds the lock no longer
+//! than the calls that wait for it.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
@@ -78,6 +80,14 @@ pub(super) fn split<I, O>(
     (items, Replies { calls })
 }
 
+impl<O> Replies<O> {
+    /// Returns once every call of the batch has gone away.
+    pub(super) async fn all_gone(&mut self) {
+        let gone = self.calls.iter_mut().map(|(_, reply)| reply.closed());
+        futures::future::join_all(gone).await;
+    }
+}
+
 impl<O: Clone> Replies<O> {
     /// Gives each call the results of its own claims; a claim without one
     /// gets `missing(uid)`.
@@ -118,6 +128,19 @@ mod tests {
         assert_eq!(first, HashMap::from([("a".into(), 1), ("b".into(), 2)]));
         let second = second.await.unwrap().unwrap();
         assert_eq!(second, HashMap::from([("b".into(), 2), ("c".into(), 0)]));
+    }
+
+    #[tokio::test]
+    async fn a_batch_is_given_up_only_once_every_call_has_gone() {
+        let queue: Queue<String, u32> = Queue::default();
+        let first = queue.push(vec!["a".into()]);
+        let second = queue.push(vec!["b".into()]);
+        let (_, mut replies) = split(queue.take(), |i| i.as_str());
+        drop(first);
+        let gone = tokio::time::timeout(std::time::Duration::from_millis(50), replies.all_gone());
+        assert!(gone.await.is_err(), "one call still waits");
+        drop(second);
+        replies.all_gone().await;
     }
 
     #[tokio::test]

@@ -196,9 +196,13 @@ impl Service {
             // An earlier batch took them.
             return;
         }
-        let (claims, replies) = batch::split(waiting, |c: &Claim| c.claim.uid.as_str());
+        let (claims, mut replies) = batch::split(waiting, |c: &Claim| c.claim.uid.as_str());
         let results = match guard {
-            Ok(_guard) => Ok(self.prepare_claims(claims).await),
+            Ok(_guard) => tokio::select! {
+                results = self.prepare_claims(claims) => Ok(results),
+                // Dropped as a cancelled call is.
+                () = replies.all_gone() => return,
+            },
             Err(status) => Err(status),
         };
         replies.answer(results, |uid| failed(format!("no result for claim {uid}")));
@@ -377,9 +381,13 @@ impl Service {
             // An earlier batch took them.
             return;
         }
-        let (claims, replies) = batch::split(waiting, |c: &ClaimRef| c.uid.as_str());
+        let (claims, mut replies) = batch::split(waiting, |c: &ClaimRef| c.uid.as_str());
         let results = match guard {
-            Ok(_guard) => self.unprepare_claims(claims).await,
+            Ok(_guard) => tokio::select! {
+                results = self.unprepare_claims(claims) => results,
+                // Dropped as a cancelled call is.
+                () = replies.all_gone() => return,
+            },
             Err(status) => Err(status),
         };
         replies.answer(results, |uid| v1::NodeUnprepareResourceResponse {
