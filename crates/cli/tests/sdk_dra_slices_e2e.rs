@@ -4,7 +4,7 @@
 //! are put back; counter sets and pools for other nodes are published as
 //! the API takes them; a restarted driver knows its pools for other nodes
 //! and moves a pool between this node and others by delete and create;
-//! failures reach the driver's handler and the counts;
+//! failures reach the driver's handlers (as recoverable) and the counts;
 //! and shutdown does not wait for an API server that stopped answering.
 
 // Test code: a failed unwrap is a failed test with a precise location.
@@ -81,6 +81,14 @@ fn device_count(slices: &[Value]) -> usize {
         .sum()
 }
 
+/// An API server with Node `NODE`.
+async fn api_with_node() -> KubeApi {
+    let api = KubeApi::start(NODE).await;
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}});
+    api.admin("POST", "/api/v1/nodes", Some(&node)).await;
+    api
+}
+
 /// A driver publishing `resources` as `identity`, stopped with the token.
 async fn publisher(
     api: &KubeApi,
@@ -111,17 +119,7 @@ async fn a_pool_of_300_devices_is_split_and_the_scheduler_allocates_from_every_s
     let _control = ControlPlane::start(&api).await;
     api.create_schedulable_node(NODE).await;
     api.ensure_default_service_account("default").await;
-    let class = json!({
-        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
-        "metadata": {"name": CLASS},
-        "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{DRIVER}\"")}}]},
-    });
-    api.admin(
-        "POST",
-        "/apis/resource.k8s.io/v1/deviceclasses",
-        Some(&class),
-    )
-    .await;
+    api.create_device_class(CLASS, DRIVER).await;
     let resources = Resources::new();
     resources.set_pool(NODE, Pool::new(gpus(300)));
     let (_server, _shutdown, _root) = publisher(&api, Identity::Node, &resources, None).await;
@@ -179,13 +177,7 @@ async fn a_pool_of_300_devices_is_split_and_the_scheduler_allocates_from_every_s
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_slice_someone_else_changes_is_put_back() {
-    let api = KubeApi::start(NODE).await;
-    api.admin(
-        "POST",
-        "/api/v1/nodes",
-        Some(&json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}})),
-    )
-    .await;
+    let api = api_with_node().await;
     let resources = Resources::new();
     resources.set_pool(NODE, Pool::new(gpus(4)));
     let (_server, _shutdown, _root) = publisher(&api, Identity::Node, &resources, None).await;
@@ -234,13 +226,7 @@ fn partition(name: &str, set: &str) -> Device {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn counter_sets_and_pools_for_other_nodes_are_published_as_the_api_takes_them() {
-    let api = KubeApi::start(NODE).await;
-    api.admin(
-        "POST",
-        "/api/v1/nodes",
-        Some(&json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}})),
-    )
-    .await;
+    let api = api_with_node().await;
     let resources = Resources::new();
     // Partitions of two GPUs sharing each GPU's memory.
     resources.set_pool(
@@ -308,13 +294,7 @@ async fn counter_sets_and_pools_for_other_nodes_are_published_as_the_api_takes_t
 
 #[tokio::test(flavor = "multi_thread")]
 async fn publishing_failures_reach_the_drivers_handler_and_the_counts() {
-    let api = KubeApi::start(NODE).await;
-    api.admin(
-        "POST",
-        "/api/v1/nodes",
-        Some(&json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}})),
-    )
-    .await;
+    let api = api_with_node().await;
     let resources = Resources::new();
     let mut twice = gpus(2);
     twice[1].name = "gpu-0".into();
@@ -324,8 +304,26 @@ async fn publishing_failures_reach_the_drivers_handler_and_the_counts() {
     resources.set_pool("refused", Pool::new(refused));
     resources.set_pool(NODE, Pool::new(gpus(2)));
     let errors = Arc::new(Mutex::new(Vec::new()));
-    let (_server, _shutdown, _root) =
-        publisher(&api, Identity::Node, &resources, Some(errors.clone())).await;
+    let driver_errors = Arc::new(Mutex::new(Vec::new()));
+    let root = tempfile::tempdir().unwrap();
+    let (publish_errors, all_errors) = (errors.clone(), driver_errors.clone());
+    let _server = DraDriverServer::builder(DRIVER, Arc::new(NoCalls))
+        .root_dir(root.path())
+        .register(false)
+        .resources(resources.clone())
+        .kube(api.client(Identity::Node).await, NODE)
+        .on_publish_error(move |e: &PublishError| {
+            publish_errors.lock().unwrap().push(e.to_string())
+        })
+        .on_error(move |e| {
+            all_errors
+                .lock()
+                .unwrap()
+                .push((e.is_recoverable(), e.to_string()))
+        })
+        .start(CancellationToken::new())
+        .await
+        .unwrap();
 
     // The good pool is published all the same.
     slices_when(&api, "the good pool", |s| device_count(s) == 2).await;
@@ -352,17 +350,20 @@ async fn publishing_failures_reach_the_drivers_handler_and_the_counts() {
     assert!(stats.failures >= 3, "{stats:?}");
     assert!(stats.last_error.is_some());
     assert_eq!(stats.creates, 1, "{stats:?}");
+    // The driver's handler of every error got each, as recoverable.
+    let driver_errors = driver_errors.lock().unwrap().clone();
+    assert!(driver_errors.len() >= errors.len(), "{driver_errors:?}");
+    assert!(driver_errors.iter().all(|(recoverable, _)| *recoverable));
+    assert!(
+        driver_errors
+            .iter()
+            .any(|(_, e)| e.contains(r#"pool "twice" is not published"#))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn shutdown_does_not_wait_for_an_api_server_that_stopped_answering() {
-    let api = KubeApi::start(NODE).await;
-    api.admin(
-        "POST",
-        "/api/v1/nodes",
-        Some(&json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}})),
-    )
-    .await;
+    let api = api_with_node().await;
     let resources = Resources::new();
     resources.set_pool(NODE, Pool::new(gpus(1)));
     let root = tempfile::tempdir().unwrap();
@@ -405,13 +406,7 @@ fn pool_slices(slices: &[Value], pool: &str) -> Vec<(String, Value)> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_restarted_driver_knows_its_pools_for_other_nodes_and_moves_pools_by_delete_and_create() {
-    let api = KubeApi::start(NODE).await;
-    api.admin(
-        "POST",
-        "/api/v1/nodes",
-        Some(&json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}})),
-    )
-    .await;
+    let api = api_with_node().await;
     let everywhere = || Pool::new(gpus(2)).node_selection(NodeSelection::AllNodes);
     let first = Resources::new();
     first.set_pool("everywhere", everywhere());

@@ -126,6 +126,24 @@ impl ControlPlane {
 }
 
 impl KubeApi {
+    /// Creates DeviceClass `name`, selecting the devices of `driver`.
+    pub async fn create_device_class(&self, name: &str, driver: &str) {
+        let class = json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+            "metadata": {"name": name},
+            "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{driver}\"")}}]},
+        });
+        let path = "/apis/resource.k8s.io/v1/deviceclasses";
+        let created = self
+            .request(Identity::Admin, "POST", path, Some(&class))
+            .await;
+        assert_eq!(
+            created.status, 201,
+            "create DeviceClass {name}: {}",
+            created.body
+        );
+    }
+
     /// Creates Node `name` as an admin and makes it schedulable as a
     /// kubelet would: capacity and allocatable `pods: 110`, `cpu: 4`,
     /// `memory: 8Gi`, a `Ready=True` condition (`KubeletReady`), and

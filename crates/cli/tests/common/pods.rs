@@ -49,17 +49,7 @@ impl Cluster {
             api.create_schedulable_node(node).await;
         }
         api.ensure_default_service_account("default").await;
-        let class = json!({
-            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
-            "metadata": {"name": CLASS},
-            "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{DRIVER}\"")}}]},
-        });
-        api.admin(
-            "POST",
-            "/apis/resource.k8s.io/v1/deviceclasses",
-            Some(&class),
-        )
-        .await;
+        api.create_device_class(CLASS, DRIVER).await;
         Self { control, api }
     }
 

@@ -39,6 +39,7 @@ pub struct DraDriverBuilder {
     pub(super) resources: Option<super::slices::Resources>,
     #[cfg(feature = "kube")]
     pub(super) on_publish_error: Option<super::slices::PublishErrorHandler>,
+    pub(super) on_error: Option<super::DraDriverErrorHandler>,
 }
 
 /// Where the prepared claims are kept.
@@ -86,6 +87,7 @@ impl DraDriverBuilder {
             resources: None,
             #[cfg(feature = "kube")]
             on_publish_error: None,
+            on_error: None,
         }
     }
 
@@ -237,6 +239,19 @@ impl DraDriverBuilder {
         handler: impl Fn(&super::slices::PublishError) + Send + Sync + 'static,
     ) -> Self {
         self.on_publish_error = Some(std::sync::Arc::new(handler));
+        self
+    }
+
+    /// Calls `handler` with every error while the driver runs, as the Go
+    /// helper's `HandleError`: recoverable ones
+    /// ([`DraDriverError::is_recoverable`]: publishing failures, retried in
+    /// the background) and fatal ones (the service stopped serving before
+    /// shutdown), after which the driver should shut down and exit.
+    pub fn on_error(
+        mut self,
+        handler: impl Fn(&super::DraDriverError) + Send + Sync + 'static,
+    ) -> Self {
+        self.on_error = Some(std::sync::Arc::new(handler));
         self
     }
 

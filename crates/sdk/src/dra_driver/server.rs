@@ -193,6 +193,7 @@ impl DraDriverServer {
                         driver: config.driver_name.clone(),
                         resources: resources.clone(),
                         on_error: config.on_publish_error.clone(),
+                        on_driver_error: config.on_error.clone(),
                         timeout: REQUEST_TIMEOUT,
                     },
                     publish_stop.clone(),
@@ -200,8 +201,18 @@ impl DraDriverServer {
             }
             _ => None,
         };
+        let on_error = config.on_error.clone();
         let task = tokio::spawn(async move {
-            shutdown.cancelled().await;
+            let mut serving = serving;
+            // A service that stops before shutdown is fatal: the driver
+            // hears of it, and shuts down.
+            let stopped = tokio::select! {
+                () = shutdown.cancelled() => None,
+                ended = &mut serving => Some(stopped_early(ended, on_error.as_deref())),
+            };
+            if stopped.is_some() {
+                shutdown.cancelled().await;
+            }
             // Deregister first, so the agent stops choosing this instance.
             let registered = match registrar {
                 Some(registrar) => registrar.stop().await,
@@ -215,12 +226,9 @@ impl DraDriverServer {
             }
             // The service finishes what it is running.
             service_shutdown.cancel();
-            let served = match serving.await {
-                Ok(result) => result,
-                Err(e) => Err(TransportError::Bind {
-                    path: PathBuf::new(),
-                    source: std::io::Error::other(e),
-                }),
+            let served = match stopped {
+                Some(result) => result,
+                None => joined(serving.await),
             };
             registered.and(served)
         });
@@ -256,5 +264,37 @@ impl DraDriverServer {
                 source: std::io::Error::other(e),
             }),
         }
+    }
+}
+
+/// What the serving task ended with.
+fn joined(
+    ended: Result<Result<(), TransportError>, tokio::task::JoinError>,
+) -> Result<(), TransportError> {
+    ended.unwrap_or_else(|e| {
+        Err(TransportError::Bind {
+            path: PathBuf::new(),
+            source: std::io::Error::other(e),
+        })
+    })
+}
+
+/// The service stopped before shutdown: tells `on_error` (fatal), and
+/// gives what it ended with.
+fn stopped_early(
+    ended: Result<Result<(), TransportError>, tokio::task::JoinError>,
+    on_error: Option<&(dyn Fn(&DraDriverError) + Send + Sync)>,
+) -> Result<(), TransportError> {
+    let error = match joined(ended) {
+        Ok(()) => DraDriverError::ServiceStopped,
+        Err(e) => DraDriverError::Transport(e),
+    };
+    tracing::error!(error = %error, "the DRA service stopped serving");
+    if let Some(handler) = on_error {
+        handler(&error);
+    }
+    match error {
+        DraDriverError::Transport(e) => Err(e),
+        _ => Ok(()),
     }
 }

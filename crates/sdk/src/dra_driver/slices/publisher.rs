@@ -51,6 +51,9 @@ pub(crate) struct PublishSettings {
     pub(crate) driver: String,
     pub(crate) resources: Resources,
     pub(crate) on_error: Option<PublishErrorHandler>,
+    /// The driver's handler of every error, given publishing's as
+    /// recoverable.
+    pub(crate) on_driver_error: Option<crate::dra_driver::DraDriverErrorHandler>,
     /// How long each request may take.
     pub(crate) timeout: Duration,
 }
@@ -121,6 +124,7 @@ impl Task {
             settings.timeout,
             settings.resources.clone(),
             settings.on_error.take(),
+            settings.on_driver_error.take(),
         );
         Self {
             settings,

@@ -14,6 +14,7 @@ use kube::{Api, ResourceExt};
 use super::super::error::{PublishError, PublishErrorHandler};
 use super::super::resources::Resources;
 use crate::dra_driver::resource_api::{ResourceApi, ResourceVersion, ResourceVersions};
+use crate::dra_driver::{DraDriverError, DraDriverErrorHandler};
 
 /// Sends the publisher's requests and reports their failures.
 pub(super) struct Requests {
@@ -25,6 +26,7 @@ pub(super) struct Requests {
     timeout: Duration,
     resources: Resources,
     on_error: Option<PublishErrorHandler>,
+    on_driver_error: Option<DraDriverErrorHandler>,
 }
 
 impl Requests {
@@ -35,6 +37,7 @@ impl Requests {
         timeout: Duration,
         resources: Resources,
         on_error: Option<PublishErrorHandler>,
+        on_driver_error: Option<DraDriverErrorHandler>,
     ) -> Self {
         Self {
             nodes: Api::all(versions.client().clone()),
@@ -44,6 +47,7 @@ impl Requests {
             timeout,
             resources,
             on_error,
+            on_driver_error,
         }
     }
 
@@ -149,6 +153,9 @@ impl Requests {
         });
         if let Some(handler) = &self.on_error {
             handler(&error);
+        }
+        if let Some(handler) = &self.on_driver_error {
+            handler(&DraDriverError::Publish(error));
         }
     }
 }
