@@ -310,10 +310,10 @@ impl Task {
         self.pools
             .retain(|name, _| pools.contains_key(name) || known.contains(name));
         if all_well {
-            self.settings
-                .resources
-                .stats
-                .send_if_modified(|s| s.last_error.take().is_some());
+            self.settings.resources.stats.send_modify(|s| {
+                s.last_error = None;
+                s.syncs += 1;
+            });
         }
     }
 

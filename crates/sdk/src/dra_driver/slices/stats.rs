@@ -13,4 +13,8 @@ pub struct PublishStats {
     pub failures: u64,
     /// The last failure, until the next success.
     pub last_error: Option<String>,
+    /// How many times the publisher found every pool in line with the
+    /// server once its watches had listed: at least one once a start's
+    /// first look is done.
+    pub syncs: u64,
 }
