@@ -107,6 +107,9 @@ pub struct FakeDraOptions {
     pub health: bool,
     /// Serve the registration socket too.
     pub register: bool,
+    /// Keep the driver's record of prepared claims on disk (in its plugin
+    /// directory), as a real driver does, rather than in memory.
+    pub claims_on_disk: bool,
 }
 
 impl FakeDraOptions {
@@ -118,6 +121,7 @@ impl FakeDraOptions {
             api_versions: ApiVersions::default(),
             health: false,
             register: false,
+            claims_on_disk: false,
         }
     }
 }
@@ -191,9 +195,10 @@ impl FakeDraDriver {
     fn builder(&self, driver: Arc<dyn DraDriver>) -> DraDriverBuilder {
         // Calls are recorded per instance here; the agent keeps its own
         // record of prepared claims.
-        let builder = DraDriverServer::builder(&self.options.name, driver)
-            .root_dir(&self.root)
-            .claims_in_memory();
+        let mut builder = DraDriverServer::builder(&self.options.name, driver).root_dir(&self.root);
+        if !self.options.claims_on_disk {
+            builder = builder.claims_in_memory();
+        }
         match &self.options.instance {
             Some(instance) => builder.instance(instance),
             None => builder,

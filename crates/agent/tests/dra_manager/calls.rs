@@ -262,3 +262,32 @@ async fn concurrent_calls_and_the_health_stream_share_one_connection() {
     assert_eq!(node.status().await.unwrap().instances[0].connects, 1);
     assert_eq!(plugin.calls().borrow().len(), 16);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hundred_claims_prepared_and_unprepared_at_once_through_the_agent_all_succeed() {
+    let node = Node::start(|_| {});
+    // The driver keeps its record on disk, read and written by each call.
+    let mut options = FakeDraOptions::new(DRIVER, "a");
+    options.claims_on_disk = true;
+    let plugin = node.driver_with(options).await;
+    node.manager
+        .register(DRIVER, &plugin.endpoint(), &both())
+        .await
+        .unwrap();
+    let prepares = (0..100).map(|i| {
+        let manager = node.manager.clone();
+        async move { manager.prepare(DRIVER, &[claim(&i.to_string())]).await }
+    });
+    for result in futures::future::join_all(prepares).await {
+        assert_eq!(result.unwrap()[0].error, None);
+    }
+    let unprepares = (0..100).map(|i| {
+        let manager = node.manager.clone();
+        async move { manager.unprepare(DRIVER, &[claim(&i.to_string())]).await }
+    });
+    for result in futures::future::join_all(unprepares).await {
+        assert_eq!(result.unwrap()[0].error, None);
+    }
+    let left = node.manager.unprepare_recorded(&[claim("0")]).await;
+    assert!(left[0].error.is_some(), "nothing is left recorded");
+}
