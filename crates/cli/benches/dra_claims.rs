@@ -28,6 +28,7 @@ use nodeplugins_test_support::binaries::binary;
 use nodeplugins_test_support::go_process::GoProcess;
 use nodeplugins_test_support::process::ChildProcess;
 use nodeplugins_test_support::wait::TIMEOUT;
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -42,51 +43,65 @@ fn claim(i: usize) -> ClaimRef {
     }
 }
 
-/// Counts fsync and fdatasync calls of every process from now until
-/// [`Fsyncs::stop`].
-struct Fsyncs(Option<tokio::process::Child>);
+/// Counts fsync and fdatasync calls of every process from the moment
+/// [`Fsyncs::start`] returns until [`Fsyncs::stop`]: `perf stat -a` printing
+/// its counts every 100 ms, summed as they come.
+struct Fsyncs(Option<(tokio::process::Child, tokio::task::JoinHandle<u64>)>);
 
 impl Fsyncs {
-    fn start() -> Self {
+    /// Starts counting; returns once perf has printed its first interval
+    /// (it counts from then on), or at once without perf.
+    async fn start() -> Self {
         let child = Command::new("perf")
-            .args([
-                "stat",
-                "-a",
-                "-x,",
-                "-e",
-                "syscalls:sys_enter_fsync,syscalls:sys_enter_fdatasync",
-            ])
+            .args(["stat", "-a", "-I", "100", "-x,", "-e"])
+            .arg("syscalls:sys_enter_fsync,syscalls:sys_enter_fdatasync")
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
-            .spawn()
-            .ok();
-        // perf needs a moment to attach its counters.
-        std::thread::sleep(Duration::from_millis(300));
-        Self(child)
+            .spawn();
+        let Ok(mut child) = child else {
+            return Self(None);
+        };
+        let Some(stderr) = child.stderr.take() else {
+            return Self(None);
+        };
+        let (counting, started) = tokio::sync::oneshot::channel();
+        let sum = tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            let mut counting = Some(counting);
+            let mut total = 0;
+            while let Ok(Some(line)) = lines.next_line().await {
+                let count = line
+                    .split(',')
+                    .nth(1)
+                    .and_then(|c| c.trim().parse::<u64>().ok());
+                if let Some(count) = count {
+                    total += count;
+                    if let Some(counting) = counting.take() {
+                        let _ = counting.send(());
+                    }
+                }
+            }
+            total
+        });
+        if started.await.is_err() {
+            return Self(None);
+        }
+        Self(Some((child, sum)))
     }
 
     async fn stop(self) -> String {
-        let Some(child) = self.0 else {
+        let Some((mut child, sum)) = self.0 else {
             return "-".into();
         };
         if let Some(pid) = child.id() {
-            let _ = std::process::Command::new("kill")
+            let _ = Command::new("kill")
                 .args(["-INT", &pid.to_string()])
-                .status();
+                .status()
+                .await;
         }
-        let Ok(output) = child.wait_with_output().await else {
-            return "-".into();
-        };
-        let text = String::from_utf8_lossy(&output.stderr);
-        let counts: Vec<u64> = text
-            .lines()
-            .filter_map(|l| l.split(',').next()?.parse().ok())
-            .collect();
-        if counts.len() == 2 {
-            (counts[0] + counts[1]).to_string()
-        } else {
-            "-".into()
-        }
+        let _ = child.wait().await;
+        sum.await
+            .map_or_else(|_| "-".into(), |total| total.to_string())
     }
 }
 
@@ -105,7 +120,7 @@ async fn phase(
     range: std::ops::Range<usize>,
     at_once: bool,
 ) -> Phase {
-    let fsyncs = Fsyncs::start();
+    let fsyncs = Fsyncs::start().await;
     let start = Instant::now();
     if at_once {
         let calls = range.clone().map(|i| {
@@ -125,7 +140,7 @@ async fn phase(
     }
     let prepare = start.elapsed();
     let prepare_fsyncs = fsyncs.stop().await;
-    let fsyncs = Fsyncs::start();
+    let fsyncs = Fsyncs::start().await;
     let start = Instant::now();
     if at_once {
         let calls = range.clone().map(|i| {
