@@ -8,6 +8,9 @@ use tokio::sync::watch;
 /// The default deadline for anything a test waits on.
 pub const TIMEOUT: Duration = Duration::from_secs(20);
 
+/// How often [`eventually`] checks again: it bounds latency only.
+pub const POLL: Duration = Duration::from_millis(5);
+
 /// Re-checks `check` until it returns `Some`, failing the test after `timeout`.
 /// The re-check interval is short and only bounds latency; correctness never
 /// depends on it.
@@ -24,7 +27,7 @@ where
         if tokio::time::Instant::now() >= deadline {
             panic!("timed out after {timeout:?} waiting for {what}");
         }
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        tokio::time::sleep(POLL).await;
     }
 }
 

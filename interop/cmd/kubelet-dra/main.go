@@ -16,6 +16,10 @@
 //	  {"pod_uid": UID, "containers": {NAME: [CDI ID, ...]}}
 //	{"op":"unprepare","namespace":NS,"name":NAME}
 //	  UnprepareResources(pod) with the pod as prepared (GET if not known).
+//	{"op":"health","namespace":NS,"name":NAME}
+//	  UpdateAllocatedResourcesStatus for a prepared pod: the health the
+//	  kubelet reports of each container's devices; response:
+//	  {"containers": {NAME: [{"resource", "id", "health"}, ...]}}
 //
 // It prints "started" once the plugin manager runs, and "registered" and
 // "deregistered" for each DRA driver. The manager's periodic reconcile

@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/kubelet/cm/dra"
 
 	"nodeplugins/interop/internal/control"
@@ -135,6 +136,29 @@ func (h *requestHandler) call(ctx context.Context, op string, args podRequest) (
 		}
 		h.pods.remove(key)
 		return map[string]any{"pod_uid": pod.UID}, nil
+	case "health":
+		pod := h.pods.get(key)
+		if pod == nil {
+			return nil, fmt.Errorf("pod %s is not prepared", key)
+		}
+		// The status the kubelet would report: each container's
+		// allocatedResourcesStatus, from the DRA manager's health cache.
+		status := &v1.PodStatus{}
+		for _, c := range pod.Spec.Containers {
+			status.ContainerStatuses = append(status.ContainerStatuses, v1.ContainerStatus{Name: c.Name})
+		}
+		h.manager.UpdateAllocatedResourcesStatus(klog.FromContext(ctx), pod, status)
+		containers := map[string][]map[string]string{}
+		for _, cs := range status.ContainerStatuses {
+			for _, rs := range cs.AllocatedResourcesStatus {
+				for _, r := range rs.Resources {
+					containers[cs.Name] = append(containers[cs.Name], map[string]string{
+						"resource": string(rs.Name), "id": string(r.ResourceID), "health": string(r.Health),
+					})
+				}
+			}
+		}
+		return map[string]any{"containers": containers}, nil
 	default:
 		return nil, fmt.Errorf("unknown op %q", op)
 	}

@@ -3,7 +3,9 @@
 //! pod, the controller-manager makes its claim from a template, and the
 //! kubelet's own DRA manager (`interop/cmd/kubelet-dra`) and our agent's
 //! `dra prepare --pod` then prepare the same pod through the same driver:
-//! each container must get the same, non-empty CDI ids from both.
+//! each container must get the same, non-empty CDI ids from both. And the
+//! kubelet's DRA manager reports a device whose driver's health checker
+//! stopped as `Unknown` (`health.rs`).
 
 // Test code: a failed unwrap is a failed test with a precise location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -13,6 +15,7 @@ mod common;
 
 mod admin_claims;
 mod extended_resources;
+mod health;
 mod templates;
 
 use common::cluster_drivers::Driver;
@@ -63,18 +66,7 @@ impl Cluster {
         };
         api.create_schedulable_node(NODE).await;
         api.ensure_default_service_account("default").await;
-        let class = json!({
-            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
-            "metadata": {"name": CLASS},
-            "spec": {"selectors": [{"cel": {"expression": format!("device.driver == \"{DRIVER}\"")}}]},
-        });
-        admin(
-            &api,
-            "POST",
-            "/apis/resource.k8s.io/v1/deviceclasses",
-            Some(&class),
-        )
-        .await;
+        api.create_device_class(CLASS, DRIVER).await;
 
         let root = tempfile::tempdir().unwrap();
         let kubeconfig = api.node_kubeconfig();
