@@ -8,10 +8,19 @@
 //! share the directory (the instances of a rolling update), whether or not
 //! calls are serialized. A change that cannot be written is an error for
 //! the caller, which fails the claims it concerned.
+//!
+//! Changes are committed in groups: the changes that arrive while one
+//! write runs are applied together, in the order they came, on one read of
+//! the file, and written once; each caller hears once its change is on
+//! disk (or that the group's write failed, which changed nothing). So
+//! concurrent calls, serialized or not, share their fsyncs.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::sync::oneshot;
 
 use nodeplugins_api::checkpoint::{CheckpointError, CheckpointFile};
 
@@ -48,12 +57,32 @@ pub(crate) enum StoreError {
     /// The blocking task doing the work failed.
     #[error("the store's task failed: {0}")]
     Task(#[source] tokio::task::JoinError),
+    /// The write of the group the change was in failed.
+    #[error(transparent)]
+    Group(Arc<StoreError>),
+    /// The group the change was in ended without saying how its write went.
+    #[error("the write of the prepared claims ended without an answer")]
+    Unanswered,
+}
+
+/// A change waiting for the next group's write: applied in order with the
+/// others; says whether it changed anything.
+type Change = Box<dyn FnOnce(&mut Prepared) -> bool + Send>;
+
+/// A change and where to say how its group's write went.
+struct Pending {
+    change: Change,
+    done: oneshot::Sender<Result<(), Arc<StoreError>>>,
 }
 
 /// The prepared claims, on disk or (without a state directory) in memory.
 pub(crate) struct ClaimStore {
-    /// Held for each read-modify-write within this process.
+    /// Held while a group is taken and written within this process.
     lock: tokio::sync::Mutex<()>,
+    /// Changes waiting for the next group.
+    pending: std::sync::Mutex<Vec<Pending>>,
+    /// How many times the file was written.
+    writes: Arc<AtomicU64>,
     kind: Kind,
 }
 
@@ -81,6 +110,8 @@ impl ClaimStore {
         };
         Self {
             lock: tokio::sync::Mutex::new(()),
+            pending: std::sync::Mutex::new(Vec::new()),
+            writes: Arc::new(AtomicU64::new(0)),
             kind,
         }
     }
@@ -102,40 +133,94 @@ impl ClaimStore {
     }
 
     /// Changes the claims with `change`, which says whether it changed
-    /// anything (only then is the file written), under the store's locks.
-    /// An error means nothing was changed on disk.
+    /// anything (only then is the file written), under the store's locks,
+    /// in a group with the changes waiting beside it. An error means
+    /// nothing was changed on disk.
     pub(crate) async fn update<R, F>(&self, change: F) -> Result<R, StoreError>
     where
         F: FnOnce(&mut Prepared) -> (R, bool) + Send + 'static,
         R: Send + 'static,
     {
-        let _held = self.lock.lock().await;
-        match &self.kind {
-            Kind::Memory(claims) => Ok(change(&mut lock(claims)).0),
-            Kind::File { file, lock_path } => {
-                let (file, lock_path) = (file.clone(), lock_path.clone());
-                tokio::task::spawn_blocking(move || {
-                    // Released when `_locked` is closed, at the end.
-                    let _locked = lock_file(&lock_path)?;
-                    let mut claims = load(&file)?;
-                    let (result, changed) = change(&mut claims);
-                    if changed {
-                        let stored = Stored {
-                            claims: claims.into_values().collect(),
-                        };
-                        file.write(&stored)?;
-                    }
-                    Ok(result)
-                })
-                .await
-                .map_err(StoreError::Task)?
+        let (file, lock_path) = match &self.kind {
+            Kind::Memory(claims) => {
+                let _held = self.lock.lock().await;
+                return Ok(change(&mut lock(claims)).0);
+            }
+            Kind::File { file, lock_path } => (file.clone(), lock_path.clone()),
+        };
+        let slot = Arc::new(std::sync::Mutex::new(None));
+        let result = slot.clone();
+        let (done, written) = oneshot::channel();
+        let change: Change = Box::new(move |claims| {
+            let (value, changed) = change(claims);
+            *lock(&result) = Some(value);
+            changed
+        });
+        self.pending_changes().push(Pending { change, done });
+        {
+            let _held = self.lock.lock().await;
+            // Empty when an earlier group took this change.
+            let group = std::mem::take(&mut *self.pending_changes());
+            if !group.is_empty() {
+                let writes = self.writes.clone();
+                // The group is answered from the blocking task, so that it
+                // is answered even if this call goes away meanwhile.
+                let task = tokio::task::spawn_blocking(move || {
+                    commit(&file, &lock_path, &writes, group);
+                });
+                task.await.map_err(StoreError::Task)?;
             }
         }
+        match written.await {
+            Ok(Ok(())) => lock(&slot).take().ok_or(StoreError::Unanswered),
+            Ok(Err(error)) => Err(StoreError::Group(error)),
+            Err(_) => Err(StoreError::Unanswered),
+        }
+    }
+
+    /// How many times the file was written.
+    #[cfg(test)]
+    fn writes(&self) -> u64 {
+        self.writes.load(Ordering::Relaxed)
+    }
+
+    fn pending_changes(&self) -> std::sync::MutexGuard<'_, Vec<Pending>> {
+        self.pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
-fn lock(claims: &std::sync::Mutex<Prepared>) -> std::sync::MutexGuard<'_, Prepared> {
-    claims
+/// Applies `group` in order on one read of `file` and writes it once, under
+/// the lock file (blocking); tells each change how it went.
+fn commit(file: &CheckpointFile, lock_path: &Path, writes: &AtomicU64, group: Vec<Pending>) {
+    let (changes, done): (Vec<Change>, Vec<_>) =
+        group.into_iter().map(|p| (p.change, p.done)).unzip();
+    let written = (|| {
+        // Released when `_locked` is closed, at the end.
+        let _locked = lock_file(lock_path)?;
+        let mut claims = load(file)?;
+        let mut changed = false;
+        for change in changes {
+            changed |= change(&mut claims);
+        }
+        if changed {
+            let stored = Stored {
+                claims: claims.into_values().collect(),
+            };
+            file.write(&stored)?;
+            writes.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok::<_, StoreError>(())
+    })();
+    let written = written.map_err(Arc::new);
+    for done in done {
+        let _ = done.send(written.clone());
+    }
+}
+
+fn lock<T>(value: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    value
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -230,6 +315,31 @@ mod tests {
             change.unwrap();
         }
         assert_eq!(stores[0].read().await.unwrap().len(), 40);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn changes_made_at_once_are_written_in_groups_each_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(ClaimStore::new(Some(dir.path())));
+        let changes = (0..100).map(|i| {
+            let store = store.clone();
+            async move {
+                let uid = format!("claim-{i}");
+                store
+                    .update(move |claims| {
+                        claims.insert(uid.clone(), record(&uid));
+                        (i, true)
+                    })
+                    .await
+            }
+        });
+        let results = futures::future::join_all(changes).await;
+        for (i, result) in results.into_iter().enumerate() {
+            assert_eq!(result.unwrap(), i, "each caller gets its own result");
+        }
+        assert_eq!(store.read().await.unwrap().len(), 100);
+        let writes = store.writes();
+        assert!(writes < 100, "{writes} writes for 100 changes");
     }
 
     #[tokio::test(flavor = "multi_thread")]
