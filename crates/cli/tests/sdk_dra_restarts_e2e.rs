@@ -55,12 +55,7 @@ async fn slice_uids(api: &KubeApi) -> BTreeSet<String> {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pool_for_every_node_survives_ten_restarts_as_one_set_and_each_device_goes_to_one_claim()
 {
-    nodeplugins_test_support::init_tracing();
-    let api = KubeApi::start(NODE).await;
-    let _control = ControlPlane::start(&api).await;
-    api.create_schedulable_node(NODE).await;
-    api.ensure_default_service_account("default").await;
-    api.create_device_class(CLASS, DRIVER).await;
+    let (api, _control) = ControlPlane::with_node(NODE, CLASS, DRIVER).await;
     let gpus: Vec<Device> = (0..GPUS)
         .map(|i| Device {
             name: format!("gpu-{i}"),

@@ -114,12 +114,7 @@ async fn publisher(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pool_of_300_devices_is_split_and_the_scheduler_allocates_from_every_slice() {
-    nodeplugins_test_support::init_tracing();
-    let api = KubeApi::start(NODE).await;
-    let _control = ControlPlane::start(&api).await;
-    api.create_schedulable_node(NODE).await;
-    api.ensure_default_service_account("default").await;
-    api.create_device_class(CLASS, DRIVER).await;
+    let (api, _control) = ControlPlane::with_node(NODE, CLASS, DRIVER).await;
     let resources = Resources::new();
     resources.set_pool(NODE, Pool::new(gpus(300)));
     let (_server, _shutdown, _root) = publisher(&api, Identity::Node, &resources, None).await;

@@ -19,6 +19,7 @@ use nodeplugins_sdk::dra_driver::{
     Claim, DraDriver, DraDriverServer, Pool, PreparedClaim, PreparedDevice, Resources,
 };
 use nodeplugins_sdk::k8s_openapi;
+use nodeplugins_test_support::echo_dra_driver::AllocationEcho;
 use nodeplugins_test_support::kube_api::{Identity, KubeApi};
 use nodeplugins_test_support::wait::{TIMEOUT, eventually};
 use serde_json::{Value, json};
@@ -202,39 +203,6 @@ async fn a_claim_read_from_a_silent_api_server_holds_up_no_other_call() {
     stuck.abort();
 }
 
-/// Answers each claim with the devices allocated to it.
-struct Echo;
-
-#[nodeplugins_sdk::async_trait]
-impl DraDriver for Echo {
-    async fn prepare(
-        &self,
-        claims: Vec<Claim>,
-    ) -> HashMap<String, Result<Vec<PreparedDevice>, String>> {
-        claims
-            .into_iter()
-            .map(|claim| {
-                let devices = claim
-                    .allocation
-                    .iter()
-                    .flat_map(|a| &a.devices)
-                    .map(|d| PreparedDevice {
-                        requests: vec![d.request.clone()],
-                        pool: d.pool.clone(),
-                        device: d.device.clone(),
-                        ..Default::default()
-                    })
-                    .collect();
-                (claim.claim.uid, Ok(devices))
-            })
-            .collect()
-    }
-
-    async fn unprepare(&self, claims: Vec<PreparedClaim>) -> HashMap<String, Result<(), String>> {
-        claims.into_iter().map(|c| (c.claim.uid, Ok(()))).collect()
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_device_of_a_subrequest_reaches_the_kubelet_under_its_base_request() {
     let api = KubeApi::start(NODE).await;
@@ -246,7 +214,8 @@ async fn a_device_of_a_subrequest_reaches_the_kubelet_under_its_base_request() {
         json!([{"request": "gpu/big", "driver": DRIVER, "pool": "pool", "device": "gpu-0"}]);
     let uid = allocated_claim(&api, "v1", "gpu", requests, results).await;
     let root = tempfile::tempdir().unwrap();
-    let (server, shutdown) = serve(&api, root.path(), Arc::new(Echo), None).await;
+    let (server, shutdown) =
+        serve(&api, root.path(), Arc::new(AllocationEcho::default()), None).await;
     let result = prepare_claim(&server, "gpu", &uid).await;
     assert_eq!(result.error, "");
     assert_eq!(result.devices[0].device_name, "gpu-0");
@@ -294,8 +263,13 @@ async fn a_cluster_without_resource_v1_gets_claims_read_and_slices_published_in_
         .collect();
     resources.set_pool(NODE, Pool::new(devices));
     let root = tempfile::tempdir().unwrap();
-    let (server, shutdown) =
-        serve(&api, root.path(), Arc::new(Echo), Some(resources.clone())).await;
+    let (server, shutdown) = serve(
+        &api,
+        root.path(),
+        Arc::new(AllocationEcho::default()),
+        Some(resources.clone()),
+    )
+    .await;
     let result = prepare_claim(&server, "gpu", &uid).await;
     assert_eq!(result.error, "");
     assert_eq!(result.devices[0].device_name, "gpu-1");

@@ -125,6 +125,21 @@ impl ControlPlane {
     }
 }
 
+impl ControlPlane {
+    /// An API server for node `node` with the scheduler and the
+    /// controller-manager, the Node created schedulable, the `default`
+    /// ServiceAccount, and DeviceClass `class` selecting `driver`'s devices.
+    pub async fn with_node(node: &str, class: &str, driver: &str) -> (KubeApi, ControlPlane) {
+        crate::init_tracing();
+        let api = KubeApi::start(node).await;
+        let control = ControlPlane::start(&api).await;
+        api.create_schedulable_node(node).await;
+        api.ensure_default_service_account("default").await;
+        api.create_device_class(class, driver).await;
+        (api, control)
+    }
+}
+
 impl KubeApi {
     /// Creates DeviceClass `name`, selecting the devices of `driver`.
     pub async fn create_device_class(&self, name: &str, driver: &str) {

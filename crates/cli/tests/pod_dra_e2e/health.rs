@@ -3,55 +3,18 @@
 //! devices `Unknown` once the checker's timeout passed), though the driver
 //! itself still runs and still sends its health stream.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use nodeplugins_api::dra_health::v1::HealthStatus;
-use nodeplugins_sdk::dra_driver::{
-    Claim, DraDriver, DraDriverServer, HealthReporter, Pool, PreparedClaim, PreparedDevice,
-    Resources,
-};
+use nodeplugins_sdk::dra_driver::{DraDriverServer, HealthReporter, Pool, Resources};
 use nodeplugins_sdk::k8s_openapi::api::resource::v1::Device;
+use nodeplugins_test_support::echo_dra_driver::AllocationEcho;
 use tokio_util::sync::CancellationToken;
 
 use nodeplugins_test_support::wait::POLL;
 
 use super::*;
-
-/// Prepares each claim with the devices allocated to it.
-struct Gpus;
-
-#[nodeplugins_sdk::async_trait]
-impl DraDriver for Gpus {
-    async fn prepare(
-        &self,
-        claims: Vec<Claim>,
-    ) -> HashMap<String, Result<Vec<PreparedDevice>, String>> {
-        claims
-            .into_iter()
-            .map(|claim| {
-                let devices = claim
-                    .allocation
-                    .iter()
-                    .flat_map(|a| &a.devices)
-                    .map(|d| PreparedDevice {
-                        requests: vec![d.request.clone()],
-                        pool: d.pool.clone(),
-                        device: d.device.clone(),
-                        cdi_device_ids: vec![format!("{DRIVER}/gpu={}", d.device)],
-                        ..Default::default()
-                    })
-                    .collect();
-                (claim.claim.uid, Ok(devices))
-            })
-            .collect()
-    }
-
-    async fn unprepare(&self, claims: Vec<PreparedClaim>) -> HashMap<String, Result<(), String>> {
-        claims.into_iter().map(|c| (c.claim.uid, Ok(()))).collect()
-    }
-}
 
 /// The health the kubelet reports of container `main` of pod `default/gpu`.
 async fn kubelet_health(kubelet: &mut GoProcess) -> Vec<String> {
@@ -75,28 +38,9 @@ async fn kubelet_health(kubelet: &mut GoProcess) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_kubelet_reports_a_device_unknown_once_the_drivers_health_checker_stopped() {
-    nodeplugins_test_support::init_tracing();
-    let api = KubeApi::start(NODE).await;
-    let _control = ControlPlane::start(&api).await;
-    api.create_schedulable_node(NODE).await;
-    api.ensure_default_service_account("default").await;
-    api.create_device_class(CLASS, DRIVER).await;
+    let (api, _control) = ControlPlane::with_node(NODE, CLASS, DRIVER).await;
     let root = tempfile::tempdir().unwrap();
-    let kubeconfig = api.node_kubeconfig();
-    let mut kubelet = GoProcess::start(
-        "kubelet-dra",
-        [
-            "--registry-dir",
-            root.path().join("plugins_registry").to_str().unwrap(),
-            "--state-dir",
-            root.path().join("kubelet-dra").to_str().unwrap(),
-            "--node-name",
-            NODE,
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-        ],
-    );
-    kubelet.event(TIMEOUT, "started", |_| true).await;
+    let mut kubelet = kubelet_dra(&api, root.path(), &[]).await;
 
     // The driver's health checker reports once, then stops; the driver
     // goes on sending its health stream every 200 ms.
@@ -109,7 +53,10 @@ async fn the_kubelet_reports_a_device_unknown_once_the_drivers_health_checker_st
     };
     resources.set_pool(NODE, Pool::new(vec![gpu]));
     let shutdown = CancellationToken::new();
-    let _driver = DraDriverServer::builder(DRIVER, Arc::new(Gpus))
+    let driver = AllocationEcho {
+        cdi_kind: Some(format!("{DRIVER}/gpu")),
+    };
+    let _driver = DraDriverServer::builder(DRIVER, Arc::new(driver))
         .root_dir(root.path())
         .health(health.clone())
         .health_resend(Duration::from_millis(200))

@@ -39,6 +39,28 @@ const CLASS: &str = "gpu.example.com";
 const PODS: &str = "/api/v1/namespaces/default/pods";
 const CLAIMS: &str = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims";
 
+/// The kubelet's DRA manager (`interop/cmd/kubelet-dra`) as node `NODE`,
+/// watching `<root>/plugins_registry`, with `args` added; once started.
+async fn kubelet_dra(api: &KubeApi, root: &Path, args: &[&str]) -> GoProcess {
+    let kubeconfig = api.node_kubeconfig();
+    let registry = root.join("plugins_registry");
+    let state = root.join("kubelet-dra");
+    let mut command = vec![
+        "--registry-dir",
+        registry.to_str().unwrap(),
+        "--state-dir",
+        state.to_str().unwrap(),
+        "--node-name",
+        NODE,
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+    ];
+    command.extend_from_slice(args);
+    let mut kubelet = GoProcess::start("kubelet-dra", command);
+    kubelet.event(TIMEOUT, "started", |_| true).await;
+    kubelet
+}
+
 /// A node with an API server, scheduler and controller-manager, the
 /// kubelet's DRA manager and our agent both watching its
 /// `plugins_registry`, and a DRA driver publishing four GPUs.
@@ -72,20 +94,7 @@ impl Cluster {
         let kubeconfig = api.node_kubeconfig();
         let kubeconfig = kubeconfig.to_str().unwrap();
         // Both wipe the node's slices at start: started before the driver.
-        let mut kubelet = GoProcess::start(
-            "kubelet-dra",
-            [
-                "--registry-dir",
-                root.path().join("plugins_registry").to_str().unwrap(),
-                "--state-dir",
-                root.path().join("kubelet-dra").to_str().unwrap(),
-                "--node-name",
-                NODE,
-                "--kubeconfig",
-                kubeconfig,
-            ],
-        );
-        kubelet.event(TIMEOUT, "started", |_| true).await;
+        let mut kubelet = kubelet_dra(&api, root.path(), &[]).await;
         // Pods prepared by hand, to compare with the kubelet's.
         let agent = agent_with(
             root.path(),
