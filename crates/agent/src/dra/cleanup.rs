@@ -18,8 +18,11 @@ pub(super) const CLEANUP_GRACE: Duration = Duration::from_secs(30);
 const CLEANUP_RETRY_INITIAL: Duration = Duration::from_secs(1);
 /// The longest wait between cleanup attempts (upstream: 5 min).
 const CLEANUP_RETRY_MAX: Duration = Duration::from_secs(300);
-/// When a failed cleanup is tried again, at start-up and per driver.
-pub(super) const CLEANUP_RETRY: Backoff = Backoff::new(CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX);
+/// When a failed cleanup is tried again, at start-up and per driver: up to
+/// a fifth longer at random (upstream's jitter of 0.2), so that the nodes of
+/// a cluster whose API server was away do not all come back at once.
+pub(super) const CLEANUP_RETRY: Backoff =
+    Backoff::new(CLEANUP_RETRY_INITIAL, CLEANUP_RETRY_MAX).with_jitter(0.2);
 /// How long one hook call may take before it counts as failed.
 pub(super) const CLEANUP_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 

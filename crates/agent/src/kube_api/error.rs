@@ -99,7 +99,8 @@ pub enum KubeApiError {
 /// What to do after a failed request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Retry {
-    /// Another writer was first (409): read again and retry at once.
+    /// Another writer was first (409): read again and retry, at once the
+    /// first time and with backoff after that.
     Conflict,
     /// The credentials were refused (401): load them again, then retry.
     Credentials,

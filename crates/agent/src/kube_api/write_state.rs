@@ -162,7 +162,10 @@ impl<T: PartialEq> WriteState<T> {
                 self.changed_due =
                     (retry == Retry::Slowly).then(|| now + policy.backoff.delay(failures));
                 self.due = match retry {
-                    Retry::Conflict => Some(now),
+                    // The first conflict goes again at once, from a fresh
+                    // read; a storm of them backs off like any failure.
+                    Retry::Conflict if failures <= 1 => Some(now),
+                    Retry::Conflict => Some(now + policy.backoff.delay(failures - 1)),
                     Retry::WhenItExists if marked_meanwhile => {
                         Some(now + policy.backoff.delay(failures))
                     }
@@ -295,11 +298,42 @@ mod tests {
         state.mark(now, Duration::ZERO);
         assert_eq!(state.next_due(), Some(now), "the Node is there");
         state.start();
-        state.finished(1, Err(answered(409)), now, &POLICY);
-        assert_eq!(state.next_due(), Some(now));
-        state.start();
         let outcome = state.finished(1, Ok(()), now, &POLICY);
         assert!(matches!(outcome, Outcome::CaughtUp));
-        assert_eq!(state.written, Some(1));
+        state.mark(now, Duration::ZERO);
+        state.start();
+        state.finished(2, Err(answered(409)), now, &POLICY);
+        assert_eq!(state.next_due(), Some(now), "a first conflict: at once");
+        state.start();
+        let outcome = state.finished(2, Ok(()), now, &POLICY);
+        assert!(matches!(outcome, Outcome::CaughtUp));
+        assert_eq!(state.written, Some(2));
+    }
+
+    #[test]
+    fn a_storm_of_conflicts_is_retried_with_growing_jittered_delays() {
+        let policy = RetryPolicy {
+            backoff: POLICY.backoff.with_jitter(0.2),
+            slowly: POLICY.slowly,
+        };
+        let now = Instant::now();
+        let mut state = WriteState::<u32>::dirty_now();
+        let mut delays = Vec::new();
+        for _ in 0..5 {
+            state.start();
+            state.finished(1, Err(answered(409)), now, &policy);
+            let due = state.next_due().unwrap();
+            delays.push(due.saturating_duration_since(now));
+        }
+        assert_eq!(delays[0], Duration::ZERO, "the first at once");
+        for (i, delay) in delays.iter().enumerate().skip(1) {
+            let base = POLICY.backoff.base_delay(i as u32);
+            assert!(
+                *delay >= base && *delay <= base.mul_f64(1.2),
+                "conflict {}: {delay:?} not within [{base:?}, +20%]",
+                i + 1
+            );
+        }
+        assert!(delays[4] > delays[1], "{delays:?}");
     }
 }
