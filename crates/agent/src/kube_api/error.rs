@@ -137,6 +137,23 @@ impl KubeApiError {
         }
     }
 
+    /// How long the API server asked to wait before trying again (the
+    /// `retryAfterSeconds` of a 429, or of a 5xx), if it said.
+    pub(crate) fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            Self::Request {
+                source: kube::Error::Api(status),
+                ..
+            } => status
+                .details
+                .as_ref()
+                .map(|d| d.retry_after_seconds)
+                .filter(|seconds| *seconds > 0)
+                .map(|seconds| std::time::Duration::from_secs(seconds.into())),
+            _ => None,
+        }
+    }
+
     /// What to do about it.
     pub(crate) fn retry(&self) -> Retry {
         match self {

@@ -171,8 +171,10 @@ impl<T: PartialEq> WriteState<T> {
                     }
                     Retry::WhenItExists => None,
                     Retry::Slowly => Some(now + policy.slowly.delay(failures)),
+                    // No sooner than the server asked (a 429's Retry-After).
                     Retry::Credentials | Retry::WithBackoff => {
-                        Some(now + policy.backoff.delay(failures))
+                        let asked = error.retry_after().unwrap_or_default();
+                        Some(now + policy.backoff.delay(failures).max(asked))
                     }
                 };
                 match self.due {
@@ -308,6 +310,35 @@ mod tests {
         let outcome = state.finished(2, Ok(()), now, &POLICY);
         assert!(matches!(outcome, Outcome::CaughtUp));
         assert_eq!(state.written, Some(2));
+    }
+
+    #[test]
+    fn a_429_is_retried_no_sooner_than_the_server_asked() {
+        let now = Instant::now();
+        let mut state = WriteState::<u32>::dirty_now();
+        state.start();
+        let status = kube::core::Status {
+            code: 429,
+            details: Some(kube::core::response::StatusDetails {
+                name: String::new(),
+                group: String::new(),
+                kind: String::new(),
+                uid: String::new(),
+                causes: Vec::new(),
+                retry_after_seconds: 7,
+            }),
+            ..Default::default()
+        };
+        let error = KubeApiError::Request {
+            what: "patch node n status".into(),
+            source: kube::Error::Api(Box::new(status)),
+        };
+        state.finished(1, Err(error), now, &POLICY);
+        assert_eq!(state.next_due(), Some(now + Duration::from_secs(7)));
+        // Without one, the usual backoff.
+        state.start();
+        state.finished(1, Err(answered(429)), now, &POLICY);
+        assert_eq!(state.next_due(), Some(now + POLICY.backoff.delay(2)));
     }
 
     #[test]
