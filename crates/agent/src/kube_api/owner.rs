@@ -85,6 +85,8 @@ struct State {
     node: Option<Arc<Node>>,
     csinode: Option<Arc<CSINode>>,
     csinode_seen: bool,
+    /// Failed CSINode reads in a row (when it is read, not watched).
+    csinode_read_failures: u32,
     who: Option<WhoAmI>,
     identity_retry: Option<Instant>,
     identity_failures: u32,
@@ -104,6 +106,7 @@ impl State {
             node: None,
             csinode: None,
             csinode_seen: false,
+            csinode_read_failures: 0,
             who: None,
             identity_retry: Some(Instant::now()),
             identity_failures: 0,
@@ -146,9 +149,12 @@ impl Owner {
                 biased;
                 () = shutdown.cancelled() => break Ok(()),
                 Some(done) = work.join_next(), if !work.is_empty() => {
-                    if let Ok(done) = done
-                        && let Err(fatal) = self.on_done(&mut state, done)
-                    {
+                    let Ok(done) = done else { continue };
+                    if let Done::CsiNodeRead(read) = &done {
+                        let failed = read.is_err();
+                        self.csinode_read_done(&mut state, &mut csinode, failed, Instant::now());
+                    }
+                    if let Err(fatal) = self.on_done(&mut state, done) {
                         break Err(fatal);
                     }
                 }

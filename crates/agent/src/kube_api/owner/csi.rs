@@ -1,16 +1,23 @@
 //! How the owner follows the CSINode: watched when the identity may watch
 //! it, else read when the Node changes and every
-//! [`observed::CSINODE_RECHECK`]; and the check that marks the CSI write
-//! when the Node and CSINode do not show what was written.
+//! [`observed::CSINODE_RECHECK`] (a failed read again with backoff); and
+//! the check that marks the CSI write when the Node and CSINode do not show
+//! what was written.
 
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::storage::v1::CSINode;
 use tokio::time::Instant;
 
+use nodeplugins_api::backoff::Backoff;
+
 use super::super::csi_node;
 use super::super::observed::{self, CsiNodeFollow, Seen};
 use super::{Owner, State};
+
+/// The CSINode's periodic read, when it may not be watched.
+const RECHECK: Backoff =
+    Backoff::new(observed::CSINODE_RECHECK, observed::CSINODE_RECHECK).with_jitter(0.2);
 
 impl Owner {
     pub(super) fn on_csinode(
@@ -38,6 +45,34 @@ impl Owner {
                 tracing::debug!(error = %e, "watching the CSINode failed; watching again")
             }
         }
+    }
+
+    /// A read of the CSINode finished: the next one in
+    /// [`observed::CSINODE_RECHECK`] (up to a fifth longer at random, so
+    /// that the nodes of a cluster do not read in step), or after a failure
+    /// with the usual backoff; sooner if the Node changes meanwhile.
+    pub(super) fn csinode_read_done(
+        &self,
+        state: &mut State,
+        follow: &mut CsiNodeFollow,
+        failed: bool,
+        now: Instant,
+    ) {
+        let CsiNodeFollow::Reading { next } = follow else {
+            return;
+        };
+        if next.is_some() {
+            // Already due again: the Node changed while it was read.
+            return;
+        }
+        let delay = if failed {
+            state.csinode_read_failures = state.csinode_read_failures.saturating_add(1);
+            self.policy.backoff.delay(state.csinode_read_failures)
+        } else {
+            state.csinode_read_failures = 0;
+            RECHECK.delay(1)
+        };
+        *next = Some(now + delay);
     }
 
     /// Marks the CSI write when the Node and CSINode do not show what was

@@ -254,3 +254,36 @@ async fn wipe_failures_show_until_a_wipe_succeeds() {
     assert_eq!(status.failures, 0);
     assert_eq!(kinds(&mut h.events), vec![EventKind::CaughtUp]);
 }
+
+#[tokio::test]
+async fn a_csinode_read_comes_again_within_the_recheck_period_and_a_failed_one_sooner() {
+    let mut h = harness();
+    let now = Instant::now();
+    let mut csinode = CsiNodeFollow::Reading { next: None };
+    h.owner
+        .csinode_read_done(&mut h.state, &mut csinode, false, now);
+    let CsiNodeFollow::Reading { next: Some(next) } = csinode else {
+        panic!("a read is due again");
+    };
+    let recheck = crate::kube_api::observed::CSINODE_RECHECK;
+    let after = next.saturating_duration_since(now);
+    assert!(
+        after >= recheck && after <= recheck.mul_f64(1.2),
+        "{after:?}"
+    );
+
+    let mut csinode = CsiNodeFollow::Reading { next: None };
+    h.owner
+        .csinode_read_done(&mut h.state, &mut csinode, true, now);
+    let CsiNodeFollow::Reading { next: Some(next) } = csinode else {
+        panic!("a failed read is asked again");
+    };
+    assert!(next.saturating_duration_since(now) < Duration::from_secs(5));
+    assert_eq!(h.state.csinode_read_failures, 1);
+
+    // Due again already (the Node changed meanwhile): left as it is.
+    let mut csinode = CsiNodeFollow::Reading { next: Some(now) };
+    h.owner
+        .csinode_read_done(&mut h.state, &mut csinode, false, now);
+    assert!(matches!(csinode, CsiNodeFollow::Reading { next: Some(at) } if at == now));
+}
