@@ -39,8 +39,8 @@ use bytes::BytesMut;
 
 use std::ops::Range;
 
-use super::frame::{FrameHeader, HEADER_LEN, MAX_PAYLOAD, PREFACE, PRIORITY_LEN, flag, kind};
-use super::hpack::{self, Decoder, Event, HeaderField, HpackError};
+use super::frame::{FrameHeader, HEADER_LEN, PREFACE, PRIORITY_LEN, flag, kind};
+use super::hpack::{self, Decoder, Event, HpackError};
 
 /// The most header-block bytes buffered for one request; far above what any
 /// server accepts as a header list, so only an abusive client reaches it.

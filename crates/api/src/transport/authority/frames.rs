@@ -1,7 +1,10 @@
 //! HTTP/2 HEADERS and CONTINUATION frames: written for a rewritten header
 //! block, and read back (for tests and fuzzing) into header blocks.
 
-use super::*;
+use bytes::BytesMut;
+
+use super::super::frame::{FrameHeader, HEADER_LEN, MAX_PAYLOAD, PRIORITY_LEN, flag, kind};
+use super::super::hpack::{Decoder, HeaderField, HpackError};
 
 /// Writes a header block as one HEADERS frame and as many CONTINUATION frames
 /// as the 16 KiB frame size floor requires. Padding is dropped; END_STREAM and

@@ -3,6 +3,7 @@
 //! blocks are split; valid and invalid authorities told apart.
 
 use super::*;
+use crate::transport::frame::MAX_PAYLOAD;
 
 #[test]
 fn valid_authority_passes_through_byte_for_byte() {
