@@ -183,7 +183,22 @@ impl Claim {
             before_reboot: None,
         }
     }
+
+    /// The pod's name for the claim when it was made from a template (its
+    /// annotation, as read from the API server).
+    pub(crate) fn pod_claim_name(&self) -> Option<String> {
+        #[cfg(feature = "kube")]
+        if let Some(object) = &self.resource_claim {
+            let annotations = object.metadata.annotations.as_ref();
+            return annotations.and_then(|a| a.get(POD_CLAIM_NAME_ANNOTATION).cloned());
+        }
+        None
+    }
 }
+
+/// The annotation of a claim made from a template: the pod's name for it.
+#[cfg(feature = "kube")]
+const POD_CLAIM_NAME_ANNOTATION: &str = "resource.kubernetes.io/pod-claim-name";
 
 /// A device a claim got.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -258,6 +273,35 @@ pub struct PreparedClaim {
     /// before this field existed, which count as of this boot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boot_id: Option<String>,
+}
+
+impl PreparedClaim {
+    /// The record of `claim` being prepared during boot `boot_id`: the
+    /// devices allocated to it, so that unprepare can release them if
+    /// nothing more is ever recorded.
+    pub(crate) fn interrupted(claim: &Claim, boot_id: Option<String>) -> Self {
+        Self {
+            claim: claim.claim.clone(),
+            devices: claim
+                .allocation
+                .iter()
+                .flat_map(|a| &a.devices)
+                .map(PreparedDevice::allocated)
+                .collect(),
+            state: PreparedState::Interrupted,
+            boot_id,
+        }
+    }
+
+    /// Whether the driver prepared the claim during boot `boot` (a record
+    /// or a boot of unknown identity counts as this boot's).
+    pub(crate) fn prepared_during(&self, boot: Option<&str>) -> bool {
+        self.state == PreparedState::Prepared
+            && match (self.boot_id.as_deref(), boot) {
+                (Some(recorded), Some(boot)) => recorded == boot,
+                _ => true,
+            }
+    }
 }
 
 /// What a driver tells containers of a device, beyond its name.

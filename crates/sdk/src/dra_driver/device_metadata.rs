@@ -33,9 +33,6 @@ pub const DEVICE_METADATA_API_VERSION: &str = "metadata.resource.k8s.io/v1beta1"
 pub const DEVICE_METADATA_CONTAINER_DIR: &str = "/var/run/kubernetes.io/dra-device-attributes";
 /// The directory of the files in the plugin directory.
 const HOST_SUBDIR: &str = "dra-device-metadata";
-/// The annotation of a claim made from a template: the pod's name for it.
-#[cfg(feature = "kube")]
-pub(crate) const POD_CLAIM_NAME_ANNOTATION: &str = "resource.kubernetes.io/pod-claim-name";
 
 /// The metadata files of one driver.
 #[derive(Debug, Clone)]

@@ -30,7 +30,7 @@ use tonic::Status;
 
 use super::batch::{self, Queue};
 use super::cdi::CdiSpecs;
-use super::claim::{Claim, ClaimRef, PreparedClaim, PreparedDevice, PreparedState};
+use super::claim::{Claim, ClaimRef, PreparedClaim, PreparedState};
 #[cfg(feature = "kube")]
 use super::claims_api::ClaimsApi;
 use super::device_metadata::MetadataFiles;
@@ -55,45 +55,6 @@ pub(super) struct Service {
     pub(super) metadata: Option<MetadataFiles>,
     #[cfg(feature = "kube")]
     pub(super) claims_api: Option<ClaimsApi>,
-}
-
-/// The record of a claim being prepared: the devices allocated to it, so
-/// that unprepare can release them if nothing more is ever recorded.
-fn interrupted(claim: &Claim, boot_id: Option<String>) -> PreparedClaim {
-    PreparedClaim {
-        claim: claim.claim.clone(),
-        devices: claim
-            .allocation
-            .iter()
-            .flat_map(|a| &a.devices)
-            .map(PreparedDevice::allocated)
-            .collect(),
-        state: PreparedState::Interrupted,
-        boot_id,
-    }
-}
-
-/// The pod's name for `claim` when it was made from a template (from its
-/// annotation, as read from the API server).
-fn pod_claim_name(claim: &Claim) -> Option<String> {
-    #[cfg(feature = "kube")]
-    if let Some(object) = &claim.resource_claim {
-        use super::device_metadata::POD_CLAIM_NAME_ANNOTATION;
-        let annotations = object.metadata.annotations.as_ref();
-        return annotations.and_then(|a| a.get(POD_CLAIM_NAME_ANNOTATION).cloned());
-    }
-    let _ = claim;
-    None
-}
-
-/// Whether `record` is of a claim the driver prepared during boot `boot`
-/// (a record or a boot of unknown identity counts as this boot's).
-fn prepared_this_boot(record: &PreparedClaim, boot: Option<&str>) -> bool {
-    record.state == PreparedState::Prepared
-        && match (record.boot_id.as_deref(), boot) {
-            (Some(recorded), Some(boot)) => recorded == boot,
-            _ => true,
-        }
 }
 
 impl Service {
@@ -135,7 +96,7 @@ impl Service {
         let mut before_reboot = HashMap::new();
         for claim in request.claims.into_iter().map(claim_ref) {
             match records.get(&claim.uid) {
-                Some(record) if prepared_this_boot(record, boot) => {
+                Some(record) if record.prepared_during(boot) => {
                     results.insert(claim.uid, prepared(&record.devices));
                 }
                 Some(record) if record.state == PreparedState::Prepared => {
@@ -219,7 +180,7 @@ impl Service {
         //    the meantime is answered from its record.
         let intents: Vec<PreparedClaim> = to_prepare
             .iter()
-            .map(|c| interrupted(c, self.boot_id.clone()))
+            .map(|c| PreparedClaim::interrupted(c, self.boot_id.clone()))
             .collect();
         let boot = self.boot_id.clone();
         let recorded = self
@@ -230,7 +191,7 @@ impl Service {
                 for intent in intents {
                     let uid = intent.claim.uid.clone();
                     match records.get_mut(&uid) {
-                        Some(record) if prepared_this_boot(record, boot.as_deref()) => {
+                        Some(record) if record.prepared_during(boot.as_deref()) => {
                             done.insert(uid, record.devices.clone());
                         }
                         // An earlier record keeps its devices when this
@@ -276,7 +237,7 @@ impl Service {
         // 4. The driver.
         let asked: HashMap<String, (ClaimRef, Option<String>)> = to_prepare
             .iter()
-            .map(|c| (c.claim.uid.clone(), (c.claim.clone(), pod_claim_name(c))))
+            .map(|c| (c.claim.uid.clone(), (c.claim.clone(), c.pod_claim_name())))
             .collect();
         let mut answers = self.driver.prepare(to_prepare).await;
         stop_point(Step::Answered).await;
