@@ -16,7 +16,6 @@
 //! 0.2-0.3 s after that.
 
 use std::fs::File;
-use std::net::{Ipv4Addr, TcpListener};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -26,6 +25,7 @@ use tempfile::TempDir;
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
+use crate::control_process::{free_port, startup_failed};
 use crate::go_programs::go_program;
 use crate::kube_api::{Identity, KubeApi};
 
@@ -40,8 +40,6 @@ const HEALTH_POLL: Duration = Duration::from_millis(100);
 const POD_POLL: Duration = Duration::from_millis(50);
 /// How long a pod may take to be bound or reported unschedulable.
 const SCHEDULE_TIMEOUT: Duration = Duration::from_secs(60);
-/// Log lines shown when start-up fails.
-const LOG_TAIL_LINES: usize = 40;
 /// The taint the `TaintNodesByCondition` admission plugin (on by default)
 /// puts on every new Node.
 const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
@@ -368,24 +366,4 @@ async fn wait_healthy(child: &mut Child, port: u16, deadline: Instant) -> Result
         }
         tokio::time::sleep(HEALTH_POLL).await;
     }
-}
-
-/// A loopback port that was free a moment ago.
-fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|listener| listener.local_addr())
-        .expect("bind a free loopback port")
-        .port()
-}
-
-/// Fails the test: what went wrong, the command line and the end of its log.
-fn startup_failed(what: &str, command: &Command, log: &Path) -> ! {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    let tail = lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n");
-    panic!(
-        "{what}\ncommand: {:?}\nlast lines of {}:\n{tail}",
-        command.as_std(),
-        log.display()
-    );
 }

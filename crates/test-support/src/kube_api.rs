@@ -79,9 +79,7 @@ pub struct KubeApi {
 }
 
 mod kubeconfig;
-mod process;
-
-use process::{free_port, next_event, spawn, startup_failed};
+use crate::control_process::{free_port, next_event, spawn, startup_failed};
 
 impl KubeApi {
     /// Starts etcd and kube-apiserver with a node identity for `node_name`

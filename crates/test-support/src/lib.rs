@@ -11,6 +11,7 @@
 pub mod binaries;
 pub mod client_certificates;
 pub mod control_plane;
+mod control_process;
 pub mod echo_dra_driver;
 pub mod fake_csi_driver;
 pub mod fake_device_plugin;

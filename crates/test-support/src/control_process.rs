@@ -1,4 +1,5 @@
-//! Starting the control plane's processes: spawned with their logs in
+//! Starting the control plane's processes (etcd, the API server, the
+//! scheduler and the controller-manager): spawned with their logs in
 //! files, their start-up events read, a test failed with the end of the log
 //! when one does not come up.
 
@@ -16,7 +17,7 @@ const LOG_TAIL_LINES: usize = 40;
 
 /// Spawns `command` with stdout to `stdout` and stderr to the file `log`,
 /// killed when dropped.
-pub(super) fn spawn(command: &mut Command, stdout: Stdio, log: &Path) -> Child {
+pub(crate) fn spawn(command: &mut Command, stdout: Stdio, log: &Path) -> Child {
     let log_file = File::create(log).unwrap_or_else(|e| panic!("create {}: {e}", log.display()));
     command
         .stdin(Stdio::null())
@@ -30,7 +31,7 @@ pub(super) fn spawn(command: &mut Command, stdout: Stdio, log: &Path) -> Child {
 
 /// Reads event lines (`{"event": NAME, ...}`) until one named `name`;
 /// `None` when the output ends first.
-pub(super) async fn next_event(
+pub(crate) async fn next_event(
     lines: &mut Lines<BufReader<ChildStdout>>,
     name: &str,
 ) -> Option<Value> {
@@ -46,7 +47,7 @@ pub(super) async fn next_event(
 
 /// A loopback port that was free a moment ago. The API server binds it
 /// right after, so another process taking it in between is unlikely.
-pub(super) fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
         .and_then(|listener| listener.local_addr())
         .expect("bind a free loopback port")
@@ -54,7 +55,7 @@ pub(super) fn free_port() -> u16 {
 }
 
 /// Fails the test: what went wrong, the command line and the end of its log.
-pub(super) fn startup_failed(what: &str, command: &Command, log: &Path) -> ! {
+pub(crate) fn startup_failed(what: &str, command: &Command, log: &Path) -> ! {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     let tail = lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n");
