@@ -17,7 +17,7 @@ use nodeplugins_sdk::dra_driver::{
 use nodeplugins_test_support::control_plane::ControlPlane;
 use nodeplugins_test_support::kube_api::{Identity, KubeApi};
 use nodeplugins_test_support::wait::{TIMEOUT, eventually};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 const NODE: &str = "node-1";
@@ -106,25 +106,8 @@ async fn a_pool_for_every_node_survives_ten_restarts_as_one_set_and_each_device_
 
     // One claim of one GPU per pod, one pod more than there are GPUs.
     let claims = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims";
-    let pods = "/api/v1/namespaces/default/pods";
     for i in 0..=GPUS {
-        let claim = json!({
-            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-            "metadata": {"name": format!("claim-{i}")},
-            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": CLASS}}]}},
-        });
-        api.admin("POST", claims, Some(&claim)).await;
-        let pod = json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": format!("pod-{i}")},
-            "spec": {
-                "automountServiceAccountToken": false,
-                "resourceClaims": [{"name": "gpu", "resourceClaimName": format!("claim-{i}")}],
-                "containers": [{"name": "main", "image": "example.invalid/app",
-                    "resources": {"claims": [{"name": "gpu"}]}}],
-            },
-        });
-        api.admin("POST", pods, Some(&pod)).await;
+        api.create_pod_with_claim(&i.to_string(), CLASS, 1).await;
         if i < GPUS {
             assert_eq!(
                 api.wait_pod_bound("default", &format!("pod-{i}")).await,

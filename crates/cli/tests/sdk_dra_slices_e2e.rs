@@ -127,27 +127,10 @@ async fn a_pool_of_300_devices_is_split_and_the_scheduler_allocates_from_every_s
 
     // Ten pods of 30 GPUs each: every device of every slice is allocated.
     let claims = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims";
-    let pods = "/api/v1/namespaces/default/pods";
     for i in 0..11 {
         let count = if i < 10 { 30 } else { 1 };
-        let claim = json!({
-            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-            "metadata": {"name": format!("claim-{i}")},
-            "spec": {"devices": {"requests": [{"name": "gpus", "exactly": {
-                "deviceClassName": CLASS, "allocationMode": "ExactCount", "count": count}}]}},
-        });
-        api.admin("POST", claims, Some(&claim)).await;
-        let pod = json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": format!("pod-{i}")},
-            "spec": {
-                "automountServiceAccountToken": false,
-                "resourceClaims": [{"name": "gpus", "resourceClaimName": format!("claim-{i}")}],
-                "containers": [{"name": "main", "image": "example.invalid/app",
-                    "resources": {"claims": [{"name": "gpus"}]}}],
-            },
-        });
-        api.admin("POST", pods, Some(&pod)).await;
+        api.create_pod_with_claim(&i.to_string(), CLASS, count)
+            .await;
         if i < 10 {
             assert_eq!(
                 api.wait_pod_bound("default", &format!("pod-{i}")).await,

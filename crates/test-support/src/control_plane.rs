@@ -139,6 +139,38 @@ impl ControlPlane {
 }
 
 impl KubeApi {
+    /// Creates claim `default/claim-NAME` asking for `count` devices of
+    /// `class`, and pod `default/pod-NAME` whose container uses it, for the
+    /// scheduler to place.
+    pub async fn create_pod_with_claim(&self, name: &str, class: &str, count: u32) {
+        let claim = json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": format!("claim-{name}")},
+            "spec": {"devices": {"requests": [{"name": "devices", "exactly": {
+                "deviceClassName": class, "allocationMode": "ExactCount", "count": count}}]}},
+        });
+        let path = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims";
+        let created = self
+            .request(Identity::Admin, "POST", path, Some(&claim))
+            .await;
+        assert_eq!(created.status, 201, "create claim-{name}: {}", created.body);
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("pod-{name}")},
+            "spec": {
+                "automountServiceAccountToken": false,
+                "resourceClaims": [{"name": "devices", "resourceClaimName": format!("claim-{name}")}],
+                "containers": [{"name": "main", "image": "example.invalid/app",
+                    "resources": {"claims": [{"name": "devices"}]}}],
+            },
+        });
+        let path = "/api/v1/namespaces/default/pods";
+        let created = self
+            .request(Identity::Admin, "POST", path, Some(&pod))
+            .await;
+        assert_eq!(created.status, 201, "create pod-{name}: {}", created.body);
+    }
+
     /// Creates DeviceClass `name`, selecting the devices of `driver`.
     pub async fn create_device_class(&self, name: &str, driver: &str) {
         let class = json!({
