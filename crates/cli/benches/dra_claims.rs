@@ -113,6 +113,42 @@ struct Phase {
     unprepare_fsyncs: String,
 }
 
+/// One claim's call: its error, if any.
+async fn call(manager: &DraHandle, driver: &str, i: usize, unprepare: bool) -> Option<String> {
+    if unprepare {
+        let result = manager.unprepare(driver, &[claim(i)]).await.unwrap();
+        result[0].error.clone()
+    } else {
+        let result = manager.prepare(driver, &[claim(i)]).await.unwrap();
+        result[0].error.clone()
+    }
+}
+
+/// Prepares (or unprepares) claims `range`, one after another or all at
+/// once: the wall time and the fsyncs meanwhile.
+async fn calls(
+    manager: &DraHandle,
+    driver: &str,
+    range: std::ops::Range<usize>,
+    at_once: bool,
+    unprepare: bool,
+) -> (Duration, String) {
+    let fsyncs = Fsyncs::start().await;
+    let start = Instant::now();
+    if at_once {
+        let all = range.map(|i| call(manager, driver, i, unprepare));
+        for error in futures::future::join_all(all).await {
+            assert_eq!(error, None);
+        }
+    } else {
+        for i in range {
+            assert_eq!(call(manager, driver, i, unprepare).await, None);
+        }
+    }
+    let took = start.elapsed();
+    (took, fsyncs.stop().await)
+}
+
 /// Prepares and unprepares claims `range`, one after another or all at once.
 async fn phase(
     manager: &DraHandle,
@@ -120,46 +156,8 @@ async fn phase(
     range: std::ops::Range<usize>,
     at_once: bool,
 ) -> Phase {
-    let fsyncs = Fsyncs::start().await;
-    let start = Instant::now();
-    if at_once {
-        let calls = range.clone().map(|i| {
-            let manager = manager.clone();
-            async move { manager.prepare(driver, &[claim(i)]).await }
-        });
-        for result in futures::future::join_all(calls).await {
-            assert_eq!(result.unwrap()[0].error, None);
-        }
-    } else {
-        for i in range.clone() {
-            assert_eq!(
-                manager.prepare(driver, &[claim(i)]).await.unwrap()[0].error,
-                None
-            );
-        }
-    }
-    let prepare = start.elapsed();
-    let prepare_fsyncs = fsyncs.stop().await;
-    let fsyncs = Fsyncs::start().await;
-    let start = Instant::now();
-    if at_once {
-        let calls = range.clone().map(|i| {
-            let manager = manager.clone();
-            async move { manager.unprepare(driver, &[claim(i)]).await }
-        });
-        for result in futures::future::join_all(calls).await {
-            assert_eq!(result.unwrap()[0].error, None);
-        }
-    } else {
-        for i in range {
-            assert_eq!(
-                manager.unprepare(driver, &[claim(i)]).await.unwrap()[0].error,
-                None
-            );
-        }
-    }
-    let unprepare = start.elapsed();
-    let unprepare_fsyncs = fsyncs.stop().await;
+    let (prepare, prepare_fsyncs) = calls(manager, driver, range.clone(), at_once, false).await;
+    let (unprepare, unprepare_fsyncs) = calls(manager, driver, range, at_once, true).await;
     Phase {
         prepare,
         prepare_fsyncs,
