@@ -241,7 +241,9 @@ async fn resource_slices_are_wiped_at_start_and_after_a_drivers_grace_period_onl
     create_slice(&api, "mine-b", NODE, "other.example.com").await;
     create_slice(&api, "theirs", "node-2", DRIVER).await;
     let root = tempfile::tempdir().unwrap();
-    let _agent = publishing_agent(&api, root.path(), &["--dra-cleanup-grace", "2s"]);
+    // Long enough for the driver to start again and reconnect on a machine
+    // busy running the rest of the suite.
+    let _agent = publishing_agent(&api, root.path(), &["--dra-cleanup-grace", "5s"]);
     eventually("the node's slices wiped at start", TIMEOUT, || async {
         (slice_names(&api).await == ["theirs"]).then_some(())
     })
