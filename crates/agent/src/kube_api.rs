@@ -28,11 +28,14 @@ mod node_status;
 mod observed;
 mod owner;
 mod publisher;
+mod repair_limit;
 mod resource_slices;
 mod status;
 mod write_state;
 
-pub use config::{KubeApiConfig, KubeConfigSource, POD_RECONCILE_PERIOD, default_node_name};
+pub use config::{
+    CSINODE_RECHECK, KubeApiConfig, KubeConfigSource, POD_RECONCILE_PERIOD, default_node_name,
+};
 pub use credentials::Connection;
 pub use error::KubeApiError;
 pub use metrics::KubeApiMetrics;

@@ -164,6 +164,10 @@ settings! {
     /// How often what pods no longer active hold is given back even when
     /// nothing changed [default: 60s].
     pod_reconcile_period: Duration, "NODEPLUGINS_POD_RECONCILE_PERIOD", parse_duration;
+    /// How often the node's CSINode is read when the credentials may not
+    /// watch it (a node's own identity may only get it); a CSINode another
+    /// writer deleted or changed is repaired within this long [default: 5m].
+    csinode_recheck: Duration, "NODEPLUGINS_CSINODE_RECHECK", parse_duration;
     /// Mode of the pod-resources socket (octal; its directory gets the same
     /// plus search), or off to not serve it [default: 0600].
     pod_resources_mode: PodResourcesMode, "NODEPLUGINS_POD_RESOURCES_MODE", parse_pod_resources_mode;
@@ -325,6 +329,7 @@ impl Settings {
                 let mut kube = KubeApiConfig::new(source, node_name.clone());
                 kube.serve_pods = c.pods.is_none_or(|Switch(on)| on);
                 set(&mut kube.pod_reconcile_period, c.pod_reconcile_period);
+                set(&mut kube.csinode_recheck, c.csinode_recheck);
                 Some(kube)
             }
         };
@@ -381,6 +386,16 @@ impl Settings {
                         .as_ref()
                         .map_or(nodeplugins::kube_api::POD_RECONCILE_PERIOD, |k| {
                             k.pod_reconcile_period
+                        }),
+                ),
+            ),
+            (
+                "csinode_recheck",
+                human(
+                    self.kube
+                        .as_ref()
+                        .map_or(nodeplugins::kube_api::CSINODE_RECHECK, |k| {
+                            k.csinode_recheck
                         }),
                 ),
             ),

@@ -30,6 +30,10 @@ pub(super) const REFUSED_RETRY_MAX: Duration = Duration::from_secs(5 * 60);
 /// (the kubelet DRA manager's `reconcileLoop` period).
 pub const POD_RECONCILE_PERIOD: Duration = Duration::from_secs(60);
 
+/// How often the CSINode is read when the credentials may not watch it
+/// (the kubelet's node status report period), by default.
+pub const CSINODE_RECHECK: Duration = Duration::from_secs(5 * 60);
+
 /// Where the API server and credentials come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KubeConfigSource {
@@ -74,6 +78,12 @@ pub struct KubeApiConfig {
     /// without a change (the kubelet DRA manager's reconcile period).
     /// Default: 60 s.
     pub pod_reconcile_period: Duration,
+    /// How often the node's CSINode is read when its credentials may not
+    /// watch it (a node's own identity may only get it), up to a fifth
+    /// longer at random; it is also read whenever the Node changes. A
+    /// CSINode deleted or changed by another writer is repaired within
+    /// this long. Default: 5 min (the kubelet's node status report period).
+    pub csinode_recheck: Duration,
     /// Notices the credentials' files changing (the agent shares one among
     /// all its parts).
     pub fs_watcher: FsWatcher,
@@ -94,6 +104,7 @@ impl KubeApiConfig {
             refused_retry_max: REFUSED_RETRY_MAX,
             serve_pods: true,
             pod_reconcile_period: POD_RECONCILE_PERIOD,
+            csinode_recheck: CSINODE_RECHECK,
             fs_watcher: FsWatcher::new(),
         }
     }

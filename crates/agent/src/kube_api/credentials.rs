@@ -15,6 +15,10 @@
 //!
 //! In a pod (`in-cluster`), the client reads its token file and CA again by
 //! itself; a 401 still builds a new client.
+//!
+//! The 401 is noticed in the client's own transport, so every request
+//! asks for the look when refused: writes, watches and their listings,
+//! ResourceSlice wipes, the identity check, pod and claim reads, Events.
 
 use std::collections::BTreeSet;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -24,6 +28,7 @@ use std::time::Duration;
 use inotify::WatchMask;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
+use tower::util::MapResponseLayer;
 
 use super::config::KubeConfigSource;
 use super::error::KubeApiError;
@@ -56,6 +61,9 @@ pub(crate) struct Credentials {
     source: KubeConfigSource,
     current: watch::Sender<Connection>,
     fingerprint: u64,
+    /// Given to every client built: a 401 asks for a look through it.
+    reload: Reload,
+    reloads: mpsc::Receiver<()>,
 }
 
 /// Asks for the credentials to be looked at again now (after a 401).
@@ -67,16 +75,28 @@ impl Reload {
     pub(crate) fn now(&self) {
         let _ = self.0.try_send(());
     }
+
+    /// Asks for a look when `response` is a 401: the credentials were
+    /// refused, whichever request it was.
+    pub(crate) fn on_response<B>(&self, response: &http::Response<B>) {
+        if response.status() == http::StatusCode::UNAUTHORIZED {
+            tracing::debug!("the API server refused the credentials (401); looking at them again");
+            self.now();
+        }
+    }
 }
 
 impl Credentials {
     /// The client for `source`, built from what the files hold now.
     pub(crate) async fn load(source: KubeConfigSource) -> Result<Self, KubeApiError> {
-        let (connection, fingerprint) = build(&source).await?;
+        let (reload, reloads) = reload_channel();
+        let (connection, fingerprint) = build(&source, &reload).await?;
         Ok(Self {
             source,
             current: watch::channel(connection).0,
             fingerprint,
+            reload,
+            reloads,
         })
     }
 
@@ -85,14 +105,9 @@ impl Credentials {
         self.current.subscribe()
     }
 
-    /// Keeps the client current until `shutdown`; `reload` asks for an
-    /// immediate look.
-    pub(crate) async fn run(
-        mut self,
-        watcher: FsWatcher,
-        mut reload: mpsc::Receiver<()>,
-        shutdown: CancellationToken,
-    ) {
+    /// Keeps the client current until `shutdown`; a 401 to any request
+    /// asks for an immediate look.
+    pub(crate) async fn run(mut self, watcher: FsWatcher, shutdown: CancellationToken) {
         let dirs = self.watched_dirs();
         let mask = WatchMask::CREATE
             | WatchMask::CLOSE_WRITE
@@ -113,7 +128,7 @@ impl Credentials {
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
-                Some(()) = reload.recv() => {}
+                Some(()) = self.reloads.recv() => {}
                 () = FsWatch::fired(&mut events) => {
                     // The rest of a rotation comes within the settle.
                     tokio::time::sleep(SETTLE).await;
@@ -124,7 +139,7 @@ impl Credentials {
                 () = tokio::time::sleep_until(next_look) => {}
             }
             next_look = tokio::time::Instant::now() + CREDENTIALS_RECHECK;
-            match build(&self.source).await {
+            match build(&self.source, &self.reload).await {
                 Ok((_, fingerprint)) if fingerprint == self.fingerprint => {}
                 Ok((connection, fingerprint)) => {
                     tracing::info!(server = %connection.server, "API credentials changed; using the new ones");
@@ -156,7 +171,7 @@ impl Credentials {
 }
 
 /// A channel to ask `credentials` for an immediate look, and its receiver.
-pub(crate) fn reload_channel() -> (Reload, mpsc::Receiver<()>) {
+fn reload_channel() -> (Reload, mpsc::Receiver<()>) {
     let (tx, rx) = mpsc::channel(1);
     (Reload(tx), rx)
 }
@@ -193,9 +208,12 @@ fn named_files(kubeconfig: &kube::config::Kubeconfig) -> Vec<PathBuf> {
     files
 }
 
-/// A client for `source` from what its files hold now, and a fingerprint
-/// of those bytes.
-async fn build(source: &KubeConfigSource) -> Result<(Connection, u64), KubeApiError> {
+/// A client for `source` from what its files hold now, asking `reload` for
+/// a look whenever it is answered 401, and a fingerprint of those bytes.
+async fn build(
+    source: &KubeConfigSource,
+    reload: &Reload,
+) -> Result<(Connection, u64), KubeApiError> {
     let mut hasher = DefaultHasher::new();
     let config = match source {
         KubeConfigSource::Kubeconfig(path) => {
@@ -242,6 +260,79 @@ async fn build(source: &KubeConfigSource) -> Result<(Connection, u64), KubeApiEr
         }
     };
     let server = config.cluster_url.to_string();
-    let client = kube::Client::try_from(config).map_err(KubeApiError::Client)?;
+    let reload = reload.clone();
+    let client = kube::client::ClientBuilder::try_from(config)
+        .map_err(KubeApiError::Client)?
+        .with_layer(&MapResponseLayer::new(move |response| {
+            reload.on_response(&response);
+            response
+        }))
+        .build();
     Ok((Connection { client, server }, hasher.finish()))
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    /// A server that answers every request with `status`, and the
+    /// kubeconfig of a client of it.
+    async fn server_answering(status: &'static str, dir: &Path) -> PathBuf {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut stream, _)) = listener.accept().await else {
+                    return;
+                };
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    let _ = stream.read(&mut buf).await;
+                    let body = r#"{"kind":"Status","apiVersion":"v1","status":"Failure","code":0}"#;
+                    let answer = format!(
+                        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = stream.write_all(answer.as_bytes()).await;
+                });
+            }
+        });
+        let kubeconfig = dir.join("kubeconfig");
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:{port}\nusers:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n"
+        );
+        std::fs::write(&kubeconfig, text).unwrap();
+        kubeconfig
+    }
+
+    #[tokio::test]
+    async fn any_request_answered_401_asks_for_the_credentials_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = server_answering("401 Unauthorized", dir.path()).await;
+        let mut credentials = Credentials::load(KubeConfigSource::Kubeconfig(kubeconfig))
+            .await
+            .unwrap();
+        let client = credentials.subscribe().borrow().client.clone();
+        // A read no write path makes: the client's own transport notices.
+        assert!(client.apiserver_version().await.is_err());
+        assert!(
+            credentials.reloads.try_recv().is_ok(),
+            "the 401 asked for a look"
+        );
+    }
+
+    #[tokio::test]
+    async fn other_refusals_leave_the_credentials_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = server_answering("403 Forbidden", dir.path()).await;
+        let mut credentials = Credentials::load(KubeConfigSource::Kubeconfig(kubeconfig))
+            .await
+            .unwrap();
+        let client = credentials.subscribe().borrow().client.clone();
+        assert!(client.apiserver_version().await.is_err());
+        assert!(credentials.reloads.try_recv().is_err());
+    }
 }

@@ -10,7 +10,6 @@
 //! credentials change, it starts again with the new one.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -19,10 +18,6 @@ use k8s_openapi::api::storage::v1::CSINode;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::time::Instant;
-
-/// How often the CSINode is read when it cannot be watched (the kubelet's
-/// node status report frequency).
-pub(super) const CSINODE_RECHECK: Duration = Duration::from_secs(5 * 60);
 
 /// A change of one watched object.
 #[derive(Debug)]
@@ -119,7 +114,7 @@ pub(crate) type CsiNodeWatch = Watch<CSINode>;
 pub(crate) enum CsiNodeFollow {
     Watching(CsiNodeWatch),
     /// The identity may not watch it: read it when the Node changes and
-    /// every [`CSINODE_RECHECK`].
+    /// every `csinode_recheck`.
     Reading {
         next: Option<Instant>,
     },

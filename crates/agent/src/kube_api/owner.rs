@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::config::KubeApiConfig;
-use super::credentials::{Connection, Reload};
+use super::credentials::Connection;
 use super::csi_node::{self, CsiDrivers};
 use super::error::{KubeApiError, request};
 use super::failures::{Failures, Outcome};
@@ -61,7 +61,6 @@ pub(super) struct Owner {
     pub(super) config: KubeApiConfig,
     pub(super) policy: RetryPolicy,
     pub(super) connection: watch::Receiver<Connection>,
-    pub(super) reload: Reload,
     pub(super) devices: DeviceHandle,
     pub(super) csi: CsiDriverStore,
     pub(super) wipes: mpsc::UnboundedReceiver<WipeReport>,
@@ -283,9 +282,6 @@ impl Owner {
                     state.owned_resources.extend(desired.keys().cloned());
                     state.node = Some(Arc::new((**node).clone()));
                 }
-                if is_401(&result) {
-                    self.reload.now();
-                }
                 let outcome =
                     state
                         .node_status
@@ -296,9 +292,6 @@ impl Owner {
                 let ok = result.is_ok();
                 if ok {
                     state.published_drivers = desired.keys().cloned().collect();
-                }
-                if is_401(&result) {
-                    self.reload.now();
                 }
                 let outcome =
                     state
@@ -367,8 +360,7 @@ impl Owner {
             _ => false,
         };
         if !shows_status {
-            state.node_status.forget();
-            state.node_status.mark(now, std::time::Duration::ZERO);
+            state.node_status.drifted(now);
         }
         if let CsiNodeFollow::Reading { next } = csinode {
             // Read the CSINode too: a Node made again has its CSINode made
@@ -458,10 +450,6 @@ impl Owner {
             self.changes.send_modify(|v| *v += 1);
         }
     }
-}
-
-fn is_401<T>(result: &Result<T, KubeApiError>) -> bool {
-    result.as_ref().err().and_then(KubeApiError::status) == Some(401)
 }
 
 /// An object's resourceVersion as a number (0 when it has none).

@@ -10,7 +10,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::config::KubeApiConfig;
-use super::credentials::{Connection, Credentials, Reload, reload_channel};
+use super::credentials::{Connection, Credentials};
 use super::error::KubeApiError;
 use super::metrics::KubeApiMetrics;
 use super::owner::Owner;
@@ -28,7 +28,6 @@ use crate::event::AgentEvent;
 pub struct KubeApi {
     config: KubeApiConfig,
     credentials: Credentials,
-    reload: (Reload, mpsc::Receiver<()>),
     connection: watch::Receiver<Connection>,
     /// What is published: the device manager's resources and the CSI drivers.
     devices: DeviceHandle,
@@ -63,7 +62,6 @@ impl KubeApi {
         let (wipes_tx, wipes) = mpsc::unbounded_channel();
         let publisher = Self {
             credentials,
-            reload: reload_channel(),
             devices,
             csi,
             events: broadcast::channel(256).0,
@@ -91,9 +89,8 @@ impl KubeApi {
     /// credentials are another node's.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), KubeApiError> {
         tracing::info!(server = %self.connection.borrow().server, node = %self.config.node_name, "publishing to the Kubernetes API");
-        let (reload, reloads) = self.reload;
         let watcher = self.config.fs_watcher.clone();
-        let credentials = self.credentials.run(watcher, reloads, shutdown.clone());
+        let credentials = self.credentials.run(watcher, shutdown.clone());
         let policy = RetryPolicy {
             backoff: Backoff::new(self.config.retry_initial, self.config.retry_max)
                 .with_jitter(self.config.retry_jitter),
@@ -107,7 +104,6 @@ impl KubeApi {
             config: self.config,
             policy,
             connection: self.connection,
-            reload,
             devices: self.devices,
             csi: self.csi,
             wipes: self.wipes,

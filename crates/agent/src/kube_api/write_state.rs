@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use super::error::{KubeApiError, Retry};
 use super::failures::{Failures, Outcome};
+use super::repair_limit::RepairLimit;
 
 /// How a kind of write is retried: `backoff` for a server that is away or
 /// slow, `slowly` for a refusal that repeating will not change.
@@ -39,6 +40,8 @@ pub(crate) struct WriteState<T> {
     pub(crate) changed_due: Option<Instant>,
     /// The object written to was seen not to exist: changes wait for it.
     pub(crate) awaiting_object: bool,
+    /// How soon drift is repaired.
+    repairs: RepairLimit,
 }
 
 impl<T: PartialEq> WriteState<T> {
@@ -52,6 +55,7 @@ impl<T: PartialEq> WriteState<T> {
             failures: Failures::default(),
             changed_due: None,
             awaiting_object: false,
+            repairs: RepairLimit::new(Instant::now()),
         }
     }
 
@@ -74,10 +78,18 @@ impl<T: PartialEq> WriteState<T> {
         });
     }
 
-    /// What the server has is not known any more (it was seen to differ):
-    /// the next write goes out even if the state is unchanged.
-    pub(crate) fn forget(&mut self) {
+    /// The server was seen to differ from what was written (another
+    /// writer, a lost write): the state is written again even if unchanged,
+    /// at once while the object's recent repairs are few, else when the
+    /// [`RepairLimit`] allows. A write already due for a change of the
+    /// state goes as it would.
+    pub(crate) fn drifted(&mut self, now: Instant) {
         self.written = None;
+        let wait = match self.dirty {
+            true => std::time::Duration::ZERO,
+            false => self.repairs.take(now),
+        };
+        self.mark(now, wait);
     }
 
     /// The object written to does not exist: what the server had is gone,

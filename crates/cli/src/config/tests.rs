@@ -44,18 +44,22 @@ fn pods_are_served_with_a_kubeconfig_unless_turned_off() {
     let kube = served.kube.as_ref().unwrap();
     assert!(kube.serve_pods);
     assert_eq!(kube.pod_reconcile_period, Duration::from_secs(60));
+    assert_eq!(kube.csinode_recheck, Duration::from_secs(300));
     assert!(served.to_toml().contains("pods = \"on\""));
     let off = Settings::resolve(&RunArgs {
         kubeconfig,
         node_name: Some("node-1".into()),
         pods: Some(Switch(false)),
         pod_reconcile_period: Some(Duration::from_secs(5)),
+        csinode_recheck: Some(Duration::from_secs(7)),
         ..Default::default()
     })
     .unwrap();
     let kube = off.kube.as_ref().unwrap();
     assert!(!kube.serve_pods);
     assert_eq!(kube.pod_reconcile_period, Duration::from_secs(5));
+    assert_eq!(kube.csinode_recheck, Duration::from_secs(7));
+    assert!(off.to_toml().contains("csinode_recheck = \"7s\""));
     assert!(off.to_toml().contains("pods = \"off\""));
     assert!(parse_switch("maybe").is_err());
 }

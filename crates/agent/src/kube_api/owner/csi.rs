@@ -1,6 +1,6 @@
 //! How the owner follows the CSINode: watched when the identity may watch
-//! it, else read when the Node changes and every
-//! [`observed::CSINODE_RECHECK`] (a failed read again with backoff); and
+//! it, else read when the Node changes and every `csinode_recheck` of the
+//! configuration (a failed read again with backoff); and
 //! the check that marks the CSI write when the Node and CSINode do not show
 //! what was written.
 
@@ -15,9 +15,9 @@ use super::super::csi_node;
 use super::super::observed::{self, CsiNodeFollow, Seen};
 use super::{Owner, State};
 
-/// The CSINode's periodic read, when it may not be watched.
-const RECHECK: Backoff =
-    Backoff::new(observed::CSINODE_RECHECK, observed::CSINODE_RECHECK).with_jitter(0.2);
+/// Up to this fraction of the recheck period is added at random to each
+/// CSINode read, so that the nodes of a cluster do not read in step.
+const RECHECK_JITTER: f64 = 0.2;
 
 impl Owner {
     pub(super) fn on_csinode(
@@ -35,7 +35,7 @@ impl Owner {
             Seen::Failed(e) if observed::refused(&e) => {
                 tracing::info!(
                     "the CSINode may not be watched with these credentials; reading it when the Node changes and every {:?}",
-                    observed::CSINODE_RECHECK
+                    self.config.csinode_recheck
                 );
                 *follow = CsiNodeFollow::Reading {
                     next: Some(Instant::now()),
@@ -48,7 +48,7 @@ impl Owner {
     }
 
     /// A read of the CSINode finished: the next one in
-    /// [`observed::CSINODE_RECHECK`] (up to a fifth longer at random, so
+    /// `csinode_recheck` (up to a fifth longer at random, so
     /// that the nodes of a cluster do not read in step), or after a failure
     /// with the usual backoff; sooner if the Node changes meanwhile.
     pub(super) fn csinode_read_done(
@@ -70,7 +70,10 @@ impl Owner {
             self.policy.backoff.delay(state.csinode_read_failures)
         } else {
             state.csinode_read_failures = 0;
-            RECHECK.delay(1)
+            let every = self.config.csinode_recheck;
+            Backoff::new(every, every)
+                .with_jitter(RECHECK_JITTER)
+                .delay(1)
         };
         *next = Some(now + delay);
     }
@@ -94,10 +97,7 @@ impl Owner {
             None => false,
         };
         if !shown {
-            state.csi_node.forget();
-            state
-                .csi_node
-                .mark(Instant::now(), std::time::Duration::ZERO);
+            state.csi_node.drifted(Instant::now());
         }
     }
 }

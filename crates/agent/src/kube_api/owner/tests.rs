@@ -10,7 +10,6 @@ use nodeplugins_api::backoff::Backoff;
 use super::*;
 use crate::device::{DeviceManager, DeviceManagerConfig};
 use crate::kube_api::config::KubeConfigSource;
-use crate::kube_api::credentials::reload_channel;
 
 const NODE: &str = "node-1";
 const POLICY: RetryPolicy = RetryPolicy {
@@ -22,7 +21,6 @@ struct Harness {
     owner: Owner,
     state: State,
     events: broadcast::Receiver<AgentEvent>,
-    reloads: mpsc::Receiver<()>,
 }
 
 fn harness() -> Harness {
@@ -33,7 +31,6 @@ fn harness() -> Harness {
         server: "http://127.0.0.1:9".into(),
     })
     .1;
-    let (reload, reloads) = reload_channel();
     let (_, devices) = DeviceManager::new(DeviceManagerConfig::new("/nonexistent"));
     let events = broadcast::channel(16).0;
     let status = KubeApiStatus {
@@ -49,7 +46,6 @@ fn harness() -> Harness {
         config: KubeApiConfig::new(KubeConfigSource::InCluster, NODE),
         policy: POLICY,
         connection,
-        reload,
         devices,
         csi: CsiDriverStore::default(),
         wipes: mpsc::unbounded_channel().1,
@@ -62,7 +58,6 @@ fn harness() -> Harness {
         owner,
         state: State::new(),
         events: events.subscribe(),
-        reloads,
     }
 }
 
@@ -144,18 +139,6 @@ async fn a_failed_write_shows_in_status_is_said_once_and_a_success_catches_up() 
         "nothing more to write"
     );
     assert!(h.state.owned_resources.contains("example.com/gpu"));
-}
-
-#[tokio::test]
-async fn refused_credentials_are_read_again() {
-    let mut h = harness();
-    node_status_done(&mut h, Err(answered(401)));
-    assert!(
-        h.reloads.try_recv().is_ok(),
-        "the credentials are looked at again"
-    );
-    node_status_done(&mut h, Err(answered(503)));
-    assert!(h.reloads.try_recv().is_err(), "only a 401 asks for them");
 }
 
 #[tokio::test]
@@ -265,7 +248,7 @@ async fn a_csinode_read_comes_again_within_the_recheck_period_and_a_failed_one_s
     let CsiNodeFollow::Reading { next: Some(next) } = csinode else {
         panic!("a read is due again");
     };
-    let recheck = crate::kube_api::observed::CSINODE_RECHECK;
+    let recheck = crate::kube_api::CSINODE_RECHECK;
     let after = next.saturating_duration_since(now);
     assert!(
         after >= recheck && after <= recheck.mul_f64(1.2),
@@ -286,4 +269,29 @@ async fn a_csinode_read_comes_again_within_the_recheck_period_and_a_failed_one_s
     h.owner
         .csinode_read_done(&mut h.state, &mut csinode, false, now);
     assert!(matches!(csinode, CsiNodeFollow::Reading { next: Some(at) } if at == now));
+}
+
+#[tokio::test]
+async fn a_writer_that_keeps_undoing_the_status_draws_a_few_repairs_then_one_per_period() {
+    let mut h = harness();
+    let mut csinode = CsiNodeFollow::Reading { next: None };
+    let mut waits = Vec::new();
+    for round in 0..7 {
+        // The agent's write lands; another writer undoes it at once.
+        node_status_done(&mut h, Ok(node(2 * round + 1)));
+        let seen = Instant::now();
+        let undone = Seen::Now(Some(Arc::new(node(2 * round + 2))));
+        h.owner.on_node(&mut h.state, &mut csinode, undone);
+        let due = h.state.node_status.next_due().expect("repaired");
+        waits.push(due.saturating_duration_since(seen));
+    }
+    let at_once = waits
+        .iter()
+        .filter(|w| **w < Duration::from_secs(1))
+        .count();
+    assert_eq!(at_once, 5, "the burst goes at once: {waits:?}");
+    assert!(
+        waits[5] >= crate::kube_api::repair_limit::RepairLimit::EVERY - Duration::from_secs(1),
+        "then one repair per period: {waits:?}"
+    );
 }
