@@ -137,7 +137,7 @@ async fn the_agent_daemon_set_is_accepted_and_its_service_account_may_do_the_age
     let (container, (namespace, account)) = daemon_set(&objects);
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("sa.kubeconfig");
-    api.write_service_account_kubeconfig(&namespace, &account, &kubeconfig)
+    api.write_service_account_kubeconfig(&namespace, &account, None, &kubeconfig)
         .await;
     reads_pods_and_claims(&service_account_client(&kubeconfig).await).await;
 
@@ -216,7 +216,7 @@ async fn the_dra_driver_daemon_set_is_accepted_and_its_service_account_may_publi
     let (container, (namespace, account)) = daemon_set(&objects);
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("sa.kubeconfig");
-    api.write_service_account_kubeconfig(&namespace, &account, &kubeconfig)
+    api.write_service_account_kubeconfig(&namespace, &account, None, &kubeconfig)
         .await;
 
     let root = tempfile::tempdir().unwrap();

@@ -195,8 +195,9 @@ impl KubeApi {
         if let Ok(Some(status)) = api.etcd.try_wait() {
             startup_failed(&format!("etcd exited ({status})"), &etcd_command, &etcd_log);
         }
-        api.write_kubeconfig(&api.admin_kubeconfig(), ADMIN_USER, ADMIN_TOKEN);
-        api.write_kubeconfig(&api.node_kubeconfig(), &api.node_user(), NODE_TOKEN);
+        let token = |token| serde_json::json!({ "token": token });
+        api.write_kubeconfig(&api.admin_kubeconfig(), ADMIN_USER, token(ADMIN_TOKEN));
+        api.write_kubeconfig(&api.node_kubeconfig(), &api.node_user(), token(NODE_TOKEN));
         tracing::info!(url = %api.url, elapsed = ?started.elapsed(), "kube-apiserver ready");
         api
     }

@@ -44,14 +44,37 @@ impl KubeApi {
         kubeconfig
     }
 
-    /// Writes to `file` a kubeconfig for ServiceAccount `namespace/name`,
-    /// with a token the API server issues for it (TokenRequest, as the
-    /// kubelet gets one for a pod that runs as it).
-    pub async fn write_service_account_kubeconfig(&self, namespace: &str, name: &str, file: &Path) {
+    /// A token the API server issues for ServiceAccount `namespace/name`
+    /// (TokenRequest), valid for an hour; bound to pod `pod` in the same
+    /// namespace when given, as the kubelet asks for a pod's projected
+    /// token: the API server then names the pod's node in the token
+    /// (`authentication.kubernetes.io/node-name` in the user's extra).
+    pub async fn service_account_token(
+        &self,
+        namespace: &str,
+        name: &str,
+        pod: Option<&str>,
+    ) -> String {
+        let mut spec = json!({"expirationSeconds": 3600});
+        if let Some(pod) = pod {
+            let found = self
+                .admin(
+                    "GET",
+                    &format!("/api/v1/namespaces/{namespace}/pods/{pod}"),
+                    None,
+                )
+                .await;
+            spec["boundObjectRef"] = json!({
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": pod,
+                "uid": found["metadata"]["uid"],
+            });
+        }
         let request = json!({
             "apiVersion": "authentication.k8s.io/v1",
             "kind": "TokenRequest",
-            "spec": {"expirationSeconds": 3600},
+            "spec": spec,
         });
         let path = format!("/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token");
         let answer = self
@@ -62,11 +85,31 @@ impl KubeApi {
             "TokenRequest for {namespace}/{name}: {}",
             answer.body
         );
-        let token = answer.body["status"]["token"]
+        answer.body["status"]["token"]
             .as_str()
-            .unwrap_or_else(|| panic!("TokenRequest answer without a token: {}", answer.body));
+            .unwrap_or_else(|| panic!("TokenRequest answer without a token: {}", answer.body))
+            .to_string()
+    }
+
+    /// Writes to `file` a kubeconfig for ServiceAccount `namespace/name`,
+    /// with a token the API server issues for it (bound to pod `pod` when
+    /// given, see [`service_account_token`](Self::service_account_token)).
+    pub async fn write_service_account_kubeconfig(
+        &self,
+        namespace: &str,
+        name: &str,
+        pod: Option<&str>,
+        file: &Path,
+    ) {
+        let token = self.service_account_token(namespace, name, pod).await;
         let user = format!("system:serviceaccount:{namespace}:{name}");
-        self.write_kubeconfig(file, &user, token);
+        self.write_kubeconfig(file, &user, json!({"token": token}));
+    }
+
+    /// Writes to `file` a kubeconfig whose user's token is read from
+    /// `token_file` (`tokenFile`, as a pod's projected token is named).
+    pub fn write_token_file_kubeconfig(&self, file: &Path, token_file: &Path) {
+        self.write_kubeconfig(file, "token-file", json!({"tokenFile": token_file}));
     }
 
     /// Writes to `file` a kubeconfig whose user is the client certificate
@@ -94,9 +137,10 @@ impl KubeApi {
         std::fs::write(file, text).unwrap_or_else(|e| panic!("write {}: {e}", file.display()));
     }
 
-    /// Writes a kubeconfig for `user` with `token`. JSON is valid YAML, and
-    /// serde_json quotes the paths.
-    pub(super) fn write_kubeconfig(&self, file: &Path, user: &str, token: &str) {
+    /// Writes a kubeconfig for `user` with the credentials `auth` (a
+    /// kubeconfig's `user` entry). JSON is valid YAML, and serde_json
+    /// quotes the paths.
+    pub(super) fn write_kubeconfig(&self, file: &Path, user: &str, auth: serde_json::Value) {
         let config = json!({
             "apiVersion": "v1",
             "kind": "Config",
@@ -107,7 +151,7 @@ impl KubeApi {
                     "certificate-authority": self.ca_file(),
                 },
             }],
-            "users": [{"name": user, "user": {"token": token}}],
+            "users": [{"name": user, "user": auth}],
             "contexts": [{"name": user, "context": {"cluster": "kube-api", "user": user}}],
             "current-context": user,
         });
