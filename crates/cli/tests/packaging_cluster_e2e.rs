@@ -1,9 +1,10 @@
 //! The DaemonSet manifests of `packaging/kubernetes/` against a real
 //! kube-apiserver: every object is accepted as written, and each program,
 //! started with its container's arguments and the ServiceAccount the
-//! manifest gives it, does its work with the RBAC the manifest grants (a
-//! token the API server issues for that ServiceAccount stands for the pod's
-//! mounted one; no kubelet runs the pods).
+//! manifest gives it, does its work with the RBAC the manifest grants and
+//! within the policies that confine it to its node (a token the API server
+//! issues for that ServiceAccount, bound to a pod on the node, stands for
+//! the pod's mounted one; no kubelet runs the pods).
 
 // Test code: a failed unwrap is a failed test with a precise location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -14,104 +15,19 @@ use std::path::{Path, PathBuf};
 
 use ::kube::Api;
 use common::kube::*;
+use common::packaging::*;
 use common::*;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use nodeplugins_test_support::binaries::binary;
-use nodeplugins_test_support::kube_api::{Identity, KubeApi};
 use nodeplugins_test_support::process::ChildProcess;
 use nodeplugins_test_support::wait::{TIMEOUT, eventually};
 use serde_json::Value;
 use tokio::process::Command;
 
 const NODE: &str = "node-1";
+const OTHER: &str = "node-2";
 const RESOURCE: &str = "example.com/device";
-
-fn manifest(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../../packaging/kubernetes/{name}"))
-}
-
-/// The documents of a multi-document YAML file.
-fn documents(path: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(path).unwrap();
-    serde_yaml_ng::Deserializer::from_str(&text)
-        .map(|document| serde::Deserialize::deserialize(document).unwrap())
-        .filter(|document: &Value| !document.is_null())
-        .collect()
-}
-
-/// Where objects of `object`'s kind are created.
-fn collection(object: &Value) -> String {
-    let namespace = object["metadata"]["namespace"].as_str();
-    let (base, plural) = match object["kind"].as_str().unwrap() {
-        "Namespace" => ("/api/v1", "namespaces"),
-        "ServiceAccount" => ("/api/v1", "serviceaccounts"),
-        "ClusterRole" => ("/apis/rbac.authorization.k8s.io/v1", "clusterroles"),
-        "ClusterRoleBinding" => ("/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings"),
-        "DeviceClass" => ("/apis/resource.k8s.io/v1", "deviceclasses"),
-        "DaemonSet" => ("/apis/apps/v1", "daemonsets"),
-        other => panic!("no collection known for kind {other}"),
-    };
-    match namespace {
-        Some(namespace) => format!("{base}/namespaces/{namespace}/{plural}"),
-        None => format!("{base}/{plural}"),
-    }
-}
-
-/// Creates every object of the manifest as the admin, as `kubectl apply`
-/// would, and returns them.
-async fn apply(api: &KubeApi, name: &str) -> Vec<Value> {
-    let objects = documents(&manifest(name));
-    for object in &objects {
-        let answer = api
-            .request(Identity::Admin, "POST", &collection(object), Some(object))
-            .await;
-        assert_eq!(
-            answer.status, 201,
-            "{name}: {} {} refused: {}",
-            object["kind"], object["metadata"]["name"], answer.body
-        );
-    }
-    objects
-}
-
-/// The one container of the manifest's DaemonSet and its ServiceAccount.
-fn daemon_set(objects: &[Value]) -> (Value, (String, String)) {
-    let set = objects.iter().find(|o| o["kind"] == "DaemonSet").unwrap();
-    let pod = &set["spec"]["template"]["spec"];
-    let account = (
-        set["metadata"]["namespace"].as_str().unwrap().to_string(),
-        pod["serviceAccountName"].as_str().unwrap().to_string(),
-    );
-    let env: Vec<&str> = pod["containers"][0]["env"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].as_str().unwrap())
-        .collect();
-    assert!(
-        env.contains(&"NODE_NAME"),
-        "NODE_NAME from the downward API"
-    );
-    (pod["containers"][0].clone(), account)
-}
-
-/// The container's arguments with the pod's variables and paths as they
-/// are in this test.
-fn arguments(container: &Value, replace: &[(&str, String)]) -> Vec<String> {
-    container["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| {
-            let a = a.as_str().unwrap();
-            replace
-                .iter()
-                .find(|(from, _)| *from == a)
-                .map_or_else(|| a.to_string(), |(_, to)| to.clone())
-        })
-        .collect()
-}
 
 async fn service_account_client(kubeconfig: &Path) -> ::kube::Client {
     let config = ::kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
@@ -132,13 +48,27 @@ async fn reads_pods_and_claims(client: &::kube::Client) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_agent_daemon_set_is_accepted_and_its_service_account_may_do_the_agents_work() {
-    let api = api_with_nodes(NODE, &[NODE]).await;
+    let api = api_with_nodes(NODE, &[NODE, OTHER]).await;
     let objects = apply(&api, "nodeplugins.yaml").await;
     let (container, (namespace, account)) = daemon_set(&objects);
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("sa.kubeconfig");
-    api.write_service_account_kubeconfig(&namespace, &account, None, &kubeconfig)
+    let pod = daemon_pod(&api, &namespace, &account, NODE).await;
+    api.write_service_account_kubeconfig(&namespace, &account, Some(&pod), &kubeconfig)
         .await;
+    // Its writes pass the policy that confines it to its node.
+    let token = api
+        .service_account_token(&namespace, &account, Some(&pod))
+        .await;
+    let label = serde_json::json!({"metadata": {"labels": {"probe": "1"}}});
+    policy_enforced(
+        &api,
+        &token,
+        "PATCH",
+        &format!("/api/v1/nodes/{OTHER}"),
+        &label,
+    )
+    .await;
     reads_pods_and_claims(&service_account_client(&kubeconfig).await).await;
 
     // The container's command line, with the packaged config file, the
@@ -211,13 +141,20 @@ async fn the_agent_daemon_set_is_accepted_and_its_service_account_may_do_the_age
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_dra_driver_daemon_set_is_accepted_and_its_service_account_may_publish_slices() {
-    let api = api_with_nodes(NODE, &[NODE]).await;
+    let api = api_with_nodes(NODE, &[NODE, OTHER]).await;
     let objects = apply(&api, "example-dra-driver.yaml").await;
     let (container, (namespace, account)) = daemon_set(&objects);
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("sa.kubeconfig");
-    api.write_service_account_kubeconfig(&namespace, &account, None, &kubeconfig)
+    let pod = daemon_pod(&api, &namespace, &account, NODE).await;
+    api.write_service_account_kubeconfig(&namespace, &account, Some(&pod), &kubeconfig)
         .await;
+    let token = api
+        .service_account_token(&namespace, &account, Some(&pod))
+        .await;
+    let probe = slice("probe", OTHER, "dra.example.com");
+    let slices = "/apis/resource.k8s.io/v1/resourceslices";
+    policy_enforced(&api, &token, "POST", slices, &probe).await;
 
     let root = tempfile::tempdir().unwrap();
     let cdi = tempfile::tempdir().unwrap();

@@ -267,13 +267,30 @@ impl KubeApi {
         path: &str,
         body: Option<&Value>,
     ) -> Response {
-        match self.send(identity, method, path, body).await {
-            Ok((status, text)) => Response {
-                status,
-                body: serde_json::from_str(&text).unwrap_or(Value::String(text)),
-            },
-            Err(e) => panic!("{method} {path} as {identity:?}: {e}"),
-        }
+        let token = match identity {
+            Identity::Admin => ADMIN_TOKEN,
+            Identity::Node => NODE_TOKEN,
+        };
+        self.request_as(token, method, path, body)
+            .await
+            .unwrap_or_else(|e| panic!("{method} {path} as {identity:?}: {e}"))
+    }
+
+    /// As [`request`](Self::request), with bearer token `token` (such as
+    /// one from [`service_account_token`](Self::service_account_token));
+    /// an error says why there was no answer.
+    pub async fn request_as(
+        &self,
+        token: &str,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Response, String> {
+        let (status, text) = self.send(token, method, path, body).await?;
+        Ok(Response {
+            status,
+            body: serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        })
     }
 
     /// Sends a request as the admin and returns the body of its 2xx answer;
@@ -335,7 +352,7 @@ impl KubeApi {
             if let Ok(Some(status)) = self.apiserver.try_wait() {
                 return Err(format!("kube-apiserver exited ({status})"));
             }
-            let last = match self.send(Identity::Admin, "GET", self.readyz, None).await {
+            let last = match self.send(ADMIN_TOKEN, "GET", self.readyz, None).await {
                 Ok((200, _)) => return Ok(()),
                 Ok((status, text)) => format!("{} answered {status}: {text}", self.readyz),
                 Err(e) => e,
@@ -353,15 +370,11 @@ impl KubeApi {
     /// was no answer.
     async fn send(
         &self,
-        identity: Identity,
+        token: &str,
         method: &str,
         path: &str,
         body: Option<&Value>,
     ) -> Result<(u16, String), String> {
-        let token = match identity {
-            Identity::Admin => ADMIN_TOKEN,
-            Identity::Node => NODE_TOKEN,
-        };
         let mut command = Command::new("curl");
         command
             .args(["--silent", "--show-error", "--max-time"])

@@ -6,6 +6,7 @@
 pub mod claims;
 pub mod cluster_drivers;
 pub mod kube;
+pub mod packaging;
 pub mod pods;
 
 use std::path::Path;
