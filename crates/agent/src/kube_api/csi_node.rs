@@ -172,15 +172,16 @@ fn owned_by(csinode: &CSINode, node: &Node) -> bool {
 }
 
 /// Makes Node `node` and its CSINode show `desired`, and no longer show the
-/// drivers in `removed`. A driver whose topology collides with the Node's
-/// labels is left out and reported, after the others are written.
+/// drivers in `removed`; the CSINode as the server has it then. A driver
+/// whose topology collides with the Node's labels is left out and
+/// reported, after the others are written.
 pub(crate) async fn write(
     client: &kube::Client,
     node: &str,
     desired: &CsiDrivers,
     removed: &BTreeSet<String>,
     timeout: Duration,
-) -> Result<(), KubeApiError> {
+) -> Result<CSINode, KubeApiError> {
     let mut attempt = 1;
     loop {
         match write_once(client, node, desired, removed, timeout).await {
@@ -196,7 +197,7 @@ async fn write_once(
     desired: &CsiDrivers,
     removed: &BTreeSet<String>,
     timeout: Duration,
-) -> Result<(), KubeApiError> {
+) -> Result<CSINode, KubeApiError> {
     let nodes: Api<Node> = Api::all(client.clone());
     let current = request(|| format!("get node {node}"), timeout, nodes.get_opt(node))
         .await?
@@ -260,10 +261,10 @@ async fn write_once(
         .await?;
     }
 
-    write_csinode(client, &current, &accepted, removed, timeout).await?;
+    let csinode = write_csinode(client, &current, &accepted, removed, timeout).await?;
     match collision {
         Some(collision) => Err(collision),
-        None => Ok(()),
+        None => Ok(csinode),
     }
 }
 
@@ -294,14 +295,15 @@ fn new_csinode(node: &Node, drivers: Vec<CSINodeDriver>) -> CSINode {
     }
 }
 
-/// Makes the CSINode of `node` hold `accepted` and none of `removed`.
+/// Makes the CSINode of `node` hold `accepted` and none of `removed`; the
+/// CSINode as the server has it then.
 async fn write_csinode(
     client: &kube::Client,
     node: &Node,
     accepted: &CsiDrivers,
     removed: &BTreeSet<String>,
     timeout: Duration,
-) -> Result<(), KubeApiError> {
+) -> Result<CSINode, KubeApiError> {
     let name = node.metadata.name.clone().unwrap_or_default();
     let csinodes: Api<CSINode> = Api::all(client.clone());
     let wanted: Vec<CSINodeDriver> = accepted
@@ -337,13 +339,12 @@ async fn write_csinode(
         }
     }
     let Some(mut current) = found else {
-        request(
+        return request(
             || format!("create csinode {name}"),
             timeout,
             csinodes.create(&PostParams::default(), &new_csinode(node, wanted)),
         )
-        .await?;
-        return Ok(());
+        .await;
     };
 
     let drivers = &current.spec.drivers;
@@ -383,14 +384,14 @@ async fn write_csinode(
             MIGRATED_PLUGINS.to_string(),
         );
         current.spec.drivers = next;
-        request(
+        current = request(
             || format!("update csinode {name}"),
             timeout,
             csinodes.replace(&name, &PostParams::default(), &current),
         )
         .await?;
     }
-    Ok(())
+    Ok(current)
 }
 
 #[cfg(test)]

@@ -49,7 +49,8 @@ enum Done {
     },
     CsiNode {
         desired: CsiDrivers,
-        result: Result<(), KubeApiError>,
+        /// The CSINode as the write left it.
+        result: Result<Box<CSINode>, KubeApiError>,
     },
     /// The node status was already written: nothing was sent.
     NodeStatusUnchanged,
@@ -266,7 +267,9 @@ impl Owner {
             // fails is removed once the driver is gone.
             state.published_drivers.extend(desired.keys().cloned());
             work.spawn(async move {
-                let result = csi_node::write(&client, &node, &desired, &removed, timeout).await;
+                let result = csi_node::write(&client, &node, &desired, &removed, timeout)
+                    .await
+                    .map(Box::new);
                 Done::CsiNode { desired, result }
             });
         }
@@ -290,8 +293,19 @@ impl Owner {
             }
             Done::CsiNode { desired, result } => {
                 let ok = result.is_ok();
-                if ok {
+                if let Ok(csinode) = &result {
                     state.published_drivers = desired.keys().cloned().collect();
+                    // What the Node's next changes are checked against, when
+                    // the CSINode is read rather than watched (unless a watch
+                    // already showed a newer one).
+                    let newer = state
+                        .csinode
+                        .as_deref()
+                        .is_none_or(|known| version(csinode.as_ref()) >= version(known));
+                    if newer {
+                        state.csinode = Some(Arc::new((**csinode).clone()));
+                        state.csinode_seen = true;
+                    }
                 }
                 let outcome =
                     state
@@ -343,6 +357,9 @@ impl Owner {
         if let Some(node) = &node {
             state.owned_resources.extend(node_status::owned(node));
         }
+        // A Node seen for the first time, or made again (another UID).
+        let uid = |n: &Option<Arc<Node>>| n.as_ref().and_then(|n| n.metadata.uid.clone());
+        let made = uid(&node).is_some() && uid(&node) != uid(&state.node);
         state.node = node;
         if state.node.is_none() {
             // Deleted, or not made yet: nothing can be written until it is
@@ -362,12 +379,14 @@ impl Owner {
         if !shows_status {
             state.node_status.drifted(now);
         }
-        if let CsiNodeFollow::Reading { next } = csinode {
-            // Read the CSINode too: a Node made again has its CSINode made
-            // again, or not.
-            *next = Some(now);
-        } else {
-            self.check_csi(state);
+        match csinode {
+            // Read the CSINode too when the Node is new: a Node made again
+            // has its CSINode made again, or not. Another change of the
+            // Node (the agent's own status writes among them) is checked
+            // against the CSINode last read, which the periodic read
+            // keeps current.
+            CsiNodeFollow::Reading { next } if made => *next = Some(now),
+            _ => self.check_csi(state),
         }
     }
 

@@ -72,9 +72,15 @@ fn answered(code: u16) -> KubeApiError {
 }
 
 fn node(version: u64) -> Node {
+    made_node(version, "uid-1")
+}
+
+/// The Node at `version`, made with UID `uid`.
+fn made_node(version: u64, uid: &str) -> Node {
     Node {
         metadata: ObjectMeta {
             name: Some(NODE.into()),
+            uid: Some(uid.into()),
             resource_version: Some(version.to_string()),
             ..ObjectMeta::default()
         },
@@ -193,7 +199,7 @@ async fn a_deleted_node_holds_the_writes_until_it_is_made_again() {
     h.owner.on_node(
         &mut h.state,
         &mut csinode,
-        Seen::Now(Some(Arc::new(node(9)))),
+        Seen::Now(Some(Arc::new(made_node(9, "uid-2")))),
     );
     let due = h.state.node_status.next_due().unwrap();
     assert!(due >= made_again && h.state.node_status.ready(Instant::now()));
@@ -201,6 +207,13 @@ async fn a_deleted_node_holds_the_writes_until_it_is_made_again() {
         matches!(csinode, CsiNodeFollow::Reading { next: Some(_) }),
         "the CSINode is read again with the Node"
     );
+
+    // The Node changes again (the agent's own status write): the CSINode
+    // last read stands.
+    csinode = CsiNodeFollow::Reading { next: None };
+    let changed = Seen::Now(Some(Arc::new(made_node(10, "uid-2"))));
+    h.owner.on_node(&mut h.state, &mut csinode, changed);
+    assert!(matches!(csinode, CsiNodeFollow::Reading { next: None }));
 }
 
 #[tokio::test]
