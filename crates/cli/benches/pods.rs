@@ -185,65 +185,6 @@ async fn reference_gone(kubelet: &mut GoProcess, names: &[String]) {
     }
 }
 
-/// `apiserver_request_total` by (verb, resource, subresource).
-async fn requests(api: &KubeApi) -> BTreeMap<String, f64> {
-    let text = api.request(Identity::Admin, "GET", "/metrics", None).await;
-    let text = text.body.as_str().unwrap_or_default().to_string();
-    let mut counts = BTreeMap::new();
-    for line in text
-        .lines()
-        .filter(|l| l.starts_with("apiserver_request_total{"))
-    {
-        let Some((labels, value)) = line.rsplit_once(' ') else {
-            continue;
-        };
-        let label = |key: &str| {
-            labels
-                .split(&format!("{key}=\""))
-                .nth(1)
-                .and_then(|rest| rest.split('"').next())
-                .unwrap_or_default()
-                .to_string()
-        };
-        let key = format!(
-            "{} {}{}",
-            label("verb"),
-            label("resource"),
-            match label("subresource").as_str() {
-                "" => String::new(),
-                sub => format!("/{sub}"),
-            }
-        );
-        *counts.entry(key).or_default() += value.parse::<f64>().unwrap_or(0.0);
-    }
-    counts
-}
-
-/// What changed between two counts, left out `ignore` (the benchmark's
-/// own requests), per `per` pods.
-fn per_pod(
-    before: &BTreeMap<String, f64>,
-    after: &BTreeMap<String, f64>,
-    ignore: &[(&str, f64)],
-    per: usize,
-) -> String {
-    let mut lines = Vec::new();
-    let mut total = 0.0;
-    for (key, now) in after {
-        let mut delta = now - before.get(key).copied().unwrap_or(0.0);
-        for (ignored, count) in ignore {
-            if key == ignored {
-                delta -= count;
-            }
-        }
-        if delta > 0.5 {
-            total += delta;
-            lines.push(format!("{key} {:.2}", delta / per as f64));
-        }
-    }
-    format!("{:.2} ({})", total / per as f64, lines.join(", "))
-}
-
 /// A node's plugins: the example device plugin and DRA driver.
 fn plugins(api: &KubeApi, root: &Path, node: &str, kubeconfig: &Path) -> (Child, Child) {
     let mut device = Command::new(binary("nodeplugins-sdk-bins", "example-device-plugin"));
@@ -379,7 +320,7 @@ async fn main() {
             for (i, name) in names.iter().enumerate() {
                 unbound_pod(&api, name, node, i).await;
             }
-            let before = requests(&api).await;
+            let before = api.request_counts().await;
             let binds = names.iter().map(|name| {
                 let pods = &pods;
                 async move { (name.clone(), bind(pods, name, node).await) }
@@ -391,20 +332,20 @@ async fn main() {
             } else {
                 reference_ready(&mut kubelet, &names).await
             };
-            let after = requests(&api).await;
+            let after = api.request_counts().await;
             // The benchmark's own: the bindings.
             let ignore = [("POST pods/binding", BURST as f64)];
-            counted.insert(node, per_pod(&before, &after, &ignore, BURST));
+            counted.insert(node, after.since(&before, &ignore).per(BURST as f64));
             burst
                 .entry(node)
                 .or_default()
                 .extend(latencies(&sent, &ready));
             if round == 0 {
                 // Nothing changes for a while: what is asked meanwhile?
-                let before = requests(&api).await;
+                let before = api.request_counts().await;
                 tokio::time::sleep(IDLE).await;
-                let after = requests(&api).await;
-                let idle = per_pod(&before, &after, &[], 1);
+                let after = api.request_counts().await;
+                let idle = after.since(&before, &[]).per(1.0);
                 counted.insert(if ours { "idle 1" } else { "idle 2" }, idle);
             }
             for name in &names {

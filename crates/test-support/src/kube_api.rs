@@ -79,7 +79,9 @@ pub struct KubeApi {
 }
 
 mod kubeconfig;
+mod requests;
 use crate::control_process::{free_port, next_event, spawn, startup_failed};
+pub use requests::RequestCounts;
 
 impl KubeApi {
     /// Starts etcd and kube-apiserver with a node identity for `node_name`
