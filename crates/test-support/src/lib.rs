@@ -24,6 +24,7 @@ pub mod kube_api;
 pub mod process;
 pub mod python;
 pub mod shared_dir;
+pub mod sim_node;
 pub mod stats;
 pub mod wait;
 

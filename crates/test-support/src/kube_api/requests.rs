@@ -78,6 +78,21 @@ impl RequestCounts {
         RequestCounts(kept)
     }
 
+    /// The requests on `resources` (their subresources included).
+    pub fn only_resources(&self, resources: &[&str]) -> RequestCounts {
+        let kept = self
+            .0
+            .iter()
+            .filter(|(key, _)| {
+                let resource = key.split(' ').nth(1).unwrap_or_default();
+                let resource = resource.split('/').next().unwrap_or_default();
+                resources.contains(&resource)
+            })
+            .map(|(key, count)| (key.clone(), *count))
+            .collect();
+        RequestCounts(kept)
+    }
+
     /// Every count times `factor` (a rate over a window, or back).
     pub fn scaled(&self, factor: f64) -> RequestCounts {
         RequestCounts(
@@ -101,6 +116,8 @@ impl RequestCounts {
             .iter()
             .map(|(key, count)| format!("{key} {:.2}", count / per))
             .collect();
-        format!("{:.2} ({})", self.total() / per, lines.join(", "))
+        // Never "-0.00": a total of nothing is 0.
+        let total = (self.total() / per).max(0.0);
+        format!("{total:.2} ({})", lines.join(", "))
     }
 }

@@ -1,0 +1,83 @@
+//! Twenty simulated nodes against one real API server (each an agent with
+//! its node's own credentials, a device plugin, a CSI driver and a DRA
+//! driver): once everything is published and nothing changes, the nodes
+//! send the API server nothing but their open watches. The API server's own
+//! counters (`apiserver_request_total`) tell.
+
+// Test code: a failed unwrap is a failed test with a precise location.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use nodeplugins_test_support::kube_api::{KubeApi, RequestCounts};
+use nodeplugins_test_support::sim_node::{DEVICES, SimNode, build_programs, cluster_shows};
+use nodeplugins_test_support::wait::eventually;
+use serde_json::json;
+
+const NODES: usize = 20;
+/// Generous: twenty nodes' hundred processes start on two busy cores.
+const PUBLISHED: Duration = Duration::from_secs(180);
+/// How long nothing changes.
+const WINDOW: Duration = Duration::from_secs(30);
+/// What the nodes read and write; a watch of anything else is the API
+/// server's own informer.
+const NODE_RESOURCES: &[&str] = &[
+    "nodes",
+    "csinodes",
+    "resourceslices",
+    "pods",
+    "resourceclaims",
+    "events",
+    "selfsubjectreviews",
+];
+
+/// The nodes' requests other than watches, between two counts.
+fn beyond_watches(before: &RequestCounts, after: &RequestCounts) -> RequestCounts {
+    after
+        .since(before, &[])
+        .only_resources(NODE_RESOURCES)
+        .without_verbs(&["WATCH"])
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn twenty_idle_nodes_send_nothing_beyond_their_watches() {
+    nodeplugins_test_support::init_tracing();
+    build_programs();
+    let api = KubeApi::start("sim-00").await;
+    for index in 0..NODES {
+        let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": format!("sim-{index:02}")}});
+        api.admin("POST", "/api/v1/nodes", Some(&node)).await;
+    }
+    let nodes: Vec<SimNode> = (0..NODES).map(|i| SimNode::start(&api, i)).collect();
+    eventually("every node published", PUBLISHED, || async {
+        cluster_shows(&api, &nodes, DEVICES).await.then_some(())
+    })
+    .await;
+
+    // Settled: a second with nothing from the nodes but watches.
+    let mut last = api.request_counts().await;
+    let deadline = tokio::time::Instant::now() + PUBLISHED;
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = api.request_counts().await;
+        let quiet = beyond_watches(&last, &now).total() == 0.0;
+        last = now;
+        if quiet {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the nodes kept sending requests"
+        );
+    }
+
+    // The measured window: nothing changes.
+    tokio::time::sleep(WINDOW).await;
+    let after = api.request_counts().await;
+    let sent = beyond_watches(&last, &after);
+    assert_eq!(
+        sent,
+        RequestCounts::default(),
+        "requests by {NODES} idle nodes over {WINDOW:?}, beyond their watches"
+    );
+}

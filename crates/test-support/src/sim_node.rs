@@ -1,0 +1,192 @@
+//! Simulated nodes for measuring the API's cost of many nodes on one
+//! machine: each an agent (`nodeplugins run`) with its own root and node
+//! name and its node's own credentials (a client certificate of
+//! `system:node:<name>`, so the Node authorizer judges it as a kubelet),
+//! the example device plugin, the example CSI driver behind the CSI
+//! registrar, and the example DRA driver, all against one [`KubeApi`].
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use serde_json::Value;
+use tempfile::TempDir;
+use tokio::process::{Child, Command};
+
+use crate::binaries::binary;
+use crate::kube_api::KubeApi;
+use crate::process::ChildProcess;
+
+/// The device plugin's resource on every simulated node.
+pub const RESOURCE: &str = "example.com/device";
+/// The CSI driver on every simulated node.
+pub const CSI_DRIVER: &str = "csi.example.com";
+/// The DRA driver on every simulated node; its pool is named after the node.
+pub const DRA_DRIVER: &str = "dra.example.com";
+/// Devices of the device plugin, and GPUs of the DRA driver, per node.
+pub const DEVICES: usize = 4;
+
+/// Builds (if need be) every program a simulated node runs, so that the
+/// first node does not start late.
+pub fn build_programs() {
+    for program in [
+        "example-dra-driver",
+        "example-device-plugin",
+        "example-csi-driver",
+        "nodeplugins-csi-registrar",
+    ] {
+        binary("nodeplugins-sdk-bins", program);
+    }
+    binary("nodeplugins-cli", "nodeplugins");
+}
+
+/// One simulated node: its agent and plugins, killed on drop.
+pub struct SimNode {
+    name: String,
+    kubeconfig: PathBuf,
+    _agent: ChildProcess,
+    device_plugin: Child,
+    _csi: (Child, Child),
+    dra_driver: Child,
+    /// Last: removed once the processes using it are killed.
+    root: TempDir,
+}
+
+fn quiet_command(program: PathBuf) -> Command {
+    let mut command = Command::new(program);
+    command
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    command
+}
+
+fn dra_driver(root: &Path, node: &str, kubeconfig: &Path) -> Child {
+    let mut command = quiet_command(binary("nodeplugins-sdk-bins", "example-dra-driver"));
+    command
+        .arg("--root-dir")
+        .arg(root)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["--node-name", node, "--log-level", "warn"])
+        .args(["--devices", &DEVICES.to_string()])
+        .arg("--cdi-dir")
+        .arg(root.join("cdi"));
+    command.spawn().unwrap()
+}
+
+impl SimNode {
+    /// The node's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The agent's root directory.
+    pub fn root(&self) -> &Path {
+        self.root.path()
+    }
+
+    /// Starts node `sim-<index>` (two digits); its Node must exist.
+    pub fn start(api: &KubeApi, index: usize) -> Self {
+        let name = format!("sim-{index:02}");
+        let root = tempfile::tempdir().unwrap();
+        let kubeconfig = api.kubeconfig_of_node(&name);
+        let mut agent = Command::new(binary("nodeplugins-cli", "nodeplugins"));
+        agent
+            .args(["run", "--metrics-addr", "off", "--log-level", "warn"])
+            .arg("--root-dir")
+            .arg(root.path())
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["--node-name", &name]);
+        let agent = ChildProcess::spawn("nodeplugins run", agent);
+
+        let mut device = quiet_command(binary("nodeplugins-sdk-bins", "example-device-plugin"));
+        device
+            .arg("--root-dir")
+            .arg(root.path())
+            .args(["--resource", RESOURCE, "--devices", &DEVICES.to_string()])
+            .args(["--log-level", "warn"]);
+
+        let socket = root.path().join(format!("plugins/{CSI_DRIVER}/csi.sock"));
+        std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
+        std::fs::create_dir_all(root.path().join("plugins_registry")).unwrap();
+        let mut csi = quiet_command(binary("nodeplugins-sdk-bins", "example-csi-driver"));
+        csi.arg(format!("--endpoint=unix://{}", socket.display()))
+            .arg(format!("--node-id=id-{name}"))
+            .arg(format!("--driver-name={CSI_DRIVER}"))
+            .args(["--max-volumes", "8", "--zone", "zone-a"]);
+        let mut registrar =
+            quiet_command(binary("nodeplugins-sdk-bins", "nodeplugins-csi-registrar"));
+        registrar
+            .arg(format!("--csi-address={}", socket.display()))
+            .arg(format!("--kubelet-registration-path={}", socket.display()))
+            .arg(format!(
+                "--plugin-registration-path={}",
+                root.path().join("plugins_registry").display()
+            ));
+
+        let dra = dra_driver(root.path(), &name, &kubeconfig);
+        Self {
+            name,
+            kubeconfig,
+            _agent: agent,
+            device_plugin: device.spawn().unwrap(),
+            _csi: (csi.spawn().unwrap(), registrar.spawn().unwrap()),
+            dra_driver: dra,
+            root,
+        }
+    }
+
+    /// Sends `signal` to the device plugin: `-USR1` makes a device
+    /// unhealthy, `-USR2` every device healthy again.
+    pub async fn signal_device_plugin(&self, signal: &str) {
+        let pid = self.device_plugin.id().unwrap();
+        let status = Command::new("kill")
+            .arg(signal)
+            .arg(pid.to_string())
+            .status()
+            .await
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Stops the DRA driver (SIGTERM, as a pod is stopped) and starts it
+    /// again.
+    pub async fn restart_dra_driver(&mut self) {
+        let pid = self.dra_driver.id().unwrap();
+        Command::new("kill")
+            .arg(pid.to_string())
+            .status()
+            .await
+            .unwrap();
+        let _ = self.dra_driver.wait().await;
+        self.dra_driver = dra_driver(self.root.path(), &self.name, &self.kubeconfig);
+    }
+}
+
+/// Whether every node shows `allocatable` of the device resource, its CSI
+/// driver, and its DRA driver's slice: three lists, as the admin.
+pub async fn cluster_shows(api: &KubeApi, nodes: &[SimNode], allocatable: usize) -> bool {
+    let listed = api.admin("GET", "/api/v1/nodes", None).await;
+    let csinodes = api
+        .admin("GET", "/apis/storage.k8s.io/v1/csinodes", None)
+        .await;
+    let slices = api
+        .admin("GET", "/apis/resource.k8s.io/v1/resourceslices", None)
+        .await;
+    let items = |list: &Value| list["items"].as_array().cloned().unwrap_or_default();
+    nodes.iter().all(|node| {
+        let shown = items(&listed).iter().any(|n| {
+            n["metadata"]["name"] == node.name.as_str()
+                && n["status"]["allocatable"][RESOURCE] == allocatable.to_string().as_str()
+        });
+        let csi = items(&csinodes).iter().any(|c| {
+            c["metadata"]["name"] == node.name.as_str()
+                && c["spec"]["drivers"][0]["name"] == CSI_DRIVER
+        });
+        let slice = items(&slices)
+            .iter()
+            .any(|s| s["spec"]["nodeName"] == node.name.as_str());
+        shown && csi && slice
+    })
+}
