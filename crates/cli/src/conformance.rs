@@ -97,11 +97,16 @@ async fn device_plugin(
         plugin_type: plugin_type::DEVICE.into(),
         outcomes: Vec::new(),
     };
-    let first = tokio::time::timeout(options.start_timeout(), requests.recv()).await;
-    let Ok(Some(request)) = first else {
-        let why = match plugin.exited() {
-            Some(status) => format!("the plugin exited ({status}) without registering"),
-            None => format!(
+    // A plugin that exits fails at once, with why; one that stays and does
+    // not register fails after the start timeout.
+    let first = tokio::select! {
+        first = tokio::time::timeout(options.start_timeout(), requests.recv()) => Ok(first),
+        exit = plugin.wait_exit() => Err(exit),
+    };
+    let Ok(Ok(Some(request))) = first else {
+        let why = match first {
+            Err(exit) => format!("the plugin exited ({exit}) without registering"),
+            Ok(_) => format!(
                 "no Register on {} within {:?}",
                 socket.path().display(),
                 options.start_timeout()
@@ -153,13 +158,14 @@ async fn registered(
         plugin: watched.display().to_string(),
         ..Report::default()
     };
-    let socket = match registration::find_socket(watched, options.start_timeout()).await {
+    // A plugin that exits before its socket appears fails at once.
+    let found = tokio::select! {
+        found = registration::find_socket(watched, options.start_timeout()) => found,
+        exit = plugin.wait_exit() => Err(format!("the plugin exited ({exit}) without a registration socket")),
+    };
+    let socket = match found {
         Ok(socket) => socket,
         Err(why) => {
-            let why = match plugin.exited() {
-                Some(status) => format!("the plugin exited ({status}): {why}"),
-                None => why,
-            };
             report.record(&REG_GET_INFO, Verdict::Fail(why), Duration::ZERO);
             return Ok(report);
         }

@@ -1,15 +1,23 @@
 //! The plugin under test, when the tool starts it (`--exec`): a shell
-//! command line, started, stopped with SIGTERM as a kubelet's container
-//! runtime stops it, and started again for the restart rules. Its output
-//! goes to the tool's standard error, so that `-o json` on standard output
-//! stays clean; its standard input is a pipe held open until it stops (a
-//! plugin that stops when its input ends keeps running).
+//! command line, started in a process group of its own, stopped with
+//! SIGTERM to the whole group as a kubelet's container runtime stops a
+//! container (a command line that does not `exec` its plugin leaves no
+//! orphan), killed with the group after a grace period, and started again
+//! for the restart rules. Its output goes to the tool's standard error, so
+//! that `-o json` on standard output stays clean, and the last lines of its
+//! standard error are kept to say why it exited; its standard input is a
+//! pipe held open until it stops (a plugin that stops when its input ends
+//! keeps running).
 
+use std::collections::VecDeque;
 use std::os::fd::AsFd;
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::process::{Child, ChildStdin, Command};
+use rustix::process::{Pid, Signal, kill_process_group};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStderr, ChildStdin, Command};
 
 /// How long a plugin gets to exit on SIGTERM before it is killed (a pod's
 /// default termination grace period is 30 s; tests want less).
@@ -21,6 +29,10 @@ pub(crate) const FIRST_INSTANCE: &str = "conformance-1";
 pub(crate) const SECOND_INSTANCE: &str = "conformance-2";
 /// The placeholder for an instance id (such as a pod UID) in `--exec`.
 const INSTANCE: &str = "{instance}";
+/// How many of the plugin's last standard error lines are kept.
+const STDERR_TAIL: usize = 10;
+/// How long an exited plugin's standard error may take to end.
+const STDERR_DRAIN: Duration = Duration::from_millis(500);
 
 /// The command line of the plugin, and its process while it runs.
 #[derive(Debug)]
@@ -29,6 +41,10 @@ pub(crate) struct Plugin {
     instance: &'static str,
     child: Option<Child>,
     stdin: Option<ChildStdin>,
+    /// The last lines the running plugin wrote to standard error, and the
+    /// task that copies them.
+    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    stderr_task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Plugin {
@@ -40,6 +56,8 @@ impl Plugin {
             instance: FIRST_INSTANCE,
             child: None,
             stdin: None,
+            stderr_tail: Arc::default(),
+            stderr_task: None,
         }
     }
 
@@ -52,6 +70,8 @@ impl Plugin {
             instance: SECOND_INSTANCE,
             child: None,
             stdin: None,
+            stderr_tail: Arc::default(),
+            stderr_task: None,
         })
     }
 
@@ -74,10 +94,16 @@ impl Plugin {
             .args(["-c", line])
             .stdin(Stdio::piped())
             .stdout(Stdio::from(stderr))
+            .stderr(Stdio::piped())
+            .process_group(0)
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| format!("start {line:?}: {e}"))?;
         self.stdin = child.stdin.take();
+        if let Some(stderr) = child.stderr.take() {
+            self.stderr_tail = Arc::default();
+            self.stderr_task = Some(tokio::spawn(pass_on(stderr, self.stderr_tail.clone())));
+        }
         self.child = Some(child);
         Ok(())
     }
@@ -89,30 +115,75 @@ impl Plugin {
             return Ok(true);
         };
         let stdin = self.stdin.take();
-        if let Some(pid) = child.id().and_then(|id| i32::try_from(id).ok())
-            && let Some(pid) = rustix::process::Pid::from_raw(pid)
-        {
-            // `sh -c` execs a simple command line: the plugin gets it.
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        // The group is the plugin's (`process_group(0)`): every process of
+        // the command line gets the signal, as in a container.
+        let group = child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .and_then(Pid::from_raw);
+        if let Some(group) = group {
+            let _ = kill_process_group(group, Signal::TERM);
         }
         let waited = tokio::time::timeout(STOP_GRACE, child.wait()).await;
         drop(stdin);
-        match waited {
+        let stopped = match waited {
             Ok(Ok(_)) => Ok(true),
             Ok(Err(e)) => Err(format!("wait for the plugin: {e}")),
             Err(_) => {
                 let _ = child.kill().await;
                 Ok(false)
             }
+        };
+        // Whatever of the group is left (a child the shell started).
+        if let Some(group) = group {
+            let _ = kill_process_group(group, Signal::KILL);
         }
+        stopped
     }
 
-    /// Whether it exited already (it crashed, or gave up).
-    pub(crate) fn exited(&mut self) -> Option<String> {
-        let child = self.child.as_mut()?;
-        match child.try_wait() {
-            Ok(Some(status)) => Some(status.to_string()),
-            _ => None,
+    /// Waits until it exits: its exit status and the last lines of its
+    /// standard error; never, when the tool did not start it.
+    pub(crate) async fn wait_exit(&mut self) -> String {
+        let Some(child) = self.child.as_mut() else {
+            return std::future::pending().await;
+        };
+        let status = match child.wait().await {
+            Ok(status) => status.to_string(),
+            Err(e) => format!("cannot be waited for: {e}"),
+        };
+        // Its last lines are copied once its standard error ends (at
+        // once, unless a process it left behind holds it).
+        if let Some(task) = self.stderr_task.as_mut() {
+            let _ = tokio::time::timeout(STDERR_DRAIN, task).await;
+        }
+        self.describe_exit(&status)
+    }
+
+    fn describe_exit(&self, status: &str) -> String {
+        let tail = self
+            .stderr_tail
+            .lock()
+            .map(|t| t.iter().cloned().collect::<Vec<_>>().join(" | "))
+            .unwrap_or_default();
+        match tail.is_empty() {
+            true => status.to_string(),
+            false => format!("{status}; its last words: {tail}"),
+        }
+    }
+}
+
+/// Copies the plugin's standard error to the tool's, keeping the last
+/// [`STDERR_TAIL`] lines.
+async fn pass_on(stderr: ChildStderr, tail: Arc<Mutex<VecDeque<String>>>) {
+    let mut lines = BufReader::new(stderr).lines();
+    let mut out = tokio::io::stderr();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let _ = out.write_all(format!("{line}\n").as_bytes()).await;
+        if let Ok(mut tail) = tail.lock() {
+            if tail.len() == STDERR_TAIL {
+                tail.pop_front();
+            }
+            tail.push_back(line);
         }
     }
 }
