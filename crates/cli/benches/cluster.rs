@@ -33,9 +33,11 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
-use nodeplugins_test_support::kube_api::{KubeApi, RequestCounts};
+use nodeplugins_test_support::kube_api::KubeApi;
+use nodeplugins_test_support::kube_api::hand_allocated::PodDevices;
+use nodeplugins_test_support::kube_api::requests::RequestCounts;
 use nodeplugins_test_support::sim_node::{
-    DEVICES, DRA_DRIVER, RESOURCE, SimNode, build_programs, cluster_shows,
+    DEVICES, DRA_DRIVER, NODE_RESOURCES, RESOURCE, SimNode, build_programs, cluster_shows,
 };
 use serde_json::json;
 use tokio::time::Instant;
@@ -50,17 +52,6 @@ const QUIET: Duration = Duration::from_secs(1);
 const OWN_READ: (&str, f64) = ("GET ", 1.0);
 /// The lists each look at the published cluster sends.
 const OWN_LISTS: [&str; 3] = ["LIST nodes", "LIST csinodes", "LIST resourceslices"];
-/// What the simulated nodes read and write (a watch of another resource
-/// is the API server's own informer).
-const NODE_RESOURCES: &[&str] = &[
-    "nodes",
-    "csinodes",
-    "resourceslices",
-    "pods",
-    "resourceclaims",
-    "events",
-    "selfsubjectreviews",
-];
 /// Looks at the published cluster so far.
 static LOOKS: AtomicU64 = AtomicU64::new(0);
 
@@ -181,31 +172,14 @@ async fn served_since(
 /// Pod `name` with one device and claim `name` (GPU 0 of `node`'s pool,
 /// allocated and reserved for it), bound to `node`: four requests.
 async fn pod_on(api: &KubeApi, name: &str, node: &str) {
-    let claim = json!({
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-        "metadata": {"name": name},
-        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": CLASS}}]}},
-    });
-    api.admin("POST", CLAIMS, Some(&claim)).await;
-    let pod = json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "automountServiceAccountToken": false,
-            "resourceClaims": [{"name": "gpu", "resourceClaimName": name}],
-            "containers": [{"name": "main", "image": "example.invalid/app",
-                "resources": {"limits": {RESOURCE: "1"}, "requests": {RESOURCE: "1"},
-                    "claims": [{"name": "gpu"}]}}],
-        },
-    });
-    let created = api.admin("POST", PODS, Some(&pod)).await;
-    let status = json!({"status": {
-        "allocation": {"devices": {"results": [
-            {"request": "gpu", "driver": DRA_DRIVER, "pool": node, "device": "gpu-0"}]}},
-        "reservedFor": [{"resource": "pods", "name": name, "uid": created["metadata"]["uid"]}],
-    }});
-    api.admin("PATCH", &format!("{CLAIMS}/{name}/status"), Some(&status))
-        .await;
+    let devices = PodDevices {
+        resource: RESOURCE,
+        class: CLASS,
+        driver: DRA_DRIVER,
+        pool: node,
+        device: "gpu-0",
+    };
+    api.create_pod_with_allocated_claim(name, devices).await;
     let binding = json!({
         "apiVersion": "v1", "kind": "Binding",
         "metadata": {"name": name},

@@ -33,10 +33,11 @@ use k8s_openapi::api::core::v1::{Binding, ObjectReference};
 use kube::api::{Api, PostParams};
 use nodeplugins_test_support::binaries::binary;
 use nodeplugins_test_support::go_process::GoProcess;
+use nodeplugins_test_support::kube_api::hand_allocated::PodDevices;
 use nodeplugins_test_support::kube_api::{Identity, KubeApi};
 use nodeplugins_test_support::process::ChildProcess;
 use nodeplugins_test_support::stats::percentiles;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
@@ -57,31 +58,15 @@ const IDLE: Duration = Duration::from_secs(10);
 /// Pod `name`, not bound yet, with one device and claim `name` (allocated
 /// GPU `gpu` of `node`'s pool and reserved for the pod).
 async fn unbound_pod(api: &KubeApi, name: &str, node: &str, gpu: usize) {
-    let claim = json!({
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-        "metadata": {"name": name},
-        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}},
-    });
-    api.admin("POST", CLAIMS, Some(&claim)).await;
-    let pod = json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "automountServiceAccountToken": false,
-            "resourceClaims": [{"name": "gpu", "resourceClaimName": name}],
-            "containers": [{"name": "main", "image": "example.invalid/app",
-                "resources": {"limits": {RESOURCE: "1"}, "requests": {RESOURCE: "1"},
-                    "claims": [{"name": "gpu"}]}}],
-        },
-    });
-    let created = api.admin("POST", PODS, Some(&pod)).await;
-    let status = json!({"status": {
-        "allocation": {"devices": {"results": [
-            {"request": "gpu", "driver": DRIVER, "pool": node, "device": format!("gpu-{gpu}")}]}},
-        "reservedFor": [{"resource": "pods", "name": name, "uid": created["metadata"]["uid"]}],
-    }});
-    api.admin("PATCH", &format!("{CLAIMS}/{name}/status"), Some(&status))
-        .await;
+    let device = format!("gpu-{gpu}");
+    let devices = PodDevices {
+        resource: RESOURCE,
+        class: "gpu.example.com",
+        driver: DRIVER,
+        pool: node,
+        device: &device,
+    };
+    api.create_pod_with_allocated_claim(name, devices).await;
 }
 
 /// Binds pod `name` to `node`; returns when the binding was sent.

@@ -9,8 +9,11 @@
 
 use std::time::Duration;
 
-use nodeplugins_test_support::kube_api::{KubeApi, RequestCounts};
-use nodeplugins_test_support::sim_node::{DEVICES, SimNode, build_programs, cluster_shows};
+use nodeplugins_test_support::kube_api::KubeApi;
+use nodeplugins_test_support::kube_api::requests::RequestCounts;
+use nodeplugins_test_support::sim_node::{
+    DEVICES, NODE_RESOURCES, SimNode, build_programs, cluster_shows,
+};
 use nodeplugins_test_support::wait::eventually;
 use serde_json::json;
 
@@ -19,18 +22,6 @@ const NODES: usize = 20;
 const PUBLISHED: Duration = Duration::from_secs(180);
 /// How long nothing changes.
 const WINDOW: Duration = Duration::from_secs(30);
-/// What the nodes read and write; a watch of anything else is the API
-/// server's own informer.
-const NODE_RESOURCES: &[&str] = &[
-    "nodes",
-    "csinodes",
-    "resourceslices",
-    "pods",
-    "resourceclaims",
-    "events",
-    "selfsubjectreviews",
-];
-
 /// The nodes' requests other than watches, between two counts.
 fn beyond_watches(before: &RequestCounts, after: &RequestCounts) -> RequestCounts {
     after

@@ -8,7 +8,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use nodeplugins_test_support::binaries::binary;
 use serde_json::Value;

@@ -195,20 +195,6 @@ async fn csi_drivers_appear_on_the_node_and_its_csinode_and_go_when_deregistered
     .await;
 }
 
-fn slice(name: &str, node: &str, driver: &str) -> Value {
-    json!({
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeName": node,
-            "driver": driver,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": [{"name": "gpu-0"}],
-        },
-    })
-}
-
 async fn create_slice(api: &KubeApi, name: &str, node: &str, driver: &str) {
     let created = api
         .request(

@@ -42,6 +42,12 @@ async fn agent_policy_enforced(api: &KubeApi, token: &str) {
 
 const SLICES: &str = "/apis/resource.k8s.io/v1/resourceslices";
 
+/// Slice `name` of `node`, made by the admin.
+async fn admin_slice(api: &KubeApi, name: &str, node: &str) {
+    let slice = slice(name, node, "dra.example.com");
+    api.admin("POST", SLICES, Some(&slice)).await;
+}
+
 async fn slice_exists(api: &KubeApi, name: &str) -> bool {
     let answer = api
         .request(
@@ -119,14 +125,8 @@ async fn an_agents_token_writes_its_own_nodes_objects_and_is_refused_every_other
 
     // node-2's ResourceSlices: the agent's wipe of them is refused and they
     // stay; node-1's go.
-    api.admin(
-        "POST",
-        SLICES,
-        Some(&slice("other", OTHER, "dra.example.com")),
-    )
-    .await;
-    api.admin("POST", SLICES, Some(&slice("own", NODE, "dra.example.com")))
-        .await;
+    admin_slice(&api, "other", OTHER).await;
+    admin_slice(&api, "own", NODE).await;
     let wipe = |node: &str| format!("{SLICES}?fieldSelector=spec.nodeName%3D{node}");
     let answer = send(&api, &token, "DELETE", &wipe(OTHER), None).await;
     assert_eq!(answer.status, 403, "{}", answer.body);
@@ -188,12 +188,7 @@ async fn a_dra_drivers_token_writes_its_own_nodes_slices_only() {
     .await;
     assert_eq!(answer.status, 201, "{}", answer.body);
 
-    api.admin(
-        "POST",
-        SLICES,
-        Some(&slice("other", OTHER, "dra.example.com")),
-    )
-    .await;
+    admin_slice(&api, "other", OTHER).await;
     let answer = send(&api, &token, "DELETE", &format!("{SLICES}/other"), None).await;
     assert!(refused(&answer, &why), "{} {}", answer.status, answer.body);
     assert!(slice_exists(&api, "other").await, "node-2's slice stays");

@@ -78,10 +78,10 @@ pub struct KubeApi {
     dir: TempDir,
 }
 
+pub mod hand_allocated;
 mod kubeconfig;
-mod requests;
+pub mod requests;
 use crate::control_process::{free_port, next_event, spawn, startup_failed};
-pub use requests::RequestCounts;
 
 impl KubeApi {
     /// Starts etcd and kube-apiserver with a node identity for `node_name`

@@ -24,6 +24,17 @@ pub const CSI_DRIVER: &str = "csi.example.com";
 pub const DRA_DRIVER: &str = "dra.example.com";
 /// Devices of the device plugin, and GPUs of the DRA driver, per node.
 pub const DEVICES: usize = 4;
+/// What simulated nodes read and write (the API server's own informers
+/// watch other resources too).
+pub const NODE_RESOURCES: &[&str] = &[
+    "nodes",
+    "csinodes",
+    "resourceslices",
+    "pods",
+    "resourceclaims",
+    "events",
+    "selfsubjectreviews",
+];
 
 /// Builds (if need be) every program a simulated node runs, so that the
 /// first node does not start late.

@@ -120,3 +120,19 @@ pub fn csi_driver(socket: &Path, driver: &str, node_id: &str, zone: &str) -> Chi
         .args(["--max-volumes", "8", "--zone", zone]);
     ChildProcess::spawn("example-csi-driver", command)
 }
+
+/// A ResourceSlice of `node` with one device (`gpu-0`) in a pool named
+/// after the node, by driver `driver`.
+pub fn slice(name: &str, node: &str, driver: &str) -> Value {
+    json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {
+            "driver": driver,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "gpu-0"}],
+        },
+    })
+}

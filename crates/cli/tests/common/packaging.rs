@@ -142,18 +142,3 @@ pub async fn policy_enforced(api: &KubeApi, token: &str, method: &str, path: &st
     })
     .await;
 }
-
-/// A ResourceSlice of `node` with one device, by driver `driver`.
-pub fn slice(name: &str, node: &str, driver: &str) -> Value {
-    json!({
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": name},
-        "spec": {
-            "driver": driver,
-            "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": [{"name": "gpu-0"}],
-        },
-    })
-}
