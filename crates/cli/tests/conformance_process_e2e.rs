@@ -1,8 +1,10 @@
-//! How `nodeplugins conformance --exec` runs the plugin it tests: a plugin
-//! that exits before registering fails at once with its exit status and
-//! last words, not after the start timeout; and the plugin's command line
-//! runs in a process group of its own, stopped as a whole, so a command
-//! line that does not `exec` its plugin leaves no orphan behind.
+//! How `nodeplugins conformance --exec` runs the plugin it tests and
+//! reports: a plugin that exits before registering fails at once with its
+//! exit status and last words, not after the start timeout; the plugin's
+//! command line runs in a process group of its own, stopped as a whole, so
+//! a command line that does not `exec` its plugin leaves no orphan behind;
+//! and the JUnit file is one a strict reader (Python's junitparser) takes,
+//! written even when the run stops before any rule.
 
 // Test code: a failed unwrap is a failed test with a precise location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -13,7 +15,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use nodeplugins_test_support::binaries::binary;
-use serde_json::Value;
+use nodeplugins_test_support::python::python_env;
+use serde_json::{Value, json};
 use tokio::process::Command;
 
 /// `nodeplugins conformance --kubelet-dir DIR --exec EXEC ARGS -o json`:
@@ -85,4 +88,86 @@ async fn a_plugin_started_without_exec_is_stopped_with_its_shell() {
     let report = conformance(&root.path().join("device-plugins"), &exec, &[]).await;
     assert_eq!(report["outcomes"][0]["verdict"], "PASS", "{report:#}");
     assert!(!running(&resource), "the plugin outlived the tool's run");
+}
+
+/// The JUnit file as junitparser reads it.
+async fn read_junit(file: &Path) -> Value {
+    let out = python_env()
+        .script("junit_report.py")
+        .arg(file)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "junitparser refused {}: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_junit_report_is_read_by_a_junit_parser_case_by_case() {
+    let root = tempfile::tempdir().unwrap();
+    let junit = root.path().join("junit.xml");
+    let plugin = binary("nodeplugins-sdk-bins", "example-device-plugin");
+    let exec = format!(
+        "exec {} --root-dir {} --resource example.com/gpu --devices 2",
+        plugin.display(),
+        root.path().display()
+    );
+    let junit_arg = junit.display().to_string();
+    let report = conformance(
+        &root.path().join("device-plugins"),
+        &exec,
+        &["--junit", &junit_arg],
+    )
+    .await;
+    let read = read_junit(&junit).await;
+    let suite = &read["suites"][0];
+    let outcomes = report["outcomes"].as_array().unwrap();
+    let count = |verdict: &str| outcomes.iter().filter(|o| o["verdict"] == verdict).count();
+    assert_eq!(suite["tests"], outcomes.len(), "{read:#}");
+    assert_eq!(suite["failures"], count("FAIL"));
+    assert_eq!(suite["skipped"], count("SKIP"));
+    assert_eq!(suite["errors"], 0);
+    assert!(suite["timestamp"].as_str().unwrap().starts_with("20"));
+    assert!(!suite["hostname"].as_str().unwrap().is_empty());
+    // Each rule is its case, with its verdict.
+    for (case, outcome) in suite["cases"].as_array().unwrap().iter().zip(outcomes) {
+        assert_eq!(case["name"], outcome["id"]);
+        let expected = match outcome["verdict"].as_str().unwrap() {
+            "PASS" => "passed",
+            "FAIL" => "failure",
+            _ => "skipped",
+        };
+        assert_eq!(case["result"], expected, "{case}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_that_stops_before_any_rule_still_writes_its_junit_report() {
+    let root = tempfile::tempdir().unwrap();
+    let junit = root.path().join("junit.xml");
+    let out = Command::new(env!("CARGO_BIN_EXE_nodeplugins"))
+        .arg("conformance")
+        .arg("--registry")
+        .arg(root.path().join("plugins_registry"))
+        .arg("--claims")
+        .arg(root.path().join("no-such-claims.json"))
+        .arg("--junit")
+        .arg(&junit)
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let read = read_junit(&junit).await;
+    let suite = &read["suites"][0];
+    assert_eq!(
+        (&suite["tests"], &suite["errors"]),
+        (&json!(1), &json!(1)),
+        "{read:#}"
+    );
+    assert_eq!(suite["cases"][0]["result"], "error");
 }

@@ -8,6 +8,7 @@ use anyhow::Context;
 
 use super::{Meeting, Options};
 use crate::duration::parse_duration;
+use crate::output::conformance::RunInfo;
 use crate::output::{self, Format};
 
 /// Flags of `nodeplugins conformance`.
@@ -70,11 +71,18 @@ pub(crate) async fn run(args: ConformanceArgs) -> anyhow::Result<()> {
         timeout: args.timeout,
         restart_timeout: args.restart_timeout,
     };
-    let report = super::run(&options).await.map_err(anyhow::Error::msg)?;
+    let run = RunInfo::now();
+    let report = super::run(&options).await;
+    // The JUnit file is written whatever happens: a CI reporter pointed at
+    // it shows a run that could not start rather than nothing.
     if let Some(file) = &args.junit {
-        let xml = output::conformance::junit(&report);
+        let xml = match &report {
+            Ok(report) => output::conformance::junit(report, &run),
+            Err(why) => output::conformance::junit_error(why, &run),
+        };
         std::fs::write(file, xml).with_context(|| format!("write {}", file.display()))?;
     }
+    let report = report.map_err(anyhow::Error::msg)?;
     let mut out = std::io::stdout().lock();
     output::conformance::report(&report, args.output, &mut out)?;
     match report.failures() {

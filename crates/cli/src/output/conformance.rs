@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 use std::io::Write;
+use std::time::SystemTime;
 
 use super::format::Format;
 use crate::conformance::{Report, Verdict};
@@ -71,10 +72,81 @@ fn xml(text: &str) -> String {
     escaped
 }
 
+/// Where and when a run took place, for the JUnit suite's `hostname` and
+/// `timestamp`.
+#[derive(Debug, Clone)]
+pub(crate) struct RunInfo {
+    /// When the run started.
+    pub(crate) started: SystemTime,
+    /// The machine it ran on.
+    pub(crate) hostname: String,
+}
+
+impl RunInfo {
+    /// A run starting now on this machine.
+    pub(crate) fn now() -> Self {
+        let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .ok()
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "localhost".into());
+        Self {
+            started: SystemTime::now(),
+            hostname,
+        }
+    }
+
+    /// The start as JUnit's `timestamp` (ISO 8601, UTC, whole seconds).
+    fn timestamp(&self) -> String {
+        let seconds = self
+            .started
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let at = i64::try_from(seconds)
+            .ok()
+            .and_then(|s| time::OffsetDateTime::from_unix_timestamp(s).ok())
+            .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+        let format =
+            time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]");
+        at.format(&format).unwrap_or_default()
+    }
+
+    /// The attributes of a `testsuite` element for this run.
+    fn attributes(&self) -> String {
+        format!(
+            "timestamp=\"{}\" hostname=\"{}\"",
+            self.timestamp(),
+            xml(&self.hostname)
+        )
+    }
+}
+
+/// A JUnit report of a run that stopped before any rule could run (the
+/// plugin could not be met, a claims file could not be read): one test
+/// case, `conformance`, in error with why, so a CI's report shows the run
+/// rather than nothing.
+pub(crate) fn junit_error(why: &str, run: &RunInfo) -> String {
+    let mut doc = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    doc.push_str("<testsuites name=\"nodeplugins conformance\" tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\" time=\"0.000\">\n");
+    let _ = writeln!(
+        doc,
+        "  <testsuite name=\"nodeplugins conformance\" tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\" time=\"0.000\" {}>",
+        run.attributes()
+    );
+    let _ = writeln!(
+        doc,
+        "    <testcase classname=\"conformance\" name=\"conformance\" time=\"0.000\">\n      <error message=\"{}\" type=\"run\">{}</error>\n    </testcase>",
+        xml(why),
+        xml(why)
+    );
+    doc.push_str("  </testsuite>\n</testsuites>\n");
+    doc
+}
+
 /// The report as JUnit XML: one test suite for the plugin, one test case per
 /// rule (its id as the name, its statement and upstream behaviour in the
 /// system output), failures and skips with what was seen.
-pub(crate) fn junit(report: &Report) -> String {
+pub(crate) fn junit(report: &Report, run: &RunInfo) -> String {
     let failures = report.failures();
     let skipped = report
         .outcomes
@@ -98,9 +170,10 @@ pub(crate) fn junit(report: &Report) -> String {
     );
     let _ = writeln!(
         doc,
-        "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" skipped=\"{skipped}\" errors=\"0\" time=\"{seconds:.3}\">",
+        "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" skipped=\"{skipped}\" errors=\"0\" time=\"{seconds:.3}\" {}>",
         xml(&suite),
-        report.outcomes.len()
+        report.outcomes.len(),
+        run.attributes()
     );
     for outcome in &report.outcomes {
         let _ = write!(
@@ -165,7 +238,15 @@ mod tests {
             Duration::ZERO,
         );
         report.record(&rule, Verdict::Skip("why".into()), Duration::ZERO);
-        let doc = junit(&report);
+        let run = RunInfo {
+            started: SystemTime::UNIX_EPOCH + Duration::from_secs(1_764_110_096),
+            hostname: "node<1>".into(),
+        };
+        let doc = junit(&report, &run);
+        assert!(
+            doc.contains(r#"timestamp="2025-11-25T22:34:56" hostname="node&lt;1&gt;""#),
+            "{doc}"
+        );
         assert!(
             doc.contains(r#"tests="3" failures="1" skipped="1""#),
             "{doc}"
