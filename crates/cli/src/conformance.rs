@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use nodeplugins_api::constants::plugin_type;
 
-pub(crate) use rule::{Report, Verdict};
+pub(crate) use rule::{Report, Selection, Verdict};
 
 use claims::TestClaim;
 use kubelet_socket::KubeletSocket;
@@ -76,11 +76,14 @@ pub(crate) async fn run(options: &Options) -> Result<Report, String> {
         None => claims::made_up(),
     };
     let mut plugin = Plugin::new(options.exec.clone());
-    let report = match &options.meeting {
+    let mut report = match &options.meeting {
         Meeting::KubeletSocket(dir) => device_plugin(options, dir, &mut plugin).await?,
         Meeting::Registry(path) => registered(options, path, &mut plugin, &claims).await?,
     };
     plugin.stop().await?;
+    // Every rule is reported, those that could not run as SKIP with why.
+    let kubelet_socket = matches!(options.meeting, Meeting::KubeletSocket(_));
+    report.complete(&rules::every(kubelet_socket, &report.plugin_type));
     Ok(report)
 }
 

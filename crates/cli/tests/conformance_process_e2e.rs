@@ -61,6 +61,16 @@ async fn a_plugin_that_exits_before_registering_fails_at_once_saying_why() {
         "failed at once, not after the 60 s start timeout: {:?}",
         started.elapsed()
     );
+    // Every other rule is reported, as not run for that failure.
+    let outcomes = report["outcomes"].as_array().unwrap();
+    assert_eq!(outcomes.len(), 12, "{report:#}");
+    for outcome in &outcomes[1..] {
+        assert_eq!(outcome["verdict"], "SKIP", "{outcome}");
+        assert_eq!(
+            outcome["detail"],
+            "not run: device.register failed before it"
+        );
+    }
 }
 
 /// Whether a process whose command line contains `marker` is running.
@@ -121,9 +131,25 @@ async fn the_junit_report_is_read_by_a_junit_parser_case_by_case() {
     let report = conformance(
         &root.path().join("device-plugins"),
         &exec,
-        &["--junit", &junit_arg],
+        &[
+            "--junit",
+            &junit_arg,
+            "--skip",
+            "device.allocate.concurrent",
+        ],
     )
     .await;
+    let skipped = report["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == "device.allocate.concurrent")
+        .unwrap();
+    assert_eq!(skipped["verdict"], "SKIP");
+    assert_eq!(
+        skipped["detail"],
+        "left out by --skip device.allocate.concurrent"
+    );
     let read = read_junit(&junit).await;
     let suite = &read["suites"][0];
     let outcomes = report["outcomes"].as_array().unwrap();

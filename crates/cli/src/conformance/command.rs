@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use super::{Meeting, Options};
+use super::{Meeting, Options, Selection};
 use crate::duration::parse_duration;
 use crate::output::conformance::RunInfo;
 use crate::output::{self, Format};
@@ -47,6 +47,15 @@ pub(crate) struct ConformanceArgs {
     /// How long a plugin may take to register again after a restart.
     #[arg(long, value_parser = parse_duration, default_value = "30s")]
     restart_timeout: Duration,
+    /// Report only these rules: ids, or prefixes ending at a dot
+    /// (`device.allocate` is it and every `device.allocate.*`),
+    /// comma-separated. The others show as SKIP and fail nothing.
+    #[arg(long, value_name = "IDS", value_delimiter = ',')]
+    rules: Vec<String>,
+    /// Leave these rules out (ids or prefixes, comma-separated): they show
+    /// as SKIP and fail nothing.
+    #[arg(long, value_name = "IDS", value_delimiter = ',')]
+    skip: Vec<String>,
     /// Also write the outcomes as a JUnit XML report (one test case per rule).
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
@@ -72,7 +81,14 @@ pub(crate) async fn run(args: ConformanceArgs) -> anyhow::Result<()> {
         restart_timeout: args.restart_timeout,
     };
     let run = RunInfo::now();
-    let report = super::run(&options).await;
+    let selection = Selection {
+        only: args.rules,
+        skip: args.skip,
+    };
+    let report = super::run(&options).await.map(|mut report| {
+        report.select(&selection);
+        report
+    });
     // The JUnit file is written whatever happens: a CI reporter pointed at
     // it shows a run that could not start rather than nothing.
     if let Some(file) = &args.junit {

@@ -108,11 +108,100 @@ impl Report {
         }
     }
 
+    /// Reports every rule of `every` that did not run as skipped, saying
+    /// which failed rule kept it from running, and puts the outcomes in
+    /// `every`'s order: the same plugin gives the same cases every run.
+    pub(crate) fn complete(&mut self, every: &[&'static Rule]) {
+        let first_failure = self
+            .outcomes
+            .iter()
+            .find(|o| matches!(o.verdict, Verdict::Fail(_)))
+            .map(|o| o.id);
+        for rule in every {
+            if self.outcomes.iter().any(|o| o.id == rule.id) {
+                continue;
+            }
+            let why = match first_failure {
+                Some(id) => format!("not run: {id} failed before it"),
+                None => "not run".to_string(),
+            };
+            self.record(rule, Verdict::Skip(why), Duration::ZERO);
+        }
+        let place = |id: &str| every.iter().position(|r| r.id == id).unwrap_or(every.len());
+        self.outcomes.sort_by_key(|o| place(o.id));
+    }
+
+    /// Reports the rules `selection` leaves out as skipped, whatever they
+    /// found: they neither fail the run nor show a verdict.
+    pub(crate) fn select(&mut self, selection: &Selection) {
+        for outcome in &mut self.outcomes {
+            if let Some(why) = selection.leaves_out(outcome.id) {
+                outcome.verdict = Verdict::Skip(why);
+            }
+        }
+    }
+
     /// How many rules failed.
     pub(crate) fn failures(&self) -> usize {
         self.outcomes
             .iter()
             .filter(|o| matches!(o.verdict, Verdict::Fail(_)))
             .count()
+    }
+}
+
+/// Which rules a run reports (`--rules`, `--skip`): ids, or prefixes of
+/// ids ending at a dot (`device.allocate` is `device.allocate` and every
+/// `device.allocate.*`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Selection {
+    /// Only these, when any.
+    pub(crate) only: Vec<String>,
+    /// Never these.
+    pub(crate) skip: Vec<String>,
+}
+
+impl Selection {
+    /// Why rule `id` is left out, if it is.
+    fn leaves_out(&self, id: &str) -> Option<String> {
+        let matches = |pattern: &String| {
+            let pattern = pattern.trim_end_matches('.');
+            id == pattern
+                || id
+                    .strip_prefix(pattern)
+                    .is_some_and(|rest| rest.starts_with('.'))
+        };
+        if let Some(pattern) = self.skip.iter().find(|p| matches(p)) {
+            return Some(format!("left out by --skip {pattern}"));
+        }
+        if !self.only.is_empty() && !self.only.iter().any(matches) {
+            return Some("not among --rules".to_string());
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_are_selected_by_id_or_by_prefix_at_a_dot() {
+        let selection = Selection {
+            only: vec!["device.allocate".into(), "registration.".into()],
+            skip: vec!["device.allocate.concurrent".into()],
+        };
+        assert_eq!(selection.leaves_out("device.allocate"), None);
+        assert_eq!(selection.leaves_out("device.allocate.unknown-ids"), None);
+        assert_eq!(selection.leaves_out("registration.get-info"), None);
+        assert!(
+            selection
+                .leaves_out("device.allocate.concurrent")
+                .is_some_and(|why| why.contains("--skip"))
+        );
+        // A prefix ends at a dot: `device.allocate` is not `device.allocates`.
+        assert!(selection.leaves_out("device.allocates").is_some());
+        assert!(selection.leaves_out("device.options").is_some());
+        assert_eq!(Selection::default().leaves_out("dra.prepare"), None);
     }
 }

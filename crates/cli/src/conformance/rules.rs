@@ -162,3 +162,79 @@ pub(crate) const DRA_RESTART: Rule = Rule {
     statement: "a claim prepared before the driver restarts can be unprepared after it",
     upstream: "the kubelet unprepares from its checkpoint after any restart of the driver",
 };
+
+/// Every rule a run against a device plugin on the tool's `kubelet.sock`
+/// reports, in order.
+const KUBELET_SOCKET_RULES: &[&Rule] = &[
+    &DP_REGISTER,
+    &DP_OPTIONS,
+    &DP_FIRST_LIST,
+    &DP_IDS,
+    &DP_HEALTH,
+    &DP_TOPOLOGY,
+    &DP_PREFERRED,
+    &DP_ALLOCATE,
+    &DP_ALLOCATE_UNKNOWN,
+    &DP_ALLOCATE_CONCURRENT,
+    &DP_PRE_START,
+    &DP_REREGISTER,
+];
+
+/// The rules of every plugin met through a registration socket.
+const REGISTRATION_RULES: &[&Rule] = &[
+    &REG_GET_INFO,
+    &REG_TYPE,
+    &REG_NAME,
+    &REG_VERSIONS,
+    &REG_ENDPOINT,
+    &REG_NOTIFY_FALSE,
+];
+
+/// A device plugin's own rules, met through a registration socket.
+const DEVICE_SERVICE_RULES: &[&Rule] = &[
+    &DP_OPTIONS,
+    &DP_FIRST_LIST,
+    &DP_IDS,
+    &DP_HEALTH,
+    &DP_TOPOLOGY,
+    &DP_PREFERRED,
+    &DP_ALLOCATE,
+    &DP_ALLOCATE_UNKNOWN,
+    &DP_ALLOCATE_CONCURRENT,
+    &DP_PRE_START,
+];
+
+/// A DRA driver's own rules.
+const DRA_RULES: &[&Rule] = &[
+    &DRA_SERVICES,
+    &DRA_PREPARE,
+    &DRA_PER_CLAIM_ERRORS,
+    &DRA_PREPARE_AGAIN,
+    &DRA_UNPREPARE_UNKNOWN,
+    &DRA_UNPREPARE_AGAIN,
+    &DRA_CONCURRENT,
+    &DRA_HEALTH,
+    &REG_SECOND_INSTANCE,
+];
+
+/// Every rule a run reports, in order: for a device plugin on the tool's
+/// `kubelet.sock`, or for a plugin met through its registration socket of
+/// type `plugin_type` (empty when it never said).
+pub(crate) fn every(kubelet_socket: bool, plugin_type: &str) -> Vec<&'static Rule> {
+    if kubelet_socket {
+        return KUBELET_SOCKET_RULES.to_vec();
+    }
+    let mut rules = REGISTRATION_RULES.to_vec();
+    match plugin_type {
+        nodeplugins_api::constants::plugin_type::DEVICE => {
+            rules.extend_from_slice(DEVICE_SERVICE_RULES)
+        }
+        nodeplugins_api::constants::plugin_type::DRA => rules.extend_from_slice(DRA_RULES),
+        _ => {}
+    }
+    rules.extend_from_slice(&[&REG_SOCKET_GONE, &REG_SOCKET_BACK]);
+    if plugin_type == nodeplugins_api::constants::plugin_type::DRA {
+        rules.push(&DRA_RESTART);
+    }
+    rules
+}
