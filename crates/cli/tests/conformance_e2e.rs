@@ -238,50 +238,61 @@ async fn a_dra_driver_on_the_go_helper_passes_but_for_failing_a_whole_batch_for_
     assert_eq!(code, Some(1));
 }
 
-/// Each fault of `faulty-plugin` and the one rule that must catch it.
-const DEVICE_FAULTS: &[(&str, &str)] = &[
-    ("register-version", "device.register"),
-    ("options-disagree", "device.options"),
-    ("no-list", "device.list-and-watch.first"),
-    ("duplicate-ids", "device.list-and-watch.ids"),
-    ("bad-health", "device.list-and-watch.health"),
-    ("bad-topology", "device.list-and-watch.topology"),
-    ("preferred-wrong-size", "device.preferred-allocation"),
-    ("allocate-one-response", "device.allocate"),
-    ("allocate-any-id", "device.allocate.unknown-ids"),
-    ("allocate-one-at-a-time", "device.allocate.concurrent"),
-    ("pre-start-fails", "device.pre-start-container"),
-    ("no-reregister", "device.kubelet-restart"),
+const FAIL: &str = "FAIL";
+const WARN: &str = "WARN";
+
+/// Each fault of `faulty-plugin`, the one rule that must catch it, and how:
+/// FAIL where the kubelet mishandles such a plugin, WARN where it copes.
+const DEVICE_FAULTS: &[(&str, &str, &str)] = &[
+    ("register-version", "device.register", FAIL),
+    ("options-disagree", "device.options", WARN),
+    ("no-list", "device.list-and-watch.first", FAIL),
+    ("duplicate-ids", "device.list-and-watch.ids", FAIL),
+    ("bad-health", "device.list-and-watch.health", FAIL),
+    ("bad-topology", "device.list-and-watch.topology", FAIL),
+    ("preferred-wrong-size", "device.preferred-allocation", FAIL),
+    ("allocate-one-response", "device.allocate", FAIL),
+    ("allocate-any-id", "device.allocate.unknown-ids", FAIL),
+    ("allocate-one-at-a-time", "device.allocate.concurrent", FAIL),
+    ("pre-start-fails", "device.pre-start-container", FAIL),
+    ("no-reregister", "device.kubelet-restart", FAIL),
 ];
 
-const DRA_FAULTS: &[(&str, &str)] = &[
-    ("slow-get-info", "registration.get-info"),
-    ("bad-type", "registration.type"),
-    ("bad-name", "registration.name"),
-    ("bad-version", "registration.versions"),
-    ("relative-endpoint", "registration.endpoint"),
+const DRA_FAULTS: &[(&str, &str, &str)] = &[
+    ("slow-get-info", "registration.get-info", FAIL),
+    ("bad-type", "registration.type", FAIL),
+    ("bad-name", "registration.name", FAIL),
+    ("bad-version", "registration.versions", FAIL),
+    ("relative-endpoint", "registration.endpoint", FAIL),
     (
         "rejection-stops-get-info",
         "registration.survives-rejection",
+        FAIL,
     ),
-    ("unserved-service", "dra.services"),
-    ("extra-claim", "dra.prepare.by-uid"),
-    ("whole-call-error", "dra.prepare.per-claim-errors"),
-    ("different-devices-again", "dra.prepare.idempotent"),
-    ("unprepare-unknown-fails", "dra.unprepare.unknown"),
-    ("unprepare-twice-fails", "dra.unprepare.idempotent"),
-    ("serial-prepare", "dra.prepare.concurrent"),
-    ("no-health-message", "dra.health.first"),
-    ("stale-socket", "registration.socket-removed-on-exit"),
+    ("unserved-service", "dra.services", FAIL),
+    ("extra-claim", "dra.prepare.by-uid", FAIL),
+    ("whole-call-error", "dra.prepare.per-claim-errors", FAIL),
+    ("different-devices-again", "dra.prepare.idempotent", FAIL),
+    ("unprepare-unknown-fails", "dra.unprepare.unknown", FAIL),
+    ("unprepare-twice-fails", "dra.unprepare.idempotent", FAIL),
+    ("serial-prepare", "dra.prepare.concurrent", FAIL),
+    ("no-health-message", "dra.health.first", FAIL),
+    ("stale-socket", "registration.socket-removed-on-exit", FAIL),
     (
         "no-socket-on-restart",
         "registration.socket-back-on-restart",
+        FAIL,
     ),
-    ("lose-state-on-restart", "dra.restart.unprepare"),
+    ("lose-state-on-restart", "dra.restart.unprepare", FAIL),
 ];
 
-/// The failed rules with `PROGRAM MODE --fault FAULT` (`faulty-plugin`).
-async fn failed_with(program: &str, mode: &str, fault: &str) -> BTreeSet<String> {
+/// The failed and the warned rules with `PROGRAM MODE --fault FAULT`
+/// (`faulty-plugin`).
+async fn verdicts_with(
+    program: &str,
+    mode: &str,
+    fault: &str,
+) -> (BTreeSet<String>, BTreeSet<String>) {
     let root = tempfile::tempdir().unwrap();
     let fault_flag = if fault.is_empty() {
         String::new()
@@ -326,30 +337,43 @@ async fn failed_with(program: &str, mode: &str, fault: &str) -> BTreeSet<String>
     ]);
     let (code, report) = conformance(&all).await;
     let failed = with(&report, "FAIL");
+    // A WARN never fails the run.
     assert_eq!(
         code,
         Some(if failed.is_empty() { 0 } else { 1 }),
         "{report:#}"
     );
-    failed
+    (failed, with(&report, "WARN"))
 }
 
 /// Runs the plugin without a fault and with each of `faults`, a few at a
 /// time, and checks that exactly the fault's rule fails.
-async fn each_fault_fails_its_rule(mode: &str, faults: &[(&str, &str)]) {
+async fn each_fault_fails_its_rule(mode: &str, faults: &[(&str, &str, &str)]) {
     use futures::StreamExt;
     let program = path(&binary("nodeplugins-test-support", "faulty-plugin"));
     let program = program.as_str();
     let runs = std::iter::once(("", None))
-        .chain(faults.iter().map(|(fault, rule)| (*fault, Some(*rule))))
-        .map(|(fault, rule)| async move { (fault, rule, failed_with(program, mode, fault).await) });
+        .chain(
+            faults
+                .iter()
+                .map(|(fault, rule, verdict)| (*fault, Some((*rule, *verdict)))),
+        )
+        .map(|(fault, expected)| async move {
+            (fault, expected, verdicts_with(program, mode, fault).await)
+        });
     let outcomes: Vec<_> = futures::stream::iter(runs)
         .buffer_unordered(3)
         .collect()
         .await;
-    for (fault, rule, failed) in outcomes {
-        let expected: Vec<&str> = rule.into_iter().collect();
-        assert_eq!(failed, ids(&expected), "fault {fault:?}");
+    for (fault, expected, (failed, warned)) in outcomes {
+        let with_verdict = |want: &str| -> BTreeSet<String> {
+            expected
+                .filter(|(_, verdict)| *verdict == want)
+                .map(|(rule, _)| ids(&[rule]))
+                .unwrap_or_default()
+        };
+        assert_eq!(failed, with_verdict(FAIL), "fault {fault:?}: FAIL");
+        assert_eq!(warned, with_verdict(WARN), "fault {fault:?}: WARN");
     }
 }
 

@@ -117,14 +117,14 @@ pub(crate) async fn rules(
                     let sent = registered.and_then(|r| r.options);
                     let agrees = sent.is_none_or(|sent| sent == answer);
                     options = Some(answer);
-                    Verdict::check(
-                        agrees,
-                        if agrees {
-                            seen
-                        } else {
-                            format!("{seen}; Register said {sent:?}")
-                        },
-                    )
+                    // The kubelet reads only this answer (PluginConnected);
+                    // Register's options mislead only other readers.
+                    match agrees {
+                        true => Verdict::Pass(seen),
+                        false => Verdict::Warn(format!(
+                            "{seen}; Register said {sent:?} (the kubelet uses this answer)"
+                        )),
+                    }
                 }
             }
         })

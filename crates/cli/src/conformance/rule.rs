@@ -8,8 +8,12 @@ use std::time::Duration;
 pub(crate) enum Verdict {
     /// The plugin does what the rule asks; what was seen.
     Pass(String),
-    /// It does not; what was seen instead.
+    /// It does not, and the kubelet mishandles such a plugin; what was
+    /// seen instead.
     Fail(String),
+    /// It does not, but the kubelet copes: poor practice, never a failed
+    /// run; what was seen.
+    Warn(String),
     /// The rule could not run; why.
     Skip(String),
 }
@@ -20,6 +24,7 @@ impl Verdict {
         match self {
             Self::Pass(_) => "PASS",
             Self::Fail(_) => "FAIL",
+            Self::Warn(_) => "WARN",
             Self::Skip(_) => "SKIP",
         }
     }
@@ -27,7 +32,7 @@ impl Verdict {
     /// What was seen, or why it was skipped.
     pub(crate) fn detail(&self) -> &str {
         match self {
-            Self::Pass(d) | Self::Fail(d) | Self::Skip(d) => d,
+            Self::Pass(d) | Self::Fail(d) | Self::Warn(d) | Self::Skip(d) => d,
         }
     }
 

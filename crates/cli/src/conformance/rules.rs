@@ -61,8 +61,8 @@ pub(crate) const DP_REGISTER: Rule = Rule {
 };
 pub(crate) const DP_OPTIONS: Rule = Rule {
     id: "device.options",
-    statement: "GetDevicePluginOptions answers and agrees with the options sent in Register",
-    upstream: "the device manager takes the options from Register and calls what they announce",
+    statement: "GetDevicePluginOptions answers (FAIL), with the options sent in Register (WARN)",
+    upstream: "devicemanager PluginConnected calls GetDevicePluginOptions and fails the plugin's connection without an answer; it never reads Register's options, so options that differ only mislead other readers",
 };
 pub(crate) const DP_FIRST_LIST: Rule = Rule {
     id: "device.list-and-watch.first",

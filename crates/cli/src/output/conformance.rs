@@ -44,10 +44,11 @@ pub(crate) fn report(report: &Report, format: Format, out: &mut impl Write) -> a
     };
     writeln!(
         out,
-        "{} rules: {} passed, {} failed, {} skipped",
+        "{} rules: {} passed, {} failed, {} warned, {} skipped",
         report.outcomes.len(),
         count("PASS"),
         count("FAIL"),
+        count("WARN"),
         count("SKIP")
     )?;
     Ok(())
@@ -184,7 +185,9 @@ pub(crate) fn junit(report: &Report, run: &RunInfo) -> String {
             outcome.millis as f64 / 1000.0
         );
         match &outcome.verdict {
-            Verdict::Pass(_) => {}
+            // A warning passes: JUnit has no verdict between; the system
+            // output says it.
+            Verdict::Pass(_) | Verdict::Warn(_) => {}
             Verdict::Fail(seen) => {
                 let _ = write!(
                     doc,
@@ -205,7 +208,11 @@ pub(crate) fn junit(report: &Report, run: &RunInfo) -> String {
             doc,
             "\n      <system-out>{}</system-out>\n    </testcase>",
             xml(&format!(
-                "{}\nupstream: {}\nseen: {}",
+                "{}{}\nupstream: {}\nseen: {}",
+                match outcome.verdict {
+                    Verdict::Warn(_) => "WARN: ",
+                    _ => "",
+                },
                 outcome.statement,
                 outcome.upstream,
                 outcome.verdict.detail()
@@ -238,6 +245,7 @@ mod tests {
             Duration::ZERO,
         );
         report.record(&rule, Verdict::Skip("why".into()), Duration::ZERO);
+        report.record(&rule, Verdict::Warn("copes".into()), Duration::ZERO);
         let run = RunInfo {
             started: SystemTime::UNIX_EPOCH + Duration::from_secs(1_764_110_096),
             hostname: "node<1>".into(),
@@ -248,7 +256,7 @@ mod tests {
             "{doc}"
         );
         assert!(
-            doc.contains(r#"tests="3" failures="1" skipped="1""#),
+            doc.contains(r#"tests="4" failures="1" skipped="1""#),
             "{doc}"
         );
         assert!(
@@ -257,5 +265,6 @@ mod tests {
         );
         assert!(doc.contains("/tmp/&lt;reg&gt;.sock"), "{doc}");
         assert!(doc.contains(r#"<skipped message="why"/>"#), "{doc}");
+        assert!(doc.contains("WARN: "), "a warning passes, saying so: {doc}");
     }
 }

@@ -1,0 +1,94 @@
+//! The conformance tool's verdicts against the kubelet's own code: a
+//! faulty plugin the tool WARNs is one the kubelet copes with. Each test
+//! runs `faulty-plugin` with one fault behind `interop/cmd/kubelet-pods`
+//! (the kubelet v1.37.2 device manager, as the real kubelet runs it, behind
+//! a pod informer on a real API server) and checks what the kubelet does
+//! with a pod that uses it; the tool's verdict for the same fault is
+//! checked in `conformance_e2e` (the fault tables).
+
+// Test code: a failed unwrap is a failed test with a precise location.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use nodeplugins_test_support::binaries::binary;
+use nodeplugins_test_support::go_process::GoProcess;
+use nodeplugins_test_support::kube_api::KubeApi;
+use nodeplugins_test_support::process::ChildProcess;
+use nodeplugins_test_support::wait::TIMEOUT;
+use serde_json::json;
+use tokio::process::Command;
+
+const NODE: &str = "node-ref";
+/// `faulty-plugin`'s resource and device count.
+const RESOURCE: &str = "example.com/faulty";
+const DEVICES: &str = "4";
+
+/// The kubelet's device manager serving `NODE`, and `faulty-plugin` with
+/// `fault` registered with it, once the kubelet shows its devices.
+async fn kubelet_with_faulty_device_plugin(
+    api: &KubeApi,
+    root: &std::path::Path,
+    fault: &str,
+) -> (GoProcess, ChildProcess) {
+    let kubeconfig = api.kubeconfig_of_node(NODE);
+    let mut kubelet = GoProcess::start(
+        "kubelet-pods",
+        [
+            "--root-dir",
+            root.to_str().unwrap(),
+            "--state-dir",
+            root.join("dra-state").to_str().unwrap(),
+            "--node-name",
+            NODE,
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+        ],
+    );
+    kubelet.event(TIMEOUT, "started", |_| true).await;
+    let mut command = Command::new(binary("nodeplugins-test-support", "faulty-plugin"));
+    command
+        .arg("device")
+        .arg("--kubelet-dir")
+        .arg(root.join("device-plugins"))
+        .args(["--fault", fault]);
+    let plugin = ChildProcess::spawn("faulty-plugin", command);
+    kubelet
+        .event(TIMEOUT, "node_status", |e| {
+            e["allocatable"][RESOURCE] == DEVICES
+        })
+        .await;
+    (kubelet, plugin)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn options_unlike_registers_are_a_warning_the_kubelet_admits_pods_with_them() {
+    nodeplugins_test_support::init_tracing();
+    let api = KubeApi::start(NODE).await;
+    api.create_schedulable_node(NODE).await;
+    api.ensure_default_service_account("default").await;
+    let root = tempfile::Builder::new()
+        .prefix("oracle-")
+        .tempdir()
+        .unwrap();
+    // Register says no PreStartContainer; GetDevicePluginOptions says one.
+    let (mut kubelet, _plugin) =
+        kubelet_with_faulty_device_plugin(&api, root.path(), "options-disagree").await;
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "uses-one"},
+        "spec": {
+            "nodeName": NODE,
+            "automountServiceAccountToken": false,
+            "containers": [{"name": "main", "image": "example.invalid/app",
+                "resources": {"limits": {RESOURCE: "1"}, "requests": {RESOURCE: "1"}}}],
+        },
+    });
+    api.admin("POST", "/api/v1/namespaces/default/pods", Some(&pod))
+        .await;
+    // The kubelet copes: it reads the options from GetDevicePluginOptions
+    // alone and admits the pod with its device.
+    let admitted = kubelet
+        .event(TIMEOUT, "admitted", |e| e["name"] == "uses-one")
+        .await;
+    let devices = &admitted["containers"][0]["devices"][RESOURCE];
+    assert_eq!(devices.as_array().map(Vec::len), Some(1), "{admitted}");
+}
