@@ -3,7 +3,7 @@
 //! rule, restarts included; the kubelet's own device plugin stub and a DRA
 //! driver on the Go helper pass every rule but the upstream deviations
 //! documented here; and a faulty plugin breaking one rule at a time fails
-//! exactly that rule.
+//! (or, where the kubelet copes, warns) exactly that rule.
 
 // Test code: a failed unwrap is a failed test with a precise location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -163,7 +163,7 @@ async fn the_sdk_example_dra_driver_in_a_cluster_passes_with_claims_from_the_api
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_kubelets_stub_device_plugin_passes_but_for_accepting_any_id() {
+async fn the_kubelets_stub_device_plugin_passes_with_a_warning_for_accepting_any_id() {
     let root = tempfile::tempdir().unwrap();
     let exec = format!(
         "exec {} --kubelet-sock {} --prestart --preferred --watch",
@@ -182,13 +182,14 @@ async fn the_kubelets_stub_device_plugin_passes_but_for_accepting_any_id() {
     // (pkg/kubelet/cm/devicemanager/plugin/v1beta1/stub.go, Allocate: it
     // builds a response per container request without looking the ids
     // up): the kubelet never sends an id the plugin did not list, so
-    // upstream does not test it.
+    // upstream does not test it, and the kubelet works with the stub.
+    assert_eq!(with(&report, "FAIL"), ids(&[]), "{report:#}");
     assert_eq!(
-        with(&report, "FAIL"),
+        with(&report, "WARN"),
         ids(&["device.allocate.unknown-ids"]),
         "{report:#}"
     );
-    assert_eq!(code, Some(1));
+    assert_eq!(code, Some(0), "a WARN does not fail the run");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -252,8 +253,8 @@ const DEVICE_FAULTS: &[(&str, &str, &str)] = &[
     ("bad-topology", "device.list-and-watch.topology", FAIL),
     ("preferred-wrong-size", "device.preferred-allocation", FAIL),
     ("allocate-one-response", "device.allocate", FAIL),
-    ("allocate-any-id", "device.allocate.unknown-ids", FAIL),
-    ("allocate-one-at-a-time", "device.allocate.concurrent", FAIL),
+    ("allocate-any-id", "device.allocate.unknown-ids", WARN),
+    ("allocate-one-at-a-time", "device.allocate.concurrent", WARN),
     ("pre-start-fails", "device.pre-start-container", FAIL),
     ("no-reregister", "device.kubelet-restart", FAIL),
 ];

@@ -1,5 +1,7 @@
 //! The conformance tool's verdicts against the kubelet's own code: a
-//! faulty plugin the tool WARNs is one the kubelet copes with. Each test
+//! faulty plugin the tool WARNs is one the kubelet copes with (so far the
+//! device plugin rules `device.options`, `device.allocate.unknown-ids` and
+//! `device.allocate.concurrent`). Each test
 //! runs `faulty-plugin` with one fault behind `interop/cmd/kubelet-pods`
 //! (the kubelet v1.37.2 device manager, as the real kubelet runs it, behind
 //! a pod informer on a real API server) and checks what the kubelet does
@@ -59,22 +61,20 @@ async fn kubelet_with_faulty_device_plugin(
     (kubelet, plugin)
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn options_unlike_registers_are_a_warning_the_kubelet_admits_pods_with_them() {
+/// The API server for `NODE`, schedulable, with the default account.
+async fn cluster() -> KubeApi {
     nodeplugins_test_support::init_tracing();
     let api = KubeApi::start(NODE).await;
     api.create_schedulable_node(NODE).await;
     api.ensure_default_service_account("default").await;
-    let root = tempfile::Builder::new()
-        .prefix("oracle-")
-        .tempdir()
-        .unwrap();
-    // Register says no PreStartContainer; GetDevicePluginOptions says one.
-    let (mut kubelet, _plugin) =
-        kubelet_with_faulty_device_plugin(&api, root.path(), "options-disagree").await;
+    api
+}
+
+/// Pod `name` bound to `NODE`, asking for one device of the faulty plugin.
+async fn pod_with_one_device(api: &KubeApi, name: &str) {
     let pod = json!({
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "uses-one"},
+        "metadata": {"name": name},
         "spec": {
             "nodeName": NODE,
             "automountServiceAccountToken": false,
@@ -84,11 +84,61 @@ async fn options_unlike_registers_are_a_warning_the_kubelet_admits_pods_with_the
     });
     api.admin("POST", "/api/v1/namespaces/default/pods", Some(&pod))
         .await;
-    // The kubelet copes: it reads the options from GetDevicePluginOptions
-    // alone and admits the pod with its device.
+}
+
+/// The kubelet admitted pod `name` with one device of the faulty plugin.
+async fn admitted_with_one_device(kubelet: &mut GoProcess, name: &str) {
     let admitted = kubelet
-        .event(TIMEOUT, "admitted", |e| e["name"] == "uses-one")
+        .event(TIMEOUT, "admitted", |e| e["name"] == name)
         .await;
     let devices = &admitted["containers"][0]["devices"][RESOURCE];
     assert_eq!(devices.as_array().map(Vec::len), Some(1), "{admitted}");
+}
+
+/// A temporary kubelet root.
+fn root() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("oracle-")
+        .tempdir()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn options_unlike_registers_are_a_warning_the_kubelet_admits_pods_with_them() {
+    let api = cluster().await;
+    let root = root();
+    // Register says no PreStartContainer; GetDevicePluginOptions says one.
+    let (mut kubelet, _plugin) =
+        kubelet_with_faulty_device_plugin(&api, root.path(), "options-disagree").await;
+    pod_with_one_device(&api, "uses-one").await;
+    // The kubelet copes: it reads the options from GetDevicePluginOptions
+    // alone and admits the pod with its device.
+    admitted_with_one_device(&mut kubelet, "uses-one").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn accepting_unknown_ids_is_a_warning_the_kubelet_never_sends_one() {
+    let api = cluster().await;
+    let root = root();
+    let (mut kubelet, _plugin) =
+        kubelet_with_faulty_device_plugin(&api, root.path(), "allocate-any-id").await;
+    pod_with_one_device(&api, "uses-one").await;
+    admitted_with_one_device(&mut kubelet, "uses-one").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn failing_concurrent_allocates_is_a_warning_the_kubelet_admits_one_pod_at_a_time() {
+    let api = cluster().await;
+    let root = root();
+    // Allocate answers "busy" while another Allocate runs.
+    let (mut kubelet, _plugin) =
+        kubelet_with_faulty_device_plugin(&api, root.path(), "allocate-one-at-a-time").await;
+    let names = ["first", "second", "third", "fourth"];
+    for name in names {
+        pod_with_one_device(&api, name).await;
+    }
+    // Bound at once, admitted one after the other: every Allocate answered.
+    for name in names {
+        admitted_with_one_device(&mut kubelet, name).await;
+    }
 }

@@ -202,9 +202,17 @@ pub(crate) async fn rules(
     report
         .run(&DP_ALLOCATE_UNKNOWN, async {
             let request = allocate_request(&[&[UNKNOWN_ID]]);
+            // The kubelet sends only ids the plugin listed healthy, so
+            // neither answer harms it: a refusal is right, anything else
+            // hides a broken caller from the plugin's author.
             match call::unary(timeout, client.clone().allocate(request)).await {
-                Err(e) => Verdict::Pass(format!("refused: {e}")),
-                Ok(_) => Verdict::Fail(format!("allocated {UNKNOWN_ID:?}, which it never listed")),
+                Err(call::CallError::Status(status)) => Verdict::Pass(format!(
+                    "refused: {:?}: {}",
+                    status.code(),
+                    status.message()
+                )),
+                Err(e) => Verdict::Warn(format!("did not refuse {UNKNOWN_ID:?}: {e}")),
+                Ok(_) => Verdict::Warn(format!("allocated {UNKNOWN_ID:?}, which it never listed")),
             }
         })
         .await;
@@ -223,14 +231,14 @@ pub(crate) async fn rules(
                 .into_iter()
                 .filter_map(|a| a.err().map(|e| e.to_string()))
                 .collect();
-            Verdict::check(
-                failed.is_empty(),
-                if failed.is_empty() {
-                    format!("{CONCURRENT} calls answered")
-                } else {
-                    format!("{} of {CONCURRENT} failed: {}", failed.len(), failed[0])
-                },
-            )
+            // The kubelet admits pods one at a time, so it never sends
+            // these at once: failing them is a WARN.
+            match failed.first() {
+                None => Verdict::Pass(format!("{CONCURRENT} calls answered")),
+                Some(first) => {
+                    Verdict::Warn(format!("{} of {CONCURRENT} failed: {first}", failed.len()))
+                }
+            }
         })
         .await;
     report

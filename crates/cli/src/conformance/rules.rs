@@ -96,13 +96,13 @@ pub(crate) const DP_ALLOCATE: Rule = Rule {
 };
 pub(crate) const DP_ALLOCATE_UNKNOWN: Rule = Rule {
     id: "device.allocate.unknown-ids",
-    statement: "Allocate refuses ids the plugin never listed",
-    upstream: "the kubelet only sends listed healthy ids; a plugin that accepts any id hides a broken caller",
+    statement: "Allocate refuses ids the plugin never listed (WARN)",
+    upstream: "the device manager sends only ids the plugin listed healthy, so a plugin that accepts any id, or does not answer, works with it; it hides a broken caller from its author",
 };
 pub(crate) const DP_ALLOCATE_CONCURRENT: Rule = Rule {
     id: "device.allocate.concurrent",
-    statement: "concurrent Allocate calls all answer",
-    upstream: "the device manager allocates for several pods' containers at once",
+    statement: "concurrent Allocate calls all answer (WARN)",
+    upstream: "the kubelet admits pods one at a time (HandlePodAdditions), so the device manager never sends Allocate calls at once; a plugin that fails them works with it, and not with other callers",
 };
 pub(crate) const DP_PRE_START: Rule = Rule {
     id: "device.pre-start-container",
