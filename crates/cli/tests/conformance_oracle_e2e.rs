@@ -1,12 +1,14 @@
 //! The conformance tool's verdicts against the kubelet's own code: a
-//! faulty plugin the tool WARNs is one the kubelet copes with (so far the
-//! device plugin rules `device.options`, `device.allocate.unknown-ids` and
-//! `device.allocate.concurrent`). Each test
-//! runs `faulty-plugin` with one fault behind `interop/cmd/kubelet-pods`
-//! (the kubelet v1.37.2 device manager, as the real kubelet runs it, behind
-//! a pod informer on a real API server) and checks what the kubelet does
-//! with a pod that uses it; the tool's verdict for the same fault is
-//! checked in `conformance_e2e` (the fault tables).
+//! faulty plugin the tool WARNs is one the kubelet copes with (so far
+//! `device.options`, `device.allocate.unknown-ids`,
+//! `device.allocate.concurrent` and `dra.health.first`). Each test runs
+//! `faulty-plugin` with one fault behind the kubelet v1.37.2's own code:
+//! device plugins behind `interop/cmd/kubelet-pods` (its device manager,
+//! as the real kubelet runs it, behind a pod informer on a real API
+//! server), checking that a pod using the plugin is admitted; DRA drivers
+//! behind `interop/cmd/kubelet-plugins` (its plugin manager and DRA plugin
+//! manager), checking that claims are prepared. The tool's verdict for the
+//! same fault is checked in `conformance_e2e` (the fault tables).
 
 // Test code: a failed unwrap is a failed test with a precise location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -141,4 +143,50 @@ async fn failing_concurrent_allocates_is_a_warning_the_kubelet_admits_one_pod_at
     for name in names {
         admitted_with_one_device(&mut kubelet, name).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_health_stream_silent_at_first_is_a_warning_the_kubelet_prepares_claims_anyway() {
+    nodeplugins_test_support::init_tracing();
+    let root = root();
+    let registry = root.path().join("plugins_registry");
+    // The kubelet's plugin manager with its DRA plugin manager, which opens
+    // each driver's health stream.
+    let mut kubelet = GoProcess::start(
+        "kubelet-plugins",
+        ["--registry-dir", registry.to_str().unwrap()],
+    );
+    kubelet.event(TIMEOUT, "started", |_| true).await;
+    let mut command = Command::new(binary("nodeplugins-test-support", "faulty-plugin"));
+    command
+        .arg("dra")
+        .arg("--registry-dir")
+        .arg(&registry)
+        .arg("--plugin-dir")
+        .arg(root.path().join("plugins/faulty"))
+        .args(["--fault", "no-health-message"]);
+    let _plugin = ChildProcess::spawn("faulty-plugin", command);
+    let registered = kubelet
+        .event(TIMEOUT, "registered", |e| e["name"] == "faulty.example.com")
+        .await;
+    assert_eq!(registered["error"], "", "{registered}");
+    // Its health stream sends nothing; the kubelet prepares claims anyway.
+    let claim = json!([{"namespace": "default", "name": "gpu", "uid": "uid-1"}]);
+    let prepared = kubelet
+        .request(
+            TIMEOUT,
+            "prepare",
+            json!({"driver": "faulty.example.com", "claims": claim}),
+        )
+        .await;
+    assert_eq!(prepared["error"], "", "{prepared}");
+    let result = &prepared["response"]["claims"]["uid-1"];
+    assert!(
+        result["error"].is_null() || result["error"] == "",
+        "{prepared}"
+    );
+    assert!(
+        result["devices"][0]["device_name"].is_string(),
+        "{prepared}"
+    );
 }

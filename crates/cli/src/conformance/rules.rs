@@ -154,8 +154,8 @@ pub(crate) const DRA_CONCURRENT: Rule = Rule {
 };
 pub(crate) const DRA_HEALTH: Rule = Rule {
     id: "dra.health.first",
-    statement: "NodeWatchResources sends its first message promptly, with pool and device names and a known health",
-    upstream: "the kubelet's health streamer (KEP-4680) reads device health from the stream",
+    statement: "NodeWatchResources opens and its messages name pool, device and a known health (FAIL); the first comes promptly (WARN)",
+    upstream: "the kubelet's DRA plugin manager reads device health from the stream (KEP-4680) with no deadline on the first message, and opens an ended stream again; health stays unknown until a message comes",
 };
 pub(crate) const DRA_RESTART: Rule = Rule {
     id: "dra.restart.unprepare",
