@@ -75,18 +75,7 @@ pub(crate) async fn rules(
     registered: Option<&dp::RegisterRequest>,
     timeout: Duration,
 ) {
-    let all = [
-        &DP_OPTIONS,
-        &DP_FIRST_LIST,
-        &DP_IDS,
-        &DP_HEALTH,
-        &DP_TOPOLOGY,
-        &DP_PREFERRED,
-        &DP_ALLOCATE,
-        &DP_ALLOCATE_UNKNOWN,
-        &DP_ALLOCATE_CONCURRENT,
-        &DP_PRE_START,
-    ];
+    let all = DEVICE_SERVICE_RULES;
     let channel = match dial(endpoint, timeout).await {
         Ok(channel) => channel,
         Err(e) => {

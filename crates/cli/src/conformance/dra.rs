@@ -55,17 +55,7 @@ pub(crate) async fn rules(
         .run(&DRA_SERVICES, services_rule(info, channel.clone(), timeout))
         .await;
     let Some(client) = DraClient::new(info, channel.clone()) else {
-        report.skip_all(
-            &[
-                &DRA_PREPARE,
-                &DRA_PER_CLAIM_ERRORS,
-                &DRA_PREPARE_AGAIN,
-                &DRA_UNPREPARE_UNKNOWN,
-                &DRA_UNPREPARE_AGAIN,
-                &DRA_CONCURRENT,
-            ],
-            "no DRAPlugin service listed",
-        );
+        report.skip_all(DRA_CLAIM_RULES, "no DRAPlugin service listed");
         return;
     };
     let good: Vec<TestClaim> = claims.iter().filter(|c| !c.fails).cloned().collect();

@@ -163,23 +163,6 @@ pub(crate) const DRA_RESTART: Rule = Rule {
     upstream: "the kubelet unprepares from its checkpoint after any restart of the driver",
 };
 
-/// Every rule a run against a device plugin on the tool's `kubelet.sock`
-/// reports, in order.
-const KUBELET_SOCKET_RULES: &[&Rule] = &[
-    &DP_REGISTER,
-    &DP_OPTIONS,
-    &DP_FIRST_LIST,
-    &DP_IDS,
-    &DP_HEALTH,
-    &DP_TOPOLOGY,
-    &DP_PREFERRED,
-    &DP_ALLOCATE,
-    &DP_ALLOCATE_UNKNOWN,
-    &DP_ALLOCATE_CONCURRENT,
-    &DP_PRE_START,
-    &DP_REREGISTER,
-];
-
 /// The rules of every plugin met through a registration socket.
 const REGISTRATION_RULES: &[&Rule] = &[
     &REG_GET_INFO,
@@ -190,8 +173,8 @@ const REGISTRATION_RULES: &[&Rule] = &[
     &REG_NOTIFY_FALSE,
 ];
 
-/// A device plugin's own rules, met through a registration socket.
-const DEVICE_SERVICE_RULES: &[&Rule] = &[
+/// A device plugin's rules on its own service, in order.
+pub(crate) const DEVICE_SERVICE_RULES: &[&Rule] = &[
     &DP_OPTIONS,
     &DP_FIRST_LIST,
     &DP_IDS,
@@ -204,36 +187,40 @@ const DEVICE_SERVICE_RULES: &[&Rule] = &[
     &DP_PRE_START,
 ];
 
-/// A DRA driver's own rules.
-const DRA_RULES: &[&Rule] = &[
-    &DRA_SERVICES,
+/// A DRA driver's rules on claims, in order.
+pub(crate) const DRA_CLAIM_RULES: &[&Rule] = &[
     &DRA_PREPARE,
     &DRA_PER_CLAIM_ERRORS,
     &DRA_PREPARE_AGAIN,
     &DRA_UNPREPARE_UNKNOWN,
     &DRA_UNPREPARE_AGAIN,
     &DRA_CONCURRENT,
-    &DRA_HEALTH,
-    &REG_SECOND_INSTANCE,
 ];
 
 /// Every rule a run reports, in order: for a device plugin on the tool's
 /// `kubelet.sock`, or for a plugin met through its registration socket of
 /// type `plugin_type` (empty when it never said).
 pub(crate) fn every(kubelet_socket: bool, plugin_type: &str) -> Vec<&'static Rule> {
+    use nodeplugins_api::constants::plugin_type::{DEVICE, DRA};
+    let mut rules = Vec::new();
     if kubelet_socket {
-        return KUBELET_SOCKET_RULES.to_vec();
+        rules.push(&DP_REGISTER);
+        rules.extend_from_slice(DEVICE_SERVICE_RULES);
+        rules.push(&DP_REREGISTER);
+        return rules;
     }
-    let mut rules = REGISTRATION_RULES.to_vec();
+    rules.extend_from_slice(REGISTRATION_RULES);
     match plugin_type {
-        nodeplugins_api::constants::plugin_type::DEVICE => {
-            rules.extend_from_slice(DEVICE_SERVICE_RULES)
+        DEVICE => rules.extend_from_slice(DEVICE_SERVICE_RULES),
+        DRA => {
+            rules.push(&DRA_SERVICES);
+            rules.extend_from_slice(DRA_CLAIM_RULES);
+            rules.extend_from_slice(&[&DRA_HEALTH, &REG_SECOND_INSTANCE]);
         }
-        nodeplugins_api::constants::plugin_type::DRA => rules.extend_from_slice(DRA_RULES),
         _ => {}
     }
     rules.extend_from_slice(&[&REG_SOCKET_GONE, &REG_SOCKET_BACK]);
-    if plugin_type == nodeplugins_api::constants::plugin_type::DRA {
+    if plugin_type == DRA {
         rules.push(&DRA_RESTART);
     }
     rules
