@@ -13,6 +13,9 @@
 // Test code: a failed unwrap is a failed test with a precise location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::kubelet_claim_call;
 use nodeplugins_test_support::binaries::binary;
 use nodeplugins_test_support::go_process::GoProcess;
 use nodeplugins_test_support::kube_api::KubeApi;
@@ -171,22 +174,13 @@ async fn a_health_stream_silent_at_first_is_a_warning_the_kubelet_prepares_claim
         .await;
     assert_eq!(registered["error"], "", "{registered}");
     // Its health stream sends nothing; the kubelet prepares claims anyway.
-    let claim = json!([{"namespace": "default", "name": "gpu", "uid": "uid-1"}]);
-    let prepared = kubelet
-        .request(
-            TIMEOUT,
-            "prepare",
-            json!({"driver": "faulty.example.com", "claims": claim}),
-        )
-        .await;
-    assert_eq!(prepared["error"], "", "{prepared}");
-    let result = &prepared["response"]["claims"]["uid-1"];
-    assert!(
-        result["error"].is_null() || result["error"] == "",
-        "{prepared}"
-    );
-    assert!(
-        result["devices"][0]["device_name"].is_string(),
-        "{prepared}"
-    );
+    let result = kubelet_claim_call(
+        &mut kubelet,
+        "prepare",
+        "faulty.example.com",
+        "gpu",
+        "uid-1",
+    )
+    .await;
+    assert!(result["devices"][0]["device_name"].is_string(), "{result}");
 }

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::signal;
+use common::{kubelet_claim_call, signal};
 
 use std::path::Path;
 use std::time::Duration;
@@ -234,40 +234,15 @@ async fn the_kubelets_dra_client_prepares_and_unprepares_on_our_dra_driver_in_v1
         };
         assert!(advertised.contains(&json!(service)), "{registered}");
 
-        let claim = json!([{"namespace": "default", "name": "gpu-claim", "uid": "uid-1"}]);
-        let prepared = kubelet
-            .request(
-                TIMEOUT,
-                "prepare",
-                json!({"driver": driver, "claims": claim}),
-            )
-            .await;
-        assert_eq!(prepared["error"], "", "{prepared}");
-        let result = &prepared["response"]["claims"]["uid-1"];
-        assert!(
-            result["error"].is_null() || result["error"] == "",
-            "{prepared}"
-        );
+        let result =
+            kubelet_claim_call(&mut kubelet, "prepare", driver, "gpu-claim", "uid-1").await;
         let device = result["devices"][0]["device_name"].as_str().unwrap();
-        assert!(device.starts_with("gpu-"), "{prepared}");
+        assert!(device.starts_with("gpu-"), "{result}");
         assert_eq!(
             result["devices"][0]["cdi_device_ids"],
             json!([format!("{driver}/gpu={device}")])
         );
-
-        let unprepared = kubelet
-            .request(
-                TIMEOUT,
-                "unprepare",
-                json!({"driver": driver, "claims": claim}),
-            )
-            .await;
-        assert_eq!(unprepared["error"], "", "{unprepared}");
-        let result = &unprepared["response"]["claims"]["uid-1"];
-        assert!(
-            result["error"].is_null() || result["error"] == "",
-            "{unprepared}"
-        );
+        kubelet_claim_call(&mut kubelet, "unprepare", driver, "gpu-claim", "uid-1").await;
     }
     // Our driver's health stream reaches the kubelet's DRA plugin manager.
     let health = kubelet

@@ -148,3 +148,31 @@ pub fn main_container(
     nodeplugins::device::AllocationRequest::new(pod, "default", pod, "main")
         .resource(resource, count)
 }
+
+/// Asks `interop/bin/kubelet-plugins` to `op` (`prepare` or `unprepare`)
+/// claim `default/name` with UID `uid` through the kubelet's DRA client
+/// for `driver`, and returns the claim's result; fails the test when the
+/// call or the claim failed.
+pub async fn kubelet_claim_call(
+    kubelet: &mut nodeplugins_test_support::go_process::GoProcess,
+    op: &str,
+    driver: &str,
+    name: &str,
+    uid: &str,
+) -> serde_json::Value {
+    let claims = serde_json::json!([{"namespace": "default", "name": name, "uid": uid}]);
+    let answer = kubelet
+        .request(
+            TIMEOUT,
+            op,
+            serde_json::json!({"driver": driver, "claims": claims}),
+        )
+        .await;
+    assert_eq!(answer["error"], "", "{op}: {answer}");
+    let result = answer["response"]["claims"][uid].clone();
+    assert!(
+        result["error"].is_null() || result["error"] == "",
+        "{op}: {answer}"
+    );
+    result
+}
