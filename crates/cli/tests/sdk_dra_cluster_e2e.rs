@@ -15,14 +15,12 @@ use common::claims::{allocated_claim, delete_claim, pod_using};
 use common::cluster_drivers::{Driver, prepared_devices};
 use common::*;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use k8s_openapi::api::resource::v1::Device;
-use nodeplugins_sdk::dra_driver::{
-    Claim, DraDriver, DraDriverServer, Pool, PreparedClaim, PreparedDevice, Resources, Slice,
-};
+use nodeplugins_sdk::dra_driver::{DraDriverServer, Pool, Resources, Slice};
+use nodeplugins_test_support::echo_dra_driver::NoCalls;
 use nodeplugins_test_support::go_process::GoProcess;
 use nodeplugins_test_support::kube_api::{Identity, KubeApi};
 use nodeplugins_test_support::wait::{TIMEOUT, eventually};
@@ -77,19 +75,6 @@ fn device_names(slice: &Value) -> Vec<&str> {
         .iter()
         .map(|d| d["name"].as_str().unwrap())
         .collect()
-}
-
-struct NoCalls;
-
-#[async_trait::async_trait]
-impl DraDriver for NoCalls {
-    async fn prepare(&self, _: Vec<Claim>) -> HashMap<String, Result<Vec<PreparedDevice>, String>> {
-        HashMap::new()
-    }
-
-    async fn unprepare(&self, _: Vec<PreparedClaim>) -> HashMap<String, Result<(), String>> {
-        HashMap::new()
-    }
 }
 
 fn gpus(names: &[&str]) -> Vec<Device> {

@@ -6,15 +6,13 @@
 // Test code: a failed unwrap is a failed test with a precise location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::resource::v1::Device;
-use nodeplugins_sdk::dra_driver::{
-    Claim, DraDriver, DraDriverServer, NodeSelection, Pool, PreparedClaim, PreparedDevice,
-    Resources,
-};
+use nodeplugins_sdk::dra_driver::{DraDriverServer, NodeSelection, Pool, Resources};
 use nodeplugins_test_support::control_plane::ControlPlane;
+use nodeplugins_test_support::echo_dra_driver::NoCalls;
 use nodeplugins_test_support::kube_api::{Identity, KubeApi};
 use nodeplugins_test_support::wait::{TIMEOUT, eventually};
 use serde_json::Value;
@@ -24,19 +22,6 @@ const NODE: &str = "node-1";
 const DRIVER: &str = "dra.example.com";
 const CLASS: &str = "gpu.example.com";
 const GPUS: usize = 4;
-
-struct NoCalls;
-
-#[nodeplugins_sdk::async_trait]
-impl DraDriver for NoCalls {
-    async fn prepare(&self, _: Vec<Claim>) -> HashMap<String, Result<Vec<PreparedDevice>, String>> {
-        HashMap::new()
-    }
-
-    async fn unprepare(&self, _: Vec<PreparedClaim>) -> HashMap<String, Result<(), String>> {
-        HashMap::new()
-    }
-}
 
 /// The UIDs of the driver's slices.
 async fn slice_uids(api: &KubeApi) -> BTreeSet<String> {

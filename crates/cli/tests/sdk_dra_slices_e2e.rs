@@ -10,16 +10,14 @@
 // Test code: a failed unwrap is a failed test with a precise location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::resource::v1::{Counter, CounterSet, Device, DeviceCounterConsumption};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use nodeplugins_sdk::dra_driver::{
-    Claim, DraDriver, DraDriverServer, NodeSelection, Pool, PreparedClaim, PreparedDevice,
-    PublishError, Resources,
-};
+use nodeplugins_sdk::dra_driver::{DraDriverServer, NodeSelection, Pool, PublishError, Resources};
 use nodeplugins_test_support::control_plane::ControlPlane;
+use nodeplugins_test_support::echo_dra_driver::NoCalls;
 use nodeplugins_test_support::kube_api::{Identity, KubeApi};
 use nodeplugins_test_support::wait::{TIMEOUT, eventually};
 use serde_json::{Value, json};
@@ -29,19 +27,6 @@ const NODE: &str = "node-1";
 const DRIVER: &str = "dra.example.com";
 const CLASS: &str = "gpu.example.com";
 const SLICES: &str = "/apis/resource.k8s.io/v1/resourceslices";
-
-struct NoCalls;
-
-#[nodeplugins_sdk::async_trait]
-impl DraDriver for NoCalls {
-    async fn prepare(&self, _: Vec<Claim>) -> HashMap<String, Result<Vec<PreparedDevice>, String>> {
-        HashMap::new()
-    }
-
-    async fn unprepare(&self, _: Vec<PreparedClaim>) -> HashMap<String, Result<(), String>> {
-        HashMap::new()
-    }
-}
 
 fn gpus(count: usize) -> Vec<Device> {
     (0..count)

@@ -1,6 +1,7 @@
-//! A DRA driver on the SDK that prepares each claim with the devices
-//! allocated to it (read from the API server by the SDK), for tests where
-//! what the driver does matters less than what is around it.
+//! DRA drivers on the SDK for tests where what the driver does matters
+//! less than what is around it: one that prepares each claim with the
+//! devices allocated to it (read from the API server by the SDK), and one
+//! that answers no claim at all.
 
 use std::collections::HashMap;
 
@@ -46,5 +47,21 @@ impl DraDriver for AllocationEcho {
 
     async fn unprepare(&self, claims: Vec<PreparedClaim>) -> HashMap<String, Result<(), String>> {
         claims.into_iter().map(|c| (c.claim.uid, Ok(()))).collect()
+    }
+}
+
+/// A driver that answers no claim, for tests of what the SDK publishes
+/// (slices) where no claim is ever prepared.
+#[derive(Debug, Default)]
+pub struct NoCalls;
+
+#[async_trait::async_trait]
+impl DraDriver for NoCalls {
+    async fn prepare(&self, _: Vec<Claim>) -> HashMap<String, Result<Vec<PreparedDevice>, String>> {
+        HashMap::new()
+    }
+
+    async fn unprepare(&self, _: Vec<PreparedClaim>) -> HashMap<String, Result<(), String>> {
+        HashMap::new()
     }
 }
