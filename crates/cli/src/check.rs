@@ -33,11 +33,21 @@ pub(crate) fn is_socket(path: &Path) -> Result<String, String> {
 }
 
 pub(crate) async fn get_info(socket: &Path) -> Result<PluginInfo, String> {
-    let channel = dial(socket, CALL_TIMEOUT)
+    get_info_within(socket, CALL_TIMEOUT, GET_INFO_TIMEOUT).await
+}
+
+/// GetInfo through `socket`, dialed within `dial_timeout` and answered
+/// within `timeout`.
+pub(crate) async fn get_info_within(
+    socket: &Path,
+    dial_timeout: std::time::Duration,
+    timeout: std::time::Duration,
+) -> Result<PluginInfo, String> {
+    let channel = dial(socket, dial_timeout)
         .await
         .map_err(|e| format!("dial: {}", root_cause(&e)))?;
     let mut client = RegistrationClient::new(channel);
-    match call::unary(GET_INFO_TIMEOUT, client.get_info(InfoRequest {})).await {
+    match call::unary(timeout, client.get_info(InfoRequest {})).await {
         Ok(info) => Ok(info),
         Err(error @ CallError::Timeout(_)) => Err(format!("{error} (the kubelet gives up then)")),
         Err(error) => Err(error.to_string()),

@@ -10,14 +10,21 @@
 
 mod claims;
 pub(crate) mod command;
+mod deadlines;
 mod device;
+mod device_allocation;
+mod device_list;
+mod device_register;
 mod dra;
+mod dra_answers;
 mod dra_client;
 mod kubelet_socket;
 mod plugin;
 mod registration;
+mod restarts;
 mod rule;
 mod rules;
+mod sockets;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -27,8 +34,10 @@ use nodeplugins_api::constants::plugin_type;
 pub(crate) use rule::{Report, Selection, Verdict};
 
 use claims::TestClaim;
+use deadlines::Deadlines;
 use kubelet_socket::KubeletSocket;
 use plugin::Plugin;
+use restarts::Met;
 use rules::*;
 
 /// Where the tool meets the plugin.
@@ -54,9 +63,8 @@ pub(crate) struct Options {
     pub(crate) claims: Option<PathBuf>,
     /// Read the DRA rules' claims from the API server with this kubeconfig.
     pub(crate) kubeconfig: Option<PathBuf>,
-    /// How long "promptly" is: the first device list, a registration, an
-    /// answer.
-    pub(crate) timeout: Duration,
+    /// How long each call may take.
+    pub(crate) deadlines: Deadlines,
     /// How long a plugin may take to register again after a restart.
     pub(crate) restart_timeout: Duration,
 }
@@ -65,7 +73,7 @@ impl Options {
     /// How long the plugin may take to start and register: starting a
     /// process on a loaded machine is not the plugin's promptness.
     fn start_timeout(&self) -> Duration {
-        self.timeout.max(self.restart_timeout)
+        self.restart_timeout
     }
 }
 
@@ -93,7 +101,7 @@ async fn device_plugin(
     dir: &Path,
     plugin: &mut Plugin,
 ) -> Result<Report, String> {
-    let (mut socket, mut requests) = KubeletSocket::start(dir).await?;
+    let (mut socket, mut requests) = KubeletSocket::start(dir, options.deadlines).await?;
     plugin.start()?;
     let mut report = Report {
         plugin: socket.path().display().to_string(),
@@ -106,7 +114,7 @@ async fn device_plugin(
         first = tokio::time::timeout(options.start_timeout(), requests.recv()) => Ok(first),
         exit = plugin.wait_exit() => Err(exit),
     };
-    let Ok(Ok(Some(request))) = first else {
+    let Ok(Ok(Some(registered))) = first else {
         let why = match first {
             Err(exit) => format!("the plugin exited ({exit}) without registering"),
             Ok(_) => format!(
@@ -119,14 +127,16 @@ async fn device_plugin(
         socket.stop().await;
         return Ok(report);
     };
-    match device::register_rule(&mut report, dir, &request) {
-        Some(endpoint) => {
-            device::rules(&mut report, &endpoint, Some(&request), options.timeout).await
-        }
-        None => report.skip_all(&[&DP_OPTIONS], "no usable endpoint in Register"),
-    }
+    let Some(endpoint) = device_register::register_rule(&mut report, dir, &registered) else {
+        // Refused: the kubelet knows no such plugin, and every other rule
+        // is reported as not run.
+        socket.stop().await;
+        return Ok(report);
+    };
+    let request = Some(&registered.request);
+    device::rules(&mut report, &endpoint, request, options.deadlines).await;
     if options.restarts {
-        device::reregister_rule(
+        device_register::reregister_rule(
             &mut report,
             &mut socket,
             &mut requests,
@@ -163,7 +173,7 @@ async fn registered(
     };
     // A plugin that exits before its socket appears fails at once.
     let found = tokio::select! {
-        found = registration::find_socket(watched, options.start_timeout()) => found,
+        found = sockets::find_socket(watched, options.start_timeout()) => found,
         exit = plugin.wait_exit() => Err(format!("the plugin exited ({exit}) without a registration socket")),
     };
     let socket = match found {
@@ -174,7 +184,8 @@ async fn registered(
         }
     };
     report.plugin = socket.display().to_string();
-    let Some(found) = registration::rules(&mut report, &socket).await else {
+    let deadlines = options.deadlines;
+    let Some(found) = registration::rules(&mut report, &socket, deadlines).await else {
         return Ok(report);
     };
     let kind = found.info.r#type.clone();
@@ -187,18 +198,9 @@ async fn registered(
         _ => claims,
     };
     match kind.as_str() {
-        plugin_type::DEVICE => {
-            device::rules(&mut report, &found.endpoint, None, options.timeout).await
-        }
+        plugin_type::DEVICE => device::rules(&mut report, &found.endpoint, None, deadlines).await,
         plugin_type::DRA => {
-            dra::rules(
-                &mut report,
-                &found.info,
-                &found.endpoint,
-                claims,
-                options.timeout,
-            )
-            .await;
+            dra::rules(&mut report, &found.info, &found.endpoint, claims, deadlines).await;
         }
         // A CSI driver's own service has csi-sanity.
         _ => {}
@@ -208,6 +210,11 @@ async fn registered(
         restart.insert(0, &REG_SECOND_INSTANCE);
         restart.push(&DRA_RESTART);
     }
+    let met = Met {
+        socket: &socket,
+        watched,
+        name: &found.info.name,
+    };
     if !options.restarts {
         report.skip_all(&restart, "restart rules not asked for (--restarts)");
     } else if !plugin.managed() {
@@ -216,25 +223,32 @@ async fn registered(
             "the tool restarts only a plugin it starts (--exec)",
         );
     } else if kind == plugin_type::DRA {
-        registration::second_instance_rule(
+        restarts::second_instance_rule(
             &mut report,
             plugin,
             &found,
             &socket,
             watched,
             options.restart_timeout,
+            deadlines,
         )
         .await;
-        let before = match dra::connect(&found.info, &found.endpoint, options.timeout).await {
-            Ok(client) => dra::prepare_before_restart(&client, claims, options.timeout).await,
+        let call = deadlines.dra_call();
+        let before = match dra::connect(&found.info, &found.endpoint, deadlines).await {
+            Ok(client) => dra::prepare_before_restart(&client, claims, call).await,
             Err(e) => Err(e),
         };
-        let back =
-            registration::restart_rules(&mut report, plugin, &socket, options.restart_timeout)
-                .await;
+        let back = restarts::restart_rules(
+            &mut report,
+            plugin,
+            &met,
+            options.restart_timeout,
+            deadlines,
+        )
+        .await;
         let after = match back {
             None => Ok(None),
-            Some(back) => match crate::check::get_info(&back).await {
+            Some(back) => match registration::get_info(&back, deadlines).await {
                 Err(_) => Ok(None),
                 Ok(info) => {
                     let endpoint = if info.endpoint.is_empty() {
@@ -242,15 +256,20 @@ async fn registered(
                     } else {
                         PathBuf::from(&info.endpoint)
                     };
-                    dra::connect(&info, &endpoint, options.timeout)
-                        .await
-                        .map(Some)
+                    dra::connect(&info, &endpoint, deadlines).await.map(Some)
                 }
             },
         };
-        dra::restart_rule(&mut report, before, after, claims, options.timeout).await;
+        dra::restart_rule(&mut report, before, after, claims, call).await;
     } else {
-        registration::restart_rules(&mut report, plugin, &socket, options.restart_timeout).await;
+        restarts::restart_rules(
+            &mut report,
+            plugin,
+            &met,
+            options.restart_timeout,
+            deadlines,
+        )
+        .await;
     }
     Ok(report)
 }

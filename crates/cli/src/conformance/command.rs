@@ -40,10 +40,13 @@ pub(crate) struct ConformanceArgs {
     /// driver must fail alone).
     #[arg(long, value_name = "FILE")]
     kubeconfig: Option<PathBuf>,
-    /// How long "promptly" is: registration, the first device list, each
-    /// answer.
-    #[arg(long, value_parser = parse_duration, default_value = "5s")]
-    timeout: Duration,
+    /// Narrow every call's deadline to this. Without it each call has the
+    /// kubelet's own: GetInfo 1 s, NotifyRegistrationStatus 5 s,
+    /// PreStartContainer 30 s, DRA calls 45 s; the calls the kubelet waits
+    /// on without one (Allocate, GetPreferredAllocation, the first device
+    /// list) 45 s.
+    #[arg(long, value_parser = parse_duration)]
+    timeout: Option<Duration>,
     /// How long a plugin may take to register again after a restart.
     #[arg(long, value_parser = parse_duration, default_value = "30s")]
     restart_timeout: Duration,
@@ -77,7 +80,7 @@ pub(crate) async fn run(args: ConformanceArgs) -> anyhow::Result<()> {
         restarts: args.restarts,
         claims: args.claims,
         kubeconfig: args.kubeconfig,
-        timeout: args.timeout,
+        deadlines: super::deadlines::Deadlines::new(args.timeout),
         restart_timeout: args.restart_timeout,
     };
     let run = RunInfo::now();

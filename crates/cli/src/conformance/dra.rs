@@ -15,7 +15,9 @@ use nodeplugins_api::transport::{dial, root_cause};
 use tonic::transport::Channel;
 
 use super::claims::TestClaim;
-use super::dra_client::{DraClient, Prepared, identities};
+use super::deadlines::Deadlines;
+use super::dra_answers::{by_uid, per_claim_errors, same_devices, unprepared_by_uid};
+use super::dra_client::DraClient;
 use super::rule::{Report, Verdict};
 use super::rules::*;
 
@@ -26,9 +28,9 @@ const CONCURRENT: usize = 4;
 pub(crate) async fn connect(
     info: &PluginInfo,
     endpoint: &Path,
-    timeout: Duration,
+    deadlines: Deadlines,
 ) -> Result<DraClient, String> {
-    let channel = dial(endpoint, timeout)
+    let channel = dial(endpoint, deadlines.dial())
         .await
         .map_err(|e| format!("{}: {}", endpoint.display(), root_cause(&e)))?;
     DraClient::new(info, channel).ok_or_else(|| "no DRAPlugin service listed".to_string())
@@ -41,9 +43,10 @@ pub(crate) async fn rules(
     info: &PluginInfo,
     endpoint: &Path,
     claims: &[TestClaim],
-    timeout: Duration,
+    deadlines: Deadlines,
 ) {
-    let channel = match dial(endpoint, timeout).await {
+    let timeout = deadlines.dra_call();
+    let channel = match dial(endpoint, deadlines.dial()).await {
         Ok(channel) => channel,
         Err(e) => {
             let why = format!("{}: {}", endpoint.display(), root_cause(&e));
@@ -54,10 +57,32 @@ pub(crate) async fn rules(
     report
         .run(&DRA_SERVICES, services_rule(info, channel.clone(), timeout))
         .await;
-    let Some(client) = DraClient::new(info, channel.clone()) else {
-        report.skip_all(DRA_CLAIM_RULES, "no DRAPlugin service listed");
-        return;
-    };
+    let unserved = report
+        .outcomes
+        .last()
+        .is_some_and(|o| matches!(o.verdict, Verdict::Fail(_)));
+    match DraClient::new(info, channel.clone()) {
+        None => report.skip_all(DRA_CLAIM_RULES, "no DRAPlugin service listed"),
+        Some(_) if unserved => report.skip_all(
+            DRA_CLAIM_RULES,
+            "not run: dra.services failed before it (every call the kubelet makes fails)",
+        ),
+        Some(client) => claim_rules(report, &client, claims, timeout).await,
+    }
+    report
+        .run(&DRA_HEALTH, health_rule(info, channel, timeout))
+        .await;
+}
+
+/// The rules on claims: prepare and unprepare as the DRA manager calls
+/// them.
+#[allow(clippy::too_many_lines)] // One rule after the other, in order.
+async fn claim_rules(
+    report: &mut Report,
+    client: &DraClient,
+    claims: &[TestClaim],
+    timeout: Duration,
+) {
     let good: Vec<TestClaim> = claims.iter().filter(|c| !c.fails).cloned().collect();
     let mut first = None;
     report
@@ -104,6 +129,17 @@ pub(crate) async fn rules(
                     Some(Err(e)) => Verdict::Fail(format!("the claim's error: {e}")),
                     None => Verdict::Fail("the response does not name the claim".into()),
                 },
+            }
+        })
+        .await;
+    report
+        .run(&DRA_UNPREPARE_BY_UID, async {
+            match client.unprepare(&good, timeout).await {
+                Err(e) => Verdict::Fail(e),
+                Ok(answer) => {
+                    let answered: Vec<String> = answer.keys().cloned().collect();
+                    unprepared_by_uid(&good, &answered)
+                }
             }
         })
         .await;
@@ -166,90 +202,17 @@ pub(crate) async fn rules(
             )
         })
         .await;
-    report
-        .run(&DRA_HEALTH, health_rule(info, channel, timeout))
-        .await;
-}
-
-fn by_uid(claims: &[TestClaim], answer: &Prepared) -> Verdict {
-    let missing: Vec<&str> = claims
-        .iter()
-        .filter(|c| !answer.contains_key(&c.uid))
-        .map(|c| c.uid.as_str())
-        .collect();
-    let extra: Vec<&String> = answer
-        .keys()
-        .filter(|uid| claims.iter().all(|c| &c.uid != *uid))
-        .collect();
-    if !missing.is_empty() {
-        Verdict::Fail(format!("no answer for claims {missing:?}"))
-    } else if !extra.is_empty() {
-        Verdict::Fail(format!("answers for claims not asked for: {extra:?}"))
-    } else {
-        Verdict::Pass(format!("{} claims answered by UID", claims.len()))
-    }
-}
-
-fn per_claim_errors(claims: &[TestClaim], answer: Result<Prepared, String>) -> Verdict {
-    let Some(failing) = claims.iter().find(|c| c.fails) else {
-        return Verdict::Skip("no claim expected to fail".into());
-    };
-    let answer = match answer {
-        Ok(answer) => answer,
-        Err(e) => {
-            return Verdict::Fail(format!(
-                "the whole call failed for a batch with {}/{}: {e}",
-                failing.namespace, failing.name
-            ));
-        }
-    };
-    let failed_right = matches!(answer.get(&failing.uid), Some(Err(_)));
-    let others: Vec<&str> = claims
-        .iter()
-        .filter(|c| !c.fails && !matches!(answer.get(&c.uid), Some(Ok(_))))
-        .map(|c| c.uid.as_str())
-        .collect();
-    if !failed_right {
-        Verdict::Fail(format!(
-            "claim {}/{} was expected to fail, and has no error",
-            failing.namespace, failing.name
-        ))
-    } else if !others.is_empty() {
-        Verdict::Fail(format!("the other claims failed too: {others:?}"))
-    } else {
-        Verdict::Pass(format!(
-            "{}/{} failed alone",
-            failing.namespace, failing.name
-        ))
-    }
-}
-
-fn same_devices(claims: &[TestClaim], first: &Prepared, again: &Prepared) -> Verdict {
-    for claim in claims {
-        let (Some(Ok(before)), Some(Ok(after))) = (first.get(&claim.uid), again.get(&claim.uid))
-        else {
-            return Verdict::Fail(format!(
-                "claim {}/{} was not prepared both times",
-                claim.namespace, claim.name
-            ));
-        };
-        if identities(before) != identities(after) {
-            return Verdict::Fail(format!(
-                "claim {}/{}: {:?} the first time, {:?} the second",
-                claim.namespace,
-                claim.name,
-                identities(before),
-                identities(after)
-            ));
-        }
-    }
-    Verdict::Pass(format!("{} claims: the same devices again", claims.len()))
 }
 
 async fn services_rule(info: &PluginInfo, channel: Channel, timeout: Duration) -> Verdict {
     let listed = |name: &str| info.supported_versions.iter().any(|v| v == name);
+    // The kubelet calls this one alone.
+    let Ok(chosen) = dra_client::choose_service(&info.supported_versions) else {
+        return Verdict::Skip("no DRAPlugin service listed (registration.versions)".into());
+    };
     let mut served = Vec::new();
-    let mut problems = Vec::new();
+    let mut chosen_problem = None;
+    let mut other_problems = Vec::new();
     for service in [DraService::V1, DraService::V1beta1] {
         if !listed(service.as_str()) {
             continue;
@@ -258,20 +221,20 @@ async fn services_rule(info: &PluginInfo, channel: Channel, timeout: Duration) -
         let request = v1::NodeUnprepareResourcesRequest::default();
         match client.unprepare(request, timeout).await {
             Ok(_) => served.push(service.as_str()),
-            Err(e) => problems.push(format!("{service}: {e}")),
+            Err(e) if service == chosen => chosen_problem = Some(format!("{service}: {e}")),
+            Err(e) => other_problems.push(format!("{service}: {e}")),
         }
     }
-    if served.is_empty() && problems.is_empty() {
-        return Verdict::Skip("no DRAPlugin service listed (registration.versions)".into());
+    match (chosen_problem, other_problems.is_empty()) {
+        (Some(problem), _) => Verdict::Fail(format!(
+            "{problem}: the kubelet uses {chosen}, the first listed it knows, and every prepare fails"
+        )),
+        (None, false) => Verdict::Warn(format!(
+            "{} (the kubelet uses {chosen}, which answers)",
+            other_problems.join("; ")
+        )),
+        (None, true) => Verdict::Pass(format!("{served:?} answer; the kubelet uses {chosen}")),
     }
-    Verdict::check(
-        problems.is_empty(),
-        if problems.is_empty() {
-            format!("{served:?} answer")
-        } else {
-            problems.join("; ")
-        },
-    )
 }
 
 async fn health_rule(info: &PluginInfo, channel: Channel, timeout: Duration) -> Verdict {

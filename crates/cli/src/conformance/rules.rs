@@ -17,8 +17,8 @@ pub(crate) const REG_TYPE: Rule = Rule {
 };
 pub(crate) const REG_NAME: Rule = Rule {
     id: "registration.name",
-    statement: "the name follows the type's rule (CSI driver name, extended resource name, DNS subdomain)",
-    upstream: "ValidatePlugin of the CSI, device manager and DRA handlers",
+    statement: "the name follows the type's rule: an extended resource name, a CSI driver name (FAIL); a DNS subdomain for DRA (WARN)",
+    upstream: "device plugin handler ValidatePlugin (IsExtendedResourceName); CSI RegisterPlugin's CSINode write, which the API server validates; the DRA plugin manager checks no name, the ResourceSlice and DeviceClass APIs do",
 };
 pub(crate) const REG_VERSIONS: Rule = Rule {
     id: "registration.versions",
@@ -30,10 +30,15 @@ pub(crate) const REG_ENDPOINT: Rule = Rule {
     statement: "the endpoint is empty (the registration socket) or an absolute path to a socket that accepts connections",
     upstream: "RegisterPlugin dials the endpoint (DRA: a lazy connection checked by the first call)",
 };
+pub(crate) const REG_NOTIFY: Rule = Rule {
+    id: "registration.notify",
+    statement: "NotifyRegistrationStatus(registered=true) is answered without an error",
+    upstream: "pluginmanager operation_generator RegisterPlugin: an error from the notification removes the plugin from its handler (DeRegisterPlugin) and fails the registration, which is retried",
+};
 pub(crate) const REG_NOTIFY_FALSE: Rule = Rule {
     id: "registration.survives-rejection",
-    statement: "after NotifyRegistrationStatus(registered=false) the plugin still answers GetInfo",
-    upstream: "a rejected plugin is retried by the plugin manager's reconciler with backoff; it must still be there",
+    statement: "after NotifyRegistrationStatus(registered=false) the plugin still answers GetInfo when the kubelet retries (WARN)",
+    upstream: "pluginmanager reconciler: a refused registration is retried (every second, backoff from 500 ms to about 2 min) while the socket exists; a plugin that exits on rejection is not mishandled, only not registered",
 };
 pub(crate) const REG_SOCKET_GONE: Rule = Rule {
     id: "registration.socket-removed-on-exit",
@@ -56,8 +61,8 @@ pub(crate) const REG_SECOND_INSTANCE: Rule = Rule {
 
 pub(crate) const DP_REGISTER: Rule = Rule {
     id: "device.register",
-    statement: "Register carries version v1beta1, a bare socket file name in the device plugin directory and an extended resource name",
-    upstream: "pkg/kubelet/cm/devicemanager: Register refuses another version, an invalid resource name; the endpoint is joined to the directory",
+    statement: "Register carries version v1beta1, a bare socket file name in the device plugin directory and an extended resource name, and the plugin serves before Register returns",
+    upstream: "pkg/kubelet/cm/devicemanager server.Register: refuses another version or an invalid resource name, joins the endpoint to the directory, and dials it (10 s) and calls GetDevicePluginOptions before it answers; a plugin not yet serving is refused and not retried",
 };
 pub(crate) const DP_OPTIONS: Rule = Rule {
     id: "device.options",
@@ -72,27 +77,27 @@ pub(crate) const DP_FIRST_LIST: Rule = Rule {
 pub(crate) const DP_IDS: Rule = Rule {
     id: "device.list-and-watch.ids",
     statement: "device ids are non-empty and unique",
-    upstream: "the device manager keys devices by id: a repeated id is one device",
+    upstream: "devicemanager genericDeviceUpdateCallback keys devices by id: a repeated id is one device, counted twice when its entries' health differs, so the node's capacity is not the plugin's list",
 };
 pub(crate) const DP_HEALTH: Rule = Rule {
     id: "device.list-and-watch.health",
     statement: "every device's health is Healthy or Unhealthy",
-    upstream: "pluginapi.Healthy / pluginapi.Unhealthy: any other value counts as unhealthy",
+    upstream: "genericDeviceUpdateCallback: any value but pluginapi.Healthy counts as unhealthy, so a device listed as anything else is never allocatable",
 };
 pub(crate) const DP_TOPOLOGY: Rule = Rule {
     id: "device.list-and-watch.topology",
-    statement: "a device's topology lists NUMA nodes with non-negative, unique ids",
-    upstream: "the topology manager reads device NUMA affinity from the topology's nodes",
+    statement: "a device's topology lists NUMA nodes with non-negative, unique ids (WARN)",
+    upstream: "devicemanager topology_hints.go drops NUMA ids the node does not have from the hints; under the topology manager's default policy (none) the pod is admitted anyway",
 };
 pub(crate) const DP_PREFERRED: Rule = Rule {
     id: "device.preferred-allocation",
-    statement: "GetPreferredAllocation returns the asked size from the available ids, with every must-include id",
-    upstream: "the device manager takes the preferred ids as the allocation when they are a valid choice",
+    statement: "GetPreferredAllocation answers (FAIL) with the asked size from the available ids, every must-include id among them (WARN)",
+    upstream: "devicemanager devicesToAllocate: a failed call refuses the pod; the answer is a hint, intersected with the available devices and filled up by the kubelet",
 };
 pub(crate) const DP_ALLOCATE: Rule = Rule {
     id: "device.allocate",
-    statement: "Allocate answers one response per container request, for listed ids",
-    upstream: "the device manager requires one ContainerAllocateResponse per ContainerAllocateRequest",
+    statement: "Allocate of one healthy device, as the kubelet asks, answers with a container response (FAIL), exactly one (WARN)",
+    upstream: "devicemanager allocateContainerResources sends one ContainerAllocateRequest per call, refuses the pod on an error or no ContainerResponses, and reads ContainerResponses[0]",
 };
 pub(crate) const DP_ALLOCATE_UNKNOWN: Rule = Rule {
     id: "device.allocate.unknown-ids",
@@ -104,23 +109,28 @@ pub(crate) const DP_ALLOCATE_CONCURRENT: Rule = Rule {
     statement: "concurrent Allocate calls all answer (WARN)",
     upstream: "the kubelet admits pods one at a time (HandlePodAdditions), so the device manager never sends Allocate calls at once; a plugin that fails them works with it, and not with other callers",
 };
+pub(crate) const DP_STAYS_OPEN: Rule = Rule {
+    id: "device.list-and-watch.stays-open",
+    statement: "the ListAndWatch stream stays open while the plugin runs",
+    upstream: "devicemanager PluginDisconnected: when its last plugin's stream ends, every device of the resource is marked unhealthy at once, and the resource leaves the node after 5 min",
+};
 pub(crate) const DP_PRE_START: Rule = Rule {
     id: "device.pre-start-container",
     statement: "PreStartContainer answers when the plugin asks for it",
-    upstream: "with pre_start_required the device manager calls PreStartContainer before every container start",
+    upstream: "with pre_start_required the device manager calls PreStartContainer (30 s) before every container start; an error stops the container's start",
 };
 pub(crate) const DP_REREGISTER: Rule = Rule {
     id: "device.kubelet-restart",
-    statement: "after kubelet.sock is made again (a kubelet restart) the plugin registers again",
-    upstream: "a restarted kubelet forgets its plugins: they must watch kubelet.sock and register again",
+    statement: "after a kubelet restart (every socket in the directory removed, kubelet.sock made again) the plugin serves again and registers again",
+    upstream: "devicemanager CleanupPluginDirectory removes every socket in the directory, the plugins' own included, before the kubelet serves kubelet.sock; a restarted kubelet knows no plugin until it registers again",
 };
 
 // DRA drivers.
 
 pub(crate) const DRA_SERVICES: Rule = Rule {
     id: "dra.services",
-    statement: "every DRAPlugin service the registration lists is served",
-    upstream: "pkg/kubelet/cm/dra/plugin: the kubelet calls the newest listed service",
+    statement: "the DRAPlugin service the kubelet chooses (the first listed it knows) is served (FAIL), and every other listed one (WARN)",
+    upstream: "DRA plugin manager ValidatePlugin takes the first service in the driver's list it knows and calls only that one, with no fallback; an unserved one fails every prepare",
 };
 pub(crate) const DRA_PREPARE: Rule = Rule {
     id: "dra.prepare.by-uid",
@@ -129,8 +139,8 @@ pub(crate) const DRA_PREPARE: Rule = Rule {
 };
 pub(crate) const DRA_PER_CLAIM_ERRORS: Rule = Rule {
     id: "dra.prepare.per-claim-errors",
-    statement: "a claim that fails is an error in its own entry; the call and the batch's other claims succeed",
-    upstream: "NodePrepareResourceResponse.error is per claim; the DRA manager reports it for that claim",
+    statement: "a claim that should fail fails (FAIL), as an error in its own entry while the call and the batch's other claims succeed (WARN)",
+    upstream: "the DRA manager fails the pod's prepare alike for a per-claim error, a whole-call error or other claims failing, and retries it; the kubelet's own kubeletplugin helper fails the whole call when one claim cannot be read",
 };
 pub(crate) const DRA_PREPARE_AGAIN: Rule = Rule {
     id: "dra.prepare.idempotent",
@@ -141,6 +151,11 @@ pub(crate) const DRA_UNPREPARE_UNKNOWN: Rule = Rule {
     id: "dra.unprepare.unknown",
     statement: "unpreparing a claim never prepared succeeds",
     upstream: "the kubelet unprepares claims from its checkpoint that the driver may not know",
+};
+pub(crate) const DRA_UNPREPARE_BY_UID: Rule = Rule {
+    id: "dra.unprepare.by-uid",
+    statement: "NodeUnprepareResources answers every claim of a batch, by UID, and no other",
+    upstream: "the DRA manager fails an unprepare that leaves claims out (\"NodeUnprepareResources skipped N ResourceClaims\") and retries it; the claims stay unpreparing and no other pod may use them",
 };
 pub(crate) const DRA_UNPREPARE_AGAIN: Rule = Rule {
     id: "dra.unprepare.idempotent",
@@ -164,12 +179,13 @@ pub(crate) const DRA_RESTART: Rule = Rule {
 };
 
 /// The rules of every plugin met through a registration socket.
-const REGISTRATION_RULES: &[&Rule] = &[
+pub(crate) const REGISTRATION_RULES: &[&Rule] = &[
     &REG_GET_INFO,
     &REG_TYPE,
     &REG_NAME,
     &REG_VERSIONS,
     &REG_ENDPOINT,
+    &REG_NOTIFY,
     &REG_NOTIFY_FALSE,
 ];
 
@@ -185,6 +201,7 @@ pub(crate) const DEVICE_SERVICE_RULES: &[&Rule] = &[
     &DP_ALLOCATE_UNKNOWN,
     &DP_ALLOCATE_CONCURRENT,
     &DP_PRE_START,
+    &DP_STAYS_OPEN,
 ];
 
 /// A DRA driver's rules on claims, in order.
@@ -193,6 +210,7 @@ pub(crate) const DRA_CLAIM_RULES: &[&Rule] = &[
     &DRA_PER_CLAIM_ERRORS,
     &DRA_PREPARE_AGAIN,
     &DRA_UNPREPARE_UNKNOWN,
+    &DRA_UNPREPARE_BY_UID,
     &DRA_UNPREPARE_AGAIN,
     &DRA_CONCURRENT,
 ];

@@ -77,9 +77,14 @@ impl dp::device_plugin_server::DevicePlugin for Device {
             devices: self.devices(),
         };
         let silent = self.is("no-list");
+        let once = self.is("list-once");
         let stream = async_stream(move |tx| async move {
             if !silent {
                 let _ = tx.send(Ok(first)).await;
+            }
+            if once {
+                // The stream ends after the first list.
+                return;
             }
             std::future::pending::<()>().await;
         });
@@ -150,8 +155,8 @@ impl dp::device_plugin_server::DevicePlugin for Device {
                 ..Default::default()
             });
         }
-        if self.is("allocate-one-response") {
-            responses.truncate(1);
+        if self.is("allocate-no-response") {
+            responses.clear();
         }
         Ok(Response::new(dp::AllocateResponse {
             container_responses: responses,
@@ -193,6 +198,21 @@ async fn register(kubelet: &Path, options: dp::DevicePluginOptions) -> anyhow::R
     Ok(())
 }
 
+/// Serves the plugin at `dir/faulty.sock` until `stop`.
+async fn serve_at(
+    dir: &Path,
+    plugin: &Arc<Device>,
+    stop: CancellationToken,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let socket = BoundSocket::bind(dir.join("faulty.sock"), None).await?;
+    let router = tonic::transport::Server::builder().add_service(
+        dp::device_plugin_server::DevicePluginServer::from_arc(plugin.clone()),
+    );
+    Ok(tokio::spawn(async move {
+        let _ = serve(socket, router, stop).await;
+    }))
+}
+
 pub(crate) async fn device_plugin(
     dir: &Path,
     fault: &str,
@@ -202,27 +222,33 @@ pub(crate) async fn device_plugin(
         fault: fault.to_string(),
         busy: tokio::sync::Mutex::new(()),
     });
-    let socket = BoundSocket::bind(dir.join("faulty.sock"), None).await?;
-    let router = tonic::transport::Server::builder().add_service(
-        dp::device_plugin_server::DevicePluginServer::from_arc(plugin.clone()),
-    );
-    let server = tokio::spawn(serve(socket, router, shutdown.clone()));
     let kubelet = dir.join("kubelet.sock");
     let options = plugin.options();
-    if fault == "register-version" {
-        let channel = dial(&kubelet, Duration::from_secs(5)).await?;
-        dp::registration_client::RegistrationClient::new(channel)
-            .register(dp::RegisterRequest {
-                version: "v1alpha1".into(),
-                endpoint: "faulty.sock".into(),
-                resource_name: RESOURCE.into(),
-                options: Some(options),
-            })
-            .await?;
-    } else {
+    let mut stop = shutdown.child_token();
+    let mut server = if fault == "serve-after-register" {
+        // Serves only once Register has returned: the kubelet dials the
+        // plugin inside Register, so it is refused.
         register(&kubelet, options).await?;
-    }
-    // A kubelet restart makes kubelet.sock again: register again.
+        serve_at(dir, &plugin, stop.clone()).await?
+    } else {
+        let server = serve_at(dir, &plugin, stop.clone()).await?;
+        if fault == "register-version" {
+            let channel = dial(&kubelet, Duration::from_secs(5)).await?;
+            dp::registration_client::RegistrationClient::new(channel)
+                .register(dp::RegisterRequest {
+                    version: "v1alpha1".into(),
+                    endpoint: "faulty.sock".into(),
+                    resource_name: RESOURCE.into(),
+                    options: Some(options),
+                })
+                .await?;
+        } else {
+            register(&kubelet, options).await?;
+        }
+        server
+    };
+    // A kubelet restart removes every socket in the directory and makes
+    // kubelet.sock again: serve again and register again.
     let mut seen = inode(&kubelet);
     loop {
         tokio::select! {
@@ -231,6 +257,12 @@ pub(crate) async fn device_plugin(
         }
         let now = inode(&kubelet);
         if now.is_some() && now != seen && fault != "no-reregister" {
+            if !dir.join("faulty.sock").exists() {
+                stop.cancel();
+                let _ = server.await;
+                stop = shutdown.child_token();
+                server = serve_at(dir, &plugin, stop.clone()).await?;
+            }
             if register(&kubelet, options).await.is_ok() {
                 seen = now;
             }

@@ -67,10 +67,17 @@ impl reg::registration_server::Registration for Driver {
         let versions = if self.is("bad-version") {
             vec!["v9.DRAPlugin".to_string()]
         } else if self.is("unserved-service") {
-            // Lists v1beta1, which it does not serve.
+            // Lists v1beta1, which it does not serve, after v1.
             vec![
                 "v1.DRAPlugin".to_string(),
                 "v1beta1.DRAPlugin".to_string(),
+                "v1.DRAResourceHealth".to_string(),
+            ]
+        } else if self.is("unserved-chosen-service") {
+            // Lists v1beta1 first: the kubelet takes it.
+            vec![
+                "v1beta1.DRAPlugin".to_string(),
+                "v1.DRAPlugin".to_string(),
                 "v1.DRAResourceHealth".to_string(),
             ]
         } else {
@@ -101,10 +108,12 @@ impl reg::registration_server::Registration for Driver {
         &self,
         request: Request<reg::RegistrationStatus>,
     ) -> Result<Response<reg::RegistrationStatusResponse>, Status> {
-        if !request.get_ref().plugin_registered
-            && let Ok(mut rejected) = self.rejected.lock()
-        {
+        let registered = request.get_ref().plugin_registered;
+        if !registered && let Ok(mut rejected) = self.rejected.lock() {
             *rejected = true;
+        }
+        if registered && self.is("notify-fails") {
+            return Err(Status::internal("cannot take the registration on purpose"));
         }
         Ok(Response::new(reg::RegistrationStatusResponse {}))
     }
@@ -193,7 +202,13 @@ impl dra::dra_plugin_server::DraPlugin for Driver {
         request: Request<dra::NodeUnprepareResourcesRequest>,
     ) -> Result<Response<dra::NodeUnprepareResourcesResponse>, Status> {
         let mut answer = HashMap::new();
-        for claim in request.into_inner().claims {
+        let claims = request.into_inner().claims;
+        let answered = if self.is("unprepare-leaves-out") {
+            1
+        } else {
+            claims.len()
+        };
+        for claim in claims.into_iter().take(answered) {
             let seen = self.seen.lock().is_ok_and(|s| s.contains(&claim.uid));
             let removed = self
                 .prepared
