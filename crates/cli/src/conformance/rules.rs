@@ -164,8 +164,8 @@ pub(crate) const DRA_UNPREPARE_AGAIN: Rule = Rule {
 };
 pub(crate) const DRA_CONCURRENT: Rule = Rule {
     id: "dra.prepare.concurrent",
-    statement: "concurrent NodePrepareResources batches all answer",
-    upstream: "the DRA manager prepares several pods at once",
+    statement: "concurrent NodePrepareResources batches all answer (WARN)",
+    upstream: "the kubelet's pod workers prepare several pods at once; a refused batch fails that pod's prepare, which is tried again 10 s later or at the pod's next update",
 };
 pub(crate) const DRA_HEALTH: Rule = Rule {
     id: "dra.health.first",

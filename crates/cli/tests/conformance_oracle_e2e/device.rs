@@ -187,3 +187,59 @@ async fn serving_only_after_register_fails_the_kubelet_refuses_the_registration(
 async fn another_version_fails_the_kubelet_refuses_the_registration() {
     register_refused("register-version").await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_device_list_fails_the_kubelet_has_no_device_to_give() {
+    let api = cluster().await;
+    let root = root();
+    let mut kubelet = kubelet(&api, root.path()).await;
+    // Registers, and its ListAndWatch never sends a list.
+    let _plugin = faulty_plugin(root.path(), "device", "no-list");
+    bound_pod(&api, "uses-one", devices(1), &[]).await;
+    // The device manager knows no device of the resource: the pod's
+    // container gets none (the node shows no such resource, so a real
+    // kubelet's resource admission refuses the pod before that).
+    let admitted = kubelet
+        .event(TIMEOUT, "admitted", |e| e["name"] == "uses-one")
+        .await;
+    assert_eq!(
+        admitted["containers"][0]["devices"],
+        json!({}),
+        "{admitted}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_pre_start_container_fails_the_kubelet_does_not_start_the_container() {
+    let api = cluster().await;
+    let root = root();
+    let (mut kubelet, _plugin, _) =
+        with_fault(&api, root.path(), "pre-start-fails", all_allocatable).await;
+    bound_pod(&api, "uses-one", devices(1), &[]).await;
+    let failed = kubelet
+        .event(TIMEOUT, "start_failed", |e| e["name"] == "uses-one")
+        .await;
+    assert!(
+        failed["message"]
+            .as_str()
+            .unwrap()
+            .contains("PreStartContainer failed on purpose"),
+        "{failed}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn not_registering_after_a_kubelet_restart_fails_the_kubelet_refuses_pods_for_the_resource() {
+    let api = cluster().await;
+    let root = root();
+    let (mut kubelet, _plugin, _) =
+        with_fault(&api, root.path(), "no-reregister", all_allocatable).await;
+    // The kubelet restarts: its device manager removes every socket in the
+    // directory, the plugin's included, and serves kubelet.sock again.
+    kubelet.kill().await;
+    let mut kubelet = super::kubelet(&api, root.path()).await;
+    bound_pod(&api, "uses-one", devices(1), &[]).await;
+    kubelet
+        .event(TIMEOUT, "rejected", |e| e["name"] == "uses-one")
+        .await;
+}

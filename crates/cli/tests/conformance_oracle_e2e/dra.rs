@@ -209,3 +209,23 @@ async fn a_whole_call_error_is_a_warning_the_kubelet_fails_the_prepare_as_for_a_
     // The same outcome: the pod's prepare failed, to be retried.
     assert_eq!(outcomes[0], outcomes[1]);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn refusing_concurrent_batches_is_a_warning_the_kubelet_prepares_again_later() {
+    let api = cluster().await;
+    let root = root();
+    // A batch that comes while another is prepared is refused as busy.
+    let (mut kubelet, _plugin, _) = with_fault(&api, root.path(), "serial-prepare").await;
+    let pods = ["first", "second", "third"];
+    for pod in pods {
+        let claim = format!("claim-{pod}");
+        pod_with_claims(&api, pod, &[claim.as_str()]).await;
+    }
+    // The pod workers prepare at once; a refused prepare is tried again
+    // (after 10 s, or at the pod's next update), and every pod starts.
+    for pod in pods {
+        kubelet
+            .event(3 * TIMEOUT, "admitted", |e| e["name"] == pod)
+            .await;
+    }
+}
