@@ -19,6 +19,7 @@ pub const PROGRAMS: &[&str] = &[
     "kubelet-plugins",
     "example-plugins",
     "stub-device-plugin",
+    "sample-device-plugin",
     "dra-driver",
     "gpu-driver",
     "podresources-client",
@@ -30,12 +31,20 @@ pub const PROGRAMS: &[&str] = &[
     "kube-controller-manager",
 ];
 
-/// The programs built from `k8s.io/kubernetes/cmd/<name>` rather than from
-/// `interop/cmd/<name>`.
-const KUBERNETES_COMMANDS: &[&str] = &[
-    "kube-apiserver",
-    "kube-scheduler",
-    "kube-controller-manager",
+/// The programs built from the Kubernetes module rather than from
+/// `interop/cmd/<name>`, with their packages.
+const KUBERNETES_PACKAGES: &[(&str, &str)] = &[
+    ("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver"),
+    ("kube-scheduler", "k8s.io/kubernetes/cmd/kube-scheduler"),
+    (
+        "kube-controller-manager",
+        "k8s.io/kubernetes/cmd/kube-controller-manager",
+    ),
+    // The device plugin the kubelet's own e2e tests run.
+    (
+        "sample-device-plugin",
+        "k8s.io/kubernetes/test/images/sample-device-plugin",
+    ),
 ];
 
 /// The linker flags `scripts/build-interop` builds with: the same, so that
@@ -75,10 +84,9 @@ fn build(dir: &Path, name: &str) {
         .expect("open interop/bin/.build.lock");
     // Released when `lock` is dropped at the end of this function.
     lock.lock().expect("lock interop/bin/.build.lock");
-    let package = if KUBERNETES_COMMANDS.contains(&name) {
-        format!("k8s.io/kubernetes/cmd/{name}")
-    } else {
-        format!("./cmd/{name}")
+    let package = match KUBERNETES_PACKAGES.iter().find(|(n, _)| *n == name) {
+        Some((_, package)) => (*package).to_string(),
+        None => format!("./cmd/{name}"),
     };
     let status = Command::new("go")
         .current_dir(dir)

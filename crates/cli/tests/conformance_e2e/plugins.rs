@@ -1,0 +1,264 @@
+//! Real plugins: the SDK's examples, the kubelet's own device plugins,
+//! and DRA drivers on the Go helper.
+
+use super::common::claims::allocated_claim;
+use super::common::kube::api_with_nodes;
+use super::{claims_file, conformance, ids, path, with};
+
+use nodeplugins_test_support::binaries::binary;
+use nodeplugins_test_support::go_programs::go_program;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sdk_example_device_plugin_passes_every_rule_restarts_included() {
+    let root = tempfile::tempdir().unwrap();
+    let kubelet_dir = root.path().join("device-plugins");
+    let exec = format!(
+        "exec {} --root-dir {} --resource example.com/gpu --devices 4",
+        path(&binary("nodeplugins-sdk-bins", "example-device-plugin")),
+        path(root.path())
+    );
+    let junit = root.path().join("junit.xml");
+    let (code, report) = conformance(&[
+        "--kubelet-dir",
+        &path(&kubelet_dir),
+        "--exec",
+        &exec,
+        "--restarts",
+        "--junit",
+        &path(&junit),
+    ])
+    .await;
+    assert_eq!(with(&report, "FAIL"), ids(&[]), "{report:#}");
+    assert_eq!(code, Some(0));
+    assert!(with(&report, "PASS").contains("device.kubelet-restart"));
+    assert!(with(&report, "PASS").contains("device.allocate.unknown-ids"));
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let rules = report["outcomes"].as_array().unwrap().len();
+    assert!(
+        xml.contains(&format!(r#"tests="{rules}" failures="0""#)),
+        "{xml}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sdk_example_dra_driver_passes_every_rule_restarts_included() {
+    let root = tempfile::tempdir().unwrap();
+    let claims = claims_file(root.path());
+    let exec = format!(
+        "exec {} --root-dir {} --instance {{instance}}",
+        path(&binary("nodeplugins-sdk-bins", "example-dra-driver")),
+        path(root.path())
+    );
+    let registry = root.path().join("plugins_registry");
+    let (code, report) = conformance(&[
+        "--registry",
+        &path(&registry),
+        "--exec",
+        &exec,
+        "--restarts",
+        "--claims",
+        &claims,
+    ])
+    .await;
+    assert_eq!(with(&report, "FAIL"), ids(&[]), "{report:#}");
+    assert_eq!(with(&report, "SKIP"), ids(&[]), "{report:#}");
+    assert_eq!(code, Some(0));
+    assert_eq!(report["plugin_type"], "DRAPlugin");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sdk_example_dra_driver_in_a_cluster_passes_with_claims_from_the_api() {
+    let api = api_with_nodes("node-1", &["node-1"]).await;
+    allocated_claim(&api, "claim-a", "node-1", "dra.example.com", "gpu-0").await;
+    allocated_claim(&api, "claim-b", "node-1", "dra.example.com", "gpu-1").await;
+    let root = tempfile::tempdir().unwrap();
+    let kubeconfig = path(&api.admin_kubeconfig());
+    let exec = format!(
+        "exec {} --root-dir {} --kubeconfig {kubeconfig} --node-name node-1 --instance {{instance}}",
+        path(&binary("nodeplugins-sdk-bins", "example-dra-driver")),
+        path(root.path())
+    );
+    let (code, report) = conformance(&[
+        "--registry",
+        &path(&root.path().join("plugins_registry")),
+        "--exec",
+        &exec,
+        "--kubeconfig",
+        &kubeconfig,
+        "--restarts",
+    ])
+    .await;
+    assert_eq!(with(&report, "FAIL"), ids(&[]), "{report:#}");
+    assert_eq!(with(&report, "SKIP"), ids(&[]), "{report:#}");
+    assert_eq!(code, Some(0));
+    let by_uid = report["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == "dra.prepare.by-uid")
+        .unwrap();
+    assert_eq!(by_uid["detail"], "2 claims answered by UID");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_kubelets_stub_device_plugin_passes_with_a_warning_for_accepting_any_id() {
+    let root = tempfile::tempdir().unwrap();
+    let exec = format!(
+        "exec {} --kubelet-sock {} --prestart --preferred --watch",
+        path(&go_program("stub-device-plugin")),
+        path(&root.path().join("kubelet.sock"))
+    );
+    let (code, report) = conformance(&[
+        "--kubelet-dir",
+        &path(root.path()),
+        "--exec",
+        &exec,
+        "--restarts",
+    ])
+    .await;
+    // The stub's Allocate answers for whatever ids it is given
+    // (pkg/kubelet/cm/devicemanager/plugin/v1beta1/stub.go, Allocate: it
+    // builds a response per container request without looking the ids
+    // up): the kubelet never sends an id the plugin did not list, so
+    // upstream does not test it, and the kubelet works with the stub.
+    assert_eq!(with(&report, "FAIL"), ids(&[]), "{report:#}");
+    assert_eq!(
+        with(&report, "WARN"),
+        ids(&["device.allocate.unknown-ids"]),
+        "{report:#}"
+    );
+    assert_eq!(code, Some(0), "a WARN does not fail the run");
+}
+
+/// `sample-device-plugin` (k8s.io/kubernetes/test/images/sample-device-plugin)
+/// as the tool's `--exec`: it registers on and serves in the fixed
+/// `/var/lib/kubelet/device-plugins`, so it runs in a user and mount
+/// namespace of its own where that directory is `dir` (and `/tmp`, where
+/// its Allocate writes a file per device, a tmpfs of its own).
+fn sample_device_plugin(dir: &std::path::Path) -> String {
+    let inside = format!(
+        "mount -t tmpfs tmpfs /var/lib && mkdir -p /var/lib/kubelet/device-plugins && mount --bind {} /var/lib/kubelet/device-plugins && mount -t tmpfs tmpfs /tmp && exec {}",
+        path(dir),
+        path(&go_program("sample-device-plugin"))
+    );
+    format!(
+        "mkdir -p {} && exec unshare --user --map-root-user --mount sh -c '{inside}'",
+        path(dir)
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_kubelets_sample_device_plugin_passes_every_rule_it_offers() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("device-plugins");
+    let (code, report) = conformance(&[
+        "--kubelet-dir",
+        &path(&dir),
+        "--exec",
+        &sample_device_plugin(&dir),
+        "--restarts",
+    ])
+    .await;
+    assert_eq!(report["plugin"], "example.com/resource", "{report:#}");
+    assert_eq!(with(&report, "FAIL"), ids(&[]), "{report:#}");
+    assert_eq!(with(&report, "WARN"), ids(&[]), "{report:#}");
+    // It offers neither GetPreferredAllocation nor PreStartContainer.
+    assert_eq!(
+        with(&report, "SKIP"),
+        ids(&["device.preferred-allocation", "device.pre-start-container"]),
+        "{report:#}"
+    );
+    assert_eq!(code, Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dra_driver_on_the_go_helper_passes_with_a_warning_for_failing_a_whole_batch_for_one_claim()
+ {
+    let root = tempfile::tempdir().unwrap();
+    let claims = claims_file(root.path());
+    let exec = format!(
+        "exec {} --instance {{instance}} --registry-dir {} --plugin-dir {} --claims default/claim-a/0b7e6e1a-0000-4000-8000-000000000001,default/claim-b/0b7e6e1a-0000-4000-8000-000000000002",
+        path(&go_program("dra-driver")),
+        path(&root.path().join("plugins_registry")),
+        path(&root.path().join("plugins/gpu.go.example.com")),
+    );
+    let (code, report) = conformance(&[
+        "--registry",
+        &path(&root.path().join("plugins_registry")),
+        "--exec",
+        &exec,
+        "--claims",
+        &claims,
+        "--restarts",
+    ])
+    .await;
+    // The helper reads every claim of a batch before calling the driver,
+    // and a claim it cannot read fails the whole call
+    // (k8s.io/dynamic-resource-allocation v0.37.2,
+    // kubeletplugin/draplugin.go:1293-1296, NodePrepareResources:
+    // `return nil, fmt.Errorf("get resource claims: %w", err)`), so the
+    // batch's other claims are not prepared either. The kubelet then fails
+    // the pod's prepare as a whole, so upstream sees no difference: a
+    // WARN, not a failure.
+    assert_eq!(with(&report, "FAIL"), ids(&[]), "{report:#}");
+    assert_eq!(
+        with(&report, "WARN"),
+        ids(&["dra.prepare.per-claim-errors"]),
+        "{report:#}"
+    );
+    assert!(
+        report["outcomes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["id"] == "dra.prepare.per-claim-errors"
+                && o["detail"]
+                    .as_str()
+                    .unwrap()
+                    .contains("get resource claims")),
+        "{report:#}"
+    );
+    assert_eq!(code, Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_go_helper_gpu_driver_in_a_cluster_passes_with_a_warning_for_failing_a_whole_batch() {
+    let api = api_with_nodes("node-1", &["node-1"]).await;
+    allocated_claim(&api, "claim-a", "node-1", "dra.example.com", "gpu-0").await;
+    allocated_claim(&api, "claim-b", "node-1", "dra.example.com", "gpu-1").await;
+    let root = tempfile::tempdir().unwrap();
+    let cdi = tempfile::tempdir().unwrap();
+    let kubeconfig = path(&api.admin_kubeconfig());
+    let exec = format!(
+        "NODE_NAME=node-1 KUBECONFIG={kubeconfig} exec {} {} {}",
+        path(&go_program("gpu-driver")),
+        path(root.path()),
+        path(cdi.path())
+    );
+    let (code, report) = conformance(&[
+        "--registry",
+        &path(&root.path().join("plugins_registry")),
+        "--exec",
+        &exec,
+        "--kubeconfig",
+        &kubeconfig,
+        "--restarts",
+    ])
+    .await;
+    // As for dra-driver: the helper fails the whole batch when one claim
+    // (here the missing one the tool adds) cannot be read: a WARN.
+    assert_eq!(with(&report, "FAIL"), ids(&[]), "{report:#}");
+    assert_eq!(
+        with(&report, "WARN"),
+        ids(&["dra.prepare.per-claim-errors"]),
+        "{report:#}"
+    );
+    // It has no instance flag: the rolling-update rule cannot start a
+    // second one.
+    assert_eq!(
+        with(&report, "SKIP"),
+        ids(&["registration.second-instance"]),
+        "{report:#}"
+    );
+    assert_eq!(code, Some(0));
+}
