@@ -143,9 +143,11 @@ async fn device_plugin(
             options.restart_timeout,
         )
         .await;
+        let timeout = options.restart_timeout;
+        device_register::killed_rule(&mut report, plugin, &mut requests, timeout).await;
     } else {
         report.skip_all(
-            &[&DP_REREGISTER],
+            &[&DP_REREGISTER, &DP_KILLED],
             "restart rules not asked for (--restarts)",
         );
     }
@@ -210,6 +212,7 @@ async fn registered(
         restart.insert(0, &REG_SECOND_INSTANCE);
         restart.push(&DRA_RESTART);
     }
+    restart.push(&REG_KILLED);
     let met = Met {
         socket: &socket,
         watched,
@@ -270,6 +273,12 @@ async fn registered(
             deadlines,
         )
         .await;
+    }
+    // A plugin that does not come back after a clean restart is not tried
+    // after a crash: the rule is reported as not run for that failure.
+    if options.restarts && plugin.managed() && !report.failed(&REG_SOCKET_BACK) {
+        let timeout = options.restart_timeout;
+        restarts::killed_rule(&mut report, plugin, &met, timeout, deadlines).await;
     }
     Ok(report)
 }

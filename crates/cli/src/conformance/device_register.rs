@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::kubelet_socket::{KubeletSocket, Registered};
+use super::plugin::Plugin;
 use super::rule::{Report, Verdict};
 use super::rules::*;
 
@@ -82,6 +83,63 @@ pub(crate) async fn reregister_rule(
                 None => format!(
                     "no Register within {timeout:?} of kubelet.sock made again (the kubelet removed {removed:?} first)"
                 ),
+            })
+        })
+        .await;
+}
+
+/// The crash rule: the plugin killed with SIGKILL, so its socket stays,
+/// then started again: it must register again, and serve, within
+/// `timeout`.
+pub(crate) async fn killed_rule(
+    report: &mut Report,
+    plugin: &mut Plugin,
+    requests: &mut mpsc::UnboundedReceiver<Registered>,
+    timeout: Duration,
+) {
+    report
+        .run(&DP_KILLED, async {
+            if !plugin.managed() {
+                return Verdict::Skip("the tool restarts only a plugin it starts (--exec)".into());
+            }
+            if let Err(e) = plugin.kill().await {
+                return Verdict::Skip(e);
+            }
+            while requests.try_recv().is_ok() {}
+            if let Err(e) = plugin.start() {
+                return Verdict::Fail(e);
+            }
+            let deadline = tokio::time::Instant::now() + timeout;
+            let mut refused = None;
+            loop {
+                let next = tokio::select! {
+                    next = tokio::time::timeout_at(deadline, requests.recv()) => next,
+                    exit = plugin.wait_exit() => {
+                        return Verdict::Fail(format!(
+                            "started again after SIGKILL, the plugin exited ({exit})"
+                        ));
+                    }
+                };
+                match next {
+                    Ok(Some(Registered {
+                        request,
+                        connected: Ok(_),
+                    })) => {
+                        return Verdict::Pass(format!(
+                            "{} registered again after SIGKILL and a new start",
+                            request.resource_name
+                        ));
+                    }
+                    Ok(Some(Registered {
+                        connected: Err(why),
+                        ..
+                    })) => refused = Some(why),
+                    _ => break,
+                }
+            }
+            Verdict::Fail(match refused {
+                Some(why) => format!("registered again after SIGKILL but was refused: {why}"),
+                None => format!("no Register within {timeout:?} of a new start after SIGKILL"),
             })
         })
         .await;

@@ -141,6 +141,27 @@ impl Plugin {
         stopped
     }
 
+    /// Kills it and every process of its group with SIGKILL, as a crash or
+    /// the OOM killer would: nothing of it runs to clean up.
+    pub(crate) async fn kill(&mut self) -> Result<(), String> {
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        self.stdin = None;
+        if let Some(group) = child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .and_then(Pid::from_raw)
+        {
+            let _ = kill_process_group(group, Signal::KILL);
+        }
+        child
+            .wait()
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("wait for the killed plugin: {e}"))
+    }
+
     /// Waits until it exits: its exit status and the last lines of its
     /// standard error; never, when the tool did not start it.
     pub(crate) async fn wait_exit(&mut self) -> String {

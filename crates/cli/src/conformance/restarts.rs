@@ -153,3 +153,52 @@ pub(crate) async fn second_instance_rule(
         })
         .await;
 }
+
+/// The crash rule: the plugin killed with SIGKILL, so its sockets stay,
+/// then started again: it must answer GetInfo at a registration socket,
+/// under its name, within `timeout`.
+pub(crate) async fn killed_rule(
+    report: &mut Report,
+    plugin: &mut Plugin,
+    met: &Met<'_>,
+    timeout: Duration,
+    deadlines: Deadlines,
+) {
+    report
+        .run(&REG_KILLED, async {
+            if let Err(e) = plugin.kill().await {
+                return Verdict::Skip(e);
+            }
+            if let Err(e) = plugin.start() {
+                return Verdict::Fail(e);
+            }
+            // A stale socket file accepts no connection: only the new
+            // plugin's is found.
+            let found = tokio::select! {
+                found = find_socket(met.watched, timeout) => found,
+                exit = plugin.wait_exit() => Err(format!("the plugin exited ({exit})")),
+            };
+            let back = match found {
+                Ok(back) => back,
+                Err(e) => {
+                    return Verdict::Fail(format!(
+                        "after SIGKILL and a new start: {e}; the kubelet keeps retrying the stale socket and never registers the plugin again"
+                    ));
+                }
+            };
+            match get_info(&back, deadlines).await {
+                Ok(info) if info.name == met.name => Verdict::Pass(format!(
+                    "{} answers GetInfo after SIGKILL and a new start",
+                    back.display()
+                )),
+                Ok(info) => Verdict::Fail(format!(
+                    "{} calls itself {:?}, not {:?} as before",
+                    back.display(),
+                    info.name,
+                    met.name
+                )),
+                Err(e) => Verdict::Fail(format!("{}: {e}", back.display())),
+            }
+        })
+        .await;
+}

@@ -146,6 +146,13 @@ impl Report {
         }
     }
 
+    /// Whether `rule` ran and failed.
+    pub(crate) fn failed(&self, rule: &Rule) -> bool {
+        self.outcomes
+            .iter()
+            .any(|o| o.id == rule.id && matches!(o.verdict, Verdict::Fail(_)))
+    }
+
     /// How many rules failed.
     pub(crate) fn failures(&self) -> usize {
         self.outcomes

@@ -51,6 +51,12 @@ pub(crate) const REG_SOCKET_BACK: Rule = Rule {
     upstream: "pluginwatcher: a re-created socket is registered again",
 };
 
+pub(crate) const REG_KILLED: Rule = Rule {
+    id: "registration.restart-after-kill",
+    statement: "a plugin killed with SIGKILL, its sockets left behind, registers again when started again",
+    upstream: "a crash or the OOM killer leaves the sockets; the plugin watcher keeps the stale registration socket and retries it until it is removed, so a plugin that cannot bind its socket again is never registered again",
+};
+
 pub(crate) const REG_SECOND_INSTANCE: Rule = Rule {
     id: "registration.second-instance",
     statement: "a second instance started beside the first (a rolling update) registers under its own socket, and the first keeps answering",
@@ -113,6 +119,11 @@ pub(crate) const DP_STAYS_OPEN: Rule = Rule {
     id: "device.list-and-watch.stays-open",
     statement: "the ListAndWatch stream stays open while the plugin runs",
     upstream: "devicemanager PluginDisconnected: when its last plugin's stream ends, every device of the resource is marked unhealthy at once, and the resource leaves the node after 5 min",
+};
+pub(crate) const DP_KILLED: Rule = Rule {
+    id: "device.restart-after-kill",
+    statement: "a plugin killed with SIGKILL, its socket left behind, registers again when started again",
+    upstream: "a crash or the OOM killer leaves the plugin's socket in the device plugin directory; the device manager marks its devices unhealthy and forgets them after 5 min unless the plugin serves and registers again",
 };
 pub(crate) const DP_PRE_START: Rule = Rule {
     id: "device.pre-start-container",
@@ -224,7 +235,7 @@ pub(crate) fn every(kubelet_socket: bool, plugin_type: &str) -> Vec<&'static Rul
     if kubelet_socket {
         rules.push(&DP_REGISTER);
         rules.extend_from_slice(DEVICE_SERVICE_RULES);
-        rules.push(&DP_REREGISTER);
+        rules.extend_from_slice(&[&DP_REREGISTER, &DP_KILLED]);
         return rules;
     }
     rules.extend_from_slice(REGISTRATION_RULES);
@@ -241,5 +252,6 @@ pub(crate) fn every(kubelet_socket: bool, plugin_type: &str) -> Vec<&'static Rul
     if plugin_type == DRA {
         rules.push(&DRA_RESTART);
     }
+    rules.push(&REG_KILLED);
     rules
 }

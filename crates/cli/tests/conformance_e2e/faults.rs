@@ -27,6 +27,7 @@ const DEVICE_FAULTS: &[(&str, &str, &str)] = &[
     ("allocate-one-at-a-time", "device.allocate.concurrent", WARN),
     ("pre-start-fails", "device.pre-start-container", FAIL),
     ("no-reregister", "device.kubelet-restart", FAIL),
+    ("no-unlink-on-start", "device.restart-after-kill", FAIL),
 ];
 
 const DRA_FAULTS: &[(&str, &str, &str)] = &[
@@ -59,6 +60,11 @@ const DRA_FAULTS: &[(&str, &str, &str)] = &[
         FAIL,
     ),
     ("lose-state-on-restart", "dra.restart.unprepare", FAIL),
+    (
+        "no-unlink-on-start",
+        "registration.restart-after-kill",
+        FAIL,
+    ),
 ];
 
 /// The failed and the warned rules with `PROGRAM MODE --fault FAULT`

@@ -243,3 +243,29 @@ async fn not_registering_after_a_kubelet_restart_fails_the_kubelet_refuses_pods_
         .event(TIMEOUT, "rejected", |e| e["name"] == "uses-one")
         .await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn not_starting_over_a_killed_instances_socket_fails_the_kubelet_refuses_pods_for_the_resource()
+ {
+    let api = cluster().await;
+    let root = root();
+    let (mut kubelet, mut plugin, _) =
+        with_fault(&api, root.path(), "no-unlink-on-start", all_allocatable).await;
+    // Killed, its socket left behind; started again, it cannot bind.
+    plugin.kill().await;
+    let mut again = faulty_plugin(root.path(), "device", "no-unlink-on-start");
+    assert_eq!(
+        again.wait(TIMEOUT).await,
+        Some(1),
+        "it could not start again"
+    );
+    kubelet
+        .event(TIMEOUT, "node_status", |e| {
+            e["allocatable"][RESOURCE] == "0"
+        })
+        .await;
+    bound_pod(&api, "uses-one", devices(1), &[]).await;
+    kubelet
+        .event(TIMEOUT, "rejected", |e| e["name"] == "uses-one")
+        .await;
+}

@@ -229,3 +229,29 @@ async fn refusing_concurrent_batches_is_a_warning_the_kubelet_prepares_again_lat
             .await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn not_starting_over_a_killed_instances_socket_fails_claims_are_never_prepared() {
+    let api = cluster().await;
+    let root = root();
+    let (mut kubelet, mut plugin, _) = with_fault(&api, root.path(), "no-unlink-on-start").await;
+    // Killed, its sockets left behind; started again, it cannot bind.
+    plugin.kill().await;
+    let mut again = faulty_plugin(root.path(), "dra", "no-unlink-on-start");
+    assert_eq!(
+        again.wait(TIMEOUT).await,
+        Some(1),
+        "it could not start again"
+    );
+    // Nothing serves the driver again: the DRA manager's calls fail
+    // (while the plugin manager keeps the stale registration), or find no
+    // driver (when the kill came before the registration was finished).
+    pod_with_claims(&api, "uses-one", &["claim-a"]).await;
+    kubelet
+        .event(TIMEOUT, "prepare_failed", |e| {
+            e["name"] == "uses-one"
+                && (message(e).contains("NodePrepareResources")
+                    || message(e).contains(&format!("{DRIVER} is not registered")))
+        })
+        .await;
+}

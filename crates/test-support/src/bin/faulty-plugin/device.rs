@@ -224,6 +224,7 @@ pub(crate) async fn device_plugin(
     });
     let kubelet = dir.join("kubelet.sock");
     let options = plugin.options();
+    crate::refuse_stale(fault, &dir.join("faulty.sock"))?;
     let mut stop = shutdown.child_token();
     let mut server = if fault == "serve-after-register" {
         // Serves only once Register has returned: the kubelet dials the

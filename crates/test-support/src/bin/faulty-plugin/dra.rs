@@ -297,6 +297,7 @@ pub(crate) async fn dra_driver(
         (before, BTreeSet::new())
     };
     let endpoint = plugin_dir.join(format!("dra{suffix}.sock"));
+    crate::refuse_stale(fault, &registry.join(format!("{DRIVER}{suffix}-reg.sock")))?;
     let driver = Arc::new(Driver {
         fault: fault.to_string(),
         endpoint: endpoint.clone(),

@@ -69,6 +69,16 @@ async fn main() -> anyhow::Result<()> {
     }
 }
 
+/// For the `no-unlink-on-start` fault: refuses to start over a socket
+/// file an earlier, killed instance left, as a server that binds without
+/// removing it first does.
+pub(crate) fn refuse_stale(fault: &str, socket: &std::path::Path) -> anyhow::Result<()> {
+    if fault == "no-unlink-on-start" && socket.exists() {
+        anyhow::bail!("bind {}: address already in use", socket.display());
+    }
+    Ok(())
+}
+
 /// A stream fed by `body` through a channel.
 pub(crate) fn async_stream<T, F, Fut>(body: F) -> Stream_<T>
 where
