@@ -8,6 +8,7 @@
 //! the rules about restarts. Each rule says PASS, FAIL (with what was
 //! seen) or SKIP (with why).
 
+mod cdi_names;
 mod claims;
 pub(crate) mod command;
 mod deadlines;

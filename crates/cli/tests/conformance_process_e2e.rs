@@ -63,7 +63,7 @@ async fn a_plugin_that_exits_before_registering_fails_at_once_saying_why() {
     );
     // Every other rule is reported, as not run for that failure.
     let outcomes = report["outcomes"].as_array().unwrap();
-    assert_eq!(outcomes.len(), 14, "{report:#}");
+    assert_eq!(outcomes.len(), 15, "{report:#}");
     for outcome in &outcomes[1..] {
         assert_eq!(outcome["verdict"], "SKIP", "{outcome}");
         assert_eq!(

@@ -11,7 +11,9 @@ use nodeplugins_api::deviceplugin::v1beta1 as dp;
 use nodeplugins_api::transport::{dial, root_cause};
 
 use super::deadlines::Deadlines;
-use super::device_allocation::{Client, allocate_request, allocate_rule, preferred_rule};
+use super::device_allocation::{
+    Client, allocate_request, allocate_rule, preferred_rule, response_rule,
+};
 use super::device_list::{health_rule, ids_rule, stays_open_rule, topology_rule};
 use super::rule::{Report, Verdict};
 use super::rules::*;
@@ -133,6 +135,7 @@ pub(crate) async fn rules(
         report.skip_all(
             &[
                 &DP_ALLOCATE,
+                &DP_ALLOCATE_RESPONSE,
                 &DP_ALLOCATE_UNKNOWN,
                 &DP_ALLOCATE_CONCURRENT,
                 &DP_PRE_START,
@@ -159,11 +162,21 @@ async fn allocation_rules(
     deadlines: Deadlines,
 ) {
     let timeout = deadlines.device_call();
+    let mut allocated = None;
     report
-        .run(
-            &DP_ALLOCATE,
-            allocate_rule(client.clone(), &ids[0], timeout),
-        )
+        .run(&DP_ALLOCATE, async {
+            let (verdict, answer) = allocate_rule(client.clone(), &ids[0], timeout).await;
+            allocated = answer;
+            verdict
+        })
+        .await;
+    report
+        .run(&DP_ALLOCATE_RESPONSE, async {
+            match &allocated {
+                Some(answer) => response_rule(answer),
+                None => Verdict::Skip("Allocate did not answer (device.allocate)".into()),
+            }
+        })
         .await;
     report
         .run(&DP_ALLOCATE_UNKNOWN, async {

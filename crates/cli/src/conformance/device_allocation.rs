@@ -79,20 +79,79 @@ pub(crate) async fn preferred_rule(
 
 /// Allocate as the device manager calls it: one container request, for a
 /// device the plugin listed healthy. It reads the first container
-/// response and fails the pod without one.
-pub(crate) async fn allocate_rule(mut client: Client, id: &str, timeout: Duration) -> Verdict {
+/// response and fails the pod without one. Returns the verdict and the
+/// answer.
+pub(crate) async fn allocate_rule(
+    mut client: Client,
+    id: &str,
+    timeout: Duration,
+) -> (Verdict, Option<dp::AllocateResponse>) {
     let request = allocate_request(&[&[id]]);
     match call::unary(timeout, client.allocate(request)).await {
-        Err(e) => Verdict::Fail(format!("{e}: the kubelet refuses the pod")),
-        Ok(answer) => match answer.container_responses.len() {
-            0 => Verdict::Fail(
-                "no container response: the kubelet refuses the pod (\"no containers return in allocation response\")"
-                    .into(),
-            ),
-            1 => Verdict::Pass(format!("one container response for {id:?}")),
-            n => Verdict::Warn(format!(
-                "{n} container responses for one container request: the kubelet reads the first"
-            )),
-        },
+        Err(e) => (
+            Verdict::Fail(format!("{e}: the kubelet refuses the pod")),
+            None,
+        ),
+        Ok(answer) => {
+            let verdict = match answer.container_responses.len() {
+                0 => Verdict::Fail(
+                    "no container response: the kubelet refuses the pod (\"no containers return in allocation response\")"
+                        .into(),
+                ),
+                1 => Verdict::Pass(format!("one container response for {id:?}")),
+                n => Verdict::Warn(format!(
+                    "{n} container responses for one container request: the kubelet reads the first"
+                )),
+            };
+            (verdict, Some(answer))
+        }
+    }
+}
+
+/// What the kubelet hands the container runtime from the first container
+/// response: CDI devices by fully qualified name, mounts and device nodes
+/// at absolute paths. The kubelet checks none of it; the runtime refuses
+/// the container.
+pub(crate) fn response_rule(answer: &dp::AllocateResponse) -> Verdict {
+    let Some(container) = answer.container_responses.first() else {
+        return Verdict::Skip("no container response (device.allocate)".into());
+    };
+    let mut problems: Vec<String> = container
+        .cdi_devices
+        .iter()
+        .filter_map(|d| super::cdi_names::problem(&d.name))
+        .collect();
+    let paths = container
+        .mounts
+        .iter()
+        .flat_map(|m| {
+            [
+                ("mount container path", &m.container_path),
+                ("mount host path", &m.host_path),
+            ]
+        })
+        .chain(container.devices.iter().flat_map(|d| {
+            [
+                ("device container path", &d.container_path),
+                ("device host path", &d.host_path),
+            ]
+        }));
+    for (what, path) in paths {
+        if !path.starts_with('/') {
+            problems.push(format!("{what} {path:?} is not absolute"));
+        }
+    }
+    if problems.is_empty() {
+        Verdict::Pass(format!(
+            "{} CDI devices, {} mounts, {} device nodes, all well-formed",
+            container.cdi_devices.len(),
+            container.mounts.len(),
+            container.devices.len()
+        ))
+    } else {
+        Verdict::Fail(format!(
+            "{}: the kubelet passes it to the container runtime, which refuses the container",
+            problems.join("; ")
+        ))
     }
 }

@@ -16,7 +16,7 @@ use tonic::transport::Channel;
 
 use super::claims::TestClaim;
 use super::deadlines::Deadlines;
-use super::dra_answers::{by_uid, per_claim_errors, same_devices, unprepared_by_uid};
+use super::dra_answers::{by_uid, cdi_ids, per_claim_errors, same_devices, unprepared_by_uid};
 use super::dra_client::DraClient;
 use super::rule::{Report, Verdict};
 use super::rules::*;
@@ -94,6 +94,14 @@ async fn claim_rules(
                     first = Some(answer);
                     verdict
                 }
+            }
+        })
+        .await;
+    report
+        .run(&DRA_CDI_IDS, async {
+            match &first {
+                Some(answer) => cdi_ids(answer),
+                None => Verdict::Skip("the first prepare failed (dra.prepare.by-uid)".into()),
             }
         })
         .await;

@@ -106,3 +106,26 @@ pub(crate) fn unprepared_by_uid(claims: &[TestClaim], answered: &[String]) -> Ve
         Verdict::Pass(format!("{} claims answered by UID", claims.len()))
     }
 }
+
+/// Whether every device of every prepared claim names its CDI devices by
+/// fully qualified name: the DRA manager passes them to the container
+/// runtime unchecked (claiminfo.go), and the runtime refuses a container
+/// whose CDI device it cannot resolve.
+pub(crate) fn cdi_ids(answer: &Prepared) -> Verdict {
+    let mut count = 0;
+    for (uid, devices) in answer {
+        let Ok(devices) = devices else { continue };
+        for device in devices {
+            for id in &device.cdi_device_ids {
+                count += 1;
+                if let Some(problem) = super::cdi_names::problem(id) {
+                    return Verdict::Fail(format!(
+                        "claim {uid}, device {}: {problem}; the kubelet passes it to the container runtime, which refuses the container",
+                        device.device_name
+                    ));
+                }
+            }
+        }
+    }
+    Verdict::Pass(format!("{count} CDI device ids, all fully qualified"))
+}

@@ -105,6 +105,11 @@ pub(crate) const DP_ALLOCATE: Rule = Rule {
     statement: "Allocate of one healthy device, as the kubelet asks, answers with a container response (FAIL), exactly one (WARN)",
     upstream: "devicemanager allocateContainerResources sends one ContainerAllocateRequest per call, refuses the pod on an error or no ContainerResponses, and reads ContainerResponses[0]",
 };
+pub(crate) const DP_ALLOCATE_RESPONSE: Rule = Rule {
+    id: "device.allocate.response",
+    statement: "the container response names CDI devices fully qualified (vendor/class=name) and mounts and device nodes by absolute paths",
+    upstream: "devicemanager deviceRunContainerOptions passes CDI names, mounts and device specs to the container runtime unchecked (pod_devices.go); the runtime refuses a container whose CDI device it cannot resolve or whose mount is not absolute",
+};
 pub(crate) const DP_ALLOCATE_UNKNOWN: Rule = Rule {
     id: "device.allocate.unknown-ids",
     statement: "Allocate refuses ids the plugin never listed (WARN)",
@@ -147,6 +152,11 @@ pub(crate) const DRA_PREPARE: Rule = Rule {
     id: "dra.prepare.by-uid",
     statement: "NodePrepareResources answers every claim of a batch, by UID, and no other",
     upstream: "the DRA manager fails a pod whose claim is missing from the response",
+};
+pub(crate) const DRA_CDI_IDS: Rule = Rule {
+    id: "dra.prepare.cdi-ids",
+    statement: "every prepared device's CDI ids are fully qualified (vendor/class=name)",
+    upstream: "the DRA manager keeps the CDI ids of NodePrepareResources verbatim and passes them to the container runtime unchecked (claiminfo.go); the runtime refuses a container whose CDI device it cannot resolve",
 };
 pub(crate) const DRA_PER_CLAIM_ERRORS: Rule = Rule {
     id: "dra.prepare.per-claim-errors",
@@ -209,6 +219,7 @@ pub(crate) const DEVICE_SERVICE_RULES: &[&Rule] = &[
     &DP_TOPOLOGY,
     &DP_PREFERRED,
     &DP_ALLOCATE,
+    &DP_ALLOCATE_RESPONSE,
     &DP_ALLOCATE_UNKNOWN,
     &DP_ALLOCATE_CONCURRENT,
     &DP_PRE_START,
@@ -218,6 +229,7 @@ pub(crate) const DEVICE_SERVICE_RULES: &[&Rule] = &[
 /// A DRA driver's rules on claims, in order.
 pub(crate) const DRA_CLAIM_RULES: &[&Rule] = &[
     &DRA_PREPARE,
+    &DRA_CDI_IDS,
     &DRA_PER_CLAIM_ERRORS,
     &DRA_PREPARE_AGAIN,
     &DRA_UNPREPARE_UNKNOWN,

@@ -269,3 +269,22 @@ async fn not_starting_over_a_killed_instances_socket_fails_the_kubelet_refuses_p
         .event(TIMEOUT, "rejected", |e| e["name"] == "uses-one")
         .await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_relative_mount_and_an_unqualified_cdi_name_fail_the_kubelet_hands_them_to_the_runtime() {
+    let api = cluster().await;
+    let root = root();
+    let (mut kubelet, _plugin, _) =
+        with_fault(&api, root.path(), "allocate-bad-response", all_allocatable).await;
+    bound_pod(&api, "uses-one", devices(1), &[]).await;
+    // The kubelet checks neither: the container's run options carry them
+    // as they came, for the runtime to refuse.
+    let admitted = admitted_with(&mut kubelet, "uses-one", 1).await;
+    let container = &admitted["containers"][0];
+    assert_eq!(
+        container["mounts"][0]["container_path"], "faulty",
+        "{admitted}"
+    );
+    let device = &container["devices"][RESOURCE][0];
+    assert_eq!(container["cdi_devices"], json!([device]), "{admitted}");
+}

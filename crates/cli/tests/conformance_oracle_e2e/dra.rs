@@ -255,3 +255,18 @@ async fn not_starting_over_a_killed_instances_socket_fails_claims_are_never_prep
         })
         .await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unqualified_cdi_id_fails_the_kubelet_hands_it_to_the_runtime() {
+    let api = cluster().await;
+    let root = root();
+    let (mut kubelet, _plugin, _) = with_fault(&api, root.path(), "bad-cdi-id").await;
+    pod_with_claims(&api, "uses-one", &["claim-a"]).await;
+    // The DRA manager checks none: the container's CDI devices carry it as
+    // it came, for the runtime to refuse.
+    let admitted = kubelet
+        .event(TIMEOUT, "admitted", |e| e["name"] == "uses-one")
+        .await;
+    let cdi = &admitted["containers"][0]["dra_cdi_devices"];
+    assert_eq!(cdi, &json!(["dev-0"]), "{admitted}");
+}

@@ -146,12 +146,31 @@ impl dp::device_plugin_server::DevicePlugin for Device {
                     "unknown device {unknown}"
                 )));
             }
+            let bad = self.is("allocate-bad-response");
             responses.push(dp::ContainerAllocateResponse {
                 envs: [(
                     "FAULTY_DEVICES".to_string(),
                     container.devices_ids.join(","),
                 )]
                 .into(),
+                // Relative where the runtime wants an absolute path, and a
+                // CDI name without vendor and class.
+                mounts: vec![dp::Mount {
+                    container_path: if bad { "faulty" } else { "/faulty" }.into(),
+                    host_path: "/dev/null".into(),
+                    read_only: true,
+                }],
+                cdi_devices: container
+                    .devices_ids
+                    .iter()
+                    .map(|id| dp::CdiDevice {
+                        name: if bad {
+                            id.clone()
+                        } else {
+                            format!("example.com/faulty={id}")
+                        },
+                    })
+                    .collect(),
                 ..Default::default()
             });
         }

@@ -178,7 +178,11 @@ impl dra::dra_plugin_server::DraPlugin for Driver {
                         request_names: vec!["gpu".into()],
                         pool_name: "faulty-pool".into(),
                         device_name: device.clone(),
-                        cdi_device_ids: vec![format!("{DRIVER}/gpu={device}")],
+                        cdi_device_ids: vec![if self.is("bad-cdi-id") {
+                            device.clone()
+                        } else {
+                            format!("{DRIVER}/gpu={device}")
+                        }],
                         ..Default::default()
                     }],
                     error: String::new(),
