@@ -11,6 +11,7 @@
 mod cdi_names;
 mod claims;
 pub(crate) mod command;
+mod csi;
 mod deadlines;
 mod device;
 mod device_allocation;
@@ -205,7 +206,11 @@ async fn registered(
         plugin_type::DRA => {
             dra::rules(&mut report, &found.info, &found.endpoint, claims, deadlines).await;
         }
-        // A CSI driver's own service has csi-sanity.
+        plugin_type::CSI => {
+            let endpoint = &found.endpoint;
+            let rule = csi::node_info_rule(endpoint, deadlines);
+            report.run(&CSI_NODE_INFO, rule).await;
+        }
         _ => {}
     }
     let mut restart = vec![&REG_SOCKET_GONE, &REG_SOCKET_BACK];

@@ -16,6 +16,9 @@ const NOTIFY: Duration = Duration::from_secs(5);
 const DIAL: Duration = Duration::from_secs(10);
 /// PreStartContainer (`KubeletPreStartContainerRPCTimeoutInSecs`).
 const PRE_START: Duration = Duration::from_secs(30);
+/// A CSI driver's NodeGetInfo at registration (pkg/volume/csi
+/// `csiTimeout`).
+const CSI_CALL: Duration = Duration::from_secs(120);
 /// Every DRA call (cm/dra/plugin `defaultClientCallTimeout`).
 const DRA_CALL: Duration = Duration::from_secs(45);
 /// The tool's bound where the kubelet sets none.
@@ -56,6 +59,11 @@ impl Deadlines {
     /// PreStartContainer.
     pub(crate) fn pre_start(self) -> Duration {
         self.of(PRE_START)
+    }
+
+    /// A CSI driver's NodeGetInfo.
+    pub(crate) fn csi_call(self) -> Duration {
+        self.of(CSI_CALL)
     }
 
     /// NodePrepareResources, NodeUnprepareResources, and the first message

@@ -63,6 +63,14 @@ pub(crate) const REG_SECOND_INSTANCE: Rule = Rule {
     upstream: "DRA rolling updates (kubeletplugin.RollingUpdate): the kubelet keeps both instances and uses the newest",
 };
 
+// CSI drivers.
+
+pub(crate) const CSI_NODE_INFO: Rule = Rule {
+    id: "csi.node-get-info",
+    statement: "NodeGetInfo answers on the endpoint with a node id",
+    upstream: "pkg/volume/csi RegistrationHandler.RegisterPlugin calls NodeGetInfo (2 min) and writes the node id into the node's CSINode, which the API server refuses empty; either failure unregisters the driver and fails the registration, which is retried",
+};
+
 // Device plugins.
 
 pub(crate) const DP_REGISTER: Rule = Rule {
@@ -242,7 +250,7 @@ pub(crate) const DRA_CLAIM_RULES: &[&Rule] = &[
 /// `kubelet.sock`, or for a plugin met through its registration socket of
 /// type `plugin_type` (empty when it never said).
 pub(crate) fn every(kubelet_socket: bool, plugin_type: &str) -> Vec<&'static Rule> {
-    use nodeplugins_api::constants::plugin_type::{DEVICE, DRA};
+    use nodeplugins_api::constants::plugin_type::{CSI, DEVICE, DRA};
     let mut rules = Vec::new();
     if kubelet_socket {
         rules.push(&DP_REGISTER);
@@ -252,6 +260,7 @@ pub(crate) fn every(kubelet_socket: bool, plugin_type: &str) -> Vec<&'static Rul
     }
     rules.extend_from_slice(REGISTRATION_RULES);
     match plugin_type {
+        CSI => rules.push(&CSI_NODE_INFO),
         DEVICE => rules.extend_from_slice(DEVICE_SERVICE_RULES),
         DRA => {
             rules.push(&DRA_SERVICES);

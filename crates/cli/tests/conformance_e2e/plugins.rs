@@ -262,3 +262,57 @@ async fn the_go_helper_gpu_driver_in_a_cluster_passes_with_a_warning_for_failing
     );
     assert_eq!(code, Some(0));
 }
+
+/// The SDK's example CSI driver with `node_id` and the CSI registrar, as
+/// one `--exec` (a node plugin pod's two containers), for `root`.
+fn csi_driver_and_registrar(root: &std::path::Path, node_id: &str) -> String {
+    let socket = root.join("plugins/csi.example.com/csi.sock");
+    format!(
+        "{} --endpoint=unix://{socket} --node-id={node_id} & exec {} --csi-address={socket} --kubelet-registration-path={socket} --plugin-registration-path={}",
+        path(&binary("nodeplugins-sdk-bins", "example-csi-driver")),
+        path(&binary("nodeplugins-sdk-bins", "nodeplugins-csi-registrar")),
+        path(&root.join("plugins_registry")),
+        socket = path(&socket),
+    )
+}
+
+/// The verdicts for the example CSI driver with `node_id`.
+async fn csi_verdicts(node_id: &str) -> (Option<i32>, serde_json::Value) {
+    let root = tempfile::tempdir().unwrap();
+    conformance(&[
+        "--registry",
+        &path(&root.path().join("plugins_registry")),
+        "--exec",
+        &csi_driver_and_registrar(root.path(), node_id),
+        "--restarts",
+    ])
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sdk_example_csi_driver_with_its_registrar_passes_with_a_warning_for_exiting_on_rejection()
+ {
+    let (code, report) = csi_verdicts("node-1").await;
+    assert_eq!(report["plugin_type"], "CSIPlugin", "{report:#}");
+    assert_eq!(with(&report, "FAIL"), ids(&[]), "{report:#}");
+    // The registrar exits when the kubelet refuses the driver, as
+    // node-driver-registrar does, for its pod to restart it.
+    assert_eq!(
+        with(&report, "WARN"),
+        ids(&["registration.survives-rejection"]),
+        "{report:#}"
+    );
+    assert!(with(&report, "PASS").contains("csi.node-get-info"));
+    assert_eq!(code, Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_csi_driver_without_a_node_id_fails_node_get_info_and_only_it() {
+    let (code, report) = csi_verdicts("").await;
+    assert_eq!(
+        with(&report, "FAIL"),
+        ids(&["csi.node-get-info"]),
+        "{report:#}"
+    );
+    assert_eq!(code, Some(1));
+}
