@@ -26,268 +26,144 @@ mod registration;
 mod restarts;
 mod rule;
 mod rules;
+mod run;
 mod sockets;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
-use nodeplugins_api::constants::plugin_type;
+pub(crate) use rule::Selection;
+pub use rule::{Outcome, Report, Verdict};
 
-pub(crate) use rule::{Report, Selection, Verdict};
-
-use claims::TestClaim;
 use deadlines::Deadlines;
-use kubelet_socket::KubeletSocket;
-use plugin::Plugin;
-use restarts::Met;
-use rules::*;
+use run::{Meeting, Options};
 
-/// Where the tool meets the plugin.
+/// A conformance run, for plugin authors who prefer `cargo test` to a CLI
+/// step: the same rules as `nodeplugins conformance`, with the same
+/// options.
+///
+/// ```no_run
+/// # async fn check() -> Result<(), nodeplugins_cli::conformance::RunError> {
+/// use nodeplugins_cli::conformance::Conformance;
+/// let report = Conformance::device_plugin("/tmp/dp-test")
+///     .exec("exec target/debug/my-device-plugin --dir /tmp/dp-test")
+///     .restarts(true)
+///     .run()
+///     .await?;
+/// report.assert_conformant();
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
-pub(crate) enum Meeting {
-    /// A registration socket: this socket, or the first to appear in this
-    /// directory.
-    Registry(PathBuf),
-    /// A device plugin registering on `<dir>/kubelet.sock`, served by the
-    /// tool.
-    KubeletSocket(PathBuf),
+pub struct Conformance {
+    options: Options,
+    selection: Selection,
 }
 
-/// What to run.
-#[derive(Debug, Clone)]
-pub(crate) struct Options {
-    pub(crate) meeting: Meeting,
-    /// The plugin's command line, when the tool starts it.
-    pub(crate) exec: Option<String>,
-    /// Run the restart rules.
-    pub(crate) restarts: bool,
-    /// The DRA rules' claims (made up when not given).
-    pub(crate) claims: Option<PathBuf>,
-    /// Read the DRA rules' claims from the API server with this kubeconfig.
-    pub(crate) kubeconfig: Option<PathBuf>,
-    /// How long each call may take.
-    pub(crate) deadlines: Deadlines,
-    /// How long a plugin may take to register again after a restart.
-    pub(crate) restart_timeout: Duration,
-}
-
-impl Options {
-    /// How long the plugin may take to start and register: starting a
-    /// process on a loaded machine is not the plugin's promptness.
-    fn start_timeout(&self) -> Duration {
-        self.restart_timeout
-    }
-}
-
-/// Runs every rule for the plugin `options` describe.
-pub(crate) async fn run(options: &Options) -> Result<Report, String> {
-    let claims = match &options.claims {
-        Some(file) => claims::load(file)?,
-        None => claims::made_up(),
-    };
-    let mut plugin = Plugin::new(options.exec.clone());
-    let mut report = match &options.meeting {
-        Meeting::KubeletSocket(dir) => device_plugin(options, dir, &mut plugin).await?,
-        Meeting::Registry(path) => registered(options, path, &mut plugin, &claims).await?,
-    };
-    plugin.stop().await?;
-    // Every rule is reported, those that could not run as SKIP with why.
-    let kubelet_socket = matches!(options.meeting, Meeting::KubeletSocket(_));
-    report.complete(&rules::every(kubelet_socket, &report.plugin_type));
-    Ok(report)
-}
-
-/// A device plugin registering on the tool's `kubelet.sock`.
-async fn device_plugin(
-    options: &Options,
-    dir: &Path,
-    plugin: &mut Plugin,
-) -> Result<Report, String> {
-    let (mut socket, mut requests) = KubeletSocket::start(dir, options.deadlines).await?;
-    plugin.start()?;
-    let mut report = Report {
-        plugin: socket.path().display().to_string(),
-        plugin_type: plugin_type::DEVICE.into(),
-        outcomes: Vec::new(),
-    };
-    // A plugin that exits fails at once, with why; one that stays and does
-    // not register fails after the start timeout.
-    let first = tokio::select! {
-        first = tokio::time::timeout(options.start_timeout(), requests.recv()) => Ok(first),
-        exit = plugin.wait_exit() => Err(exit),
-    };
-    let Ok(Ok(Some(registered))) = first else {
-        let why = match first {
-            Err(exit) => format!("the plugin exited ({exit}) without registering"),
-            Ok(_) => format!(
-                "no Register on {} within {:?}",
-                socket.path().display(),
-                options.start_timeout()
-            ),
-        };
-        report.record(&DP_REGISTER, Verdict::Fail(why), Duration::ZERO);
-        socket.stop().await;
-        return Ok(report);
-    };
-    let Some(endpoint) = device_register::register_rule(&mut report, dir, &registered) else {
-        // Refused: the kubelet knows no such plugin, and every other rule
-        // is reported as not run.
-        socket.stop().await;
-        return Ok(report);
-    };
-    let request = Some(&registered.request);
-    device::rules(&mut report, &endpoint, request, options.deadlines).await;
-    if options.restarts {
-        device_register::reregister_rule(
-            &mut report,
-            &mut socket,
-            &mut requests,
-            options.restart_timeout,
-        )
-        .await;
-        let timeout = options.restart_timeout;
-        device_register::killed_rule(&mut report, plugin, &mut requests, timeout).await;
-    } else {
-        report.skip_all(
-            &[&DP_REREGISTER, &DP_KILLED],
-            "restart rules not asked for (--restarts)",
-        );
-    }
-    socket.stop().await;
-    Ok(report)
-}
-
-/// A plugin met through its registration socket.
-async fn registered(
-    options: &Options,
-    watched: &Path,
-    plugin: &mut Plugin,
-    claims: &[TestClaim],
-) -> Result<Report, String> {
-    // The kubelet makes its plugins_registry before any plugin starts; a
-    // plugin may expect it.
-    if !watched.exists() && watched.extension().is_none_or(|e| e != "sock") {
-        std::fs::create_dir_all(watched)
-            .map_err(|e| format!("create {}: {e}", watched.display()))?;
-    }
-    plugin.start()?;
-    let mut report = Report {
-        plugin: watched.display().to_string(),
-        ..Report::default()
-    };
-    // A plugin that exits before its socket appears fails at once.
-    let found = tokio::select! {
-        found = sockets::find_socket(watched, options.start_timeout()) => found,
-        exit = plugin.wait_exit() => Err(format!("the plugin exited ({exit}) without a registration socket")),
-    };
-    let socket = match found {
-        Ok(socket) => socket,
-        Err(why) => {
-            report.record(&REG_GET_INFO, Verdict::Fail(why), Duration::ZERO);
-            return Ok(report);
-        }
-    };
-    report.plugin = socket.display().to_string();
-    let deadlines = options.deadlines;
-    let Some(found) = registration::rules(&mut report, &socket, deadlines).await else {
-        return Ok(report);
-    };
-    let kind = found.info.r#type.clone();
-    let from_api;
-    let claims = match &options.kubeconfig {
-        Some(kubeconfig) if kind == plugin_type::DRA => {
-            from_api = claims::from_api(kubeconfig, &found.info.name).await?;
-            from_api.as_slice()
-        }
-        _ => claims,
-    };
-    match kind.as_str() {
-        plugin_type::DEVICE => device::rules(&mut report, &found.endpoint, None, deadlines).await,
-        plugin_type::DRA => {
-            dra::rules(&mut report, &found.info, &found.endpoint, claims, deadlines).await;
-        }
-        plugin_type::CSI => {
-            let endpoint = &found.endpoint;
-            let rule = csi::node_info_rule(endpoint, deadlines);
-            report.run(&CSI_NODE_INFO, rule).await;
-        }
-        _ => {}
-    }
-    let mut restart = vec![&REG_SOCKET_GONE, &REG_SOCKET_BACK];
-    if kind == plugin_type::DRA {
-        restart.insert(0, &REG_SECOND_INSTANCE);
-        restart.push(&DRA_RESTART);
-    }
-    restart.push(&REG_KILLED);
-    let met = Met {
-        socket: &socket,
-        watched,
-        name: &found.info.name,
-    };
-    if !options.restarts {
-        report.skip_all(&restart, "restart rules not asked for (--restarts)");
-    } else if !plugin.managed() {
-        report.skip_all(
-            &restart,
-            "the tool restarts only a plugin it starts (--exec)",
-        );
-    } else if kind == plugin_type::DRA {
-        restarts::second_instance_rule(
-            &mut report,
-            plugin,
-            &found,
-            &socket,
-            watched,
-            options.restart_timeout,
-            deadlines,
-        )
-        .await;
-        let call = deadlines.dra_call();
-        let before = match dra::connect(&found.info, &found.endpoint, deadlines).await {
-            Ok(client) => dra::prepare_before_restart(&client, claims, call).await,
-            Err(e) => Err(e),
-        };
-        let back = restarts::restart_rules(
-            &mut report,
-            plugin,
-            &met,
-            options.restart_timeout,
-            deadlines,
-        )
-        .await;
-        let after = match back {
-            None => Ok(None),
-            Some(back) => match registration::get_info(&back, deadlines).await {
-                Err(_) => Ok(None),
-                Ok(info) => {
-                    let endpoint = if info.endpoint.is_empty() {
-                        back
-                    } else {
-                        PathBuf::from(&info.endpoint)
-                    };
-                    dra::connect(&info, &endpoint, deadlines).await.map(Some)
-                }
+impl Conformance {
+    fn meeting(meeting: Meeting) -> Self {
+        Self {
+            options: Options {
+                meeting,
+                exec: None,
+                restarts: false,
+                claims: None,
+                kubeconfig: None,
+                deadlines: Deadlines::new(None),
+                restart_timeout: Duration::from_secs(30),
             },
-        };
-        dra::restart_rule(&mut report, before, after, claims, call).await;
-    } else {
-        restarts::restart_rules(
-            &mut report,
-            plugin,
-            &met,
-            options.restart_timeout,
-            deadlines,
-        )
-        .await;
+            selection: Selection::default(),
+        }
     }
-    // A plugin that does not come back after a clean restart is not tried
-    // after a crash: the rule is reported as not run for that failure.
-    if options.restarts && plugin.managed() && !report.failed(&REG_SOCKET_BACK) {
-        let timeout = options.restart_timeout;
-        restarts::killed_rule(&mut report, plugin, &met, timeout, deadlines).await;
+
+    /// A device plugin registering on the `kubelet.sock` the run serves in
+    /// `dir`.
+    pub fn device_plugin(dir: impl Into<PathBuf>) -> Self {
+        Self::meeting(Meeting::KubeletSocket(dir.into()))
     }
-    Ok(report)
+
+    /// A plugin met through its registration socket: `path` itself, or the
+    /// first socket to appear in the directory `path`.
+    pub fn registration(path: impl Into<PathBuf>) -> Self {
+        Self::meeting(Meeting::Registry(path.into()))
+    }
+
+    /// Starts the plugin with this command line (`sh -c`, in a process
+    /// group of its own) once the run is ready for it, and stops it at the
+    /// end. `{instance}` in it names an instance, for the rolling-update
+    /// rule.
+    pub fn exec(mut self, command: impl Into<String>) -> Self {
+        self.options.exec = Some(command.into());
+        self
+    }
+
+    /// Also runs the restart rules.
+    pub fn restarts(mut self, restarts: bool) -> Self {
+        self.options.restarts = restarts;
+        self
+    }
+
+    /// The DRA rules' claims, from a JSON file (as `--claims`).
+    pub fn claims(mut self, file: impl Into<PathBuf>) -> Self {
+        self.options.claims = Some(file.into());
+        self
+    }
+
+    /// Takes the DRA rules' claims from the API server (as
+    /// `--kubeconfig`).
+    pub fn kubeconfig(mut self, file: impl Into<PathBuf>) -> Self {
+        self.options.kubeconfig = Some(file.into());
+        self
+    }
+
+    /// No call waits longer than `timeout` (each has the kubelet's own
+    /// deadline otherwise).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.options.deadlines = Deadlines::new(Some(timeout));
+        self
+    }
+
+    /// How long the plugin may take to start and to register again after
+    /// a restart (30 s unless set).
+    pub fn restart_timeout(mut self, timeout: Duration) -> Self {
+        self.options.restart_timeout = timeout;
+        self
+    }
+
+    /// Reports only these rules (ids, or prefixes ending at a dot); the
+    /// others show as skipped.
+    pub fn rules<S: Into<String>>(mut self, ids: impl IntoIterator<Item = S>) -> Self {
+        self.selection.only = ids.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Leaves these rules out (ids or prefixes): they show as skipped.
+    pub fn skip<S: Into<String>>(mut self, ids: impl IntoIterator<Item = S>) -> Self {
+        self.selection.skip = ids.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Runs every rule, and returns their outcomes; an error when the run
+    /// could not be made (a file that cannot be read, a socket that cannot
+    /// be served), never for a plugin's failure, which is a failed rule.
+    pub async fn run(self) -> Result<Report, RunError> {
+        let mut report = run::run(&self.options).await.map_err(RunError)?;
+        report.select(&self.selection);
+        Ok(report)
+    }
 }
+
+/// Why a conformance run could not be made.
+#[derive(Debug, Clone)]
+pub struct RunError(String);
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for RunError {}
 
 /// A rule for the output tests.
 #[cfg(test)]

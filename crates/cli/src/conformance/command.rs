@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use super::{Meeting, Options, Selection};
+use super::Conformance;
 use crate::duration::parse_duration;
 use crate::output::conformance::RunInfo;
 use crate::output::{self, Format};
@@ -69,29 +69,30 @@ pub(crate) struct ConformanceArgs {
 
 /// Runs the rules, prints the report, and fails when a rule failed.
 pub(crate) async fn run(args: ConformanceArgs) -> anyhow::Result<()> {
-    let meeting = match (args.registry, args.kubelet_dir) {
-        (Some(path), _) => Meeting::Registry(path),
-        (None, Some(dir)) => Meeting::KubeletSocket(dir),
+    let mut conformance = match (args.registry, args.kubelet_dir) {
+        (Some(path), _) => Conformance::registration(path),
+        (None, Some(dir)) => Conformance::device_plugin(dir),
         (None, None) => anyhow::bail!("give --registry or --kubelet-dir"),
     };
-    let options = Options {
-        meeting,
-        exec: args.exec,
-        restarts: args.restarts,
-        claims: args.claims,
-        kubeconfig: args.kubeconfig,
-        deadlines: super::deadlines::Deadlines::new(args.timeout),
-        restart_timeout: args.restart_timeout,
-    };
+    if let Some(exec) = args.exec {
+        conformance = conformance.exec(exec);
+    }
+    if let Some(claims) = args.claims {
+        conformance = conformance.claims(claims);
+    }
+    if let Some(kubeconfig) = args.kubeconfig {
+        conformance = conformance.kubeconfig(kubeconfig);
+    }
+    if let Some(timeout) = args.timeout {
+        conformance = conformance.timeout(timeout);
+    }
+    let conformance = conformance
+        .restarts(args.restarts)
+        .restart_timeout(args.restart_timeout)
+        .rules(args.rules)
+        .skip(args.skip);
     let run = RunInfo::now();
-    let selection = Selection {
-        only: args.rules,
-        skip: args.skip,
-    };
-    let report = super::run(&options).await.map(|mut report| {
-        report.select(&selection);
-        report
-    });
+    let report = conformance.run().await.map_err(|e| e.to_string());
     // The JUnit file is written whatever happens: a CI reporter pointed at
     // it shows a run that could not start rather than nothing.
     if let Some(file) = &args.junit {

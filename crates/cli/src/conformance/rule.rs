@@ -5,7 +5,7 @@ use std::time::Duration;
 /// What one rule found.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "verdict", content = "detail", rename_all = "UPPERCASE")]
-pub(crate) enum Verdict {
+pub enum Verdict {
     /// The plugin does what the rule asks; what was seen.
     Pass(String),
     /// It does not, and the kubelet mishandles such a plugin; what was
@@ -19,8 +19,8 @@ pub(crate) enum Verdict {
 }
 
 impl Verdict {
-    /// The verdict's word, as printed.
-    pub(crate) fn word(&self) -> &'static str {
+    /// The verdict's word, as printed: `PASS`, `FAIL`, `WARN` or `SKIP`.
+    pub fn word(&self) -> &'static str {
         match self {
             Self::Pass(_) => "PASS",
             Self::Fail(_) => "FAIL",
@@ -30,7 +30,7 @@ impl Verdict {
     }
 
     /// What was seen, or why it was skipped.
-    pub(crate) fn detail(&self) -> &str {
+    pub fn detail(&self) -> &str {
         match self {
             Self::Pass(d) | Self::Fail(d) | Self::Warn(d) | Self::Skip(d) => d,
         }
@@ -67,24 +67,29 @@ pub(crate) struct Rule {
 
 /// One rule's outcome.
 #[derive(Debug, Clone, serde::Serialize)]
-pub(crate) struct Outcome {
-    pub(crate) id: &'static str,
-    pub(crate) statement: &'static str,
-    pub(crate) upstream: &'static str,
+pub struct Outcome {
+    /// The rule's stable id, such as `device.allocate`.
+    pub id: &'static str,
+    /// What the rule asks of a plugin, in one line.
+    pub statement: &'static str,
+    /// The kubelet behaviour the rule stands for.
+    pub upstream: &'static str,
+    /// What it found.
     #[serde(flatten)]
-    pub(crate) verdict: Verdict,
+    pub verdict: Verdict,
     /// How long the rule took.
-    pub(crate) millis: u64,
+    pub millis: u64,
 }
 
 /// Every rule's outcome against one plugin.
 #[derive(Debug, Default, serde::Serialize)]
-pub(crate) struct Report {
+pub struct Report {
     /// The plugin, as the tool met it (its registration socket or resource).
-    pub(crate) plugin: String,
+    pub plugin: String,
     /// Its type: `CSIPlugin`, `DevicePlugin` or `DRAPlugin`.
-    pub(crate) plugin_type: String,
-    pub(crate) outcomes: Vec<Outcome>,
+    pub plugin_type: String,
+    /// Every rule of its type, in a fixed order.
+    pub outcomes: Vec<Outcome>,
 }
 
 impl Report {
@@ -154,11 +159,40 @@ impl Report {
     }
 
     /// How many rules failed.
-    pub(crate) fn failures(&self) -> usize {
+    pub fn failures(&self) -> usize {
         self.outcomes
             .iter()
             .filter(|o| matches!(o.verdict, Verdict::Fail(_)))
             .count()
+    }
+
+    /// The outcome of rule `id`.
+    pub fn outcome(&self, id: &str) -> Option<&Outcome> {
+        self.outcomes.iter().find(|o| o.id == id)
+    }
+
+    /// Checks that no rule failed, for `cargo test`.
+    ///
+    /// # Panics
+    ///
+    /// When a rule failed, listing every failed rule with what was seen and
+    /// the kubelet behaviour it stands for.
+    pub fn assert_conformant(&self) {
+        let failed: Vec<String> = self
+            .outcomes
+            .iter()
+            .filter(|o| matches!(o.verdict, Verdict::Fail(_)))
+            .map(|o| format!("  {}: {}\n    ({})", o.id, o.verdict.detail(), o.upstream))
+            .collect();
+        assert!(
+            failed.is_empty(),
+            "{} of {} rules failed for {} ({}):\n{}",
+            failed.len(),
+            self.outcomes.len(),
+            self.plugin,
+            self.plugin_type,
+            failed.join("\n")
+        );
     }
 }
 

@@ -11,6 +11,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod faults;
+mod library;
 mod plugins;
 
 use std::collections::BTreeSet;

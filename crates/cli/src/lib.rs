@@ -1,0 +1,46 @@
+//! `nodeplugins`: run the node agent and inspect it. The command line is
+//! [`run`]; [`conformance`] is also a library, for plugin authors who check
+//! their plugin against the kubelet's contract in `cargo test`.
+
+mod bench;
+mod check;
+mod commands;
+mod config;
+pub mod conformance;
+mod demo;
+mod duration;
+mod failure;
+mod output;
+mod pod_resources;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// Runs the `nodeplugins` command line: parses the process's arguments,
+/// runs the command, and returns its exit status.
+pub fn run() -> ExitCode {
+    let cli = commands::Cli::parse();
+    let mut builder = match commands::agent_threads(&cli) {
+        // The agent on the main thread; blocking work still goes to the
+        // blocking pool.
+        Some(1) => tokio::runtime::Builder::new_current_thread(),
+        Some(threads) => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(threads);
+            builder
+        }
+        None => tokio::runtime::Builder::new_multi_thread(),
+    };
+    let runtime = builder
+        // The agent's futures nest deeply; unoptimised builds need more than
+        // the default 2 MiB when it runs on a worker (as in `demo`).
+        .thread_stack_size(8 << 20)
+        .enable_all()
+        .build();
+    let result = match runtime {
+        Ok(runtime) => runtime.block_on(commands::dispatch(cli)),
+        Err(e) => Err(anyhow::Error::new(e).context("cannot start the async runtime")),
+    };
+    failure::exit_code(result)
+}
