@@ -110,39 +110,51 @@ pub(crate) async fn second_instance_rule(
             if let Err(e) = second.start() {
                 return Verdict::Fail(e);
             }
-            let verdict = match another_socket(watched, socket, timeout).await {
-                None => Verdict::Fail(format!(
-                    "no second registration socket in {} within {timeout:?}",
-                    watched.display()
-                )),
-                Some(other) => {
-                    let second_info = get_info(&other, deadlines).await;
-                    let first_serves = dial(&first.endpoint, deadlines.dial()).await;
-                    match (second_info, first_serves) {
-                        (Err(e), _) => Verdict::Fail(format!("the second instance: {e}")),
-                        (_, Err(e)) => Verdict::Fail(format!(
-                            "the first instance's service, beside the second: {}",
-                            root_cause(&e)
-                        )),
-                        (Ok(info), Ok(_)) if info.name != first.info.name => {
-                            Verdict::Fail(format!(
-                                "the second instance calls itself {:?}, the first {:?}",
-                                info.name, first.info.name
-                            ))
-                        }
-                        (Ok(info), Ok(_))
-                            if !info.endpoint.is_empty()
-                                && info.endpoint == first.info.endpoint =>
-                        {
-                            Verdict::Fail(format!("both instances serve at {:?}", info.endpoint))
-                        }
-                        (Ok(_), Ok(_)) => Verdict::Pass(format!(
-                            "{} beside {}",
-                            other.display(),
-                            socket.display()
-                        )),
-                    }
+            // The second instance's registration, or why there is none; a
+            // second that exits has none at once.
+            let second_info = tokio::select! {
+                found = another_socket(watched, socket, timeout) => match found {
+                    None => Err(format!(
+                        "no second registration socket in {} within {timeout:?}",
+                        watched.display()
+                    )),
+                    Some(other) => get_info(&other, deadlines)
+                        .await
+                        .map(|info| (other, info))
+                        .map_err(|e| format!("the second instance: {e}")),
+                },
+                exit = second.wait_exit() => Err(format!("the second instance exited ({exit})")),
+            };
+            let second_info = second_info.and_then(|(other, info)| {
+                if info.name != first.info.name {
+                    Err(format!(
+                        "the second instance calls itself {:?}, the first {:?}",
+                        info.name, first.info.name
+                    ))
+                } else if !info.endpoint.is_empty() && info.endpoint == first.info.endpoint {
+                    Err(format!(
+                        "both instances serve at {:?}, and the kubelet refuses the second",
+                        info.endpoint
+                    ))
+                } else {
+                    Ok(other)
                 }
+            });
+            // Whatever became of the second, the first must still serve:
+            // the kubelet keeps calling it.
+            let verdict = match (dial(&first.endpoint, deadlines.dial()).await, second_info) {
+                (Err(e), _) => Verdict::Fail(format!(
+                    "the first instance's service, beside the second: {}",
+                    root_cause(&e)
+                )),
+                (Ok(_), Err(why)) => Verdict::Warn(format!(
+                    "{why}: the kubelet keeps using the first, but a surge update (two pods on the node) cannot start the new one"
+                )),
+                (Ok(_), Ok(other)) => Verdict::Pass(format!(
+                    "{} beside {}",
+                    other.display(),
+                    socket.display()
+                )),
             };
             let _ = second.stop().await;
             // Whatever the second instance left behind is not the first's.

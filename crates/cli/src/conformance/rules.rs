@@ -59,8 +59,8 @@ pub(crate) const REG_KILLED: Rule = Rule {
 
 pub(crate) const REG_SECOND_INSTANCE: Rule = Rule {
     id: "registration.second-instance",
-    statement: "a second instance started beside the first (a rolling update) registers under its own socket, and the first keeps answering",
-    upstream: "DRA rolling updates (kubeletplugin.RollingUpdate): the kubelet keeps both instances and uses the newest",
+    statement: "a second instance started beside the first (a rolling update) leaves the first serving (FAIL), and registers under its own sockets (WARN)",
+    upstream: "DRA plugin manager: several instances of a driver, each at its own endpoint (the same endpoint is refused), the newest connected one used (kubeletplugin.RollingUpdate); a driver that cannot run two can still be updated by stopping the old pod first",
 };
 
 // CSI drivers.

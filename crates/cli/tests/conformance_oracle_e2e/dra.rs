@@ -270,3 +270,51 @@ async fn an_unqualified_cdi_id_fails_the_kubelet_hands_it_to_the_runtime() {
     let cdi = &admitted["containers"][0]["dra_cdi_devices"];
     assert_eq!(cdi, &json!(["dev-0"]), "{admitted}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn failing_to_unprepare_a_claim_never_prepared_fails_the_kubelet_retries_and_holds_it() {
+    let api = cluster().await;
+    let root = root();
+    let (mut kubelet, _plugin, _) = with_fault(&api, root.path(), "unprepare-unknown-fails").await;
+    // The driver refuses fail-b, so it never prepares it; the kubelet
+    // unprepares every claim of the pod when it goes.
+    pod_with_claims(&api, "refused", &["claim-a", "fail-b"]).await;
+    prepare_failed(&mut kubelet, "refused", "refused on purpose").await;
+    api.admin("DELETE", &format!("{PODS}/refused"), None).await;
+    let failed = kubelet
+        .event(TIMEOUT, "unprepare_failed", |e| e["name"] == "refused")
+        .await;
+    assert!(
+        failed["error"].as_str().unwrap().contains("is unknown"),
+        "{failed}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn forgetting_prepared_claims_across_a_restart_fails_the_kubelet_retries_and_holds_them() {
+    let api = cluster().await;
+    let root = root();
+    let (mut kubelet, mut plugin, _) = with_fault(&api, root.path(), "lose-state-on-restart").await;
+    pod_with_claims(&api, "uses-one", &["claim-a"]).await;
+    kubelet
+        .event(TIMEOUT, "admitted", |e| e["name"] == "uses-one")
+        .await;
+    // The driver restarts, and forgets what it prepared.
+    super::common::signal(&plugin, "-TERM").await;
+    plugin.wait(TIMEOUT).await;
+    let _again = faulty_plugin(root.path(), "dra", "lose-state-on-restart");
+    kubelet
+        .event(TIMEOUT, "registered", |e| e["name"] == DRIVER)
+        .await;
+    api.admin("DELETE", &format!("{PODS}/uses-one"), None).await;
+    let failed = kubelet
+        .event(TIMEOUT, "unprepare_failed", |e| e["name"] == "uses-one")
+        .await;
+    assert!(
+        failed["error"]
+            .as_str()
+            .unwrap()
+            .contains("prepared by an earlier instance"),
+        "{failed}"
+    );
+}

@@ -18,6 +18,7 @@ mod common;
 mod device;
 mod dra;
 mod health;
+mod registration;
 
 use std::path::Path;
 

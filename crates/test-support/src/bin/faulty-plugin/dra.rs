@@ -10,7 +10,7 @@ use std::time::Duration;
 use nodeplugins_api::dra::v1 as dra;
 use nodeplugins_api::dra_health::v1 as health;
 use nodeplugins_api::pluginregistration::v1 as reg;
-use nodeplugins_api::transport::{BoundSocket, serve};
+use nodeplugins_api::transport::{BoundSocket, ServerConnection, serve};
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
@@ -324,20 +324,24 @@ pub(crate) async fn dra_driver(
     let service_task = tokio::spawn(serve(service, services, shutdown.clone()));
     let registration =
         BoundSocket::bind(registry.join(format!("{DRIVER}{suffix}-reg.sock")), None).await?;
-    let registration_path = registration.path().to_owned();
     let router = tonic::transport::Server::builder().add_service(
         reg::registration_server::RegistrationServer::from_arc(driver),
     );
     if fault == "stale-socket" {
-        // Leaves the registration socket behind: the file guard is kept
-        // from removing it.
+        // Leaves the registration socket behind, as a plugin that exits
+        // without removing it does: the file guard is kept from removing
+        // it, and connections are served as `serve` does (a Go client's
+        // path-valued `:authority` accepted).
         let (listener, file) = registration.into_parts();
         std::mem::forget(file);
-        let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
-        let server =
-            router.serve_with_incoming_shutdown(incoming, shutdown.clone().cancelled_owned());
-        let _ = server.await;
-        let _ = registration_path;
+        let never = tokio_util::sync::CancellationToken::new();
+        let incoming = tokio_stream::StreamExt::map(
+            tokio_stream::wrappers::UnixListenerStream::new(listener),
+            move |conn| conn.map(|stream| ServerConnection::new(stream, never.clone())),
+        );
+        let _ = router
+            .serve_with_incoming_shutdown(incoming, shutdown.clone().cancelled_owned())
+            .await;
     } else {
         let _ = serve(registration, router, shutdown.clone()).await;
     }
