@@ -68,18 +68,7 @@ pub(crate) async fn restart_rules(
                 Ok(back) => back,
                 Err(e) => return Verdict::Fail(e),
             };
-            let verdict = match get_info(&back, deadlines).await {
-                Ok(info) if info.name == met.name => {
-                    Verdict::Pass(format!("{} answers GetInfo", back.display()))
-                }
-                Ok(info) => Verdict::Fail(format!(
-                    "{} calls itself {:?}, not {:?} as before",
-                    back.display(),
-                    info.name,
-                    met.name
-                )),
-                Err(e) => Verdict::Fail(format!("{}: {e}", back.display())),
-            };
+            let verdict = answers_as_before(&back, met, deadlines, "").await;
             found = Some(back);
             verdict
         })
@@ -198,19 +187,29 @@ pub(crate) async fn killed_rule(
                     ));
                 }
             };
-            match get_info(&back, deadlines).await {
-                Ok(info) if info.name == met.name => Verdict::Pass(format!(
-                    "{} answers GetInfo after SIGKILL and a new start",
-                    back.display()
-                )),
-                Ok(info) => Verdict::Fail(format!(
-                    "{} calls itself {:?}, not {:?} as before",
-                    back.display(),
-                    info.name,
-                    met.name
-                )),
-                Err(e) => Verdict::Fail(format!("{}: {e}", back.display())),
-            }
+            answers_as_before(&back, met, deadlines, " after SIGKILL and a new start").await
         })
         .await;
+}
+
+/// Whether the registration socket `back` of a restarted plugin answers
+/// GetInfo under the plugin's name; `when` ends the verdict's text.
+async fn answers_as_before(
+    back: &Path,
+    met: &Met<'_>,
+    deadlines: Deadlines,
+    when: &str,
+) -> Verdict {
+    match get_info(back, deadlines).await {
+        Ok(info) if info.name == met.name => {
+            Verdict::Pass(format!("{} answers GetInfo{when}", back.display()))
+        }
+        Ok(info) => Verdict::Fail(format!(
+            "{} calls itself {:?}, not {:?} as before",
+            back.display(),
+            info.name,
+            met.name
+        )),
+        Err(e) => Verdict::Fail(format!("{}: {e}", back.display())),
+    }
 }

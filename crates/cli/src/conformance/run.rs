@@ -204,54 +204,50 @@ async fn registered(
             &restart,
             "the tool restarts only a plugin it starts (--exec)",
         );
-    } else if kind == plugin_type::DRA {
-        restarts::second_instance_rule(
-            &mut report,
-            plugin,
-            &found,
-            &socket,
-            watched,
-            options.restart_timeout,
-            deadlines,
-        )
-        .await;
-        let call = deadlines.dra_call();
-        let before = match dra::connect(&found.info, &found.endpoint, deadlines).await {
-            Ok(client) => dra::prepare_before_restart(&client, claims, call).await,
-            Err(e) => Err(e),
-        };
-        let back = restarts::restart_rules(
-            &mut report,
-            plugin,
-            &met,
-            options.restart_timeout,
-            deadlines,
-        )
-        .await;
-        let after = match back {
-            None => Ok(None),
-            Some(back) => match registration::get_info(&back, deadlines).await {
-                Err(_) => Ok(None),
-                Ok(info) => {
-                    let endpoint = if info.endpoint.is_empty() {
-                        back
-                    } else {
-                        PathBuf::from(&info.endpoint)
-                    };
-                    dra::connect(&info, &endpoint, deadlines).await.map(Some)
-                }
-            },
-        };
-        dra::restart_rule(&mut report, before, after, claims, call).await;
     } else {
-        restarts::restart_rules(
-            &mut report,
-            plugin,
-            &met,
-            options.restart_timeout,
-            deadlines,
-        )
-        .await;
+        // For a DRA driver also a second instance beside the first, and claims
+        // prepared before the restart to unprepare after it.
+        let call = deadlines.dra_call();
+        let before = match kind == plugin_type::DRA {
+            false => None,
+            true => {
+                restarts::second_instance_rule(
+                    &mut report,
+                    plugin,
+                    &found,
+                    &socket,
+                    watched,
+                    options.restart_timeout,
+                    deadlines,
+                )
+                .await;
+                Some(
+                    match dra::connect(&found.info, &found.endpoint, deadlines).await {
+                        Ok(client) => dra::prepare_before_restart(&client, claims, call).await,
+                        Err(e) => Err(e),
+                    },
+                )
+            }
+        };
+        let timeout = options.restart_timeout;
+        let back = restarts::restart_rules(&mut report, plugin, &met, timeout, deadlines).await;
+        if let Some(before) = before {
+            let after = match back {
+                None => Ok(None),
+                Some(back) => match registration::get_info(&back, deadlines).await {
+                    Err(_) => Ok(None),
+                    Ok(info) => {
+                        let endpoint = if info.endpoint.is_empty() {
+                            back
+                        } else {
+                            PathBuf::from(&info.endpoint)
+                        };
+                        dra::connect(&info, &endpoint, deadlines).await.map(Some)
+                    }
+                },
+            };
+            dra::restart_rule(&mut report, before, after, claims, call).await;
+        }
     }
     // A plugin that does not come back after a clean restart is not tried
     // after a crash: the rule is reported as not run for that failure.

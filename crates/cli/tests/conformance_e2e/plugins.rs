@@ -66,27 +66,38 @@ async fn the_sdk_example_dra_driver_passes_every_rule_restarts_included() {
     assert_eq!(report["plugin_type"], "DRAPlugin");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn the_sdk_example_dra_driver_in_a_cluster_passes_with_claims_from_the_api() {
+/// A run with `--kubeconfig` and `--restarts` against an API server where
+/// claims `claim-a` and `claim-b` are allocated to `dra.example.com` on
+/// node-1; `exec` makes the command line from the kubeconfig and a root.
+async fn in_a_cluster(
+    exec: impl Fn(&str, &std::path::Path) -> String,
+) -> (Option<i32>, serde_json::Value) {
     let api = api_with_nodes("node-1", &["node-1"]).await;
     allocated_claim(&api, "claim-a", "node-1", "dra.example.com", "gpu-0").await;
     allocated_claim(&api, "claim-b", "node-1", "dra.example.com", "gpu-1").await;
     let root = tempfile::tempdir().unwrap();
     let kubeconfig = path(&api.admin_kubeconfig());
-    let exec = format!(
-        "exec {} --root-dir {} --kubeconfig {kubeconfig} --node-name node-1 --instance {{instance}}",
-        path(&binary("nodeplugins-sdk-bins", "example-dra-driver")),
-        path(root.path())
-    );
-    let (code, report) = conformance(&[
+    conformance(&[
         "--registry",
         &path(&root.path().join("plugins_registry")),
         "--exec",
-        &exec,
+        &exec(&kubeconfig, root.path()),
         "--kubeconfig",
         &kubeconfig,
         "--restarts",
     ])
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sdk_example_dra_driver_in_a_cluster_passes_with_claims_from_the_api() {
+    let (code, report) = in_a_cluster(|kubeconfig, root| {
+        format!(
+            "exec {} --root-dir {} --kubeconfig {kubeconfig} --node-name node-1 --instance {{instance}}",
+            path(&binary("nodeplugins-sdk-bins", "example-dra-driver")),
+            path(root)
+        )
+    })
     .await;
     assert_eq!(with(&report, "FAIL"), ids(&[]), "{report:#}");
     assert_eq!(with(&report, "SKIP"), ids(&[]), "{report:#}");
@@ -171,6 +182,25 @@ async fn the_kubelets_sample_device_plugin_passes_every_rule_it_offers() {
     assert_eq!(code, Some(0));
 }
 
+/// No FAIL, and one WARN: the Go helper's failing a whole batch for the
+/// claim it cannot read.
+fn warns_only_for_failing_a_whole_batch(report: &serde_json::Value) {
+    assert_eq!(with(report, "FAIL"), ids(&[]), "{report:#}");
+    assert_eq!(
+        with(report, "WARN"),
+        ids(&["dra.prepare.per-claim-errors"]),
+        "{report:#}"
+    );
+    let warned = report["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == "dra.prepare.per-claim-errors")
+        .unwrap();
+    let detail = warned["detail"].as_str().unwrap();
+    assert!(detail.contains("get resource claims"), "{detail}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_dra_driver_on_the_go_helper_passes_with_a_warning_for_failing_a_whole_batch_for_one_claim()
  {
@@ -200,59 +230,24 @@ async fn a_dra_driver_on_the_go_helper_passes_with_a_warning_for_failing_a_whole
     // batch's other claims are not prepared either. The kubelet then fails
     // the pod's prepare as a whole, so upstream sees no difference: a
     // WARN, not a failure.
-    assert_eq!(with(&report, "FAIL"), ids(&[]), "{report:#}");
-    assert_eq!(
-        with(&report, "WARN"),
-        ids(&["dra.prepare.per-claim-errors"]),
-        "{report:#}"
-    );
-    assert!(
-        report["outcomes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|o| o["id"] == "dra.prepare.per-claim-errors"
-                && o["detail"]
-                    .as_str()
-                    .unwrap()
-                    .contains("get resource claims")),
-        "{report:#}"
-    );
+    warns_only_for_failing_a_whole_batch(&report);
     assert_eq!(code, Some(0));
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_go_helper_gpu_driver_in_a_cluster_passes_with_a_warning_for_failing_a_whole_batch() {
-    let api = api_with_nodes("node-1", &["node-1"]).await;
-    allocated_claim(&api, "claim-a", "node-1", "dra.example.com", "gpu-0").await;
-    allocated_claim(&api, "claim-b", "node-1", "dra.example.com", "gpu-1").await;
-    let root = tempfile::tempdir().unwrap();
-    let cdi = tempfile::tempdir().unwrap();
-    let kubeconfig = path(&api.admin_kubeconfig());
-    let exec = format!(
-        "NODE_NAME=node-1 KUBECONFIG={kubeconfig} exec {} {} {}",
-        path(&go_program("gpu-driver")),
-        path(root.path()),
-        path(cdi.path())
-    );
-    let (code, report) = conformance(&[
-        "--registry",
-        &path(&root.path().join("plugins_registry")),
-        "--exec",
-        &exec,
-        "--kubeconfig",
-        &kubeconfig,
-        "--restarts",
-    ])
+    let (code, report) = in_a_cluster(|kubeconfig, root| {
+        format!(
+            "NODE_NAME=node-1 KUBECONFIG={kubeconfig} exec {} {} {}",
+            path(&go_program("gpu-driver")),
+            path(root),
+            path(&root.join("cdi"))
+        )
+    })
     .await;
     // As for dra-driver: the helper fails the whole batch when one claim
     // (here the missing one the tool adds) cannot be read: a WARN.
-    assert_eq!(with(&report, "FAIL"), ids(&[]), "{report:#}");
-    assert_eq!(
-        with(&report, "WARN"),
-        ids(&["dra.prepare.per-claim-errors"]),
-        "{report:#}"
-    );
+    warns_only_for_failing_a_whole_batch(&report);
     // It has no instance flag: the rolling-update rule cannot start a
     // second one.
     assert_eq!(
