@@ -144,11 +144,12 @@ async fn the_kubelets_stub_device_plugin_passes_with_a_warning_for_accepting_any
 /// `sample-device-plugin` (k8s.io/kubernetes/test/images/sample-device-plugin)
 /// as the tool's `--exec`: it registers on and serves in the fixed
 /// `/var/lib/kubelet/device-plugins`, so it runs in a user and mount
-/// namespace of its own where that directory is `dir` (and `/tmp`, where
-/// its Allocate writes a file per device, a tmpfs of its own).
+/// namespace of its own where that directory is `dir`, and `/tmp`, where
+/// its Allocate writes a file per device, a tmpfs of its own (the program
+/// itself is bound under `/var/lib` first: it may live under `/tmp`).
 fn sample_device_plugin(dir: &std::path::Path) -> String {
     let inside = format!(
-        "mount -t tmpfs tmpfs /var/lib && mkdir -p /var/lib/kubelet/device-plugins && mount --bind {} /var/lib/kubelet/device-plugins && mount -t tmpfs tmpfs /tmp && exec {}",
+        "mount -t tmpfs tmpfs /var/lib && mkdir -p /var/lib/kubelet/device-plugins && mount --bind {} /var/lib/kubelet/device-plugins && touch /var/lib/sample-device-plugin && mount --bind {} /var/lib/sample-device-plugin && mount -t tmpfs tmpfs /tmp && exec /var/lib/sample-device-plugin",
         path(dir),
         path(&go_program("sample-device-plugin"))
     );

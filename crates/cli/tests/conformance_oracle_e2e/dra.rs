@@ -318,3 +318,69 @@ async fn forgetting_prepared_claims_across_a_restart_fails_the_kubelet_retries_a
         "{failed}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn other_devices_for_a_claim_prepared_again_fail_the_container_gets_a_device_not_allocated() {
+    let api = cluster().await;
+    let root = root();
+    // The first prepare records the claim and answers an error; the
+    // kubelet prepares it again, and gets another device.
+    let (mut kubelet, _plugin, _) = with_fault(
+        &api,
+        root.path(),
+        "first-prepare-fails,different-devices-again",
+    )
+    .await;
+    pod_with_claims(&api, "uses-one", &["claim-a"]).await;
+    prepare_failed(
+        &mut kubelet,
+        "uses-one",
+        "the first prepare fails on purpose",
+    )
+    .await;
+    let touch = json!({"metadata": {"labels": {"again": "yes"}}});
+    api.admin("PATCH", &format!("{PODS}/uses-one"), Some(&touch))
+        .await;
+    let admitted = kubelet
+        .event(TIMEOUT, "admitted", |e| e["name"] == "uses-one")
+        .await;
+    // The claim is allocated dev-0; the kubelet hands the container what
+    // the second answer said.
+    let cdi = &admitted["containers"][0]["dra_cdi_devices"];
+    assert_eq!(
+        cdi,
+        &json!([format!("{DRIVER}/gpu=dev-other-2")]),
+        "{admitted}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn failing_to_unprepare_a_claim_again_fails_the_kubelet_retries_and_holds_it() {
+    let api = cluster().await;
+    let root = root();
+    // The first unprepare answers one claim of two; the kubelet unprepares
+    // both again, and the one already unprepared fails.
+    let (mut kubelet, _plugin, _) = with_fault(
+        &api,
+        root.path(),
+        "unprepare-leaves-out,unprepare-twice-fails",
+    )
+    .await;
+    pod_with_claims(&api, "uses-two", &["claim-a", "claim-b"]).await;
+    kubelet
+        .event(TIMEOUT, "admitted", |e| e["name"] == "uses-two")
+        .await;
+    api.admin("DELETE", &format!("{PODS}/uses-two"), None).await;
+    let error = |e: &Value| e["error"].as_str().unwrap_or_default().to_string();
+    let first = kubelet
+        .event(TIMEOUT, "unprepare_failed", |e| e["name"] == "uses-two")
+        .await;
+    assert!(
+        error(&first).contains("skipped 1 ResourceClaims"),
+        "{first}"
+    );
+    let again = kubelet
+        .event(TIMEOUT, "unprepare_failed", |e| e["name"] == "uses-two")
+        .await;
+    assert!(error(&again).contains("is not prepared"), "{again}");
+}

@@ -20,7 +20,7 @@ struct Device {
 
 impl Device {
     fn is(&self, fault: &str) -> bool {
-        self.fault == fault
+        crate::has(&self.fault, fault)
     }
 
     fn options(&self) -> dp::DevicePluginOptions {
@@ -245,14 +245,14 @@ pub(crate) async fn device_plugin(
     let options = plugin.options();
     crate::refuse_stale(fault, &dir.join("faulty.sock"))?;
     let mut stop = shutdown.child_token();
-    let mut server = if fault == "serve-after-register" {
+    let mut server = if crate::has(fault, "serve-after-register") {
         // Serves only once Register has returned: the kubelet dials the
         // plugin inside Register, so it is refused.
         register(&kubelet, options).await?;
         serve_at(dir, &plugin, stop.clone()).await?
     } else {
         let server = serve_at(dir, &plugin, stop.clone()).await?;
-        if fault == "register-version" {
+        if crate::has(fault, "register-version") {
             let channel = dial(&kubelet, Duration::from_secs(5)).await?;
             dp::registration_client::RegistrationClient::new(channel)
                 .register(dp::RegisterRequest {
@@ -276,7 +276,7 @@ pub(crate) async fn device_plugin(
             () = tokio::time::sleep(Duration::from_millis(50)) => {}
         }
         let now = inode(&kubelet);
-        if now.is_some() && now != seen && fault != "no-reregister" {
+        if now.is_some() && now != seen && !crate::has(fault, "no-reregister") {
             if !dir.join("faulty.sock").exists() {
                 stop.cancel();
                 let _ = server.await;

@@ -34,7 +34,7 @@ struct Driver {
 
 impl Driver {
     fn is(&self, fault: &str) -> bool {
-        self.fault == fault
+        crate::has(&self.fault, fault)
     }
 
     fn save(&self) {
@@ -196,6 +196,10 @@ impl dra::dra_plugin_server::DraPlugin for Driver {
             );
         }
         self.save();
+        if self.is("first-prepare-fails") && round.as_ref().is_ok_and(|n| *n == 1) {
+            // Prepared, and answered with an error: the kubelet asks again.
+            return Err(Status::unavailable("the first prepare fails on purpose"));
+        }
         Ok(Response::new(dra::NodePrepareResourcesResponse {
             claims: answer,
         }))
@@ -290,12 +294,12 @@ pub(crate) async fn dra_driver(
     let started = plugin_dir.join(format!("started{suffix}"));
     let restarted = started.exists();
     std::fs::write(&started, b"")?;
-    if fault == "no-socket-on-restart" && restarted {
+    if crate::has(fault, "no-socket-on-restart") && restarted {
         // It never registers again.
         shutdown.cancelled().await;
         return Ok(());
     }
-    let (prepared, lost) = if fault == "lose-state-on-restart" {
+    let (prepared, lost) = if crate::has(fault, "lose-state-on-restart") {
         (BTreeMap::new(), before.keys().cloned().collect())
     } else {
         (before, BTreeSet::new())
@@ -327,7 +331,7 @@ pub(crate) async fn dra_driver(
     let router = tonic::transport::Server::builder().add_service(
         reg::registration_server::RegistrationServer::from_arc(driver),
     );
-    if fault == "stale-socket" {
+    if crate::has(fault, "stale-socket") {
         // Leaves the registration socket behind, as a plugin that exits
         // without removing it does: the file guard is kept from removing
         // it, and connections are served as `serve` does (a Go client's

@@ -7,8 +7,10 @@
 //! faulty-plugin dra --registry-dir DIR --plugin-dir DIR [--instance ID] [--fault F]
 //! ```
 //!
-//! Without `--fault` it follows every rule. SIGTERM stops it and removes
-//! its sockets (unless the fault is `stale-socket`).
+//! Without `--fault` it follows every rule. `--fault a,b` breaks several
+//! at once, for a kubelet that must first be brought to make a call
+//! again. SIGTERM stops it and removes its sockets (unless the fault is
+//! `stale-socket`).
 
 mod device;
 mod dra;
@@ -26,6 +28,11 @@ pub(crate) type Stream_<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send
 pub(crate) const RESOURCE: &str = "example.com/faulty";
 pub(crate) const DRIVER: &str = "faulty.example.com";
 pub(crate) const DEVICES: usize = 4;
+
+/// Whether `fault` is among `faults` (comma-separated).
+pub(crate) fn has(faults: &str, fault: &str) -> bool {
+    faults.split(',').any(|f| f == fault)
+}
 
 /// Flags: `--name value` pairs after the mode.
 fn flag(args: &[String], name: &str) -> Option<String> {
@@ -55,7 +62,7 @@ async fn main() -> anyhow::Result<()> {
             let plugin_dir = PathBuf::from(flag(&args, "--plugin-dir").unwrap_or_default());
             // Per-instance socket names, so a second instance can start
             // beside the first; the fault keeps the names fixed.
-            let instance = flag(&args, "--instance").filter(|_| fault != "ignores-instance");
+            let instance = flag(&args, "--instance").filter(|_| !has(&fault, "ignores-instance"));
             dra::dra_driver(
                 &registry,
                 &plugin_dir,
@@ -73,7 +80,7 @@ async fn main() -> anyhow::Result<()> {
 /// file an earlier, killed instance left, as a server that binds without
 /// removing it first does.
 pub(crate) fn refuse_stale(fault: &str, socket: &std::path::Path) -> anyhow::Result<()> {
-    if fault == "no-unlink-on-start" && socket.exists() {
+    if has(fault, "no-unlink-on-start") && socket.exists() {
         anyhow::bail!("bind {}: address already in use", socket.display());
     }
     Ok(())
