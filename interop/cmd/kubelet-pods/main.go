@@ -4,8 +4,10 @@
 // (pkg/kubelet/cm/devicemanager) serving ROOT/device-plugins/kubelet.sock
 // behind the topology manager's admit handler (pkg/kubelet/cm/topologymanager,
 // policy none, as on a node without a topology policy), the DRA manager
-// (pkg/kubelet/cm/dra), both plugin handlers under the kubelet's plugin
-// manager (pkg/kubelet/pluginmanager) on ROOT/plugins_registry, and an
+// (pkg/kubelet/cm/dra), both plugin handlers and the CSI volume plugin's
+// (pkg/volume/csi, which asks a driver for NodeGetInfo and writes it into
+// the node's CSINode) under the kubelet's plugin manager
+// (pkg/kubelet/pluginmanager) on ROOT/plugins_registry, and an
 // informer on the pods bound to the node. It is the reference our agent's
 // pod handling must equal, container by container.
 //
@@ -25,8 +27,8 @@
 //	"started"        {root_dir, state_dir, node, kubelet_sock, registry_dir, pid}
 //	                 once the managers run and the pod informer has synced
 //	"registered"     {type, name, endpoint, versions, error} per plugin
-//	                 registration through plugins_registry (type DRAPlugin or
-//	                 DevicePlugin); "deregistered" {type, name, endpoint};
+//	                 registration through plugins_registry (type DRAPlugin,
+//	                 DevicePlugin or CSIPlugin); "deregistered" {type, name, endpoint};
 //	                 "validation_failed" {type, name, endpoint, versions, error}
 //	"node_status"    {capacity, allocatable}: the device-plugin resources
 //	                 patched into the node's status (quantities as strings)
@@ -192,6 +194,12 @@ func main() {
 	plugins := pluginmanager.NewPluginManager(registryDir, &record.FakeRecorder{})
 	plugins.AddHandler(registerapi.DRAPlugin, recording.Handler{Kind: registerapi.DRAPlugin, Inner: draManager.GetWatcherHandler()})
 	plugins.AddHandler(registerapi.DevicePlugin, recording.Handler{Kind: registerapi.DevicePlugin, Inner: deviceManager.GetWatcherHandler()})
+	csiHandler, err := newCSIHandler(client, *nodeName)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kubelet-pods: CSI volume plugin: %v\n", err)
+		os.Exit(1)
+	}
+	plugins.AddHandler(registerapi.CSIPlugin, recording.Handler{Kind: registerapi.CSIPlugin, Inner: csiHandler})
 	go plugins.Run(ctx, allReady, ctx.Done())
 
 	go syncNodeStatus(ctx, client, *nodeName, deviceManager)

@@ -12,8 +12,8 @@ use super::deadlines::Deadlines;
 use super::rule::Verdict;
 
 /// NodeGetInfo on the driver's endpoint, as the kubelet's CSI handler
-/// calls it in RegisterPlugin: an error, or an empty node id (which the
-/// API server refuses in the node's CSINode), fails the registration.
+/// calls it in RegisterPlugin: an error, or an empty node id (which its
+/// node info manager refuses), fails the registration.
 pub(crate) async fn node_info_rule(endpoint: &Path, deadlines: Deadlines) -> Verdict {
     let channel = match dial(endpoint, deadlines.dial()).await {
         Ok(channel) => channel,
@@ -30,7 +30,7 @@ pub(crate) async fn node_info_rule(endpoint: &Path, deadlines: Deadlines) -> Ver
             "NodeGetInfo: {e}: the kubelet undoes the registration and retries"
         )),
         Ok(info) if info.node_id.is_empty() => Verdict::Fail(
-            "NodeGetInfo answered an empty node id: the node's CSINode cannot name the driver, so the registration fails".into(),
+            "NodeGetInfo answered an empty node id: the kubelet refuses it (\"driverNodeID must not be empty\") and fails the registration".into(),
         ),
         Ok(info) => Verdict::Pass(format!(
             "node id {:?}, max volumes {}, topology {:?}",

@@ -68,7 +68,7 @@ pub(crate) const REG_SECOND_INSTANCE: Rule = Rule {
 pub(crate) const CSI_NODE_INFO: Rule = Rule {
     id: "csi.node-get-info",
     statement: "NodeGetInfo answers on the endpoint with a node id",
-    upstream: "pkg/volume/csi RegistrationHandler.RegisterPlugin calls NodeGetInfo (2 min) and writes the node id into the node's CSINode, which the API server refuses empty; either failure unregisters the driver and fails the registration, which is retried",
+    upstream: "pkg/volume/csi RegistrationHandler.RegisterPlugin calls NodeGetInfo (2 min) and has its node info manager write the node id into the node's CSINode and annotation, refusing an empty one (\"driverNodeID must not be empty\"); either failure unregisters the driver and fails the registration, which is retried",
 };
 
 // Device plugins.

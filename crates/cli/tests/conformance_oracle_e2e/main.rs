@@ -15,6 +15,7 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+mod csi;
 mod device;
 mod dra;
 mod health;

@@ -1,0 +1,74 @@
+//! A CSI driver behind the kubelet's plugin manager and its CSI volume
+//! plugin's registration handler, which asks the driver for NodeGetInfo
+//! and writes the node id into the node's CSINode.
+
+use nodeplugins_test_support::binaries::binary;
+use nodeplugins_test_support::kube_api::KubeApi;
+use nodeplugins_test_support::process::ChildProcess;
+use nodeplugins_test_support::wait::TIMEOUT;
+use serde_json::Value;
+use tokio::process::Command;
+
+use super::{NODE, cluster, kubelet, root};
+
+const DRIVER: &str = "csi.example.com";
+
+/// The SDK's example CSI driver with `node_id`, and the CSI registrar, for
+/// the kubelet at `root`; the kubelet's registration event for it.
+async fn registered_with_node_id(api: &KubeApi, node_id: &str) -> Value {
+    let root = root();
+    let mut kubelet = kubelet(api, root.path()).await;
+    let socket = root.path().join(format!("plugins/{DRIVER}/csi.sock"));
+    std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
+    let mut driver = Command::new(binary("nodeplugins-sdk-bins", "example-csi-driver"));
+    driver
+        .arg(format!("--endpoint=unix://{}", socket.display()))
+        .arg(format!("--node-id={node_id}"));
+    let _driver = ChildProcess::spawn("example-csi-driver", driver);
+    let mut registrar = Command::new(binary("nodeplugins-sdk-bins", "nodeplugins-csi-registrar"));
+    registrar
+        .arg(format!("--csi-address={}", socket.display()))
+        .arg(format!("--kubelet-registration-path={}", socket.display()))
+        .arg(format!(
+            "--plugin-registration-path={}",
+            root.path().join("plugins_registry").display()
+        ));
+    let _registrar = ChildProcess::spawn("nodeplugins-csi-registrar", registrar);
+    kubelet
+        .event(TIMEOUT, "registered", |e| e["type"] == "CSIPlugin")
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_node_id_fails_the_kubelet_refuses_the_csi_driver() {
+    let api = cluster().await;
+    let registered = registered_with_node_id(&api, "").await;
+    assert_eq!(registered["name"], DRIVER, "{registered}");
+    // The node info manager refuses a driver without a node id.
+    let error = registered["error"].as_str().unwrap();
+    assert!(
+        error.contains("driverNodeID must not be empty"),
+        "{registered}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_node_id_passes_the_kubelet_records_the_driver_in_the_csinode() {
+    let api = cluster().await;
+    let registered = registered_with_node_id(&api, "node-7").await;
+    assert_eq!(registered["error"], "", "{registered}");
+    let csinode = api
+        .admin(
+            "GET",
+            &format!("/apis/storage.k8s.io/v1/csinodes/{NODE}"),
+            None,
+        )
+        .await;
+    let drivers = csinode["spec"]["drivers"].as_array().unwrap();
+    assert!(
+        drivers
+            .iter()
+            .any(|d| d["name"] == DRIVER && d["nodeID"] == "node-7"),
+        "{csinode}"
+    );
+}
