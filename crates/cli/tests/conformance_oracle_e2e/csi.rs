@@ -2,13 +2,11 @@
 //! plugin's registration handler, which asks the driver for NodeGetInfo
 //! and writes the node id into the node's CSINode.
 
-use nodeplugins_test_support::binaries::binary;
 use nodeplugins_test_support::kube_api::KubeApi;
-use nodeplugins_test_support::process::ChildProcess;
 use nodeplugins_test_support::wait::TIMEOUT;
 use serde_json::Value;
-use tokio::process::Command;
 
+use super::common::kube::{csi_driver, csi_registrar, csi_socket};
 use super::{NODE, cluster, kubelet, root};
 
 const DRIVER: &str = "csi.example.com";
@@ -18,22 +16,9 @@ const DRIVER: &str = "csi.example.com";
 async fn registered_with_node_id(api: &KubeApi, node_id: &str) -> Value {
     let root = root();
     let mut kubelet = kubelet(api, root.path()).await;
-    let socket = root.path().join(format!("plugins/{DRIVER}/csi.sock"));
-    std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
-    let mut driver = Command::new(binary("nodeplugins-sdk-bins", "example-csi-driver"));
-    driver
-        .arg(format!("--endpoint=unix://{}", socket.display()))
-        .arg(format!("--node-id={node_id}"));
-    let _driver = ChildProcess::spawn("example-csi-driver", driver);
-    let mut registrar = Command::new(binary("nodeplugins-sdk-bins", "nodeplugins-csi-registrar"));
-    registrar
-        .arg(format!("--csi-address={}", socket.display()))
-        .arg(format!("--kubelet-registration-path={}", socket.display()))
-        .arg(format!(
-            "--plugin-registration-path={}",
-            root.path().join("plugins_registry").display()
-        ));
-    let _registrar = ChildProcess::spawn("nodeplugins-csi-registrar", registrar);
+    let socket = csi_socket(root.path(), DRIVER);
+    let _driver = csi_driver(&socket, DRIVER, node_id, "zone-a");
+    let _registrar = csi_registrar(root.path(), &socket);
     kubelet
         .event(TIMEOUT, "registered", |e| e["type"] == "CSIPlugin")
         .await
