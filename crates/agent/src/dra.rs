@@ -62,6 +62,8 @@ pub use claim::{
     ClaimPod, ClaimRef, ClaimRefParseError, PreparedClaim, PreparedDevice, UnpreparedClaim,
 };
 pub use cleanup::{CleanupError, DriverCleanup, LoggingCleanup};
+#[cfg(feature = "kube")]
+pub(crate) use command::Routes;
 pub use config::DraManagerConfig;
 pub use error::{DraError, RecordError};
 pub use handle::{DraHandle, DraManagerStopped};

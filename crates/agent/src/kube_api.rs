@@ -36,6 +36,7 @@ mod write_state;
 pub use config::{
     CSINODE_RECHECK, KubeApiConfig, KubeConfigSource, POD_RECONCILE_PERIOD, default_node_name,
 };
+pub(crate) use config::{KUBE_API_BURST, KUBE_API_QPS};
 pub use credentials::Connection;
 pub use error::KubeApiError;
 pub use metrics::KubeApiMetrics;

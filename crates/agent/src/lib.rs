@@ -45,6 +45,7 @@ mod private_dir;
 mod root_lock;
 mod served_socket;
 mod shards;
+mod token_bucket;
 mod unix_time;
 
 #[cfg(feature = "fuzzing")]

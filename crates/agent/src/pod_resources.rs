@@ -16,7 +16,6 @@
 //! | `convert` | the kubelet's `v1` and `v1alpha1` shapes of devices and claims |
 //! | `view` | each pod's answer encoded once, `List` and `Get` made of them |
 //! | `views` | the task that builds the views after every change and publishes them |
-//! | `rate_limit` | the token bucket every call draws from |
 //! | `server` | the gRPC services on the socket |
 //! | `codec` | requests decoded, answers sent as the view's bytes |
 //! | `metrics` | the kubelet's request counters and ours |
@@ -27,7 +26,6 @@ mod convert;
 #[cfg(test)]
 mod fixtures;
 mod metrics;
-mod rate_limit;
 mod server;
 mod view;
 mod views;

@@ -32,6 +32,8 @@
 //! | `manager` | the owner task: watch events, operations, reconcile |
 //! | `tracked` | one pod's state and every decision about it |
 //! | `admission` | admitting one pod: devices, then claims |
+//! | `admission_gate` | one pod's devices allocated at a time |
+//! | `served` | what the plugins serve, to wake waiting pods |
 //! | `release` | giving back what one pod held |
 //! | `held` | what the node holds for pods, from both managers |
 //! | `spec` | what a pod asks for, read from the pod |
@@ -44,6 +46,8 @@
 
 #[cfg(feature = "kube")]
 mod admission;
+#[cfg(feature = "kube")]
+mod admission_gate;
 #[cfg(feature = "kube")]
 mod claims;
 #[cfg(feature = "kube")]
@@ -61,6 +65,8 @@ mod manual;
 mod pod;
 #[cfg(feature = "kube")]
 mod release;
+#[cfg(feature = "kube")]
+mod served;
 #[cfg(feature = "kube")]
 mod spec;
 mod status;

@@ -114,12 +114,15 @@ impl DeviceSnapshot {
                 name: r.name.clone(),
                 capacity: r.devices.len(),
                 allocatable: r.devices.values().filter(|d| is_healthy(d)).count(),
+                // Distinct devices: an ended init container's devices are
+                // recorded again for the container they are handed on to.
                 allocated: self
                     .allocations
                     .iter()
                     .filter(|a| a.resource == r.name)
-                    .map(|a| a.devices.len())
-                    .sum(),
+                    .flat_map(|a| &a.devices)
+                    .collect::<std::collections::HashSet<_>>()
+                    .len(),
                 reserved: r.reserved,
                 devices: r
                     .devices

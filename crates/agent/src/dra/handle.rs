@@ -233,6 +233,13 @@ impl DraHandle {
         Ok(claims.clone())
     }
 
+    #[cfg(feature = "kube")]
+    /// The drivers calls can go to now (an instance of each connected or
+    /// being connected); ticks when one comes or goes.
+    pub(crate) fn registered(&self) -> watch::Receiver<Arc<super::command::Routes>> {
+        self.shared.routes.clone()
+    }
+
     /// The prepared claims as published, loaded or not; ticks on every
     /// change.
     pub(crate) fn claims(&self) -> watch::Receiver<Arc<PreparedClaims>> {

@@ -4,6 +4,14 @@ use crate::fs_watch::FsWatcher;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The kubelet's `kubeAPIQPS` (its `KubeletConfiguration` default): API
+/// requests per second, sustained, past the burst.
+pub(crate) const KUBE_API_QPS: u32 = 50;
+/// The kubelet's `kubeAPIBurst`: API requests sent at once before the
+/// rate applies. Its Events have the same figures on a client of their own
+/// (`eventRecordQPS`, `eventBurst`).
+pub(crate) const KUBE_API_BURST: u32 = 100;
+
 /// How long after a change the node status is written, so that a burst of
 /// device list updates makes one write. Well inside the 100 ms within which
 /// a change must be visible.

@@ -11,9 +11,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use nodeplugins_api::constants::pod_resources::RATE_LIMITED;
 use nodeplugins_api::podresources::{v1, v1alpha1};
 use nodeplugins_api::transport::{BoundSocket, TransportError};
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tonic::body::Body;
 use tonic::codegen::{Body as HttpBody, StdError};
@@ -23,19 +25,19 @@ use tonic::{Code, Request, Response, Status};
 use super::codec::EncodedCodec;
 use super::config::PodResourcesConfig;
 use super::metrics::{Method, PodResourcesMetrics};
-use super::rate_limit::Limiter;
 use super::views::{ViewBuilder, Views, ViewsHandle};
 use crate::device::DeviceHandle;
 use crate::dra::DraHandle;
 use crate::pods::PodsSnapshot;
 use crate::served_socket;
+use crate::token_bucket::TokenBucket;
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
 /// What both services share.
 struct Inner {
     views: ViewsHandle,
-    limiter: Option<Limiter>,
+    limiter: Option<TokenBucket>,
     metrics: PodResourcesMetrics,
 }
 
@@ -46,10 +48,10 @@ impl Inner {
     async fn answer(&self, call: Call) -> Result<Bytes, Status> {
         let method = call.method();
         if let Some(limiter) = &self.limiter
-            && let Err(refused) = limiter.check()
+            && !limiter.allow_at(Instant::now())
         {
             self.metrics.rate_limited();
-            return Err(refused);
+            return Err(Status::resource_exhausted(RATE_LIMITED));
         }
         self.metrics.request(method);
         let answer = self.respond(call).await;
@@ -229,7 +231,7 @@ pub async fn serve(
     let (builder, views) = ViewBuilder::new(devices, dra, pods);
     let inner = Arc::new(Inner {
         views,
-        limiter: config.rate_limit.map(Limiter::new),
+        limiter: config.rate_limit.map(|l| TokenBucket::new(l.qps, l.burst)),
         metrics: metrics.clone(),
     });
     let router = || {

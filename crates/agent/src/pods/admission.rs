@@ -1,7 +1,12 @@
 //! Admitting one pod, as the kubelet's container manager does it, then
 //! preparing its claims, as the kubelet does before it starts the pod:
 //!
-//! 1. **Devices**, container by container, init containers first: each
+//! 1. **Devices**, one pod at a time (it holds the [`GatePass`]), container
+//!    by container, init containers first. A container asking for an
+//!    extended resource no device plugin serves, which the Node's
+//!    allocatable does not have enough of either, makes the pod wait for
+//!    the plugin (the kubelet's admission refuses it: `OutOf<resource>`).
+//!    Then each
 //!    container's device plugin resources all or none (the device manager
 //!    calls GetPreferredAllocation, Allocate and PreStartContainer). The
 //!    devices of an init container that ends (not a restartable one) may
@@ -27,10 +32,11 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 
+use super::admission_gate::GatePass;
 use super::claims::{PodClaimsError, PodClaimsReader, claim_names_of};
 use super::container::{ContainerKind, ContainerResources, container_devices};
 use super::pod::{PodClaims, PodRef};
-use super::spec::{self, device_requests};
+use super::spec::{self, device_requests, unserved_requests};
 use crate::device::{AllocateError, AllocationRequest, ContainerAllocation, DeviceHandle};
 use crate::dra::{DraError, DraHandle, PodClaim, PodClaimResult};
 
@@ -55,6 +61,22 @@ pub enum AdmissionError {
     /// Drivers failed claims.
     #[error("{}", .0.join("; "))]
     Prepare(Vec<String>),
+    /// A container asks for an extended resource that no device plugin
+    /// serves and the Node's allocatable does not have enough of: the pod
+    /// waits for the plugin.
+    #[error(
+        "Node didn't have enough resource: {resource}, requested: {requested}, used: 0, capacity: {capacity}"
+    )]
+    Unserved {
+        /// The container.
+        container: String,
+        /// The resource.
+        resource: String,
+        /// How many the container asks for.
+        requested: usize,
+        /// How many the Node's allocatable has.
+        capacity: usize,
+    },
     /// A manager stopped: the agent is shutting down.
     #[error("the agent is stopping")]
     Stopping,
@@ -62,16 +84,22 @@ pub enum AdmissionError {
 
 impl AdmissionError {
     /// Whether the pod only waits: its claims are not created, allocated
-    /// or reserved for it yet.
+    /// or reserved for it yet, a claim is still being unprepared for pods
+    /// gone, or no plugin serves a resource it asks for yet.
     pub fn is_wait(&self) -> bool {
-        matches!(self, Self::Claims(e) if e.is_wait())
+        match self {
+            Self::Claims(e) => e.is_wait(),
+            Self::Dra(DraError::ClaimUnpreparing { .. }) | Self::Unserved { .. } => true,
+            _ => false,
+        }
     }
 
     /// The reason of the pod's Event, as the kubelet gives it.
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> String {
         match self {
-            Self::Devices { .. } => super::kube_events::UNEXPECTED_ADMISSION_ERROR,
-            _ => super::kube_events::FAILED_PREPARE_DYNAMIC_RESOURCES,
+            Self::Devices { .. } => super::kube_events::UNEXPECTED_ADMISSION_ERROR.into(),
+            Self::Unserved { resource, .. } => format!("OutOf{resource}"),
+            _ => super::kube_events::FAILED_PREPARE_DYNAMIC_RESOURCES.into(),
         }
     }
 
@@ -81,6 +109,7 @@ impl AdmissionError {
             Self::Devices { source, .. } => {
                 format!("Allocate failed due to {source}, which is unexpected")
             }
+            Self::Unserved { .. } => self.to_string(),
             other => {
                 format!("Failed to prepare dynamic resources: prepare dynamic resources: {other}")
             }
@@ -98,28 +127,32 @@ pub(crate) struct Admitter {
 
 impl Admitter {
     /// Admits `pod`: each container with what it got, init containers
-    /// first. The pod's claims are read while its devices are allocated
-    /// (the read changes nothing), and prepared only once its devices are.
+    /// first. Its devices are allocated with `pass` held, which is given
+    /// back once they are (or once a failure gave them back). The pod's
+    /// claims are read meanwhile (the read changes nothing), and prepared
+    /// only once its devices are.
     pub(crate) async fn admit(
         &self,
         pod: &Pod,
         pod_ref: &PodRef,
+        pass: GatePass,
     ) -> Result<Vec<ContainerResources>, AdmissionError> {
-        let (allocations, claims) = tokio::join!(
-            self.allocate_devices(pod, pod_ref),
-            self.read_claims(pod, pod_ref)
-        );
-        let allocations = match allocations {
-            Ok(allocations) => allocations,
-            Err(e) => {
+        let devices = async {
+            let allocated = match self.allocate_devices(pod, pod_ref).await {
+                Ok(allocations) => Ok(allocations),
                 // Admitted whole or not at all: what earlier containers got
-                // goes back (the kubelet rejects the pod, which frees them).
-                if self.devices.release(&pod_ref.uid).await.is_err() {
-                    return Err(AdmissionError::Stopping);
-                }
-                return Err(e);
-            }
+                // goes back before the next pod is admitted (the kubelet
+                // rejects the pod, which frees them).
+                Err(e) => match self.devices.release(&pod_ref.uid).await {
+                    Ok(_) => Err(e),
+                    Err(_) => Err(AdmissionError::Stopping),
+                },
+            };
+            drop(pass);
+            allocated
         };
+        let (allocations, claims) = tokio::join!(devices, self.read_claims(pod, pod_ref));
+        let allocations = allocations?;
         let claims = self.prepare_claims(claims?).await?;
         Ok(allocations
             .into_iter()
@@ -142,6 +175,8 @@ impl Admitter {
             .running_snapshot()
             .await
             .map_err(|_| AdmissionError::Stopping)?;
+        self.check_served(pod, |r| snapshot.is_device_resource(r))
+            .await?;
         let held = snapshot.allocations_of(&pod_ref.uid);
         // Resource → devices of ended init containers, for the containers
         // after them (the kubelet's devicesToReuse).
@@ -197,6 +232,50 @@ impl Admitter {
             containers.push((container.name.clone(), kind, got));
         }
         Ok(containers)
+    }
+
+    /// The kubelet's admission predicate for extended resources no device
+    /// plugin serves (`is_device_resource` says which are served): each
+    /// must be in the Node's allocatable with at least what a container
+    /// asks for (the kubelet admits a resource the Node does not list at
+    /// all; here the pod waits for its plugin, see the operator guide).
+    /// The Node is read only when a pod asks for such a resource.
+    async fn check_served(
+        &self,
+        pod: &Pod,
+        is_device_resource: impl Fn(&str) -> bool,
+    ) -> Result<(), AdmissionError> {
+        let unserved: Vec<(String, String, usize)> = spec::containers(pod)
+            .into_iter()
+            .flat_map(|(container, _)| {
+                unserved_requests(pod, container, &is_device_resource)
+                    .into_iter()
+                    .map(|(resource, count)| (container.name.clone(), resource, count))
+            })
+            .collect();
+        if unserved.is_empty() {
+            return Ok(());
+        }
+        let allocatable = self
+            .claims
+            .node_allocatable()
+            .await
+            .map_err(|e| AdmissionError::Claims(Arc::new(e)))?;
+        for (container, resource, requested) in unserved {
+            let capacity = allocatable
+                .get(&resource)
+                .and_then(|q| spec::quantity_value(q))
+                .unwrap_or(0);
+            if capacity < requested {
+                return Err(AdmissionError::Unserved {
+                    container,
+                    resource,
+                    requested,
+                    capacity,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Step 2, first half: the pod's claims, as the records have them when

@@ -16,16 +16,18 @@
 //! controller-manager and the scheduler have not done their part.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, Node, Pod};
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::Api;
 
 use super::pod::{PodClaims, PodRef};
 use super::spec::pod_name;
 use crate::dra::{ClaimPod, ClaimRef, PodClaim};
-use crate::kube_api::Connection;
+use crate::kube_api::{Connection, KUBE_API_BURST, KUBE_API_QPS};
+use crate::token_bucket::TokenBucket;
 
 mod error;
 mod extended;
@@ -41,14 +43,17 @@ const FORBIDDEN_RETRY_INITIAL: Duration = Duration::from_millis(5);
 /// refusal counts (the Node authorizer's graph is milliseconds behind).
 const FORBIDDEN_RETRY_FOR: Duration = Duration::from_secs(2);
 
-/// Reads pods and their claims with the agent's current client. Cheap to
-/// clone.
+/// Reads pods and their claims (and the node's allocatable resources)
+/// with the agent's current client, at the kubelet's client-side rate.
+/// Cheap to clone.
 #[derive(Clone)]
 pub struct PodClaimsReader {
     connection: tokio::sync::watch::Receiver<Connection>,
     /// The node whose pods may be prepared.
     node: String,
     timeout: Duration,
+    /// Paces every read, shared by its clones.
+    limiter: Arc<TokenBucket>,
 }
 
 impl PodClaimsReader {
@@ -63,6 +68,7 @@ impl PodClaimsReader {
             connection,
             node: node.into(),
             timeout,
+            limiter: Arc::new(TokenBucket::new(KUBE_API_QPS, KUBE_API_BURST)),
         }
     }
 
@@ -138,6 +144,23 @@ impl PodClaimsReader {
         }
     }
 
+    /// The node's allocatable resources as the API has them (resource →
+    /// quantity); empty when the Node does not exist.
+    pub(crate) async fn node_allocatable(
+        &self,
+    ) -> Result<BTreeMap<String, String>, PodClaimsError> {
+        let nodes: Api<Node> = Api::all(self.client());
+        let node = self
+            .get(&nodes, &self.node, &format!("node {}", self.node))
+            .await?;
+        Ok(node
+            .and_then(|n| n.status?.allocatable)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(resource, quantity)| (resource, quantity.0))
+            .collect())
+    }
+
     async fn pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>, PodClaimsError> {
         let pods: Api<Pod> = Api::namespaced(self.client(), namespace);
         self.get(&pods, name, &format!("pod {namespace}/{name}"))
@@ -180,6 +203,7 @@ impl PodClaimsReader {
     where
         K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
     {
+        self.limiter.acquire().await;
         match tokio::time::timeout(self.timeout, api.get_opt(name)).await {
             Ok(result) => result.map_err(|source| PodClaimsError::Read {
                 what: what.to_string(),

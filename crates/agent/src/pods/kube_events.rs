@@ -8,6 +8,7 @@
 //! by every retry is not sent again (the kubelet's recorder folds repeats
 //! into a count; here they cost no request at all).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
@@ -18,7 +19,8 @@ use kube::api::PostParams;
 use tokio::sync::watch;
 
 use super::pod::PodRef;
-use crate::kube_api::Connection;
+use crate::kube_api::{Connection, KUBE_API_BURST, KUBE_API_QPS};
+use crate::token_bucket::TokenBucket;
 
 /// The kubelet's reason when a pod's devices cannot be allocated.
 pub const UNEXPECTED_ADMISSION_ERROR: &str = "UnexpectedAdmissionError";
@@ -36,6 +38,10 @@ pub(crate) struct PodEvents {
     connection: watch::Receiver<Connection>,
     node: String,
     timeout: Duration,
+    /// Paces the writes: the kubelet records Events through a client of
+    /// their own, limited apart from its other requests (`eventRecordQPS`
+    /// 50, `eventBurst` 100).
+    limiter: Arc<TokenBucket>,
 }
 
 impl PodEvents {
@@ -49,6 +55,7 @@ impl PodEvents {
             connection,
             node,
             timeout,
+            limiter: Arc::new(TokenBucket::new(KUBE_API_QPS, KUBE_API_BURST)),
         }
     }
 
@@ -59,6 +66,7 @@ impl PodEvents {
         let events: Api<Event> = Api::namespaced(client, &pod.namespace);
         let event = self.event(pod, reason, message);
         let params = PostParams::default();
+        self.limiter.acquire().await;
         let sent = tokio::time::timeout(self.timeout, events.create(&params, &event));
         match sent.await {
             Ok(Ok(_)) => {}

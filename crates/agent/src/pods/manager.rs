@@ -4,7 +4,16 @@
 //! slow work outside the task), and reconciles: whatever the device manager
 //! or the DRA manager holds for a pod UID the API does not have as an
 //! active pod is given back. It wakes for a watch event, the end of an
-//! operation, a retry falling due, and the reconcile period.
+//! operation, a retry falling due, the admission gate opening, a plugin
+//! serving more, and the reconcile period.
+//!
+//! Admissions follow the kubelet's order: pods that give devices back go
+//! first and are waited for, then the due pods are admitted oldest
+//! `creationTimestamp` first, one pod's devices at a time
+//! ([`AdmissionGate`]). A pod deleted or ended while it is admitted has its
+//! admission cut short and gives back what it got. Mirror pods
+//! (`kubernetes.io/config.mirror`) are not the node's to run: the kubelet
+//! runs their static pods from its own files, and never admits them.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -13,12 +22,13 @@ use std::time::SystemTime;
 use nodeplugins_api::backoff::Backoff;
 use nodeplugins_api::timer::sleep_until;
 use tokio::sync::{broadcast, mpsc, watch};
-use tokio::task::{Id, JoinSet};
+use tokio::task::{AbortHandle, Id, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::admission::{AdmissionError, Admitter};
+use super::admission_gate::AdmissionGate;
 use super::claims::PodClaimsReader;
 use super::config::PodsConfig;
 use super::container::ContainerResources;
@@ -27,7 +37,8 @@ use super::held::held_pods;
 use super::kube_events::PodEvents;
 use super::pod::PodRef;
 use super::release::{ReleaseError, release};
-use super::spec::pod_ref;
+use super::served::Served;
+use super::spec::{is_mirror, pod_ref};
 use super::status::{PodStatus, PodsSnapshot};
 use super::tracked::{Next, Tracked};
 use super::watch::{PodWatchEvent, watch_pods};
@@ -137,6 +148,9 @@ impl PodsManager {
             listed: false,
             ops: JoinSet::new(),
             running: HashMap::new(),
+            gate: AdmissionGate::new(),
+            gate_wanted: false,
+            served: Served::default(),
             watch: watch_rx,
             watch_error: None,
             backoff,
@@ -156,6 +170,17 @@ impl PodsManager {
     }
 }
 
+/// One operation running for a pod.
+struct Running {
+    uid: String,
+    next: Next,
+    abort: AbortHandle,
+    /// A release of a pod that holds devices: admissions wait for it, as
+    /// the kubelet drops the devices of pods no longer active before it
+    /// allocates.
+    frees_devices: bool,
+}
+
 /// How an operation ended.
 enum Outcome {
     Admitted(Result<Vec<ContainerResources>, AdmissionError>),
@@ -172,8 +197,14 @@ struct Owner {
     /// nothing back (it cannot tell a pod gone from one not listed yet).
     listed: bool,
     ops: JoinSet<Outcome>,
-    /// The pod each operation is for.
-    running: HashMap<Id, String>,
+    /// Each operation running.
+    running: HashMap<Id, Running>,
+    /// One pod's devices allocated at a time.
+    gate: AdmissionGate,
+    /// A due admission waits for the gate to open.
+    gate_wanted: bool,
+    /// What the plugins serve, to wake waiting pods when it grows.
+    served: Served,
     watch: mpsc::UnboundedReceiver<PodWatchEvent>,
     /// The watch's last failure, logged once per change.
     watch_error: Option<String>,
@@ -194,6 +225,13 @@ struct Owner {
 impl Owner {
     async fn run(&mut self) {
         let shutdown = self.shutdown.clone();
+        let mut devices = self.admitter.devices.changes();
+        let mut drivers = self.admitter.dra.registered();
+        self.served = Served::of(
+            &self.admitter.devices.snapshot(),
+            &drivers.borrow_and_update(),
+        );
+        devices.mark_unchanged();
         loop {
             self.start_due();
             if !self.dirty.is_empty() {
@@ -210,6 +248,9 @@ impl Owner {
                         Err(e) => self.on_panic(&e),
                     }
                 }
+                () = self.gate.opened(), if self.gate_wanted => self.gate_wanted = false,
+                Ok(()) = devices.changed() => self.on_served(&drivers.borrow()),
+                Ok(()) = drivers.changed() => self.on_served(&drivers.borrow_and_update()),
                 () = sleep_until(deadline) => {
                     if Instant::now() >= self.next_reconcile {
                         self.reconcile();
@@ -243,14 +284,41 @@ impl Owner {
         {
             self.reconcile();
         }
-        let due: Vec<(String, Next)> = self
-            .tracked
-            .iter()
-            .filter_map(|(uid, t)| Some((uid.clone(), t.next(now)?)))
-            .collect();
-        for (uid, next) in due {
-            self.start(uid, next);
+        let mut releases = Vec::new();
+        let mut admissions = Vec::new();
+        for (uid, tracked) in &self.tracked {
+            match tracked.next(now) {
+                Some(Next::Release) => releases.push(uid.clone()),
+                Some(Next::Admit) => admissions.push((tracked.admission_order(), uid.clone())),
+                None => {}
+            }
         }
+        for uid in releases {
+            self.start_release(uid);
+        }
+        // Devices that go back are free before anyone is admitted.
+        self.gate_wanted = false;
+        if self.running.values().any(|r| r.frees_devices) {
+            self.forget_gone();
+            return;
+        }
+        // The oldest first; the others once it has its devices.
+        admissions.sort();
+        let mut admissions = admissions.into_iter().map(|(_, uid)| uid);
+        if let Some(uid) = admissions.next() {
+            match self.gate.try_pass() {
+                Some(pass) => {
+                    self.start_admission(uid, pass);
+                    self.gate_wanted = admissions.next().is_some();
+                }
+                None => self.gate_wanted = true,
+            }
+        }
+        self.forget_gone();
+    }
+
+    /// Forgets pods gone that hold nothing.
+    fn forget_gone(&mut self) {
         let forgotten: Vec<String> = self
             .tracked
             .iter()
@@ -263,28 +331,82 @@ impl Owner {
         }
     }
 
-    fn start(&mut self, uid: String, next: Next) {
+    /// Admits pod `uid`, its devices allocated with `pass` held.
+    fn start_admission(&mut self, uid: String, pass: super::admission_gate::GatePass) {
+        let Some(tracked) = self.tracked.get_mut(&uid) else {
+            return;
+        };
+        let Some(pod) = tracked.pod().cloned() else {
+            return;
+        };
+        let pod_ref = tracked.pod_ref().clone();
+        let admitter = self.admitter.clone();
+        let abort = self
+            .ops
+            .spawn(async move { Outcome::Admitted(admitter.admit(&pod, &pod_ref, pass).await) });
+        tracked.started(Next::Admit);
+        self.running_op(abort, uid, Next::Admit, false);
+    }
+
+    /// Gives back what pod `uid` holds.
+    fn start_release(&mut self, uid: String) {
         let Some(tracked) = self.tracked.get_mut(&uid) else {
             return;
         };
         let pod_ref = tracked.pod_ref().clone();
-        let handle = match (next, tracked.pod().cloned()) {
-            (Next::Admit, Some(pod)) => {
-                let admitter = self.admitter.clone();
-                self.ops
-                    .spawn(async move { Outcome::Admitted(admitter.admit(&pod, &pod_ref).await) })
-            }
-            (Next::Admit, None) => return,
-            (Next::Release, _) => {
-                let (devices, dra) = (self.admitter.devices.clone(), self.admitter.dra.clone());
-                self.ops.spawn(async move {
-                    Outcome::Released(release(&devices, &dra, &pod_ref.uid).await)
-                })
-            }
+        let frees_devices = !self
+            .admitter
+            .devices
+            .snapshot()
+            .allocations_of(&pod_ref.uid)
+            .is_empty();
+        let (devices, dra) = (self.admitter.devices.clone(), self.admitter.dra.clone());
+        let abort = self
+            .ops
+            .spawn(async move { Outcome::Released(release(&devices, &dra, &pod_ref.uid).await) });
+        tracked.started(Next::Release);
+        self.running_op(abort, uid, Next::Release, frees_devices);
+    }
+
+    fn running_op(&mut self, abort: AbortHandle, uid: String, next: Next, frees_devices: bool) {
+        let running = Running {
+            uid: uid.clone(),
+            next,
+            abort,
+            frees_devices,
         };
-        tracked.started(next);
-        self.running.insert(handle.id(), uid.clone());
+        self.running.insert(running.abort.id(), running);
         self.dirty.insert(uid);
+    }
+
+    /// Cuts short the admission of pod `uid` when it is no longer to be
+    /// admitted (deleted, ended): it gives back what it got instead.
+    fn cancel_unwanted(&mut self, uid: &str) {
+        let Some(tracked) = self.tracked.get(uid) else {
+            return;
+        };
+        if tracked.wants_admission() || !tracked.admitting() {
+            return;
+        }
+        for running in self.running.values() {
+            if running.uid == uid && running.next == Next::Admit {
+                tracing::info!(pod = %tracked.pod_ref(), %uid, "the pod is no longer to be admitted; its admission is cut short");
+                running.abort.abort();
+            }
+        }
+    }
+
+    /// What the plugins serve changed: when it grew, pods that wait or
+    /// failed are tried again now.
+    fn on_served(&mut self, drivers: &crate::dra::Routes) {
+        let now = Served::of(&self.admitter.devices.snapshot(), drivers);
+        if self.served.grew_to(now) {
+            for (uid, tracked) in &mut self.tracked {
+                if tracked.room_made() {
+                    self.dirty.insert(uid.clone());
+                }
+            }
+        }
     }
 
     fn on_watch(&mut self, event: PodWatchEvent) {
@@ -296,11 +418,16 @@ impl Owner {
                         listed.insert(uid);
                     }
                 }
+                let mut went = Vec::new();
                 for (uid, tracked) in &mut self.tracked {
                     if !listed.contains(uid) && tracked.in_api() {
                         tracked.gone(None);
-                        self.dirty.insert(uid.clone());
+                        went.push(uid.clone());
                     }
+                }
+                for uid in went {
+                    self.cancel_unwanted(&uid);
+                    self.dirty.insert(uid);
                 }
                 if !self.listed {
                     tracing::info!(pods = listed.len(), "pods bound to the node listed");
@@ -313,13 +440,16 @@ impl Owner {
                 self.publish();
             }
             PodWatchEvent::Applied(pod) => {
-                self.upsert(pod);
+                if let Some(uid) = self.upsert(pod) {
+                    self.cancel_unwanted(&uid);
+                }
             }
             PodWatchEvent::Deleted(pod) => {
                 if let Some(pod_ref) = pod_ref(&pod)
                     && let Some(tracked) = self.tracked.get_mut(&pod_ref.uid)
                 {
                     tracked.gone(Some(pod));
+                    self.cancel_unwanted(&pod_ref.uid);
                     self.dirty.insert(pod_ref.uid);
                 }
             }
@@ -333,9 +463,14 @@ impl Owner {
         }
     }
 
-    /// Follows `pod` as the API shows it now; returns its UID.
+    /// Follows `pod` as the API shows it now; returns its UID. A mirror
+    /// pod is not followed.
     fn upsert(&mut self, pod: Arc<k8s_openapi::api::core::v1::Pod>) -> Option<String> {
         let pod_ref = pod_ref(&pod)?;
+        if is_mirror(&pod) {
+            tracing::debug!(pod = %pod_ref, "a mirror pod: its static pod is not run here");
+            return None;
+        }
         let uid = pod_ref.uid.clone();
         match self.tracked.get_mut(&uid) {
             Some(tracked) => tracked.update(pod),
@@ -377,7 +512,7 @@ impl Owner {
     }
 
     fn on_done(&mut self, id: Id, outcome: Outcome) {
-        let Some(uid) = self.running.remove(&id) else {
+        let Some(Running { uid, .. }) = self.running.remove(&id) else {
             return;
         };
         self.dirty.insert(uid.clone());
@@ -396,19 +531,19 @@ impl Owner {
             Outcome::Admitted(Err(e)) => {
                 let warning = tracked.not_admitted(&e, |n| backoff.delay(n), now);
                 if e.is_wait() {
-                    tracing::debug!(pod = %pod, error = %e, "pod waits for its claims");
+                    tracing::debug!(pod = %pod, error = %e, "pod waits");
                     self.emit(EventKind::Waiting, &pod, Some(e.to_string()));
                 } else {
                     self.emit(EventKind::AdmissionFailed, &pod, Some(e.message()));
                 }
                 if let Some(warning) = warning {
-                    tracing::warn!(pod = %pod, reason = warning.reason, message = %warning.message, "pod not admitted; trying again with backoff");
+                    tracing::warn!(pod = %pod, reason = %warning.reason, message = %warning.message, "pod not admitted; trying again with backoff");
                     let warnings = self.warnings.clone();
                     let shutdown = self.shutdown.clone();
                     self.tasks.spawn(async move {
                         tokio::select! {
                             () = shutdown.cancelled() => {}
-                            () = warnings.warning(&pod, warning.reason, &warning.message) => {}
+                            () = warnings.warning(&pod, &warning.reason, &warning.message) => {}
                         }
                     });
                 }
@@ -418,8 +553,8 @@ impl Owner {
                 tracked.released();
                 self.emit(EventKind::PodReleased, &pod, None);
                 for (other, tracked) in &mut self.tracked {
-                    if *other != uid {
-                        tracked.room_made();
+                    if *other != uid && tracked.room_made() {
+                        self.dirty.insert(other.clone());
                     }
                 }
             }
@@ -431,18 +566,32 @@ impl Owner {
         }
     }
 
-    /// An operation panicked (a bug): the pod is tried again with backoff.
+    /// An operation was cut short (a pod no longer to be admitted), or
+    /// panicked (a bug: the pod is tried again with backoff, as what it
+    /// was doing).
     fn on_panic(&mut self, error: &tokio::task::JoinError) {
-        let Some(uid) = self.running.remove(&error.id()) else {
+        let Some(Running { uid, next, .. }) = self.running.remove(&error.id()) else {
             return;
         };
-        tracing::error!(%uid, error = %error, "a pod's operation failed unexpectedly");
         let now = (Instant::now(), SystemTime::now());
         let backoff = self.backoff;
-        if let Some(tracked) = self.tracked.get_mut(&uid) {
-            let failed = ReleaseError::Stopping;
-            tracked.not_released(&failed, |n| backoff.delay(n), now);
-            self.dirty.insert(uid);
+        let Some(tracked) = self.tracked.get_mut(&uid) else {
+            return;
+        };
+        self.dirty.insert(uid.clone());
+        if error.is_cancelled() {
+            tracked.admission_cancelled();
+            return;
+        }
+        tracing::error!(%uid, error = %error, "a pod's operation failed unexpectedly");
+        match next {
+            Next::Admit => {
+                let message = format!("admission failed unexpectedly: {error}");
+                tracked.admission_panicked(message, |n| backoff.delay(n), now);
+            }
+            Next::Release => {
+                tracked.not_released(&ReleaseError::Panicked, |n| backoff.delay(n), now);
+            }
         }
     }
 

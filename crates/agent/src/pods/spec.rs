@@ -40,6 +40,18 @@ pub(crate) fn is_active(pod: &Pod) -> bool {
     !terminal && pod.metadata.deletion_timestamp.is_none()
 }
 
+/// The annotation that makes a pod the mirror of a static pod.
+const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+
+/// Whether the pod is a mirror pod: the API's copy of a static pod that a
+/// kubelet runs from its own files, never admitted from the API.
+pub(crate) fn is_mirror(pod: &Pod) -> bool {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(MIRROR_ANNOTATION))
+}
+
 /// The pod's containers as the kubelet admits them: init containers first,
 /// then app containers, each in spec order.
 pub(crate) fn containers(pod: &Pod) -> Vec<(&Container, ContainerKind)> {
@@ -68,13 +80,50 @@ pub(crate) fn device_requests(
     container: &Container,
     is_device_resource: impl Fn(&str) -> bool,
 ) -> BTreeMap<String, usize> {
+    limits(pod, container)
+        .filter(|(resource, _)| is_device_resource(resource))
+        .collect()
+}
+
+/// The extended resources `container` of `pod` asks for that
+/// `is_device_resource` does not know (no plugin serves them): its
+/// limits of domain-qualified names outside `kubernetes.io`, left out
+/// those DRA backs and those of none.
+pub(crate) fn unserved_requests(
+    pod: &Pod,
+    container: &Container,
+    is_device_resource: impl Fn(&str) -> bool,
+) -> BTreeMap<String, usize> {
+    limits(pod, container)
+        .filter(|(resource, _)| is_extended_resource(resource) && !is_device_resource(resource))
+        .collect()
+}
+
+/// Whether `resource` is an extended resource name, as the kubelet's
+/// `IsExtendedResourceName` says: domain-qualified, outside
+/// `kubernetes.io`, not a quota's `requests.` name.
+pub(crate) fn is_extended_resource(resource: &str) -> bool {
+    let Some((domain, _)) = resource.split_once('/') else {
+        return false;
+    };
+    !(domain == "kubernetes.io"
+        || domain.ends_with(".kubernetes.io")
+        || resource.starts_with("requests."))
+}
+
+/// `container`'s non-zero limits, left out the resources a DeviceClass
+/// backs through the pod's extended-resource claim.
+fn limits<'a>(
+    pod: &'a Pod,
+    container: &'a Container,
+) -> impl Iterator<Item = (String, usize)> + 'a {
     let mappings = pod
         .status
         .as_ref()
         .and_then(|s| s.extended_resource_claim_status.as_ref())
         .map(|s| s.request_mappings.as_slice())
         .unwrap_or_default();
-    let backed_by_dra = |resource: &str| {
+    let backed_by_dra = move |resource: &str| {
         mappings
             .iter()
             .any(|m| m.container_name == container.name && m.resource_name == resource)
@@ -85,12 +134,11 @@ pub(crate) fn device_requests(
         .and_then(|r| r.limits.as_ref())
         .into_iter()
         .flatten()
-        .filter(|(resource, _)| is_device_resource(resource) && !backed_by_dra(resource))
+        .filter(move |(resource, _)| !backed_by_dra(resource))
         .filter_map(|(resource, quantity)| {
             let count = quantity_value(&quantity.0)?;
             (count > 0).then(|| (resource.clone(), count))
         })
-        .collect()
 }
 
 /// A quantity's value as a whole count, rounded up, as the kubelet's
@@ -209,6 +257,29 @@ mod tests {
             requests,
             BTreeMap::from([("example.com/gpu".to_string(), 2)]),
             "unknown, zero and DRA-backed resources left out"
+        );
+    }
+
+    #[test]
+    fn unserved_requests_are_the_extended_resources_no_plugin_serves() {
+        let pod = pod(json!({
+            "metadata": {"name": "p", "uid": "u"},
+            "spec": {"containers": [{"name": "main", "resources": {"limits": {
+                "example.com/gpu": "2", "example.com/nic": "1", "cpu": "1",
+                "hugepages-2Mi": "1Gi", "kubernetes.io/batch": "1",
+                "example.com/zero": "0", "example.com/dra": "1",
+            }}}]},
+            "status": {"extendedResourceClaimStatus": {
+                "resourceClaimName": "c",
+                "requestMappings": [{"containerName": "main", "resourceName": "example.com/dra", "requestName": "r"}],
+            }},
+        }));
+        let main = &pod.spec.as_ref().unwrap().containers[0];
+        let served = |r: &str| r == "example.com/gpu";
+        assert_eq!(
+            unserved_requests(&pod, main, served),
+            BTreeMap::from([("example.com/nic".to_string(), 1)]),
+            "native, zero, served and DRA-backed resources left out"
         );
     }
 

@@ -35,7 +35,7 @@ pub(crate) enum Next {
 /// A Warning the pod is to get, as the kubelet would record it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Warning {
-    pub(crate) reason: &'static str,
+    pub(crate) reason: String,
     pub(crate) message: String,
 }
 
@@ -59,7 +59,7 @@ pub(crate) struct Tracked {
     /// The same, on the wall clock, for status.
     retry_at_wall: Option<SystemTime>,
     /// Why it waits or failed: (reason, message).
-    problem: Option<(Option<&'static str>, String)>,
+    problem: Option<(Option<String>, String)>,
     /// The last Warning the pod got, so a repeated failure is not recorded
     /// again.
     warned: Option<Warning>,
@@ -115,6 +115,29 @@ impl Tracked {
     /// Whether an operation for it runs.
     pub(crate) fn running(&self) -> bool {
         self.running
+    }
+
+    /// Where it comes in the kubelet's admission order: oldest
+    /// `creationTimestamp` first, then by namespace and name (the kubelet
+    /// leaves pods of the same second in no fixed order).
+    pub(crate) fn admission_order(&self) -> (i128, String, String) {
+        let created = self
+            .pod
+            .as_ref()
+            .and_then(|p| p.metadata.creation_timestamp.as_ref())
+            .map(|t| t.0.as_nanosecond())
+            // A pod without a time (none in practice) comes after the others.
+            .unwrap_or(i128::MAX);
+        (
+            created,
+            self.pod_ref.namespace.clone(),
+            self.pod_ref.name.clone(),
+        )
+    }
+
+    /// Whether its admission is running.
+    pub(crate) fn admitting(&self) -> bool {
+        self.running && self.phase == PodPhase::Admitting
     }
 
     /// When its next attempt is due, if it waits for one.
@@ -179,13 +202,18 @@ impl Tracked {
         }
     }
 
-    /// Something was given back: a pod that waits or failed may now fit,
-    /// so it is tried again at once.
-    pub(crate) fn room_made(&mut self) {
-        if matches!(self.phase, PodPhase::Waiting | PodPhase::Failed) && !self.running {
+    /// Something was given back, or a plugin serves more: a pod that waits
+    /// or failed may now fit, so it is tried again at once. Says whether it
+    /// will be.
+    pub(crate) fn room_made(&mut self) -> bool {
+        let woken = matches!(self.phase, PodPhase::Waiting | PodPhase::Failed)
+            && !self.running
+            && self.retry_at.is_some();
+        if woken {
             self.retry_at = None;
             self.retry_at_wall = None;
         }
+        woken
     }
 
     /// `next` started.
@@ -207,34 +235,53 @@ impl Tracked {
 
     /// Not admitted: it waits, or failed; tried again after `delay` of the
     /// backoff (`delay(failures)`). Returns the Warning to record on the
-    /// pod, when it is a new one.
+    /// pod, when it is a new one: the kubelet records one on every sync of
+    /// a pod it cannot prepare or admit, waiting ones included (its
+    /// recorder folds the repeats; here a repeat is not sent at all).
     pub(crate) fn not_admitted(
         &mut self,
         error: &AdmissionError,
         delay: impl FnOnce(u32) -> std::time::Duration,
         now: (Instant, SystemTime),
     ) -> Option<Warning> {
-        self.running = false;
-        self.failures += 1;
-        let wait = delay(self.failures);
-        self.retry_at = Some(now.0 + wait);
-        self.retry_at_wall = Some(now.1 + wait);
-        if error.is_wait() {
-            self.phase = PodPhase::Waiting;
-            self.problem = Some((None, error.to_string()));
-            return None;
-        }
-        self.phase = PodPhase::Failed;
+        self.failed_attempt(delay, now);
         let warning = Warning {
             reason: error.reason(),
             message: error.message(),
         };
-        self.problem = Some((Some(warning.reason), warning.message.clone()));
+        if error.is_wait() {
+            self.phase = PodPhase::Waiting;
+            self.problem = Some((None, error.to_string()));
+        } else {
+            self.phase = PodPhase::Failed;
+            self.problem = Some((Some(warning.reason.clone()), warning.message.clone()));
+        }
         if self.warned.as_ref() == Some(&warning) {
             return None;
         }
         self.warned = Some(warning.clone());
         Some(warning)
+    }
+
+    /// Its admission panicked (a bug): it failed, and is tried again after
+    /// the backoff like any failed admission.
+    pub(crate) fn admission_panicked(
+        &mut self,
+        message: String,
+        delay: impl FnOnce(u32) -> std::time::Duration,
+        now: (Instant, SystemTime),
+    ) {
+        self.failed_attempt(delay, now);
+        self.phase = PodPhase::Failed;
+        self.problem = Some((None, message));
+    }
+
+    /// Its admission was cut short because the pod is no longer to be
+    /// admitted (deleted, or ended): what it got so far is to be given
+    /// back at once.
+    pub(crate) fn admission_cancelled(&mut self) {
+        self.finished();
+        self.phase = PodPhase::Releasing;
     }
 
     /// Everything it held was given back.
@@ -252,13 +299,22 @@ impl Tracked {
         delay: impl FnOnce(u32) -> std::time::Duration,
         now: (Instant, SystemTime),
     ) {
+        self.failed_attempt(delay, now);
+        self.phase = PodPhase::Releasing;
+        self.problem = Some((None, error.to_string()));
+    }
+
+    /// An attempt failed: the next is due after `delay(failures)`.
+    fn failed_attempt(
+        &mut self,
+        delay: impl FnOnce(u32) -> std::time::Duration,
+        now: (Instant, SystemTime),
+    ) {
         self.running = false;
         self.failures += 1;
         let wait = delay(self.failures);
         self.retry_at = Some(now.0 + wait);
         self.retry_at_wall = Some(now.1 + wait);
-        self.phase = PodPhase::Releasing;
-        self.problem = Some((None, error.to_string()));
     }
 
     fn finished(&mut self) {
@@ -278,10 +334,7 @@ impl Tracked {
         PodStatus {
             pod: self.pod_ref.clone(),
             phase: self.phase,
-            reason: self
-                .problem
-                .as_ref()
-                .and_then(|(reason, _)| reason.map(str::to_string)),
+            reason: self.problem.as_ref().and_then(|(reason, _)| reason.clone()),
             message: self.problem.as_ref().map(|(_, message)| message.clone()),
             failures: self.failures,
             retry_at_unix_ms: self.retry_at_wall.map(unix_ms),

@@ -1,5 +1,6 @@
 //! Prepare and unprepare calls: both API versions, a claim from two drivers,
-//! a renamed pod, an unimplemented service, a hanging plugin, concurrent calls.
+//! a renamed pod, an unimplemented service, a hanging plugin, concurrent calls,
+//! a claim whose unprepare failed.
 
 use std::time::Duration;
 
@@ -290,4 +291,68 @@ async fn a_hundred_claims_prepared_and_unprepared_at_once_through_the_agent_all_
     }
     let left = node.manager.unprepare_recorded(&[claim("0")]).await;
     assert!(left[0].error.is_some(), "nothing is left recorded");
+}
+
+#[tokio::test]
+async fn a_claim_whose_unprepare_failed_stays_out_of_reach_until_it_is_unprepared_then_is_prepared_afresh()
+ {
+    let node = Node::start(|_| {});
+    let plugin = node.driver("a").await;
+    node.manager
+        .register(DRIVER, &plugin.endpoint(), &both())
+        .await
+        .unwrap();
+    let shared = [claim("shared")];
+    let pod = |uid: &str, name: &str| ClaimPod::new(uid, name, vec!["main".into()]);
+    let calls = |op: &str| {
+        let calls = plugin.calls().borrow().clone();
+        calls.iter().filter(|(o, _)| o == op).count()
+    };
+    let first = node
+        .manager
+        .prepare_for_pod(DRIVER, &shared, &pod("old-uid", "old"))
+        .await
+        .unwrap();
+    assert_eq!(first[0].error, None);
+
+    // The claim's last pod goes and its unprepare fails.
+    plugin.behaviour().fail.insert("shared".into());
+    let unprepared = node.manager.unprepare_pod("old-uid").await.unwrap();
+    assert!(unprepared[0].error.is_some(), "{unprepared:?}");
+    assert_eq!(calls("unprepare"), 1);
+
+    // A new pod naming the claim is refused: it does not get the old
+    // prepare, and the driver is not called.
+    let refused = node
+        .manager
+        .prepare_for_pod(DRIVER, &shared, &pod("new-uid", "new"))
+        .await;
+    assert_eq!(
+        refused,
+        Err(DraError::ClaimUnpreparing {
+            claim: "default/claim-shared".into()
+        })
+    );
+    assert_eq!(calls("prepare"), 1, "no call for a refused prepare");
+    let records = node.manager.prepared_claims();
+    assert_eq!(
+        records[0].pods,
+        [pod("old-uid", "old")],
+        "the new pod is not recorded"
+    );
+
+    // The driver heals: unpreparing the old pod again calls it again, and
+    // the claim is forgotten; the new pod's prepare calls the driver anew.
+    plugin.behaviour().fail.clear();
+    let unprepared = node.manager.unprepare_pod("old-uid").await.unwrap();
+    assert_eq!(unprepared[0].error, None, "{unprepared:?}");
+    assert_eq!(calls("unprepare"), 2, "the failed unprepare is sent again");
+    assert!(node.manager.prepared_claims().is_empty());
+    let again = node
+        .manager
+        .prepare_for_pod(DRIVER, &shared, &pod("new-uid", "new"))
+        .await
+        .unwrap();
+    assert_eq!(again[0].error, None);
+    assert_eq!(calls("prepare"), 2, "prepared afresh for the new pod");
 }

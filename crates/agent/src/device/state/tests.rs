@@ -217,3 +217,55 @@ async fn the_last_instance_leaving_turns_the_devices_unhealthy_and_starts_the_gr
         Err(AllocateError::NoHealthy(_))
     ));
 }
+
+#[tokio::test]
+async fn allocated_counts_a_device_handed_on_from_an_init_container_once() {
+    let mut state = state_with(&[
+        device("a", HEALTHY, 0),
+        device("b", HEALTHY, 0),
+        device("c", HEALTHY, 0),
+        device("d", HEALTHY, 0),
+    ]);
+    // The init container's two devices, then the app container's three:
+    // both of them handed on, and one more.
+    let init = allocate(&mut state, "p1", 2);
+    let handed_on = AllocationRequest::new("p1", "default", "p1", "app")
+        .resource(GPU, 3)
+        .reuse(GPU, init.clone());
+    let Some(Planned::Needed { reused, order, .. }) = state
+        .allocator
+        .plan(&state.resources, &handed_on)
+        .unwrap()
+        .into_iter()
+        .next()
+    else {
+        panic!("devices are needed");
+    };
+    assert_eq!(reused, init);
+    let mut devices = reused.clone();
+    devices.push(order[0].clone());
+    let choice = Choice {
+        resource: GPU.into(),
+        devices,
+        reused,
+    };
+    let (reservation, mut chosen) = state
+        .allocator
+        .reserve(&state.resources, vec![choice])
+        .unwrap();
+    let Chosen { devices, numa } = chosen.remove(0);
+    let app = ContainerAllocation::new(&handed_on, GPU, devices, numa, Default::default());
+    state.allocator.commit(reservation, vec![app]);
+
+    let snapshot = DeviceSnapshot::of(&state, GRACE, None);
+    let status = &snapshot.status_at(Instant::now())[0];
+    assert_eq!(
+        snapshot.allocations().len(),
+        2,
+        "two containers' allocations"
+    );
+    assert_eq!(
+        status.allocated, 3,
+        "three distinct devices held: {status:?}"
+    );
+}

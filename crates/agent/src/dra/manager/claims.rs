@@ -124,22 +124,29 @@ impl Claims {
     }
 
     /// Unprepare, last step: what each driver unprepared (driver → claim
-    /// UIDs) is forgotten, and the claims of `ended` are no longer being
-    /// unprepared. Answered once on disk. Says whether anything changed.
+    /// UIDs) is forgotten, and the claims of `ended` that no driver holds
+    /// any more are no longer being unprepared. Answered once on disk. Says
+    /// whether anything changed.
     pub(super) fn finish_unprepare(
         &mut self,
         unprepared: &[(String, Vec<String>)],
         ended: &[String],
         reply: WrittenReply,
     ) -> bool {
-        for uid in ended {
-            self.unpreparing.remove(uid);
-        }
         let changed = self.change(|records| {
             unprepared.iter().fold(false, |changed, (driver, uids)| {
                 records.forget(driver, uids.iter().map(String::as_str)) | changed
             })
         });
+        // A claim stays being unprepared while any driver still holds it
+        // (its unprepare failed): no pod may start using the old prepare,
+        // and unpreparing its pod again calls those drivers again.
+        let records = self.published.borrow().clone();
+        for uid in ended {
+            if records.drivers_of(uid).next().is_none() {
+                self.unpreparing.remove(uid);
+            }
+        }
         self.answer_when_written(changed, reply);
         changed
     }

@@ -62,10 +62,5 @@ pub(super) fn backed_by_dra(resource: &str) -> bool {
     if resource.starts_with("deviceclass.resource.kubernetes.io/") {
         return true;
     }
-    let Some((domain, _)) = resource.split_once('/') else {
-        return false;
-    };
-    !(domain == "kubernetes.io"
-        || domain.ends_with(".kubernetes.io")
-        || resource.starts_with("requests."))
+    crate::pods::spec::is_extended_resource(resource)
 }

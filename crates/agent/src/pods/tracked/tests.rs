@@ -76,8 +76,16 @@ fn a_waiting_pod_is_tried_again_after_its_backoff_or_at_once_when_it_changes() {
     let mut pod = seen();
     pod.started(Next::Admit);
     let (at, wall) = now();
-    let warning = pod.not_admitted(&not_allocated(), SECOND, (at, wall));
-    assert_eq!(warning, None, "waiting is no failure: no Event");
+    let warning = pod
+        .not_admitted(&not_allocated(), SECOND, (at, wall))
+        .expect("the kubelet records a Warning on each sync of a pod it cannot prepare");
+    assert_eq!(warning.reason, "FailedPrepareDynamicResources");
+    assert!(
+        warning
+            .message
+            .starts_with("Failed to prepare dynamic resources: prepare dynamic resources: "),
+        "{warning:?}"
+    );
     assert_eq!(pod.phase(), PodPhase::Waiting);
     assert_eq!(pod.next(at), None);
     assert_eq!(pod.retry_at(), Some(at + Duration::from_secs(1)));
@@ -85,8 +93,14 @@ fn a_waiting_pod_is_tried_again_after_its_backoff_or_at_once_when_it_changes() {
     pod.update(self::pod("Pending", false));
     assert_eq!(pod.next(at), Some(Next::Admit), "the pod changed: at once");
     let status = pod.status();
-    assert_eq!(status.reason, None);
+    assert_eq!(status.reason, None, "waiting is no failure");
     assert!(status.message.unwrap().contains("not allocated"));
+    pod.started(Next::Admit);
+    assert_eq!(
+        pod.not_admitted(&not_allocated(), SECOND, now()),
+        None,
+        "the same wait is not recorded again"
+    );
 }
 
 #[test]
