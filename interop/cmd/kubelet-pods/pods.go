@@ -13,6 +13,7 @@ import (
 	"k8s.io/kubernetes/pkg/kubelet/cm/devicemanager"
 	"k8s.io/kubernetes/pkg/kubelet/cm/dra"
 	"k8s.io/kubernetes/pkg/kubelet/lifecycle"
+	"k8s.io/kubernetes/pkg/kubelet/util/sliceutils"
 
 	"nodeplugins/interop/internal/events"
 )
@@ -58,7 +59,7 @@ type podRecord struct {
 }
 
 // nodeKubelet is the kubelet's pod handling reduced to what node plugins
-// see: a sync loop that admits pods one at a time in the order they come
+// see: a sync loop that admits pods one at a time, each batch oldest first
 // (HandlePodAdditions), and a worker per admitted pod that starts and later
 // terminates it (the pod workers).
 type nodeKubelet struct {
@@ -160,15 +161,38 @@ func (n *nodeKubelet) observe(pod *v1.Pod, gone bool) {
 	n.mu.Unlock()
 }
 
-// admitLoop is the kubelet's sync loop for new pods: one admission at a
-// time, in the order the pods were seen.
+// admitLoop is the kubelet's sync loop for new pods: the pods seen since
+// the last batch, sorted by creation time as HandlePodAdditions sorts them
+// (sliceutils.PodsByCreationTime), admitted one at a time.
 func (n *nodeKubelet) admitLoop() {
 	for {
+		var batch []*podRecord
 		select {
 		case <-n.ctx.Done():
 			return
 		case rec := <-n.admissions:
-			n.admit(rec)
+			batch = append(batch, rec)
+		}
+	more:
+		for {
+			select {
+			case rec := <-n.admissions:
+				batch = append(batch, rec)
+			default:
+				break more
+			}
+		}
+		n.mu.Lock()
+		pods := make([]*v1.Pod, len(batch))
+		byUID := make(map[types.UID]*podRecord, len(batch))
+		for i, rec := range batch {
+			pods[i] = rec.pod
+			byUID[rec.uid] = rec
+		}
+		n.mu.Unlock()
+		sort.Sort(sliceutils.PodsByCreationTime(pods))
+		for _, pod := range pods {
+			n.admit(byUID[pod.UID])
 		}
 	}
 }

@@ -85,11 +85,19 @@ pub enum AdmissionError {
 impl AdmissionError {
     /// Whether the pod only waits: its claims are not created, allocated
     /// or reserved for it yet, a claim is still being unprepared for pods
-    /// gone, or no plugin serves a resource it asks for yet.
+    /// gone, or no plugin serves a resource it asks for yet (none is
+    /// registered, as after a restart until the plugin registers again).
+    /// The kubelet refuses such a pod for good; here it is admitted once
+    /// the plugin is back.
     pub fn is_wait(&self) -> bool {
         match self {
             Self::Claims(e) => e.is_wait(),
-            Self::Dra(DraError::ClaimUnpreparing { .. }) | Self::Unserved { .. } => true,
+            Self::Devices {
+                source: AllocateError::Unregistered(_) | AllocateError::Stopped(_),
+                ..
+            }
+            | Self::Dra(DraError::ClaimUnpreparing { .. })
+            | Self::Unserved { .. } => true,
             _ => false,
         }
     }

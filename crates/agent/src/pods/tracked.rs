@@ -203,11 +203,13 @@ impl Tracked {
     }
 
     /// Something was given back, or a plugin serves more: a pod that waits
-    /// or failed may now fit, so it is tried again at once. Says whether it
-    /// will be.
+    /// or failed may now fit, and one whose release failed may now reach
+    /// its driver, so it is tried again at once. Says whether it will be.
     pub(crate) fn room_made(&mut self) -> bool {
-        let woken = matches!(self.phase, PodPhase::Waiting | PodPhase::Failed)
-            && !self.running
+        let woken = matches!(
+            self.phase,
+            PodPhase::Waiting | PodPhase::Failed | PodPhase::Releasing
+        ) && !self.running
             && self.retry_at.is_some();
         if woken {
             self.retry_at = None;

@@ -132,6 +132,10 @@ pub struct Node {
     pub device_plugin: Child,
     pub driver: Child,
     pub kubeconfig: PathBuf,
+    /// More flags for the agent (kept for its restarts).
+    pub agent_args: Vec<String>,
+    /// The DRA driver's GPUs (kept for its restarts).
+    pub gpus: usize,
     pub root: TempDir,
 }
 
@@ -140,12 +144,24 @@ impl Node {
     /// `gpus` GPUs of [`DRIVER`]; returns once the Node's allocatable and
     /// the node's ResourceSlices show them.
     pub async fn start(cluster: &Cluster, name: &str, devices: usize, gpus: usize) -> Self {
+        Self::start_with(cluster, name, devices, gpus, &[]).await
+    }
+
+    /// [`start`](Self::start), the agent with more flags `agent_args`.
+    pub async fn start_with(
+        cluster: &Cluster,
+        name: &str,
+        devices: usize,
+        gpus: usize,
+        agent_args: &[&str],
+    ) -> Self {
+        let agent_args: Vec<String> = agent_args.iter().map(|a| a.to_string()).collect();
         let root = tempfile::Builder::new()
             .prefix(&format!("{name}-"))
             .tempdir()
             .unwrap();
         let kubeconfig = cluster.api.kubeconfig_of_node(name);
-        let agent = start_agent(root.path(), &kubeconfig, name);
+        let agent = start_agent(root.path(), &kubeconfig, name, &agent_args);
         eventually("the agent answers", TIMEOUT, || async {
             status_json(root.path()).await
         })
@@ -158,6 +174,8 @@ impl Node {
             device_plugin,
             driver,
             kubeconfig,
+            agent_args,
+            gpus,
             root,
         };
         let want = devices.to_string();
@@ -214,11 +232,37 @@ impl Node {
 
     /// Starts the agent again.
     pub async fn start_agent(&mut self) {
-        self.agent = Some(start_agent(self.root(), &self.kubeconfig, &self.name));
+        self.agent = Some(start_agent(
+            self.root(),
+            &self.kubeconfig,
+            &self.name,
+            &self.agent_args,
+        ));
         eventually("the agent answers again", TIMEOUT, || async {
             status_json(self.root()).await
         })
         .await;
+    }
+
+    /// Sends `sig` (such as `-STOP`) to the DRA driver.
+    pub async fn signal_driver(&self, sig: &str) {
+        let pid = self.driver.id().unwrap().to_string();
+        let status = Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .await
+            .unwrap();
+        assert!(status.success(), "kill {sig} {pid}");
+    }
+
+    /// Kills the DRA driver (SIGKILL: its sockets stay behind).
+    pub async fn kill_driver(&mut self) {
+        self.driver.kill().await.unwrap();
+    }
+
+    /// Starts the DRA driver again.
+    pub fn start_driver_again(&mut self) {
+        self.driver = start_driver(self.root.path(), &self.kubeconfig, &self.name, self.gpus);
     }
 
     /// `nodeplugins pods -o json`.
@@ -287,33 +331,38 @@ impl Node {
     }
 }
 
-fn start_agent(root: &Path, kubeconfig: &Path, node: &str) -> ChildProcess {
-    agent_with(
-        root,
-        &[
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-            "--node-name",
-            node,
-            "--log-level",
-            "info",
-        ],
-    )
+fn start_agent(root: &Path, kubeconfig: &Path, node: &str, more: &[String]) -> ChildProcess {
+    let mut args = vec![
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--node-name",
+        node,
+        "--log-level",
+        "info",
+    ];
+    args.extend(more.iter().map(String::as_str));
+    agent_with(root, &args)
 }
 
 /// The example device plugin on `root` with `devices` devices, logging
 /// each Allocate to `<root>/device-plugin.log` (JSON lines).
 fn start_device_plugin(root: &Path, devices: usize) -> Child {
+    start_device_plugin_for(root, RESOURCE, devices, "device-plugin.log")
+}
+
+/// The example device plugin on `root` serving `resource` with `devices`
+/// devices, logging to `<root>/<log>` (JSON lines).
+pub fn start_device_plugin_for(root: &Path, resource: &str, devices: usize, log: &str) -> Child {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(root.join("device-plugin.log"))
+        .open(root.join(log))
         .unwrap();
     let mut command = Command::new(binary("nodeplugins-sdk-bins", "example-device-plugin"));
     command
         .arg("--root-dir")
         .arg(root)
-        .args(["--resource", RESOURCE, "--pre-start"])
+        .args(["--resource", resource, "--pre-start"])
         .args(["--devices", &devices.to_string()])
         .args(["--log-level", "info", "--log-format", "json"])
         .env_remove("RUST_LOG")

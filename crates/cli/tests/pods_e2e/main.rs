@@ -16,6 +16,7 @@ mod common;
 
 mod admission;
 mod lifecycle;
+mod order;
 mod reference;
 
 use std::collections::BTreeSet;
@@ -49,7 +50,12 @@ fn strings(value: &Value) -> Vec<String> {
 
 /// The device ids of `container` of `pod`.
 fn devices_of(pod: &Value, container: &str) -> BTreeSet<String> {
-    strings(&container_of(pod, container)["devices"][RESOURCE])
+    devices_of_resource(pod, container, RESOURCE)
+}
+
+/// The device ids of `resource` of `container` of `pod`.
+fn devices_of_resource(pod: &Value, container: &str, resource: &str) -> BTreeSet<String> {
+    strings(&container_of(pod, container)["devices"][resource])
         .into_iter()
         .collect()
 }

@@ -197,8 +197,9 @@ fn room_made_elsewhere_tries_a_failed_pod_again_at_once() {
     let (at, wall) = now();
     pod.not_admitted(&devices_failed("example.com/gpu"), SECOND, (at, wall));
     assert_eq!(pod.next(at), None);
-    pod.room_made();
+    assert!(pod.room_made(), "woken");
     assert_eq!(pod.next(at), Some(Next::Admit));
+    assert!(!pod.room_made(), "already due: nothing to wake");
 }
 
 #[test]
@@ -212,4 +213,81 @@ fn a_deleted_or_terminal_pod_is_not_admitted() {
         assert!(!pod.wants_admission());
         assert_eq!(pod.next(Instant::now()), Some(Next::Release));
     }
+}
+
+#[test]
+fn a_deleted_pod_whose_admission_was_cut_short_gives_back_what_it_got() {
+    let mut pod = seen();
+    pod.started(Next::Admit);
+    assert!(pod.admitting());
+    pod.gone(Some(self::pod("Pending", true)));
+    pod.admission_cancelled();
+    assert!(!pod.admitting());
+    assert_eq!(pod.phase(), PodPhase::Releasing);
+    assert_eq!(pod.next(Instant::now()), Some(Next::Release), "at once");
+}
+
+#[test]
+fn a_panicked_admission_is_a_failed_admission_tried_again() {
+    let mut pod = seen();
+    pod.started(Next::Admit);
+    let (at, wall) = now();
+    pod.admission_panicked(
+        "admission failed unexpectedly: boom".into(),
+        SECOND,
+        (at, wall),
+    );
+    assert_eq!(pod.phase(), PodPhase::Failed, "not shown as giving back");
+    assert_eq!(pod.next(at), None, "backs off");
+    assert_eq!(pod.next(at + Duration::from_secs(1)), Some(Next::Admit));
+    let status = pod.status();
+    assert_eq!(status.failures, 1);
+    assert_eq!(
+        status.message.as_deref(),
+        Some("admission failed unexpectedly: boom")
+    );
+}
+
+#[test]
+fn pods_are_admitted_oldest_first_then_by_namespace_and_name() {
+    let made = |namespace: &str, name: &str, uid: &str, created: &str| {
+        let pod: Pod = serde_json::from_value(json!({"metadata": {
+            "namespace": namespace, "name": name, "uid": uid, "creationTimestamp": created,
+        }}))
+        .unwrap();
+        let pod_ref = PodRef {
+            namespace: namespace.into(),
+            name: name.into(),
+            uid: uid.into(),
+        };
+        Tracked::seen(Arc::new(pod), pod_ref, SystemTime::now())
+    };
+    let mut pods = [
+        made("default", "young", "u1", "2026-01-01T00:00:02Z"),
+        made("default", "b-old", "u2", "2026-01-01T00:00:01Z"),
+        made("default", "a-old", "u3", "2026-01-01T00:00:01Z"),
+        made("aaa", "z-old", "u4", "2026-01-01T00:00:01Z"),
+    ];
+    pods.sort_by_key(Tracked::admission_order);
+    let order: Vec<&str> = pods.iter().map(|p| p.pod_ref().name.as_str()).collect();
+    assert_eq!(order, ["z-old", "a-old", "b-old", "young"]);
+}
+
+#[test]
+fn waiting_for_an_unserved_resource_records_the_kubelets_reason_and_words() {
+    let mut pod = seen();
+    pod.started(Next::Admit);
+    let unserved = AdmissionError::Unserved {
+        container: "main".into(),
+        resource: "example.com/gpu".into(),
+        requested: 2,
+        capacity: 0,
+    };
+    let warning = pod.not_admitted(&unserved, SECOND, now()).unwrap();
+    assert_eq!(pod.phase(), PodPhase::Waiting, "it waits for the plugin");
+    assert_eq!(warning.reason, "OutOfexample.com/gpu");
+    assert_eq!(
+        warning.message,
+        "Node didn't have enough resource: example.com/gpu, requested: 2, used: 0, capacity: 0"
+    );
 }
