@@ -11,6 +11,7 @@ const PROTOS: &[&str] = &[
     "dra_health/v1alpha1/api.proto",
     "dra_health/v1/api.proto",
     "csi/v1/csi.proto",
+    "cri/v1/api.proto",
 ];
 
 /// Compiled apart, into `OUT_DIR/podresources/`: their proto packages (`v1`,

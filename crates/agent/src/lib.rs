@@ -18,6 +18,8 @@
 //! - [`pods`] (feature `kube`): the node's pods, served from the API:
 //!   devices allocated and claims prepared when a pod comes, given back
 //!   when it goes.
+//! - [`runtime`]: the container runtime pods run on: CRI v1 (containerd)
+//!   through one call-policy layer, or a simulated runtime.
 //! - [`fs_watch`]: the one inotify instance an agent's waits on files share.
 //! - [`agent`]: the wiring `nodeplugins run` uses.
 //!
@@ -43,6 +45,7 @@ pub mod pod_resources;
 pub mod pods;
 mod private_dir;
 mod root_lock;
+pub mod runtime;
 mod served_socket;
 mod shards;
 mod token_bucket;

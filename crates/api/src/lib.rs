@@ -15,6 +15,7 @@
 //! | [`dra_health::v1alpha1`], [`dra_health::v1`] | `v1alpha1`, `v1` | `DRAResourceHealth` |
 //! | [`csi::v1`] | `csi.v1` | `Identity`, `Node` (registration subset) |
 //! | [`podresources::v1`], [`podresources::v1alpha1`] | `v1`, `v1alpha1` | `PodResourcesLister` (served by the agent) |
+//! | [`cri::v1`] | `runtime.v1` | `RuntimeService`, `ImageService` (called by the agent, served by the container runtime) |
 //!
 //! [`conversion`] converts between the DRA versions (v1 is canonical);
 //! [`dra_client`] picks a DRA driver's services as the kubelet does and

@@ -78,3 +78,13 @@ pub mod podresources {
         include!(concat!(env!("OUT_DIR"), "/podresources/v1alpha1.rs"));
     }
 }
+
+/// The Container Runtime Interface, which the agent calls to run pods on a
+/// container runtime such as containerd.
+pub mod cri {
+    /// Proto package `runtime.v1`: `RuntimeService` and `ImageService`.
+    #[allow(missing_docs, unreachable_pub, clippy::all, clippy::pedantic)]
+    pub mod v1 {
+        generated!("runtime.v1.rs");
+    }
+}

@@ -2,7 +2,9 @@
 //! plugin manager and device-plugin server, its example plugins and stubs,
 //! a DRA driver on the official Go helper, the kubelet's DRA manager, etcd,
 //! kube-apiserver, kube-scheduler and kube-controller-manager, all built
-//! from the Kubernetes Go modules pinned in `interop/go.mod`.
+//! from the Kubernetes Go modules pinned in `interop/go.mod`; and the
+//! container runtime, containerd with its `ctr` client and runc shim, from
+//! the module of its own in `interop/containerd/`.
 //!
 //! `scripts/test` builds them before the tests; a test that finds one
 //! missing or stale builds it here (`go build` is a no-op when up to date).
@@ -29,6 +31,9 @@ pub const PROGRAMS: &[&str] = &[
     "kube-apiserver",
     "kube-scheduler",
     "kube-controller-manager",
+    "containerd",
+    "ctr",
+    "containerd-shim-runc-v2",
 ];
 
 /// The programs built from the Kubernetes module rather than from
@@ -44,6 +49,20 @@ const KUBERNETES_PACKAGES: &[(&str, &str)] = &[
     (
         "sample-device-plugin",
         "k8s.io/kubernetes/test/images/sample-device-plugin",
+    ),
+];
+
+/// The programs built in `interop/containerd/`, a module of its own, with
+/// their packages.
+const CONTAINERD_PACKAGES: &[(&str, &str)] = &[
+    (
+        "containerd",
+        "github.com/containerd/containerd/v2/cmd/containerd",
+    ),
+    ("ctr", "github.com/containerd/containerd/v2/cmd/ctr"),
+    (
+        "containerd-shim-runc-v2",
+        "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2",
     ),
 ];
 
@@ -84,12 +103,16 @@ fn build(dir: &Path, name: &str) {
         .expect("open interop/bin/.build.lock");
     // Released when `lock` is dropped at the end of this function.
     lock.lock().expect("lock interop/bin/.build.lock");
-    let package = match KUBERNETES_PACKAGES.iter().find(|(n, _)| *n == name) {
-        Some((_, package)) => (*package).to_string(),
-        None => format!("./cmd/{name}"),
+    let (module, package) = match (
+        KUBERNETES_PACKAGES.iter().find(|(n, _)| *n == name),
+        CONTAINERD_PACKAGES.iter().find(|(n, _)| *n == name),
+    ) {
+        (Some((_, package)), _) => (dir.to_path_buf(), (*package).to_string()),
+        (None, Some((_, package))) => (dir.join("containerd"), (*package).to_string()),
+        (None, None) => (dir.to_path_buf(), format!("./cmd/{name}")),
     };
     let status = Command::new("go")
-        .current_dir(dir)
+        .current_dir(&module)
         .args(["build", LDFLAGS, "-o"])
         .arg(dir.join("bin").join(name))
         .arg(&package)

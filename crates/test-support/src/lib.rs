@@ -10,6 +10,7 @@
 
 pub mod binaries;
 pub mod client_certificates;
+pub mod containerd;
 pub mod control_plane;
 mod control_process;
 pub mod echo_dra_driver;
@@ -21,6 +22,7 @@ pub mod fake_plugin;
 pub mod go_process;
 pub mod go_programs;
 pub mod kube_api;
+pub mod oci_image;
 pub mod process;
 pub mod python;
 pub mod shared_dir;

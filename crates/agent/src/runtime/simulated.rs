@@ -1,0 +1,409 @@
+//! A runtime that runs nothing: for nodes without a container runtime
+//! (tests, the demo, many nodes on one machine). Sandboxes and containers
+//! are records; a container "runs" from its start until it is stopped
+//! (then it exited with 0, or 137 when its grace period was zero, as a
+//! killed process would), every image is present, and its events are told
+//! as a runtime tells them. The pods owner drives it exactly as it drives
+//! a real one, so pods go through the same lifecycle and status writes.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use tokio::sync::broadcast;
+use tokio_stream::wrappers::BroadcastStream;
+
+use super::error::RuntimeError;
+use super::spec::{
+    ContainerEvent, ContainerEventKind, ContainerSpec, ContainerState, ContainerStatus, PullPolicy,
+    SandboxSpec, SandboxStatus,
+};
+use super::{ContainerRuntime, RuntimeVersion};
+
+/// The exit code of a process killed by SIGKILL.
+const KILLED: i32 = 137;
+
+/// A simulated runtime. Cheap to clone: clones share their sandboxes and
+/// containers.
+#[derive(Clone)]
+pub struct SimulatedRuntime {
+    state: Arc<Mutex<State>>,
+    events: broadcast::Sender<ContainerEvent>,
+}
+
+#[derive(Default)]
+struct State {
+    next_id: u64,
+    sandboxes: BTreeMap<String, SandboxStatus>,
+    containers: BTreeMap<String, ContainerStatus>,
+}
+
+impl Default for SimulatedRuntime {
+    fn default() -> Self {
+        Self {
+            state: Arc::new(Mutex::new(State::default())),
+            events: broadcast::channel(1024).0,
+        }
+    }
+}
+
+impl SimulatedRuntime {
+    /// A runtime with nothing in it.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn with_state<T>(&self, change: impl FnOnce(&mut State) -> T) -> T {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        change(&mut state)
+    }
+
+    fn tell(&self, container_id: &str, kind: ContainerEventKind, pod_uid: &str) {
+        let _ = self.events.send(ContainerEvent {
+            container_id: container_id.to_string(),
+            kind,
+            pod_uid: Some(pod_uid.to_string()),
+        });
+    }
+
+    /// Ends container `id` as if its process exited with `code` (a test's
+    /// crash, or a job's completion).
+    pub fn exit(&self, id: &str, code: i32) -> Result<(), RuntimeError> {
+        let uid = self.with_state(|state| {
+            let container = state
+                .containers
+                .get_mut(id)
+                .ok_or_else(|| not_found("container", id))?;
+            if container.state == ContainerState::Running {
+                container.state = ContainerState::Exited;
+                container.finished_at = Some(SystemTime::now());
+                container.exit_code = Some(code);
+                container.reason = if code == 0 { "Completed" } else { "Error" }.into();
+            }
+            Ok::<_, RuntimeError>(container.pod.uid.clone())
+        })?;
+        self.tell(id, ContainerEventKind::Stopped, &uid);
+        Ok(())
+    }
+}
+
+fn not_found(what: &'static str, id: &str) -> RuntimeError {
+    RuntimeError::NotFound {
+        what,
+        id: id.to_string(),
+    }
+}
+
+#[async_trait::async_trait]
+impl ContainerRuntime for SimulatedRuntime {
+    async fn version(&self) -> Result<RuntimeVersion, RuntimeError> {
+        Ok(RuntimeVersion {
+            name: "simulated".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            api_version: "v1".into(),
+        })
+    }
+
+    async fn ensure_image(
+        &self,
+        image: &str,
+        _policy: PullPolicy,
+        _sandbox: &SandboxSpec,
+    ) -> Result<String, RuntimeError> {
+        Ok(image.to_string())
+    }
+
+    async fn run_sandbox(&self, sandbox: &SandboxSpec) -> Result<String, RuntimeError> {
+        Ok(self.with_state(|state| {
+            state.next_id += 1;
+            let id = format!("sandbox-{}", state.next_id);
+            state.sandboxes.insert(
+                id.clone(),
+                SandboxStatus {
+                    id: id.clone(),
+                    pod: sandbox.pod.clone(),
+                    attempt: sandbox.attempt,
+                    ready: true,
+                    created_at: SystemTime::now(),
+                },
+            );
+            id
+        }))
+    }
+
+    async fn stop_sandbox(&self, id: &str) -> Result<(), RuntimeError> {
+        let stopped: Vec<(String, String)> = self.with_state(|state| {
+            let Some(sandbox) = state.sandboxes.get_mut(id) else {
+                // Stopping is idempotent, a sandbox gone included.
+                return Vec::new();
+            };
+            sandbox.ready = false;
+            let mut stopped = Vec::new();
+            for container in state.containers.values_mut() {
+                if container.sandbox_id == id && container.state == ContainerState::Running {
+                    container.state = ContainerState::Exited;
+                    container.finished_at = Some(SystemTime::now());
+                    container.exit_code = Some(KILLED);
+                    container.reason = "Error".into();
+                    stopped.push((container.id.clone(), container.pod.uid.clone()));
+                }
+            }
+            stopped
+        });
+        for (container, uid) in stopped {
+            self.tell(&container, ContainerEventKind::Stopped, &uid);
+        }
+        Ok(())
+    }
+
+    async fn remove_sandbox(&self, id: &str) -> Result<(), RuntimeError> {
+        self.stop_sandbox(id).await?;
+        let removed: Vec<(String, String)> = self.with_state(|state| {
+            state.sandboxes.remove(id);
+            let ids: Vec<String> = state
+                .containers
+                .values()
+                .filter(|c| c.sandbox_id == id)
+                .map(|c| c.id.clone())
+                .collect();
+            ids.into_iter()
+                .filter_map(|c| state.containers.remove(&c))
+                .map(|c| (c.id, c.pod.uid))
+                .collect()
+        });
+        for (container, uid) in removed {
+            self.tell(&container, ContainerEventKind::Deleted, &uid);
+        }
+        Ok(())
+    }
+
+    async fn create_container(
+        &self,
+        sandbox_id: &str,
+        sandbox: &SandboxSpec,
+        container: &ContainerSpec,
+        image_ref: &str,
+    ) -> Result<String, RuntimeError> {
+        let id = self.with_state(|state| {
+            if !state.sandboxes.get(sandbox_id).is_some_and(|s| s.ready) {
+                return Err(not_found("sandbox", sandbox_id));
+            }
+            state.next_id += 1;
+            let id = format!("container-{}", state.next_id);
+            state.containers.insert(
+                id.clone(),
+                ContainerStatus {
+                    id: id.clone(),
+                    sandbox_id: sandbox_id.to_string(),
+                    pod: sandbox.pod.clone(),
+                    name: container.name.clone(),
+                    attempt: container.attempt,
+                    state: ContainerState::Created,
+                    image_ref: image_ref.to_string(),
+                    created_at: SystemTime::now(),
+                    started_at: None,
+                    finished_at: None,
+                    exit_code: None,
+                    reason: String::new(),
+                    message: String::new(),
+                },
+            );
+            Ok(id)
+        })?;
+        self.tell(&id, ContainerEventKind::Created, &sandbox.pod.uid);
+        Ok(id)
+    }
+
+    async fn start_container(&self, id: &str) -> Result<(), RuntimeError> {
+        let uid = self.with_state(|state| {
+            let container = state
+                .containers
+                .get_mut(id)
+                .ok_or_else(|| not_found("container", id))?;
+            if container.state != ContainerState::Created {
+                return Err(RuntimeError::Call {
+                    operation: "StartContainer",
+                    code: tonic::Code::FailedPrecondition,
+                    message: format!("container {id} is not created"),
+                });
+            }
+            container.state = ContainerState::Running;
+            container.started_at = Some(SystemTime::now());
+            Ok(container.pod.uid.clone())
+        })?;
+        self.tell(id, ContainerEventKind::Started, &uid);
+        Ok(())
+    }
+
+    async fn stop_container(&self, id: &str, grace: Duration) -> Result<(), RuntimeError> {
+        let code = if grace.is_zero() { KILLED } else { 0 };
+        let stopped = self.with_state(|state| {
+            let container = state
+                .containers
+                .get_mut(id)
+                .ok_or_else(|| not_found("container", id))?;
+            if container.state != ContainerState::Running {
+                return Ok(None);
+            }
+            container.state = ContainerState::Exited;
+            container.finished_at = Some(SystemTime::now());
+            container.exit_code = Some(code);
+            container.reason = if code == 0 { "Completed" } else { "Error" }.into();
+            Ok(Some(container.pod.uid.clone()))
+        })?;
+        if let Some(uid) = stopped {
+            self.tell(id, ContainerEventKind::Stopped, &uid);
+        }
+        Ok(())
+    }
+
+    async fn remove_container(&self, id: &str) -> Result<(), RuntimeError> {
+        let removed = self.with_state(|state| state.containers.remove(id));
+        if let Some(container) = removed {
+            self.tell(id, ContainerEventKind::Deleted, &container.pod.uid);
+        }
+        Ok(())
+    }
+
+    async fn sandboxes(&self) -> Result<Vec<SandboxStatus>, RuntimeError> {
+        Ok(self.with_state(|state| state.sandboxes.values().cloned().collect()))
+    }
+
+    async fn containers(&self) -> Result<Vec<ContainerStatus>, RuntimeError> {
+        Ok(self.with_state(|state| state.containers.values().cloned().collect()))
+    }
+
+    async fn container_status(&self, id: &str) -> Result<ContainerStatus, RuntimeError> {
+        self.with_state(|state| state.containers.get(id).cloned())
+            .ok_or_else(|| not_found("container", id))
+    }
+
+    async fn container_events(
+        &self,
+    ) -> Result<BoxStream<'static, Result<ContainerEvent, RuntimeError>>, RuntimeError> {
+        Ok(BroadcastStream::new(self.events.subscribe())
+            // A reader that lags has lost events: it relists, as after any
+            // break of the stream.
+            .take_while(|event| std::future::ready(event.is_ok()))
+            .filter_map(|event| std::future::ready(event.ok().map(Ok)))
+            .boxed())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    // Test code: a failed unwrap is a failed test with a precise location.
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::time::Duration;
+
+    use super::*;
+    use crate::runtime::PodIdentity;
+
+    fn sandbox() -> SandboxSpec {
+        SandboxSpec {
+            pod: PodIdentity {
+                namespace: "default".into(),
+                name: "web".into(),
+                uid: "u1".into(),
+            },
+            ..SandboxSpec::default()
+        }
+    }
+
+    fn container(name: &str) -> ContainerSpec {
+        ContainerSpec {
+            name: name.into(),
+            image: "busybox:1".into(),
+            ..ContainerSpec::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_container_runs_from_its_start_until_stopped_and_each_step_is_told() {
+        let runtime = SimulatedRuntime::new();
+        let mut events = runtime.container_events().await.unwrap();
+        let sandbox = sandbox();
+        let image = runtime
+            .ensure_image("busybox:1", PullPolicy::Never, &sandbox)
+            .await
+            .unwrap();
+        let sandbox_id = runtime.run_sandbox(&sandbox).await.unwrap();
+        let id = runtime
+            .create_container(&sandbox_id, &sandbox, &container("main"), &image)
+            .await
+            .unwrap();
+        assert_eq!(
+            runtime.container_status(&id).await.unwrap().state,
+            ContainerState::Created
+        );
+        runtime.start_container(&id).await.unwrap();
+        let running = runtime.container_status(&id).await.unwrap();
+        assert_eq!(running.state, ContainerState::Running);
+        assert_eq!(running.pod.uid, "u1");
+        assert!(runtime.start_container(&id).await.is_err(), "started once");
+
+        runtime
+            .stop_container(&id, Duration::from_secs(30))
+            .await
+            .unwrap();
+        let stopped = runtime.container_status(&id).await.unwrap();
+        assert_eq!(
+            (stopped.state, stopped.exit_code),
+            (ContainerState::Exited, Some(0))
+        );
+        runtime.remove_sandbox(&sandbox_id).await.unwrap();
+        assert!(runtime.containers().await.unwrap().is_empty());
+        assert!(runtime.sandboxes().await.unwrap().is_empty());
+
+        let mut kinds = Vec::new();
+        for _ in 0..4 {
+            let event = events.next().await.unwrap().unwrap();
+            assert_eq!(
+                (event.container_id.as_str(), event.pod_uid.as_deref()),
+                (id.as_str(), Some("u1"))
+            );
+            kinds.push(event.kind);
+        }
+        assert_eq!(
+            kinds,
+            [
+                ContainerEventKind::Created,
+                ContainerEventKind::Started,
+                ContainerEventKind::Stopped,
+                ContainerEventKind::Deleted
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_stopped_sandbox_kills_its_containers_and_takes_no_more() {
+        let runtime = SimulatedRuntime::new();
+        let sandbox = sandbox();
+        let sandbox_id = runtime.run_sandbox(&sandbox).await.unwrap();
+        let id = runtime
+            .create_container(&sandbox_id, &sandbox, &container("main"), "busybox:1")
+            .await
+            .unwrap();
+        runtime.start_container(&id).await.unwrap();
+        runtime.stop_sandbox(&sandbox_id).await.unwrap();
+        let killed = runtime.container_status(&id).await.unwrap();
+        assert_eq!(
+            (killed.state, killed.exit_code),
+            (ContainerState::Exited, Some(KILLED))
+        );
+        let refused = runtime
+            .create_container(&sandbox_id, &sandbox, &container("late"), "busybox:1")
+            .await
+            .unwrap_err();
+        assert!(refused.is_not_found(), "{refused}");
+        runtime.exit(&id, 3).unwrap();
+        assert_eq!(
+            runtime.container_status(&id).await.unwrap().exit_code,
+            Some(KILLED),
+            "ended once"
+        );
+    }
+}

@@ -1,0 +1,220 @@
+//! What the pods owner asks of a runtime and what a runtime reports, in
+//! the runtime's own terms but none of its wire types: a pod's sandbox, a
+//! container made with exactly what the kubelet hands a runtime (its
+//! device plugins' device nodes, mounts, environment, annotations and the
+//! CDI devices of its plugins and claims), and the state of each.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use crate::device::{DeviceNodeSpec, MountSpec};
+
+/// The kubelet's label naming a sandbox's or container's pod.
+pub const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
+/// The kubelet's label naming a sandbox's or container's pod namespace.
+pub const POD_NAMESPACE_LABEL: &str = "io.kubernetes.pod.namespace";
+/// The kubelet's label naming a sandbox's or container's pod UID.
+pub const POD_UID_LABEL: &str = "io.kubernetes.pod.uid";
+/// The kubelet's label naming a container.
+pub const CONTAINER_NAME_LABEL: &str = "io.kubernetes.container.name";
+
+/// The pod a sandbox or container belongs to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodIdentity {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// UID.
+    pub uid: String,
+}
+
+/// A pod's sandbox: its namespaces, shared by its containers. Only the
+/// host's network is offered (no CNI): see the operator guide.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SandboxSpec {
+    /// The pod.
+    pub pod: PodIdentity,
+    /// How many sandboxes the pod had before this one.
+    pub attempt: u32,
+    /// Where its containers' logs go (`/var/log/pods/<ns>_<name>_<uid>`
+    /// for the kubelet).
+    pub log_directory: String,
+    /// Labels (the pod's, and the kubelet's `io.kubernetes.pod.*`).
+    pub labels: BTreeMap<String, String>,
+    /// Annotations (the pod's).
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// One container to create in a sandbox.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContainerSpec {
+    /// Its name in the pod.
+    pub name: String,
+    /// How many times it was created before (its restart count).
+    pub attempt: u32,
+    /// The image, as the pod names it.
+    pub image: String,
+    /// The entrypoint (the image's when empty).
+    pub command: Vec<String>,
+    /// Its arguments (the image's when both are empty).
+    pub args: Vec<String>,
+    /// The working directory (the image's when empty).
+    pub working_dir: String,
+    /// Environment variables, in order; a later one of a name wins.
+    pub envs: Vec<(String, String)>,
+    /// Host paths mounted into it.
+    pub mounts: Vec<MountSpec>,
+    /// Device nodes made available in it.
+    pub devices: Vec<DeviceNodeSpec>,
+    /// Fully qualified CDI device names the runtime resolves from its spec
+    /// files.
+    pub cdi_devices: Vec<String>,
+    /// Labels (the kubelet's `io.kubernetes.*`).
+    pub labels: BTreeMap<String, String>,
+    /// Annotations (the kubelet's and the device plugins').
+    pub annotations: BTreeMap<String, String>,
+    /// Its log file, relative to the sandbox's log directory.
+    pub log_path: String,
+}
+
+/// Where a container is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContainerState {
+    /// Made, not started.
+    Created,
+    /// Its process runs.
+    Running,
+    /// Its process ended.
+    Exited,
+    /// The runtime cannot tell.
+    Unknown,
+}
+
+/// A sandbox as the runtime has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxStatus {
+    /// The runtime's id.
+    pub id: String,
+    /// The pod it is for (from its labels and metadata).
+    pub pod: PodIdentity,
+    /// Its attempt.
+    pub attempt: u32,
+    /// Whether it is ready (not stopped).
+    pub ready: bool,
+    /// When it was made.
+    pub created_at: SystemTime,
+}
+
+/// A container as the runtime has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerStatus {
+    /// The runtime's id.
+    pub id: String,
+    /// Its sandbox's id.
+    pub sandbox_id: String,
+    /// The pod it is for.
+    pub pod: PodIdentity,
+    /// Its name in the pod.
+    pub name: String,
+    /// Its attempt (restart count).
+    pub attempt: u32,
+    /// Where it is.
+    pub state: ContainerState,
+    /// The image reference it runs.
+    pub image_ref: String,
+    /// When it was made.
+    pub created_at: SystemTime,
+    /// When it started, once it did.
+    pub started_at: Option<SystemTime>,
+    /// When it ended, once it did.
+    pub finished_at: Option<SystemTime>,
+    /// Its exit code, once it ended.
+    pub exit_code: Option<i32>,
+    /// Why it is in its state (`Completed`, `Error`, `OOMKilled`...).
+    pub reason: String,
+    /// More about it.
+    pub message: String,
+}
+
+/// What happened to a container, as the runtime tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContainerEventKind {
+    /// It was made.
+    Created,
+    /// It started.
+    Started,
+    /// It stopped.
+    Stopped,
+    /// It was removed.
+    Deleted,
+}
+
+/// One event of one container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerEvent {
+    /// The container's id.
+    pub container_id: String,
+    /// What happened.
+    pub kind: ContainerEventKind,
+    /// Its pod's UID, when the runtime said.
+    pub pod_uid: Option<String>,
+}
+
+/// When an image is pulled, as the pod's `imagePullPolicy` says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PullPolicy {
+    /// Pulled every time a container starts.
+    Always,
+    /// Pulled when the runtime does not have it.
+    #[default]
+    IfNotPresent,
+    /// Never pulled: a container whose image is absent cannot start.
+    Never,
+}
+
+impl PullPolicy {
+    /// The pod's policy, with the API's default (`Always` for `:latest`
+    /// or untagged images, else `IfNotPresent`).
+    pub fn of(policy: Option<&str>, image: &str) -> Self {
+        match policy {
+            Some("Always") => Self::Always,
+            Some("Never") => Self::Never,
+            Some("IfNotPresent") => Self::IfNotPresent,
+            _ => {
+                let name = image.rsplit('/').next().unwrap_or(image);
+                let untagged = !name.contains(':') && !image.contains('@');
+                if untagged || image.ends_with(":latest") {
+                    Self::Always
+                } else {
+                    Self::IfNotPresent
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pull_policy_defaults_as_the_api_server_defaults_it() {
+        assert_eq!(PullPolicy::of(None, "busybox"), PullPolicy::Always);
+        assert_eq!(PullPolicy::of(None, "busybox:latest"), PullPolicy::Always);
+        assert_eq!(
+            PullPolicy::of(None, "registry:5000/busybox"),
+            PullPolicy::Always
+        );
+        assert_eq!(
+            PullPolicy::of(None, "registry:5000/busybox:1"),
+            PullPolicy::IfNotPresent
+        );
+        assert_eq!(
+            PullPolicy::of(None, "busybox@sha256:00"),
+            PullPolicy::IfNotPresent
+        );
+        assert_eq!(PullPolicy::of(Some("Never"), "busybox"), PullPolicy::Never);
+    }
+}
