@@ -31,6 +31,7 @@ pub const PROGRAMS: &[&str] = &[
     "kube-apiserver",
     "kube-scheduler",
     "kube-controller-manager",
+    "kubelet",
     "containerd",
     "ctr",
     "containerd-shim-runc-v2",
@@ -45,6 +46,8 @@ const KUBERNETES_PACKAGES: &[(&str, &str)] = &[
         "kube-controller-manager",
         "k8s.io/kubernetes/cmd/kube-controller-manager",
     ),
+    // The real kubelet, the oracle for what a pod's containers get.
+    ("kubelet", "k8s.io/kubernetes/cmd/kubelet"),
     // The device plugin the kubelet's own e2e tests run.
     (
         "sample-device-plugin",

@@ -25,6 +25,7 @@ pub mod kube_api;
 pub mod oci_image;
 pub mod process;
 pub mod python;
+pub mod real_kubelet;
 pub mod shared_dir;
 pub mod sim_node;
 pub mod stats;

@@ -76,7 +76,7 @@ pub enum DraError {
     /// until that ends (the kubelet's `isUnpreparing`).
     #[error("ResourceClaim {claim} is being unprepared")]
     ClaimUnpreparing {
-        /// `namespace/name`.
+        /// Its name (the kubelet's message names it alone).
         claim: String,
     },
     /// What a prepare or unprepare changed could not be written to the

@@ -256,8 +256,9 @@ impl PreparedClaims {
             });
         }
         if unpreparing.contains(&claim.uid) {
+            // The kubelet names the claim alone here.
             return Err(DraError::ClaimUnpreparing {
-                claim: format!("{}/{}", claim.namespace, claim.name),
+                claim: claim.name.clone(),
             });
         }
         if let Some(user) = &request.user

@@ -330,7 +330,7 @@ async fn a_claim_whose_unprepare_failed_stays_out_of_reach_until_it_is_unprepare
     assert_eq!(
         refused,
         Err(DraError::ClaimUnpreparing {
-            claim: "default/claim-shared".into()
+            claim: "claim-shared".into()
         })
     );
     assert_eq!(calls("prepare"), 1, "no call for a refused prepare");

@@ -1,0 +1,162 @@
+//! The real kubelet (v1.37.2, built by `interop/`), the oracle for what a
+//! pod's containers get: it runs pods bound to its node on a
+//! [`Containerd`] of its own, registering its Node with the API server as
+//! the node's identity. Configured as this machine needs
+//! (`shared/spec/runtime.md`): cgroup v1 allowed, no QoS cgroups, no
+//! enforced allocatable, swap tolerated, the cgroupfs driver, no HTTP
+//! ports, its own root, certificate and pod-log directories.
+//!
+//! Its device manager serves `/var/lib/kubelet/device-plugins/kubelet.sock`
+//! whatever its root (and removes every other socket there when it
+//! starts), so one runs on a machine at a time: [`RealKubelet::start`]
+//! holds a lock on that directory until it is dropped. Device plugins for
+//! it register there ([`DEVICE_PLUGINS`]); its `plugins_registry` follows
+//! its root.
+
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use tempfile::TempDir;
+use tokio::process::{Child, Command};
+
+use crate::containerd::Containerd;
+use crate::go_programs::go_program;
+
+/// Where the kubelet's device manager serves `kubelet.sock`, whatever its
+/// root directory.
+pub const DEVICE_PLUGINS: &str = "/var/lib/kubelet/device-plugins";
+
+/// A running kubelet.
+pub struct RealKubelet {
+    // Dropped first: the kubelet before its lock and directory.
+    process: Child,
+    dir: TempDir,
+    _lock: File,
+}
+
+impl RealKubelet {
+    /// Starts the kubelet for node `node` with `kubeconfig` (the node's
+    /// identity) on `containerd`. Waits for the machine-wide lock first.
+    pub async fn start(node: &str, kubeconfig: &Path, containerd: &Containerd) -> Self {
+        std::fs::create_dir_all(DEVICE_PLUGINS).expect("the kubelet's device plugin directory");
+        let lock_path = Path::new(DEVICE_PLUGINS)
+            .join("..")
+            .join(".nodeplugins-tests.lock");
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .expect("open the kubelet lock");
+        let lock = tokio::task::spawn_blocking(move || {
+            lock.lock().expect("lock the machine's kubelet");
+            lock
+        })
+        .await
+        .expect("wait for the kubelet lock");
+        let dir = tempfile::Builder::new()
+            .prefix("kubelet-")
+            .tempdir()
+            .expect("a directory for the kubelet");
+        let config = dir.path().join("config.yaml");
+        std::fs::write(&config, configuration(dir.path(), &containerd.endpoint()))
+            .expect("write the kubelet's configuration");
+        let log = File::create(dir.path().join("kubelet.log")).expect("the kubelet's log");
+        let mut command = Command::new(go_program("kubelet"));
+        command
+            .arg("--config")
+            .arg(&config)
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--root-dir")
+            .arg(dir.path().join("root"))
+            .arg("--cert-dir")
+            .arg(dir.path().join("pki"))
+            .args(["--hostname-override", node, "--v", "2"])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .kill_on_drop(true);
+        let process = command.spawn().expect("start the kubelet");
+        Self {
+            process,
+            dir,
+            _lock: lock,
+        }
+    }
+
+    /// Its root directory (`plugins_registry` and `plugins` are under it).
+    pub fn root(&self) -> PathBuf {
+        self.dir.path().join("root")
+    }
+
+    /// Where it writes its pods' logs.
+    pub fn pod_logs(&self) -> PathBuf {
+        self.dir.path().join("pod-logs")
+    }
+
+    /// Its log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("kubelet.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for RealKubelet {
+    fn drop(&mut self) {
+        if let Some(pid) = self.process.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+        // It leaves mounts (its pods' volumes) under its root.
+        let dir = self.dir.path().to_string_lossy().to_string();
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let mut points: Vec<&str> = mounts
+            .lines()
+            .filter_map(|line| line.split(' ').nth(4))
+            .filter(|point| point.starts_with(&dir))
+            .collect();
+        points.sort_by_key(|p| std::cmp::Reverse(p.len()));
+        for point in points {
+            let _ = std::process::Command::new("umount")
+                .args(["-l", point])
+                .status();
+        }
+    }
+}
+
+/// The kubelet's configuration for a directory `dir` and a runtime at
+/// `endpoint`.
+fn configuration(dir: &Path, endpoint: &str) -> String {
+    let dir = dir.display();
+    format!(
+        r#"apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+failCgroupV1: false
+cgroupsPerQOS: false
+enforceNodeAllocatable: []
+failSwapOn: false
+cgroupDriver: cgroupfs
+containerRuntimeEndpoint: {endpoint}
+imageServiceEndpoint: {endpoint}
+podLogsDir: {dir}/pod-logs
+port: 0
+readOnlyPort: 0
+healthzPort: 0
+authentication:
+  anonymous:
+    enabled: true
+  webhook:
+    enabled: false
+authorization:
+  mode: AlwaysAllow
+evictionHard:
+  memory.available: "0%"
+  nodefs.available: "0%"
+  nodefs.inodesFree: "0%"
+  imagefs.available: "0%"
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+"#
+    )
+}
