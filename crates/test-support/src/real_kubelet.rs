@@ -108,6 +108,11 @@ impl Drop for RealKubelet {
                 .args(["-KILL", &pid.to_string()])
                 .status();
         }
+        // What it left in the machine-wide directory: the next kubelet
+        // starts afresh.
+        for file in ["kubelet.sock", "kubelet_internal_checkpoint"] {
+            let _ = std::fs::remove_file(Path::new(DEVICE_PLUGINS).join(file));
+        }
         // It leaves mounts (its pods' volumes) under its root.
         let dir = self.dir.path().to_string_lossy().to_string();
         let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
