@@ -63,6 +63,8 @@ mod status;
 #[cfg(test)]
 pub(crate) mod test_support;
 
+#[cfg(feature = "kube")]
+pub(crate) use allocate::OnDisk;
 pub use allocate_error::AllocateError;
 pub use checkpoint::{BACKUP_FILE, CHECKPOINT_FILE, DeviceCheckpoint};
 pub use config::DeviceManagerConfig;

@@ -34,6 +34,7 @@
 //! | `admission` | admitting one pod: devices, then claims |
 //! | `admission_gate` | one pod's devices allocated at a time |
 //! | `served` | what the plugins serve, to wake waiting pods |
+//! | `runtime_spec` | what the runtime is asked for a pod, as the kubelet asks |
 //! | `release` | giving back what one pod held |
 //! | `held` | what the node holds for pods, from both managers |
 //! | `spec` | what a pod asks for, read from the pod |
@@ -65,6 +66,8 @@ mod manual;
 mod pod;
 #[cfg(feature = "kube")]
 mod release;
+#[cfg(feature = "kube")]
+mod runtime_spec;
 #[cfg(feature = "kube")]
 mod served;
 #[cfg(feature = "kube")]

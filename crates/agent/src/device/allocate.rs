@@ -16,6 +16,12 @@
 //!    asks for it, for each resource. Any failure drops the reservation.
 //! 5. **commit** (task): records every resource's allocation and answers once
 //!    the checkpoint holding them is on disk; a failed write undoes them.
+//!    [`allocate_recorded`] returns as soon as the allocations are recorded
+//!    in the task (any later request sees them), with the write to wait for
+//!    apart: a caller that admits one pod at a time lets the next pod go
+//!    while the checkpoint is written, so consecutive writes share one.
+
+use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
@@ -23,6 +29,7 @@ use super::allocate_error::AllocateError;
 use super::allocate_steps::{Choice, Chosen, Planned, ReservationId};
 use super::command::{Command, Shared};
 use super::container_allocation::{AllocationRequest, ContainerAllocation};
+use crate::checkpoint::CheckpointError;
 use crate::owner::Mailbox;
 
 /// Steps 1 to 5 for `request`, from the caller's task. A failure is told
@@ -33,22 +40,80 @@ pub(crate) async fn allocate(
     shared: &Shared,
     request: &AllocationRequest,
 ) -> Result<Vec<ContainerAllocation>, AllocateError> {
-    let result = steps(commands, shared, request).await;
-    if let Err(error) = &result {
-        let _ = commands.send(Command::Failed {
-            pod: request.pod_uid.clone(),
-            container: request.container.clone(),
-            error: error.clone(),
-        });
-    }
-    result
+    let (allocations, on_disk) = allocate_recorded(commands, shared, request).await?;
+    on_disk.written().await?;
+    Ok(allocations)
 }
 
+/// Steps 1 to 5 for `request`, returning once the allocations are recorded
+/// in the owner's task, with the end of their checkpoint write.
+pub(crate) async fn allocate_recorded(
+    commands: &Mailbox<Command>,
+    shared: &Shared,
+    request: &AllocationRequest,
+) -> Result<(Vec<ContainerAllocation>, OnDisk), AllocateError> {
+    let result = steps(commands, shared, request).await;
+    match result {
+        Ok((allocations, written)) => Ok((
+            allocations,
+            OnDisk {
+                written,
+                commands: commands.clone(),
+                pod: request.pod_uid.clone(),
+                container: request.container.clone(),
+            },
+        )),
+        Err(error) => {
+            report(commands, &request.pod_uid, &request.container, &error);
+            Err(error)
+        }
+    }
+}
+
+/// Tells the owner an allocation failed, which tells operators.
+fn report(commands: &Mailbox<Command>, pod: &str, container: &str, error: &AllocateError) {
+    let _ = commands.send(Command::Failed {
+        pod: pod.to_string(),
+        container: container.to_string(),
+        error: error.clone(),
+    });
+}
+
+/// The end of the checkpoint write that holds an allocation. A failed
+/// write undid the allocation.
+#[must_use = "an allocation counts once it is on disk"]
+pub(crate) struct OnDisk {
+    written: Option<oneshot::Receiver<Result<(), Arc<CheckpointError>>>>,
+    commands: Mailbox<Command>,
+    pod: String,
+    container: String,
+}
+
+impl OnDisk {
+    /// Waits for the write.
+    pub(crate) async fn written(self) -> Result<(), AllocateError> {
+        let Some(written) = self.written else {
+            return Ok(());
+        };
+        let result = match written.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(AllocateError::Checkpoint(e)),
+            Err(_) => Err(AllocateError::Stopping),
+        };
+        if let Err(error) = &result {
+            report(&self.commands, &self.pod, &self.container, error);
+        }
+        result
+    }
+}
+
+/// The steps; the allocations, with the end of their write when there was
+/// one.
 async fn steps(
     commands: &Mailbox<Command>,
     shared: &Shared,
     request: &AllocationRequest,
-) -> Result<Vec<ContainerAllocation>, AllocateError> {
+) -> Result<(Vec<ContainerAllocation>, Option<Written>), AllocateError> {
     let config = &shared.config;
     let request_copy = request.clone();
     let planned = commands
@@ -99,6 +164,7 @@ async fn steps(
     }
 
     let mut allocations = Vec::with_capacity(planned.len());
+    let mut written = None;
     if !choices.is_empty() {
         let (reservation, chosen) = Reservation::make(commands, choices).await?;
         for ((resource, plugin), chosen) in calls.into_iter().zip(chosen) {
@@ -122,18 +188,22 @@ async fn steps(
                 request, resource, devices, numa, response,
             ));
         }
-        // Only report the allocations once they are on disk.
-        reservation.commit(allocations.clone()).await?;
+        // Recorded now; counted once on disk.
+        written = Some(reservation.commit(allocations.clone())?);
     }
     let mut allocated = allocations.into_iter();
-    Ok(planned
+    let allocations = planned
         .into_iter()
         .filter_map(|step| match step {
             Planned::Held(held) => Some(held),
             Planned::Needed { .. } => allocated.next(),
         })
-        .collect())
+        .collect();
+    Ok((allocations, written))
 }
+
+/// The end of a checkpoint write.
+type Written = oneshot::Receiver<Result<(), Arc<CheckpointError>>>;
 
 /// Devices reserved for an allocation in progress. Dropping it frees them;
 /// [`commit`](Self::commit) turns them into allocations.
@@ -162,9 +232,9 @@ impl Reservation {
         Ok((reservation, chosen))
     }
 
-    /// Records `allocations` in place of the reservation and waits until the
-    /// checkpoint holding them is on disk; a failed write undoes them.
-    async fn commit(mut self, allocations: Vec<ContainerAllocation>) -> Result<(), AllocateError> {
+    /// Records `allocations` in place of the reservation; returns the end
+    /// of the checkpoint write that holds them (a failed write undoes them).
+    fn commit(mut self, allocations: Vec<ContainerAllocation>) -> Result<Written, AllocateError> {
         self.committed = true;
         let (reply, written) = oneshot::channel();
         self.commands
@@ -174,11 +244,7 @@ impl Reservation {
                 reply,
             })
             .map_err(|_| AllocateError::Stopping)?;
-        match written.await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(AllocateError::Checkpoint(e)),
-            Err(_) => Err(AllocateError::Stopping),
-        }
+        Ok(written)
     }
 }
 

@@ -10,6 +10,8 @@ use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
 use super::allocate::allocate;
+#[cfg(feature = "kube")]
+use super::allocate::{OnDisk, allocate_recorded};
 use super::allocate_error::AllocateError;
 use super::command::{Command, Shared};
 use super::config::DeviceManagerConfig;
@@ -97,6 +99,17 @@ impl DeviceHandle {
         request: &AllocationRequest,
     ) -> Result<Vec<ContainerAllocation>, AllocateError> {
         allocate(&self.commands, &self.shared, request).await
+    }
+
+    #[cfg(feature = "kube")]
+    /// [`allocate`](Self::allocate), returning once the allocations are
+    /// recorded (every later request sees them) with the end of their
+    /// checkpoint write to wait for apart.
+    pub(crate) async fn allocate_recorded(
+        &self,
+        request: &AllocationRequest,
+    ) -> Result<(Vec<ContainerAllocation>, OnDisk), AllocateError> {
+        allocate_recorded(&self.commands, &self.shared, request).await
     }
 
     /// Frees every device held by pod `pod_uid`, once that is on disk;

@@ -37,7 +37,7 @@ use super::claims::{PodClaimsError, PodClaimsReader, claim_names_of};
 use super::container::{ContainerKind, ContainerResources, container_devices};
 use super::pod::{PodClaims, PodRef};
 use super::spec::{self, device_requests, unserved_requests};
-use crate::device::{AllocateError, AllocationRequest, ContainerAllocation, DeviceHandle};
+use crate::device::{AllocateError, AllocationRequest, ContainerAllocation, DeviceHandle, OnDisk};
 use crate::dra::{DraError, DraHandle, PodClaim, PodClaimResult};
 
 /// Why a pod was not admitted.
@@ -156,8 +156,18 @@ impl Admitter {
                     Err(_) => Err(AdmissionError::Stopping),
                 },
             };
+            // The next pod's allocation sees these already; their
+            // checkpoint write is waited for without holding it up, so
+            // that consecutive pods' writes share one.
             drop(pass);
-            allocated
+            let (allocations, on_disk) = allocated?;
+            for (container, written) in on_disk {
+                if let Err(source) = written.written().await {
+                    let _ = self.devices.release(&pod_ref.uid).await;
+                    return Err(AdmissionError::Devices { container, source });
+                }
+            }
+            Ok(allocations)
         };
         let (allocations, claims) = tokio::join!(devices, self.read_claims(pod, pod_ref));
         let allocations = allocations?;
@@ -173,11 +183,19 @@ impl Admitter {
     }
 
     /// Step 1: each container's devices, in the kubelet's order.
+    /// Returns them with the ends of their checkpoint writes (per container).
+    #[allow(clippy::type_complexity)]
     async fn allocate_devices(
         &self,
         pod: &Pod,
         pod_ref: &PodRef,
-    ) -> Result<Vec<(String, ContainerKind, Vec<Arc<ContainerAllocation>>)>, AdmissionError> {
+    ) -> Result<
+        (
+            Vec<(String, ContainerKind, Vec<Arc<ContainerAllocation>>)>,
+            Vec<(String, OnDisk)>,
+        ),
+        AdmissionError,
+    > {
         let snapshot = self
             .devices
             .running_snapshot()
@@ -190,6 +208,7 @@ impl Admitter {
         // after them (the kubelet's devicesToReuse).
         let mut reusable: BTreeMap<String, Vec<String>> = BTreeMap::new();
         let mut containers = Vec::new();
+        let mut writes = Vec::new();
         for (container, kind) in spec::containers(pod) {
             let wanted = device_requests(pod, container, |r| snapshot.is_device_resource(r));
             let got: Vec<Arc<ContainerAllocation>> = if wanted.is_empty() {
@@ -209,16 +228,16 @@ impl Admitter {
                         request = request.reuse(resource, devices.clone());
                     }
                 }
-                self.devices
-                    .allocate(&request)
+                let (allocations, written) = self
+                    .devices
+                    .allocate_recorded(&request)
                     .await
                     .map_err(|source| AdmissionError::Devices {
                         container: container.name.clone(),
                         source,
-                    })?
-                    .into_iter()
-                    .map(Arc::new)
-                    .collect()
+                    })?;
+                writes.push((container.name.clone(), written));
+                allocations.into_iter().map(Arc::new).collect()
             };
             for allocation in &got {
                 let devices = reusable.entry(allocation.resource.clone()).or_default();
@@ -239,7 +258,7 @@ impl Admitter {
             }
             containers.push((container.name.clone(), kind, got));
         }
-        Ok(containers)
+        Ok((containers, writes))
     }
 
     /// The kubelet's admission predicate for extended resources no device
