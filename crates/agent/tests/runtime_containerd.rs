@@ -17,7 +17,7 @@ use nodeplugins::runtime::{
     ContainerEventKind, ContainerRuntime, ContainerSpec, ContainerState, CriRuntime, PodIdentity,
     PullPolicy, RUNTIME_REQUEST_TIMEOUT, RuntimeMetrics, SandboxSpec,
 };
-use nodeplugins_test_support::containerd::Containerd;
+use nodeplugins_test_support::containerd::{Containerd, cri_log_lines};
 use nodeplugins_test_support::oci_image::BUSYBOX;
 use nodeplugins_test_support::wait::{TIMEOUT, eventually};
 
@@ -39,20 +39,8 @@ fn sandbox(logs: &std::path::Path) -> SandboxSpec {
     }
 }
 
-/// The lines the container wrote to its CRI log
-/// (`<time> <stream> <tag> <line>`).
-fn log_lines(path: &std::path::Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|line| line.splitn(4, ' ').nth(3).map(str::to_string))
-        .collect()
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn a_container_gets_what_the_kubelet_hands_a_runtime_and_its_lifecycle_is_told() {
-    nodeplugins_test_support::init_tracing();
-    let containerd = Containerd::start().await;
+/// A CRI runtime on `containerd`, with the metrics it counts in.
+fn runtime_on(containerd: &Containerd) -> (CriRuntime, RuntimeMetrics) {
     let metrics = RuntimeMetrics::default();
     let runtime = CriRuntime::new(
         &containerd.endpoint(),
@@ -60,6 +48,14 @@ async fn a_container_gets_what_the_kubelet_hands_a_runtime_and_its_lifecycle_is_
         metrics.clone(),
     )
     .unwrap();
+    (runtime, metrics)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_container_gets_what_the_kubelet_hands_a_runtime_and_its_lifecycle_is_told() {
+    nodeplugins_test_support::init_tracing();
+    let containerd = Containerd::start().await;
+    let (runtime, metrics) = runtime_on(&containerd);
     let version = runtime.version().await.unwrap();
     assert_eq!(
         (version.name.as_str(), version.api_version.as_str()),
@@ -128,7 +124,7 @@ async fn a_container_gets_what_the_kubelet_hands_a_runtime_and_its_lifecycle_is_
 
     let log = std::path::Path::new(&sandbox.log_directory).join("main/0.log");
     let lines = eventually("the container's output", TIMEOUT, || async {
-        let lines = log_lines(&log);
+        let lines = cri_log_lines(&log);
         lines.iter().any(|l| l == "ready").then_some(lines)
     })
     .await;
@@ -198,13 +194,7 @@ async fn a_container_gets_what_the_kubelet_hands_a_runtime_and_its_lifecycle_is_
 async fn containerd_killed_and_started_again_is_reached_again_and_its_containers_ran_on() {
     nodeplugins_test_support::init_tracing();
     let mut containerd = Containerd::start().await;
-    let metrics = RuntimeMetrics::default();
-    let runtime = CriRuntime::new(
-        &containerd.endpoint(),
-        RUNTIME_REQUEST_TIMEOUT,
-        metrics.clone(),
-    )
-    .unwrap();
+    let (runtime, metrics) = runtime_on(&containerd);
     let logs = tempfile::tempdir().unwrap();
     let sandbox = sandbox(logs.path());
     let image = runtime

@@ -11,7 +11,7 @@
 use std::path::Path;
 
 use nodeplugins_test_support::binaries::binary;
-use nodeplugins_test_support::containerd::Containerd;
+use nodeplugins_test_support::containerd::{Containerd, cri_log_lines};
 use nodeplugins_test_support::kube_api::KubeApi;
 use nodeplugins_test_support::oci_image::BUSYBOX;
 use nodeplugins_test_support::real_kubelet::{DEVICE_PLUGINS, RealKubelet};
@@ -38,15 +38,6 @@ fn write_cdi_spec(dir: &Path, devices: usize) {
         .collect();
     let spec = json!({"cdiVersion": "0.6.0", "kind": RESOURCE, "devices": devices});
     std::fs::write(dir.join("example-device.json"), spec.to_string()).unwrap();
-}
-
-/// The lines a container wrote to its CRI log.
-fn log_lines(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|line| line.splitn(4, ' ').nth(3).map(str::to_string))
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -126,7 +117,7 @@ async fn the_real_kubelet_runs_a_pod_with_a_device_plugin_device_on_containerd()
         .join(format!("default_probe_{uid}"))
         .join("main/0.log");
     let lines = eventually("the container's output", LONG, || async {
-        let lines = log_lines(&log);
+        let lines = cri_log_lines(&log);
         lines.iter().any(|l| l == "ready").then_some(lines)
     })
     .await;

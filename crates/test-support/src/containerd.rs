@@ -188,19 +188,18 @@ impl Drop for Containerd {
             }
         }
         // Deepest first, lazily: a rootfs or a sandbox's shm may be busy.
-        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let mut points: Vec<&str> = mounts
-            .lines()
-            .filter_map(|line| line.split(' ').nth(4))
-            .filter(|point| point.starts_with(&dir))
-            .collect();
-        points.sort_by_key(|p| std::cmp::Reverse(p.len()));
-        for point in points {
-            let _ = std::process::Command::new("umount")
-                .args(["-l", point])
-                .status();
-        }
+        crate::mounts::unmount_below(self.dir.path());
     }
+}
+
+/// The lines a container wrote to its CRI log file (each stored as
+/// `<time> <stream> <tag> <line>`); none while the file is missing.
+pub fn cri_log_lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| line.splitn(4, ' ').nth(3).map(str::to_string))
+        .collect()
 }
 
 /// containerd's configuration (version 3) for a root under `dir`.

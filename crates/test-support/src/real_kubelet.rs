@@ -114,19 +114,7 @@ impl Drop for RealKubelet {
             let _ = std::fs::remove_file(Path::new(DEVICE_PLUGINS).join(file));
         }
         // It leaves mounts (its pods' volumes) under its root.
-        let dir = self.dir.path().to_string_lossy().to_string();
-        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let mut points: Vec<&str> = mounts
-            .lines()
-            .filter_map(|line| line.split(' ').nth(4))
-            .filter(|point| point.starts_with(&dir))
-            .collect();
-        points.sort_by_key(|p| std::cmp::Reverse(p.len()));
-        for point in points {
-            let _ = std::process::Command::new("umount")
-                .args(["-l", point])
-                .status();
-        }
+        crate::mounts::unmount_below(self.dir.path());
     }
 }
 

@@ -21,13 +21,13 @@ use tonic::transport::Channel;
 use tower::ServiceBuilder;
 
 use super::call_policy::{CallPolicy, CallPolicyLayer, RuntimeMetrics};
+use super::container_runtime::{ContainerRuntime, RuntimeVersion};
 use super::error::RuntimeError;
 use super::spec::{
     CONTAINER_NAME_LABEL, ContainerEvent, ContainerEventKind, ContainerSpec, ContainerState,
     ContainerStatus, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL, PodIdentity, PullPolicy,
     SandboxSpec, SandboxStatus,
 };
-use super::{ContainerRuntime, RuntimeVersion};
 
 /// Container events held for a reader that is behind.
 const EVENT_BUFFER: usize = 1024;

@@ -15,12 +15,12 @@ use futures::stream::BoxStream;
 use tokio::sync::broadcast;
 use tokio_stream::wrappers::BroadcastStream;
 
+use super::container_runtime::{ContainerRuntime, RuntimeVersion};
 use super::error::RuntimeError;
 use super::spec::{
     ContainerEvent, ContainerEventKind, ContainerSpec, ContainerState, ContainerStatus, PullPolicy,
     SandboxSpec, SandboxStatus,
 };
-use super::{ContainerRuntime, RuntimeVersion};
 
 /// The exit code of a process killed by SIGKILL.
 const KILLED: i32 = 137;

@@ -8,15 +8,13 @@
 
 use std::time::SystemTime;
 
-use nodeplugins_test_support::go_process::GoProcess;
 use nodeplugins_test_support::wait::{TIMEOUT, eventually};
 use serde_json::json;
 
 use super::common::pods::*;
 use super::*;
 
-/// The kubelet's node.
-const REFERENCE: &str = "node-ref";
+use super::reference::REFERENCE;
 
 /// `pod` bound to `node` by hand, past the scheduler (which would not
 /// place a pod that does not fit).
@@ -116,25 +114,7 @@ async fn the_oldest_pod_is_admitted_whole_and_a_younger_one_waits_until_it_goes(
     // The kubelet's own admission, on a node of its own with two devices:
     // the older pod is admitted, the younger refused with the same words
     // (the kubelet marks it Failed for good; the agent retries it).
-    let root = tempfile::Builder::new()
-        .prefix("node-ref-")
-        .tempdir()
-        .unwrap();
-    let kubeconfig = cluster.api.kubeconfig_of_node(REFERENCE);
-    let mut kubelet = GoProcess::start(
-        "kubelet-pods",
-        [
-            "--root-dir",
-            root.path().to_str().unwrap(),
-            "--state-dir",
-            root.path().join("dra-state").to_str().unwrap(),
-            "--node-name",
-            REFERENCE,
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-        ],
-    );
-    kubelet.event(TIMEOUT, "started", |_| true).await;
+    let (root, _kubeconfig, mut kubelet) = super::reference::start_kubelet_pods(&cluster).await;
     let _plugin = start_device_plugin_for(root.path(), RESOURCE, 2, "device-plugin.log");
     kubelet
         .event(TIMEOUT, "node_status", |e| {

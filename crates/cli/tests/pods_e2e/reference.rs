@@ -18,7 +18,7 @@ use super::common::pods::*;
 use super::*;
 
 /// The kubelet's node.
-const REFERENCE: &str = "node-ref";
+pub(super) const REFERENCE: &str = "node-ref";
 
 /// What must be the same for a container on both nodes.
 #[derive(Debug, PartialEq, Eq)]
@@ -143,25 +143,7 @@ async fn each_container_gets_what_the_kubelets_own_code_gives_it() {
     let node = Node::start(&cluster, NODE, 4, 4).await;
 
     // The kubelet's node: its own root, plugins and node identity.
-    let root = tempfile::Builder::new()
-        .prefix("node-ref-")
-        .tempdir()
-        .unwrap();
-    let kubeconfig = cluster.api.kubeconfig_of_node(REFERENCE);
-    let mut kubelet = GoProcess::start(
-        "kubelet-pods",
-        [
-            "--root-dir",
-            root.path().to_str().unwrap(),
-            "--state-dir",
-            root.path().join("dra-state").to_str().unwrap(),
-            "--node-name",
-            REFERENCE,
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-        ],
-    );
-    kubelet.event(TIMEOUT, "started", |_| true).await;
+    let (root, kubeconfig, mut kubelet) = start_kubelet_pods(&cluster).await;
     let _plugins = reference_plugins(&cluster, root.path(), &kubeconfig).await;
     kubelet
         .event(TIMEOUT, "node_status", |e| {
@@ -203,6 +185,33 @@ async fn each_container_gets_what_the_kubelets_own_code_gives_it() {
     for name in ["train-ref", "plain-ref", "two-claims-ref"] {
         kubelet.event(LONG, "released", |e| e["name"] == name).await;
     }
+}
+
+/// `kubelet-pods` serving node [`REFERENCE`] of `cluster` on a root of its
+/// own, once it runs: (its root, the node's kubeconfig, the process).
+pub(super) async fn start_kubelet_pods(
+    cluster: &Cluster,
+) -> (tempfile::TempDir, std::path::PathBuf, GoProcess) {
+    let root = tempfile::Builder::new()
+        .prefix("node-ref-")
+        .tempdir()
+        .unwrap();
+    let kubeconfig = cluster.api.kubeconfig_of_node(REFERENCE);
+    let mut kubelet = GoProcess::start(
+        "kubelet-pods",
+        [
+            "--root-dir",
+            root.path().to_str().unwrap(),
+            "--state-dir",
+            root.path().join("dra-state").to_str().unwrap(),
+            "--node-name",
+            REFERENCE,
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+        ],
+    );
+    kubelet.event(TIMEOUT, "started", |_| true).await;
+    (root, kubeconfig, kubelet)
 }
 
 /// The example device plugin and DRA driver on the kubelet's node.

@@ -1,0 +1,83 @@
+//! The interface the pods owner drives a runtime through, whichever it
+//! is.
+
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+
+use super::error::RuntimeError;
+use super::spec::{
+    ContainerEvent, ContainerSpec, ContainerStatus, PullPolicy, SandboxSpec, SandboxStatus,
+};
+
+/// What a runtime says it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeVersion {
+    /// Its name (`containerd`).
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// The CRI version it speaks (`v1`).
+    pub api_version: String,
+}
+
+/// A container runtime, as the pods owner uses it.
+#[async_trait::async_trait]
+pub trait ContainerRuntime: Send + Sync + 'static {
+    /// Its name and versions.
+    async fn version(&self) -> Result<RuntimeVersion, RuntimeError>;
+
+    /// The reference of `image`, pulled first when `policy` says so (for a
+    /// container of `sandbox`'s pod).
+    async fn ensure_image(
+        &self,
+        image: &str,
+        policy: PullPolicy,
+        sandbox: &SandboxSpec,
+    ) -> Result<String, RuntimeError>;
+
+    /// Makes the pod's sandbox; its id.
+    async fn run_sandbox(&self, sandbox: &SandboxSpec) -> Result<String, RuntimeError>;
+
+    /// Stops sandbox `id` and every container in it (idempotent).
+    async fn stop_sandbox(&self, id: &str) -> Result<(), RuntimeError>;
+
+    /// Removes sandbox `id` and its containers (idempotent).
+    async fn remove_sandbox(&self, id: &str) -> Result<(), RuntimeError>;
+
+    /// Makes `container` in sandbox `sandbox_id` (made with `sandbox`),
+    /// running image `image_ref`; its id.
+    async fn create_container(
+        &self,
+        sandbox_id: &str,
+        sandbox: &SandboxSpec,
+        container: &ContainerSpec,
+        image_ref: &str,
+    ) -> Result<String, RuntimeError>;
+
+    /// Starts container `id`.
+    async fn start_container(&self, id: &str) -> Result<(), RuntimeError>;
+
+    /// Stops container `id`: SIGTERM, then SIGKILL after `grace`.
+    async fn stop_container(&self, id: &str, grace: Duration) -> Result<(), RuntimeError>;
+
+    /// Removes container `id` (idempotent).
+    async fn remove_container(&self, id: &str) -> Result<(), RuntimeError>;
+
+    /// Every sandbox.
+    async fn sandboxes(&self) -> Result<Vec<SandboxStatus>, RuntimeError>;
+
+    /// Every container, without what only its status tells (times, exit
+    /// codes).
+    async fn containers(&self) -> Result<Vec<ContainerStatus>, RuntimeError>;
+
+    /// Container `id` in full.
+    async fn container_status(&self, id: &str) -> Result<ContainerStatus, RuntimeError>;
+
+    /// The runtime's container events from now on. A runtime without them
+    /// answers `Unimplemented`, and its containers are relisted instead;
+    /// the stream ends when the runtime goes (relist, then ask again).
+    async fn container_events(
+        &self,
+    ) -> Result<BoxStream<'static, Result<ContainerEvent, RuntimeError>>, RuntimeError>;
+}
