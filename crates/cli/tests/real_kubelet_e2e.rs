@@ -12,7 +12,7 @@ use std::path::Path;
 
 use nodeplugins_test_support::binaries::binary;
 use nodeplugins_test_support::containerd::{Containerd, cri_log_lines};
-use nodeplugins_test_support::kube_api::KubeApi;
+use nodeplugins_test_support::kube_api::{Identity, KubeApi};
 use nodeplugins_test_support::oci_image::BUSYBOX;
 use nodeplugins_test_support::real_kubelet::{DEVICE_PLUGINS, RealKubelet};
 use nodeplugins_test_support::wait::eventually;
@@ -69,8 +69,10 @@ async fn the_real_kubelet_runs_a_pod_with_a_device_plugin_device_on_containerd()
         "the kubelet's Node with the plugin's devices",
         LONG,
         || async {
-            let node = api.admin("GET", &node_path, None).await;
-            (node["status"]["allocatable"][RESOURCE] == "2").then_some(())
+            // The Node does not exist until the kubelet registers it.
+            let answer = api.request(Identity::Admin, "GET", &node_path, None).await;
+            (answer.status == 200 && answer.body["status"]["allocatable"][RESOURCE] == "2")
+                .then_some(())
         },
     )
     .await;
@@ -150,12 +152,7 @@ async fn the_real_kubelet_runs_a_pod_with_a_device_plugin_device_on_containerd()
     api.admin("DELETE", &format!("{PODS}/probe"), None).await;
     eventually("the pod object gone", LONG, || async {
         let answer = api
-            .request(
-                nodeplugins_test_support::kube_api::Identity::Admin,
-                "GET",
-                &format!("{PODS}/probe"),
-                None,
-            )
+            .request(Identity::Admin, "GET", &format!("{PODS}/probe"), None)
             .await;
         (answer.status == 404).then_some(())
     })
