@@ -48,6 +48,16 @@ pub struct AgentConfig {
     /// pod-resources server, and the agent to the admin socket and the API
     /// credentials.
     pub fs_watcher: FsWatcher,
+    /// The container runtime the node's pods run on (the kubelet's
+    /// `--container-runtime-endpoint`, `unix:///run/containerd/containerd.sock`);
+    /// `None`: the simulated runtime, which runs nothing
+    /// ([`crate::runtime::SimulatedRuntime`]). Default: `None`.
+    pub container_runtime_endpoint: Option<String>,
+    /// Where a real runtime writes the pods' container logs (the kubelet's
+    /// `podLogsDir`). Default: `/var/log/pods`.
+    pub pod_logs_dir: PathBuf,
+    /// The runtime calls' metrics (`kubelet_runtime_operations_*`).
+    pub runtime_metrics: crate::runtime::RuntimeMetrics,
 }
 
 /// The default metrics address: loopback only.
@@ -81,6 +91,9 @@ impl AgentConfig {
             metrics_addr: None,
             pod_resources: Some(pod_resources),
             fs_watcher,
+            container_runtime_endpoint: None,
+            pod_logs_dir: PathBuf::from(crate::runtime::POD_LOGS_DIR),
+            runtime_metrics: crate::runtime::RuntimeMetrics::default(),
         }
     }
 }
@@ -120,6 +133,9 @@ pub enum AgentError {
     /// A part of the agent panicked (a bug); the others were stopped.
     #[error("agent task failed: {0}")]
     Part(#[source] tokio::task::JoinError),
+    /// The container runtime endpoint is not usable.
+    #[error("container runtime: {0}")]
+    Runtime(#[source] crate::runtime::RuntimeError),
     /// The metrics address could not be bound.
     #[error("metrics endpoint {addr}: {source}")]
     Metrics {
@@ -226,7 +242,22 @@ impl Agent {
         kube: crate::kube_api::KubeApiConfig,
     ) -> Result<Self, AgentError> {
         let parts = Parts::new(&config);
-        let pods_config = crate::pods::PodsConfig::new(&kube);
+        let mut pods_config = crate::pods::PodsConfig::new(&kube);
+        let runtime: Arc<dyn crate::runtime::ContainerRuntime> =
+            match &config.container_runtime_endpoint {
+                Some(endpoint) => {
+                    pods_config.pod_logs_dir = Some(config.pod_logs_dir.clone());
+                    Arc::new(
+                        crate::runtime::CriRuntime::new(
+                            endpoint,
+                            crate::runtime::RUNTIME_REQUEST_TIMEOUT,
+                            config.runtime_metrics.clone(),
+                        )
+                        .map_err(AgentError::Runtime)?,
+                    )
+                }
+                None => Arc::new(crate::runtime::SimulatedRuntime::new()),
+            };
         let kube = crate::kube_api::KubeApiConfig {
             fs_watcher: config.fs_watcher.clone(),
             ..kube
@@ -240,6 +271,7 @@ impl Agent {
             pods_config,
             agent.devices_handle.clone(),
             agent.dra_handle.clone(),
+            runtime,
             handle.connection(),
         ));
         agent.kube = Some((publisher, handle));
@@ -305,6 +337,7 @@ impl Agent {
                     Arc::new(dra.metrics().clone()),
                     Arc::new(admin_metrics.clone()),
                     Arc::new(pod_resources_metrics.clone()),
+                    Arc::new(self.config.runtime_metrics.clone()),
                 ];
                 #[cfg(feature = "kube")]
                 if let Some(kube) = &kube {

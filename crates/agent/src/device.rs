@@ -54,6 +54,7 @@ mod manager;
 mod metrics;
 mod plugin_client;
 mod plugin_handler;
+mod pre_start;
 mod resource;
 pub mod resource_name;
 mod selection;

@@ -12,9 +12,16 @@
 //!   the kubelet's reason (`UnexpectedAdmissionError`,
 //!   `FailedPrepareDynamicResources`) and is tried again with backoff; a
 //!   pod whose claims are not allocated or reserved yet waits.
+//! - **runs** it, once admitted, through the container runtime
+//!   (`crate::runtime`: CRI, or the simulated one) as the kubelet's pod
+//!   worker does: its sandbox, init containers one after another, sidecars
+//!   and app containers, PreStartContainer right before each start,
+//!   restarts with the crash-loop back-off, and its status written to the
+//!   API as the containers change;
 //! - **gives back** what it holds once it is deleted, `Succeeded` or
-//!   `Failed`: its claims unprepared (with their last pod) and its devices
-//!   released;
+//!   `Failed`: its containers stopped within the grace period and its
+//!   sandbox removed, then its claims unprepared (with their last pod) and
+//!   its devices released; a deleted pod is then deleted for good;
 //! - **reconciles**: at start, on every listing of the watch, before
 //!   admitting and every 60 s, whatever the device manager or the DRA
 //!   manager holds for a pod UID the API does not have as an active pod is
@@ -34,8 +41,15 @@
 //! | `admission` | admitting one pod: devices, then claims |
 //! | `admission_gate` | one pod's devices allocated at a time |
 //! | `served` | what the plugins serve, to wake waiting pods |
+//! | `worker` | one admitted pod's containers run through the runtime |
+//! | `pod_sync` | what a running pod's containers need next, and its phase |
+//! | `crash_backoff` | the kubelet's crash-loop back-off |
+//! | `api_status` | the pod's status as the kubelet writes it |
+//! | `status_writer` | the pod's status written, a deleted pod deleted |
+//! | `lifecycle_events` | the runtime's container events told to workers |
 //! | `runtime_spec` | what the runtime is asked for a pod, as the kubelet asks |
-//! | `release` | giving back what one pod held |
+//! | `terminate` | stopping a pod's containers and sandbox |
+//! | `release` | stopping what a pod runs, then giving back what it held |
 //! | `held` | what the node holds for pods, from both managers |
 //! | `spec` | what a pod asks for, read from the pod |
 //! | `claims` | a pod's ResourceClaims read and checked |
@@ -50,10 +64,14 @@ mod admission;
 #[cfg(feature = "kube")]
 mod admission_gate;
 #[cfg(feature = "kube")]
+mod api_status;
+#[cfg(feature = "kube")]
 mod claims;
 #[cfg(feature = "kube")]
 mod config;
 mod container;
+#[cfg(feature = "kube")]
+mod crash_backoff;
 #[cfg(feature = "kube")]
 mod handle;
 #[cfg(feature = "kube")]
@@ -61,9 +79,13 @@ mod held;
 #[cfg(feature = "kube")]
 mod kube_events;
 #[cfg(feature = "kube")]
+mod lifecycle_events;
+#[cfg(feature = "kube")]
 mod manager;
 mod manual;
 mod pod;
+#[cfg(feature = "kube")]
+mod pod_sync;
 #[cfg(feature = "kube")]
 mod release;
 #[cfg(feature = "kube")]
@@ -74,9 +96,15 @@ mod served;
 mod spec;
 mod status;
 #[cfg(feature = "kube")]
+mod status_writer;
+#[cfg(feature = "kube")]
+mod terminate;
+#[cfg(feature = "kube")]
 mod tracked;
 #[cfg(feature = "kube")]
 mod watch;
+#[cfg(feature = "kube")]
+mod worker;
 
 #[cfg(feature = "kube")]
 pub use admission::AdmissionError;

@@ -164,6 +164,15 @@ settings! {
     /// How often what pods no longer active hold is given back even when
     /// nothing changed [default: 60s].
     pod_reconcile_period: Duration, "NODEPLUGINS_POD_RECONCILE_PERIOD", parse_duration;
+    /// The container runtime the node's pods run on, as the kubelet's
+    /// --container-runtime-endpoint (unix:///run/containerd/containerd.sock,
+    /// or a socket path), or simulated: containers "run" from their start
+    /// until stopped and nothing is executed, for nodes without a runtime
+    /// [default: simulated].
+    container_runtime_endpoint: RuntimeEndpoint, "NODEPLUGINS_CONTAINER_RUNTIME_ENDPOINT", parse_runtime_endpoint;
+    /// Where the container runtime writes the pods' logs, as the kubelet's
+    /// podLogsDir [default: /var/log/pods].
+    pod_logs_dir: PathBuf, "NODEPLUGINS_POD_LOGS_DIR", parse_path;
     /// How often the node's CSINode is read when the credentials may not
     /// watch it (a node's own identity may only get it); a CSINode another
     /// writer deleted or changed is repaired within this long [default: 5m].
@@ -175,6 +184,23 @@ settings! {
     /// the hand-offs between threads (its work is small and waits on
     /// sockets); more use a multi-threaded runtime [default: 1].
     worker_threads: usize, "NODEPLUGINS_WORKER_THREADS", parse_worker_threads;
+}
+
+/// The container runtime: an endpoint, or the simulated one (`None`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RuntimeEndpoint(Option<String>);
+
+fn parse_runtime_endpoint(text: &str) -> Result<RuntimeEndpoint, String> {
+    match text {
+        "simulated" => Ok(RuntimeEndpoint(None)),
+        "" => Err("expected an endpoint (unix:///path, or a path) or simulated".into()),
+        t if t.starts_with("unix://") || t.starts_with('/') => {
+            Ok(RuntimeEndpoint(Some(t.to_string())))
+        }
+        t => Err(format!(
+            "expected unix:///path, an absolute socket path or simulated, got {t:?}"
+        )),
+    }
 }
 
 /// The most worker threads accepted.
@@ -309,6 +335,12 @@ impl Settings {
         set(&mut agent.plugins.notify_timeout, c.notify_timeout);
         set(&mut agent.plugins.max_backoff, c.max_backoff);
         set(&mut agent.csi_timeout, c.csi_timeout);
+        if let Some(RuntimeEndpoint(endpoint)) = c.container_runtime_endpoint {
+            agent.container_runtime_endpoint = endpoint;
+        }
+        if let Some(dir) = c.pod_logs_dir {
+            agent.pod_logs_dir = dir;
+        }
         match c.pod_resources_mode {
             Some(PodResourcesMode(None)) => agent.pod_resources = None,
             Some(PodResourcesMode(Some(mode))) => {
@@ -371,6 +403,13 @@ impl Settings {
             ("max_backoff", human(a.plugins.max_backoff)),
             ("csi_timeout", human(a.csi_timeout)),
             ("kubeconfig", kubeconfig),
+            (
+                "container_runtime_endpoint",
+                a.container_runtime_endpoint
+                    .clone()
+                    .unwrap_or_else(|| "simulated".into()),
+            ),
+            ("pod_logs_dir", a.pod_logs_dir.display().to_string()),
             ("node_name", self.node_name.clone()),
             (
                 "pods",

@@ -58,6 +58,12 @@ impl ControlPlane {
     /// its admin, and returns once both answer `/healthz`. Fails the test
     /// with the command line and the tail of the log when either does not.
     pub async fn start(api: &KubeApi) -> Self {
+        Self::start_with(api, &[]).await
+    }
+
+    /// [`start`](Self::start), with more controllers of the
+    /// controller-manager (`job-controller`, `deployment-controller`...).
+    pub async fn start_with(api: &KubeApi, controllers: &[&str]) -> Self {
         let (scheduler_bin, manager_bin) = tokio::task::spawn_blocking(|| {
             (
                 go_program("kube-scheduler"),
@@ -93,8 +99,10 @@ impl ControlPlane {
             manager_port,
             &dir.path().join("manager-certs"),
         );
+        let mut enabled = vec!["resourceclaim-controller", "garbage-collector-controller"];
+        enabled.extend_from_slice(controllers);
         manager
-            .arg("--controllers=resourceclaim-controller,garbage-collector-controller")
+            .arg(format!("--controllers={}", enabled.join(",")))
             // Controllers act with the admin's credentials, not a service
             // account each: no service-account controller runs.
             .arg("--use-service-account-credentials=false");

@@ -12,8 +12,12 @@
 //!    when the plugin offers it.
 //! 3. **reserve** (task): re-checks that the chosen devices are still free
 //!    (choosing again if another request took some) and reserves them.
-//! 4. **allocate** (caller): Allocate, then PreStartContainer when the plugin
-//!    asks for it, for each resource. Any failure drops the reservation.
+//! 4. **allocate** (caller): Allocate for each resource, then, for a
+//!    container started at once ([`allocate`]), PreStartContainer when the
+//!    plugin asks for it. Any failure drops the reservation. The pods owner
+//!    allocates at admission without it ([`allocate_recorded`]) and calls
+//!    PreStartContainer right before each start of the container
+//!    ([`super::pre_start`]), as the kubelet does.
 //! 5. **commit** (task): records every resource's allocation and answers once
 //!    the checkpoint holding them is on disk; a failed write undoes them.
 //!    [`allocate_recorded`] returns as soon as the allocations are recorded
@@ -40,19 +44,40 @@ pub(crate) async fn allocate(
     shared: &Shared,
     request: &AllocationRequest,
 ) -> Result<Vec<ContainerAllocation>, AllocateError> {
-    let (allocations, on_disk) = allocate_recorded(commands, shared, request).await?;
+    let (allocations, on_disk) = recorded(commands, shared, request, PreStart::Call).await?;
     on_disk.written().await?;
     Ok(allocations)
 }
 
-/// Steps 1 to 5 for `request`, returning once the allocations are recorded
-/// in the owner's task, with the end of their checkpoint write.
+/// Whether the allocation calls PreStartContainer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PreStart {
+    /// Yes, after Allocate: the container starts at once.
+    Call,
+    /// No: it is called before each start of the container.
+    #[cfg_attr(not(feature = "kube"), allow(dead_code))]
+    Later,
+}
+
+/// Steps 1 to 5 for `request` without PreStartContainer, returning once
+/// the allocations are recorded in the owner's task, with the end of their
+/// checkpoint write.
+#[cfg(feature = "kube")]
 pub(crate) async fn allocate_recorded(
     commands: &Mailbox<Command>,
     shared: &Shared,
     request: &AllocationRequest,
 ) -> Result<(Vec<ContainerAllocation>, OnDisk), AllocateError> {
-    let result = steps(commands, shared, request).await;
+    recorded(commands, shared, request, PreStart::Later).await
+}
+
+async fn recorded(
+    commands: &Mailbox<Command>,
+    shared: &Shared,
+    request: &AllocationRequest,
+    pre_start: PreStart,
+) -> Result<(Vec<ContainerAllocation>, OnDisk), AllocateError> {
+    let result = steps(commands, shared, request, pre_start).await;
     match result {
         Ok((allocations, written)) => Ok((
             allocations,
@@ -113,6 +138,7 @@ async fn steps(
     commands: &Mailbox<Command>,
     shared: &Shared,
     request: &AllocationRequest,
+    pre_start: PreStart,
 ) -> Result<(Vec<ContainerAllocation>, Option<Written>), AllocateError> {
     let config = &shared.config;
     let request_copy = request.clone();
@@ -176,13 +202,15 @@ async fn steps(
                     resource: resource.clone(),
                     source,
                 })?;
-            plugin
-                .pre_start_container(devices, config.pre_start_timeout)
-                .await
-                .map_err(|source| AllocateError::PreStart {
-                    resource: resource.clone(),
-                    source,
-                })?;
+            if pre_start == PreStart::Call {
+                plugin
+                    .pre_start_container(devices, config.pre_start_timeout)
+                    .await
+                    .map_err(|source| AllocateError::PreStart {
+                        resource: resource.clone(),
+                        source,
+                    })?;
+            }
             let Chosen { devices, numa } = chosen;
             allocations.push(ContainerAllocation::new(
                 request, resource, devices, numa, response,

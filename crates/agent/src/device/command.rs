@@ -67,6 +67,12 @@ pub(crate) enum Command {
         allocations: Vec<ContainerAllocation>,
         reply: WrittenReply,
     },
+    /// The instance to call for `resource` (its primary), for the calls
+    /// made once devices are allocated (PreStartContainer).
+    Instance {
+        resource: String,
+        reply: oneshot::Sender<Option<PluginClient>>,
+    },
     /// Free a pod's devices; answered with the count at once and, when the
     /// count is not zero, with the end of the checkpoint write.
     Release {

@@ -112,6 +112,18 @@ impl DeviceHandle {
         allocate_recorded(&self.commands, &self.shared, request).await
     }
 
+    /// Calls PreStartContainer for container `container` of pod `pod_uid`
+    /// with the devices it holds, for each resource whose plugin asked for
+    /// the call: right before each start of the container, as the kubelet
+    /// does. A container holding no devices costs nothing.
+    pub async fn pre_start_container(
+        &self,
+        pod_uid: &str,
+        container: &str,
+    ) -> Result<(), AllocateError> {
+        super::pre_start::pre_start(&self.commands, &self.shared, pod_uid, container).await
+    }
+
     /// Frees every device held by pod `pod_uid`, once that is on disk;
     /// returns how many (container, resource) allocations ended.
     pub async fn release(&self, pod_uid: &str) -> Result<usize, DeviceManagerStopped> {

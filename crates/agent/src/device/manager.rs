@@ -296,6 +296,16 @@ impl Owner {
                 instance,
                 end,
             } => self.stream_ended(&resource, instance, end),
+            Command::Instance { resource, reply } => {
+                let plugin = self
+                    .state
+                    .resources
+                    .get(&resource)
+                    .and_then(|r| r.primary())
+                    .map(|(_, instance)| instance.plugin.clone());
+                let _ = reply.send(plugin);
+                false
+            }
             Command::Plan { request, reply } => {
                 let _ = reply.send(self.state.allocator.plan(&self.state.resources, &request));
                 false

@@ -303,6 +303,7 @@ mod tests {
                 seen_at_unix_us: 0,
                 ready_at_unix_us: None,
                 in_api: true,
+                pod_phase: None,
                 containers: containers
                     .iter()
                     .map(|(name, kind)| ContainerResources {

@@ -161,6 +161,26 @@ impl PodClaimsReader {
             .collect())
     }
 
+    /// The node's address (its first `InternalIP`, else its first
+    /// address), as its Node shows it.
+    pub(crate) async fn node_ip(&self) -> Result<Option<String>, PodClaimsError> {
+        let nodes: Api<Node> = Api::all(self.client());
+        let node = self
+            .get(&nodes, &self.node, &format!("node {}", self.node))
+            .await?;
+        let addresses = node.and_then(|n| n.status?.addresses).unwrap_or_default();
+        Ok(addresses
+            .iter()
+            .find(|a| a.type_ == "InternalIP")
+            .or_else(|| addresses.first())
+            .map(|a| a.address.clone()))
+    }
+
+    /// The pace of its requests, for the pods' other requests.
+    pub(crate) fn limiter(&self) -> Arc<TokenBucket> {
+        self.limiter.clone()
+    }
+
     async fn pod(&self, namespace: &str, name: &str) -> Result<Option<Pod>, PodClaimsError> {
         let pods: Api<Pod> = Api::namespaced(self.client(), namespace);
         self.get(&pods, name, &format!("pod {namespace}/{name}"))

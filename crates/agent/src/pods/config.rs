@@ -1,5 +1,6 @@
 //! Settings of the pods owner.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::kube_api::KubeApiConfig;
@@ -34,6 +35,14 @@ pub struct PodsConfig {
     pub retry_jitter: f64,
     /// The deadline of one API request. Default: the publisher's (10 s).
     pub request_timeout: Duration,
+    /// Where the runtime writes pods' container logs (the kubelet's
+    /// `podLogsDir`), one directory per pod made before its sandbox;
+    /// `None` for a runtime that writes none (the simulated one).
+    /// Default: `None`.
+    pub pod_logs_dir: Option<PathBuf>,
+    /// The node's address, which pods (in the host's network) have too;
+    /// `None`: the Node's first `InternalIP`. Default: `None`.
+    pub node_ip: Option<String>,
 }
 
 impl PodsConfig {
@@ -47,6 +56,8 @@ impl PodsConfig {
             retry_max: RETRY_MAX,
             retry_jitter: RETRY_JITTER,
             request_timeout: kube.request_timeout,
+            pod_logs_dir: None,
+            node_ip: None,
         }
     }
 }

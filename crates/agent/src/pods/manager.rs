@@ -1,11 +1,19 @@
 //! The pods owner's task: it follows the pods bound to the node (the
 //! watch), decides for each what to do next ([`Tracked`]), runs one
-//! operation per pod at a time on a `JoinSet` (admitting or giving back:
-//! slow work outside the task), and reconciles: whatever the device manager
-//! or the DRA manager holds for a pod UID the API does not have as an
-//! active pod is given back. It wakes for a watch event, the end of an
-//! operation, a retry falling due, the admission gate opening, a plugin
-//! serving more, and the reconcile period.
+//! operation per pod at a time on a `JoinSet` (admitting, running its
+//! containers, or stopping them and giving back: slow work outside the
+//! task), and reconciles: whatever the device manager or the DRA manager
+//! holds, or the runtime runs, for a pod UID the API does not have as an
+//! active pod is stopped and given back. It wakes for a watch event, the
+//! end of an operation, a worker's report, a retry falling due, the
+//! admission gate opening, a plugin serving more, and the reconcile
+//! period.
+//!
+//! An admitted pod's worker ([`Worker`]) runs its containers until the pod
+//! ends (then it is released) or is deleted, gone or ended in the API
+//! (then the worker is told to stop, and the release stops its containers
+//! within the grace period before anything is given back, and deletes the
+//! deleted pod last).
 //!
 //! Admissions follow the kubelet's order: pods that give devices back go
 //! first and are waited for, then the due pods are admitted oldest
@@ -17,6 +25,8 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
 use std::time::SystemTime;
 
 use nodeplugins_api::backoff::Backoff;
@@ -35,17 +45,22 @@ use super::container::ContainerResources;
 use super::handle::PodsHandle;
 use super::held::held_pods;
 use super::kube_events::PodEvents;
+use super::lifecycle_events::generate;
 use super::pod::PodRef;
-use super::release::{ReleaseError, release};
+use super::release::{Ending, ReleaseError, Releaser};
 use super::served::Served;
 use super::spec::{is_mirror, pod_ref};
 use super::status::{PodStatus, PodsSnapshot};
+use super::status_writer::StatusWriter;
+use super::terminate::MINIMUM_GRACE;
 use super::tracked::{Next, Tracked};
 use super::watch::{PodWatchEvent, watch_pods};
+use super::worker::{Report, Worker, WorkerContext, WorkerEnd};
 use crate::device::DeviceHandle;
 use crate::dra::DraHandle;
 use crate::event::{AgentEvent, EventKind};
 use crate::kube_api::Connection;
+use crate::runtime::ContainerRuntime;
 
 /// The pods owner's task. [`new`](Self::new) gives it with its
 /// [`PodsHandle`]; [`run`](Self::run) it.
@@ -57,16 +72,19 @@ pub struct PodsManager {
     snapshot: watch::Sender<Arc<PodsSnapshot>>,
     changes: watch::Sender<u64>,
     events: broadcast::Sender<AgentEvent>,
+    runtime: Arc<dyn ContainerRuntime>,
+    writer: StatusWriter,
 }
 
 impl PodsManager {
     /// The owner of the pods bound to `config`'s node, admitting them with
-    /// `devices` and `dra` and reading them through `connection`, and its
-    /// handle.
+    /// `devices` and `dra`, running them on `runtime` and reading and
+    /// writing them through `connection`, and its handle.
     pub fn new(
         config: PodsConfig,
         devices: DeviceHandle,
         dra: DraHandle,
+        runtime: Arc<dyn ContainerRuntime>,
         connection: watch::Receiver<Connection>,
     ) -> (Self, PodsHandle) {
         let snapshot = watch::channel(Arc::new(PodsSnapshot::default())).0;
@@ -85,6 +103,8 @@ impl PodsManager {
             claims: claims.clone(),
             dra: dra.clone(),
         };
+        let writer =
+            StatusWriter::new(connection.clone(), config.request_timeout, claims.limiter());
         let warnings = PodEvents::new(
             connection.clone(),
             config.node_name.clone(),
@@ -102,6 +122,8 @@ impl PodsManager {
             changes,
             events,
             config,
+            runtime,
+            writer,
         };
         (manager, handle)
     }
@@ -136,6 +158,43 @@ impl PodsManager {
             watch_tx,
             shutdown.clone(),
         ));
+        let lifecycle = broadcast::channel(1024).0;
+        tasks.spawn(generate(
+            self.runtime.clone(),
+            lifecycle.clone(),
+            shutdown.clone(),
+        ));
+        let runtime_name = match self.runtime.version().await {
+            Ok(version) => {
+                tracing::info!(runtime = %version.name, version = %version.version, "container runtime");
+                version.name
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the container runtime does not answer yet");
+                "containerd".to_string()
+            }
+        };
+        let node_ip = match &self.config.node_ip {
+            Some(ip) => Some(ip.clone()),
+            None => self.admitter.claims.node_ip().await.ok().flatten(),
+        };
+        let (reports_tx, reports) = mpsc::unbounded_channel();
+        let worker_context = WorkerContext {
+            runtime: self.runtime.clone(),
+            runtime_name,
+            devices: self.admitter.devices.clone(),
+            writer: self.writer.clone(),
+            events: lifecycle,
+            reports: reports_tx,
+            pod_logs: self.config.pod_logs_dir.clone(),
+            node_ip,
+        };
+        let releaser = Releaser {
+            runtime: self.runtime.clone(),
+            devices: self.admitter.devices.clone(),
+            dra: self.admitter.dra.clone(),
+            writer: self.writer.clone(),
+        };
         tracing::info!(node = %self.config.node_name, "serving the node's pods");
         let backoff = Backoff::new(self.config.retry_initial, self.config.retry_max)
             .with_jitter(self.config.retry_jitter);
@@ -144,6 +203,9 @@ impl PodsManager {
             config: self.config,
             admitter: self.admitter,
             warnings: self.warnings,
+            worker_context,
+            releaser,
+            reports,
             tracked: HashMap::new(),
             listed: false,
             ops: JoinSet::new(),
@@ -179,18 +241,25 @@ struct Running {
     /// the kubelet drops the devices of pods no longer active before it
     /// allocates.
     frees_devices: bool,
+    /// A worker: told to stop through this, and given the pod's changes.
+    worker: Option<(CancellationToken, watch::Sender<Arc<Pod>>)>,
 }
 
 /// How an operation ended.
 enum Outcome {
     Admitted(Result<Vec<ContainerResources>, AdmissionError>),
     Released(Result<(), ReleaseError>),
+    Ran(WorkerEnd),
 }
 
 struct Owner {
     config: PodsConfig,
     admitter: Admitter,
     warnings: PodEvents,
+    worker_context: WorkerContext,
+    releaser: Releaser,
+    /// What workers and runtime listings tell.
+    reports: mpsc::UnboundedReceiver<Report>,
     /// Pod UID → the pod.
     tracked: HashMap<String, Tracked>,
     /// Whether the pods were listed once: until then the reconcile gives
@@ -242,6 +311,7 @@ impl Owner {
                 biased;
                 () = shutdown.cancelled() => break,
                 Some(event) = self.watch.recv() => self.on_watch(event),
+                Some(report) = self.reports.recv() => self.on_report(report),
                 Some(done) = self.ops.join_next_with_id(), if !self.ops.is_empty() => {
                     match done {
                         Ok((id, outcome)) => self.on_done(id, outcome),
@@ -286,15 +356,20 @@ impl Owner {
         }
         let mut releases = Vec::new();
         let mut admissions = Vec::new();
+        let mut runs = Vec::new();
         for (uid, tracked) in &self.tracked {
             match tracked.next(now) {
                 Some(Next::Release) => releases.push(uid.clone()),
+                Some(Next::Run) => runs.push(uid.clone()),
                 Some(Next::Admit) => admissions.push((tracked.admission_order(), uid.clone())),
                 None => {}
             }
         }
         for uid in releases {
             self.start_release(uid);
+        }
+        for uid in runs {
+            self.start_worker(uid);
         }
         // Devices that go back are free before anyone is admitted.
         self.gate_wanted = false;
@@ -345,7 +420,31 @@ impl Owner {
             .ops
             .spawn(async move { Outcome::Admitted(admitter.admit(&pod, &pod_ref, pass).await) });
         tracked.started(Next::Admit);
-        self.running_op(abort, uid, Next::Admit, false);
+        self.running_op(abort, uid, Next::Admit, false, None);
+    }
+
+    /// Runs admitted pod `uid`'s containers.
+    fn start_worker(&mut self, uid: String) {
+        let Some(tracked) = self.tracked.get_mut(&uid) else {
+            return;
+        };
+        let Some(pod) = tracked.pod().cloned() else {
+            return;
+        };
+        let stop = CancellationToken::new();
+        let (pod_tx, pod_rx) = watch::channel(pod);
+        let worker = Worker::new(
+            self.worker_context.clone(),
+            tracked.pod_ref().clone(),
+            pod_rx,
+            tracked.containers(),
+            stop.clone(),
+        );
+        let abort = self
+            .ops
+            .spawn(async move { Outcome::Ran(worker.run().await) });
+        tracked.started(Next::Run);
+        self.running_op(abort, uid, Next::Run, false, Some((stop, pod_tx)));
     }
 
     /// Gives back what pod `uid` holds.
@@ -354,26 +453,35 @@ impl Owner {
             return;
         };
         let pod_ref = tracked.pod_ref().clone();
+        let ending = ending_of(tracked.pod().map(Arc::as_ref), tracked.in_api());
         let frees_devices = !self
             .admitter
             .devices
             .snapshot()
             .allocations_of(&pod_ref.uid)
             .is_empty();
-        let (devices, dra) = (self.admitter.devices.clone(), self.admitter.dra.clone());
+        let releaser = self.releaser.clone();
         let abort = self
             .ops
-            .spawn(async move { Outcome::Released(release(&devices, &dra, &pod_ref.uid).await) });
+            .spawn(async move { Outcome::Released(releaser.release(&pod_ref, &ending).await) });
         tracked.started(Next::Release);
-        self.running_op(abort, uid, Next::Release, frees_devices);
+        self.running_op(abort, uid, Next::Release, frees_devices, None);
     }
 
-    fn running_op(&mut self, abort: AbortHandle, uid: String, next: Next, frees_devices: bool) {
+    fn running_op(
+        &mut self,
+        abort: AbortHandle,
+        uid: String,
+        next: Next,
+        frees_devices: bool,
+        worker: Option<(CancellationToken, watch::Sender<Arc<Pod>>)>,
+    ) {
         let running = Running {
             uid: uid.clone(),
             next,
             abort,
             frees_devices,
+            worker,
         };
         self.running.insert(running.abort.id(), running);
         self.dirty.insert(uid);
@@ -385,7 +493,20 @@ impl Owner {
         let Some(tracked) = self.tracked.get(uid) else {
             return;
         };
-        if tracked.wants_admission() || !tracked.admitting() {
+        if tracked.wants_admission() {
+            return;
+        }
+        for running in self.running.values() {
+            if running.uid == uid
+                && running.next == Next::Run
+                && let Some((stop, _)) = &running.worker
+                && !stop.is_cancelled()
+            {
+                tracing::info!(pod = %tracked.pod_ref(), %uid, "the pod is no longer to run; its containers are to stop");
+                stop.cancel();
+            }
+        }
+        if !tracked.admitting() {
             return;
         }
         for running in self.running.values() {
@@ -440,7 +561,14 @@ impl Owner {
                 self.publish();
             }
             PodWatchEvent::Applied(pod) => {
-                if let Some(uid) = self.upsert(pod) {
+                if let Some(uid) = self.upsert(pod.clone()) {
+                    for running in self.running.values() {
+                        if running.uid == uid
+                            && let Some((_, pod_tx)) = &running.worker
+                        {
+                            pod_tx.send_replace(pod.clone());
+                        }
+                    }
                     self.cancel_unwanted(&uid);
                 }
             }
@@ -491,6 +619,29 @@ impl Owner {
         if !self.listed {
             return;
         }
+        let runtime = self.worker_context.runtime.clone();
+        let reports = self.worker_context.reports.clone();
+        let shutdown = self.shutdown.clone();
+        self.tasks.spawn(async move {
+            let listed = tokio::select! {
+                () = shutdown.cancelled() => return,
+                listed = runtime.sandboxes() => listed,
+            };
+            match listed {
+                Ok(sandboxes) => {
+                    let pods = sandboxes
+                        .into_iter()
+                        .map(|s| PodRef {
+                            namespace: s.pod.namespace,
+                            name: s.pod.name,
+                            uid: s.pod.uid,
+                        })
+                        .collect();
+                    let _ = reports.send(Report::RuntimePods(pods));
+                }
+                Err(e) => tracing::debug!(error = %e, "cannot list the runtime's sandboxes"),
+            }
+        });
         let devices = self.admitter.devices.snapshot();
         let claims = self.admitter.dra.claims().borrow().clone();
         for (uid, pod_ref) in held_pods(&devices, &claims) {
@@ -558,6 +709,16 @@ impl Owner {
                     }
                 }
             }
+            Outcome::Ran(end) => {
+                let ended = match end {
+                    WorkerEnd::Ended(phase) => {
+                        tracing::info!(pod = %pod, phase = phase.as_str(), "the pod ended");
+                        Some(phase)
+                    }
+                    WorkerEnd::Stopped => None,
+                };
+                tracked.worker_ended(ended);
+            }
             Outcome::Released(Err(e)) => {
                 tracing::warn!(pod = %pod, uid = %pod.uid, error = %e, "what the pod held was not all given back; trying again with backoff");
                 tracked.not_released(&e, |n| backoff.delay(n), now);
@@ -589,8 +750,38 @@ impl Owner {
                 let message = format!("admission failed unexpectedly: {error}");
                 tracked.admission_panicked(message, |n| backoff.delay(n), now);
             }
+            Next::Run => {
+                let message = format!("running the pod failed unexpectedly: {error}");
+                tracked.worker_panicked(message, |n| backoff.delay(n), now);
+            }
             Next::Release => {
                 tracked.not_released(&ReleaseError::Panicked, |n| backoff.delay(n), now);
+            }
+        }
+    }
+
+    fn on_report(&mut self, report: Report) {
+        match report {
+            Report::Phase { uid, phase } => {
+                if let Some(tracked) = self.tracked.get_mut(&uid) {
+                    tracked.phase_written(phase);
+                    self.dirty.insert(uid);
+                }
+            }
+            Report::RuntimePods(pods) => {
+                if !self.listed {
+                    return;
+                }
+                for pod_ref in pods {
+                    if self.tracked.contains_key(&pod_ref.uid) {
+                        continue;
+                    }
+                    tracing::info!(pod = %pod_ref, uid = %pod_ref.uid, "the runtime runs a pod the API no longer has; stopping it");
+                    let uid = pod_ref.uid.clone();
+                    self.tracked
+                        .insert(uid.clone(), Tracked::orphan(pod_ref, SystemTime::now()));
+                    self.dirty.insert(uid);
+                }
             }
         }
     }
@@ -626,5 +817,38 @@ impl Owner {
             pods: self.rows.clone(),
         }));
         self.changes.send_modify(|c| *c += 1);
+    }
+}
+
+/// How pod `pod` ends here: its containers' grace period (a deletion's,
+/// else the pod's `terminationGracePeriodSeconds`, 30 s by default; never
+/// under the kubelet's 2 s; 2 s for a pod gone from the API), its sidecars,
+/// and whether it is deleted once everything is given back.
+fn ending_of(pod: Option<&Pod>, in_api: bool) -> Ending {
+    let Some(pod) = pod else {
+        return Ending {
+            grace: MINIMUM_GRACE,
+            ..Ending::default()
+        };
+    };
+    let seconds = if in_api {
+        pod.metadata
+            .deletion_grace_period_seconds
+            .or_else(|| pod.spec.as_ref()?.termination_grace_period_seconds)
+            .unwrap_or(30)
+    } else {
+        0
+    };
+    let grace =
+        std::time::Duration::from_secs(u64::try_from(seconds).unwrap_or(0)).max(MINIMUM_GRACE);
+    let sidecars = super::spec::containers(pod)
+        .into_iter()
+        .filter(|(_, kind)| *kind == super::container::ContainerKind::Sidecar)
+        .map(|(c, _)| c.name.clone())
+        .collect();
+    Ending {
+        grace,
+        sidecars,
+        delete: in_api && pod.metadata.deletion_timestamp.is_some(),
     }
 }

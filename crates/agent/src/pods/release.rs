@@ -1,22 +1,41 @@
-//! Giving back what a pod held, once it ended or went: its claims
+//! Giving back what a pod held, once it ended or went, in the kubelet's
+//! order: first everything it runs stopped (its containers within the
+//! grace period, then its sandbox stopped and removed), then its claims
 //! unprepared (a claim with its last pod; the others only forget it), then
-//! its devices released. Both are asked of their managers, which decide.
-//! While a driver fails to unprepare a claim the pod keeps its devices too:
-//! the kubelet keeps a pod whose claims are not unprepared among its active
-//! pods, whose devices stay allocated.
+//! its devices released; last, for a pod being deleted, the pod deleted
+//! with no grace period, which ends its graceful deletion. While a driver
+//! fails to unprepare a claim the pod keeps its devices too: the kubelet
+//! keeps a pod whose claims are not unprepared among its active pods,
+//! whose devices stay allocated. Each step is asked of its owner, which
+//! decides; a failure is tried again from the start (each step is
+//! idempotent).
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::pod::PodRef;
+use super::status_writer::StatusWriter;
+use super::terminate::terminate;
 use crate::device::DeviceHandle;
 use crate::dra::{DraError, DraHandle};
+use crate::runtime::{ContainerRuntime, RuntimeError};
 
 /// Why what a pod held was not all given back.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ReleaseError {
+    /// Its containers could not be stopped: nothing is given back while
+    /// they may run.
+    #[error("cannot stop the pod's containers: {0}")]
+    Runtime(Arc<RuntimeError>),
     /// The DRA manager refused.
     #[error(transparent)]
     Dra(#[from] DraError),
     /// Drivers failed to unprepare claims; they stay recorded for the pod.
     #[error("{}", .0.join("; "))]
     Unprepare(Vec<String>),
+    /// The deleted pod could not be deleted for good.
+    #[error("cannot delete the pod: {0}")]
+    Delete(String),
     /// Giving back failed unexpectedly (a bug); tried again.
     #[error("giving back failed unexpectedly")]
     Panicked,
@@ -25,31 +44,70 @@ pub enum ReleaseError {
     Stopping,
 }
 
-/// Gives back what pod `uid` holds: unprepares its claims, then, once
-/// they all are, releases its devices.
-pub(crate) async fn release(
-    devices: &DeviceHandle,
-    dra: &DraHandle,
-    uid: &str,
-) -> Result<(), ReleaseError> {
-    let failures: Vec<String> = dra
-        .unprepare_pod(uid)
-        .await?
-        .into_iter()
-        .filter_map(|c| {
-            let error = c.error?;
-            Some(format!(
-                "ResourceClaim {}/{}: {error}",
-                c.claim.namespace, c.claim.name
-            ))
-        })
-        .collect();
-    if !failures.is_empty() {
-        return Err(ReleaseError::Unprepare(failures));
-    }
-    devices
-        .release(uid)
+/// How a pod ends here.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Ending {
+    /// The grace period of its containers.
+    pub(crate) grace: Duration,
+    /// Its sidecars (restartable init containers), stopped after the
+    /// others.
+    pub(crate) sidecars: Vec<String>,
+    /// Delete it from the API once everything is given back (its deletion
+    /// was asked for).
+    pub(crate) delete: bool,
+}
+
+/// Who is asked.
+#[derive(Clone)]
+pub(crate) struct Releaser {
+    pub(crate) runtime: Arc<dyn ContainerRuntime>,
+    pub(crate) devices: DeviceHandle,
+    pub(crate) dra: DraHandle,
+    pub(crate) writer: StatusWriter,
+}
+
+impl Releaser {
+    /// Stops what pod `pod` runs and gives back what it holds, as `ending`
+    /// says.
+    pub(crate) async fn release(&self, pod: &PodRef, ending: &Ending) -> Result<(), ReleaseError> {
+        let stopped = terminate(
+            self.runtime.as_ref(),
+            &pod.uid,
+            ending.grace,
+            &ending.sidecars,
+        )
         .await
-        .map(|_| ())
-        .map_err(|_| ReleaseError::Stopping)
+        .map_err(|e| ReleaseError::Runtime(Arc::new(e)))?;
+        if stopped > 0 {
+            tracing::info!(pod = %pod, containers = stopped, grace = ?ending.grace, "the pod's containers stopped");
+        }
+        let failures: Vec<String> = self
+            .dra
+            .unprepare_pod(&pod.uid)
+            .await?
+            .into_iter()
+            .filter_map(|c| {
+                let error = c.error?;
+                Some(format!(
+                    "ResourceClaim {}/{}: {error}",
+                    c.claim.namespace, c.claim.name
+                ))
+            })
+            .collect();
+        if !failures.is_empty() {
+            return Err(ReleaseError::Unprepare(failures));
+        }
+        self.devices
+            .release(&pod.uid)
+            .await
+            .map_err(|_| ReleaseError::Stopping)?;
+        if ending.delete {
+            self.writer
+                .delete(pod)
+                .await
+                .map_err(|e| ReleaseError::Delete(e.to_string()))?;
+            tracing::info!(pod = %pod, "the deleted pod's containers stopped and what it held was given back: deleted");
+        }
+        Ok(())
+    }
 }

@@ -23,7 +23,6 @@
 //!
 //! The pods owner does not start containers yet: until it does, only the
 //! tests use this.
-#![cfg_attr(not(test), allow(dead_code))]
 
 use std::collections::BTreeMap;
 
@@ -34,9 +33,6 @@ use crate::runtime::{
     CONTAINER_NAME_LABEL, ContainerSpec, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL,
     PodIdentity, SandboxSpec,
 };
-
-/// The kubelet's default `podLogsDir`.
-pub(crate) const POD_LOGS_DIR: &str = "/var/log/pods";
 
 /// The pod's sandbox, its `attempt`th, with its logs under `pod_logs`.
 pub(crate) fn sandbox_spec(pod: &Pod, attempt: u32, pod_logs: &str) -> SandboxSpec {
@@ -173,7 +169,16 @@ pub(crate) fn container_spec(
         labels,
         annotations,
         log_path: format!("{}/{restart_count}.log", container.name),
+        runs_to_completion: runs_to_completion(pod, &container.name),
     }
+}
+
+/// Whether container `name` of `pod` is an init container that runs to
+/// completion (not a sidecar).
+fn runs_to_completion(pod: &Pod, name: &str) -> bool {
+    super::spec::containers(pod)
+        .iter()
+        .any(|(c, kind)| c.name == name && *kind == super::container::ContainerKind::Init)
 }
 
 /// The pod's namespace, name and UID.

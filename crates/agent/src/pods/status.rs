@@ -76,6 +76,10 @@ pub struct PodStatus {
     /// Whether the API still has the pod (a pod gone keeps its row while
     /// what it held is given back).
     pub in_api: bool,
+    /// The phase the node last wrote to the pod's status (`Pending`,
+    /// `Running`, `Succeeded`, `Failed`), once its containers run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_phase: Option<String>,
     /// Once admitted, each container (init containers first) with what it
     /// got.
     #[serde(default)]

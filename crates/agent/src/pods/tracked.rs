@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use super::admission::AdmissionError;
 use super::container::ContainerResources;
 use super::pod::PodRef;
+use super::pod_sync::ApiPhase;
 use super::release::ReleaseError;
 use super::spec::is_active;
 use super::status::{PodPhase, PodStatus};
@@ -28,7 +29,9 @@ use crate::unix_time::unix_ms;
 pub(crate) enum Next {
     /// Allocate its devices and prepare its claims.
     Admit,
-    /// Give back what it holds.
+    /// Run its containers (its worker).
+    Run,
+    /// Stop what it runs and give back what it holds.
     Release,
 }
 
@@ -66,6 +69,11 @@ pub(crate) struct Tracked {
     seen_at: SystemTime,
     ready_at: Option<SystemTime>,
     containers: Vec<ContainerResources>,
+    /// Its worker found it ended (`Succeeded`, `Failed`): it is no longer
+    /// active, whatever the API shows yet.
+    ended: Option<ApiPhase>,
+    /// The phase its worker last wrote.
+    api_phase: Option<ApiPhase>,
 }
 
 impl Tracked {
@@ -93,6 +101,8 @@ impl Tracked {
             seen_at: now,
             ready_at: None,
             containers: Vec::new(),
+            ended: None,
+            api_phase: None,
         }
     }
 
@@ -150,9 +160,15 @@ impl Tracked {
         self.in_api
     }
 
-    /// Whether it is to be admitted: the API has it and it is active.
+    /// Whether it is to be admitted and run: the API has it and it is
+    /// active, and it did not end here.
     pub(crate) fn wants_admission(&self) -> bool {
-        self.in_api && self.pod.as_deref().is_some_and(is_active)
+        self.in_api && self.ended.is_none() && self.pod.as_deref().is_some_and(is_active)
+    }
+
+    /// The containers that got resources.
+    pub(crate) fn containers(&self) -> &[ContainerResources] {
+        &self.containers
     }
 
     /// Whether it may be forgotten: gone from the API, holding nothing.
@@ -166,7 +182,11 @@ impl Tracked {
             return None;
         }
         if self.wants_admission() {
-            (self.phase != PodPhase::Admitted).then_some(Next::Admit)
+            Some(if self.phase == PodPhase::Admitted {
+                Next::Run
+            } else {
+                Next::Admit
+            })
         } else {
             (self.phase != PodPhase::Released).then_some(Next::Release)
         }
@@ -223,8 +243,35 @@ impl Tracked {
         self.running = true;
         self.phase = match next {
             Next::Admit => PodPhase::Admitting,
+            Next::Run => PodPhase::Admitted,
             Next::Release => PodPhase::Releasing,
         };
+    }
+
+    /// Its worker wrote `phase`.
+    pub(crate) fn phase_written(&mut self, phase: ApiPhase) {
+        self.api_phase = Some(phase);
+    }
+
+    /// Its worker returned: the pod ended (`Some`), or it was told to stop.
+    pub(crate) fn worker_ended(&mut self, ended: Option<ApiPhase>) {
+        self.finished();
+        if let Some(phase) = ended {
+            self.ended = Some(phase);
+            self.api_phase = Some(phase);
+        }
+    }
+
+    /// Its worker failed unexpectedly (a bug): started again after the
+    /// backoff.
+    pub(crate) fn worker_panicked(
+        &mut self,
+        message: String,
+        delay: impl FnOnce(u32) -> std::time::Duration,
+        now: (Instant, SystemTime),
+    ) {
+        self.failed_attempt(delay, now);
+        self.problem = Some((None, message));
     }
 
     /// Admitted, with what each container got.
@@ -343,6 +390,7 @@ impl Tracked {
             seen_at_unix_us: unix_us(self.seen_at),
             ready_at_unix_us: self.ready_at.map(unix_us),
             in_api: self.in_api,
+            pod_phase: self.api_phase.map(|p| p.as_str().to_string()),
             containers: self.containers.clone(),
         }
     }

@@ -41,6 +41,12 @@ pub struct RuntimeMetrics {
     errors: CounterVec,
 }
 
+impl std::fmt::Debug for RuntimeMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeMetrics").finish_non_exhaustive()
+    }
+}
+
 impl Default for RuntimeMetrics {
     fn default() -> Self {
         Self {

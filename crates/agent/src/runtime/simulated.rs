@@ -2,7 +2,8 @@
 //! (tests, the demo, many nodes on one machine). Sandboxes and containers
 //! are records; a container "runs" from its start until it is stopped
 //! (then it exited with 0, or 137 when its grace period was zero, as a
-//! killed process would), every image is present, and its events are told
+//! killed process would), except one that runs to completion (an init
+//! container), which exits with 0 as soon as it starts; every image is present, and its events are told
 //! as a runtime tells them. The pods owner drives it exactly as it drives
 //! a real one, so pods go through the same lifecycle and status writes.
 
@@ -38,6 +39,8 @@ struct State {
     next_id: u64,
     sandboxes: BTreeMap<String, SandboxStatus>,
     containers: BTreeMap<String, ContainerStatus>,
+    /// Containers that exit as soon as they start.
+    completing: std::collections::BTreeSet<String>,
 }
 
 impl Default for SimulatedRuntime {
@@ -212,6 +215,9 @@ impl ContainerRuntime for SimulatedRuntime {
             );
             Ok(id)
         })?;
+        if container.runs_to_completion {
+            self.with_state(|state| state.completing.insert(id.clone()));
+        }
         self.tell(&id, ContainerEventKind::Created, &sandbox.pod.uid);
         Ok(id)
     }
@@ -234,6 +240,9 @@ impl ContainerRuntime for SimulatedRuntime {
             Ok(container.pod.uid.clone())
         })?;
         self.tell(id, ContainerEventKind::Started, &uid);
+        if self.with_state(|state| state.completing.remove(id)) {
+            self.exit(id, 0)?;
+        }
         Ok(())
     }
 

@@ -9,6 +9,10 @@ use std::time::SystemTime;
 
 use crate::device::{DeviceNodeSpec, MountSpec};
 
+/// The kubelet's default `podLogsDir`: where a real runtime writes the
+/// pods' container logs, one directory per pod.
+pub const POD_LOGS_DIR: &str = "/var/log/pods";
+
 /// The kubelet's label naming a sandbox's or container's pod.
 pub const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
 /// The kubelet's label naming a sandbox's or container's pod namespace.
@@ -76,6 +80,10 @@ pub struct ContainerSpec {
     pub annotations: BTreeMap<String, String>,
     /// Its log file, relative to the sandbox's log directory.
     pub log_path: String,
+    /// It is to run to completion (an init container that is not a
+    /// sidecar). Not sent to a real runtime; the simulated one ends such a
+    /// container with 0 as soon as it starts.
+    pub runs_to_completion: bool,
 }
 
 /// Where a container is in its life.

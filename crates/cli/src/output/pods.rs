@@ -49,6 +49,7 @@ pub(crate) fn pods(
         &[
             "POD",
             "PHASE",
+            "STATUS",
             "CONTAINERS",
             "DEVICES",
             "CDI",
@@ -79,6 +80,7 @@ fn row(pod: &PodStatus) -> Vec<String> {
     vec![
         format!("{}/{}", pod.pod.namespace, pod.pod.name),
         pod.phase.as_str().to_string(),
+        pod.pod_phase.clone().unwrap_or_else(|| "-".into()),
         pod.containers.len().to_string(),
         devices.to_string(),
         cdi.to_string(),
@@ -191,6 +193,7 @@ mod tests {
             seen_at_unix_us: 1,
             ready_at_unix_us: None,
             in_api: true,
+            pod_phase: None,
             containers: vec![ContainerResources {
                 name: "main".into(),
                 devices: BTreeMap::from([("example.com/gpu".into(), vec!["gpu-0".into()])]),

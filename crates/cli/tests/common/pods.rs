@@ -42,9 +42,15 @@ impl Cluster {
     /// A cluster with Nodes `nodes` (schedulable, as a kubelet would make
     /// them), the default ServiceAccount and the GPUs' DeviceClass.
     pub async fn start(nodes: &[&str]) -> Self {
+        Self::start_with(nodes, &[]).await
+    }
+
+    /// [`start`](Self::start) with more controllers of the
+    /// controller-manager (`job-controller`...).
+    pub async fn start_with(nodes: &[&str], controllers: &[&str]) -> Self {
         nodeplugins_test_support::init_tracing();
         let api = KubeApi::start(nodes[0]).await;
-        let control = ControlPlane::start(&api).await;
+        let control = ControlPlane::start_with(&api, controllers).await;
         for node in nodes {
             api.create_schedulable_node(node).await;
         }
@@ -136,6 +142,8 @@ pub struct Node {
     pub agent_args: Vec<String>,
     /// The DRA driver's GPUs (kept for its restarts).
     pub gpus: usize,
+    /// Where the DRA driver writes its CDI specs.
+    pub cdi_dir: PathBuf,
     pub root: TempDir,
 }
 
@@ -155,11 +163,25 @@ impl Node {
         gpus: usize,
         agent_args: &[&str],
     ) -> Self {
+        Self::start_full(cluster, name, devices, gpus, agent_args, None).await
+    }
+
+    /// [`start_with`](Self::start_with), the DRA driver writing its CDI
+    /// specs in `cdi_dir` (a runtime's) instead of the node's root.
+    pub async fn start_full(
+        cluster: &Cluster,
+        name: &str,
+        devices: usize,
+        gpus: usize,
+        agent_args: &[&str],
+        cdi_dir: Option<&Path>,
+    ) -> Self {
         let agent_args: Vec<String> = agent_args.iter().map(|a| a.to_string()).collect();
         let root = tempfile::Builder::new()
             .prefix(&format!("{name}-"))
             .tempdir()
             .unwrap();
+        let cdi_dir = cdi_dir.map_or_else(|| root.path().join("cdi"), Path::to_path_buf);
         let kubeconfig = cluster.api.kubeconfig_of_node(name);
         let agent = start_agent(root.path(), &kubeconfig, name, &agent_args);
         eventually("the agent answers", TIMEOUT, || async {
@@ -167,8 +189,9 @@ impl Node {
         })
         .await;
         let device_plugin = start_device_plugin(root.path(), devices);
-        let driver = start_driver(root.path(), &kubeconfig, name, gpus);
+        let driver = start_driver(root.path(), &kubeconfig, name, gpus, &cdi_dir);
         let node = Self {
+            cdi_dir,
             name: name.to_string(),
             agent: Some(agent),
             device_plugin,
@@ -262,7 +285,13 @@ impl Node {
 
     /// Starts the DRA driver again.
     pub fn start_driver_again(&mut self) {
-        self.driver = start_driver(self.root.path(), &self.kubeconfig, &self.name, self.gpus);
+        self.driver = start_driver(
+            self.root.path(),
+            &self.kubeconfig,
+            &self.name,
+            self.gpus,
+            &self.cdi_dir,
+        );
     }
 
     /// `nodeplugins pods -o json`.
@@ -319,6 +348,16 @@ impl Node {
         log_lines(&self.root().join("device-plugin.log"), "allocated")
     }
 
+    /// How many PreStartContainer calls the device plugin answered.
+    pub fn pre_start_calls(&self) -> usize {
+        log_lines(&self.root().join("device-plugin.log"), "pre-started")
+    }
+
+    /// How many claims the DRA driver unprepared.
+    pub fn unprepare_calls(&self) -> usize {
+        log_lines(&self.root().join("driver.log"), "unprepared")
+    }
+
     /// How many claims the DRA driver prepared (each call of its prepare
     /// for a claim; claims it answered from its records are not counted).
     pub fn prepare_calls(&self) -> usize {
@@ -372,7 +411,7 @@ pub fn start_device_plugin_for(root: &Path, resource: &str, devices: usize, log:
     command.spawn().unwrap()
 }
 
-fn start_driver(root: &Path, kubeconfig: &Path, node: &str, gpus: usize) -> Child {
+fn start_driver(root: &Path, kubeconfig: &Path, node: &str, gpus: usize, cdi: &Path) -> Child {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -395,7 +434,7 @@ fn start_driver(root: &Path, kubeconfig: &Path, node: &str, gpus: usize) -> Chil
         .env_remove("RUST_LOG")
         .args(["--devices", &gpus.to_string()])
         .arg("--cdi-dir")
-        .arg(root.join("cdi"))
+        .arg(cdi)
         .stdout(Stdio::null())
         .stderr(log)
         .kill_on_drop(true);

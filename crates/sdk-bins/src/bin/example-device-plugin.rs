@@ -123,6 +123,11 @@ impl DevicePluginService for Example {
     fn pre_start_required(&self) -> bool {
         self.pre_start
     }
+
+    async fn pre_start_container(&self, devices: Vec<String>) -> Result<(), Status> {
+        tracing::info!(?devices, "pre-started");
+        Ok(())
+    }
 }
 
 fn main() -> anyhow::Result<()> {

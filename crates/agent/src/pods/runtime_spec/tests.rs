@@ -65,7 +65,7 @@ fn resources() -> ContainerResources {
 
 #[test]
 fn the_sandbox_has_the_pods_labels_under_the_kubelets_and_its_log_directory() {
-    let sandbox = sandbox_spec(&pod(), 0, POD_LOGS_DIR);
+    let sandbox = sandbox_spec(&pod(), 0, crate::runtime::POD_LOGS_DIR);
     assert_eq!(sandbox.log_directory, "/var/log/pods/ml_train_u1");
     assert_eq!(sandbox.labels["app"], "train");
     assert_eq!(

@@ -49,7 +49,7 @@ fn not_allocated() -> AdmissionError {
 }
 
 #[test]
-fn an_active_pod_is_admitted_once() {
+fn an_active_pod_is_admitted_once_then_run_until_it_ends() {
     let mut pod = seen();
     let at = Instant::now();
     assert_eq!(pod.next(at), Some(Next::Admit));
@@ -58,17 +58,26 @@ fn an_active_pod_is_admitted_once() {
     assert_eq!(pod.next(at), None, "one operation at a time");
     pod.admitted(vec![ContainerResources::default()], SystemTime::now());
     assert_eq!(pod.phase(), PodPhase::Admitted);
-    assert_eq!(pod.next(at), None, "admitted once");
+    assert_eq!(pod.next(at), Some(Next::Run), "admitted once, then run");
+    pod.started(Next::Run);
+    assert_eq!(pod.next(at), None, "one worker at a time");
     pod.update(self::pod("Running", false));
     assert_eq!(
         pod.next(at),
         None,
-        "a change of an admitted pod changes nothing"
+        "a change of a running pod starts nothing"
     );
+    pod.phase_written(ApiPhase::Running);
+    assert_eq!(pod.status().pod_phase.as_deref(), Some("Running"));
     let status = pod.status();
     assert_eq!(status.phase, PodPhase::Admitted);
     assert_eq!(status.containers.len(), 1);
     assert!(status.ready_at_unix_us.is_some());
+
+    // Its worker found it ended: it is given back, whatever the API shows.
+    pod.worker_ended(Some(ApiPhase::Succeeded));
+    assert!(!pod.wants_admission());
+    assert_eq!(pod.next(at), Some(Next::Release));
 }
 
 #[test]

@@ -1,0 +1,45 @@
+//! PreStartContainer, right before a container that holds devices starts
+//! (each start and restart), as the kubelet calls it when it makes the
+//! container's run options: for each resource the container holds, the
+//! resource's plugin instance in use is asked, when it asked for the call
+//! at registration, with the container's devices of that resource.
+
+use super::allocate_error::AllocateError;
+use super::command::{Command, Shared};
+use crate::owner::Mailbox;
+
+/// Calls PreStartContainer for container `container` of pod `pod_uid`,
+/// resource by resource, as recorded; the first failure ends the calls.
+/// A container holding nothing costs no call.
+pub(crate) async fn pre_start(
+    commands: &Mailbox<Command>,
+    shared: &Shared,
+    pod_uid: &str,
+    container: &str,
+) -> Result<(), AllocateError> {
+    let snapshot = shared.snapshot.borrow().clone();
+    let held: Vec<_> = snapshot
+        .allocations_of(pod_uid)
+        .iter()
+        .filter(|a| a.container == container && !a.devices.is_empty())
+        .cloned()
+        .collect();
+    for allocation in held {
+        let resource = allocation.resource.clone();
+        let plugin = commands
+            .ask(|reply| Command::Instance {
+                resource: resource.clone(),
+                reply,
+            })
+            .await
+            .map_err(|_| AllocateError::Stopping)?
+            // The kubelet: "endpoint not found in cache for a registered
+            // resource"; the start waits for the plugin.
+            .ok_or_else(|| AllocateError::Unregistered(resource.clone()))?;
+        plugin
+            .pre_start_container(&allocation.devices, shared.config.pre_start_timeout)
+            .await
+            .map_err(|source| AllocateError::PreStart { resource, source })?;
+    }
+    Ok(())
+}

@@ -1,0 +1,243 @@
+//! A running pod's status as the kubelet writes it to the API: its phase,
+//! its conditions (`PodReadyToStartContainers`, `Initialized`,
+//! `ContainersReady`, `Ready`, each with the time it last changed), its
+//! addresses (the node's: pods run in the host's network), its start time,
+//! and one status per container (init containers apart) with its runtime
+//! id, state, last state, restart count, image and readiness. A container
+//! is ready while it runs (no probes are run: see the operator guide).
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Value, json};
+
+use super::container::ContainerKind;
+use super::pod_sync::{ApiPhase, ContainerView, SyncPlan};
+use crate::runtime::{ContainerState, ContainerStatus};
+
+/// What the status is made from besides the plan.
+pub(crate) struct StatusInputs<'a> {
+    /// The runtime's name, the scheme of container ids (`containerd`).
+    pub(crate) runtime: &'a str,
+    /// The node's address, the pod's too.
+    pub(crate) node_ip: Option<&'a str>,
+    /// When the pod was first seen running here.
+    pub(crate) start_time: SystemTime,
+    /// The pod's `metadata.generation`.
+    pub(crate) generation: Option<i64>,
+    /// Each condition as last written: type → (status, time).
+    pub(crate) conditions: &'a BTreeMap<String, (bool, SystemTime)>,
+    /// Container name → its image as the pod names it.
+    pub(crate) images: &'a BTreeMap<String, String>,
+    pub(crate) now: SystemTime,
+}
+
+/// The status to write, with each condition's (status, time), to keep for
+/// the next.
+pub(crate) fn api_status(
+    plan: &SyncPlan,
+    inputs: &StatusInputs<'_>,
+) -> (Value, BTreeMap<String, (bool, SystemTime)>) {
+    let terminal = plan.phase.is_terminal();
+    let unready: Vec<&str> = plan
+        .containers
+        .iter()
+        .filter(|c| c.kind != ContainerKind::Init && !c.running())
+        .map(|c| c.name.as_str())
+        .collect();
+    let uninitialized: Vec<&str> = plan
+        .containers
+        .iter()
+        .filter(|c| c.kind != ContainerKind::App)
+        .filter(|c| match c.kind {
+            ContainerKind::Sidecar => !c.running(),
+            _ => !c
+                .current
+                .as_ref()
+                .is_some_and(|s| s.state == ContainerState::Exited && s.exit_code == Some(0)),
+        })
+        .map(|c| c.name.as_str())
+        .collect();
+    let sandbox_ready = plan.sandbox.is_none() && !terminal;
+    let mut times = BTreeMap::new();
+    let mut condition =
+        |kind: &str, status: bool, reason: Option<&str>, message: Option<String>| {
+            let since = match inputs.conditions.get(kind) {
+                Some((was, at)) if *was == status => *at,
+                _ => inputs.now,
+            };
+            times.insert(kind.to_string(), (status, since));
+            let mut c = json!({
+                "type": kind,
+                "status": if status { "True" } else { "False" },
+                "lastProbeTime": null,
+                "lastTransitionTime": rfc3339(since),
+            });
+            if let Some(generation) = inputs.generation {
+                c["observedGeneration"] = json!(generation);
+            }
+            if let Some(reason) = reason {
+                c["reason"] = json!(reason);
+            }
+            if let Some(message) = message {
+                c["message"] = json!(message);
+            }
+            c
+        };
+    let list = |names: &[&str]| format!("[{}]", names.join(" "));
+    let mut conditions = vec![condition(
+        "PodReadyToStartContainers",
+        sandbox_ready,
+        None,
+        None,
+    )];
+    conditions.push(if plan.phase == ApiPhase::Succeeded {
+        condition("Initialized", true, Some("PodCompleted"), None)
+    } else if uninitialized.is_empty() && plan.initialized {
+        condition("Initialized", true, None, None)
+    } else {
+        condition(
+            "Initialized",
+            false,
+            Some("ContainersNotInitialized"),
+            Some(format!(
+                "containers with incomplete status: {}",
+                list(&uninitialized)
+            )),
+        )
+    });
+    for kind in ["Ready", "ContainersReady"] {
+        conditions.push(if terminal {
+            condition(kind, false, Some("PodCompleted"), None)
+        } else if unready.is_empty() {
+            condition(kind, true, None, None)
+        } else {
+            condition(
+                kind,
+                false,
+                Some("ContainersNotReady"),
+                Some(format!(
+                    "containers with unready status: {}",
+                    list(&unready)
+                )),
+            )
+        });
+    }
+
+    let statuses = |kinds: &[ContainerKind]| -> Vec<Value> {
+        plan.containers
+            .iter()
+            .filter(|c| kinds.contains(&c.kind))
+            .map(|c| container_status(c, inputs))
+            .collect()
+    };
+    let mut status = json!({
+        "phase": plan.phase.as_str(),
+        "conditions": conditions,
+        "startTime": rfc3339(inputs.start_time),
+        "containerStatuses": statuses(&[ContainerKind::App]),
+    });
+    let init = statuses(&[ContainerKind::Init, ContainerKind::Sidecar]);
+    if !init.is_empty() {
+        status["initContainerStatuses"] = json!(init);
+    }
+    if let Some(generation) = inputs.generation {
+        status["observedGeneration"] = json!(generation);
+    }
+    if let Some(ip) = inputs.node_ip {
+        status["hostIP"] = json!(ip);
+        status["hostIPs"] = json!([{"ip": ip}]);
+        status["podIP"] = json!(ip);
+        status["podIPs"] = json!([{"ip": ip}]);
+    }
+    (status, times)
+}
+
+/// One container's status.
+fn container_status(view: &ContainerView, inputs: &StatusInputs<'_>) -> Value {
+    let image = inputs.images.get(&view.name).cloned().unwrap_or_default();
+    let mut status = json!({
+        "name": view.name,
+        "image": image,
+        "imageID": "",
+        "ready": view.running(),
+        "started": view.running(),
+        "restartCount": view.restart_count(),
+        "lastState": {},
+    });
+    let shown = if view.waiting.is_some() {
+        None
+    } else {
+        view.current.as_ref()
+    };
+    match (&view.waiting, shown) {
+        (Some((reason, message)), _) => {
+            let mut waiting = json!({"reason": reason});
+            if !message.is_empty() {
+                waiting["message"] = json!(message);
+            }
+            status["state"] = json!({"waiting": waiting});
+        }
+        (None, Some(c)) => {
+            status["state"] = state(c, inputs.runtime);
+        }
+        (None, None) => status["state"] = json!({"waiting": {"reason": "ContainerCreating"}}),
+    }
+    // The container shown, or the one that last ran.
+    let latest = shown.or(view.current.as_ref());
+    if let Some(c) = latest {
+        status["containerID"] = json!(format!("{}://{}", inputs.runtime, c.id));
+        status["imageID"] = json!(c.image_ref);
+    }
+    let previous = if view.waiting.is_some() {
+        view.previous.as_ref().or(view.current.as_ref())
+    } else {
+        view.previous.as_ref()
+    };
+    if let Some(p) = previous.filter(|p| p.state == ContainerState::Exited) {
+        status["lastState"] = state(p, inputs.runtime);
+    }
+    if view.kind == ContainerKind::Init && view.waiting.is_none() {
+        status["started"] = json!(view.running());
+    }
+    status
+}
+
+/// A container's state, as the API shows it.
+fn state(c: &ContainerStatus, runtime: &str) -> Value {
+    match c.state {
+        ContainerState::Running => json!({"running": {
+            "startedAt": c.started_at.map(rfc3339),
+        }}),
+        ContainerState::Exited | ContainerState::Unknown => {
+            let mut terminated = json!({
+                "exitCode": c.exit_code.unwrap_or(0),
+                "reason": if c.reason.is_empty() {
+                    if c.exit_code == Some(0) { "Completed" } else { "Error" }
+                } else {
+                    c.reason.as_str()
+                },
+                "startedAt": c.started_at.map(rfc3339),
+                "finishedAt": c.finished_at.map(rfc3339),
+                "containerID": format!("{runtime}://{}", c.id),
+            });
+            if !c.message.is_empty() {
+                terminated["message"] = json!(c.message);
+            }
+            json!({"terminated": terminated})
+        }
+        ContainerState::Created => json!({"waiting": {"reason": "ContainerCreating"}}),
+    }
+}
+
+/// A time as the API writes it: RFC 3339, whole seconds, UTC.
+pub(crate) fn rfc3339(at: SystemTime) -> String {
+    let seconds = at
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    Timestamp::from_second(seconds)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}

@@ -1,0 +1,230 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, SystemTime};
+
+use serde_json::json;
+
+use super::*;
+use crate::runtime::{PodIdentity, SandboxStatus};
+
+fn at(s: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000 + s)
+}
+
+fn pod(policy: &str, init: &[(&str, bool)], app: &[&str]) -> Pod {
+    let init: Vec<_> = init
+        .iter()
+        .map(|(name, sidecar)| {
+            let mut c = json!({"name": name, "image": "i"});
+            if *sidecar {
+                c["restartPolicy"] = json!("Always");
+            }
+            c
+        })
+        .collect();
+    let app: Vec<_> = app
+        .iter()
+        .map(|n| json!({"name": n, "image": "i"}))
+        .collect();
+    serde_json::from_value(json!({
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+        "spec": {"restartPolicy": policy, "initContainers": init, "containers": app},
+    }))
+    .unwrap()
+}
+
+fn sandbox(attempt: u32, ready: bool) -> SandboxStatus {
+    SandboxStatus {
+        id: format!("s{attempt}"),
+        pod: PodIdentity::default(),
+        attempt,
+        ready,
+        created_at: at(0),
+    }
+}
+
+fn container(
+    name: &str,
+    attempt: u32,
+    state: ContainerState,
+    exit: Option<i32>,
+) -> ContainerStatus {
+    ContainerStatus {
+        id: format!("{name}-{attempt}"),
+        sandbox_id: "s0".into(),
+        pod: PodIdentity::default(),
+        name: name.into(),
+        attempt,
+        state,
+        image_ref: "i".into(),
+        created_at: at(1),
+        started_at: Some(at(1)),
+        finished_at: exit.map(|_| at(2)),
+        exit_code: exit,
+        reason: String::new(),
+        message: String::new(),
+    }
+}
+
+fn observed(containers: Vec<ContainerStatus>) -> Observed {
+    Observed {
+        sandbox: Some(sandbox(0, true)),
+        containers: containers
+            .into_iter()
+            .map(|c| (c.name.clone(), (c, None)))
+            .collect(),
+    }
+}
+
+fn names(plan: &SyncPlan) -> Vec<&str> {
+    plan.start.iter().map(|s| s.name.as_str()).collect()
+}
+
+fn waiting(plan: &SyncPlan, name: &str) -> Option<String> {
+    let view = plan.containers.iter().find(|c| c.name == name).unwrap();
+    view.waiting.as_ref().map(|(reason, _)| reason.clone())
+}
+
+fn decide(pod: &Pod, observed: &Observed) -> SyncPlan {
+    plan(
+        pod,
+        observed,
+        &CrashBackoff::default(),
+        &StartErrors::new(),
+        at(3),
+    )
+}
+
+#[test]
+fn a_pod_without_a_ready_sandbox_gets_one_first_and_a_gone_one_is_replaced() {
+    let pod = pod("Always", &[], &["main"]);
+    let plan = decide(&pod, &Observed::default());
+    assert_eq!(plan.sandbox, Some(0));
+    assert!(plan.start.is_empty());
+    assert_eq!(plan.phase, ApiPhase::Pending);
+    assert_eq!(waiting(&plan, "main").as_deref(), Some(CONTAINER_CREATING));
+
+    let stopped = Observed {
+        sandbox: Some(sandbox(0, false)),
+        ..Observed::default()
+    };
+    assert_eq!(decide(&pod, &stopped).sandbox, Some(1));
+}
+
+#[test]
+fn init_containers_run_one_after_another_then_sidecars_and_app_containers_start() {
+    let pod = pod("Always", &[("setup", false), ("proxy", true)], &["a", "b"]);
+    let plan = decide(&pod, &observed(vec![]));
+    assert_eq!(names(&plan), ["setup"]);
+    assert!(!plan.initialized);
+    assert_eq!(plan.phase, ApiPhase::Pending);
+    assert_eq!(waiting(&plan, "a").as_deref(), Some(POD_INITIALIZING));
+    assert_eq!(waiting(&plan, "proxy").as_deref(), Some(POD_INITIALIZING));
+
+    let setup_runs = observed(vec![container("setup", 0, ContainerState::Running, None)]);
+    assert!(decide(&pod, &setup_runs).start.is_empty());
+
+    let setup_done = observed(vec![container("setup", 0, ContainerState::Exited, Some(0))]);
+    assert_eq!(names(&decide(&pod, &setup_done)), ["proxy"]);
+
+    let proxy_runs = observed(vec![
+        container("setup", 0, ContainerState::Exited, Some(0)),
+        container("proxy", 0, ContainerState::Running, None),
+    ]);
+    let plan = decide(&pod, &proxy_runs);
+    assert!(plan.initialized);
+    assert_eq!(names(&plan), ["a", "b"]);
+
+    let all_run = observed(vec![
+        container("setup", 0, ContainerState::Exited, Some(0)),
+        container("proxy", 0, ContainerState::Running, None),
+        container("a", 0, ContainerState::Running, None),
+        container("b", 0, ContainerState::Running, None),
+    ]);
+    let plan = decide(&pod, &all_run);
+    assert!(plan.start.is_empty());
+    assert_eq!(plan.phase, ApiPhase::Running);
+}
+
+#[test]
+fn a_failed_init_container_fails_a_never_pod_and_is_restarted_otherwise() {
+    let failed = observed(vec![container("setup", 0, ContainerState::Exited, Some(1))]);
+    let never = pod("Never", &[("setup", false)], &["main"]);
+    let plan = decide(&never, &failed);
+    assert_eq!(plan.phase, ApiPhase::Failed);
+    assert!(plan.start.is_empty());
+
+    let always = pod("Always", &[("setup", false)], &["main"]);
+    let plan = decide(&always, &failed);
+    assert_eq!(plan.phase, ApiPhase::Pending);
+    assert_eq!(
+        plan.start,
+        [Start {
+            name: "setup".into(),
+            attempt: 1,
+            restart: true
+        }]
+    );
+}
+
+#[test]
+fn the_restart_policy_decides_restarts_and_the_phase() {
+    let ok = observed(vec![container("main", 0, ContainerState::Exited, Some(0))]);
+    let failed = observed(vec![container("main", 0, ContainerState::Exited, Some(2))]);
+
+    let plan = decide(&pod("Never", &[], &["main"]), &ok);
+    assert_eq!((plan.phase, plan.start.len()), (ApiPhase::Succeeded, 0));
+    let plan = decide(&pod("Never", &[], &["main"]), &failed);
+    assert_eq!((plan.phase, plan.start.len()), (ApiPhase::Failed, 0));
+    let plan = decide(&pod("OnFailure", &[], &["main"]), &ok);
+    assert_eq!((plan.phase, plan.start.len()), (ApiPhase::Succeeded, 0));
+    let plan = decide(&pod("OnFailure", &[], &["main"]), &failed);
+    assert_eq!(plan.phase, ApiPhase::Running);
+    assert_eq!(names(&plan), ["main"]);
+    let plan = decide(&pod("Always", &[], &["main"]), &ok);
+    assert_eq!(plan.phase, ApiPhase::Running);
+    assert_eq!(plan.start[0].attempt, 1);
+}
+
+#[test]
+fn a_restart_within_its_back_off_waits_with_the_kubelets_words() {
+    let pod = pod("Always", &[], &["main"]);
+    let mut backoff = CrashBackoff::default();
+    backoff.restarted("main", at(1));
+    let crashed = observed(vec![container("main", 1, ContainerState::Exited, Some(1))]);
+    let plan = plan(&pod, &crashed, &backoff, &StartErrors::new(), at(3));
+    assert!(plan.start.is_empty());
+    assert_eq!(plan.wake_at, Some(at(11)));
+    let view = &plan.containers[0];
+    let (reason, message) = view.waiting.clone().unwrap();
+    assert_eq!(reason, CRASH_LOOP_BACK_OFF);
+    assert_eq!(
+        message,
+        "back-off 10s restarting failed container=main pod=p_ns(u)"
+    );
+    assert_eq!(view.restart_count(), 1);
+    assert_eq!(
+        plan.phase,
+        ApiPhase::Running,
+        "restarting counts as running"
+    );
+    assert_eq!(go_duration(Duration::from_secs(160)), "2m40s");
+    assert_eq!(go_duration(Duration::from_secs(300)), "5m0s");
+}
+
+#[test]
+fn a_start_that_failed_shows_its_reason_until_it_succeeds() {
+    let pod = pod("Always", &[], &["main"]);
+    let mut errors = StartErrors::new();
+    errors.insert("main".into(), ("ErrImagePull".into(), "not found".into()));
+    let plan = plan(
+        &pod,
+        &observed(vec![]),
+        &CrashBackoff::default(),
+        &errors,
+        at(3),
+    );
+    assert_eq!(names(&plan), ["main"]);
+    assert_eq!(waiting(&plan, "main").as_deref(), Some("ErrImagePull"));
+    assert_eq!(plan.phase, ApiPhase::Pending);
+}

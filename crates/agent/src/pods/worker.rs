@@ -1,0 +1,474 @@
+//! One admitted pod's worker: runs its containers through the runtime
+//! until the pod ends or is to stop, as the kubelet's pod worker syncs a
+//! pod. Each round it observes the runtime (the pod's latest sandbox and
+//! its containers), asks [`plan`] what is next, does it (a sandbox; for
+//! each container to start: its image as the pull policy says, its device
+//! plugins' PreStartContainer, then create and start), and writes the
+//! pod's status when it changed. It waits for a lifecycle event of its pod,
+//! a change of the pod, a back-off falling due, or its stop.
+//!
+//! Containers that run when it starts (the agent restarted) are adopted as
+//! they are: nothing is started again and no plugin is called. A container
+//! that cannot be started (its image, PreStartContainer, the runtime
+//! refusing) waits with the kubelet's reason and is tried again after 10 s
+//! (the kubelet's pod worker back-off) or on the next change; its devices
+//! stay allocated. When the pod ends (`Succeeded`, `Failed`) the worker
+//! writes that and returns; stopping its containers, its sandbox and giving
+//! back what it held is the release's.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use serde_json::Value;
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::api_status::{StatusInputs, api_status};
+use super::container::ContainerResources;
+use super::crash_backoff::CrashBackoff;
+use super::lifecycle_events::LifecycleEvent;
+use super::pod::PodRef;
+use super::pod_sync::{ApiPhase, Observed, StartErrors, SyncPlan, plan};
+use super::runtime_spec::{container_spec, sandbox_spec};
+use super::spec::{containers, is_active};
+use super::status_writer::StatusWriter;
+use crate::device::DeviceHandle;
+use crate::runtime::{ContainerRuntime, PullPolicy, RuntimeError, SandboxSpec};
+
+/// A failed start or status write is tried again this long after (the
+/// kubelet's pod worker back-off), or sooner on a change.
+const RETRY: Duration = Duration::from_secs(10);
+/// A failed status write is tried again this long after.
+const STATUS_RETRY: Duration = Duration::from_secs(1);
+
+/// How a worker ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WorkerEnd {
+    /// The pod ended: nothing restarts any more.
+    Ended(ApiPhase),
+    /// It was told to stop (the pod is deleted, gone or ended in the API).
+    Stopped,
+}
+
+/// What workers (and the runtime's listings) tell the pods owner.
+#[derive(Debug, Clone)]
+pub(crate) enum Report {
+    /// Pod `uid`'s worker wrote `phase`.
+    Phase { uid: String, phase: ApiPhase },
+    /// The pods the runtime has sandboxes of.
+    RuntimePods(Vec<PodRef>),
+}
+
+/// Everything a worker uses, shared by all workers.
+#[derive(Clone)]
+pub(crate) struct WorkerContext {
+    pub(crate) runtime: Arc<dyn ContainerRuntime>,
+    /// The runtime's name: the scheme of container ids.
+    pub(crate) runtime_name: String,
+    pub(crate) devices: DeviceHandle,
+    pub(crate) writer: StatusWriter,
+    pub(crate) events: broadcast::Sender<LifecycleEvent>,
+    pub(crate) reports: mpsc::UnboundedSender<Report>,
+    /// Where pods' logs go, when the runtime writes them.
+    pub(crate) pod_logs: Option<PathBuf>,
+    /// The node's address.
+    pub(crate) node_ip: Option<String>,
+}
+
+/// One pod's worker.
+pub(crate) struct Worker {
+    context: WorkerContext,
+    pod_ref: PodRef,
+    pod: watch::Receiver<Arc<Pod>>,
+    resources: BTreeMap<String, ContainerResources>,
+    stop: CancellationToken,
+    backoff: CrashBackoff,
+    start_errors: StartErrors,
+    /// Each condition as last written.
+    conditions: BTreeMap<String, (bool, SystemTime)>,
+    start_time: SystemTime,
+    written: Option<Value>,
+    phase: Option<ApiPhase>,
+}
+
+impl Worker {
+    /// The worker of `pod_ref`, whose containers got `resources`.
+    pub(crate) fn new(
+        context: WorkerContext,
+        pod_ref: PodRef,
+        pod: watch::Receiver<Arc<Pod>>,
+        resources: &[ContainerResources],
+        stop: CancellationToken,
+    ) -> Self {
+        let (start_time, conditions) = {
+            let pod = pod.borrow();
+            let status = pod.status.as_ref();
+            let start = status
+                .and_then(|s| s.start_time.as_ref())
+                .map(|t| SystemTime::from(t.0))
+                .unwrap_or_else(SystemTime::now);
+            let conditions = status
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .filter_map(|c| {
+                    let at = SystemTime::from(c.last_transition_time.as_ref()?.0);
+                    Some((c.type_.clone(), (c.status == "True", at)))
+                })
+                .collect();
+            (start, conditions)
+        };
+        Self {
+            context,
+            pod_ref,
+            pod,
+            resources: resources
+                .iter()
+                .map(|r| (r.name.clone(), r.clone()))
+                .collect(),
+            stop,
+            backoff: CrashBackoff::default(),
+            start_errors: StartErrors::new(),
+            conditions,
+            start_time,
+            written: None,
+            phase: None,
+        }
+    }
+
+    /// Runs the pod until it ends or the worker is told to stop.
+    pub(crate) async fn run(mut self) -> WorkerEnd {
+        let mut events = self.context.events.subscribe();
+        loop {
+            if self.stop.is_cancelled() {
+                return WorkerEnd::Stopped;
+            }
+            let wake = match self.sync().await {
+                Ok((phase, wake)) => {
+                    if let Some(phase) = phase
+                        && phase.is_terminal()
+                        && self.written.is_some()
+                    {
+                        return WorkerEnd::Ended(phase);
+                    }
+                    wake
+                }
+                Err(e) => {
+                    tracing::warn!(pod = %self.pod_ref, error = %e, "cannot read the pod's containers from the runtime; trying again");
+                    Some(tokio::time::Instant::now() + STATUS_RETRY)
+                }
+            };
+            let status_retry = self
+                .written
+                .is_none()
+                .then(|| tokio::time::Instant::now() + STATUS_RETRY);
+            let wake = [wake, status_retry].into_iter().flatten().min();
+            let uid = self.pod_ref.uid.clone();
+            tokio::select! {
+                () = self.stop.cancelled() => return WorkerEnd::Stopped,
+                changed = self.pod.changed() => {
+                    if changed.is_err() {
+                        return WorkerEnd::Stopped;
+                    }
+                }
+                () = next_event(&mut events, &uid) => {}
+                () = nodeplugins_api::timer::sleep_until(wake) => {}
+            }
+        }
+    }
+
+    /// One round: observe, decide, act, write the status. Returns the
+    /// phase written and when to look again at the latest.
+    async fn sync(
+        &mut self,
+    ) -> Result<(Option<ApiPhase>, Option<tokio::time::Instant>), RuntimeError> {
+        let pod = self.pod.borrow_and_update().clone();
+        if !is_active(&pod) {
+            // Ended or deleted in the API: never written back to running.
+            return Ok((None, None));
+        }
+        let observed = observe(self.context.runtime.as_ref(), &self.pod_ref.uid).await?;
+        let now = SystemTime::now();
+        let mut decided = plan(&pod, &observed, &self.backoff, &self.start_errors, now);
+        let mut retry = None;
+        if let Some(attempt) = decided.sandbox {
+            let spec = self.sandbox_spec(&pod, attempt);
+            if let Some(dir) = &self.context.pod_logs {
+                let dir = dir.join(&spec.log_directory);
+                if let Err(e) = tokio::fs::create_dir_all(&dir).await {
+                    tracing::warn!(pod = %self.pod_ref, dir = %dir.display(), error = %e, "cannot make the pod's log directory");
+                }
+            }
+            if let Some(old) = &observed.sandbox {
+                // Its containers start over in the new one.
+                let _ = self.context.runtime.stop_sandbox(&old.id).await;
+                let _ = self.context.runtime.remove_sandbox(&old.id).await;
+            }
+            match self.context.runtime.run_sandbox(&spec).await {
+                Ok(id) => {
+                    tracing::info!(pod = %self.pod_ref, sandbox = %id, attempt, "sandbox made");
+                    let observed =
+                        observe(self.context.runtime.as_ref(), &self.pod_ref.uid).await?;
+                    decided = plan(&pod, &observed, &self.backoff, &self.start_errors, now);
+                }
+                Err(e) => {
+                    tracing::warn!(pod = %self.pod_ref, error = %e, "cannot make the pod's sandbox; trying again");
+                    retry = Some(tokio::time::Instant::now() + RETRY);
+                }
+            }
+        }
+        let mut started = false;
+        if decided.sandbox.is_none()
+            && let Some(sandbox) =
+                observed_sandbox(self.context.runtime.as_ref(), &self.pod_ref.uid).await?
+        {
+            let spec = self.sandbox_spec(&pod, sandbox.1);
+            for start in decided.start.clone() {
+                let Some(container) = find_container(&pod, &start.name) else {
+                    continue;
+                };
+                match self
+                    .start(&pod, &sandbox.0, &spec, container, start.attempt)
+                    .await
+                {
+                    Ok(()) => {
+                        self.start_errors.remove(&start.name);
+                        if start.restart {
+                            self.backoff.restarted(&start.name, SystemTime::now());
+                        }
+                        started = true;
+                    }
+                    Err((reason, message)) => {
+                        tracing::warn!(pod = %self.pod_ref, container = %start.name, %reason, %message, "cannot start the container; trying again");
+                        self.start_errors
+                            .insert(start.name.clone(), (reason, message));
+                        retry = Some(tokio::time::Instant::now() + RETRY);
+                    }
+                }
+            }
+        }
+        if started {
+            // Show what was started.
+            let observed = observe(self.context.runtime.as_ref(), &self.pod_ref.uid).await?;
+            decided = plan(
+                &pod,
+                &observed,
+                &self.backoff,
+                &self.start_errors,
+                SystemTime::now(),
+            );
+        }
+        let phase = self.write_status(&pod, &decided).await;
+        let wake = decided
+            .wake_at
+            .map(|at| {
+                let wait = at.duration_since(SystemTime::now()).unwrap_or_default();
+                tokio::time::Instant::now() + wait
+            })
+            .into_iter()
+            .chain(retry)
+            .min();
+        Ok((phase, wake))
+    }
+
+    /// The pod's sandbox of `attempt`.
+    fn sandbox_spec(&self, pod: &Pod, attempt: u32) -> SandboxSpec {
+        let logs = self
+            .context
+            .pod_logs
+            .as_deref()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default();
+        sandbox_spec(pod, attempt, &logs)
+    }
+
+    /// Makes and starts container `container` of `pod` in sandbox
+    /// `sandbox_id`: its image, PreStartContainer, create, start. A
+    /// failure is the kubelet's (reason, message).
+    async fn start(
+        &self,
+        pod: &Pod,
+        sandbox_id: &str,
+        sandbox: &SandboxSpec,
+        container: &Container,
+        attempt: u32,
+    ) -> Result<(), (String, String)> {
+        let runtime = self.context.runtime.as_ref();
+        let image = container.image.clone().unwrap_or_default();
+        let policy = PullPolicy::of(container.image_pull_policy.as_deref(), &image);
+        let image_ref = tokio::select! {
+            () = self.stop.cancelled() => return Err(("Stopping".into(), String::new())),
+            pulled = runtime.ensure_image(&image, policy, sandbox) => pulled,
+        }
+        .map_err(|e| match policy {
+            PullPolicy::Never => (
+                "ErrImageNeverPull".to_string(),
+                format!("Container image \"{image}\" is not present with pull policy of Never"),
+            ),
+            _ => ("ErrImagePull".to_string(), e.to_string()),
+        })?;
+        let resources = self
+            .resources
+            .get(&container.name)
+            .cloned()
+            .unwrap_or_default();
+        self.context
+            .devices
+            .pre_start_container(&self.pod_ref.uid, &container.name)
+            .await
+            .map_err(|e| ("CreateContainerConfigError".to_string(), e.to_string()))?;
+        let spec = container_spec(pod, container, &resources, attempt);
+        let id = runtime
+            .create_container(sandbox_id, sandbox, &spec, &image_ref)
+            .await
+            .map_err(|e| ("CreateContainerError".to_string(), e.to_string()))?;
+        runtime
+            .start_container(&id)
+            .await
+            .map_err(|e| ("RunContainerError".to_string(), e.to_string()))?;
+        tracing::info!(pod = %self.pod_ref, container = %container.name, id = %id, attempt, "container started");
+        // Containers older than the one before this are of no use.
+        if let Ok(all) = runtime.containers().await {
+            for old in all.iter().filter(|c| {
+                c.pod.uid == self.pod_ref.uid && c.name == container.name && c.attempt + 1 < attempt
+            }) {
+                let _ = runtime.remove_container(&old.id).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the pod's status when it changed; the phase written.
+    async fn write_status(&mut self, pod: &Pod, decided: &SyncPlan) -> Option<ApiPhase> {
+        let images: BTreeMap<String, String> = containers(pod)
+            .into_iter()
+            .map(|(c, _)| (c.name.clone(), c.image.clone().unwrap_or_default()))
+            .collect();
+        let inputs = StatusInputs {
+            runtime: &self.context.runtime_name,
+            node_ip: self.context.node_ip.as_deref(),
+            start_time: self.start_time,
+            generation: pod.metadata.generation,
+            conditions: &self.conditions,
+            images: &images,
+            now: SystemTime::now(),
+        };
+        let (status, conditions) = api_status(decided, &inputs);
+        if self.written.as_ref() == Some(&status) {
+            return self.phase;
+        }
+        match self
+            .context
+            .writer
+            .patch_status(&self.pod_ref, &status)
+            .await
+        {
+            Ok(()) => {
+                self.written = Some(status);
+                self.conditions = conditions;
+                if self.phase != Some(decided.phase) {
+                    tracing::info!(pod = %self.pod_ref, phase = decided.phase.as_str(), "pod status written");
+                    let _ = self.context.reports.send(Report::Phase {
+                        uid: self.pod_ref.uid.clone(),
+                        phase: decided.phase,
+                    });
+                }
+                self.phase = Some(decided.phase);
+                self.phase
+            }
+            Err(e) => {
+                tracing::warn!(pod = %self.pod_ref, error = %e, "cannot write the pod's status; trying again");
+                self.written = None;
+                None
+            }
+        }
+    }
+}
+
+/// Waits for a lifecycle event of pod `uid` (any event after a lag).
+async fn next_event(events: &mut broadcast::Receiver<LifecycleEvent>, uid: &str) {
+    loop {
+        match events.recv().await {
+            Ok(event) if event.concerns(uid) => return,
+            Ok(_) => {}
+            Err(broadcast::error::RecvError::Lagged(_)) => return,
+            Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
+        }
+    }
+}
+
+fn find_container<'a>(pod: &'a Pod, name: &str) -> Option<&'a Container> {
+    containers(pod)
+        .into_iter()
+        .map(|(c, _)| c)
+        .find(|c| c.name == name)
+}
+
+/// The pod's latest ready sandbox: (id, attempt).
+async fn observed_sandbox(
+    runtime: &dyn ContainerRuntime,
+    uid: &str,
+) -> Result<Option<(String, u32)>, RuntimeError> {
+    Ok(runtime
+        .sandboxes()
+        .await?
+        .into_iter()
+        .filter(|s| s.pod.uid == uid && s.ready)
+        .max_by_key(|s| (s.attempt, s.created_at))
+        .map(|s| (s.id, s.attempt)))
+}
+
+/// What the runtime shows of pod `uid`: its latest sandbox, and in it each
+/// container's latest two attempts, in full.
+pub(crate) async fn observe(
+    runtime: &dyn ContainerRuntime,
+    uid: &str,
+) -> Result<Observed, RuntimeError> {
+    let sandbox = runtime
+        .sandboxes()
+        .await?
+        .into_iter()
+        .filter(|s| s.pod.uid == uid)
+        .max_by_key(|s| (s.attempt, s.created_at));
+    let mut observed = Observed {
+        sandbox,
+        containers: BTreeMap::new(),
+    };
+    let Some(sandbox) = &observed.sandbox else {
+        return Ok(observed);
+    };
+    let mut by_name: BTreeMap<String, Vec<crate::runtime::ContainerStatus>> = BTreeMap::new();
+    for c in runtime.containers().await? {
+        if c.sandbox_id == sandbox.id {
+            by_name.entry(c.name.clone()).or_default().push(c);
+        }
+    }
+    for (name, mut all) in by_name {
+        all.sort_by_key(|c| (c.attempt, c.created_at));
+        let latest = all.pop();
+        let previous = all.pop();
+        let Some(latest) = latest else { continue };
+        let latest = full(runtime, latest).await?;
+        let previous = match previous {
+            Some(p) => Some(full(runtime, p).await?),
+            None => None,
+        };
+        observed.containers.insert(name, (latest, previous));
+    }
+    Ok(observed)
+}
+
+/// A container's full status (a listing leaves out times and exit codes).
+async fn full(
+    runtime: &dyn ContainerRuntime,
+    listed: crate::runtime::ContainerStatus,
+) -> Result<crate::runtime::ContainerStatus, RuntimeError> {
+    match runtime.container_status(&listed.id).await {
+        Ok(status) => Ok(status),
+        Err(e) if e.is_not_found() => Ok(listed),
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,476 @@
+//! The agent runs its pods on a real containerd (`--container-runtime-endpoint`),
+//! with the SDK's example device plugin and DRA driver, under a real API
+//! server, scheduler and controller-manager:
+//!
+//! - a pod's container sees its device plugin's environment, device node,
+//!   mount and CDI device and its claim's CDI edits; the pod is Running in
+//!   the API with the kubelet's status; deleted with a 5 s grace period
+//!   while its container ignores SIGTERM, it keeps its device and claim
+//!   until the container is gone, then both are given back and the pod
+//!   object is removed;
+//! - a crashing container is restarted with the crash-loop back-off, with
+//!   PreStartContainer before each start;
+//! - the agent killed (SIGKILL) and started again adopts the running
+//!   containers with no plugin call; containerd killed and started again
+//!   changes nothing either;
+//! - a Job runs to completion and a Deployment to its ready replicas.
+
+// Test code: a failed unwrap is a failed test with a precise location.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::pods::*;
+use nodeplugins::runtime::{ContainerRuntime, ContainerState, CriRuntime, RuntimeMetrics};
+use nodeplugins_test_support::containerd::{Containerd, cri_log_lines};
+use nodeplugins_test_support::kube_api::Identity;
+use nodeplugins_test_support::oci_image::BUSYBOX;
+use nodeplugins_test_support::wait::eventually;
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+const NODE: &str = "node-rt";
+
+/// A node of `cluster` whose agent runs pods on `containerd`, with `devices`
+/// devices and `gpus` GPUs; pods' logs under `logs`.
+async fn runtime_node(
+    cluster: &Cluster,
+    containerd: &Containerd,
+    logs: &Path,
+    devices: usize,
+    gpus: usize,
+) -> Node {
+    std::fs::create_dir_all("/var/run/example-device").unwrap();
+    write_cdi_spec(&containerd.cdi_dir(), devices);
+    let endpoint = containerd.endpoint();
+    let args = [
+        "--container-runtime-endpoint",
+        endpoint.as_str(),
+        "--pod-logs-dir",
+        logs.to_str().unwrap(),
+    ];
+    Node::start_full(
+        cluster,
+        NODE,
+        devices,
+        gpus,
+        &args,
+        Some(&containerd.cdi_dir()),
+    )
+    .await
+}
+
+/// The CDI spec of the example device plugin's devices (a plugin that
+/// names CDI devices ships one).
+fn write_cdi_spec(dir: &Path, devices: usize) {
+    let devices: Vec<Value> = (0..devices)
+        .map(|i| {
+            json!({
+                "name": format!("dev-{i}"),
+                "containerEdits": {"env": [format!("EXAMPLE_CDI_DEV_{i}=on")]},
+            })
+        })
+        .collect();
+    let spec = json!({"cdiVersion": "0.6.0", "kind": RESOURCE, "devices": devices});
+    std::fs::write(dir.join("example-device.json"), spec.to_string()).unwrap();
+}
+
+/// A busybox container running `script`, with `devices` devices and
+/// `claims`.
+fn busybox(name: &str, devices: usize, claims: &[&str], script: &str) -> Value {
+    let mut c = container(name, devices, claims);
+    c["image"] = json!(BUSYBOX);
+    c["imagePullPolicy"] = json!("IfNotPresent");
+    c["command"] = json!(["sh", "-c", script]);
+    c
+}
+
+/// The pod `name` as the API has it, once `pred` holds.
+async fn api_pod_when(
+    cluster: &Cluster,
+    name: &str,
+    what: &str,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
+    eventually(&format!("pod {name} {what}"), LONG, || async {
+        let pod = cluster.pod(name).await;
+        pred(&pod).then_some(pod)
+    })
+    .await
+}
+
+fn running(pod: &Value) -> bool {
+    pod["status"]["phase"] == "Running"
+        && pod["status"]["containerStatuses"]
+            .as_array()
+            .is_some_and(|all| all.iter().all(|c| c["ready"] == true))
+}
+
+fn container_id(pod: &Value, index: usize) -> String {
+    pod["status"]["containerStatuses"][index]["containerID"]
+        .as_str()
+        .unwrap()
+        .strip_prefix("containerd://")
+        .unwrap()
+        .to_string()
+}
+
+async fn gone(cluster: &Cluster, name: &str) -> bool {
+    let path = format!("{PODS}/{name}");
+    cluster
+        .api
+        .request(Identity::Admin, "GET", &path, None)
+        .await
+        .status
+        == 404
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pod_runs_with_its_devices_and_gives_them_back_only_once_its_container_is_gone() {
+    let cluster = Cluster::start(&[NODE]).await;
+    let containerd = Containerd::start().await;
+    let logs = TempDir::new().unwrap();
+    let node = runtime_node(&cluster, &containerd, logs.path(), 2, 1).await;
+    let cri = CriRuntime::new(
+        &containerd.endpoint(),
+        Duration::from_secs(30),
+        RuntimeMetrics::default(),
+    )
+    .unwrap();
+
+    cluster.claim("gpu").await;
+    let script = "env; ls /dev; ls /var/run; echo ready; while true; do sleep 1; done";
+    let mut pod = with_claims(
+        pod("web", NODE, vec![busybox("main", 1, &["gpu"], script)]),
+        vec![named_claim("gpu", "gpu")],
+    );
+    pod["spec"]["terminationGracePeriodSeconds"] = json!(5);
+    cluster.create(&pod).await;
+
+    let pod = api_pod_when(&cluster, "web", "Running and ready", running).await;
+    let status = &pod["status"];
+    let types: Vec<&str> = status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "True")
+        .map(|c| c["type"].as_str().unwrap())
+        .collect();
+    for wanted in [
+        "PodReadyToStartContainers",
+        "Initialized",
+        "Ready",
+        "ContainersReady",
+        "PodScheduled",
+    ] {
+        assert!(types.contains(&wanted), "{wanted} in {status}");
+    }
+    assert_eq!(status["containerStatuses"][0]["restartCount"], 0);
+    assert!(status["startTime"].is_string(), "{status}");
+    assert_eq!(node.allocate_calls(), 1);
+    assert_eq!(
+        node.pre_start_calls(),
+        1,
+        "PreStartContainer before the start"
+    );
+    assert_eq!(node.prepare_calls(), 1);
+
+    let uid = pod["metadata"]["uid"].as_str().unwrap();
+    let log = logs
+        .path()
+        .join(format!("default_web_{uid}"))
+        .join("main/0.log");
+    let lines = eventually("the container's output", LONG, || async {
+        let lines = cri_log_lines(&log);
+        lines.iter().any(|l| l == "ready").then_some(lines)
+    })
+    .await;
+    let device = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("EXAMPLE_DEVICES="))
+        .unwrap_or_else(|| panic!("the plugin's environment in {lines:?}"))
+        .to_string();
+    for wanted in [
+        format!("EXAMPLE_CDI_{}=on", device.replace('-', "_").to_uppercase()),
+        "EXAMPLE_GPU_0=on".to_string(),
+        device.clone(),
+        "example-device".to_string(),
+    ] {
+        assert!(lines.contains(&wanted), "{wanted} in {lines:?}");
+    }
+
+    // Deleted with its 5 s grace period; its shell, the container's first
+    // process, ignores SIGTERM: it runs until killed at the end of it.
+    let id = container_id(&pod, 0);
+    cluster
+        .api
+        .admin("DELETE", &format!("{PODS}/web"), None)
+        .await;
+    let seen_running = std::sync::atomic::AtomicUsize::new(0);
+    eventually("the pod object removed by the agent", LONG, || async {
+        let state = cri.container_status(&id).await.map(|c| c.state).ok();
+        let container_runs = state == Some(ContainerState::Running);
+        let (allocated, claims) = node.held().await;
+        let unprepared = node.unprepare_calls();
+        if container_runs {
+            seen_running.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            assert_eq!(allocated, 1, "the device is kept while the container runs");
+            assert_eq!(claims, 1, "the claim is kept while the container runs");
+            assert_eq!(unprepared, 0, "no unprepare while the container runs");
+        }
+        gone(&cluster, "web").await.then_some(())
+    })
+    .await;
+    assert!(
+        seen_running.load(std::sync::atomic::Ordering::Relaxed) > 0,
+        "the container ran on after the deletion"
+    );
+    assert_eq!(node.held().await, (0, 0));
+    assert_eq!(node.unprepare_calls(), 1);
+    let ended = cri.container_status(&id).await;
+    // Removed with its sandbox, or killed when the grace period ran out.
+    if let Ok(ended) = ended {
+        assert_eq!(ended.exit_code, Some(137), "{ended:?}");
+    }
+    assert!(
+        cri.sandboxes()
+            .await
+            .unwrap()
+            .iter()
+            .all(|s| s.pod.uid != uid),
+        "the sandbox is removed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crashing_container_restarts_with_back_off_and_pre_start_container_before_each_start() {
+    let cluster = Cluster::start(&[NODE]).await;
+    let containerd = Containerd::start().await;
+    let logs = TempDir::new().unwrap();
+    let node = runtime_node(&cluster, &containerd, logs.path(), 1, 0).await;
+    cluster
+        .create(&pod(
+            "crash",
+            NODE,
+            vec![busybox("main", 1, &[], "echo once; exit 3")],
+        ))
+        .await;
+    let pod = api_pod_when(
+        &cluster,
+        "crash",
+        "in CrashLoopBackOff after a restart",
+        |p| {
+            let c = &p["status"]["containerStatuses"][0];
+            c["restartCount"].as_u64().unwrap_or(0) >= 1
+                && c["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+        },
+    )
+    .await;
+    let c = &pod["status"]["containerStatuses"][0];
+    assert_eq!(c["lastState"]["terminated"]["exitCode"], 3, "{c}");
+    assert_eq!(c["lastState"]["terminated"]["reason"], "Error", "{c}");
+    assert!(
+        c["state"]["waiting"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("back-off 10s restarting failed container=main pod=crash_default("),
+        "{c}"
+    );
+    assert_eq!(pod["status"]["phase"], "Running", "restartPolicy Always");
+    let restarts = c["restartCount"].as_u64().unwrap() as usize;
+    assert_eq!(node.allocate_calls(), 1, "allocated once, at admission");
+    assert_eq!(
+        node.pre_start_calls(),
+        restarts + 1,
+        "one PreStartContainer per start"
+    );
+    // After the back-off it starts again.
+    api_pod_when(&cluster, "crash", "restarted after its back-off", |p| {
+        p["status"]["containerStatuses"][0]["restartCount"]
+            .as_u64()
+            .unwrap_or(0)
+            > restarts as u64
+    })
+    .await;
+    cluster.delete("crash").await;
+    eventually("the device given back", LONG, || async {
+        (node.held().await == (0, 0)).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_agent_or_containerd_killed_and_started_again_leaves_the_running_containers_alone() {
+    let cluster = Cluster::start(&[NODE]).await;
+    let mut containerd = Containerd::start().await;
+    let logs = TempDir::new().unwrap();
+    let mut node = runtime_node(&cluster, &containerd, logs.path(), 1, 1).await;
+    cluster.claim("gpu").await;
+    let pod = with_claims(
+        pod(
+            "steady",
+            NODE,
+            vec![busybox("main", 1, &["gpu"], "while true; do sleep 1; done")],
+        ),
+        vec![named_claim("gpu", "gpu")],
+    );
+    cluster.create(&pod).await;
+    let before = api_pod_when(&cluster, "steady", "Running", running).await;
+    let id = container_id(&before, 0);
+    let calls = (
+        node.allocate_calls(),
+        node.pre_start_calls(),
+        node.prepare_calls(),
+    );
+    assert_eq!(calls, (1, 1, 1));
+
+    node.kill_agent().await;
+    node.start_agent().await;
+    // The new agent's worker wrote the pod's status once it synced it.
+    node.pod_when("steady", "running again", |p| p["pod_phase"] == "Running")
+        .await;
+    let after = cluster.pod("steady").await;
+    assert_eq!(container_id(&after, 0), id, "the same container runs");
+    assert_eq!(after["status"]["containerStatuses"][0]["restartCount"], 0);
+    assert_eq!(
+        (
+            node.allocate_calls(),
+            node.pre_start_calls(),
+            node.prepare_calls()
+        ),
+        calls,
+        "no plugin call after the agent's restart"
+    );
+
+    containerd.kill().await;
+    containerd.restart().await;
+    let cri = CriRuntime::new(
+        &containerd.endpoint(),
+        Duration::from_secs(30),
+        RuntimeMetrics::default(),
+    )
+    .unwrap();
+    let state = eventually("containerd back", LONG, || async {
+        cri.container_status(&id).await.ok().map(|c| c.state)
+    })
+    .await;
+    assert_eq!(
+        state,
+        ContainerState::Running,
+        "the container outlived containerd"
+    );
+    let after = cluster.pod("steady").await;
+    assert_eq!(container_id(&after, 0), id);
+    assert_eq!(after["status"]["phase"], "Running");
+    assert_eq!(
+        (
+            node.allocate_calls(),
+            node.pre_start_calls(),
+            node.prepare_calls()
+        ),
+        calls
+    );
+
+    // The agent reached containerd again: the deletion stops the container.
+    cluster.delete("steady").await;
+    eventually(
+        "the container stopped and everything given back",
+        LONG,
+        || async {
+            let stopped = cri
+                .container_status(&id)
+                .await
+                .map_or(true, |c| c.state == ContainerState::Exited);
+            (stopped && node.held().await == (0, 0)).then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_completes_and_a_deployment_gets_its_ready_replicas() {
+    let controllers = [
+        "job-controller",
+        "deployment-controller",
+        "replicaset-controller",
+    ];
+    let cluster = Cluster::start_with(&[NODE], &controllers).await;
+    let containerd = Containerd::start().await;
+    let logs = TempDir::new().unwrap();
+    let node = runtime_node(&cluster, &containerd, logs.path(), 2, 0).await;
+    let template = |name: &str, script: &str, policy: &str| {
+        let mut spec = pod(name, NODE, vec![busybox("main", 1, &[], script)]);
+        spec["spec"]["restartPolicy"] = json!(policy);
+        spec["spec"]["terminationGracePeriodSeconds"] = json!(2);
+        spec["metadata"] = json!({"labels": {"app": name}});
+        spec
+    };
+
+    let job = json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "once"},
+        "spec": {"backoffLimit": 0, "template": template("once", "echo done", "Never")},
+    });
+    cluster
+        .api
+        .admin("POST", "/apis/batch/v1/namespaces/default/jobs", Some(&job))
+        .await;
+    eventually("the Job complete", LONG, || async {
+        let job = cluster
+            .api
+            .admin("GET", "/apis/batch/v1/namespaces/default/jobs/once", None)
+            .await;
+        (job["status"]["succeeded"] == 1).then_some(())
+    })
+    .await;
+
+    let deployment = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": template("web", "while true; do sleep 1; done", "Always"),
+        },
+    });
+    let deployments = "/apis/apps/v1/namespaces/default/deployments";
+    cluster
+        .api
+        .admin("POST", deployments, Some(&deployment))
+        .await;
+    eventually("the Deployment's two replicas ready", LONG, || async {
+        let d = cluster
+            .api
+            .admin("GET", &format!("{deployments}/web"), None)
+            .await;
+        (d["status"]["readyReplicas"] == 2 && d["status"]["availableReplicas"] == 2).then_some(())
+    })
+    .await;
+    // Scaled to zero: its pods are stopped, given back and removed.
+    let scale = json!({"spec": {"replicas": 0}});
+    let answer = cluster
+        .api
+        .request(
+            Identity::Admin,
+            "PATCH",
+            &format!("{deployments}/web"),
+            Some(&scale),
+        )
+        .await;
+    assert!(answer.status == 200, "{}", answer.body);
+    eventually("the Deployment's pods gone", LONG, || async {
+        let pods = cluster
+            .api
+            .admin("GET", &format!("{PODS}?labelSelector=app%3Dweb"), None)
+            .await;
+        pods["items"].as_array().unwrap().is_empty().then_some(())
+    })
+    .await;
+    eventually("everything given back", LONG, || async {
+        (node.held().await == (0, 0)).then_some(())
+    })
+    .await;
+}
