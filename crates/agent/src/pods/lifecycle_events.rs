@@ -54,55 +54,62 @@ pub(crate) async fn generate(
             () = shutdown.cancelled() => return,
             stream = runtime.container_events() => stream,
         };
-        match stream {
+        let problem = match stream {
             Ok(mut stream) => {
-                failures = 0;
-                logged = false;
                 // Whatever happened while no stream was open.
                 let _ = events.send(LifecycleEvent::Relist);
-                loop {
+                let mut delivered = false;
+                let end = loop {
                     let next = tokio::select! {
                         () = shutdown.cancelled() => return,
                         next = stream.next() => next,
                     };
                     match next {
                         Some(Ok(event)) => {
+                            delivered = true;
+                            failures = 0;
+                            logged = false;
                             let told = match event.pod_uid {
                                 Some(uid) => LifecycleEvent::Pod(uid),
                                 None => LifecycleEvent::Relist,
                             };
                             let _ = events.send(told);
                         }
-                        Some(Err(e)) => {
-                            tracing::warn!(error = %e, "the runtime's container events failed; relisting");
-                            break;
-                        }
-                        None => break,
+                        Some(Err(e)) => break e.to_string(),
+                        None => break "the stream ended".to_string(),
                     }
-                }
+                };
                 let _ = events.send(LifecycleEvent::Relist);
+                // A stream that told something is asked for again at once;
+                // one that failed straight away is a runtime away.
+                if delivered {
+                    continue;
+                }
+                end
             }
             Err(e) if e.code() == Some(tonic::Code::Unimplemented) => {
                 tracing::info!("the runtime offers no container events: relisting every second");
                 relist(&events, &shutdown).await;
                 return;
             }
-            Err(e) => {
-                if !logged {
-                    tracing::warn!(error = %e, "cannot follow the runtime's container events; relisting until they are back");
-                    logged = true;
-                }
-                failures += 1;
-                let until = tokio::time::Instant::now() + backoff.delay(failures);
-                // A relist each second meanwhile.
-                while tokio::time::Instant::now() < until {
-                    let _ = events.send(LifecycleEvent::Relist);
-                    tokio::select! {
-                        () = shutdown.cancelled() => return,
-                        () = tokio::time::sleep(RELIST_PERIOD.min(until - tokio::time::Instant::now())) => {}
-                    }
-                }
+            Err(e) => e.to_string(),
+        };
+        if !logged {
+            tracing::warn!(error = %problem, "cannot follow the runtime's container events; relisting each second until they are back");
+            logged = true;
+        }
+        failures += 1;
+        let until = tokio::time::Instant::now() + backoff.delay(failures);
+        loop {
+            let now = tokio::time::Instant::now();
+            if now >= until {
+                break;
             }
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(RELIST_PERIOD.min(until - now)) => {}
+            }
+            let _ = events.send(LifecycleEvent::Relist);
         }
     }
 }

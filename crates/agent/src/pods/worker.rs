@@ -92,6 +92,8 @@ pub(crate) struct Worker {
     start_time: SystemTime,
     written: Option<Value>,
     phase: Option<ApiPhase>,
+    /// The runtime's last failure, logged once until it answers again.
+    runtime_error: Option<String>,
 }
 
 impl Worker {
@@ -136,6 +138,7 @@ impl Worker {
             start_time,
             written: None,
             phase: None,
+            runtime_error: None,
         }
     }
 
@@ -148,6 +151,9 @@ impl Worker {
             }
             let wake = match self.sync().await {
                 Ok((phase, wake)) => {
+                    if self.runtime_error.take().is_some() {
+                        tracing::info!(pod = %self.pod_ref, "the runtime answers again");
+                    }
                     if let Some(phase) = phase
                         && phase.is_terminal()
                         && self.written.is_some()
@@ -157,7 +163,11 @@ impl Worker {
                     wake
                 }
                 Err(e) => {
-                    tracing::warn!(pod = %self.pod_ref, error = %e, "cannot read the pod's containers from the runtime; trying again");
+                    let text = e.to_string();
+                    if self.runtime_error.as_ref() != Some(&text) {
+                        tracing::warn!(pod = %self.pod_ref, error = %text, "cannot read the pod's containers from the runtime; trying again");
+                        self.runtime_error = Some(text);
+                    }
                     Some(tokio::time::Instant::now() + STATUS_RETRY)
                 }
             };
