@@ -243,6 +243,8 @@ impl Agent {
     ) -> Result<Self, AgentError> {
         let parts = Parts::new(&config);
         let mut pods_config = crate::pods::PodsConfig::new(&kube);
+        let state_dir = config.root_dir.join(crate::admin::ADMIN_DIR);
+        pods_config.boot_record = Some(state_dir.join(crate::pods::BOOT_RECORD_FILE));
         let runtime: Arc<dyn crate::runtime::ContainerRuntime> =
             match &config.container_runtime_endpoint {
                 Some(endpoint) => {
@@ -256,7 +258,11 @@ impl Agent {
                         .map_err(AgentError::Runtime)?,
                     )
                 }
-                None => Arc::new(crate::runtime::SimulatedRuntime::new()),
+                // Its records outlive the agent, as a real runtime does.
+                None => Arc::new(crate::runtime::SimulatedRuntime::persistent(
+                    state_dir.join(crate::pods::SIMULATED_RUNTIME_FILE),
+                    &crate::pods::current_boot_id(),
+                )),
             };
         let kube = crate::kube_api::KubeApiConfig {
             fs_watcher: config.fs_watcher.clone(),

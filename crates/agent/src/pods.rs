@@ -48,6 +48,7 @@
 //! | `status_writer` | the pod's status written, a deleted pod deleted |
 //! | `lifecycle_events` | the runtime's container events told to workers |
 //! | `runtime_spec` | what the runtime is asked for a pod, as the kubelet asks |
+//! | `boot` | whether the node rebooted since the agent last ran |
 //! | `terminate` | stopping a pod's containers and sandbox |
 //! | `release` | stopping what a pod runs, then giving back what it held |
 //! | `held` | what the node holds for pods, from both managers |
@@ -65,6 +66,8 @@ mod admission;
 mod admission_gate;
 #[cfg(feature = "kube")]
 mod api_status;
+#[cfg(feature = "kube")]
+mod boot;
 #[cfg(feature = "kube")]
 mod claims;
 #[cfg(feature = "kube")]
@@ -109,9 +112,11 @@ mod worker;
 #[cfg(feature = "kube")]
 pub use admission::AdmissionError;
 #[cfg(feature = "kube")]
+pub use boot::current_boot_id;
+#[cfg(feature = "kube")]
 pub use claims::{PodClaimsError, PodClaimsReader};
 #[cfg(feature = "kube")]
-pub use config::PodsConfig;
+pub use config::{BOOT_RECORD_FILE, PodsConfig, SIMULATED_RUNTIME_FILE};
 pub use container::{ContainerKind, ContainerResources};
 #[cfg(feature = "kube")]
 pub use handle::{PodsError, PodsHandle, PodsStopped};

@@ -13,6 +13,10 @@
 //! - the agent killed (SIGKILL) and started again adopts the running
 //!   containers with no plugin call; containerd killed and started again
 //!   changes nothing either;
+//! - after a reboot (containerd's containers and state gone, the boot id
+//!   changed; or the same with the boot id unchanged: the sandbox is gone),
+//!   the pod's device is allocated and its claim prepared again, and its
+//!   container made again;
 //! - a Job runs to completion and a Deployment to its ready replicas.
 
 // Test code: a failed unwrap is a failed test with a precise location.
@@ -473,4 +477,99 @@ async fn a_job_completes_and_a_deployment_gets_its_ready_replicas() {
         (node.held().await == (0, 0)).then_some(())
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn after_a_reboot_devices_are_allocated_and_claims_prepared_again_before_containers_are_made_again()
+ {
+    let cluster = Cluster::start(&[NODE]).await;
+    let mut containerd = Containerd::start().await;
+    let logs = TempDir::new().unwrap();
+    let mut node = runtime_node(&cluster, &containerd, logs.path(), 1, 1).await;
+    cluster.claim("gpu").await;
+    let script = "env; echo ready; while true; do sleep 1; done";
+    let pod = with_claims(
+        pod("survivor", NODE, vec![busybox("main", 1, &["gpu"], script)]),
+        vec![named_claim("gpu", "gpu")],
+    );
+    cluster.create(&pod).await;
+    let before = api_pod_when(&cluster, "survivor", "Running", running).await;
+    let id = container_id(&before, 0);
+    assert_eq!(
+        (
+            node.allocate_calls(),
+            node.pre_start_calls(),
+            node.prepare_calls()
+        ),
+        (1, 1, 1)
+    );
+    let prepared_before = prepared_at(&node).await;
+
+    // The node goes down and comes back: the agent and every container
+    // gone, containerd's state with them, the kernel's boot id new (here:
+    // the one the agent recorded is another).
+    node.kill_agent().await;
+    containerd.reboot().await;
+    std::fs::write(node.root().join("nodeplugins/boot-id"), "a-boot-before").unwrap();
+    node.start_agent().await;
+
+    let after = api_pod_when(&cluster, "survivor", "running a new container", |p| {
+        running(p) && container_id(p, 0) != id
+    })
+    .await;
+    assert_eq!(
+        (node.allocate_calls(), node.pre_start_calls()),
+        (2, 2),
+        "Allocate and PreStartContainer again"
+    );
+    // The driver answers from its own record (it did not reboot here), so
+    // the agent's record tells that NodePrepareResources was called.
+    assert!(
+        prepared_at(&node).await > prepared_before,
+        "NodePrepareResources again"
+    );
+    let uid = after["metadata"]["uid"].as_str().unwrap();
+    let restart = after["status"]["containerStatuses"][0]["restartCount"]
+        .as_u64()
+        .unwrap();
+    let log = logs
+        .path()
+        .join(format!("default_survivor_{uid}"))
+        .join(format!("main/{restart}.log"));
+    eventually("the new container's output", LONG, || async {
+        let lines = cri_log_lines(&log);
+        (lines.iter().any(|l| l == "ready")
+            && lines.iter().any(|l| l.starts_with("EXAMPLE_DEVICES=")))
+        .then_some(())
+    })
+    .await;
+    // The runtime's state wiped with the same boot: the pod's sandbox is
+    // gone, which tells the same.
+    let id = container_id(&cluster.pod("survivor").await, 0);
+    let prepared_before = prepared_at(&node).await;
+    node.kill_agent().await;
+    containerd.reboot().await;
+    node.start_agent().await;
+    api_pod_when(&cluster, "survivor", "running a third container", |p| {
+        running(p) && container_id(p, 0) != id
+    })
+    .await;
+    assert_eq!((node.allocate_calls(), node.pre_start_calls()), (3, 3));
+    assert!(prepared_at(&node).await > prepared_before);
+
+    cluster.delete("survivor").await;
+    eventually("everything given back", LONG, || async {
+        (node.held().await == (0, 0)).then_some(())
+    })
+    .await;
+}
+
+/// When the node's one claim was last prepared, as the agent recorded it.
+async fn prepared_at(node: &Node) -> u64 {
+    let out = common::cli(node.root(), &["dra", "claims", "-o", "json"]).await;
+    let claims: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let claims = claims["claims"].as_array().unwrap();
+    assert_eq!(claims.len(), 1, "{claims:?}");
+    assert_eq!(claims[0]["prepared"], true, "{claims:?}");
+    claims[0]["prepared_at_unix_ms"].as_u64().unwrap()
 }

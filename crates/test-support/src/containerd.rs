@@ -146,10 +146,22 @@ impl Containerd {
     pub async fn restart(&mut self) {
         self.run().await;
     }
-}
 
-impl Drop for Containerd {
-    fn drop(&mut self) {
+    /// What a reboot does to containerd: every container and shim killed,
+    /// its state directory (a tmpfs under `/run` on a real node) emptied,
+    /// then containerd started again on its root, which remembers the
+    /// sandboxes and containers as stopped.
+    pub async fn reboot(&mut self) {
+        self.stop_everything();
+        let state = self.dir.path().join("state");
+        crate::mounts::unmount_below(&state);
+        let _ = std::fs::remove_dir_all(&state);
+        std::fs::create_dir_all(&state).expect("containerd's state directory");
+        self.run().await;
+    }
+
+    /// Kills every task, containerd and its shims.
+    fn stop_everything(&mut self) {
         let ctr = go_program("ctr");
         let socket = self.socket();
         let run = |args: &[&str]| {
@@ -168,7 +180,12 @@ impl Drop for Containerd {
                 let _ = run(&["tasks", "kill", "-s", "SIGKILL", "--all", task.trim()]);
             }
         }
-        if let Some(process) = self.process.as_ref().and_then(tokio::process::Child::id) {
+        if let Some(process) = self
+            .process
+            .take()
+            .as_ref()
+            .and_then(tokio::process::Child::id)
+        {
             let _ = std::process::Command::new("kill")
                 .args(["-KILL", &process.to_string()])
                 .status();
@@ -187,6 +204,12 @@ impl Drop for Containerd {
                 }
             }
         }
+    }
+}
+
+impl Drop for Containerd {
+    fn drop(&mut self) {
+        self.stop_everything();
         // Deepest first, lazily: a rootfs or a sandbox's shm may be busy.
         crate::mounts::unmount_below(self.dir.path());
     }

@@ -51,6 +51,12 @@ pub(crate) enum Command {
         results: Vec<(String, Vec<PreparedClaim>)>,
         reply: WrittenReply,
     },
+    /// After a reboot: the claims of pod `pod_uid` (all, with `None`)
+    /// are prepared again by the next prepare; answered once on disk.
+    PrepareAgain {
+        pod_uid: Option<String>,
+        reply: WrittenReply,
+    },
     /// Unprepare a pod, first step: forget it where other pods still use a
     /// claim, and mark the claims it used last as being unprepared;
     /// answered with the calls to make and the end of the write.

@@ -187,6 +187,26 @@ impl DraHandle {
         self.calls().prepare_pod(claims).await
     }
 
+    /// After the node rebooted: the claims pod `pod_uid` uses (every
+    /// claim, with `None`) are prepared again, drivers called, by the next
+    /// prepare for them (they stay recorded, to be unprepared when their
+    /// pods go). Returns once that is on disk.
+    pub async fn prepare_again(&self, pod_uid: Option<&str>) -> Result<(), DraManagerStopped> {
+        let pod_uid = pod_uid.map(str::to_string);
+        match self
+            .commands
+            .ask(|reply| super::command::Command::PrepareAgain { pod_uid, reply })
+            .await
+        {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "cannot write the DRA claims checkpoint");
+                Ok(())
+            }
+            Err(_) => Err(DraManagerStopped),
+        }
+    }
+
     /// Unprepares what pod `pod_uid` uses, as recorded. A claim no other pod
     /// uses is unprepared by every driver that recorded it (prepared, or
     /// pending after a prepare that failed); one that others still use only

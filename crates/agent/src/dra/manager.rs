@@ -311,6 +311,9 @@ impl Owner {
             Command::FinishPrepare { results, reply } => {
                 self.claims.finish_prepare(&results, reply)
             }
+            Command::PrepareAgain { pod_uid, reply } => {
+                self.claims.prepare_again(pod_uid.as_deref(), reply)
+            }
             Command::BeginUnprepare { pod_uid, reply } => {
                 self.claims.begin_unprepare(&pod_uid, reply)
             }

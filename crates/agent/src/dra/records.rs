@@ -351,6 +351,26 @@ impl PreparedClaims {
     }
 
     /// A prepared claim named `namespace/name`, of any UID.
+    /// After the node rebooted: the claims pod `pod_uid` uses (every
+    /// claim, with `None`) count as not prepared, so that the next prepare
+    /// calls their drivers again (what a driver set up for a claim, such
+    /// as its CDI spec on a tmpfs or a device's configuration, may be gone
+    /// with the boot); they stay recorded for their pods, so they are still
+    /// unprepared when the pods go. Says whether anything changed.
+    pub(crate) fn prepare_again(&mut self, pod_uid: Option<&str>) -> bool {
+        let mut changed = false;
+        for record in self.by_key.values_mut() {
+            let used = pod_uid.is_none_or(|uid| record.pods.iter().any(|p| p.uid == uid));
+            if used && record.prepared {
+                let record = Arc::make_mut(record);
+                record.prepared = false;
+                record.devices.clear();
+                changed = true;
+            }
+        }
+        changed
+    }
+
     pub(crate) fn by_name(&self, namespace: &str, name: &str) -> Option<&RecordedClaim> {
         self.by_key
             .values()

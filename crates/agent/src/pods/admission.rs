@@ -125,6 +125,16 @@ impl AdmissionError {
     }
 }
 
+/// A pod admitted.
+#[derive(Debug, Clone)]
+pub(crate) struct Admitted {
+    /// Each container with what it got, init containers first.
+    pub(crate) containers: Vec<ContainerResources>,
+    /// Everything it got was held already (the agent restarted): no plugin
+    /// was called.
+    pub(crate) restored: bool,
+}
+
 /// What admitting needs: the managers to ask, and the API to read claims.
 #[derive(Clone)]
 pub(crate) struct Admitter {
@@ -144,7 +154,21 @@ impl Admitter {
         pod: &Pod,
         pod_ref: &PodRef,
         pass: GatePass,
-    ) -> Result<Vec<ContainerResources>, AdmissionError> {
+        fresh: bool,
+    ) -> Result<Admitted, AdmissionError> {
+        if fresh {
+            // What it held was set up before the runtime lost its
+            // containers: set up again.
+            self.devices
+                .release(&pod_ref.uid)
+                .await
+                .map_err(|_| AdmissionError::Stopping)?;
+            self.dra
+                .prepare_again(Some(&pod_ref.uid))
+                .await
+                .map_err(|_| AdmissionError::Stopping)?;
+        }
+        let mut called = false;
         let devices = async {
             let allocated = match self.allocate_devices(pod, pod_ref).await {
                 Ok(allocations) => Ok(allocations),
@@ -161,6 +185,7 @@ impl Admitter {
             // that consecutive pods' writes share one.
             drop(pass);
             let (allocations, on_disk) = allocated?;
+            called = !on_disk.is_empty();
             for (container, written) in on_disk {
                 if let Err(source) = written.written().await {
                     let _ = self.devices.release(&pod_ref.uid).await;
@@ -171,15 +196,21 @@ impl Admitter {
         };
         let (allocations, claims) = tokio::join!(devices, self.read_claims(pod, pod_ref));
         let allocations = allocations?;
-        let claims = self.prepare_claims(claims?).await?;
-        Ok(allocations
+        let claims = claims?;
+        let restored = !called && !matches!(claims, Claims::Read(_));
+        let claims = self.prepare_claims(claims).await?;
+        let containers = allocations
             .into_iter()
             .map(|(name, kind, allocations)| {
                 let refs: Vec<&ContainerAllocation> = allocations.iter().map(Arc::as_ref).collect();
                 let claim_cdi = claims.get(&name).cloned().unwrap_or_default();
                 ContainerResources::new(&name, kind, &refs, claim_cdi)
             })
-            .collect())
+            .collect();
+        Ok(Admitted {
+            containers,
+            restored,
+        })
     }
 
     /// Step 1: each container's devices, in the kubelet's order.

@@ -11,6 +11,12 @@ const RETRY_INITIAL: Duration = Duration::from_secs(1);
 /// The longest wait between attempts: the kubelet's pod worker tries a
 /// failed pod again after 10 s (`workerBackOffPeriod`).
 const RETRY_MAX: Duration = Duration::from_secs(10);
+/// The file, in the agent's state directory, recording the boot id of its
+/// last run.
+pub const BOOT_RECORD_FILE: &str = "boot-id";
+/// The file, in the agent's state directory, where the simulated runtime
+/// keeps its sandboxes and containers.
+pub const SIMULATED_RUNTIME_FILE: &str = "simulated-runtime.json";
 /// Up to this fraction of each retry's delay is added at random.
 const RETRY_JITTER: f64 = 0.2;
 
@@ -43,6 +49,10 @@ pub struct PodsConfig {
     /// The node's address, which pods (in the host's network) have too;
     /// `None`: the Node's first `InternalIP`. Default: `None`.
     pub node_ip: Option<String>,
+    /// Where the boot id of the agent's last run is recorded, to tell a
+    /// reboot; `None`: reboots are not told. Default: `None` (the agent
+    /// sets its state directory).
+    pub boot_record: Option<PathBuf>,
 }
 
 impl PodsConfig {
@@ -58,6 +68,7 @@ impl PodsConfig {
             request_timeout: kube.request_timeout,
             pod_logs_dir: None,
             node_ip: None,
+            boot_record: None,
         }
     }
 }

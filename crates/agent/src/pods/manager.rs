@@ -37,11 +37,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::admission::{AdmissionError, Admitter};
+use super::admission::{AdmissionError, Admitted, Admitter};
 use super::admission_gate::AdmissionGate;
 use super::claims::PodClaimsReader;
 use super::config::PodsConfig;
-use super::container::ContainerResources;
 use super::handle::PodsHandle;
 use super::held::held_pods;
 use super::kube_events::PodEvents;
@@ -150,6 +149,12 @@ impl PodsManager {
             () = shutdown.cancelled() => return,
             started = started => if started.is_none() { return },
         }
+        if let Some(record) = &self.config.boot_record
+            && super::boot::rebooted(record, &super::boot::current_boot_id())
+            && self.after_reboot().await.is_err()
+        {
+            return;
+        }
         let tasks = TaskTracker::new();
         let (watch_tx, watch_rx) = mpsc::unbounded_channel();
         tasks.spawn(watch_pods(
@@ -232,6 +237,32 @@ impl PodsManager {
     }
 }
 
+impl PodsManager {
+    /// The node rebooted since the agent last ran: no container runs, and
+    /// what the plugins set up for pods may be gone. Every pod's devices
+    /// are given back, to be allocated again (Allocate called) when it is
+    /// admitted again, and its claims are to be prepared again
+    /// (NodePrepareResources called), before its containers are made
+    /// again.
+    async fn after_reboot(&self) -> Result<(), ()> {
+        let snapshot = self.admitter.devices.snapshot();
+        let mut uids: Vec<&str> = snapshot
+            .allocations()
+            .iter()
+            .map(|a| a.pod_uid.as_str())
+            .collect();
+        uids.dedup();
+        tracing::warn!(
+            pods = uids.len(),
+            "the node rebooted since the agent last ran: every pod's devices are allocated and its claims prepared again"
+        );
+        for uid in uids {
+            self.admitter.devices.release(uid).await.map_err(|_| ())?;
+        }
+        self.admitter.dra.prepare_again(None).await.map_err(|_| ())
+    }
+}
+
 /// One operation running for a pod.
 struct Running {
     uid: String,
@@ -247,7 +278,7 @@ struct Running {
 
 /// How an operation ended.
 enum Outcome {
-    Admitted(Result<Vec<ContainerResources>, AdmissionError>),
+    Admitted(Result<Admitted, AdmissionError>),
     Released(Result<(), ReleaseError>),
     Ran(WorkerEnd),
 }
@@ -416,9 +447,10 @@ impl Owner {
         };
         let pod_ref = tracked.pod_ref().clone();
         let admitter = self.admitter.clone();
-        let abort = self
-            .ops
-            .spawn(async move { Outcome::Admitted(admitter.admit(&pod, &pod_ref, pass).await) });
+        let fresh = tracked.fresh();
+        let abort = self.ops.spawn(async move {
+            Outcome::Admitted(admitter.admit(&pod, &pod_ref, pass, fresh).await)
+        });
         tracked.started(Next::Admit);
         self.running_op(abort, uid, Next::Admit, false, None);
     }
@@ -439,6 +471,7 @@ impl Owner {
             pod_rx,
             tracked.containers(),
             stop.clone(),
+            tracked.restored(),
         );
         let abort = self
             .ops
@@ -674,9 +707,9 @@ impl Owner {
         };
         let pod = tracked.pod_ref().clone();
         match outcome {
-            Outcome::Admitted(Ok(containers)) => {
-                tracing::info!(pod = %pod, uid = %pod.uid, containers = containers.len(), "pod admitted");
-                tracked.admitted(containers, now.1);
+            Outcome::Admitted(Ok(admitted)) => {
+                tracing::info!(pod = %pod, uid = %pod.uid, containers = admitted.containers.len(), restored = admitted.restored, "pod admitted");
+                tracked.admitted(admitted.containers, admitted.restored, now.1);
                 self.emit(EventKind::Admitted, &pod, None);
             }
             Outcome::Admitted(Err(e)) => {
@@ -716,6 +749,11 @@ impl Owner {
                         Some(phase)
                     }
                     WorkerEnd::Stopped => None,
+                    WorkerEnd::RuntimeLost => {
+                        tracing::warn!(pod = %pod, "the runtime lost the pod's sandbox (a reboot, or its state wiped): its devices are allocated and its claims prepared again before its containers are made again");
+                        tracked.runtime_lost();
+                        return;
+                    }
                 };
                 tracked.worker_ended(ended);
             }

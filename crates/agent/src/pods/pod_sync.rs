@@ -69,6 +69,10 @@ pub(crate) struct Observed {
     /// Container name → its latest container in that sandbox, and the one
     /// before it (the kubelet's last state).
     pub(crate) containers: BTreeMap<String, (ContainerStatus, Option<ContainerStatus>)>,
+    /// Container name → the attempt after its latest container in any of
+    /// the pod's sandboxes: a container made again in a new sandbox goes
+    /// on counting its restarts.
+    pub(crate) next_attempts: BTreeMap<String, u32>,
 }
 
 /// One container as the pod's status shows it.
@@ -349,7 +353,7 @@ impl Decide<'_> {
         let start = match &current {
             None => Some(Start {
                 name: name.into(),
-                attempt: 0,
+                attempt: self.observed.next_attempts.get(name).copied().unwrap_or(0),
                 restart: false,
             }),
             Some(c) if c.state == ContainerState::Running => None,

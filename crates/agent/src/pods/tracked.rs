@@ -74,6 +74,11 @@ pub(crate) struct Tracked {
     ended: Option<ApiPhase>,
     /// The phase its worker last wrote.
     api_phase: Option<ApiPhase>,
+    /// It was admitted with what it held already, no plugin called.
+    restored: bool,
+    /// Its next admission sets up again what it holds (the runtime lost
+    /// its containers).
+    fresh: bool,
 }
 
 impl Tracked {
@@ -103,6 +108,8 @@ impl Tracked {
             containers: Vec::new(),
             ended: None,
             api_phase: None,
+            restored: false,
+            fresh: false,
         }
     }
 
@@ -274,9 +281,38 @@ impl Tracked {
         self.problem = Some((None, message));
     }
 
-    /// Admitted, with what each container got.
-    pub(crate) fn admitted(&mut self, containers: Vec<ContainerResources>, now: SystemTime) {
+    /// Whether it was admitted with what it held already.
+    pub(crate) fn restored(&self) -> bool {
+        self.restored
+    }
+
+    /// Whether its next admission sets up again what it holds.
+    pub(crate) fn fresh(&self) -> bool {
+        self.fresh
+    }
+
+    /// The runtime lost its sandbox while the agent was away (a reboot, a
+    /// runtime wiped): admitted again, setting up again what it holds, then
+    /// run again.
+    pub(crate) fn runtime_lost(&mut self) {
         self.finished();
+        self.phase = PodPhase::Pending;
+        self.fresh = true;
+        self.restored = false;
+        self.containers.clear();
+    }
+
+    /// Admitted, with what each container got (`restored`: all of it held
+    /// already).
+    pub(crate) fn admitted(
+        &mut self,
+        containers: Vec<ContainerResources>,
+        restored: bool,
+        now: SystemTime,
+    ) {
+        self.finished();
+        self.restored = restored;
+        self.fresh = false;
         self.phase = PodPhase::Admitted;
         self.containers = containers;
         self.ready_at = Some(now);

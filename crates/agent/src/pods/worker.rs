@@ -51,6 +51,10 @@ pub(crate) enum WorkerEnd {
     Ended(ApiPhase),
     /// It was told to stop (the pod is deleted, gone or ended in the API).
     Stopped,
+    /// The pod ran here before, yet the runtime has no ready sandbox of it
+    /// (the node rebooted, or the runtime's state was wiped): what it holds
+    /// is to be set up again before its containers are made again.
+    RuntimeLost,
 }
 
 /// What workers (and the runtime's listings) tell the pods owner.
@@ -94,6 +98,9 @@ pub(crate) struct Worker {
     phase: Option<ApiPhase>,
     /// The runtime's last failure, logged once until it answers again.
     runtime_error: Option<String>,
+    /// Its pod was admitted with what it held (the agent restarted): the
+    /// first look tells whether its containers are still there.
+    adopting: bool,
 }
 
 impl Worker {
@@ -104,6 +111,7 @@ impl Worker {
         pod: watch::Receiver<Arc<Pod>>,
         resources: &[ContainerResources],
         stop: CancellationToken,
+        adopting: bool,
     ) -> Self {
         let (start_time, conditions) = {
             let pod = pod.borrow();
@@ -139,12 +147,16 @@ impl Worker {
             written: None,
             phase: None,
             runtime_error: None,
+            adopting,
         }
     }
 
     /// Runs the pod until it ends or the worker is told to stop.
     pub(crate) async fn run(mut self) -> WorkerEnd {
         let mut events = self.context.events.subscribe();
+        if self.adopting && self.runtime_lost().await {
+            return WorkerEnd::RuntimeLost;
+        }
         loop {
             if self.stop.is_cancelled() {
                 return WorkerEnd::Stopped;
@@ -190,6 +202,27 @@ impl Worker {
         }
     }
 
+    /// Whether the pod ran here before (its status names a container) yet
+    /// the runtime has no ready sandbox of it. A runtime that does not
+    /// answer has lost nothing yet.
+    async fn runtime_lost(&self) -> bool {
+        let pod = self.pod.borrow().clone();
+        let ran = pod.status.as_ref().is_some_and(|s| {
+            s.container_statuses
+                .iter()
+                .chain(s.init_container_statuses.iter())
+                .flatten()
+                .any(|c| c.container_id.as_deref().is_some_and(|id| !id.is_empty()))
+        });
+        if !ran {
+            return false;
+        }
+        match observed_sandbox(self.context.runtime.as_ref(), &self.pod_ref.uid).await {
+            Ok(found) => found.is_none(),
+            Err(_) => false,
+        }
+    }
+
     /// One round: observe, decide, act, write the status. Returns the
     /// phase written and when to look again at the latest.
     async fn sync(
@@ -213,9 +246,10 @@ impl Worker {
                 }
             }
             if let Some(old) = &observed.sandbox {
-                // Its containers start over in the new one.
+                // Its containers start over in the new one; the old one is
+                // kept stopped (its containers count the restarts) until
+                // the pod goes.
                 let _ = self.context.runtime.stop_sandbox(&old.id).await;
-                let _ = self.context.runtime.remove_sandbox(&old.id).await;
             }
             match self.context.runtime.run_sandbox(&spec).await {
                 Ok(id) => {
@@ -445,13 +479,18 @@ pub(crate) async fn observe(
         .max_by_key(|s| (s.attempt, s.created_at));
     let mut observed = Observed {
         sandbox,
-        containers: BTreeMap::new(),
+        ..Observed::default()
     };
     let Some(sandbox) = &observed.sandbox else {
         return Ok(observed);
     };
     let mut by_name: BTreeMap<String, Vec<crate::runtime::ContainerStatus>> = BTreeMap::new();
     for c in runtime.containers().await? {
+        if c.pod.uid != uid {
+            continue;
+        }
+        let next = observed.next_attempts.entry(c.name.clone()).or_default();
+        *next = (*next).max(c.attempt + 1);
         if c.sandbox_id == sandbox.id {
             by_name.entry(c.name.clone()).or_default().push(c);
         }

@@ -6,8 +6,15 @@
 //! container), which exits with 0 as soon as it starts; every image is present, and its events are told
 //! as a runtime tells them. The pods owner drives it exactly as it drives
 //! a real one, so pods go through the same lifecycle and status writes.
+//!
+//! Made [`persistent`](SimulatedRuntime::persistent), it keeps its records
+//! in a file, as a real runtime outlives the agent: an agent started again
+//! finds its sandboxes and containers still "running". The file names the
+//! boot it was written in; after a reboot its records are gone, as a real
+//! runtime's containers are.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -32,9 +39,11 @@ const KILLED: i32 = 137;
 pub struct SimulatedRuntime {
     state: Arc<Mutex<State>>,
     events: broadcast::Sender<ContainerEvent>,
+    /// Where its records are kept, and the boot they belong to.
+    file: Option<Arc<(PathBuf, String)>>,
 }
 
-#[derive(Default)]
+#[derive(Default, serde::Serialize, serde::Deserialize)]
 struct State {
     next_id: u64,
     sandboxes: BTreeMap<String, SandboxStatus>,
@@ -43,11 +52,19 @@ struct State {
     completing: std::collections::BTreeSet<String>,
 }
 
+/// The records on disk.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Saved {
+    boot_id: String,
+    state: State,
+}
+
 impl Default for SimulatedRuntime {
     fn default() -> Self {
         Self {
             state: Arc::new(Mutex::new(State::default())),
             events: broadcast::channel(1024).0,
+            file: None,
         }
     }
 }
@@ -58,9 +75,39 @@ impl SimulatedRuntime {
         Self::default()
     }
 
+    /// A runtime keeping its records in `file`, for boot `boot_id`: the
+    /// records found there are taken up when they are of the same boot
+    /// (an unreadable file, or one of another boot, is started over).
+    pub fn persistent(file: PathBuf, boot_id: &str) -> Self {
+        let found = std::fs::read(&file)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<Saved>(&bytes).ok())
+            .filter(|saved| saved.boot_id == boot_id)
+            .map(|saved| saved.state)
+            .unwrap_or_default();
+        Self {
+            state: Arc::new(Mutex::new(found)),
+            events: broadcast::channel(1024).0,
+            file: Some(Arc::new((file, boot_id.to_string()))),
+        }
+    }
+
+    /// Reads or changes the records; a change is saved when the runtime
+    /// is persistent (a failed save is logged: the records in memory stay
+    /// right).
     fn with_state<T>(&self, change: impl FnOnce(&mut State) -> T) -> T {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        change(&mut state)
+        let out = change(&mut state);
+        if let Some(file) = &self.file {
+            save(&file.0, &file.1, &state);
+        }
+        out
+    }
+
+    /// Reads the records.
+    fn read_state<T>(&self, read: impl FnOnce(&State) -> T) -> T {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        read(&state)
     }
 
     fn tell(&self, container_id: &str, kind: ContainerEventKind, pod_uid: &str) {
@@ -89,6 +136,25 @@ impl SimulatedRuntime {
         })?;
         self.tell(id, ContainerEventKind::Stopped, &uid);
         Ok(())
+    }
+}
+
+/// Writes `state` to `file` whole (a new file renamed over the old).
+fn save(file: &std::path::Path, boot_id: &str, state: &State) {
+    #[derive(serde::Serialize)]
+    struct SavedRef<'a> {
+        boot_id: &'a str,
+        state: &'a State,
+    }
+    let written = serde_json::to_vec(&SavedRef { boot_id, state })
+        .map_err(std::io::Error::other)
+        .and_then(|bytes| {
+            let tmp = file.with_extension("tmp");
+            std::fs::write(&tmp, bytes)?;
+            std::fs::rename(&tmp, file)
+        });
+    if let Err(e) = written {
+        tracing::warn!(file = %file.display(), error = %e, "cannot save the simulated runtime's records");
     }
 }
 
@@ -277,15 +343,15 @@ impl ContainerRuntime for SimulatedRuntime {
     }
 
     async fn sandboxes(&self) -> Result<Vec<SandboxStatus>, RuntimeError> {
-        Ok(self.with_state(|state| state.sandboxes.values().cloned().collect()))
+        Ok(self.read_state(|state| state.sandboxes.values().cloned().collect()))
     }
 
     async fn containers(&self) -> Result<Vec<ContainerStatus>, RuntimeError> {
-        Ok(self.with_state(|state| state.containers.values().cloned().collect()))
+        Ok(self.read_state(|state| state.containers.values().cloned().collect()))
     }
 
     async fn container_status(&self, id: &str) -> Result<ContainerStatus, RuntimeError> {
-        self.with_state(|state| state.containers.get(id).cloned())
+        self.read_state(|state| state.containers.get(id).cloned())
             .ok_or_else(|| not_found("container", id))
     }
 

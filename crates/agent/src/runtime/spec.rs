@@ -23,7 +23,7 @@ pub const POD_UID_LABEL: &str = "io.kubernetes.pod.uid";
 pub const CONTAINER_NAME_LABEL: &str = "io.kubernetes.container.name";
 
 /// The pod a sandbox or container belongs to.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PodIdentity {
     /// Namespace.
     pub namespace: String,
@@ -101,7 +101,7 @@ pub enum ContainerState {
 }
 
 /// A sandbox as the runtime has it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SandboxStatus {
     /// The runtime's id.
     pub id: String,
@@ -116,7 +116,7 @@ pub struct SandboxStatus {
 }
 
 /// A container as the runtime has it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ContainerStatus {
     /// The runtime's id.
     pub id: String,

@@ -100,6 +100,15 @@ impl Claims {
         changed
     }
 
+    /// After a reboot: the claims of pod `pod_uid` (every claim, with
+    /// `None`) are to be prepared again; answered once on disk. Says
+    /// whether anything changed.
+    pub(super) fn prepare_again(&mut self, pod_uid: Option<&str>, reply: WrittenReply) -> bool {
+        let changed = self.change(|records| records.prepare_again(pod_uid));
+        self.answer_when_written(changed, reply);
+        changed
+    }
+
     /// Unprepare, first step: the pod is forgotten where other pods still
     /// use a claim, and the claims it used last are marked as being
     /// unprepared. Answered with the calls to make and the end of the

@@ -4,6 +4,8 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::json;
 
+use std::collections::BTreeMap;
+
 use super::*;
 use crate::runtime::{PodIdentity, SandboxStatus};
 
@@ -73,6 +75,7 @@ fn observed(containers: Vec<ContainerStatus>) -> Observed {
             .into_iter()
             .map(|c| (c.name.clone(), (c, None)))
             .collect(),
+        next_attempts: BTreeMap::new(),
     }
 }
 

@@ -56,7 +56,11 @@ fn an_active_pod_is_admitted_once_then_run_until_it_ends() {
     pod.started(Next::Admit);
     assert_eq!(pod.phase(), PodPhase::Admitting);
     assert_eq!(pod.next(at), None, "one operation at a time");
-    pod.admitted(vec![ContainerResources::default()], SystemTime::now());
+    pod.admitted(
+        vec![ContainerResources::default()],
+        false,
+        SystemTime::now(),
+    );
     assert_eq!(pod.phase(), PodPhase::Admitted);
     assert_eq!(pod.next(at), Some(Next::Run), "admitted once, then run");
     pod.started(Next::Run);
@@ -73,6 +77,19 @@ fn an_active_pod_is_admitted_once_then_run_until_it_ends() {
     assert_eq!(status.phase, PodPhase::Admitted);
     assert_eq!(status.containers.len(), 1);
     assert!(status.ready_at_unix_us.is_some());
+
+    // The runtime lost it: admitted again, setting up what it holds.
+    pod.runtime_lost();
+    assert_eq!(pod.next(at), Some(Next::Admit));
+    assert!(pod.fresh());
+    pod.started(Next::Admit);
+    pod.admitted(
+        vec![ContainerResources::default()],
+        false,
+        SystemTime::now(),
+    );
+    assert!(!pod.fresh(), "set up again once");
+    pod.started(Next::Run);
 
     // Its worker found it ended: it is given back, whatever the API shows.
     pod.worker_ended(Some(ApiPhase::Succeeded));
@@ -151,7 +168,7 @@ fn a_failure_is_warned_once_per_change_of_message_with_the_kubelets_reason() {
 fn a_pod_that_ends_gives_back_what_it_holds_and_is_forgotten_once_gone() {
     let mut pod = seen();
     pod.started(Next::Admit);
-    pod.admitted(Vec::new(), SystemTime::now());
+    pod.admitted(Vec::new(), false, SystemTime::now());
     let at = Instant::now();
     pod.update(self::pod("Succeeded", false));
     assert_eq!(pod.next(at), Some(Next::Release));
@@ -179,7 +196,7 @@ fn a_pod_deleted_while_it_is_admitted_gives_back_what_it_got_afterwards() {
     pod.gone(Some(self::pod("Pending", true)));
     let at = Instant::now();
     assert_eq!(pod.next(at), None, "the admission still runs");
-    pod.admitted(Vec::new(), SystemTime::now());
+    pod.admitted(Vec::new(), false, SystemTime::now());
     assert_eq!(pod.next(at), Some(Next::Release));
 }
 
