@@ -249,6 +249,7 @@ impl Agent {
             match &config.container_runtime_endpoint {
                 Some(endpoint) => {
                     pods_config.pod_logs_dir = Some(config.pod_logs_dir.clone());
+                    pods_config.pods_dir = Some(config.root_dir.join("pods"));
                     Arc::new(
                         crate::runtime::CriRuntime::new(
                             endpoint,

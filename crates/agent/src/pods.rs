@@ -49,6 +49,9 @@
 //! | `lifecycle_events` | the runtime's container events told to workers |
 //! | `runtime_spec` | what the runtime is asked for a pod, as the kubelet asks |
 //! | `boot` | whether the node rebooted since the agent last ran |
+//! | `service_env` | the Services' variables every container gets |
+//! | `pod_files` | a pod's hosts file and termination logs |
+//! | `host_dns` | the host's DNS settings, for a host-network sandbox |
 //! | `terminate` | stopping a pod's containers and sandbox |
 //! | `release` | stopping what a pod runs, then giving back what it held |
 //! | `held` | what the node holds for pods, from both managers |
@@ -80,6 +83,8 @@ mod handle;
 #[cfg(feature = "kube")]
 mod held;
 #[cfg(feature = "kube")]
+mod host_dns;
+#[cfg(feature = "kube")]
 mod kube_events;
 #[cfg(feature = "kube")]
 mod lifecycle_events;
@@ -88,6 +93,8 @@ mod manager;
 mod manual;
 mod pod;
 #[cfg(feature = "kube")]
+mod pod_files;
+#[cfg(feature = "kube")]
 mod pod_sync;
 #[cfg(feature = "kube")]
 mod release;
@@ -95,6 +102,8 @@ mod release;
 mod runtime_spec;
 #[cfg(feature = "kube")]
 mod served;
+#[cfg(feature = "kube")]
+mod service_env;
 #[cfg(feature = "kube")]
 mod spec;
 mod status;

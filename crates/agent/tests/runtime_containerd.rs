@@ -36,6 +36,7 @@ fn sandbox(logs: &std::path::Path) -> SandboxSpec {
         annotations: BTreeMap::new(),
         attempt: 0,
         pod,
+        dns: None,
     }
 }
 

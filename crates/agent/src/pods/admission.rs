@@ -86,14 +86,19 @@ impl AdmissionError {
     /// Whether the pod only waits: its claims are not created, allocated
     /// or reserved for it yet, a claim is still being unprepared for pods
     /// gone, or no plugin serves a resource it asks for yet (none is
-    /// registered, as after a restart until the plugin registers again).
+    /// registered, as after a restart until the plugin registers again, or
+    /// its plugin has no healthy device yet, as between its registration
+    /// and its first device list).
     /// The kubelet refuses such a pod for good; here it is admitted once
     /// the plugin is back.
     pub fn is_wait(&self) -> bool {
         match self {
             Self::Claims(e) => e.is_wait(),
             Self::Devices {
-                source: AllocateError::Unregistered(_) | AllocateError::Stopped(_),
+                source:
+                    AllocateError::Unregistered(_)
+                    | AllocateError::Stopped(_)
+                    | AllocateError::NoHealthy(_),
                 ..
             }
             | Self::Dra(DraError::ClaimUnpreparing { .. })

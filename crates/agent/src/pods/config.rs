@@ -53,6 +53,11 @@ pub struct PodsConfig {
     /// reboot; `None`: reboots are not told. Default: `None` (the agent
     /// sets its state directory).
     pub boot_record: Option<PathBuf>,
+    /// Where the files a real runtime's containers mount (a pod's hosts
+    /// file, its containers' termination logs) are made, a directory per
+    /// pod (the kubelet's `<root>/pods`); `None` with the simulated
+    /// runtime. Default: `None`.
+    pub pods_dir: Option<PathBuf>,
 }
 
 impl PodsConfig {
@@ -69,6 +74,7 @@ impl PodsConfig {
             pod_logs_dir: None,
             node_ip: None,
             boot_record: None,
+            pods_dir: None,
         }
     }
 }

@@ -48,13 +48,14 @@ use super::lifecycle_events::generate;
 use super::pod::PodRef;
 use super::release::{Ending, ReleaseError, Releaser};
 use super::served::Served;
+use super::service_env::ServiceEnvReader;
 use super::spec::{is_mirror, pod_ref};
 use super::status::{PodStatus, PodsSnapshot};
 use super::status_writer::StatusWriter;
 use super::terminate::MINIMUM_GRACE;
 use super::tracked::{Next, Tracked};
 use super::watch::{PodWatchEvent, watch_pods};
-use super::worker::{Report, Worker, WorkerContext, WorkerEnd};
+use super::worker::{NodeFacts, Report, Worker, WorkerContext, WorkerEnd};
 use crate::device::DeviceHandle;
 use crate::dra::DraHandle;
 use crate::event::{AgentEvent, EventKind};
@@ -169,32 +170,27 @@ impl PodsManager {
             lifecycle.clone(),
             shutdown.clone(),
         ));
-        let runtime_name = match self.runtime.version().await {
-            Ok(version) => {
-                tracing::info!(runtime = %version.name, version = %version.version, "container runtime");
-                version.name
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "the container runtime does not answer yet");
-                "containerd".to_string()
-            }
-        };
-        let node_ip = match &self.config.node_ip {
-            Some(ip) => Some(ip.clone()),
-            None => self.admitter.claims.node_ip().await.ok().flatten(),
-        };
         let (reports_tx, reports) = mpsc::unbounded_channel();
         let worker_context = WorkerContext {
             runtime: self.runtime.clone(),
-            runtime_name,
+            node: Arc::new(NodeFacts::new(
+                self.config.node_ip.clone(),
+                self.admitter.claims.clone(),
+            )),
             devices: self.admitter.devices.clone(),
             writer: self.writer.clone(),
             events: lifecycle,
             reports: reports_tx,
             pod_logs: self.config.pod_logs_dir.clone(),
-            node_ip,
+            pods_dir: self.config.pods_dir.clone(),
+            services: ServiceEnvReader::new(
+                self.connection.clone(),
+                self.config.request_timeout,
+                self.admitter.claims.limiter(),
+            ),
         };
         let releaser = Releaser {
+            pods_dir: self.config.pods_dir.clone(),
             runtime: self.runtime.clone(),
             devices: self.admitter.devices.clone(),
             dra: self.admitter.dra.clone(),
@@ -355,6 +351,7 @@ impl Owner {
                 () = sleep_until(deadline) => {
                     if Instant::now() >= self.next_reconcile {
                         self.reconcile();
+                        self.list_runtime_pods();
                         self.next_reconcile = Instant::now() + self.config.reconcile_period;
                     }
                 }
@@ -368,7 +365,16 @@ impl Owner {
 
     /// The earliest retry, or the reconcile once pods were listed.
     fn next_deadline(&self) -> Option<Instant> {
-        let retry = self.tracked.values().filter_map(Tracked::retry_at).min();
+        // While admissions wait for a release that frees devices or for
+        // the gate, a due admission is started when they end, not when
+        // its retry falls due (waking for it would wake again at once).
+        let blocked = self.gate_wanted || self.running.values().any(|r| r.frees_devices);
+        let retry = self
+            .tracked
+            .values()
+            .filter(|t| !(blocked && t.waits_for_admission()))
+            .filter_map(Tracked::retry_at)
+            .min();
         let reconcile = self.listed.then_some(self.next_reconcile);
         retry.into_iter().chain(reconcile).min()
     }
@@ -589,6 +595,7 @@ impl Owner {
                 self.listed = true;
                 self.watch_error = None;
                 self.reconcile();
+                self.list_runtime_pods();
                 self.next_reconcile = Instant::now() + self.config.reconcile_period;
                 // Listed shows even when no pod changed.
                 self.publish();
@@ -644,14 +651,12 @@ impl Owner {
         Some(uid)
     }
 
-    /// Gives back what the managers hold for pods that are not active:
-    /// every pod UID their records name that the API does not have (gone
-    /// while the agent was away, made again under the same name) or no
-    /// longer runs.
-    fn reconcile(&mut self) {
-        if !self.listed {
-            return;
-        }
+    /// Lists the runtime's sandboxes on a task of its own: a pod the
+    /// runtime runs that the owner does not follow (deleted while the
+    /// agent was away) is stopped. At every listing of the watch and every
+    /// reconcile period, not before each admission (the answer would wake
+    /// the owner, which would list again).
+    fn list_runtime_pods(&mut self) {
         let runtime = self.worker_context.runtime.clone();
         let reports = self.worker_context.reports.clone();
         let shutdown = self.shutdown.clone();
@@ -675,6 +680,16 @@ impl Owner {
                 Err(e) => tracing::debug!(error = %e, "cannot list the runtime's sandboxes"),
             }
         });
+    }
+
+    /// Gives back what the managers hold for pods that are not active:
+    /// every pod UID their records name that the API does not have (gone
+    /// while the agent was away, made again under the same name) or no
+    /// longer runs.
+    fn reconcile(&mut self) {
+        if !self.listed {
+            return;
+        }
         let devices = self.admitter.devices.snapshot();
         let claims = self.admitter.dra.claims().borrow().clone();
         for (uid, pod_ref) in held_pods(&devices, &claims) {

@@ -60,6 +60,8 @@ pub(crate) struct Ending {
 /// Who is asked.
 #[derive(Clone)]
 pub(crate) struct Releaser {
+    /// Where the pods' files are, with a real runtime.
+    pub(crate) pods_dir: Option<std::path::PathBuf>,
     pub(crate) runtime: Arc<dyn ContainerRuntime>,
     pub(crate) devices: DeviceHandle,
     pub(crate) dra: DraHandle,
@@ -80,6 +82,11 @@ impl Releaser {
         .map_err(|e| ReleaseError::Runtime(Arc::new(e)))?;
         if stopped > 0 {
             tracing::info!(pod = %pod, containers = stopped, grace = ?ending.grace, "the pod's containers stopped");
+        }
+        if let Some(dir) = &self.pods_dir
+            && let Err(e) = super::pod_files::PodFiles::new(dir, &pod.uid).remove()
+        {
+            tracing::warn!(pod = %pod, error = %e, "cannot remove the pod's files");
         }
         let failures: Vec<String> = self
             .dra

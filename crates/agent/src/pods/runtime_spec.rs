@@ -62,6 +62,7 @@ pub(crate) fn sandbox_spec(pod: &Pod, attempt: u32, pod_logs: &str) -> SandboxSp
             .collect(),
         attempt,
         pod: identity,
+        dns: None,
     }
 }
 
@@ -72,6 +73,7 @@ pub(crate) fn container_spec(
     container: &Container,
     resources: &ContainerResources,
     restart_count: u32,
+    node: &NodeExtras,
 ) -> ContainerSpec {
     let identity = identity(pod);
     let mut envs: Vec<(String, String)> = resources
@@ -79,8 +81,18 @@ pub(crate) fn container_spec(
         .iter()
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let own = own_env(pod, container, &envs);
+    let mut known = envs.clone();
+    known.extend(node.service_env.iter().cloned());
+    let own = own_env(pod, container, &known);
+    // The service variables after the container's own, which win.
+    let services: Vec<(String, String)> = node
+        .service_env
+        .iter()
+        .filter(|(name, _)| !own.iter().any(|(o, _)| o == name))
+        .cloned()
+        .collect();
     envs.extend(own);
+    envs.extend(services);
     let vars: BTreeMap<&str, &str> = envs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let expand_all = |words: &Option<Vec<String>>| -> Vec<String> {
         words
@@ -163,7 +175,12 @@ pub(crate) fn container_spec(
         args,
         working_dir: container.working_dir.clone().unwrap_or_default(),
         envs,
-        mounts: resources.mounts.clone(),
+        mounts: resources
+            .mounts
+            .iter()
+            .chain(&node.mounts)
+            .cloned()
+            .collect(),
         devices: resources.device_specs.clone(),
         cdi_devices,
         labels,
@@ -171,6 +188,15 @@ pub(crate) fn container_spec(
         log_path: format!("{}/{restart_count}.log", container.name),
         runs_to_completion: runs_to_completion(pod, &container.name),
     }
+}
+
+/// What the node adds to a container besides its plugins' resources: the
+/// Services' variables and the mounts of the files the node makes for it
+/// (its pod's hosts file, its termination log).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct NodeExtras {
+    pub(crate) service_env: Vec<(String, String)>,
+    pub(crate) mounts: Vec<crate::device::MountSpec>,
 }
 
 /// Whether container `name` of `pod` is an init container that runs to

@@ -173,6 +173,12 @@ impl Tracked {
         self.in_api && self.ended.is_none() && self.pod.as_deref().is_some_and(is_active)
     }
 
+    /// Whether its next step is an admission (it wants one and is not
+    /// admitted).
+    pub(crate) fn waits_for_admission(&self) -> bool {
+        self.wants_admission() && self.phase != PodPhase::Admitted
+    }
+
     /// The containers that got resources.
     pub(crate) fn containers(&self) -> &[ContainerResources] {
         &self.containers

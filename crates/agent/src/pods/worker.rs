@@ -17,7 +17,7 @@
 //! back what it held is the release's.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -27,12 +27,16 @@ use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::api_status::{StatusInputs, api_status};
+use super::claims::PodClaimsReader;
 use super::container::ContainerResources;
 use super::crash_backoff::CrashBackoff;
+use super::host_dns::{RESOLV_CONF, host_dns};
 use super::lifecycle_events::LifecycleEvent;
 use super::pod::PodRef;
+use super::pod_files::PodFiles;
 use super::pod_sync::{ApiPhase, Observed, StartErrors, SyncPlan, plan};
-use super::runtime_spec::{container_spec, sandbox_spec};
+use super::runtime_spec::{NodeExtras, container_spec, sandbox_spec};
+use super::service_env::ServiceEnvReader;
 use super::spec::{containers, is_active};
 use super::status_writer::StatusWriter;
 use crate::device::DeviceHandle;
@@ -70,16 +74,67 @@ pub(crate) enum Report {
 #[derive(Clone)]
 pub(crate) struct WorkerContext {
     pub(crate) runtime: Arc<dyn ContainerRuntime>,
-    /// The runtime's name: the scheme of container ids.
-    pub(crate) runtime_name: String,
+    /// The runtime's name and the node's address, learnt once.
+    pub(crate) node: Arc<NodeFacts>,
     pub(crate) devices: DeviceHandle,
     pub(crate) writer: StatusWriter,
     pub(crate) events: broadcast::Sender<LifecycleEvent>,
     pub(crate) reports: mpsc::UnboundedSender<Report>,
     /// Where pods' logs go, when the runtime writes them.
     pub(crate) pod_logs: Option<PathBuf>,
-    /// The node's address.
-    pub(crate) node_ip: Option<String>,
+    /// Where the pods' files are made, with a real runtime.
+    pub(crate) pods_dir: Option<PathBuf>,
+    /// The Services' variables.
+    pub(crate) services: ServiceEnvReader,
+}
+
+/// What the status of every pod names, learnt when first needed (not at
+/// start, which must not wait on a runtime or an API server away): the
+/// runtime's name, the scheme of container ids (`containerd://`), and the
+/// node's address.
+pub(crate) struct NodeFacts {
+    runtime_name: tokio::sync::OnceCell<String>,
+    node_ip: tokio::sync::OnceCell<Option<String>>,
+    configured_ip: Option<String>,
+    claims: PodClaimsReader,
+}
+
+impl NodeFacts {
+    /// The address `configured_ip`, else the Node's, read through
+    /// `claims`.
+    pub(crate) fn new(configured_ip: Option<String>, claims: PodClaimsReader) -> Self {
+        Self {
+            runtime_name: tokio::sync::OnceCell::new(),
+            node_ip: tokio::sync::OnceCell::new(),
+            configured_ip,
+            claims,
+        }
+    }
+
+    /// The runtime's name, once it answered.
+    async fn runtime_name(&self, runtime: &dyn ContainerRuntime) -> Result<String, RuntimeError> {
+        self.runtime_name
+            .get_or_try_init(|| async {
+                let version = runtime.version().await?;
+                tracing::info!(runtime = %version.name, version = %version.version, api = %version.api_version, "container runtime");
+                Ok(version.name)
+            })
+            .await
+            .cloned()
+    }
+
+    /// The node's address, once read (none when the Node has none).
+    async fn node_ip(&self) -> Option<String> {
+        if let Some(ip) = &self.configured_ip {
+            return Some(ip.clone());
+        }
+        self.node_ip
+            .get_or_try_init(|| async { self.claims.node_ip().await })
+            .await
+            .ok()
+            .cloned()
+            .flatten()
+    }
 }
 
 /// One pod's worker.
@@ -98,6 +153,8 @@ pub(crate) struct Worker {
     phase: Option<ApiPhase>,
     /// The runtime's last failure, logged once until it answers again.
     runtime_error: Option<String>,
+    /// The Services' variables, read at the first start.
+    service_env: Option<Vec<(String, String)>>,
     /// Its pod was admitted with what it held (the agent restarted): the
     /// first look tells whether its containers are still there.
     adopting: bool,
@@ -147,6 +204,7 @@ impl Worker {
             written: None,
             phase: None,
             runtime_error: None,
+            service_env: None,
             adopting,
         }
     }
@@ -326,14 +384,16 @@ impl Worker {
             .as_deref()
             .map(|d| d.display().to_string())
             .unwrap_or_default();
-        sandbox_spec(pod, attempt, &logs)
+        let mut spec = sandbox_spec(pod, attempt, &logs);
+        spec.dns = host_dns(Path::new(RESOLV_CONF));
+        spec
     }
 
     /// Makes and starts container `container` of `pod` in sandbox
     /// `sandbox_id`: its image, PreStartContainer, create, start. A
     /// failure is the kubelet's (reason, message).
     async fn start(
-        &self,
+        &mut self,
         pod: &Pod,
         sandbox_id: &str,
         sandbox: &SandboxSpec,
@@ -364,7 +424,38 @@ impl Worker {
             .pre_start_container(&self.pod_ref.uid, &container.name)
             .await
             .map_err(|e| ("CreateContainerConfigError".to_string(), e.to_string()))?;
-        let spec = container_spec(pod, container, &resources, attempt);
+        let service_env = match &self.service_env {
+            Some(env) => env.clone(),
+            None => {
+                let env = self.context.services.for_pod(pod).await.map_err(|e| {
+                    (
+                        "CreateContainerConfigError".to_string(),
+                        format!("cannot read the Services for the container's environment: {e}"),
+                    )
+                })?;
+                self.service_env = Some(env.clone());
+                env
+            }
+        };
+        let mounts = match &self.context.pods_dir {
+            Some(dir) => PodFiles::new(dir, &self.pod_ref.uid)
+                .mounts(
+                    &container.name,
+                    container.termination_message_path.as_deref(),
+                )
+                .map_err(|e| {
+                    (
+                        "CreateContainerConfigError".to_string(),
+                        format!("cannot make the container's files: {e}"),
+                    )
+                })?,
+            None => Vec::new(),
+        };
+        let extras = NodeExtras {
+            service_env,
+            mounts,
+        };
+        let spec = container_spec(pod, container, &resources, attempt, &extras);
         let id = runtime
             .create_container(sandbox_id, sandbox, &spec, &image_ref)
             .await
@@ -391,9 +482,23 @@ impl Worker {
             .into_iter()
             .map(|(c, _)| (c.name.clone(), c.image.clone().unwrap_or_default()))
             .collect();
+        let runtime_name = match self
+            .context
+            .node
+            .runtime_name(self.context.runtime.as_ref())
+            .await
+        {
+            Ok(name) => name,
+            Err(e) => {
+                tracing::warn!(pod = %self.pod_ref, error = %e, "the runtime does not tell its name; the status waits");
+                self.written = None;
+                return None;
+            }
+        };
+        let node_ip = self.context.node.node_ip().await;
         let inputs = StatusInputs {
-            runtime: &self.context.runtime_name,
-            node_ip: self.context.node_ip.as_deref(),
+            runtime: &runtime_name,
+            node_ip: node_ip.as_deref(),
             start_time: self.start_time,
             generation: pod.metadata.generation,
             conditions: &self.conditions,

@@ -402,6 +402,11 @@ fn sandbox_config(sandbox: &SandboxSpec) -> cri::PodSandboxConfig {
         // none; runc refuses one without a UTS namespace of the pod's).
         hostname: String::new(),
         log_directory: sandbox.log_directory.clone(),
+        dns_config: sandbox.dns.as_ref().map(|dns| cri::DnsConfig {
+            servers: dns.servers.clone(),
+            searches: dns.searches.clone(),
+            options: dns.options.clone(),
+        }),
         labels: labeled(&sandbox.labels, &sandbox.pod, None),
         annotations: sandbox.annotations.clone().into_iter().collect(),
         linux: Some(cri::LinuxPodSandboxConfig {

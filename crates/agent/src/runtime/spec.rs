@@ -48,6 +48,19 @@ pub struct SandboxSpec {
     pub labels: BTreeMap<String, String>,
     /// Annotations (the pod's).
     pub annotations: BTreeMap<String, String>,
+    /// Its DNS settings; none: the runtime's default.
+    pub dns: Option<DnsSpec>,
+}
+
+/// A sandbox's DNS settings (its `/etc/resolv.conf`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DnsSpec {
+    /// Name servers.
+    pub servers: Vec<String>,
+    /// Search domains.
+    pub searches: Vec<String>,
+    /// Resolver options.
+    pub options: Vec<String>,
 }
 
 /// One container to create in a sandbox.

@@ -81,7 +81,7 @@ fn the_sandbox_has_the_pods_labels_under_the_kubelets_and_its_log_directory() {
 fn a_container_gets_the_plugins_answers_and_its_own_settings_as_the_kubelet_sends_them() {
     let pod = pod();
     let main = &pod.spec.as_ref().unwrap().containers[0];
-    let spec = container_spec(&pod, main, &resources(), 2);
+    let spec = container_spec(&pod, main, &resources(), 2, &NodeExtras::default());
     assert_eq!(spec.attempt, 2);
     assert_eq!(spec.log_path, "main/2.log");
     assert_eq!(
