@@ -9,11 +9,14 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
+use k8s_openapi::api::core::v1::{Container, Pod, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
 use super::container::ContainerKind;
 use super::pod_sync::{ApiPhase, ContainerView, SyncPlan};
+use super::spec::containers;
 use crate::runtime::{ContainerState, ContainerStatus};
 
 /// What the status is made from besides the plan.
@@ -28,8 +31,8 @@ pub(crate) struct StatusInputs<'a> {
     pub(crate) generation: Option<i64>,
     /// Each condition as last written: type → (status, time).
     pub(crate) conditions: &'a BTreeMap<String, (bool, SystemTime)>,
-    /// Container name → its image as the pod names it.
-    pub(crate) images: &'a BTreeMap<String, String>,
+    /// The pod, whose containers' images and resources the status names.
+    pub(crate) pod: &'a Pod,
     pub(crate) now: SystemTime,
 }
 
@@ -125,11 +128,15 @@ pub(crate) fn api_status(
         });
     }
 
+    let specs: BTreeMap<&str, &Container> = containers(inputs.pod)
+        .into_iter()
+        .map(|(c, _)| (c.name.as_str(), c))
+        .collect();
     let statuses = |kinds: &[ContainerKind]| -> Vec<Value> {
         plan.containers
             .iter()
             .filter(|c| kinds.contains(&c.kind))
-            .map(|c| container_status(c, inputs))
+            .map(|c| container_status(c, specs.get(c.name.as_str()).copied(), inputs))
             .collect()
     };
     let mut status = json!({
@@ -145,6 +152,21 @@ pub(crate) fn api_status(
     if let Some(generation) = inputs.generation {
         status["observedGeneration"] = json!(generation);
     }
+    let requests = pod_totals(inputs.pod, |r| r.requests.as_ref());
+    let limits = pod_totals(inputs.pod, |r| r.limits.as_ref());
+    if !requests.is_empty() {
+        status["allocatedResources"] = json!(requests);
+    }
+    if !requests.is_empty() || !limits.is_empty() {
+        let mut resources = json!({});
+        if !limits.is_empty() {
+            resources["limits"] = json!(limits);
+        }
+        if !requests.is_empty() {
+            resources["requests"] = json!(requests);
+        }
+        status["resources"] = resources;
+    }
     if let Some(ip) = inputs.node_ip {
         status["hostIP"] = json!(ip);
         status["hostIPs"] = json!([{"ip": ip}]);
@@ -154,9 +176,13 @@ pub(crate) fn api_status(
     (status, times)
 }
 
-/// One container's status.
-fn container_status(view: &ContainerView, inputs: &StatusInputs<'_>) -> Value {
-    let image = inputs.images.get(&view.name).cloned().unwrap_or_default();
+/// One container's status (`spec`: the container in the pod).
+fn container_status(
+    view: &ContainerView,
+    spec: Option<&Container>,
+    inputs: &StatusInputs<'_>,
+) -> Value {
+    let image = spec.and_then(|c| c.image.clone()).unwrap_or_default();
     let mut status = json!({
         "name": view.name,
         "image": image,
@@ -198,7 +224,35 @@ fn container_status(view: &ContainerView, inputs: &StatusInputs<'_>) -> Value {
     if let Some(p) = previous.filter(|p| p.state == ContainerState::Exited) {
         status["lastState"] = state(p, inputs.runtime);
     }
-    if view.kind == ContainerKind::Init && view.waiting.is_none() {
+    // What it was given (the kubelet's in-place resize accounting: its
+    // requests allocated, its resources as asked).
+    if let Some(resources) = spec.and_then(|c| c.resources.as_ref()) {
+        if let Some(requests) = resources.requests.as_ref().filter(|r| !r.is_empty()) {
+            status["allocatedResources"] = json!(requests);
+        }
+        let asked = serde_json::to_value(resources).unwrap_or_default();
+        if asked.as_object().is_some_and(|o| !o.is_empty()) {
+            status["resources"] = asked;
+        }
+    }
+    if let Some(user) = shown
+        .or(view.current.as_ref())
+        .and_then(|c| c.user.as_ref())
+    {
+        status["user"] = json!({"linux": {
+            "uid": user.uid,
+            "gid": user.gid,
+            "supplementalGroups": user.supplemental_groups,
+        }});
+    }
+    if view.kind == ContainerKind::Init {
+        // An init container that finished well stays ready.
+        let done = view.waiting.is_none()
+            && view
+                .current
+                .as_ref()
+                .is_some_and(|c| c.state == ContainerState::Exited && c.exit_code == Some(0));
+        status["ready"] = json!(done);
         status["started"] = json!(view.running());
     }
     status
@@ -229,6 +283,67 @@ fn state(c: &ContainerStatus, runtime: &str) -> Value {
         }
         ContainerState::Created => json!({"waiting": {"reason": "ContainerCreating"}}),
     }
+}
+
+/// The pod's effective requests (or limits, as `of` picks), as the
+/// kubelet totals them: the app containers' and sidecars' sum, or more
+/// when an init container (with the sidecars started before it) asks for
+/// more. Only whole-number quantities (extended resources, whole CPUs,
+/// bytes) are totalled; a resource with another quantity is left out.
+fn pod_totals(
+    pod: &Pod,
+    of: impl Fn(&ResourceRequirements) -> Option<&BTreeMap<String, Quantity>>,
+) -> BTreeMap<String, String> {
+    let amounts = |c: &Container| -> BTreeMap<String, Option<u64>> {
+        c.resources
+            .as_ref()
+            .and_then(&of)
+            .into_iter()
+            .flatten()
+            .map(|(name, q)| (name.clone(), q.0.parse::<u64>().ok()))
+            .collect()
+    };
+    let mut totals: BTreeMap<String, Option<u64>> = BTreeMap::new();
+    let add = |into: &mut BTreeMap<String, Option<u64>>, from: &BTreeMap<String, Option<u64>>| {
+        for (name, amount) in from {
+            let entry = into.entry(name.clone()).or_insert(Some(0));
+            *entry = match (*entry, amount) {
+                (Some(a), Some(b)) => Some(a + b),
+                _ => None,
+            };
+        }
+    };
+    let mut sidecars: BTreeMap<String, Option<u64>> = BTreeMap::new();
+    let mut init_peak: BTreeMap<String, Option<u64>> = BTreeMap::new();
+    for (c, kind) in containers(pod) {
+        match kind {
+            ContainerKind::App => add(&mut totals, &amounts(c)),
+            ContainerKind::Sidecar => {
+                add(&mut sidecars, &amounts(c));
+                for (name, amount) in &sidecars {
+                    let peak = init_peak.entry(name.clone()).or_insert(Some(0));
+                    *peak = peak.zip(*amount).map(|(a, b)| a.max(b));
+                }
+            }
+            ContainerKind::Init => {
+                let mut during = sidecars.clone();
+                add(&mut during, &amounts(c));
+                for (name, amount) in during {
+                    let peak = init_peak.entry(name).or_insert(Some(0));
+                    *peak = peak.zip(amount).map(|(a, b)| a.max(b));
+                }
+            }
+        }
+    }
+    add(&mut totals, &sidecars);
+    for (name, peak) in init_peak {
+        let total = totals.entry(name).or_insert(Some(0));
+        *total = total.zip(peak).map(|(a, b)| a.max(b));
+    }
+    totals
+        .into_iter()
+        .filter_map(|(name, amount)| Some((name, amount?.to_string())))
+        .collect()
 }
 
 /// A time as the API writes it: RFC 3339, whole seconds, UTC.

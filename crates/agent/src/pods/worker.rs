@@ -478,10 +478,6 @@ impl Worker {
 
     /// Writes the pod's status when it changed; the phase written.
     async fn write_status(&mut self, pod: &Pod, decided: &SyncPlan) -> Option<ApiPhase> {
-        let images: BTreeMap<String, String> = containers(pod)
-            .into_iter()
-            .map(|(c, _)| (c.name.clone(), c.image.clone().unwrap_or_default()))
-            .collect();
         let runtime_name = match self
             .context
             .node
@@ -502,7 +498,7 @@ impl Worker {
             start_time: self.start_time,
             generation: pod.metadata.generation,
             conditions: &self.conditions,
-            images: &images,
+            pod,
             now: SystemTime::now(),
         };
         let (status, conditions) = api_status(decided, &inputs);

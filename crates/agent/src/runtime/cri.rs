@@ -297,6 +297,7 @@ impl ContainerRuntime for CriRuntime {
                     exit_code: None,
                     reason: String::new(),
                     message: String::new(),
+                    user: None,
                     id: c.id,
                     sandbox_id: c.pod_sandbox_id,
                 }
@@ -334,6 +335,14 @@ impl ContainerRuntime for CriRuntime {
             exit_code: (state == ContainerState::Exited).then_some(status.exit_code),
             reason: status.reason,
             message: status.message,
+            user: status
+                .user
+                .and_then(|u| u.linux)
+                .map(|l| crate::runtime::ContainerUser {
+                    uid: l.uid,
+                    gid: l.gid,
+                    supplemental_groups: l.supplemental_groups,
+                }),
             state,
             id: status.id,
         })
@@ -411,12 +420,7 @@ fn sandbox_config(sandbox: &SandboxSpec) -> cri::PodSandboxConfig {
         annotations: sandbox.annotations.clone().into_iter().collect(),
         linux: Some(cri::LinuxPodSandboxConfig {
             security_context: Some(cri::LinuxSandboxSecurityContext {
-                namespace_options: Some(cri::NamespaceOption {
-                    network: cri::NamespaceMode::Node as i32,
-                    pid: cri::NamespaceMode::Container as i32,
-                    ipc: cri::NamespaceMode::Pod as i32,
-                    ..Default::default()
-                }),
+                namespace_options: Some(namespace_options()),
                 ..Default::default()
             }),
             ..Default::default()
@@ -479,9 +483,71 @@ fn container_config(
         labels: labeled(&container.labels, &sandbox.pod, Some(&container.name)),
         annotations: container.annotations.clone().into_iter().collect(),
         log_path: container.log_path.clone(),
-        linux: Some(cri::LinuxContainerConfig::default()),
+        linux: Some(cri::LinuxContainerConfig {
+            security_context: Some(cri::LinuxContainerSecurityContext {
+                namespace_options: Some(namespace_options()),
+                masked_paths: masked_paths(),
+                readonly_paths: READONLY_PATHS.iter().map(|p| p.to_string()).collect(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
         ..Default::default()
     }
+}
+
+/// The namespaces of a host-network pod's sandbox and containers: the
+/// node's network, the pod's IPC, each container's PID.
+fn namespace_options() -> cri::NamespaceOption {
+    cri::NamespaceOption {
+        network: cri::NamespaceMode::Node as i32,
+        pid: cri::NamespaceMode::Container as i32,
+        ipc: cri::NamespaceMode::Pod as i32,
+        ..Default::default()
+    }
+}
+
+/// The paths the kubelet masks in a container with the default `/proc`
+/// mount (`securitycontext`'s default masked paths).
+const MASKED_PATHS: &[&str] = &[
+    "/proc/asound",
+    "/proc/acpi",
+    "/proc/interrupts",
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/latency_stats",
+    "/proc/timer_list",
+    "/proc/timer_stats",
+    "/proc/sched_debug",
+    "/proc/scsi",
+    "/sys/firmware",
+    "/sys/devices/virtual/powercap",
+];
+
+/// The paths the kubelet makes read-only in such a container.
+const READONLY_PATHS: &[&str] = &[
+    "/proc/bus",
+    "/proc/fs",
+    "/proc/irq",
+    "/proc/sys",
+    "/proc/sysrq-trigger",
+];
+
+/// The masked paths, with each CPU's `thermal_throttle` directory that
+/// exists on the node, as the kubelet adds them.
+fn masked_paths() -> Vec<String> {
+    let mut paths: Vec<String> = MASKED_PATHS.iter().map(|p| p.to_string()).collect();
+    if let Ok(cpus) = std::fs::read_dir("/sys/devices/system/cpu") {
+        let mut throttles: Vec<String> = cpus
+            .flatten()
+            .map(|cpu| cpu.path().join("thermal_throttle"))
+            .filter(|p| p.is_dir())
+            .map(|p| p.display().to_string())
+            .collect();
+        throttles.sort();
+        paths.extend(throttles);
+    }
+    paths
 }
 
 /// `labels` with the kubelet's pod (and container) labels.

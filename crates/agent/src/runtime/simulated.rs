@@ -277,6 +277,7 @@ impl ContainerRuntime for SimulatedRuntime {
                     exit_code: None,
                     reason: String::new(),
                     message: String::new(),
+                    user: None,
                 },
             );
             Ok(id)

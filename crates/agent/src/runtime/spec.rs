@@ -157,6 +157,20 @@ pub struct ContainerStatus {
     pub reason: String,
     /// More about it.
     pub message: String,
+    /// Who its process runs as, when the runtime tells it.
+    #[serde(default)]
+    pub user: Option<ContainerUser>,
+}
+
+/// Who a container's process runs as.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ContainerUser {
+    /// Its user id.
+    pub uid: i64,
+    /// Its group id.
+    pub gid: i64,
+    /// Its supplemental groups.
+    pub supplemental_groups: Vec<i64>,
 }
 
 /// What happened to a container, as the runtime tells it.

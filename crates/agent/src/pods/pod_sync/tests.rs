@@ -65,6 +65,7 @@ fn container(
         exit_code: exit,
         reason: String::new(),
         message: String::new(),
+        user: None,
     }
 }
 
