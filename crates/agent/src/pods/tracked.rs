@@ -76,6 +76,10 @@ pub(crate) struct Tracked {
     api_phase: Option<ApiPhase>,
     /// It was admitted with what it held already, no plugin called.
     restored: bool,
+    /// Room was made (a plugin serves more, a pod gave back) while its
+    /// attempt ran: if the attempt fails, the next is at once (what it
+    /// read may be older than the room).
+    room_made_while_running: bool,
     /// Its next admission sets up again what it holds (the runtime lost
     /// its containers).
     fresh: bool,
@@ -110,6 +114,7 @@ impl Tracked {
             api_phase: None,
             restored: false,
             fresh: false,
+            room_made_while_running: false,
         }
     }
 
@@ -239,6 +244,10 @@ impl Tracked {
     /// or failed may now fit, and one whose release failed may now reach
     /// its driver, so it is tried again at once. Says whether it will be.
     pub(crate) fn room_made(&mut self) -> bool {
+        if self.running && matches!(self.phase, PodPhase::Admitting | PodPhase::Releasing) {
+            self.room_made_while_running = true;
+            return false;
+        }
         let woken = matches!(
             self.phase,
             PodPhase::Waiting | PodPhase::Failed | PodPhase::Releasing
@@ -403,6 +412,11 @@ impl Tracked {
     ) {
         self.running = false;
         self.failures += 1;
+        if std::mem::take(&mut self.room_made_while_running) {
+            self.retry_at = None;
+            self.retry_at_wall = None;
+            return;
+        }
         let wait = delay(self.failures);
         self.retry_at = Some(now.0 + wait);
         self.retry_at_wall = Some(now.1 + wait);
@@ -410,6 +424,7 @@ impl Tracked {
 
     fn finished(&mut self) {
         self.running = false;
+        self.room_made_while_running = false;
         self.failures = 0;
         self.retry_at = None;
         self.retry_at_wall = None;

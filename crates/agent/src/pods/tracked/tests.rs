@@ -317,3 +317,20 @@ fn waiting_for_an_unserved_resource_records_the_kubelets_reason_and_words() {
         "Node didn't have enough resource: example.com/gpu, requested: 2, used: 0, capacity: 0"
     );
 }
+
+#[test]
+fn room_made_while_an_attempt_runs_makes_its_failure_try_again_at_once() {
+    let mut pod = seen();
+    pod.started(Next::Admit);
+    assert!(!pod.room_made(), "nothing to wake while it runs");
+    let (at, wall) = now();
+    pod.not_admitted(&devices_failed("example.com/gpu"), SECOND, (at, wall));
+    assert_eq!(
+        pod.next(at),
+        Some(Next::Admit),
+        "at once, not after the backoff"
+    );
+    pod.started(Next::Admit);
+    pod.not_admitted(&devices_failed("example.com/gpu"), SECOND, (at, wall));
+    assert_eq!(pod.next(at), None, "a plain failure waits out its backoff");
+}
