@@ -41,20 +41,6 @@ const OUR_NODE: &str = "agent-node";
 const REPORT: &str = "echo BEGIN; env | sort; echo DEV; ls /dev | sort; \
     echo MOUNTS; cut -d' ' -f5 /proc/self/mountinfo | sort; echo END";
 
-/// The CDI spec of the example device plugin's devices.
-fn write_cdi_spec(dir: &Path, devices: usize) {
-    let devices: Vec<Value> = (0..devices)
-        .map(|i| {
-            json!({
-                "name": format!("dev-{i}"),
-                "containerEdits": {"env": [format!("EXAMPLE_CDI_DEV_{i}=on")]},
-            })
-        })
-        .collect();
-    let spec = json!({"cdiVersion": "0.6.0", "kind": RESOURCE, "devices": devices});
-    std::fs::write(dir.join("example-device.json"), spec.to_string()).unwrap();
-}
-
 /// The pod, for `node`, using claim `claim`.
 fn the_pod(name: &str, node: &str, claim: &str) -> Value {
     let container = |name: &str, devices: usize, claims: &[&str], then: &str| {
@@ -280,15 +266,6 @@ fn start_driver(root: &Path, kubeconfig: &Path, node: &str, cdi: &Path, log: &Pa
         .unwrap()
 }
 
-fn count(log: &Path, message: &str) -> usize {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|l| l["fields"]["message"] == message)
-        .count()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pod_on_our_agent_gets_what_it_gets_on_the_real_kubelet() {
     let cluster = Cluster::start(&[OUR_NODE]).await;
@@ -297,7 +274,7 @@ async fn a_pod_on_our_agent_gets_what_it_gets_on_the_real_kubelet() {
 
     // The kubelet's node.
     let kubelet_containerd = Containerd::start().await;
-    write_cdi_spec(&kubelet_containerd.cdi_dir(), 2);
+    kubelet_containerd.write_example_cdi_spec(RESOURCE, 2);
     let kubelet_config = cluster.api.kubeconfig_of_node(KUBELET_NODE);
     let kubelet = RealKubelet::start(KUBELET_NODE, &kubelet_config, &kubelet_containerd).await;
     let kubelet_plugin_log = logs.path().join("kubelet-device-plugin.log");
@@ -314,7 +291,7 @@ async fn a_pod_on_our_agent_gets_what_it_gets_on_the_real_kubelet() {
 
     // Our node.
     let our_containerd = Containerd::start().await;
-    write_cdi_spec(&our_containerd.cdi_dir(), 2);
+    our_containerd.write_example_cdi_spec(RESOURCE, 2);
     let our_logs = logs.path().join("agent-pod-logs");
     let endpoint = our_containerd.endpoint();
     let node = Node::start_full(
@@ -482,13 +459,16 @@ async fn a_pod_on_our_agent_gets_what_it_gets_on_the_real_kubelet() {
     // PreStartContainer per start.
     assert_eq!(
         node.allocate_calls(),
-        count(&kubelet_plugin_log, "allocated"),
+        log_lines(&kubelet_plugin_log, "allocated"),
         "Allocate calls"
     );
     assert_eq!(
         node.pre_start_calls(),
-        count(&kubelet_plugin_log, "pre-started"),
+        log_lines(&kubelet_plugin_log, "pre-started"),
         "PreStartContainer calls"
     );
-    assert_eq!(node.prepare_calls(), count(&kubelet_driver_log, "prepared"));
+    assert_eq!(
+        node.prepare_calls(),
+        log_lines(&kubelet_driver_log, "prepared")
+    );
 }

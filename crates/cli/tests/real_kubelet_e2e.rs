@@ -16,7 +16,7 @@ use nodeplugins_test_support::kube_api::{Identity, KubeApi};
 use nodeplugins_test_support::oci_image::BUSYBOX;
 use nodeplugins_test_support::real_kubelet::{DEVICE_PLUGINS, RealKubelet};
 use nodeplugins_test_support::wait::eventually;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::process::Command;
 
 const NODE: &str = "kubelet-node";
@@ -25,28 +25,13 @@ const PODS: &str = "/api/v1/namespaces/default/pods";
 /// Starting a node and a pod on this machine.
 const LONG: std::time::Duration = std::time::Duration::from_secs(180);
 
-/// A CDI spec for the example plugin's devices, as a plugin that names CDI
-/// devices must provide one.
-fn write_cdi_spec(dir: &Path, devices: usize) {
-    let devices: Vec<Value> = (0..devices)
-        .map(|i| {
-            json!({
-                "name": format!("dev-{i}"),
-                "containerEdits": {"env": [format!("EXAMPLE_CDI_DEV_{i}=on")]},
-            })
-        })
-        .collect();
-    let spec = json!({"cdiVersion": "0.6.0", "kind": RESOURCE, "devices": devices});
-    std::fs::write(dir.join("example-device.json"), spec.to_string()).unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn the_real_kubelet_runs_a_pod_with_a_device_plugin_device_on_containerd() {
     nodeplugins_test_support::init_tracing();
     let api = KubeApi::start(NODE).await;
     api.ensure_default_service_account("default").await;
     let containerd = Containerd::start().await;
-    write_cdi_spec(&containerd.cdi_dir(), 2);
+    containerd.write_example_cdi_spec(RESOURCE, 2);
     std::fs::create_dir_all("/var/run/example-device").unwrap();
     let kubeconfig = api.kubeconfig_of_node(NODE);
     let kubelet = RealKubelet::start(NODE, &kubeconfig, &containerd).await;

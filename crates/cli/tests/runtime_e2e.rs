@@ -48,7 +48,7 @@ async fn runtime_node(
     gpus: usize,
 ) -> Node {
     std::fs::create_dir_all("/var/run/example-device").unwrap();
-    write_cdi_spec(&containerd.cdi_dir(), devices);
+    containerd.write_example_cdi_spec(RESOURCE, devices);
     let endpoint = containerd.endpoint();
     let args = [
         "--container-runtime-endpoint",
@@ -65,21 +65,6 @@ async fn runtime_node(
         Some(&containerd.cdi_dir()),
     )
     .await
-}
-
-/// The CDI spec of the example device plugin's devices (a plugin that
-/// names CDI devices ships one).
-fn write_cdi_spec(dir: &Path, devices: usize) {
-    let devices: Vec<Value> = (0..devices)
-        .map(|i| {
-            json!({
-                "name": format!("dev-{i}"),
-                "containerEdits": {"env": [format!("EXAMPLE_CDI_DEV_{i}=on")]},
-            })
-        })
-        .collect();
-    let spec = json!({"cdiVersion": "0.6.0", "kind": RESOURCE, "devices": devices});
-    std::fs::write(dir.join("example-device.json"), spec.to_string()).unwrap();
 }
 
 /// A busybox container running `script`, with `devices` devices and

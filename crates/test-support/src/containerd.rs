@@ -123,6 +123,24 @@ impl Containerd {
         self.dir.path().join("cdi")
     }
 
+    /// Writes the CDI spec of the SDK's example device plugin serving
+    /// `resource` (`vendor/kind`) with `devices` devices (`dev-N`, each
+    /// setting `EXAMPLE_CDI_DEV_N=on`) where containerd reads specs: a
+    /// plugin that names CDI devices ships one.
+    pub fn write_example_cdi_spec(&self, resource: &str, devices: usize) {
+        let devices: Vec<serde_json::Value> = (0..devices)
+            .map(|i| {
+                serde_json::json!({
+                    "name": format!("dev-{i}"),
+                    "containerEdits": {"env": [format!("EXAMPLE_CDI_DEV_{i}=on")]},
+                })
+            })
+            .collect();
+        let spec = serde_json::json!({"cdiVersion": "0.6.0", "kind": resource, "devices": devices});
+        std::fs::write(self.cdi_dir().join("example-device.json"), spec.to_string())
+            .expect("write the example device plugin's CDI spec");
+    }
+
     /// `ctr -n k8s.io ARGS...` against this containerd.
     pub async fn ctr(&self, args: &[&str]) -> std::process::Output {
         Command::new(go_program("ctr"))

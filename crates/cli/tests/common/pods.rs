@@ -496,7 +496,7 @@ pub fn named_claim(entry: &str, claim: &str) -> Value {
 }
 
 /// The JSON log lines of `log` whose message is `message`.
-fn log_lines(log: &Path, message: &str) -> usize {
+pub fn log_lines(log: &Path, message: &str) -> usize {
     std::fs::read_to_string(log)
         .unwrap_or_default()
         .lines()
