@@ -68,13 +68,21 @@ impl StatusWriter {
         Api::namespaced(client, &pod.namespace)
     }
 
-    /// Writes `status` as pod `pod`'s status.
+    /// Writes `status` as pod `pod`'s status, if the pod is still at
+    /// `resource_version` (what the status was made from): a pod another
+    /// writer changed meanwhile (ended it, say) is never written over with
+    /// an older view (409: the caller looks again).
     pub(crate) async fn patch_status(
         &self,
         pod: &PodRef,
+        resource_version: Option<&str>,
         status: &Value,
     ) -> Result<(), WriteError> {
-        let patch = json!({"metadata": {"uid": pod.uid}, "status": status});
+        let mut metadata = json!({"uid": pod.uid});
+        if let Some(version) = resource_version {
+            metadata["resourceVersion"] = json!(version);
+        }
+        let patch = json!({"metadata": metadata, "status": status});
         let api = self.api(pod);
         self.limiter.acquire().await;
         let params = PatchParams::default();

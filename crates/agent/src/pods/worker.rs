@@ -38,7 +38,7 @@ use super::pod_sync::{ApiPhase, Observed, StartErrors, SyncPlan, plan};
 use super::runtime_spec::{NodeExtras, container_spec, sandbox_spec};
 use super::service_env::ServiceEnvReader;
 use super::spec::{containers, is_active};
-use super::status_writer::StatusWriter;
+use super::status_writer::{StatusWriter, WriteError};
 use crate::device::DeviceHandle;
 use crate::runtime::{ContainerRuntime, PullPolicy, RuntimeError, SandboxSpec};
 
@@ -505,10 +505,11 @@ impl Worker {
         if self.written.as_ref() == Some(&status) {
             return self.phase;
         }
+        let version = pod.metadata.resource_version.as_deref();
         match self
             .context
             .writer
-            .patch_status(&self.pod_ref, &status)
+            .patch_status(&self.pod_ref, version, &status)
             .await
         {
             Ok(()) => {
@@ -523,6 +524,13 @@ impl Worker {
                 }
                 self.phase = Some(decided.phase);
                 self.phase
+            }
+            Err(WriteError::Api(kube::Error::Api(s))) if s.code == 409 => {
+                // Changed meanwhile (our own last write, or another
+                // writer's): written again from the pod as it is now.
+                tracing::debug!(pod = %self.pod_ref, "the pod changed since it was read; its status is made again");
+                self.written = None;
+                None
             }
             Err(e) => {
                 tracing::warn!(pod = %self.pod_ref, error = %e, "cannot write the pod's status; trying again");

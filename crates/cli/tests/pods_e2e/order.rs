@@ -275,9 +275,21 @@ async fn pods_waiting_for_a_plugin_or_a_claim_get_the_kubelets_events_and_mirror
             p["failures"].as_u64() >= Some(4)
         })
         .await;
-    let retry_at_ms = waiting["retry_at_unix_ms"].as_u64().unwrap();
+    // The retry in effect when it is admitted: the last one seen while it
+    // waited (on a busy machine the plugin may take longer to register
+    // than one backoff).
+    let last_retry =
+        std::sync::atomic::AtomicU64::new(waiting["retry_at_unix_ms"].as_u64().unwrap());
     let _plugin = start_device_plugin_for(node.root(), OTHER, 1, "other-plugin.log");
-    let admitted_pod = node.pod_when("other", "admitted", admitted).await;
+    let admitted_pod = node
+        .pod_when("other", "admitted", |p| {
+            if let Some(at) = p["retry_at_unix_ms"].as_u64() {
+                last_retry.store(at, std::sync::atomic::Ordering::Relaxed);
+            }
+            admitted(p)
+        })
+        .await;
+    let retry_at_ms = last_retry.load(std::sync::atomic::Ordering::Relaxed);
     let ready_at_ms = admitted_pod["ready_at_unix_us"].as_u64().unwrap() / 1000;
     assert!(
         ready_at_ms < retry_at_ms,
