@@ -107,6 +107,20 @@ impl AdmissionError {
         }
     }
 
+    /// Whether it waits for a device plugin (not registered, stopped, or
+    /// no healthy device yet).
+    fn is_device_wait(&self) -> bool {
+        matches!(
+            self,
+            Self::Devices {
+                source: AllocateError::Unregistered(_)
+                    | AllocateError::Stopped(_)
+                    | AllocateError::NoHealthy(_),
+                ..
+            }
+        )
+    }
+
     /// The reason of the pod's Event, as the kubelet gives it.
     pub fn reason(&self) -> String {
         match self {
@@ -139,6 +153,11 @@ pub(crate) struct Admitted {
     /// was called.
     pub(crate) restored: bool,
 }
+
+/// How long an admission that finds a device plugin without devices yet
+/// waits, holding the gate, for the device manager to change before it
+/// gives up.
+const DEVICE_SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What admitting needs: the managers to ask, and the API to read claims.
 #[derive(Clone)]
@@ -175,7 +194,25 @@ impl Admitter {
         }
         let mut called = false;
         let devices = async {
-            let allocated = match self.allocate_devices(pod, pod_ref).await {
+            let mut changes = self.devices.changes();
+            changes.borrow_and_update();
+            let mut allocated = self.allocate_devices(pod, pod_ref).await;
+            let settle = tokio::time::Instant::now() + DEVICE_SETTLE;
+            // A plugin between its registration and its device list: this
+            // pod, the oldest due, is the first to see them (the gate is
+            // still held, so no younger pod overtakes it).
+            while let Err(e) = &allocated
+                && e.is_device_wait()
+                && tokio::time::timeout_at(settle, changes.changed())
+                    .await
+                    .is_ok_and(|c| c.is_ok())
+            {
+                if self.devices.release(&pod_ref.uid).await.is_err() {
+                    return Err(AdmissionError::Stopping);
+                }
+                allocated = self.allocate_devices(pod, pod_ref).await;
+            }
+            let allocated = match allocated {
                 Ok(allocations) => Ok(allocations),
                 // Admitted whole or not at all: what earlier containers got
                 // goes back before the next pod is admitted (the kubelet
