@@ -33,6 +33,33 @@ pub(crate) fn rebooted(record: &Path, boot_id: &str) -> bool {
     recorded.is_some_and(|id| id != boot_id)
 }
 
+/// The node rebooted since the agent last ran: no container runs, and
+/// what the plugins set up for pods may be gone. Every pod's devices are
+/// given back, to be allocated again (Allocate called) when it is admitted
+/// again, and its claims are to be prepared again (NodePrepareResources
+/// called), before its containers are made again. Fails when a manager
+/// stopped.
+pub(crate) async fn after_reboot(
+    devices: &crate::device::DeviceHandle,
+    dra: &crate::dra::DraHandle,
+) -> Result<(), ()> {
+    let snapshot = devices.snapshot();
+    let mut uids: Vec<&str> = snapshot
+        .allocations()
+        .iter()
+        .map(|a| a.pod_uid.as_str())
+        .collect();
+    uids.dedup();
+    tracing::warn!(
+        pods = uids.len(),
+        "the node rebooted since the agent last ran: every pod's devices are allocated and its claims prepared again"
+    );
+    for uid in uids {
+        devices.release(uid).await.map_err(|_| ())?;
+    }
+    dra.prepare_again(None).await.map_err(|_| ())
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -46,13 +46,12 @@ use super::held::held_pods;
 use super::kube_events::PodEvents;
 use super::lifecycle_events::generate;
 use super::pod::PodRef;
-use super::release::{Ending, ReleaseError, Releaser};
+use super::release::{ReleaseError, Releaser, ending_of};
 use super::served::Served;
 use super::service_env::ServiceEnvReader;
 use super::spec::{is_mirror, pod_ref};
 use super::status::{PodStatus, PodsSnapshot};
 use super::status_writer::StatusWriter;
-use super::terminate::MINIMUM_GRACE;
 use super::tracked::{Next, Tracked};
 use super::watch::{PodWatchEvent, watch_pods};
 use super::worker::{NodeFacts, Report, Worker, WorkerContext, WorkerEnd};
@@ -152,7 +151,9 @@ impl PodsManager {
         }
         if let Some(record) = &self.config.boot_record
             && super::boot::rebooted(record, &super::boot::current_boot_id())
-            && self.after_reboot().await.is_err()
+            && super::boot::after_reboot(&self.admitter.devices, &self.admitter.dra)
+                .await
+                .is_err()
         {
             return;
         }
@@ -230,32 +231,6 @@ impl PodsManager {
         owner.run().await;
         tasks.close();
         tasks.wait().await;
-    }
-}
-
-impl PodsManager {
-    /// The node rebooted since the agent last ran: no container runs, and
-    /// what the plugins set up for pods may be gone. Every pod's devices
-    /// are given back, to be allocated again (Allocate called) when it is
-    /// admitted again, and its claims are to be prepared again
-    /// (NodePrepareResources called), before its containers are made
-    /// again.
-    async fn after_reboot(&self) -> Result<(), ()> {
-        let snapshot = self.admitter.devices.snapshot();
-        let mut uids: Vec<&str> = snapshot
-            .allocations()
-            .iter()
-            .map(|a| a.pod_uid.as_str())
-            .collect();
-        uids.dedup();
-        tracing::warn!(
-            pods = uids.len(),
-            "the node rebooted since the agent last ran: every pod's devices are allocated and its claims prepared again"
-        );
-        for uid in uids {
-            self.admitter.devices.release(uid).await.map_err(|_| ())?;
-        }
-        self.admitter.dra.prepare_again(None).await.map_err(|_| ())
     }
 }
 
@@ -870,38 +845,5 @@ impl Owner {
             pods: self.rows.clone(),
         }));
         self.changes.send_modify(|c| *c += 1);
-    }
-}
-
-/// How pod `pod` ends here: its containers' grace period (a deletion's,
-/// else the pod's `terminationGracePeriodSeconds`, 30 s by default; never
-/// under the kubelet's 2 s; 2 s for a pod gone from the API), its sidecars,
-/// and whether it is deleted once everything is given back.
-fn ending_of(pod: Option<&Pod>, in_api: bool) -> Ending {
-    let Some(pod) = pod else {
-        return Ending {
-            grace: MINIMUM_GRACE,
-            ..Ending::default()
-        };
-    };
-    let seconds = if in_api {
-        pod.metadata
-            .deletion_grace_period_seconds
-            .or_else(|| pod.spec.as_ref()?.termination_grace_period_seconds)
-            .unwrap_or(30)
-    } else {
-        0
-    };
-    let grace =
-        std::time::Duration::from_secs(u64::try_from(seconds).unwrap_or(0)).max(MINIMUM_GRACE);
-    let sidecars = super::spec::containers(pod)
-        .into_iter()
-        .filter(|(_, kind)| *kind == super::container::ContainerKind::Sidecar)
-        .map(|(c, _)| c.name.clone())
-        .collect();
-    Ending {
-        grace,
-        sidecars,
-        delete: in_api && pod.metadata.deletion_timestamp.is_some(),
     }
 }

@@ -118,3 +118,36 @@ impl Releaser {
         Ok(())
     }
 }
+
+/// How pod `pod` ends here: its containers' grace period (a deletion's,
+/// else the pod's `terminationGracePeriodSeconds`, 30 s by default; never
+/// under the kubelet's 2 s; 2 s for a pod gone from the API), its sidecars,
+/// and whether it is deleted once everything is given back.
+pub(crate) fn ending_of(pod: Option<&k8s_openapi::api::core::v1::Pod>, in_api: bool) -> Ending {
+    let Some(pod) = pod else {
+        return Ending {
+            grace: super::terminate::MINIMUM_GRACE,
+            ..Ending::default()
+        };
+    };
+    let seconds = if in_api {
+        pod.metadata
+            .deletion_grace_period_seconds
+            .or_else(|| pod.spec.as_ref()?.termination_grace_period_seconds)
+            .unwrap_or(30)
+    } else {
+        0
+    };
+    let grace = Duration::from_secs(u64::try_from(seconds).unwrap_or(0))
+        .max(super::terminate::MINIMUM_GRACE);
+    let sidecars = super::spec::containers(pod)
+        .into_iter()
+        .filter(|(_, kind)| *kind == super::container::ContainerKind::Sidecar)
+        .map(|(c, _)| c.name.clone())
+        .collect();
+    Ending {
+        grace,
+        sidecars,
+        delete: in_api && pod.metadata.deletion_timestamp.is_some(),
+    }
+}
