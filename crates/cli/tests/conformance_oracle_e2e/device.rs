@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 
 use nodeplugins_test_support::go_process::GoProcess;
 use nodeplugins_test_support::process::ChildProcess;
-use nodeplugins_test_support::wait::TIMEOUT;
+use nodeplugins_test_support::wait::{TIMEOUT, eventually};
 
 use super::{bound_pod, cluster, faulty_plugin, kubelet, root};
 
@@ -234,6 +234,23 @@ async fn not_registering_after_a_kubelet_restart_fails_the_kubelet_refuses_pods_
     let root = root();
     let (mut kubelet, _plugin, _) =
         with_fault(&api, root.path(), "no-reregister", all_allocatable).await;
+    // The device manager writes its checkpoint (the registered devices)
+    // just after it shows them: the restarted kubelet knows the resource
+    // only from there.
+    let checkpoint = root
+        .path()
+        .join("device-plugins/kubelet_internal_checkpoint");
+    eventually(
+        "the resource in the kubelet's checkpoint",
+        TIMEOUT,
+        || async {
+            std::fs::read_to_string(&checkpoint)
+                .ok()
+                .filter(|c| c.contains(RESOURCE))
+                .map(|_| ())
+        },
+    )
+    .await;
     // The kubelet restarts: its device manager removes every socket in the
     // directory, the plugin's included, and serves kubelet.sock again.
     kubelet.kill().await;
