@@ -37,6 +37,6 @@ pub use error::RuntimeError;
 pub use simulated::SimulatedRuntime;
 pub use spec::{
     CONTAINER_NAME_LABEL, ContainerEvent, ContainerEventKind, ContainerSpec, ContainerState,
-    ContainerStatus, ContainerUser, DnsSpec, POD_LOGS_DIR, POD_NAME_LABEL, POD_NAMESPACE_LABEL,
-    POD_UID_LABEL, PodIdentity, PullPolicy, SandboxSpec, SandboxStatus,
+    ContainerStatus, ContainerUser, DnsSpec, LinuxResources, POD_LOGS_DIR, POD_NAME_LABEL,
+    POD_NAMESPACE_LABEL, POD_UID_LABEL, PodIdentity, PullPolicy, SandboxSpec, SandboxStatus,
 };

@@ -17,18 +17,17 @@
 //!   `pod.terminationGracePeriod`, `pod.deletionGracePeriod`, `ports`,
 //!   `preStopHandler`); its log file `<name>/<restart count>.log`.
 //!
-//! Not made yet (the kubelet's, for the pods owner's runtime work to add):
-//! service-link environment, `envFrom`, volumes and the kubelet-managed
-//! `/etc/hosts` and termination-log files, resources and security context.
-//!
-//! The pods owner does not start containers yet: until it does, only the
-//! tests use this.
+//! With the Services' variables and the node's files (`NodeExtras`, made
+//! by the worker) and the cgroup resources (`linux_resources`).
+//! Not made: `envFrom`, volumes and the security context (see the operator
+//! guide for what a pod that needs them gets).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, EnvVar, Pod};
 
 use super::container::ContainerResources;
+use super::linux_resources::{Host, container_resources};
 use crate::runtime::{
     CONTAINER_NAME_LABEL, ContainerSpec, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL,
     PodIdentity, SandboxSpec,
@@ -187,6 +186,7 @@ pub(crate) fn container_spec(
         annotations,
         log_path: format!("{}/{restart_count}.log", container.name),
         runs_to_completion: runs_to_completion(pod, &container.name),
+        resources: container_resources(pod, container, Host::this_machine()),
     }
 }
 

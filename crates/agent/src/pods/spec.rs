@@ -145,41 +145,9 @@ fn limits<'a>(
 /// `Quantity.Value()` reads an extended resource (`2`, `2000m`, `1k`,
 /// `1Ki`, `2e3`); `None` for text that is not a quantity or too large.
 pub(crate) fn quantity_value(text: &str) -> Option<usize> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
-        .unwrap_or(text.len());
-    let (number, suffix) = text.split_at(split);
-    let number: f64 = number.parse().ok()?;
-    let scale = match suffix {
-        "" => 1.0,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024.0,
-        "Mi" => 1024.0 * 1024.0,
-        "Gi" => 1024.0 * 1024.0 * 1024.0,
-        "Ti" => 1024.0_f64.powi(4),
-        "Pi" => 1024.0_f64.powi(5),
-        "Ei" => 1024.0_f64.powi(6),
-        exponent => {
-            let power: i32 = exponent
-                .strip_prefix(['e', 'E'])
-                .and_then(|p| p.parse().ok())?;
-            10.0_f64.powi(power)
-        }
-    };
-    let value = (number * scale).ceil();
-    if !(0.0..=1e15).contains(&value) {
-        return None;
-    }
-    // Checked above: a small non-negative whole number.
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    Some(value as usize)
+    super::quantity::value(text)
+        .filter(|v| (0..=1_000_000_000_000_000).contains(v))
+        .and_then(|v| usize::try_from(v).ok())
 }
 
 #[cfg(test)]

@@ -25,8 +25,8 @@ use super::container_runtime::{ContainerRuntime, RuntimeVersion};
 use super::error::RuntimeError;
 use super::spec::{
     CONTAINER_NAME_LABEL, ContainerEvent, ContainerEventKind, ContainerSpec, ContainerState,
-    ContainerStatus, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL, PodIdentity, PullPolicy,
-    SandboxSpec, SandboxStatus,
+    ContainerStatus, LinuxResources, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL,
+    PodIdentity, PullPolicy, SandboxSpec, SandboxStatus,
 };
 
 /// Container events held for a reader that is behind.
@@ -490,8 +490,30 @@ fn container_config(
                 readonly_paths: READONLY_PATHS.iter().map(|p| p.to_string()).collect(),
                 ..Default::default()
             }),
-            ..Default::default()
+            resources: Some(linux_resources(&container.resources)),
         }),
+        ..Default::default()
+    }
+}
+
+/// A container's cgroup resources in CRI's terms.
+fn linux_resources(resources: &LinuxResources) -> cri::LinuxContainerResources {
+    cri::LinuxContainerResources {
+        cpu_period: resources.cpu_period,
+        cpu_quota: resources.cpu_quota,
+        cpu_shares: resources.cpu_shares,
+        memory_limit_in_bytes: resources.memory_limit_in_bytes,
+        oom_score_adj: resources.oom_score_adj,
+        memory_swap_limit_in_bytes: resources.memory_swap_limit_in_bytes,
+        hugepage_limits: resources
+            .hugepage_limits
+            .iter()
+            .map(|(page_size, limit)| cri::HugepageLimit {
+                page_size: page_size.clone(),
+                limit: *limit,
+            })
+            .collect(),
+        unified: resources.unified.clone().into_iter().collect(),
         ..Default::default()
     }
 }

@@ -97,6 +97,30 @@ pub struct ContainerSpec {
     /// sidecar). Not sent to a real runtime; the simulated one ends such a
     /// container with 0 as soon as it starts.
     pub runs_to_completion: bool,
+    /// Its cgroup resources.
+    pub resources: LinuxResources,
+}
+
+/// A container's cgroup resources (CRI `LinuxContainerResources`), as the
+/// kubelet computes them from its requests and limits and the pod's QoS.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LinuxResources {
+    /// CFS period in microseconds (0: the runtime's default).
+    pub cpu_period: i64,
+    /// CFS quota in microseconds per period (0: none).
+    pub cpu_quota: i64,
+    /// Relative CPU weight (cgroup v1 shares).
+    pub cpu_shares: i64,
+    /// Memory limit in bytes (0: none).
+    pub memory_limit_in_bytes: i64,
+    /// The OOM killer's adjustment for its processes.
+    pub oom_score_adj: i64,
+    /// Memory plus swap limit in bytes (0: none).
+    pub memory_swap_limit_in_bytes: i64,
+    /// Huge page limits: page size (`2MB`, `1GB`) and bytes.
+    pub hugepage_limits: Vec<(String, u64)>,
+    /// cgroup v2 files and values (`memory.oom.group`...).
+    pub unified: BTreeMap<String, String>,
 }
 
 /// Where a container is in its life.

@@ -1,0 +1,116 @@
+//! Kubernetes quantities (`100m`, `1.5Gi`, `2e3`) read exactly, as the
+//! kubelet's `Quantity.Value()` and `MilliValue()` read them: the value
+//! rounded up to a whole unit or a whole thousandth.
+
+/// `text`'s value in whole units, rounded up (`1500m` is 2); `None` for
+/// text that is not a quantity or too large.
+pub(crate) fn value(text: &str) -> Option<i64> {
+    scaled_up(text, 0)
+}
+
+/// `text`'s value in thousandths, rounded up (`0.1` is 100, `1u` is 1);
+/// `None` for text that is not a quantity or too large.
+pub(crate) fn milli_value(text: &str) -> Option<i64> {
+    scaled_up(text, 3)
+}
+
+/// `text`'s value times 10^`digits`, rounded up.
+fn scaled_up(text: &str, digits: u32) -> Option<i64> {
+    let (mantissa, exponent10) = exact(text.trim())?;
+    let exponent10 = exponent10 + i32::try_from(digits).ok()?;
+    let value = if exponent10 >= 0 {
+        mantissa.checked_mul(10i128.checked_pow(exponent10.unsigned_abs())?)?
+    } else {
+        let divisor = 10i128.checked_pow(exponent10.unsigned_abs())?;
+        // Rounded up, as the kubelet's quantities round.
+        let quotient = mantissa.div_euclid(divisor);
+        if mantissa.rem_euclid(divisor) == 0 {
+            quotient
+        } else {
+            quotient + 1
+        }
+    };
+    i64::try_from(value).ok()
+}
+
+/// `text` as `mantissa × 10^exponent`, exactly (binary suffixes folded
+/// into the mantissa).
+fn exact(text: &str) -> Option<(i128, i32)> {
+    let (sign, rest) = match text.as_bytes().first()? {
+        b'-' => (-1, &text[1..]),
+        b'+' => (1, &text[1..]),
+        _ => (1, text),
+    };
+    let number_end = rest
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(rest.len());
+    let (number, suffix) = rest.split_at(number_end);
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    if whole.is_empty() && fraction.is_empty() || fraction.contains('.') {
+        return None;
+    }
+    let mut mantissa: i128 = format!("{whole}{fraction}").parse().ok()?;
+    let mut exponent10 = -i32::try_from(fraction.len()).ok()?;
+    let binary = |power: u32| 1i128.checked_shl(power);
+    match suffix {
+        "" => {}
+        "Ki" => mantissa = mantissa.checked_mul(binary(10)?)?,
+        "Mi" => mantissa = mantissa.checked_mul(binary(20)?)?,
+        "Gi" => mantissa = mantissa.checked_mul(binary(30)?)?,
+        "Ti" => mantissa = mantissa.checked_mul(binary(40)?)?,
+        "Pi" => mantissa = mantissa.checked_mul(binary(50)?)?,
+        "Ei" => mantissa = mantissa.checked_mul(binary(60)?)?,
+        "n" => exponent10 -= 9,
+        "u" => exponent10 -= 6,
+        "m" => exponent10 -= 3,
+        "k" => exponent10 += 3,
+        "M" => exponent10 += 6,
+        "G" => exponent10 += 9,
+        "T" => exponent10 += 12,
+        "P" => exponent10 += 15,
+        "E" => exponent10 += 18,
+        exponent => {
+            let digits = exponent.strip_prefix(['e', 'E'])?;
+            exponent10 = exponent10.checked_add(digits.parse::<i32>().ok()?)?;
+        }
+    }
+    Some((sign * mantissa, exponent10))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_round_up_to_whole_units() {
+        for (text, want) in [
+            ("2", Some(2)),
+            ("1500m", Some(2)),
+            ("1Ki", Some(1024)),
+            ("1.5Gi", Some(1_610_612_736)),
+            ("2e3", Some(2000)),
+            ("0.5", Some(1)),
+            ("-1", Some(-1)),
+            ("x", None),
+            (".", None),
+            ("1..2", None),
+        ] {
+            assert_eq!(value(text), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn milli_values_are_exact_where_floating_point_is_not() {
+        for (text, want) in [
+            ("0.1", Some(100)),
+            ("100m", Some(100)),
+            ("1", Some(1000)),
+            ("1u", Some(1)),
+            ("250m", Some(250)),
+            ("1.001", Some(1001)),
+            ("0", Some(0)),
+        ] {
+            assert_eq!(milli_value(text), want, "{text}");
+        }
+    }
+}
