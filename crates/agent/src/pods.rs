@@ -45,9 +45,12 @@
 //! | `pod_sync` | what a running pod's containers need next, and its phase |
 //! | `crash_backoff` | the kubelet's crash-loop back-off |
 //! | `api_status` | the pod's status as the kubelet writes it |
+//! | `resource_health` | the health of what each container holds, in its status |
 //! | `status_writer` | the pod's status written, a deleted pod deleted |
 //! | `lifecycle_events` | the runtime's container events told to workers |
 //! | `runtime_spec` | what the runtime is asked for a pod, as the kubelet asks |
+//! | `linux_resources` | a container's cgroup resources, as the kubelet sets them |
+//! | `quantity` | Kubernetes quantities read exactly |
 //! | `boot` | whether the node rebooted since the agent last ran |
 //! | `service_env` | the Services' variables every container gets |
 //! | `pod_files` | a pod's hosts file and termination logs |
@@ -89,6 +92,8 @@ mod kube_events;
 #[cfg(feature = "kube")]
 mod lifecycle_events;
 #[cfg(feature = "kube")]
+mod linux_resources;
+#[cfg(feature = "kube")]
 mod manager;
 mod manual;
 mod pod;
@@ -96,15 +101,17 @@ mod pod;
 mod pod_files;
 #[cfg(feature = "kube")]
 mod pod_sync;
+mod quantity;
 #[cfg(feature = "kube")]
 mod release;
+#[cfg(feature = "kube")]
+mod resource_health;
 #[cfg(feature = "kube")]
 mod runtime_spec;
 #[cfg(feature = "kube")]
 mod served;
 #[cfg(feature = "kube")]
 mod service_env;
-#[cfg(feature = "kube")]
 mod spec;
 mod status;
 #[cfg(feature = "kube")]

@@ -3,8 +3,9 @@
 //! `ContainersReady`, `Ready`, each with the time it last changed), its
 //! addresses (the node's: pods run in the host's network), its start time,
 //! and one status per container (init containers apart) with its runtime
-//! id, state, last state, restart count, image and readiness. A container
-//! is ready while it runs (no probes are run: see the operator guide).
+//! id, state, last state, restart count, image, readiness and the health
+//! of what it holds (`resource_health`). A container is ready while it
+//! runs (no probes are run: see the operator guide).
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;
@@ -33,6 +34,8 @@ pub(crate) struct StatusInputs<'a> {
     pub(crate) conditions: &'a BTreeMap<String, (bool, SystemTime)>,
     /// The pod, whose containers' images and resources the status names.
     pub(crate) pod: &'a Pod,
+    /// Each app container's `allocatedResourcesStatus`, where it has one.
+    pub(crate) resource_health: &'a BTreeMap<String, Value>,
     pub(crate) now: SystemTime,
 }
 
@@ -80,21 +83,31 @@ pub(crate) fn api_status(
             if let Some(generation) = inputs.generation {
                 c["observedGeneration"] = json!(generation);
             }
-            if let Some(reason) = reason {
-                c["reason"] = json!(reason);
-            }
-            if let Some(message) = message {
-                c["message"] = json!(message);
-            }
+            // Conditions are merged by type: a reason or message the
+            // condition no longer has is removed by naming it null, as the
+            // kubelet's patch from the old status to the new one does.
+            c["reason"] = json!(reason);
+            c["message"] = json!(message);
             c
         };
     let list = |names: &[&str]| format!("[{}]", names.join(" "));
-    let mut conditions = vec![condition(
-        "PodReadyToStartContainers",
-        sandbox_ready,
-        None,
-        None,
-    )];
+    // Why a new sandbox is needed, in the kubelet's words: none yet (the
+    // first attempt), or the last one is not ready (stopped, or stopping
+    // with the ended pod).
+    let sandbox_missing = match plan.sandbox {
+        Some(0) => "no pod sandbox exists",
+        _ => "pod sandbox is not ready",
+    };
+    let mut conditions = vec![if sandbox_ready {
+        condition("PodReadyToStartContainers", true, None, None)
+    } else {
+        condition(
+            "PodReadyToStartContainers",
+            false,
+            Some("PodSandboxNotReady"),
+            Some(sandbox_missing.to_string()),
+        )
+    }];
     conditions.push(if plan.phase == ApiPhase::Succeeded {
         condition("Initialized", true, Some("PodCompleted"), None)
     } else if uninitialized.is_empty() && plan.initialized {
@@ -112,7 +125,12 @@ pub(crate) fn api_status(
     });
     for kind in ["Ready", "ContainersReady"] {
         conditions.push(if terminal {
-            condition(kind, false, Some("PodCompleted"), None)
+            let reason = if plan.phase == ApiPhase::Failed {
+                "PodFailed"
+            } else {
+                "PodCompleted"
+            };
+            condition(kind, false, Some(reason), None)
         } else if unready.is_empty() {
             condition(kind, true, None, None)
         } else {
@@ -157,16 +175,15 @@ pub(crate) fn api_status(
     if !requests.is_empty() {
         status["allocatedResources"] = json!(requests);
     }
-    if !requests.is_empty() || !limits.is_empty() {
-        let mut resources = json!({});
-        if !limits.is_empty() {
-            resources["limits"] = json!(limits);
-        }
-        if !requests.is_empty() {
-            resources["requests"] = json!(requests);
-        }
-        status["resources"] = resources;
+    // The pod's resources, even none: the kubelet writes them always.
+    let mut resources = json!({});
+    if !limits.is_empty() {
+        resources["limits"] = json!(limits);
     }
+    if !requests.is_empty() {
+        resources["requests"] = json!(requests);
+    }
+    status["resources"] = resources;
     if let Some(ip) = inputs.node_ip {
         status["hostIP"] = json!(ip);
         status["hostIPs"] = json!([{"ip": ip}]);
@@ -224,16 +241,15 @@ fn container_status(
     if let Some(p) = previous.filter(|p| p.state == ContainerState::Exited) {
         status["lastState"] = state(p, inputs.runtime);
     }
-    // What it was given (the kubelet's in-place resize accounting: its
-    // requests allocated, its resources as asked).
-    if let Some(resources) = spec.and_then(|c| c.resources.as_ref()) {
+    // What it was given, once the runtime has it (the kubelet's in-place
+    // resize accounting: its requests allocated, its resources as asked,
+    // even none).
+    if latest.is_some() {
+        let resources = spec.and_then(|c| c.resources.clone()).unwrap_or_default();
         if let Some(requests) = resources.requests.as_ref().filter(|r| !r.is_empty()) {
             status["allocatedResources"] = json!(requests);
         }
-        let asked = serde_json::to_value(resources).unwrap_or_default();
-        if asked.as_object().is_some_and(|o| !o.is_empty()) {
-            status["resources"] = asked;
-        }
+        status["resources"] = serde_json::to_value(&resources).unwrap_or_else(|_| json!({}));
     }
     if let Some(user) = shown
         .or(view.current.as_ref())
@@ -244,6 +260,11 @@ fn container_status(
             "gid": user.gid,
             "supplementalGroups": user.supplemental_groups,
         }});
+    }
+    if let Some(health) = inputs.resource_health.get(&view.name)
+        && view.kind == ContainerKind::App
+    {
+        status["allocatedResourcesStatus"] = health.clone();
     }
     if view.kind == ContainerKind::Init {
         // An init container that finished well stays ready.

@@ -256,7 +256,7 @@ pub(crate) fn claim_names_of(pod: &Pod) -> Result<Vec<String>, PodClaimsError> {
 
 /// `spec.resourceClaims` entry name → the claim it resolves to (`None`: the
 /// entry needs no claim), as `resourceclaim.Name` resolves it.
-fn claim_names(pod: &Pod) -> Result<BTreeMap<String, Option<String>>, PodClaimsError> {
+pub(crate) fn claim_names(pod: &Pod) -> Result<BTreeMap<String, Option<String>>, PodClaimsError> {
     let pod_name = pod_name(pod);
     let spec = pod.spec.as_ref();
     let statuses = pod

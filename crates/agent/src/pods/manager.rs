@@ -179,6 +179,7 @@ impl PodsManager {
                 self.admitter.claims.clone(),
             )),
             devices: self.admitter.devices.clone(),
+            dra: self.admitter.dra.clone(),
             writer: self.writer.clone(),
             events: lifecycle,
             reports: reports_tx,

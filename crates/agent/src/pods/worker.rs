@@ -5,7 +5,8 @@
 //! each container to start: its image as the pull policy says, its device
 //! plugins' PreStartContainer, then create and start), and writes the
 //! pod's status when it changed. It waits for a lifecycle event of its pod,
-//! a change of the pod, a back-off falling due, or its stop.
+//! a change of the pod, a back-off falling due, a change of the health of
+//! what its containers hold, or its stop.
 //!
 //! Containers that run when it starts (the agent restarted) are adopted as
 //! they are: nothing is started again and no plugin is called. A container
@@ -35,11 +36,13 @@ use super::lifecycle_events::LifecycleEvent;
 use super::pod::PodRef;
 use super::pod_files::PodFiles;
 use super::pod_sync::{ApiPhase, Observed, StartErrors, SyncPlan, plan};
+use super::resource_health::{HealthSources, allocated_resources_status};
 use super::runtime_spec::{NodeExtras, container_spec, sandbox_spec};
 use super::service_env::ServiceEnvReader;
 use super::spec::{containers, is_active};
 use super::status_writer::{StatusWriter, WriteError};
 use crate::device::DeviceHandle;
+use crate::dra::DraHandle;
 use crate::runtime::{ContainerRuntime, PullPolicy, RuntimeError, SandboxSpec};
 
 /// A failed start or status write is tried again this long after (the
@@ -77,6 +80,8 @@ pub(crate) struct WorkerContext {
     /// The runtime's name and the node's address, learnt once.
     pub(crate) node: Arc<NodeFacts>,
     pub(crate) devices: DeviceHandle,
+    /// The DRA manager: the claims prepared and their devices' health.
+    pub(crate) dra: DraHandle,
     pub(crate) writer: StatusWriter,
     pub(crate) events: broadcast::Sender<LifecycleEvent>,
     pub(crate) reports: mpsc::UnboundedSender<Report>,
@@ -158,6 +163,8 @@ pub(crate) struct Worker {
     /// Its pod was admitted with what it held (the agent restarted): the
     /// first look tells whether its containers are still there.
     adopting: bool,
+    /// The health of what its containers hold, as last worked out.
+    resource_health: BTreeMap<String, Value>,
 }
 
 impl Worker {
@@ -206,6 +213,7 @@ impl Worker {
             runtime_error: None,
             service_env: None,
             adopting,
+            resource_health: BTreeMap::new(),
         }
     }
 
@@ -215,37 +223,58 @@ impl Worker {
         if self.adopting && self.runtime_lost().await {
             return WorkerEnd::RuntimeLost;
         }
+        // The health of what the pod holds is followed only when it holds
+        // something: a device manager or DRA manager change costs the
+        // other pods nothing.
+        let holds = self
+            .resources
+            .values()
+            .any(|r| !r.devices.is_empty() || !r.claim_cdi_devices.is_empty())
+            || self
+                .pod
+                .borrow()
+                .spec
+                .as_ref()
+                .is_some_and(|s| s.resource_claims.as_ref().is_some_and(|c| !c.is_empty()));
+        let mut device_changes = self.context.devices.changes();
+        let mut dra_changes = self.context.dra.changes();
+        let (mut devices_open, mut dra_open) = (holds, holds);
+        let mut wake = None;
+        let mut resync = true;
         loop {
             if self.stop.is_cancelled() {
                 return WorkerEnd::Stopped;
             }
-            let wake = match self.sync().await {
-                Ok((phase, wake)) => {
-                    if self.runtime_error.take().is_some() {
-                        tracing::info!(pod = %self.pod_ref, "the runtime answers again");
+            if resync {
+                wake = match self.sync().await {
+                    Ok((phase, wake)) => {
+                        if self.runtime_error.take().is_some() {
+                            tracing::info!(pod = %self.pod_ref, "the runtime answers again");
+                        }
+                        if let Some(phase) = phase
+                            && phase.is_terminal()
+                            && self.written.is_some()
+                        {
+                            return WorkerEnd::Ended(phase);
+                        }
+                        wake
                     }
-                    if let Some(phase) = phase
-                        && phase.is_terminal()
-                        && self.written.is_some()
-                    {
-                        return WorkerEnd::Ended(phase);
+                    Err(e) => {
+                        let text = e.to_string();
+                        if self.runtime_error.as_ref() != Some(&text) {
+                            tracing::warn!(pod = %self.pod_ref, error = %text, "cannot read the pod's containers from the runtime; trying again");
+                            self.runtime_error = Some(text);
+                        }
+                        Some(tokio::time::Instant::now() + STATUS_RETRY)
                     }
-                    wake
-                }
-                Err(e) => {
-                    let text = e.to_string();
-                    if self.runtime_error.as_ref() != Some(&text) {
-                        tracing::warn!(pod = %self.pod_ref, error = %text, "cannot read the pod's containers from the runtime; trying again");
-                        self.runtime_error = Some(text);
-                    }
-                    Some(tokio::time::Instant::now() + STATUS_RETRY)
-                }
-            };
+                };
+            }
+            resync = true;
             let status_retry = self
                 .written
                 .is_none()
                 .then(|| tokio::time::Instant::now() + STATUS_RETRY);
-            let wake = [wake, status_retry].into_iter().flatten().min();
+            let next = [wake, status_retry].into_iter().flatten().min();
             let uid = self.pod_ref.uid.clone();
             tokio::select! {
                 () = self.stop.cancelled() => return WorkerEnd::Stopped,
@@ -255,9 +284,38 @@ impl Worker {
                     }
                 }
                 () = next_event(&mut events, &uid) => {}
-                () = nodeplugins_api::timer::sleep_until(wake) => {}
+                () = nodeplugins_api::timer::sleep_until(next) => {}
+                changed = device_changes.changed(), if devices_open => {
+                    devices_open = changed.is_ok();
+                    resync = self.health_changed();
+                }
+                changed = dra_changes.changed(), if dra_open => {
+                    dra_open = changed.is_ok();
+                    resync = self.health_changed();
+                }
             }
         }
+    }
+
+    /// The health of what the pod's containers hold, worked out now.
+    fn current_resource_health(&self, pod: &Pod) -> BTreeMap<String, Value> {
+        let now = tokio::time::Instant::now();
+        let devices = self.context.devices.snapshot().status_at(now);
+        let drivers = self.context.dra.snapshot().status_at(now);
+        let claims = self.context.dra.prepared_claims();
+        let sources = HealthSources {
+            devices: &devices,
+            claims: &claims,
+            drivers: &drivers,
+        };
+        allocated_resources_status(pod, &self.resources, &sources)
+    }
+
+    /// Whether the health of what the pod holds is not what was last
+    /// written (a round then writes it).
+    fn health_changed(&self) -> bool {
+        let pod = self.pod.borrow().clone();
+        self.current_resource_health(&pod) != self.resource_health
     }
 
     /// Whether the pod ran here before (its status names a container) yet
@@ -492,6 +550,7 @@ impl Worker {
             }
         };
         let node_ip = self.context.node.node_ip().await;
+        let resource_health = self.current_resource_health(pod);
         let inputs = StatusInputs {
             runtime: &runtime_name,
             node_ip: node_ip.as_deref(),
@@ -499,9 +558,11 @@ impl Worker {
             generation: pod.metadata.generation,
             conditions: &self.conditions,
             pod,
+            resource_health: &resource_health,
             now: SystemTime::now(),
         };
         let (status, conditions) = api_status(decided, &inputs);
+        self.resource_health = resource_health;
         if self.written.as_ref() == Some(&status) {
             return self.phase;
         }
