@@ -9,11 +9,21 @@
 //! - what a process inside sees: its environment, its `/dev` entries, its
 //!   mount points;
 //! - the OCI spec containerd wrote: environment, mounts, devices,
-//!   annotations (the CDI edits applied);
+//!   annotations (the CDI edits applied), cgroup resources and OOM score
+//!   (the pod is Burstable: its app container asks for CPU and memory);
 //! - the pod's status once Running: its conditions and each container's
 //!   status fields;
 //! - the plugin calls: one Allocate per container holding devices, one
 //!   PreStartContainer before each start, one NodePrepareResources.
+//!
+//! And over a pod's lifecycle, pods of each kind on both nodes at once:
+//! the status of a pod that succeeds, one that fails, one whose init
+//! container fails, one still initializing, one whose image may not be
+//! pulled, one whose container crashes (restarted once at once, then in
+//! back-off); and the order of the plugin calls for a pod deleted with a
+//! grace period its container ignores (Allocate, NodePrepareResources,
+//! PreStartContainer, then NodeUnprepareResources only once the grace
+//! period is over and the container is gone).
 
 // Test code: a failed unwrap is a failed test with a precise location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -32,6 +42,8 @@ use nodeplugins_test_support::real_kubelet::{DEVICE_PLUGINS, RealKubelet};
 use nodeplugins_test_support::wait::eventually;
 use serde_json::{Value, json};
 use tempfile::TempDir;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
 use tokio::process::{Child, Command};
 
 const KUBELET_NODE: &str = "kubelet-node";
@@ -41,35 +53,48 @@ const OUR_NODE: &str = "agent-node";
 const REPORT: &str = "echo BEGIN; env | sort; echo DEV; ls /dev | sort; \
     echo MOUNTS; cut -d' ' -f5 /proc/self/mountinfo | sort; echo END";
 
-/// The pod, for `node`, using claim `claim`.
-fn the_pod(name: &str, node: &str, claim: &str) -> Value {
-    let container = |name: &str, devices: usize, claims: &[&str], then: &str| {
-        let mut c = container(name, devices, claims);
-        c["image"] = json!(BUSYBOX);
-        c["imagePullPolicy"] = json!("IfNotPresent");
-        c["command"] = json!(["sh", "-c", format!("{REPORT}; {then}")]);
-        c["env"] = json!([{"name": "FROM_POD", "value": name}]);
-        c
-    };
-    let mut sidecar = container("proxy", 1, &[], "exec sleep 3600");
-    sidecar["restartPolicy"] = json!("Always");
-    let mut pod = with_claims(
-        with_init(
-            pod(
-                name,
-                node,
-                vec![container("main", 1, &["gpu"], "exec sleep 3600")],
-            ),
-            vec![container("setup", 1, &[], "exit 0"), sidecar],
-        ),
-        vec![named_claim("gpu", claim)],
-    );
+/// A busybox container named `name` with `devices` devices and claims
+/// `claims`, running `script`, with an environment variable of its own.
+fn busybox(name: &str, devices: usize, claims: &[&str], script: &str) -> Value {
+    let mut c = container(name, devices, claims);
+    c["image"] = json!(BUSYBOX);
+    c["imagePullPolicy"] = json!("IfNotPresent");
+    c["command"] = json!(["sh", "-c", script]);
+    c["env"] = json!([{"name": "FROM_POD", "value": name}]);
+    c
+}
+
+/// `pod` in the host's network (no CNI runs here), tolerating the
+/// kubelet's Node (not ready without a network plugin; host-network pods
+/// run on it all the same), with a grace period of 2 s.
+fn on_host(mut pod: Value) -> Value {
     pod["spec"]["hostNetwork"] = json!(true);
-    // The kubelet's Node is not ready without a network plugin; host-network
-    // pods run on it all the same.
     pod["spec"]["tolerations"] = json!([{"operator": "Exists"}]);
     pod["spec"]["terminationGracePeriodSeconds"] = json!(2);
     pod
+}
+
+/// The pod, for `node`, using claim `claim`.
+fn the_pod(name: &str, node: &str, claim: &str) -> Value {
+    let reporting = |name: &str, devices: usize, claims: &[&str], then: &str| {
+        busybox(name, devices, claims, &format!("{REPORT}; {then}"))
+    };
+    let mut sidecar = reporting("proxy", 1, &[], "exec sleep 3600");
+    sidecar["restartPolicy"] = json!("Always");
+    // CPU and memory asked for: a Burstable pod, each container's cgroup
+    // resources and OOM score worked out from them.
+    let mut main = reporting("main", 1, &["gpu"], "exec sleep 3600");
+    for (list, cpu, memory) in [("requests", "100m", "64Mi"), ("limits", "200m", "128Mi")] {
+        main["resources"][list]["cpu"] = json!(cpu);
+        main["resources"][list]["memory"] = json!(memory);
+    }
+    on_host(with_claims(
+        with_init(
+            pod(name, node, vec![main]),
+            vec![reporting("setup", 1, &[], "exit 0"), sidecar],
+        ),
+        vec![named_claim("gpu", claim)],
+    ))
 }
 
 /// Replaces in `text` each of `names` with its placeholder.
@@ -207,7 +232,7 @@ async fn ran(
 }
 
 /// The parts of an OCI spec compared: environment (sorted), mounts,
-/// devices and annotations.
+/// devices, annotations, cgroup resources and OOM score.
 fn spec_view(spec: &Value) -> Value {
     let mut env: Vec<String> = spec["process"]["env"]
         .as_array()
@@ -229,15 +254,18 @@ fn spec_view(spec: &Value) -> Value {
         "mounts": spec["mounts"],
         "devices": spec["linux"]["devices"],
         "annotations": annotations,
+        "resources": spec["linux"]["resources"],
+        "oomScoreAdj": spec["process"]["oomScoreAdj"],
     })
 }
 
-fn start_device_plugin(root: &Path, log: &Path) -> Child {
+fn start_device_plugin(root: &Path, devices: usize, log: &Path) -> Child {
     let log = std::fs::File::create(log).unwrap();
     Command::new(binary("nodeplugins-sdk-bins", "example-device-plugin"))
         .arg("--root-dir")
         .arg(root)
-        .args(["--resource", RESOURCE, "--pre-start", "--devices", "2"])
+        .args(["--resource", RESOURCE, "--pre-start", "--devices"])
+        .arg(devices.to_string())
         .args(["--log-level", "info", "--log-format", "json"])
         .env_remove("RUST_LOG")
         .stdout(Stdio::null())
@@ -266,95 +294,286 @@ fn start_driver(root: &Path, kubeconfig: &Path, node: &str, cdi: &Path, log: &Pa
         .unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_pod_on_our_agent_gets_what_it_gets_on_the_real_kubelet() {
-    let cluster = Cluster::start(&[OUR_NODE]).await;
-    std::fs::create_dir_all("/var/run/example-device").unwrap();
-    let logs = TempDir::new().unwrap();
+/// The real kubelet's node and our agent's, each on its own containerd
+/// with the example device plugin (`devices` devices) and the example DRA
+/// driver (one GPU), under one API server and scheduler; a claim for one
+/// GPU for each (`gpu-k` for the kubelet's node, `gpu-o` for ours).
+struct TwoNodes {
+    // Dropped in this order: our node, then the kubelet's, then the API.
+    node: Node,
+    our_containerd: Containerd,
+    our_logs: PathBuf,
+    _kubelet_driver: Child,
+    _kubelet_plugin: Child,
+    kubelet: RealKubelet,
+    kubelet_containerd: Containerd,
+    kubelet_plugin_log: PathBuf,
+    kubelet_driver_log: PathBuf,
+    _logs: TempDir,
+    cluster: Cluster,
+}
 
-    // The kubelet's node.
-    let kubelet_containerd = Containerd::start().await;
-    kubelet_containerd.write_example_cdi_spec(RESOURCE, 2);
-    let kubelet_config = cluster.api.kubeconfig_of_node(KUBELET_NODE);
-    let kubelet = RealKubelet::start(KUBELET_NODE, &kubelet_config, &kubelet_containerd).await;
-    let kubelet_plugin_log = logs.path().join("kubelet-device-plugin.log");
-    let _kubelet_plugin = start_device_plugin(Path::new("/var/lib/kubelet"), &kubelet_plugin_log);
-    assert!(Path::new(DEVICE_PLUGINS).exists());
-    let kubelet_driver_log = logs.path().join("kubelet-driver.log");
-    let _kubelet_driver = start_driver(
-        &kubelet.root(),
-        &kubelet_config,
-        KUBELET_NODE,
-        &kubelet_containerd.cdi_dir(),
-        &kubelet_driver_log,
-    );
+impl TwoNodes {
+    async fn start(devices: usize) -> Self {
+        let cluster = Cluster::start(&[OUR_NODE]).await;
+        std::fs::create_dir_all("/var/run/example-device").unwrap();
+        let logs = TempDir::new().unwrap();
 
-    // Our node.
-    let our_containerd = Containerd::start().await;
-    our_containerd.write_example_cdi_spec(RESOURCE, 2);
-    let our_logs = logs.path().join("agent-pod-logs");
-    let endpoint = our_containerd.endpoint();
-    let node = Node::start_full(
-        &cluster,
-        OUR_NODE,
-        2,
-        1,
-        &[
-            "--container-runtime-endpoint",
-            &endpoint,
-            "--pod-logs-dir",
-            our_logs.to_str().unwrap(),
-        ],
-        Some(&our_containerd.cdi_dir()),
-    )
-    .await;
+        // The kubelet's node.
+        let kubelet_containerd = Containerd::start().await;
+        kubelet_containerd.write_example_cdi_spec(RESOURCE, devices);
+        let kubelet_config = cluster.api.kubeconfig_of_node(KUBELET_NODE);
+        let kubelet = RealKubelet::start(KUBELET_NODE, &kubelet_config, &kubelet_containerd).await;
+        let kubelet_plugin_log = logs.path().join("kubelet-device-plugin.log");
+        let kubelet_plugin =
+            start_device_plugin(Path::new("/var/lib/kubelet"), devices, &kubelet_plugin_log);
+        assert!(Path::new(DEVICE_PLUGINS).exists());
+        let kubelet_driver_log = logs.path().join("kubelet-driver.log");
+        let kubelet_driver = start_driver(
+            &kubelet.root(),
+            &kubelet_config,
+            KUBELET_NODE,
+            &kubelet_containerd.cdi_dir(),
+            &kubelet_driver_log,
+        );
 
-    eventually("the kubelet's Node with the devices", LONG, || async {
-        let answer = cluster
-            .api
-            .request(
-                nodeplugins_test_support::kube_api::Identity::Admin,
-                "GET",
-                &format!("/api/v1/nodes/{KUBELET_NODE}"),
-                None,
-            )
-            .await;
-        (answer.status == 200 && answer.body["status"]["allocatable"][RESOURCE] == "2")
-            .then_some(())
-    })
-    .await;
-
-    // Our Node gets the address the kubelet found for its own (the same
-    // machine's), which pods in the host's network have too.
-    let kubelet_node = cluster
-        .api
-        .admin("GET", &format!("/api/v1/nodes/{KUBELET_NODE}"), None)
-        .await;
-    let addresses = json!({"status": {"addresses": kubelet_node["status"]["addresses"]}});
-    cluster
-        .api
-        .admin(
-            "PATCH",
-            &format!("/api/v1/nodes/{OUR_NODE}/status"),
-            Some(&addresses),
+        // Our node.
+        let our_containerd = Containerd::start().await;
+        our_containerd.write_example_cdi_spec(RESOURCE, devices);
+        let our_logs = logs.path().join("agent-pod-logs");
+        let endpoint = our_containerd.endpoint();
+        let node = Node::start_full(
+            &cluster,
+            OUR_NODE,
+            devices,
+            1,
+            &[
+                "--container-runtime-endpoint",
+                &endpoint,
+                "--pod-logs-dir",
+                our_logs.to_str().unwrap(),
+            ],
+            Some(&our_containerd.cdi_dir()),
         )
         .await;
-    cluster.claim("gpu-k").await;
-    cluster.claim("gpu-o").await;
+
+        let want = devices.to_string();
+        eventually("the kubelet's Node with the devices", LONG, || async {
+            let answer = cluster
+                .api
+                .request(
+                    nodeplugins_test_support::kube_api::Identity::Admin,
+                    "GET",
+                    &format!("/api/v1/nodes/{KUBELET_NODE}"),
+                    None,
+                )
+                .await;
+            (answer.status == 200
+                && answer.body["status"]["allocatable"][RESOURCE] == want.as_str())
+            .then_some(())
+        })
+        .await;
+
+        // Our Node gets the address the kubelet found for its own (the same
+        // machine's), which pods in the host's network have too.
+        let kubelet_node = cluster
+            .api
+            .admin("GET", &format!("/api/v1/nodes/{KUBELET_NODE}"), None)
+            .await;
+        let addresses = json!({"status": {"addresses": kubelet_node["status"]["addresses"]}});
+        cluster
+            .api
+            .admin(
+                "PATCH",
+                &format!("/api/v1/nodes/{OUR_NODE}/status"),
+                Some(&addresses),
+            )
+            .await;
+        cluster.claim("gpu-k").await;
+        cluster.claim("gpu-o").await;
+        Self {
+            node,
+            our_containerd,
+            our_logs,
+            _kubelet_driver: kubelet_driver,
+            _kubelet_plugin: kubelet_plugin,
+            kubelet,
+            kubelet_containerd,
+            kubelet_plugin_log,
+            kubelet_driver_log,
+            _logs: logs,
+            cluster,
+        }
+    }
+
+    /// The last lines of the kubelet's log, for a failure's message.
+    fn kubelet_tail(&self) -> String {
+        let log = self.kubelet.log();
+        let mut lines: Vec<&str> = log.lines().rev().take(40).collect();
+        lines.reverse();
+        lines.join("\n")
+    }
+
+    /// Creates `make(name, node, claim)` on both nodes: `k-NAME` on the
+    /// kubelet's with claim `gpu-k`, `o-NAME` on ours with `gpu-o`.
+    async fn create_both(&self, name: &str, make: impl Fn(&str, &str, &str) -> Value) {
+        let theirs = make(&format!("k-{name}"), KUBELET_NODE, "gpu-k");
+        let ours = make(&format!("o-{name}"), OUR_NODE, "gpu-o");
+        self.cluster.create(&theirs).await;
+        self.cluster.create(&ours).await;
+    }
+
+    /// Waits until `k-NAME` and `o-NAME` both reached what `reached` looks
+    /// for, then up to 5 s until their statuses have the same [`shape`]
+    /// (the kubelet may write a last change a moment after; so may we).
+    async fn same_status(&self, name: &str, reached: impl Fn(&Value) -> bool) {
+        self.same_status_but(name, reached, &[]).await;
+    }
+
+    /// [`same_status`](Self::same_status), each container's fields
+    /// `unlike` left out of the comparison.
+    async fn same_status_but(&self, name: &str, reached: impl Fn(&Value) -> bool, unlike: &[&str]) {
+        let shape = |pod: &Value| {
+            let mut shape = shape(pod);
+            for container in shape["containers"].as_array_mut().into_iter().flatten() {
+                for field in unlike {
+                    container.as_object_mut().map(|c| c.remove(*field));
+                }
+            }
+            shape
+        };
+        let theirs = format!("k-{name}");
+        let ours = format!("o-{name}");
+        for pod in [&theirs, &ours] {
+            let deadline = tokio::time::Instant::now() + LONG;
+            loop {
+                let now = self.cluster.pod(pod).await;
+                if reached(&now) {
+                    break;
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "{pod} never reached what the test waits for: {:#}\n{}",
+                    now["status"],
+                    self.kubelet_tail()
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+        }
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+        let mut first = None;
+        loop {
+            let (k, o) = (
+                self.cluster.pod(&theirs).await,
+                self.cluster.pod(&ours).await,
+            );
+            if shape(&k) == shape(&o) {
+                return;
+            }
+            let (k, o) = first.get_or_insert((k, o));
+            if tokio::time::Instant::now() >= deadline {
+                assert_eq!(
+                    shape(o),
+                    shape(k),
+                    "{name}'s status, as first compared: ours {:#}\ntheirs {:#}",
+                    o["status"],
+                    k["status"]
+                );
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// A pod's status, field by field, up to times, ids and names: the phase,
+/// the keys present, each condition's type, status and reason, and for
+/// each container its keys, readiness, restart count, state and last state
+/// (their kind, reason and exit code) and the health of what it holds.
+fn shape(pod: &Value) -> Value {
+    let status = &pod["status"];
+    let conditions: Vec<Value> = status["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|c| json!([c["type"], c["status"], c["reason"]]))
+        .collect();
+    let keys = |v: &Value| {
+        v.as_object()
+            .map(|o| o.keys().cloned().collect::<BTreeSet<_>>())
+            .unwrap_or_default()
+    };
+    // What a container holds and how healthy: each entry's name and its
+    // devices' health (the ids are free; the kubelet's order is a map's).
+    let health = |c: &Value| {
+        let mut entries: Vec<(String, Vec<String>)> = c["allocatedResourcesStatus"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|e| {
+                let mut healths: Vec<String> = e["resources"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|r| format!("{} {}", r["health"], r["message"]))
+                    .collect();
+                healths.sort();
+                (e["name"].as_str().unwrap_or_default().to_string(), healths)
+            })
+            .collect();
+        entries.sort();
+        entries
+    };
+    let state = |s: &Value| {
+        s.as_object().map(|o| {
+            o.iter()
+                .map(|(kind, what)| json!([kind, what["reason"], what["exitCode"]]))
+                .collect::<Vec<_>>()
+        })
+    };
+    let containers: Vec<Value> = ["initContainerStatuses", "containerStatuses"]
+        .iter()
+        .flat_map(|list| status[list].as_array().cloned().unwrap_or_default())
+        .map(|c| {
+            json!({
+                "name": c["name"],
+                "keys": keys(&c),
+                "ready": c["ready"],
+                "started": c["started"],
+                "restartCount": c["restartCount"],
+                "state": state(&c["state"]),
+                "lastState": state(&c["lastState"]),
+                "health": health(&c),
+            })
+        })
+        .collect();
+    json!({
+        "phase": status["phase"],
+        "keys": keys(status),
+        "conditions": conditions,
+        "containers": containers,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pod_on_our_agent_gets_what_it_gets_on_the_real_kubelet() {
+    let two = TwoNodes::start(2).await;
+    let cluster = &two.cluster;
     cluster
         .create(&the_pod("oracle", KUBELET_NODE, "gpu-k"))
         .await;
     cluster.create(&the_pod("ours", OUR_NODE, "gpu-o")).await;
-    let tail = |log: String| log.lines().rev().take(40).collect::<Vec<_>>().join("\n");
     let theirs = ran(
-        &cluster,
+        cluster,
         "oracle",
-        &kubelet.pod_logs(),
-        &kubelet_containerd,
-        &tail(kubelet.log()),
+        &two.kubelet.pod_logs(),
+        &two.kubelet_containerd,
+        &two.kubelet_tail(),
     )
     .await;
-    let ours = ran(&cluster, "ours", &our_logs, &our_containerd, "").await;
+    let ours = ran(cluster, "ours", &two.our_logs, &two.our_containerd, "").await;
 
     let free = |ran: &Ran, root: PathBuf, containerd: &Containerd| {
         let uid = ran.pod["metadata"]["uid"].as_str().unwrap().to_string();
@@ -371,8 +590,8 @@ async fn a_pod_on_our_agent_gets_what_it_gets_on_the_real_kubelet() {
             (format!("={name}"), "=<POD>"),
         ]
     };
-    let their_names = free(&theirs, kubelet.root(), &kubelet_containerd);
-    let our_names = free(&ours, node.root().to_path_buf(), &our_containerd);
+    let their_names = free(&theirs, two.kubelet.root(), &two.kubelet_containerd);
+    let our_names = free(&ours, two.node.root().to_path_buf(), &two.our_containerd);
 
     for container in ["setup", "proxy", "main"] {
         let theirs_seen = normalize(&theirs.reports[container].join("\n"), &their_names);
@@ -389,7 +608,14 @@ async fn a_pod_on_our_agent_gets_what_it_gets_on_the_real_kubelet() {
         ));
         let theirs_spec: Value = serde_json::from_str(&theirs_spec).unwrap();
         let ours_spec: Value = serde_json::from_str(&ours_spec).unwrap();
-        for part in ["env", "mounts", "devices", "annotations"] {
+        for part in [
+            "env",
+            "mounts",
+            "devices",
+            "annotations",
+            "resources",
+            "oomScoreAdj",
+        ] {
             assert_eq!(
                 ours_spec[part], theirs_spec[part],
                 "{container}'s OCI {part}"
@@ -397,55 +623,6 @@ async fn a_pod_on_our_agent_gets_what_it_gets_on_the_real_kubelet() {
         }
     }
 
-    // The pod's status, field by field, up to times, ids and names.
-    let shape = |pod: &Value| {
-        let status = &pod["status"];
-        let conditions: Vec<(String, String)> = status["conditions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| {
-                (
-                    c["type"].as_str().unwrap().to_string(),
-                    c["status"].as_str().unwrap().to_string(),
-                )
-            })
-            .collect();
-        let keys = |v: &Value| {
-            v.as_object()
-                .map(|o| {
-                    o.keys()
-                        // Not written yet: the health of each device a
-                        // container holds (see the operator guide).
-                        .filter(|k| *k != "allocatedResourcesStatus")
-                        .cloned()
-                        .collect::<BTreeSet<_>>()
-                })
-                .unwrap_or_default()
-        };
-        let containers: Vec<(String, BTreeSet<String>, Value, Value, Value)> =
-            status["initContainerStatuses"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .chain(status["containerStatuses"].as_array().unwrap())
-                .map(|c| {
-                    (
-                        c["name"].as_str().unwrap().to_string(),
-                        keys(c),
-                        c["ready"].clone(),
-                        c["restartCount"].clone(),
-                        json!(keys(&c["state"])),
-                    )
-                })
-                .collect();
-        json!({
-            "phase": status["phase"],
-            "keys": keys(status),
-            "conditions": conditions,
-            "containers": containers,
-        })
-    };
     assert_eq!(
         shape(&ours.pod),
         shape(&theirs.pod),
@@ -458,17 +635,243 @@ async fn a_pod_on_our_agent_gets_what_it_gets_on_the_real_kubelet() {
     // init container's device handed on or not, alike), one
     // PreStartContainer per start.
     assert_eq!(
-        node.allocate_calls(),
-        log_lines(&kubelet_plugin_log, "allocated"),
+        two.node.allocate_calls(),
+        log_lines(&two.kubelet_plugin_log, "allocated"),
         "Allocate calls"
     );
     assert_eq!(
-        node.pre_start_calls(),
-        log_lines(&kubelet_plugin_log, "pre-started"),
+        two.node.pre_start_calls(),
+        log_lines(&two.kubelet_plugin_log, "pre-started"),
         "PreStartContainer calls"
     );
     assert_eq!(
-        node.prepare_calls(),
-        log_lines(&kubelet_driver_log, "prepared")
+        two.node.prepare_calls(),
+        log_lines(&two.kubelet_driver_log, "prepared")
     );
+}
+
+/// The plugin calls in `logs` (JSON lines of the example device plugin and
+/// DRA driver) from line `from` of each on, in the order they were made:
+/// each as its message and its time.
+fn plugin_calls(logs: &[(&Path, usize)]) -> Vec<(OffsetDateTime, String)> {
+    let mut calls = Vec::new();
+    for (log, from) in logs {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        for line in text.lines().skip(*from) {
+            let Ok(line) = serde_json::from_str::<Value>(line) else {
+                continue;
+            };
+            let message = line["fields"]["message"].as_str().unwrap_or_default();
+            if ["allocated", "pre-started", "prepared", "unprepared"].contains(&message) {
+                let at = line["timestamp"].as_str().unwrap();
+                let at = OffsetDateTime::parse(at, &Rfc3339).unwrap();
+                calls.push((at, message.to_string()));
+            }
+        }
+    }
+    calls.sort();
+    calls
+}
+
+/// The lines `log` has now.
+fn lines_in(log: &Path) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pods_lifecycle_on_our_agent_is_the_real_kubelets() {
+    let two = TwoNodes::start(4).await;
+    let sleeping = "exec sleep 3600";
+    let single = |script: &'static str, devices: usize, restart: &'static str| {
+        move |name: &str, node: &str, _claim: &str| {
+            let mut pod = on_host(pod(name, node, vec![busybox("main", devices, &[], script)]));
+            pod["spec"]["restartPolicy"] = json!(restart);
+            pod
+        }
+    };
+    let first_state = |list: &'static str, kind: &'static str, reason: &'static str| {
+        move |pod: &Value| {
+            let state = &pod["status"][list][0]["state"][kind];
+            state.is_object() && (reason.is_empty() || state["reason"] == reason)
+        }
+    };
+
+    // A container that crashes: started, restarted at once, then again
+    // after each back-off (10 s, doubling). The kubelet shows the last exit
+    // as the container's state until its next sync in the back-off, and
+    // `waiting: CrashLoopBackOff` from then on; we show the back-off at
+    // once. So the state and the restart count (which moves on with the
+    // clock) are compared apart: ours waits in CrashLoopBackOff, and on
+    // both nodes PreStartContainer came before each start.
+    let crashed = |pod: &Value| {
+        pod["status"]["containerStatuses"][0]["lastState"]["terminated"]["reason"] == "Error"
+    };
+    let (k_plugin_from, o_plugin_from) = (
+        lines_in(&two.kubelet_plugin_log),
+        lines_in(&two.node.root().join("device-plugin.log")),
+    );
+    two.create_both("crashing", single("echo crashing; exit 1", 1, "Always"))
+        .await;
+    two.same_status_but("crashing", crashed, &["state", "restartCount"])
+        .await;
+    let backing_off = first_state("containerStatuses", "waiting", "CrashLoopBackOff");
+    let ours = two.cluster.pod("o-crashing").await;
+    assert!(backing_off(&ours), "{:#}", ours["status"]);
+    let pre_starts = |log: &Path, from: usize| {
+        plugin_calls(&[(log, from)])
+            .into_iter()
+            .filter(|(_, m)| m == "pre-started")
+            .count()
+    };
+    let our_log = two.node.root().join("device-plugin.log");
+    for (pod, log, from) in [
+        (
+            "k-crashing",
+            two.kubelet_plugin_log.as_path(),
+            k_plugin_from,
+        ),
+        ("o-crashing", our_log.as_path(), o_plugin_from),
+    ] {
+        // Read while the container waits out a back-off: one start per
+        // restart and the first.
+        let restarts = |pod: Value| pod["status"]["containerStatuses"][0]["restartCount"].as_u64();
+        let (starts, counted) = eventually(&format!("{pod} between two starts"), LONG, || async {
+            let before = restarts(two.cluster.pod(pod).await)?;
+            let starts = pre_starts(log, from);
+            let after = restarts(two.cluster.pod(pod).await)?;
+            (before == after && crashed(&two.cluster.pod(pod).await)).then_some((starts, after))
+        })
+        .await;
+        assert_eq!(
+            starts as u64,
+            counted + 1,
+            "{pod}: PreStartContainer calls of a container started and restarted {counted} times"
+        );
+    }
+    two.cluster.delete("k-crashing").await;
+    two.cluster.delete("o-crashing").await;
+
+    // Pods that end, one still initializing, one whose image may not be
+    // pulled: all at once.
+    two.create_both("succeeds", single("exit 0", 1, "Never"))
+        .await;
+    two.create_both("fails", single("exit 3", 0, "Never")).await;
+    two.create_both("init-fails", |name, node, _| {
+        let mut pod = on_host(with_init(
+            pod(name, node, vec![busybox("main", 0, &[], sleeping)]),
+            vec![busybox("setup", 0, &[], "exit 1")],
+        ));
+        pod["spec"]["restartPolicy"] = json!("Never");
+        pod
+    })
+    .await;
+    two.create_both("initializing", |name, node, _| {
+        on_host(with_init(
+            pod(name, node, vec![busybox("main", 0, &[], sleeping)]),
+            vec![busybox("setup", 0, &[], sleeping)],
+        ))
+    })
+    .await;
+    two.create_both("never-pulled", |name, node, _| {
+        let mut pod = on_host(pod(name, node, vec![busybox("main", 0, &[], sleeping)]));
+        pod["spec"]["containers"][0]["image"] = json!("example.com/absent:1");
+        pod["spec"]["containers"][0]["imagePullPolicy"] = json!("Never");
+        pod
+    })
+    .await;
+    let phase = |want: &'static str| move |pod: &Value| pod["status"]["phase"] == want;
+    two.same_status("succeeds", phase("Succeeded")).await;
+    two.same_status("fails", phase("Failed")).await;
+    two.same_status("init-fails", phase("Failed")).await;
+    two.same_status(
+        "initializing",
+        first_state("initContainerStatuses", "running", ""),
+    )
+    .await;
+    two.same_status(
+        "never-pulled",
+        first_state("containerStatuses", "waiting", "ErrImageNeverPull"),
+    )
+    .await;
+
+    // A pod with a device and a claim deleted with a grace period of 3 s
+    // that its container ignores: the claim is unprepared only once the
+    // container is gone, on both nodes, and the calls come in one order.
+    let our_plugin_log = two.node.root().join("device-plugin.log");
+    let our_driver_log = two.node.root().join("driver.log");
+    let ours_from = [
+        (our_plugin_log.as_path(), lines_in(&our_plugin_log)),
+        (our_driver_log.as_path(), lines_in(&our_driver_log)),
+    ];
+    let theirs_from = [
+        (
+            two.kubelet_plugin_log.as_path(),
+            lines_in(&two.kubelet_plugin_log),
+        ),
+        (
+            two.kubelet_driver_log.as_path(),
+            lines_in(&two.kubelet_driver_log),
+        ),
+    ];
+    two.create_both("graceful", |name, node, claim| {
+        on_host(with_claims(
+            pod(
+                name,
+                node,
+                vec![busybox(
+                    "main",
+                    1,
+                    &["gpu"],
+                    "trap '' TERM; exec sleep 3600",
+                )],
+            ),
+            vec![named_claim("gpu", claim)],
+        ))
+    })
+    .await;
+    two.same_status("graceful", |pod| {
+        pod["status"]["containerStatuses"][0]["ready"] == true
+    })
+    .await;
+    let deleted_at = OffsetDateTime::now_utc();
+    for name in ["k-graceful", "o-graceful"] {
+        let path = format!("{PODS}/{name}?gracePeriodSeconds=3");
+        two.cluster.api.admin("DELETE", &path, None).await;
+    }
+    for name in ["k-graceful", "o-graceful"] {
+        eventually(&format!("{name} removed"), LONG, || async {
+            let answer = two
+                .cluster
+                .api
+                .request(
+                    nodeplugins_test_support::kube_api::Identity::Admin,
+                    "GET",
+                    &format!("{PODS}/{name}"),
+                    None,
+                )
+                .await;
+            (answer.status == 404).then_some(())
+        })
+        .await;
+    }
+    let ours = plugin_calls(&ours_from);
+    let theirs = plugin_calls(&theirs_from);
+    let order = |calls: &[(OffsetDateTime, String)]| {
+        calls.iter().map(|(_, m)| m.clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(order(&ours), order(&theirs), "the plugin calls' order");
+    for (side, calls) in [("ours", &ours), ("the kubelet's", &theirs)] {
+        let unprepared = calls
+            .iter()
+            .find(|(_, m)| m == "unprepared")
+            .unwrap_or_else(|| panic!("{side}: no NodeUnprepareResources: {calls:?}"));
+        assert!(
+            unprepared.0 >= deleted_at + time::Duration::seconds(3),
+            "{side}: the claim unprepared {} after the deletion, within the grace period",
+            unprepared.0 - deleted_at
+        );
+    }
 }

@@ -95,6 +95,11 @@ impl RealKubelet {
         self.dir.path().join("pod-logs")
     }
 
+    /// Its process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.process.id()
+    }
+
     /// Its log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("kubelet.log")).unwrap_or_default()
