@@ -1,0 +1,399 @@
+//! A pod's containers started, from its binding to the API showing it
+//! Running with every container ready: our agent against the real kubelet
+//! v1.37.2 (built by `interop/`), in one run, under one API server, each
+//! node on a containerd of its own (`shared/spec/runtime.md`).
+//!
+//! Each pod runs one busybox container in the host's network (no CNI
+//! here) that sleeps until SIGTERM. No scheduler runs: the timing starts
+//! when the benchmark sends the binding, and ends when a watch of the
+//! pods shows the pod `Running` with every container ready (the node's
+//! status write as the API serves it), on the machine's one clock.
+//!
+//! Two scenarios: one pod at a time (alternating which node goes first),
+//! and 50 pods bound at once, three times on each node, taking turns.
+//! While the first 50 run on a node and nothing changes, its agent's
+//! resident memory and the CPU time it uses over 10 s are read from
+//! `/proc`.
+//!
+//! Run: `cargo bench -p nodeplugins-cli --bench pod_start` (builds the Go
+//! programs of `interop/` and installs Debian's runc first where missing,
+//! as the tests do).
+
+// Benchmark code: a failed unwrap aborts the run with a precise location.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
+use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
+use nodeplugins_test_support::binaries::binary;
+use nodeplugins_test_support::containerd::Containerd;
+use nodeplugins_test_support::kube_api::{Identity, KubeApi};
+use nodeplugins_test_support::oci_image::BUSYBOX;
+use nodeplugins_test_support::process::ChildProcess;
+use nodeplugins_test_support::real_kubelet::RealKubelet;
+use serde_json::{Value, json};
+use tokio::process::Command;
+use tokio::time::Instant;
+
+const OURS: &str = "start-ours";
+const REFERENCE: &str = "start-kubelet";
+const PODS: &str = "/api/v1/namespaces/default/pods";
+/// Pods started one at a time on each node.
+const ROUNDS: usize = 20;
+/// How many times [`BURST`] pods are bound at once on each node.
+const BURSTS: usize = 3;
+const BURST: usize = 50;
+const TIMEOUT: Duration = Duration::from_secs(180);
+/// How long a node with [`BURST`] running pods is watched doing nothing.
+const IDLE: Duration = Duration::from_secs(10);
+
+/// When each pod was first seen `Running` with every container ready, as
+/// a watch of the namespace's pods shows it.
+#[derive(Clone, Default)]
+struct Running(Arc<Mutex<BTreeMap<String, SystemTime>>>);
+
+impl Running {
+    /// Follows the pods of `api` from now on.
+    fn follow(api: Api<Pod>) -> Self {
+        let running = Self::default();
+        let seen = running.clone();
+        tokio::spawn(async move {
+            loop {
+                let list = api.list_metadata(&ListParams::default()).await.unwrap();
+                let version = list.metadata.resource_version.unwrap_or_default();
+                let mut events = api
+                    .watch(&WatchParams::default().timeout(290), &version)
+                    .await
+                    .unwrap()
+                    .boxed();
+                while let Some(Ok(event)) = events.next().await {
+                    let (WatchEvent::Added(pod) | WatchEvent::Modified(pod)) = event else {
+                        continue;
+                    };
+                    if is_running(&pod) {
+                        let at = SystemTime::now();
+                        let name = pod.metadata.name.unwrap_or_default();
+                        seen.0.lock().unwrap().entry(name).or_insert(at);
+                    }
+                }
+            }
+        });
+        running
+    }
+
+    /// When each of `names` was first seen running, once all were.
+    async fn all(&self, names: &[String]) -> BTreeMap<String, SystemTime> {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            {
+                let seen = self.0.lock().unwrap();
+                if names.iter().all(|n| seen.contains_key(n)) {
+                    return names.iter().map(|n| (n.clone(), seen[n])).collect();
+                }
+            }
+            assert!(Instant::now() < deadline, "{names:?} never all running");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+fn is_running(pod: &Pod) -> bool {
+    let Some(status) = &pod.status else {
+        return false;
+    };
+    let containers = status.container_statuses.as_deref().unwrap_or_default();
+    status.phase.as_deref() == Some("Running")
+        && !containers.is_empty()
+        && containers.iter().all(|c| c.ready)
+}
+
+/// Pod `name`, not bound yet.
+async fn unbound_pod(api: &KubeApi, name: &str) {
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            // No API access volume: no controller-manager makes its
+            // ConfigMap here (and our agent mounts no volumes).
+            "automountServiceAccountToken": false,
+            "hostNetwork": true,
+            "terminationGracePeriodSeconds": 2,
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{
+                "name": "main",
+                "image": BUSYBOX,
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"],
+            }],
+        },
+    });
+    api.admin("POST", PODS, Some(&pod)).await;
+}
+
+/// Binds pod `name` to `node`; returns when the binding was sent.
+async fn bind(pods: &Api<Pod>, name: &str, node: &str) -> SystemTime {
+    let binding = Binding {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        target: ObjectReference {
+            kind: Some("Node".into()),
+            name: Some(node.into()),
+            api_version: Some("v1".into()),
+            ..Default::default()
+        },
+    };
+    let sent = SystemTime::now();
+    pods.create_subresource::<Binding, Value>("binding", name, &PostParams::default(), &binding)
+        .await
+        .unwrap();
+    sent
+}
+
+/// Deletes `names` as a user does (their grace period), and returns once
+/// the API has none of them and `containerd` runs no task (container or
+/// sandbox): the node is idle again.
+async fn delete_all(api: &KubeApi, containerd: &Containerd, names: &[String]) {
+    for name in names {
+        api.admin("DELETE", &format!("{PODS}/{name}"), None).await;
+    }
+    let deadline = Instant::now() + TIMEOUT;
+    for name in names {
+        while api
+            .request(Identity::Admin, "GET", &format!("{PODS}/{name}"), None)
+            .await
+            .status
+            != 404
+        {
+            assert!(Instant::now() < deadline, "{name} never removed");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    loop {
+        let out = containerd.ctr(&["tasks", "ls"]).await;
+        let text = String::from_utf8_lossy(&out.stdout);
+        if !text.lines().any(|l| l.contains("RUNNING")) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "tasks still running: {text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn latencies(
+    sent: &BTreeMap<String, SystemTime>,
+    ready: &BTreeMap<String, SystemTime>,
+) -> Vec<Duration> {
+    sent.iter()
+        .map(|(name, at)| ready[name].duration_since(*at).unwrap_or_default())
+        .collect()
+}
+
+/// `samples`' p50, p99 and max in milliseconds.
+fn in_ms(label: &str, mut samples: Vec<Duration>) -> String {
+    samples.sort();
+    let at =
+        |p: f64| samples[((samples.len() - 1) as f64 * p).round() as usize].as_secs_f64() * 1e3;
+    format!(
+        "{label}: p50 {:>7.1} ms  p99 {:>7.1} ms  max {:>7.1} ms  (n={})",
+        at(0.5),
+        at(0.99),
+        at(1.0),
+        samples.len()
+    )
+}
+
+/// Process `pid`'s resident memory in KiB and CPU time so far (user and
+/// system), from `/proc`.
+fn usage(pid: u32) -> (u64, Duration) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // After the command's closing parenthesis: field 3 on; utime and stime
+    // are fields 14 and 15, in clock ticks (100 a second on Linux).
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..]
+        .split_whitespace()
+        .collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    (rss, Duration::from_millis(ticks * 10))
+}
+
+/// Resident memory (KiB) and CPU time over [`IDLE`] of process `pid`.
+async fn idle_usage(pid: u32) -> (u64, Duration) {
+    let (_, cpu_before) = usage(pid);
+    tokio::time::sleep(IDLE).await;
+    let (rss, cpu_after) = usage(pid);
+    (rss, cpu_after.saturating_sub(cpu_before))
+}
+
+#[tokio::main]
+async fn main() {
+    let api = KubeApi::start(OURS).await;
+    api.create_schedulable_node(OURS).await;
+    api.ensure_default_service_account("default").await;
+    let client = api.client(Identity::Admin).await;
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    let running = Running::follow(pods.clone());
+
+    // The kubelet's node.
+    let kubelet_containerd = Containerd::start().await;
+    let kubelet = RealKubelet::start(
+        REFERENCE,
+        &api.kubeconfig_of_node(REFERENCE),
+        &kubelet_containerd,
+    )
+    .await;
+
+    // Our node, with the address the kubelet found for its own (the same
+    // machine's).
+    let our_containerd = Containerd::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let mut agent_command = Command::new(binary("nodeplugins-cli", "nodeplugins"));
+    agent_command
+        .args(["run", "--metrics-addr", "off", "--log-level", "warn"])
+        .arg("--root-dir")
+        .arg(root.path())
+        .arg("--kubeconfig")
+        .arg(api.kubeconfig_of_node(OURS))
+        .args(["--node-name", OURS])
+        .args(["--container-runtime-endpoint", &our_containerd.endpoint()])
+        .arg("--pod-logs-dir")
+        .arg(root.path().join("pod-logs"));
+    let agent = ChildProcess::spawn("nodeplugins run", agent_command);
+    let deadline = Instant::now() + TIMEOUT;
+    let kubelet_node = loop {
+        let answer = api
+            .request(
+                Identity::Admin,
+                "GET",
+                &format!("/api/v1/nodes/{REFERENCE}"),
+                None,
+            )
+            .await;
+        if answer.status == 200 && answer.body["status"]["addresses"].is_array() {
+            break answer.body;
+        }
+        assert!(Instant::now() < deadline, "the kubelet's Node never came");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let addresses = json!({"status": {"addresses": kubelet_node["status"]["addresses"]}});
+    api.admin(
+        "PATCH",
+        &format!("/api/v1/nodes/{OURS}/status"),
+        Some(&addresses),
+    )
+    .await;
+
+    let nodes = [
+        (OURS, &our_containerd, agent.pid().unwrap()),
+        (REFERENCE, &kubelet_containerd, kubelet.pid().unwrap()),
+    ];
+
+    // A first pod on each: the sandbox image and busybox unpacked.
+    for (node, containerd, _) in nodes {
+        let name = vec![format!("warm-{node}")];
+        unbound_pod(&api, &name[0]).await;
+        bind(&pods, &name[0], node).await;
+        running.all(&name).await;
+        delete_all(&api, containerd, &name).await;
+    }
+
+    // One pod at a time, alternating who goes first.
+    let mut one: BTreeMap<&str, Vec<Duration>> = BTreeMap::new();
+    for round in 0..ROUNDS {
+        let order = if round % 2 == 0 {
+            [nodes[0], nodes[1]]
+        } else {
+            [nodes[1], nodes[0]]
+        };
+        for (node, containerd, _) in order {
+            let name = vec![format!("one-{node}-{round}")];
+            unbound_pod(&api, &name[0]).await;
+            let sent = [(name[0].clone(), bind(&pods, &name[0], node).await)].into();
+            let ready = running.all(&name).await;
+            one.entry(node)
+                .or_default()
+                .extend(latencies(&sent, &ready));
+            delete_all(&api, containerd, &name).await;
+        }
+    }
+
+    // Fifty pods bound at once, on one node then the other, three times,
+    // taking turns at going first.
+    let mut burst: BTreeMap<&str, Vec<Duration>> = BTreeMap::new();
+    let mut idle: BTreeMap<&str, (u64, Duration)> = BTreeMap::new();
+    for round in 0..BURSTS {
+        let order = if round % 2 == 0 {
+            [nodes[0], nodes[1]]
+        } else {
+            [nodes[1], nodes[0]]
+        };
+        for (node, containerd, pid) in order {
+            let names: Vec<String> = (0..BURST)
+                .map(|i| format!("burst-{round}-{node}-{i:02}"))
+                .collect();
+            for name in &names {
+                unbound_pod(&api, name).await;
+            }
+            let binds = names.iter().map(|name| {
+                let pods = &pods;
+                async move { (name.clone(), bind(pods, name, node).await) }
+            });
+            let sent: BTreeMap<String, SystemTime> =
+                futures::future::join_all(binds).await.into_iter().collect();
+            let ready = running.all(&names).await;
+            burst
+                .entry(node)
+                .or_default()
+                .extend(latencies(&sent, &ready));
+            if round == 0 {
+                idle.insert(node, idle_usage(pid).await);
+            }
+            delete_all(&api, containerd, &names).await;
+        }
+    }
+
+    println!("from binding to Running with every container ready, as a watch of the API shows it:");
+    println!(
+        "{}",
+        in_ms("one pod,          kubelet v1.37.2", one[REFERENCE].clone())
+    );
+    println!(
+        "{}",
+        in_ms("one pod,          nodeplugins    ", one[OURS].clone())
+    );
+    println!(
+        "{}",
+        in_ms(
+            &format!("{BURST} at once x{BURSTS}, kubelet v1.37.2"),
+            burst[REFERENCE].clone()
+        )
+    );
+    println!(
+        "{}",
+        in_ms(
+            &format!("{BURST} at once x{BURSTS}, nodeplugins    "),
+            burst[OURS].clone()
+        )
+    );
+    println!("with {BURST} pods running, nothing changing, over {IDLE:?}:");
+    for (label, node) in [("kubelet v1.37.2", REFERENCE), ("nodeplugins    ", OURS)] {
+        let (rss, cpu) = idle[node];
+        println!(
+            "  {label}: resident {:>6.1} MiB  CPU {:>6.0} ms ({:.2}% of a core)",
+            rss as f64 / 1024.0,
+            cpu.as_secs_f64() * 1e3,
+            cpu.as_secs_f64() / IDLE.as_secs_f64() * 100.0
+        );
+    }
+}
