@@ -50,7 +50,6 @@
 //! | `lifecycle_events` | the runtime's container events told to workers |
 //! | `runtime_spec` | what the runtime is asked for a pod, as the kubelet asks |
 //! | `linux_resources` | a container's cgroup resources, as the kubelet sets them |
-//! | `quantity` | Kubernetes quantities read exactly |
 //! | `boot` | whether the node rebooted since the agent last ran |
 //! | `service_env` | the Services' variables every container gets |
 //! | `pod_files` | a pod's hosts file and termination logs |
@@ -101,7 +100,6 @@ mod pod;
 mod pod_files;
 #[cfg(feature = "kube")]
 mod pod_sync;
-mod quantity;
 #[cfg(feature = "kube")]
 mod release;
 #[cfg(feature = "kube")]

@@ -38,6 +38,11 @@
 //! of the agent and the SDK; [`timer::sleep_until`] the sleep until an
 //! optional deadline of every task that keeps one.
 //!
+//! # Kubernetes quantities
+//!
+//! [`quantity`] reads `100m`, `1.5Gi` and `2e3` exactly, as the kubelet
+//! reads them (the agent's resource requests, the SDK's capacities).
+//!
 //! # Plain HTTP
 //!
 //! [`text_server`] answers metrics and health probes over HTTP/1.
@@ -56,6 +61,7 @@ pub mod constants;
 pub mod conversion;
 pub mod dra_client;
 mod proto;
+pub mod quantity;
 pub mod text_server;
 pub mod timer;
 pub mod transport;

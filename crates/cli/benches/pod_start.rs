@@ -10,7 +10,10 @@
 //! status write as the API serves it), on the machine's one clock.
 //!
 //! Two scenarios: one pod at a time (alternating which node goes first),
-//! and 50 pods bound at once, three times on each node, taking turns.
+//! and 50 pods bound at once, three times on each node, taking turns. And
+//! the floor both stand on: the runtime's part of one pod's start alone
+//! (RunPodSandbox, ImageStatus, CreateContainer, StartContainer through
+//! our CRI client, no agent, no API).
 //! While the first 50 run on a node and nothing changes, its agent's
 //! resident memory and the CPU time it uses over 10 s are read from
 //! `/proc`.
@@ -27,15 +30,20 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
-use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, WatchEvent, WatchParams};
+use nodeplugins::runtime::{
+    ContainerRuntime, ContainerSpec, CriRuntime, PodIdentity, PullPolicy, RUNTIME_REQUEST_TIMEOUT,
+    RuntimeMetrics, SandboxSpec,
+};
 use nodeplugins_test_support::binaries::binary;
 use nodeplugins_test_support::containerd::Containerd;
-use nodeplugins_test_support::kube_api::{Identity, KubeApi};
+use nodeplugins_test_support::kube_api::{Identity, KubeApi, bind};
 use nodeplugins_test_support::oci_image::BUSYBOX;
 use nodeplugins_test_support::process::ChildProcess;
 use nodeplugins_test_support::real_kubelet::RealKubelet;
-use serde_json::{Value, json};
+use nodeplugins_test_support::stats::percentiles_ms;
+use serde_json::json;
 use tokio::process::Command;
 use tokio::time::Instant;
 
@@ -134,27 +142,6 @@ async fn unbound_pod(api: &KubeApi, name: &str) {
     api.admin("POST", PODS, Some(&pod)).await;
 }
 
-/// Binds pod `name` to `node`; returns when the binding was sent.
-async fn bind(pods: &Api<Pod>, name: &str, node: &str) -> SystemTime {
-    let binding = Binding {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        target: ObjectReference {
-            kind: Some("Node".into()),
-            name: Some(node.into()),
-            api_version: Some("v1".into()),
-            ..Default::default()
-        },
-    };
-    let sent = SystemTime::now();
-    pods.create_subresource::<Binding, Value>("binding", name, &PostParams::default(), &binding)
-        .await
-        .unwrap();
-    sent
-}
-
 /// Deletes `names` as a user does (their grace period), and returns once
 /// the API has none of them and `containerd` runs no task (container or
 /// sandbox): the node is idle again.
@@ -194,20 +181,6 @@ fn latencies(
         .collect()
 }
 
-/// `samples`' p50, p99 and max in milliseconds.
-fn in_ms(label: &str, mut samples: Vec<Duration>) -> String {
-    samples.sort();
-    let at =
-        |p: f64| samples[((samples.len() - 1) as f64 * p).round() as usize].as_secs_f64() * 1e3;
-    format!(
-        "{label}: p50 {:>7.1} ms  p99 {:>7.1} ms  max {:>7.1} ms  (n={})",
-        at(0.5),
-        at(0.99),
-        at(1.0),
-        samples.len()
-    )
-}
-
 /// Process `pid`'s resident memory in KiB and CPU time so far (user and
 /// system), from `/proc`.
 fn usage(pid: u32) -> (u64, Duration) {
@@ -234,6 +207,67 @@ async fn idle_usage(pid: u32) -> (u64, Duration) {
     tokio::time::sleep(IDLE).await;
     let (rss, cpu_after) = usage(pid);
     (rss, cpu_after.saturating_sub(cpu_before))
+}
+
+/// The runtime's own part of a pod start, with no agent: through our CRI
+/// client, the sandbox made, the image found, the container created and
+/// started, `rounds` times on `containerd` (each pod stopped and removed
+/// before the next).
+async fn runtime_alone(
+    containerd: &Containerd,
+    logs: &std::path::Path,
+    rounds: usize,
+) -> Vec<Duration> {
+    let runtime = CriRuntime::new(
+        &containerd.endpoint(),
+        RUNTIME_REQUEST_TIMEOUT,
+        RuntimeMetrics::default(),
+    )
+    .unwrap();
+    let mut took = Vec::new();
+    for round in 0..rounds {
+        let uid = format!("floor-{round}");
+        let sandbox = SandboxSpec {
+            pod: PodIdentity {
+                namespace: "default".into(),
+                name: uid.clone(),
+                uid: uid.clone(),
+            },
+            log_directory: logs.join(&uid).display().to_string(),
+            ..SandboxSpec::default()
+        };
+        std::fs::create_dir_all(&sandbox.log_directory).unwrap();
+        let container = ContainerSpec {
+            name: "main".into(),
+            image: BUSYBOX.into(),
+            command: vec![
+                "sh".into(),
+                "-c".into(),
+                "trap 'exit 0' TERM; sleep 3600 & wait".into(),
+            ],
+            log_path: "main/0.log".into(),
+            ..ContainerSpec::default()
+        };
+        let start = Instant::now();
+        let sandbox_id = runtime.run_sandbox(&sandbox).await.unwrap();
+        let image = runtime
+            .ensure_image(BUSYBOX, PullPolicy::IfNotPresent, &sandbox)
+            .await
+            .unwrap();
+        let id = runtime
+            .create_container(&sandbox_id, &sandbox, &container, &image)
+            .await
+            .unwrap();
+        runtime.start_container(&id).await.unwrap();
+        took.push(start.elapsed());
+        runtime
+            .stop_container(&id, Duration::from_secs(2))
+            .await
+            .unwrap();
+        runtime.stop_sandbox(&sandbox_id).await.unwrap();
+        runtime.remove_sandbox(&sandbox_id).await.unwrap();
+    }
+    took
 }
 
 #[tokio::main]
@@ -328,6 +362,10 @@ async fn main() {
         }
     }
 
+    // The runtime's part alone, on our node's containerd while it idles.
+    let floor_logs = tempfile::tempdir().unwrap();
+    let floor = runtime_alone(&our_containerd, floor_logs.path(), ROUNDS).await;
+
     // Fifty pods bound at once, on one node then the other, three times,
     // taking turns at going first.
     let mut burst: BTreeMap<&str, Vec<Duration>> = BTreeMap::new();
@@ -366,22 +404,26 @@ async fn main() {
     println!("from binding to Running with every container ready, as a watch of the API shows it:");
     println!(
         "{}",
-        in_ms("one pod,          kubelet v1.37.2", one[REFERENCE].clone())
+        percentiles_ms("one pod,          kubelet v1.37.2", one[REFERENCE].clone())
     );
     println!(
         "{}",
-        in_ms("one pod,          nodeplugins    ", one[OURS].clone())
+        percentiles_ms("one pod,          nodeplugins    ", one[OURS].clone())
     );
     println!(
         "{}",
-        in_ms(
+        percentiles_ms("one pod, the runtime's part alone", floor)
+    );
+    println!(
+        "{}",
+        percentiles_ms(
             &format!("{BURST} at once x{BURSTS}, kubelet v1.37.2"),
             burst[REFERENCE].clone()
         )
     );
     println!(
         "{}",
-        in_ms(
+        percentiles_ms(
             &format!("{BURST} at once x{BURSTS}, nodeplugins    "),
             burst[OURS].clone()
         )

@@ -29,15 +29,13 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, SystemTime};
 
-use k8s_openapi::api::core::v1::{Binding, ObjectReference};
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use nodeplugins_test_support::binaries::binary;
 use nodeplugins_test_support::go_process::GoProcess;
 use nodeplugins_test_support::kube_api::hand_allocated::PodDevices;
-use nodeplugins_test_support::kube_api::{Identity, KubeApi};
+use nodeplugins_test_support::kube_api::{Identity, KubeApi, bind};
 use nodeplugins_test_support::process::ChildProcess;
 use nodeplugins_test_support::stats::percentiles;
-use serde_json::Value;
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
@@ -67,27 +65,6 @@ async fn unbound_pod(api: &KubeApi, name: &str, node: &str, gpu: usize) {
         device: &device,
     };
     api.create_pod_with_allocated_claim(name, devices).await;
-}
-
-/// Binds pod `name` to `node`; returns when the binding was sent.
-async fn bind(pods: &Api<k8s_openapi::api::core::v1::Pod>, name: &str, node: &str) -> SystemTime {
-    let binding = Binding {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        target: ObjectReference {
-            kind: Some("Node".into()),
-            name: Some(node.into()),
-            api_version: Some("v1".into()),
-            ..Default::default()
-        },
-    };
-    let sent = SystemTime::now();
-    pods.create_subresource::<Binding, Value>("binding", name, &PostParams::default(), &binding)
-        .await
-        .unwrap();
-    sent
 }
 
 async fn delete(api: &KubeApi, name: &str) {

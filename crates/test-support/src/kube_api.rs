@@ -466,3 +466,35 @@ async fn generate_service_account_key(file: &Path) {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// Binds pod `name` of `pods` to node `node`, as the scheduler does;
+/// returns when the binding was sent (a benchmark's start).
+pub async fn bind(
+    pods: &kube::Api<k8s_openapi::api::core::v1::Pod>,
+    name: &str,
+    node: &str,
+) -> std::time::SystemTime {
+    use k8s_openapi::api::core::v1::{Binding, ObjectReference};
+    let binding = Binding {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        target: ObjectReference {
+            kind: Some("Node".into()),
+            name: Some(node.into()),
+            api_version: Some("v1".into()),
+            ..Default::default()
+        },
+    };
+    let sent = std::time::SystemTime::now();
+    pods.create_subresource::<Binding, Value>(
+        "binding",
+        name,
+        &kube::api::PostParams::default(),
+        &binding,
+    )
+    .await
+    .expect("bind the pod");
+    sent
+}

@@ -25,8 +25,8 @@ use std::sync::OnceLock;
 
 use k8s_openapi::api::core::v1::{Container, Pod, ResourceRequirements};
 
-use super::quantity;
 use crate::runtime::LinuxResources;
+use nodeplugins_api::quantity;
 
 /// The kubelet's CFS period, in microseconds.
 const QUOTA_PERIOD: i64 = 100_000;

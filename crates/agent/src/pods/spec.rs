@@ -145,7 +145,7 @@ fn limits<'a>(
 /// `Quantity.Value()` reads an extended resource (`2`, `2000m`, `1k`,
 /// `1Ki`, `2e3`); `None` for text that is not a quantity or too large.
 pub(crate) fn quantity_value(text: &str) -> Option<usize> {
-    super::quantity::value(text)
+    nodeplugins_api::quantity::value(text)
         .filter(|v| (0..=1_000_000_000_000_000).contains(v))
         .and_then(|v| usize::try_from(v).ok())
 }

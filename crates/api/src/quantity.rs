@@ -1,17 +1,32 @@
-//! Kubernetes quantities (`100m`, `1.5Gi`, `2e3`) read exactly, as the
-//! kubelet's `Quantity.Value()` and `MilliValue()` read them: the value
-//! rounded up to a whole unit or a whole thousandth.
+//! Kubernetes quantities (`100m`, `1.5Gi`, `2e3`) read exactly: as the
+//! kubelet's `Quantity.Value()` and `MilliValue()` read them (the value
+//! rounded up to a whole unit or a whole thousandth), or as an exact count
+//! of billionths, to compare two ways of writing one value.
 
 /// `text`'s value in whole units, rounded up (`1500m` is 2); `None` for
 /// text that is not a quantity or too large.
-pub(crate) fn value(text: &str) -> Option<i64> {
+pub fn value(text: &str) -> Option<i64> {
     scaled_up(text, 0)
 }
 
 /// `text`'s value in thousandths, rounded up (`0.1` is 100, `1u` is 1);
 /// `None` for text that is not a quantity or too large.
-pub(crate) fn milli_value(text: &str) -> Option<i64> {
+pub fn milli_value(text: &str) -> Option<i64> {
     scaled_up(text, 3)
+}
+
+/// `text`'s value in billionths (`1Gi` is 1073741824000000000n, `100m`
+/// is 100000000n), if it is a whole number of them; `None` for text that
+/// is not a quantity, a finer one, or one too large.
+pub fn nano_units(text: &str) -> Option<i128> {
+    let (mantissa, exponent10) = exact(text.trim())?;
+    let scale = exponent10.checked_add(9)?;
+    if scale >= 0 {
+        mantissa.checked_mul(10i128.checked_pow(scale.unsigned_abs())?)
+    } else {
+        let divisor = 10i128.checked_pow(scale.unsigned_abs())?;
+        (mantissa % divisor == 0).then(|| mantissa / divisor)
+    }
 }
 
 /// `text`'s value times 10^`digits`, rounded up.
@@ -97,6 +112,15 @@ mod tests {
         ] {
             assert_eq!(value(text), want, "{text}");
         }
+    }
+
+    #[test]
+    fn nano_units_are_exact_or_none() {
+        assert_eq!(nano_units("100m"), Some(100_000_000));
+        assert_eq!(nano_units("1Ki"), Some(1_024_000_000_000));
+        assert_eq!(nano_units("-2"), Some(-2_000_000_000));
+        assert_eq!(nano_units("1.0000000001"), None, "finer than a billionth");
+        assert_eq!(nano_units("Gi"), None);
     }
 
     #[test]
