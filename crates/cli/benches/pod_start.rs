@@ -42,7 +42,7 @@ use nodeplugins_test_support::kube_api::{Identity, KubeApi, bind};
 use nodeplugins_test_support::oci_image::BUSYBOX;
 use nodeplugins_test_support::process::ChildProcess;
 use nodeplugins_test_support::real_kubelet::RealKubelet;
-use nodeplugins_test_support::stats::percentiles_ms;
+use nodeplugins_test_support::stats::{latencies, percentiles_ms};
 use serde_json::json;
 use tokio::process::Command;
 use tokio::time::Instant;
@@ -170,15 +170,6 @@ async fn delete_all(api: &KubeApi, containerd: &Containerd, names: &[String]) {
         assert!(Instant::now() < deadline, "tasks still running: {text}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-fn latencies(
-    sent: &BTreeMap<String, SystemTime>,
-    ready: &BTreeMap<String, SystemTime>,
-) -> Vec<Duration> {
-    sent.iter()
-        .map(|(name, at)| ready[name].duration_since(*at).unwrap_or_default())
-        .collect()
 }
 
 /// Process `pid`'s resident memory in KiB and CPU time so far (user and

@@ -35,7 +35,7 @@ use nodeplugins_test_support::go_process::GoProcess;
 use nodeplugins_test_support::kube_api::hand_allocated::PodDevices;
 use nodeplugins_test_support::kube_api::{Identity, KubeApi, bind};
 use nodeplugins_test_support::process::ChildProcess;
-use nodeplugins_test_support::stats::percentiles;
+use nodeplugins_test_support::stats::{latencies, percentiles};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
@@ -179,15 +179,6 @@ fn plugins(api: &KubeApi, root: &Path, node: &str, kubeconfig: &Path) -> (Child,
         .kill_on_drop(true);
     let _ = api;
     (device.spawn().unwrap(), driver.spawn().unwrap())
-}
-
-fn latencies(
-    sent: &BTreeMap<String, SystemTime>,
-    ready: &BTreeMap<String, SystemTime>,
-) -> Vec<Duration> {
-    sent.iter()
-        .map(|(name, at)| ready[name].duration_since(*at).unwrap_or_default())
-        .collect()
 }
 
 #[tokio::main]

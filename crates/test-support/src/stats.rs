@@ -1,6 +1,7 @@
 //! Latency summaries for the benchmarks.
 
-use std::time::Duration;
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
 
 /// One line: `label: p50 .. p99 .. max .. (n=..)`, in microseconds.
 pub fn percentiles(label: &str, samples: Vec<Duration>) -> String {
@@ -27,4 +28,15 @@ fn summary(label: &str, mut samples: Vec<Duration>, unit: &str, per_second: f64)
         at(1.0),
         samples.len()
     )
+}
+
+/// For each name of `sent` (when its timing started), the time until
+/// `ready` says it was done.
+pub fn latencies(
+    sent: &BTreeMap<String, SystemTime>,
+    ready: &BTreeMap<String, SystemTime>,
+) -> Vec<Duration> {
+    sent.iter()
+        .map(|(name, at)| ready[name].duration_since(*at).unwrap_or_default())
+        .collect()
 }
