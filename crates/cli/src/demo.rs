@@ -98,6 +98,13 @@ async fn until<T>(
     }
 }
 
+/// Now, in Unix milliseconds (the agent's status uses them).
+fn unix_ms_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 fn ms(since: Instant) -> String {
     format!("{:.1} ms", since.elapsed().as_secs_f64() * 1000.0)
 }
@@ -275,13 +282,27 @@ pub(crate) async fn run(args: DemoArgs) -> anyhow::Result<()> {
     ));
     say.line("restarting it");
     let t = Instant::now();
+    let restarted_at = unix_ms_now();
     let _dra = spawn(&dra_driver, &dra_args)?;
+    // The old instance's monitor may reach the new socket before the
+    // re-created registration socket is handled (its instance is then
+    // deregistered and the new one registered, as the kubelet does): only an
+    // instance registered since the restart, connected and in use, is the
+    // restarted driver.
     until(&root, "the restarted DRA driver", |s| {
-        connected(s).filter(|d| d.pending_cleanup.is_none())
+        s.dra_drivers
+            .iter()
+            .find(|d| d.name == "dra.example.com" && d.pending_cleanup.is_none())
+            .filter(|d| {
+                d.instances
+                    .iter()
+                    .any(|i| i.connected && i.in_use && i.registered_at_unix_ms >= restarted_at)
+            })
+            .cloned()
     })
     .await?;
     say.line(format!(
-        "  reconnected and cleanup cancelled ({} after restart)",
+        "  registered again, reconnected and cleanup cancelled ({} after restart)",
         ms(t)
     ));
     let prepared = admin::dra_prepare(&root, "dra.example.com", vec![claim], None).await?;
