@@ -21,7 +21,6 @@ mod config;
 mod credentials;
 mod csi_node;
 mod error;
-mod failures;
 mod identity;
 mod metrics;
 mod node_status;

@@ -44,6 +44,7 @@ pub mod plugin_manager;
 pub mod pod_resources;
 pub mod pods;
 mod private_dir;
+pub mod published;
 mod root_lock;
 pub mod runtime;
 mod served_socket;

@@ -1,10 +1,8 @@
 //! What the handles of every owner task share (see docs/architecture.md,
 //! "One shape for every subsystem"): sending commands and waiting for the
-//! answer, and waiting for a condition on the owner's state.
+//! answer. Reading the owner's state is [`crate::published`]'s.
 
-use std::time::Duration;
-
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
 
 /// The owner task has stopped: a command could not be delivered or answered.
 #[derive(Debug, Clone, Copy)]
@@ -49,33 +47,5 @@ impl<C> Mailbox<C> {
     /// Whether the owner task has stopped.
     pub(crate) fn is_closed(&self) -> bool {
         self.tx.is_closed()
-    }
-}
-
-/// Reads the state with `read` until `pred` holds, again after each tick of
-/// `changes`, and returns it; `None` after `timeout`.
-pub(crate) async fn wait_for<T, E, F>(
-    changes: &watch::Receiver<u64>,
-    timeout: Duration,
-    stopped: E,
-    mut read: impl FnMut() -> F,
-    mut pred: impl FnMut(&[T]) -> bool,
-) -> Result<Option<Vec<T>>, E>
-where
-    F: Future<Output = Result<Vec<T>, E>>,
-{
-    let mut changes = changes.clone();
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        changes.mark_unchanged();
-        let state = read().await?;
-        if pred(&state) {
-            return Ok(Some(state));
-        }
-        match tokio::time::timeout_at(deadline, changes.changed()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(_)) => return Err(stopped),
-            Err(_) => return Ok(None),
-        }
     }
 }

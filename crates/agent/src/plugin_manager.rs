@@ -48,7 +48,7 @@ pub use watcher::WatchError;
 
 use crate::event::AgentEvent;
 use crate::handler::PluginHandler;
-use crate::owner;
+use crate::published::{Publisher, Store};
 use control::Control;
 use handler_table::HandlerTable;
 use reconciler::Reconciler;
@@ -64,8 +64,7 @@ pub struct PluginManager {
     control_tx: mpsc::Sender<Control>,
     control_rx: mpsc::Receiver<Control>,
     events: broadcast::Sender<AgentEvent>,
-    version: watch::Sender<u64>,
-    snapshot: watch::Sender<PluginSnapshot>,
+    published: Publisher<PluginSnapshot>,
     ready: watch::Sender<bool>,
 }
 
@@ -78,20 +77,19 @@ impl PluginManager {
     /// A manager watching `config.dir`, and the handle that reads it.
     pub fn new(config: PluginManagerConfig) -> (Self, PluginManagerHandle) {
         let (control_tx, control_rx) = mpsc::channel(1024);
+        let (published, store) = Publisher::new(PluginSnapshot::default());
         let manager = Self {
             config: Arc::new(config),
             handlers: HandlerTable::default(),
             control_tx,
             control_rx,
             events: broadcast::channel(EVENT_BUFFER).0,
-            version: watch::channel(0).0,
-            snapshot: watch::channel(PluginSnapshot::default()).0,
+            published,
             ready: watch::channel(false).0,
         };
         let handle = PluginManagerHandle {
             events: manager.events.clone(),
-            version: manager.version.subscribe(),
-            snapshot: manager.snapshot.subscribe(),
+            store,
             ready: manager.ready.subscribe(),
         };
         (manager, handle)
@@ -111,8 +109,7 @@ impl PluginManager {
             self.handlers,
             self.control_tx,
             self.events,
-            self.version,
-            self.snapshot,
+            self.published,
             self.ready,
         );
         let watcher = watcher::watch(self.config.dir.clone(), watch_tx, shutdown.clone());
@@ -135,8 +132,7 @@ impl PluginManager {
 #[derive(Clone)]
 pub struct PluginManagerHandle {
     events: broadcast::Sender<AgentEvent>,
-    version: watch::Receiver<u64>,
-    snapshot: watch::Receiver<PluginSnapshot>,
+    store: Store<PluginSnapshot>,
     ready: watch::Receiver<bool>,
 }
 
@@ -144,17 +140,17 @@ impl PluginManagerHandle {
     /// The plugin table after the latest change (empty, and not
     /// [`running`](PluginSnapshot::running), before the manager runs).
     pub fn snapshot(&self) -> PluginSnapshot {
-        self.snapshot.borrow().clone()
+        PluginSnapshot::clone(&self.store.get())
     }
 
     /// The plugin table after the latest change, once the manager runs.
     pub async fn running_snapshot(&self) -> Result<PluginSnapshot, PluginManagerStopped> {
-        let mut snapshot = self.snapshot.clone();
-        let running = snapshot
-            .wait_for(PluginSnapshot::running)
+        let running = self
+            .store
+            .wait_until_ready()
             .await
             .map_err(|_| PluginManagerStopped)?;
-        Ok(running.clone())
+        Ok(PluginSnapshot::clone(&running))
     }
 
     /// The plugin table, sorted by socket path, once the manager runs.
@@ -165,7 +161,7 @@ impl PluginManagerHandle {
 
     /// Ticks after every change of the table.
     pub fn changes(&self) -> watch::Receiver<u64> {
-        self.version.clone()
+        self.store.changes()
     }
 
     /// Events from now on.
@@ -195,7 +191,14 @@ impl PluginManagerHandle {
         timeout: Duration,
         pred: impl FnMut(&[PluginStatus]) -> bool,
     ) -> Result<Option<Vec<PluginStatus>>, PluginManagerStopped> {
-        let read = || self.status();
-        owner::wait_for(&self.version, timeout, PluginManagerStopped, read, pred).await
+        let mut pred = pred;
+        self.store
+            .wait_for(
+                timeout,
+                |s| s.status_at(tokio::time::Instant::now()),
+                |table| pred(table),
+            )
+            .await
+            .map_err(|_| PluginManagerStopped)
     }
 }

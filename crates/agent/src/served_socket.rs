@@ -17,6 +17,9 @@ use tonic::transport::server::Router;
 
 use crate::fs_watch::{FsWatch, FsWatcher};
 use nodeplugins_api::backoff::Backoff;
+use nodeplugins_api::retry::Retry;
+use nodeplugins_api::timer::sleep_until;
+use tokio::time::Instant;
 
 /// Device and inode of a file.
 pub(crate) type FileIdentity = (u64, u64);
@@ -94,19 +97,20 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<BoundSocket, TransportError>>,
 {
-    let mut failures = 0;
+    let schedule = Backoff::new(REBIND_INITIAL, REBIND_MAX);
+    let mut retry: Retry<String> = Retry::default();
     loop {
         let error = match bind().await {
             Ok(socket) => return Some(socket),
-            Err(e) => e,
+            Err(e) => e.to_string(),
         };
-        failures += 1;
-        let delay = Backoff::new(REBIND_INITIAL, REBIND_MAX).delay(failures);
+        retry.failed(error.clone(), &schedule, Instant::now());
+        let delay = retry.due().map(|d| d.delay).unwrap_or_default();
         tracing::error!(socket = %path.display(), %error, retry_in = ?delay,
             "cannot serve the socket again; retrying");
         tokio::select! {
             () = shutdown.cancelled() => return None,
-            () = tokio::time::sleep(delay) => {}
+            () = sleep_until(retry.due_at()) => {}
         }
     }
 }

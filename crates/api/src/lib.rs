@@ -62,6 +62,7 @@ pub mod conversion;
 pub mod dra_client;
 mod proto;
 pub mod quantity;
+pub mod retry;
 pub mod text_server;
 pub mod timer;
 pub mod transport;

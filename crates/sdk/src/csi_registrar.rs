@@ -8,9 +8,12 @@
 //! plugin ([`Outcome::Rejected`]; the binary exits 1 so the pod restarts).
 
 use nodeplugins_api::backoff::Backoff;
+use nodeplugins_api::retry::{Retry, Said};
+use nodeplugins_api::timer::sleep_until;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
+use tokio::time::Instant;
 
 use nodeplugins_api::call;
 use nodeplugins_api::constants::{CSI_REGISTRATION_VERSION, plugin_type};
@@ -210,8 +213,7 @@ async fn wait_for_driver(
     shutdown: &CancellationToken,
 ) -> Option<String> {
     let schedule = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
-    let mut failures = 0;
-    let mut last_error = String::new();
+    let mut retry: Retry<String> = Retry::default();
     loop {
         let attempt = async {
             let channel = dial(&config.csi_address, config.timeout)
@@ -231,17 +233,15 @@ async fn wait_for_driver(
                 return Some(name);
             }
             Err(error) => {
-                if error != last_error {
+                health.send_replace(Health::WaitingForDriver(error.clone()));
+                if retry.failed(error.clone(), &schedule, Instant::now()) == Said::NewError {
                     tracing::warn!(csi_address = %config.csi_address.display(), %error, "waiting for the CSI driver");
-                    last_error = error.clone();
                 }
-                health.send_replace(Health::WaitingForDriver(error));
             }
         }
-        failures += 1;
         tokio::select! {
             () = shutdown.cancelled() => return None,
-            () = tokio::time::sleep(schedule.delay(failures)) => {}
+            () = sleep_until(retry.due_at()) => {}
         }
     }
 }

@@ -9,6 +9,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::watch;
 
+use crate::published::Publisher;
+
 /// A registered CSI driver, as `nodeplugins status` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CsiDriver {
@@ -56,19 +58,16 @@ impl CsiSnapshot {
 /// their [`changes`](Self::changes). Cheap to clone; all clones share them.
 #[derive(Debug, Clone)]
 pub struct CsiDriverStore {
-    snapshot: Arc<watch::Sender<Arc<CsiSnapshot>>>,
+    published: Arc<Publisher<CsiSnapshot>>,
     /// Held while a change is made from the current snapshot and published.
     writing: Arc<Mutex<()>>,
-    /// Ticks on every change, for those who follow the drivers.
-    changes: Arc<watch::Sender<u64>>,
 }
 
 impl Default for CsiDriverStore {
     fn default() -> Self {
         Self {
-            snapshot: Arc::new(watch::channel(Arc::default()).0),
+            published: Arc::new(Publisher::new(CsiSnapshot::default()).0),
             writing: Arc::default(),
-            changes: Arc::new(watch::channel(0).0),
         }
     }
 }
@@ -83,12 +82,12 @@ pub(crate) struct PendingRegistration {
 impl CsiDriverStore {
     /// The drivers after the latest change.
     pub fn snapshot(&self) -> Arc<CsiSnapshot> {
-        self.snapshot.borrow().clone()
+        self.published.current()
     }
 
     /// A counter that increases on every change of the drivers.
     pub fn changes(&self) -> watch::Receiver<u64> {
-        self.changes.subscribe()
+        self.published.store().changes()
     }
 
     /// The drivers, sorted by name (of the latest snapshot).
@@ -106,11 +105,10 @@ impl CsiDriverStore {
     /// change is published.
     fn change<T>(&self, change: impl FnOnce(&mut CsiSnapshot) -> (bool, T)) -> T {
         let _writing = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut next = CsiSnapshot::clone(&self.snapshot.borrow());
+        let mut next = CsiSnapshot::clone(&self.published.current());
         let (changed, value) = change(&mut next);
         if changed {
-            self.snapshot.send_replace(Arc::new(next));
-            self.changes.send_modify(|v| *v += 1);
+            self.published.publish(next);
         }
         value
     }

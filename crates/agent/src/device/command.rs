@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use nodeplugins_api::deviceplugin::v1beta1::Device;
-use tokio::sync::{broadcast, oneshot, watch};
+use tokio::sync::{broadcast, oneshot};
 
 use super::allocate_error::AllocateError;
 use super::allocate_steps::{Choice, Planned, ReservationId, ReservedChoices};
@@ -16,6 +16,7 @@ use super::resource::InstanceId;
 use super::snapshot::DeviceSnapshot;
 use crate::checkpoint::{CheckpointError, WrittenReply};
 use crate::event::AgentEvent;
+use crate::published::Store;
 
 /// Whether a checkpoint write succeeded.
 pub(crate) type WrittenResult = Result<(), Arc<CheckpointError>>;
@@ -85,8 +86,7 @@ pub(crate) enum Command {
 pub(crate) struct Shared {
     pub(crate) config: DeviceManagerConfig,
     pub(crate) events: broadcast::Sender<AgentEvent>,
-    pub(crate) changes: watch::Receiver<u64>,
     /// The state after the latest change.
-    pub(crate) snapshot: watch::Receiver<Arc<DeviceSnapshot>>,
+    pub(crate) store: Store<DeviceSnapshot>,
     pub(crate) metrics: DeviceMetrics,
 }

@@ -23,7 +23,8 @@ use super::status::ResourceStatus;
 use crate::checkpoint::CheckpointProblem;
 use crate::event::AgentEvent;
 use crate::metrics::ReadinessCheck;
-use crate::owner::{self, Mailbox};
+use crate::owner::Mailbox;
+use crate::published::Store;
 use crate::served_socket::SocketStatus;
 use nodeplugins_api::constants::layout::KUBELET_SOCKET;
 
@@ -53,7 +54,7 @@ impl DeviceHandle {
 
     /// A counter that increases on every change, for waiting on state.
     pub fn changes(&self) -> watch::Receiver<u64> {
-        self.shared.changes.clone()
+        self.shared.store.changes()
     }
 
     /// Events from now on: plugins connecting and leaving, device lists
@@ -151,18 +152,22 @@ impl DeviceHandle {
     /// The state after the latest change (empty, and not
     /// [`running`](DeviceSnapshot::running), before the manager runs).
     pub fn snapshot(&self) -> Arc<DeviceSnapshot> {
-        self.shared.snapshot.borrow().clone()
+        self.shared.store.get()
+    }
+
+    /// The state's published snapshots, for following them.
+    pub fn store(&self) -> Store<DeviceSnapshot> {
+        self.shared.store.clone()
     }
 
     /// The state after the latest change, once the manager runs and has
     /// read its checkpoint.
     pub async fn running_snapshot(&self) -> Result<Arc<DeviceSnapshot>, DeviceManagerStopped> {
-        let mut snapshot = self.shared.snapshot.clone();
-        let restored = snapshot
-            .wait_for(|s| s.running())
+        self.shared
+            .store
+            .wait_until_ready()
             .await
-            .map_err(|_| DeviceManagerStopped)?;
-        Ok(restored.clone())
+            .map_err(|_| DeviceManagerStopped)
     }
 
     /// The resources, sorted by name.
@@ -199,17 +204,13 @@ impl DeviceHandle {
     pub async fn wait_for(
         &self,
         timeout: Duration,
-        pred: impl FnMut(&[ResourceStatus]) -> bool,
+        mut pred: impl FnMut(&[ResourceStatus]) -> bool,
     ) -> Result<Option<Vec<ResourceStatus>>, DeviceManagerStopped> {
-        let read = || self.status();
-        owner::wait_for(
-            &self.shared.changes,
-            timeout,
-            DeviceManagerStopped,
-            read,
-            pred,
-        )
-        .await
+        self.shared
+            .store
+            .wait_for(timeout, |s| s.status_at(Instant::now()), |r| pred(r))
+            .await
+            .map_err(|_| DeviceManagerStopped)
     }
 }
 

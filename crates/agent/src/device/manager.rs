@@ -14,7 +14,7 @@ use std::time::SystemTime;
 
 use nodeplugins_api::deviceplugin::v1beta1::Device;
 use nodeplugins_api::transport::TransportError;
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -33,6 +33,7 @@ use super::state::State;
 use crate::checkpoint::{CheckpointProblem, Persister, Written};
 use crate::event::{AgentEvent, EventKind};
 use crate::owner::Mailbox;
+use crate::published::Publisher;
 use nodeplugins_api::timer::sleep_until;
 
 /// Why the device manager could not start.
@@ -59,8 +60,7 @@ pub struct DeviceManager {
     commands_tx: Mailbox<Command>,
     commands: mpsc::UnboundedReceiver<Command>,
     events: broadcast::Sender<AgentEvent>,
-    changes: watch::Sender<u64>,
-    snapshot: watch::Sender<Arc<DeviceSnapshot>>,
+    published: Publisher<DeviceSnapshot>,
     metrics: DeviceMetrics,
     shared: Arc<Shared>,
 }
@@ -71,14 +71,12 @@ impl DeviceManager {
     pub fn new(config: DeviceManagerConfig) -> (Self, DeviceHandle) {
         let (commands_tx, commands) = Mailbox::new();
         let events = broadcast::channel(1024).0;
-        let changes = watch::channel(0).0;
-        let snapshot = watch::channel(Arc::default()).0;
+        let (published, store) = Publisher::new(DeviceSnapshot::default());
         let metrics = DeviceMetrics::default();
         let shared = Arc::new(Shared {
             config: config.clone(),
             events: events.clone(),
-            changes: changes.subscribe(),
-            snapshot: snapshot.subscribe(),
+            store,
             metrics: metrics.clone(),
         });
         let manager = Self {
@@ -86,8 +84,7 @@ impl DeviceManager {
             commands_tx,
             commands,
             events,
-            changes,
-            snapshot,
+            published,
             metrics,
             shared,
         };
@@ -128,8 +125,7 @@ impl DeviceManager {
             commands: self.commands,
             commands_tx: self.commands_tx,
             events: self.events,
-            changes: self.changes,
-            snapshot: self.snapshot,
+            snapshot: self.published,
             published: false,
             metrics: self.metrics,
             tasks,
@@ -170,9 +166,8 @@ struct Owner {
     /// For the ListAndWatch tasks to report back.
     commands_tx: Mailbox<Command>,
     events: broadcast::Sender<AgentEvent>,
-    changes: watch::Sender<u64>,
     /// The state after every change, for readers.
-    snapshot: watch::Sender<Arc<DeviceSnapshot>>,
+    snapshot: Publisher<DeviceSnapshot>,
     /// Published during the current command (before its reply).
     published: bool,
     metrics: DeviceMetrics,
@@ -227,9 +222,8 @@ impl Owner {
             .map(CheckpointProblem::Write)
             .or_else(|| self.load_problem.clone());
         let mut snapshot = DeviceSnapshot::of(&self.state, self.config.grace_period, problem);
-        snapshot.generation = self.snapshot.borrow().generation + 1;
-        self.snapshot.send_replace(Arc::new(snapshot));
-        self.changes.send_modify(|v| *v += 1);
+        snapshot.generation = self.snapshot.current().generation + 1;
+        self.snapshot.publish(snapshot);
         self.published = true;
     }
 

@@ -17,7 +17,7 @@ pub(crate) async fn pre_start(
     pod_uid: &str,
     container: &str,
 ) -> Result<(), AllocateError> {
-    let snapshot = shared.snapshot.borrow().clone();
+    let snapshot = shared.store.get();
     let held: Vec<_> = snapshot
         .allocations_of(pod_uid)
         .iter()

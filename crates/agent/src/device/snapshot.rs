@@ -45,6 +45,12 @@ struct ResourceSnapshot {
     removal_at: Option<Instant>,
 }
 
+impl crate::published::Ready for DeviceSnapshot {
+    fn ready(&self) -> bool {
+        self.restored
+    }
+}
+
 impl DeviceSnapshot {
     /// The snapshot of `state`; resources without a plugin are removed
     /// `grace` after they stopped.

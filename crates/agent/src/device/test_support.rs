@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{broadcast, watch};
+use tokio::sync::broadcast;
 
 use super::command::Shared;
 use super::config::DeviceManagerConfig;
@@ -14,20 +14,18 @@ use super::metrics::DeviceMetrics;
 use super::snapshot::DeviceSnapshot;
 use super::state::State;
 use crate::owner::Mailbox;
+use crate::published::Store;
 
-/// A handle reading `snapshot` and `changes`; its commands go nowhere.
-pub(crate) fn handle(
-    snapshot: watch::Receiver<Arc<DeviceSnapshot>>,
-    changes: watch::Receiver<u64>,
-) -> DeviceHandle {
+/// A handle reading what `store`'s publisher publishes; its commands go
+/// nowhere.
+pub(crate) fn handle(store: Store<DeviceSnapshot>) -> DeviceHandle {
     let (commands, _) = Mailbox::new();
     DeviceHandle {
         commands,
         shared: Arc::new(Shared {
             config: DeviceManagerConfig::new("/nonexistent"),
             events: broadcast::channel(1).0,
-            changes,
-            snapshot,
+            store,
             metrics: DeviceMetrics::default(),
         }),
     }

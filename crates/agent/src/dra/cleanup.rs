@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nodeplugins_api::backoff::Backoff;
+use nodeplugins_api::retry::{Classify, Retry};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -36,6 +37,9 @@ pub struct CleanupError(pub Box<dyn std::error::Error + Send + Sync>);
 #[derive(Debug, thiserror::Error)]
 #[error("no answer within {0:?}")]
 pub(crate) struct HookTimedOut(pub(crate) Duration);
+
+/// A failed cleanup is retried on [`CLEANUP_RETRY`]'s schedule.
+impl Classify for CleanupError {}
 
 impl CleanupError {
     /// The hook did not answer in time.
@@ -82,11 +86,9 @@ pub(crate) type CleanupId = u64;
 /// an instance connects.
 pub(crate) struct ScheduledCleanup {
     pub(crate) id: CleanupId,
-    /// When the hook is (next) called.
-    pub(crate) due: Instant,
-    pub(crate) failures: u32,
-    /// Why the last call failed.
-    pub(crate) last_error: Option<Arc<CleanupError>>,
+    /// When the hook is (next) called (the grace period's end, then each
+    /// retry), its failed calls in a row and why the last one failed.
+    pub(crate) retry: Retry<Arc<CleanupError>>,
     /// The hook call in progress, if any.
     pub(crate) running: Option<AbortHandle>,
 }
@@ -105,7 +107,7 @@ pub(crate) type CleanupDone = (String, CleanupId, Result<(), CleanupError>);
 
 /// Calls [`DriverCleanup::node_started`] until it succeeds or `shutdown`.
 pub(crate) async fn node_started(hook: Arc<dyn DriverCleanup>, shutdown: CancellationToken) {
-    let mut failures = 0;
+    let mut retry = Retry::default();
     loop {
         let result = tokio::select! {
             () = shutdown.cancelled() => return,
@@ -116,9 +118,10 @@ pub(crate) async fn node_started(hook: Arc<dyn DriverCleanup>, shutdown: Cancell
             Ok(Err(e)) => e,
             Err(_) => CleanupError::timed_out(),
         };
-        failures += 1;
-        let delay = CLEANUP_RETRY.delay(failures);
-        tracing::warn!(%error, retry_in = ?delay, "start-up DRA cleanup failed");
+        retry.failed(error, &CLEANUP_RETRY, Instant::now());
+        let delay = retry.due().map(|d| d.delay).unwrap_or_default();
+        let error = retry.last_error().map(ToString::to_string);
+        tracing::warn!(?error, retry_in = ?delay, "start-up DRA cleanup failed");
         tokio::select! {
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(delay) => {}

@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use nodeplugins_api::retry::Retry;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
@@ -130,11 +131,11 @@ impl CleanupScheduler {
             self.next_id += 1;
             let due = now + self.grace;
             self.due.insert((due, self.next_id, driver.to_string()));
+            let mut retry = Retry::default();
+            retry.schedule(now, Some(self.grace));
             entry.cleanup = Some(ScheduledCleanup {
                 id: self.next_id,
-                due,
-                failures: 0,
-                last_error: None,
+                retry,
                 running: None,
             });
             Some(Rescheduled::Scheduled {
@@ -228,12 +229,13 @@ impl CleanupScheduler {
             }
             Err(error) => {
                 let error = Arc::new(error);
-                cleanup.failures = cleanup.failures.saturating_add(1);
-                let retry_in = CLEANUP_RETRY.delay(cleanup.failures);
-                cleanup.due = now + retry_in;
-                cleanup.last_error = Some(error.clone());
-                self.due.insert((cleanup.due, id, driver));
-                Some(Finished::Failed { error, retry_in })
+                cleanup.retry.failed(error.clone(), &CLEANUP_RETRY, now);
+                let due = cleanup.retry.due()?;
+                self.due.insert((due.at, id, driver));
+                Some(Finished::Failed {
+                    error,
+                    retry_in: due.delay,
+                })
             }
         }
     }
@@ -249,7 +251,7 @@ fn waiting(drivers: &Drivers, driver: &str, id: CleanupId, due: Instant) -> bool
     drivers
         .get(driver)
         .and_then(|d| d.cleanup.as_ref())
-        .is_some_and(|c| c.id == id && c.due == due && c.running.is_none())
+        .is_some_and(|c| c.id == id && c.retry.due_at() == Some(due) && c.running.is_none())
 }
 
 #[cfg(test)]

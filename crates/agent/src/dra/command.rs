@@ -15,6 +15,7 @@ use super::snapshot::DraSnapshot;
 use super::state::InstanceId;
 use crate::checkpoint::{CheckpointError, WrittenReply};
 use crate::event::AgentEvent;
+use crate::published::Store;
 use nodeplugins_api::dra_client::{DraService, HealthService};
 
 /// What the manager's task is told by handles.
@@ -95,11 +96,10 @@ pub(crate) type Routes = BTreeMap<String, Route>;
 pub(crate) struct Shared {
     pub(crate) config: DraManagerConfig,
     pub(crate) events: broadcast::Sender<AgentEvent>,
-    pub(crate) changes: watch::Receiver<u64>,
     pub(crate) routes: watch::Receiver<Arc<Routes>>,
     /// The prepared claims, as the task last recorded them.
     pub(crate) prepared: watch::Receiver<Arc<PreparedClaims>>,
     /// The drivers after the latest change.
-    pub(crate) snapshot: watch::Receiver<Arc<DraSnapshot>>,
+    pub(crate) store: Store<DraSnapshot>,
     pub(crate) metrics: DraMetrics,
 }

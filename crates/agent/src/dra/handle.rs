@@ -21,7 +21,8 @@ use super::snapshot::DraSnapshot;
 use super::status::DraDriverStatus;
 use crate::checkpoint::CheckpointProblem;
 use crate::event::AgentEvent;
-use crate::owner::{self, Mailbox};
+use crate::owner::Mailbox;
+use crate::published::Store;
 use nodeplugins_api::dra_client::{choose_health_service, choose_service};
 
 /// The DRA manager has stopped.
@@ -55,7 +56,7 @@ impl DraHandle {
 
     /// A counter that increases on every change, for waiting on state.
     pub fn changes(&self) -> watch::Receiver<u64> {
-        self.shared.changes.clone()
+        self.shared.store.changes()
     }
 
     /// Follows DRA events.
@@ -274,17 +275,21 @@ impl DraHandle {
     /// The drivers after the latest change (empty, and not
     /// [`running`](DraSnapshot::running), before the manager runs).
     pub fn snapshot(&self) -> Arc<DraSnapshot> {
-        self.shared.snapshot.borrow().clone()
+        self.shared.store.get()
+    }
+
+    /// The drivers' published snapshots, for following them.
+    pub fn store(&self) -> Store<DraSnapshot> {
+        self.shared.store.clone()
     }
 
     /// The drivers after the latest change, once the manager runs.
     pub async fn running_snapshot(&self) -> Result<Arc<DraSnapshot>, DraManagerStopped> {
-        let mut snapshot = self.shared.snapshot.clone();
-        let running = snapshot
-            .wait_for(|s| s.running())
+        self.shared
+            .store
+            .wait_until_ready()
             .await
-            .map_err(|_| DraManagerStopped)?;
-        Ok(running.clone())
+            .map_err(|_| DraManagerStopped)
     }
 
     /// The UIDs of the pods named `namespace/name` that the prepared claims
@@ -312,9 +317,12 @@ impl DraHandle {
     pub async fn wait_for(
         &self,
         timeout: Duration,
-        pred: impl FnMut(&[DraDriverStatus]) -> bool,
+        mut pred: impl FnMut(&[DraDriverStatus]) -> bool,
     ) -> Result<Option<Vec<DraDriverStatus>>, DraManagerStopped> {
-        let read = || self.status();
-        owner::wait_for(&self.shared.changes, timeout, DraManagerStopped, read, pred).await
+        self.shared
+            .store
+            .wait_for(timeout, |s| s.status_at(Instant::now()), |d| pred(d))
+            .await
+            .map_err(|_| DraManagerStopped)
     }
 }

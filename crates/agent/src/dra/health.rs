@@ -8,6 +8,7 @@
 //! `Unknown`. Staleness is computed when status is read, so health costs no
 //! timer.
 
+use nodeplugins_api::retry::{Classify, Retry, Said};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -134,7 +135,7 @@ pub(crate) async fn follow(
     let update = |devices| {
         let _ = reports.send((id, devices));
     };
-    let mut last_stop: Option<StreamStop> = None;
+    let mut stops: Retry<StreamStop> = Retry::default();
     loop {
         let connects = tokio::select! {
             () = cancel.cancelled() => return,
@@ -151,9 +152,9 @@ pub(crate) async fn follow(
             Ok(()) => StreamStop::Ended,
             Err(status) => StreamStop::Failed(status),
         };
-        if !last_stop.as_ref().is_some_and(|last| last.same_as(&stop)) {
-            tracing::warn!(socket = %endpoint, error = %stop, "DRA health stream stopped; reopening");
-            last_stop = Some(stop);
+        let error = stop.to_string();
+        if stops.record(stop) == Said::NewError {
+            tracing::warn!(socket = %endpoint, %error, "DRA health stream stopped; reopening");
         }
         // Open it again after the restart period, or at once on a new connection.
         tokio::select! {
@@ -173,8 +174,9 @@ enum StreamStop {
     Failed(Status),
 }
 
-impl StreamStop {
-    /// The same stop again (logged once, not at every restart).
+/// A stopped stream is opened again after a fixed period; the same stop
+/// again is said once, not at every restart.
+impl Classify for StreamStop {
     fn same_as(&self, other: &Self) -> bool {
         match (self, other) {
             (Self::Ended, Self::Ended) => true,

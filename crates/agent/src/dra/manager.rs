@@ -31,6 +31,7 @@ use crate::checkpoint::Persister;
 use crate::event::{AgentEvent, EventKind};
 use crate::fs_watch::FsWatcher;
 use crate::owner::Mailbox;
+use crate::published::Publisher;
 use crate::shards::Shards;
 use nodeplugins_api::dra_client::{DraService, HealthService};
 use nodeplugins_api::timer::sleep_until;
@@ -48,10 +49,9 @@ pub struct DraManager {
     cleanup: Arc<dyn DriverCleanup>,
     commands: mpsc::UnboundedReceiver<Command>,
     events: broadcast::Sender<AgentEvent>,
-    changes: watch::Sender<u64>,
     routes: watch::Sender<Arc<Routes>>,
     prepared: watch::Sender<Arc<PreparedClaims>>,
-    snapshot: watch::Sender<Arc<DraSnapshot>>,
+    snapshot: Publisher<DraSnapshot>,
 }
 
 impl DraManager {
@@ -60,17 +60,15 @@ impl DraManager {
     pub fn new(config: DraManagerConfig, cleanup: Arc<dyn DriverCleanup>) -> (Self, DraHandle) {
         let (commands_tx, commands) = Mailbox::new();
         let events = broadcast::channel(1024).0;
-        let changes = watch::channel(0).0;
         let routes = watch::channel(Arc::new(Routes::new())).0;
         let prepared = watch::channel(Arc::new(PreparedClaims::default())).0;
-        let snapshot = watch::channel(Arc::default()).0;
+        let (snapshot, store) = Publisher::new(DraSnapshot::default());
         let shared = Arc::new(Shared {
             config: config.clone(),
             events: events.clone(),
-            changes: changes.subscribe(),
             routes: routes.subscribe(),
             prepared: prepared.subscribe(),
-            snapshot: snapshot.subscribe(),
+            store,
             metrics: DraMetrics::default(),
         });
         let handle = DraHandle {
@@ -82,7 +80,6 @@ impl DraManager {
             cleanup,
             commands,
             events,
-            changes,
             routes,
             prepared,
             snapshot,
@@ -117,7 +114,6 @@ impl DraManager {
             health_tx,
             health,
             events: self.events,
-            changes: self.changes,
             routes: self.routes,
             claims,
             snapshot: self.snapshot,
@@ -149,13 +145,12 @@ struct Owner {
     /// Calls the cleanup hook for drivers that stay unusable.
     scheduler: CleanupScheduler,
     events: broadcast::Sender<AgentEvent>,
-    changes: watch::Sender<u64>,
     /// Where each driver's calls go, published for handles.
     routes: watch::Sender<Arc<Routes>>,
     /// The prepared claims: their records, publishing and checkpoint.
     claims: Claims,
     /// The drivers after every change, for readers.
-    snapshot: watch::Sender<Arc<DraSnapshot>>,
+    snapshot: Publisher<DraSnapshot>,
     /// Published during the current event (before its reply).
     published: bool,
     /// Each driver's row of the published snapshot.
@@ -212,8 +207,7 @@ impl Owner {
         }
         let rows = self.rows.publish();
         let snapshot = DraSnapshot::new(rows, self.config.health_timeout, problem);
-        self.snapshot.send_replace(Arc::new(snapshot));
-        self.changes.send_modify(|v| *v += 1);
+        self.snapshot.publish(snapshot);
         self.published = true;
     }
 

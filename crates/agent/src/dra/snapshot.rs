@@ -17,6 +17,7 @@ use super::status::{DraDriverStatus, DraInstanceStatus, PendingCleanup};
 use crate::checkpoint::CheckpointProblem;
 use crate::shards::{self, Published};
 use crate::unix_time::unix_ms;
+use nodeplugins_api::retry::Retry;
 
 /// The DRA manager's drivers after a change.
 #[derive(Debug, Default)]
@@ -38,16 +39,16 @@ pub(crate) struct DriverSnapshot {
     status: DraDriverStatus,
     /// Each instance's last error, in the order of `status.instances`.
     instance_errors: Vec<Option<LinkError>>,
-    cleanup: Option<CleanupSnapshot>,
+    /// The pending cleanup's schedule, failures and last error.
+    cleanup: Option<Retry<Arc<CleanupError>>>,
     /// The health the instance in use reported, and whether it is connected.
     health: Option<(Arc<HealthReports>, bool)>,
 }
 
-#[derive(Debug)]
-struct CleanupSnapshot {
-    due: Instant,
-    failures: u32,
-    last_error: Option<Arc<CleanupError>>,
+impl crate::published::Ready for DraSnapshot {
+    fn ready(&self) -> bool {
+        self.running
+    }
 }
 
 impl DraSnapshot {
@@ -86,12 +87,12 @@ impl DraSnapshot {
                     })
                     .collect(),
                 pending_cleanup: d.cleanup.as_ref().map(|c| {
-                    let left = c.due.saturating_duration_since(now);
+                    let left = c.retry_in(now).unwrap_or_default();
                     PendingCleanup {
                         deadline_unix_ms: unix_ms(wall + left),
                         in_ms: left.as_millis() as u64,
-                        failures: c.failures,
-                        last_error: c.last_error.as_ref().map(ToString::to_string),
+                        failures: c.failures(),
+                        last_error: c.last_error().map(ToString::to_string),
                     }
                 }),
                 devices: d
@@ -150,11 +151,7 @@ impl State {
                 .iter()
                 .map(|i| i.link.borrow().last_error.clone())
                 .collect(),
-            cleanup: d.cleanup.as_ref().map(|c| CleanupSnapshot {
-                due: c.due,
-                failures: c.failures,
-                last_error: c.last_error.clone(),
-            }),
+            cleanup: d.cleanup.as_ref().map(|c| c.retry.clone()),
             health: in_use.map(|i| (i.health.clone(), i.connected())),
         })
     }

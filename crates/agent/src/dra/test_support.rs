@@ -11,7 +11,9 @@ use super::handle::DraHandle;
 use super::metrics::DraMetrics;
 pub(crate) use super::records::PreparedClaims;
 use super::records::RecordedClaim;
+use super::snapshot::DraSnapshot;
 use crate::owner::Mailbox;
+use crate::published::Publisher;
 
 /// A handle reading `prepared`; its commands go nowhere.
 pub(crate) fn handle(prepared: watch::Receiver<Arc<PreparedClaims>>) -> DraHandle {
@@ -21,10 +23,9 @@ pub(crate) fn handle(prepared: watch::Receiver<Arc<PreparedClaims>>) -> DraHandl
         shared: Arc::new(Shared {
             config: DraManagerConfig::default(),
             events: broadcast::channel(1).0,
-            changes: watch::channel(0).1,
             routes: watch::channel(Arc::new(Routes::new())).1,
             prepared,
-            snapshot: watch::channel(Arc::default()).1,
+            store: Publisher::new(DraSnapshot::default()).1,
             metrics: DraMetrics::default(),
         }),
     }

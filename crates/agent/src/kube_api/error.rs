@@ -1,5 +1,6 @@
 //! Why talking to the API server failed, and what to do about it.
 
+use nodeplugins_api::retry::{Classify, RetryClass};
 use std::path::PathBuf;
 
 /// Why the API server could not be reached or a write failed.
@@ -96,25 +97,6 @@ pub enum KubeApiError {
     },
 }
 
-/// What to do after a failed request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Retry {
-    /// Another writer was first (409): read again and retry, at once the
-    /// first time and with backoff after that.
-    Conflict,
-    /// The credentials were refused (401): load them again, then retry.
-    Credentials,
-    /// The object is not there (the Node): retry when the watch shows it.
-    WhenItExists,
-    /// A refusal that repeating will not change (400, 403, 422, a label
-    /// collision, an annotation that is not ours to fix): retry slowly,
-    /// minutes apart, in case someone fixes it.
-    Slowly,
-    /// Anything else (the server away, overloaded, slow): retry with the
-    /// usual backoff.
-    WithBackoff,
-}
-
 impl KubeApiError {
     /// Whether this is the API server saying the object is not there.
     pub fn is_not_found(&self) -> bool {
@@ -136,10 +118,35 @@ impl KubeApiError {
             _ => None,
         }
     }
+}
+
+/// The one classification the Kubernetes API writes ask of their errors.
+impl Classify for KubeApiError {
+    fn class(&self) -> RetryClass {
+        match self {
+            // The object is not there (the Node): retried when the watch
+            // shows it.
+            Self::NoNode(_) => RetryClass::WhenItExists,
+            // A refusal repeating will not change (a label collision, an
+            // annotation that is not ours to fix, another node's
+            // credentials): slowly, minutes apart, in case someone fixes it.
+            Self::TopologyCollision { .. }
+            | Self::NodeIdAnnotation { .. }
+            | Self::WrongNode { .. } => RetryClass::Slowly,
+            _ => match self.status() {
+                Some(401) => RetryClass::Credentials,
+                Some(404) => RetryClass::WhenItExists,
+                Some(409) => RetryClass::Conflict,
+                Some(429) => RetryClass::Backoff,
+                Some(code) if (400..500).contains(&code) => RetryClass::Slowly,
+                _ => RetryClass::Backoff,
+            },
+        }
+    }
 
     /// How long the API server asked to wait before trying again (the
     /// `retryAfterSeconds` of a 429, or of a 5xx), if it said.
-    pub(crate) fn retry_after(&self) -> Option<std::time::Duration> {
+    fn retry_after(&self) -> Option<std::time::Duration> {
         match self {
             Self::Request {
                 source: kube::Error::Api(status),
@@ -151,24 +158,6 @@ impl KubeApiError {
                 .filter(|seconds| *seconds > 0)
                 .map(|seconds| std::time::Duration::from_secs(seconds.into())),
             _ => None,
-        }
-    }
-
-    /// What to do about it.
-    pub(crate) fn retry(&self) -> Retry {
-        match self {
-            Self::NoNode(_) => Retry::WhenItExists,
-            Self::TopologyCollision { .. }
-            | Self::NodeIdAnnotation { .. }
-            | Self::WrongNode { .. } => Retry::Slowly,
-            _ => match self.status() {
-                Some(401) => Retry::Credentials,
-                Some(404) => Retry::WhenItExists,
-                Some(409) => Retry::Conflict,
-                Some(429) => Retry::WithBackoff,
-                Some(code) if (400..500).contains(&code) => Retry::Slowly,
-                _ => Retry::WithBackoff,
-            },
         }
     }
 }
@@ -209,24 +198,24 @@ mod tests {
 
     #[test]
     fn each_failure_is_retried_as_its_cause_calls_for() {
-        assert_eq!(answered(401).retry(), Retry::Credentials);
-        assert_eq!(answered(404).retry(), Retry::WhenItExists);
-        assert_eq!(answered(409).retry(), Retry::Conflict);
-        assert_eq!(answered(429).retry(), Retry::WithBackoff);
+        assert_eq!(answered(401).class(), RetryClass::Credentials);
+        assert_eq!(answered(404).class(), RetryClass::WhenItExists);
+        assert_eq!(answered(409).class(), RetryClass::Conflict);
+        assert_eq!(answered(429).class(), RetryClass::Backoff);
         for code in [400, 403, 422] {
-            assert_eq!(answered(code).retry(), Retry::Slowly, "{code}");
+            assert_eq!(answered(code).class(), RetryClass::Slowly, "{code}");
         }
         for code in [500, 503, 504] {
-            assert_eq!(answered(code).retry(), Retry::WithBackoff, "{code}");
+            assert_eq!(answered(code).class(), RetryClass::Backoff, "{code}");
         }
         let timeout = KubeApiError::Timeout {
             what: "x".into(),
             timeout: std::time::Duration::from_secs(1),
         };
-        assert_eq!(timeout.retry(), Retry::WithBackoff);
+        assert_eq!(timeout.class(), RetryClass::Backoff);
         assert_eq!(
-            KubeApiError::NoNode("n".into()).retry(),
-            Retry::WhenItExists
+            KubeApiError::NoNode("n".into()).class(),
+            RetryClass::WhenItExists
         );
     }
 }

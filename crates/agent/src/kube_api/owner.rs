@@ -23,7 +23,6 @@ use super::config::KubeApiConfig;
 use super::credentials::Connection;
 use super::csi_node::{self, CsiDrivers};
 use super::error::{KubeApiError, request};
-use super::failures::{Failures, Outcome};
 use super::identity::{self, WhoAmI};
 use super::metrics::KubeApiMetrics;
 use super::node_status::{self, NodeResources};
@@ -34,7 +33,9 @@ use super::write_state::{RetryPolicy, WriteState};
 use crate::csi::CsiDriverStore;
 use crate::device::DeviceHandle;
 use crate::event::{AgentEvent, EventKind, EventSubject};
+use crate::published::Publisher;
 use crate::unix_time::unix_ms;
+use nodeplugins_api::retry::{Retry, Said};
 use nodeplugins_api::timer::sleep_until;
 
 mod csi;
@@ -67,8 +68,7 @@ pub(super) struct Owner {
     pub(super) wipes: mpsc::UnboundedReceiver<WipeReport>,
     pub(super) events: broadcast::Sender<AgentEvent>,
     pub(super) metrics: KubeApiMetrics,
-    pub(super) status: watch::Sender<Arc<KubeApiStatus>>,
-    pub(super) changes: watch::Sender<u64>,
+    pub(super) status: Publisher<KubeApiStatus>,
 }
 
 struct State {
@@ -80,17 +80,25 @@ struct State {
     /// Every CSI driver a write was started for: removed once it is gone,
     /// whatever a failed write may have left.
     published_drivers: BTreeSet<String>,
-    wipe_failures: Failures,
+    wipe_failures: Retry<Arc<KubeApiError>>,
     /// The Node as last seen (`None`: it does not exist, or not yet known).
     node: Option<Arc<Node>>,
     csinode: Option<Arc<CSINode>>,
     csinode_seen: bool,
     /// Failed CSINode reads in a row (when it is read, not watched).
-    csinode_read_failures: u32,
+    csinode_read: Retry<Arc<KubeApiError>>,
     who: Option<WhoAmI>,
-    identity_retry: Option<Instant>,
-    identity_failures: u32,
+    /// Asking who the credentials are: due at once at start and after new
+    /// credentials, then retried with backoff until answered.
+    identity: Retry<Arc<KubeApiError>>,
     last_success: Option<SystemTime>,
+}
+
+/// A retry record whose next attempt is due at once.
+fn due_now() -> Retry<Arc<KubeApiError>> {
+    let mut retry = Retry::default();
+    retry.schedule(Instant::now(), Some(std::time::Duration::ZERO));
+    retry
 }
 
 impl State {
@@ -102,14 +110,13 @@ impl State {
             owned_resources: BTreeSet::new(),
             csi_node: WriteState::dirty_now(),
             published_drivers: BTreeSet::new(),
-            wipe_failures: Failures::default(),
+            wipe_failures: Retry::default(),
             node: None,
             csinode: None,
             csinode_seen: false,
-            csinode_read_failures: 0,
+            csinode_read: Retry::default(),
             who: None,
-            identity_retry: Some(Instant::now()),
-            identity_failures: 0,
+            identity: due_now(),
             last_success: None,
         }
     }
@@ -132,7 +139,7 @@ impl Owner {
             let wake = [
                 state.node_status.next_due(),
                 state.csi_node.next_due(),
-                state.identity_retry,
+                state.identity.due_at(),
                 match &csinode {
                     CsiNodeFollow::Reading { next } => *next,
                     CsiNodeFollow::Watching(_) => None,
@@ -150,10 +157,19 @@ impl Owner {
                 () = shutdown.cancelled() => break Ok(()),
                 Some(done) = work.join_next(), if !work.is_empty() => {
                     let Ok(done) = done else { continue };
-                    if let Done::CsiNodeRead(read) = &done {
-                        let failed = read.is_err();
-                        self.csinode_read_done(&mut state, &mut csinode, failed, Instant::now());
-                    }
+                    let done = match done {
+                        Done::CsiNodeRead(Err(e)) => {
+                            let e = Arc::new(e);
+                            tracing::debug!(error = %e, "reading the CSINode failed");
+                            self.csinode_read_done(&mut state, &mut csinode, Err(e), Instant::now());
+                            continue;
+                        }
+                        Done::CsiNodeRead(Ok(found)) => {
+                            self.csinode_read_done(&mut state, &mut csinode, Ok(()), Instant::now());
+                            Done::CsiNodeRead(Ok(found))
+                        }
+                        other => other,
+                    };
                     if let Err(fatal) = self.on_done(&mut state, done) {
                         break Err(fatal);
                     }
@@ -172,7 +188,7 @@ impl Owner {
                     if matches!(csinode, CsiNodeFollow::Watching(_)) {
                         csinode = CsiNodeFollow::Watching(CsiNodeWatch::new(client, &self.config.node_name));
                     }
-                    state.identity_retry = Some(Instant::now());
+                    state.identity = due_now();
                     state.node_status.mark(Instant::now(), std::time::Duration::ZERO);
                     state.csi_node.mark(Instant::now(), std::time::Duration::ZERO);
                 }
@@ -199,8 +215,8 @@ impl Owner {
         let client = self.connection.borrow().client.clone();
         let node = self.config.node_name.clone();
         let timeout = self.config.request_timeout;
-        if state.identity_retry.is_some_and(|at| at <= now) {
-            state.identity_retry = None;
+        if state.identity.due_at().is_some_and(|at| at <= now) {
+            state.identity.wake();
             let client = client.clone();
             work.spawn(async move { Done::Identity(identity::who_am_i(&client, timeout).await) });
         }
@@ -280,19 +296,18 @@ impl Owner {
         match done {
             Done::NodeStatusUnchanged => state.node_status.unchanged(),
             Done::NodeStatus { desired, result } => {
-                let ok = result.is_ok();
                 if let Ok(node) = &result {
                     state.owned_resources.extend(desired.keys().cloned());
                     state.node = Some(Arc::new((**node).clone()));
                 }
-                let outcome =
+                let said =
                     state
                         .node_status
                         .finished(desired, result.map(|_| ()), now, &self.policy);
-                self.finish(state, WriteKind::NodeStatus, ok, outcome);
+                let error = state.node_status.failures.last_error().cloned();
+                self.finish(state, WriteKind::NodeStatus, said, error);
             }
             Done::CsiNode { desired, result } => {
-                let ok = result.is_ok();
                 if let Ok(csinode) = &result {
                     state.published_drivers = desired.keys().cloned().collect();
                     // What the Node's next changes are checked against, when
@@ -307,23 +322,24 @@ impl Owner {
                         state.csinode_seen = true;
                     }
                 }
-                let outcome =
-                    state
-                        .csi_node
-                        .finished(desired, result.map(|_| ()), now, &self.policy);
-                self.finish(state, WriteKind::CsiNode, ok, outcome);
+                let said = state
+                    .csi_node
+                    .finished(desired, result.map(|_| ()), now, &self.policy);
+                let error = state.csi_node.failures.last_error().cloned();
+                self.finish(state, WriteKind::CsiNode, said, error);
             }
             Done::Identity(Ok(who)) => {
-                state.identity_failures = 0;
+                state.identity.succeeded();
                 identity::check(&who, &self.config.node_name)?;
                 tracing::info!(user = %who.user, "the API server knows the agent as this user");
                 state.who = Some(who);
             }
             Done::Identity(Err(e)) => {
-                state.identity_failures = state.identity_failures.saturating_add(1);
-                let delay = self.policy.backoff.delay(state.identity_failures);
-                tracing::debug!(error = %e, retry_in = ?delay, "who the API server takes the agent for is not known yet");
-                state.identity_retry = Some(now + delay);
+                state
+                    .identity
+                    .failed(Arc::new(e), &self.policy.backoff, now);
+                let retry_in = state.identity.retry_in(now);
+                tracing::debug!(error = ?state.identity.last_error().map(ToString::to_string), ?retry_in, "who the API server takes the agent for is not known yet");
             }
             Done::CsiNodeRead(Ok(found)) => {
                 state.csinode = found.map(|c| Arc::new(*c));
@@ -391,27 +407,35 @@ impl Owner {
     }
 
     fn on_wipe(&self, state: &mut State, report: WipeReport) {
-        let ok = report.is_ok();
-        let outcome = match report {
+        let said = match report {
             Ok(()) => state.wipe_failures.succeeded(),
-            Err(error) => state.wipe_failures.failed(error),
+            Err(error) => state.wipe_failures.record(error),
         };
-        self.finish(state, WriteKind::ResourceSlices, ok, outcome);
+        let error = state.wipe_failures.last_error().cloned();
+        self.finish(state, WriteKind::ResourceSlices, said, error);
     }
 
     /// Counts a finished write, and tells about it when there is news.
-    fn finish(&self, state: &mut State, kind: WriteKind, ok: bool, outcome: Outcome) {
+    /// `error`: why it failed, if it did.
+    fn finish(
+        &self,
+        state: &mut State,
+        kind: WriteKind,
+        said: Said,
+        error: Option<Arc<KubeApiError>>,
+    ) {
+        let ok = error.is_none();
         self.metrics.wrote(kind, ok);
         if ok {
             state.last_success = Some(SystemTime::now());
         }
-        let (event, detail) = match outcome {
-            Outcome::Quiet => return,
-            Outcome::Failed(error) => {
+        let (event, detail) = match (said, error) {
+            (Said::NewError, Some(error)) => {
                 tracing::warn!(write = %kind, %error, "Kubernetes API write failed; retrying");
                 (EventKind::WriteFailed, Some(error.to_string()))
             }
-            Outcome::CaughtUp => {
+            (Said::Quiet | Said::NewError, _) => return,
+            (Said::Recovered, _) => {
                 tracing::info!(write = %kind, "Kubernetes API has the latest state again");
                 (EventKind::CaughtUp, None)
             }
@@ -436,9 +460,9 @@ impl Owner {
         }
         self.metrics.set_pending(pending.len());
         let last_error = [
-            &state.node_status.failures.last,
-            &state.csi_node.failures.last,
-            &state.wipe_failures.last,
+            state.node_status.failures.last_error(),
+            state.csi_node.failures.last_error(),
+            state.wipe_failures.last_error(),
         ]
         .into_iter()
         .flatten()
@@ -454,20 +478,11 @@ impl Owner {
             failures: state
                 .node_status
                 .failures
-                .count
-                .max(state.csi_node.failures.count)
-                .max(state.wipe_failures.count),
+                .failures()
+                .max(state.csi_node.failures.failures())
+                .max(state.wipe_failures.failures()),
         };
-        let changed = self.status.send_if_modified(|current| {
-            if **current == status {
-                return false;
-            }
-            *current = Arc::new(status);
-            true
-        });
-        if changed {
-            self.changes.send_modify(|v| *v += 1);
-        }
+        self.status.publish_if_changed(status);
     }
 }
 

@@ -20,6 +20,7 @@ use super::write_state::RetryPolicy;
 use crate::csi::CsiDriverStore;
 use crate::device::DeviceHandle;
 use crate::event::AgentEvent;
+use crate::published::{Publisher, Store};
 
 /// The task that publishes the node's plugins to the API server.
 /// [`connect`](Self::connect) gives it with its [`KubeApiHandle`] (which
@@ -34,8 +35,7 @@ pub struct KubeApi {
     csi: CsiDriverStore,
     events: broadcast::Sender<AgentEvent>,
     metrics: KubeApiMetrics,
-    status: watch::Sender<Arc<KubeApiStatus>>,
-    changes: watch::Sender<u64>,
+    status: Publisher<KubeApiStatus>,
     wipes: mpsc::UnboundedReceiver<WipeReport>,
 }
 
@@ -60,21 +60,20 @@ impl KubeApi {
             failures: 0,
         };
         let (wipes_tx, wipes) = mpsc::unbounded_channel();
+        let (status, store) = Publisher::new(status);
         let publisher = Self {
             credentials,
             devices,
             csi,
             events: broadcast::channel(256).0,
             metrics: KubeApiMetrics::default(),
-            status: watch::channel(Arc::new(status)).0,
-            changes: watch::channel(0).0,
+            status,
             wipes,
             connection,
             config,
         };
         let handle = KubeApiHandle {
-            status: publisher.status.subscribe(),
-            changes: publisher.changes.subscribe(),
+            status: store,
             events: publisher.events.clone(),
             metrics: publisher.metrics.clone(),
             connection: publisher.connection.clone(),
@@ -110,7 +109,6 @@ impl KubeApi {
             events: self.events,
             metrics: self.metrics,
             status: self.status,
-            changes: self.changes,
         };
         // The credentials are kept current beside the owner, in this task;
         // they end at shutdown, the owner then too (or earlier, failing).
@@ -127,8 +125,7 @@ impl KubeApi {
 /// deletes with its credentials. Cheap to clone.
 #[derive(Clone)]
 pub struct KubeApiHandle {
-    status: watch::Receiver<Arc<KubeApiStatus>>,
-    changes: watch::Receiver<u64>,
+    status: Store<KubeApiStatus>,
     events: broadcast::Sender<AgentEvent>,
     metrics: KubeApiMetrics,
     connection: watch::Receiver<Connection>,
@@ -140,12 +137,12 @@ pub struct KubeApiHandle {
 impl KubeApiHandle {
     /// The connection's status after the publisher's latest change.
     pub fn snapshot(&self) -> Arc<KubeApiStatus> {
-        self.status.borrow().clone()
+        self.status.get()
     }
 
     /// A counter that increases on every change of the status.
     pub fn changes(&self) -> watch::Receiver<u64> {
-        self.changes.clone()
+        self.status.changes()
     }
 
     /// Events from now on.

@@ -7,8 +7,9 @@ use std::sync::Arc;
 use nodeplugins_api::backoff::Backoff;
 use tokio::time::Instant;
 
-use super::error::{KubeApiError, Retry};
-use super::failures::{Failures, Outcome};
+use nodeplugins_api::retry::{Classify, Retry, RetryClass, Said};
+
+use super::error::KubeApiError;
 use super::repair_limit::RepairLimit;
 
 /// How a kind of write is retried: `backoff` for a server that is away or
@@ -32,7 +33,7 @@ pub(crate) struct WriteState<T> {
     pub(crate) written: Option<T>,
     pub(crate) in_flight: bool,
     /// Failed writes in a row, and why the last one failed.
-    pub(crate) failures: Failures,
+    pub(crate) failures: Retry<Arc<KubeApiError>>,
     /// After a refusal: the earliest a changed state is written. A refusal
     /// of one state says little of the next (a colliding CSI driver gone,
     /// another one back), so a change goes out at the usual backoff's pace
@@ -52,7 +53,7 @@ impl<T: PartialEq> WriteState<T> {
             due: Some(Instant::now()),
             written: None,
             in_flight: false,
-            failures: Failures::default(),
+            failures: Retry::default(),
             changed_due: None,
             awaiting_object: false,
             repairs: RepairLimit::new(Instant::now()),
@@ -150,7 +151,7 @@ impl<T: PartialEq> WriteState<T> {
         result: Result<(), KubeApiError>,
         now: Instant,
         policy: &RetryPolicy,
-    ) -> Outcome {
+    ) -> Said {
         self.in_flight = false;
         match result {
             Ok(()) => {
@@ -166,25 +167,27 @@ impl<T: PartialEq> WriteState<T> {
                 // the very object it did not find.
                 let marked_meanwhile = self.dirty;
                 let error = Arc::new(e);
-                let outcome = self.failures.failed(error.clone());
-                let failures = self.failures.count;
+                let said = self.failures.record(error.clone());
+                let failures = self.failures.failures();
                 self.dirty = true;
                 self.written = None;
-                let retry = error.retry();
+                let class = error.class();
                 self.changed_due =
-                    (retry == Retry::Slowly).then(|| now + policy.backoff.delay(failures));
-                self.due = match retry {
+                    (class == RetryClass::Slowly).then(|| now + policy.backoff.delay(failures));
+                self.due = match class {
                     // The first conflict goes again at once, from a fresh
                     // read; a storm of them backs off like any failure.
-                    Retry::Conflict if failures <= 1 => Some(now),
-                    Retry::Conflict => Some(now + policy.backoff.delay(failures - 1)),
-                    Retry::WhenItExists if marked_meanwhile => {
+                    RetryClass::Conflict if failures <= 1 => Some(now),
+                    RetryClass::Conflict => Some(now + policy.backoff.delay(failures - 1)),
+                    RetryClass::WhenItExists if marked_meanwhile => {
                         Some(now + policy.backoff.delay(failures))
                     }
-                    Retry::WhenItExists => None,
-                    Retry::Slowly => Some(now + policy.slowly.delay(failures)),
+                    RetryClass::WhenItExists => None,
+                    RetryClass::Slowly | RetryClass::Permanent => {
+                        Some(now + policy.slowly.delay(failures))
+                    }
                     // No sooner than the server asked (a 429's Retry-After).
-                    Retry::Credentials | Retry::WithBackoff => {
+                    _ => {
                         let asked = error.retry_after().unwrap_or_default();
                         Some(now + policy.backoff.delay(failures).max(asked))
                     }
@@ -198,7 +201,7 @@ impl<T: PartialEq> WriteState<T> {
                         tracing::debug!(failures, %error, "Kubernetes API write failed; waiting for the Node");
                     }
                 }
-                outcome
+                said
             }
         }
     }
@@ -245,17 +248,14 @@ mod tests {
         let mut state = WriteState::<u32>::dirty_now();
         state.start();
         let first = state.finished(1, Err(answered(403)), now, &POLICY);
-        assert!(matches!(first, Outcome::Failed(_)));
+        assert!(first == Said::NewError);
         assert_eq!(state.next_due(), Some(now + Duration::from_secs(10)));
         // The same state again does not hurry it.
         state.dirty = true;
         assert_eq!(state.next_due(), Some(now + Duration::from_secs(10)));
         state.start();
         let again = state.finished(1, Err(answered(403)), now, &POLICY);
-        assert!(
-            matches!(again, Outcome::Quiet),
-            "the same error is said once"
-        );
+        assert!(again == Said::Quiet, "the same error is said once");
         assert_eq!(state.next_due(), Some(now + Duration::from_secs(20)));
         for _ in 0..10 {
             state.start();
@@ -313,14 +313,14 @@ mod tests {
         assert_eq!(state.next_due(), Some(now), "the Node is there");
         state.start();
         let outcome = state.finished(1, Ok(()), now, &POLICY);
-        assert!(matches!(outcome, Outcome::CaughtUp));
+        assert!(outcome == Said::Recovered);
         state.mark(now, Duration::ZERO);
         state.start();
         state.finished(2, Err(answered(409)), now, &POLICY);
         assert_eq!(state.next_due(), Some(now), "a first conflict: at once");
         state.start();
         let outcome = state.finished(2, Ok(()), now, &POLICY);
-        assert!(matches!(outcome, Outcome::CaughtUp));
+        assert!(outcome == Said::Recovered);
         assert_eq!(state.written, Some(2));
     }
 

@@ -1,6 +1,8 @@
 //! Why one registration attempt failed: the registration's own error, or
 //! the handler panicking during it.
 
+use nodeplugins_api::retry::Classify;
+
 use super::register::RegisterError;
 
 /// Why a registration attempt failed; its text is what operators see and
@@ -15,10 +17,7 @@ pub(crate) enum AttemptError {
     Panicked(String),
 }
 
-impl AttemptError {
-    /// The same failure again (logged once, not at every retry): errors
-    /// are not comparable, their text is.
-    pub(crate) fn same_as(&self, other: &Self) -> bool {
-        self.to_string() == other.to_string()
-    }
-}
+/// Every failed registration is retried on the backoff schedule; the same
+/// failure again (said once, not at every retry) is the one with the same
+/// text.
+impl Classify for AttemptError {}

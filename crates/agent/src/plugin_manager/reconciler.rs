@@ -30,7 +30,10 @@ use super::state::{ActualEntry, ActualState, DesiredState, Generation, Running};
 use super::watcher::WatchEvent;
 use crate::event::{AgentEvent, EventKind};
 use crate::handler::PluginHandler;
+use crate::published::Publisher;
 use crate::shards::Shards;
+use nodeplugins_api::backoff::Backoff;
+use nodeplugins_api::retry::Said;
 use nodeplugins_api::timer::sleep_until;
 
 /// The most ready items one wake-up takes before publishing, so that a
@@ -54,8 +57,7 @@ pub(crate) struct Reconciler {
     pub(crate) handlers: HandlerTable,
     pub(crate) control_tx: mpsc::Sender<Control>,
     pub(crate) events: broadcast::Sender<AgentEvent>,
-    pub(crate) version: watch::Sender<u64>,
-    pub(crate) snapshot: watch::Sender<PluginSnapshot>,
+    pub(crate) published: Publisher<PluginSnapshot>,
     pub(crate) ready: watch::Sender<bool>,
     /// The published table's rows.
     rows: Shards<PathBuf, Row>,
@@ -83,8 +85,7 @@ impl Reconciler {
         handlers: HandlerTable,
         control_tx: mpsc::Sender<Control>,
         events: broadcast::Sender<AgentEvent>,
-        version: watch::Sender<u64>,
-        snapshot: watch::Sender<PluginSnapshot>,
+        published: Publisher<PluginSnapshot>,
         ready: watch::Sender<bool>,
     ) -> Self {
         let slots = Arc::new(Semaphore::new(config.registrations_at_once.max(1)));
@@ -94,8 +95,7 @@ impl Reconciler {
             handlers,
             control_tx,
             events,
-            version,
-            snapshot,
+            published,
             ready,
             rows: Shards::default(),
             touched: HashSet::new(),
@@ -266,9 +266,10 @@ impl Reconciler {
         };
         if let Some(backoff) = self.backoff.get(path)
             && backoff.generation == desired.generation
-            && Instant::now() < backoff.retry_at
+            && let Some(retry_at) = backoff.retry_at()
+            && Instant::now() < retry_at
         {
-            self.timers.insert((backoff.retry_at, path.to_owned()));
+            self.timers.insert((retry_at, path.to_owned()));
             return;
         }
         self.start_register(path, desired.generation, desired.seen_at);
@@ -418,23 +419,22 @@ impl Reconciler {
     ) {
         let error = Arc::new(error);
         self.running.remove(&path);
-        let previous = self.backoff.get(&path);
-        let repeated =
-            previous.is_some_and(|p| p.generation == generation && p.last_error.same_as(&error));
-        let backoff = SocketRetry::after_failure(
+        let previous = self.backoff.remove(&path);
+        let schedule = Backoff::new(self.config.initial_backoff, self.config.max_backoff);
+        let (backoff, said) = SocketRetry::after_failure(
             previous,
             generation,
             error.clone(),
             Instant::now(),
-            self.config.initial_backoff,
-            self.config.max_backoff,
+            &schedule,
         );
-        if repeated {
-            tracing::debug!(socket = %path.display(), %error, failures = backoff.failures, retry_in = ?backoff.delay, "plugin registration failed again");
+        let delay = backoff.retry.due().map(|d| d.delay).unwrap_or_default();
+        if said == Said::NewError {
+            tracing::warn!(socket = %path.display(), %error, retry_in = ?delay, "plugin registration failed");
         } else {
-            tracing::warn!(socket = %path.display(), %error, retry_in = ?backoff.delay, "plugin registration failed");
+            tracing::debug!(socket = %path.display(), %error, failures = backoff.retry.failures(), retry_in = ?delay, "plugin registration failed again");
         }
-        let retry_in = Some(backoff.delay.as_millis() as u64);
+        let retry_in = Some(delay.as_millis() as u64);
         if let Some(info) = &info {
             self.pending_info.insert(path.clone(), info.clone());
         }
@@ -445,7 +445,9 @@ impl Reconciler {
             Some(error.to_string()),
             retry_in,
         );
-        self.timers.insert((backoff.retry_at, path.clone()));
+        if let Some(retry_at) = backoff.retry_at() {
+            self.timers.insert((retry_at, path.clone()));
+        }
         self.backoff.insert(path.clone(), backoff);
         self.dirty.insert(path);
     }
@@ -475,9 +477,8 @@ impl Reconciler {
             );
             self.rows.set(path, row);
         }
-        self.snapshot
-            .send_replace(PluginSnapshot::new(self.rows.publish()));
-        self.version.send_modify(|v| *v += 1);
+        self.published
+            .publish(PluginSnapshot::new(self.rows.publish()));
     }
 }
 

@@ -81,12 +81,20 @@ impl Row {
                     .unwrap_or(0),
                 registered_at_unix_ms: actual.map(|a| unix_ms(a.registered_at)),
                 error: None,
-                failures: backoff.map_or(0, |b| b.failures),
+                failures: backoff.map_or(0, |b| b.retry.failures()),
                 retry_in_ms: None,
             },
-            retry_at: backoff.filter(|_| failed).map(|b| b.retry_at),
-            error: backoff.filter(|_| failed).map(|b| b.last_error.clone()),
+            retry_at: backoff.filter(|_| failed).and_then(SocketRetry::retry_at),
+            error: backoff
+                .filter(|_| failed)
+                .and_then(|b| b.retry.last_error().cloned()),
         })
+    }
+}
+
+impl crate::published::Ready for PluginSnapshot {
+    fn ready(&self) -> bool {
+        self.running
     }
 }
 

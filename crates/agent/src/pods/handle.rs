@@ -14,6 +14,7 @@ use super::pod::{PreparedPod, UnpreparedPod};
 use super::status::{PodStatus, PodsSnapshot};
 use crate::dra::{DraError, DraHandle};
 use crate::event::AgentEvent;
+use crate::published::Store;
 
 /// The pods owner has stopped.
 #[derive(Debug, Clone, Copy, thiserror::Error)]
@@ -41,8 +42,7 @@ pub enum PodsError {
 #[derive(Clone)]
 pub struct PodsHandle {
     pub(crate) serving: bool,
-    pub(crate) snapshot: watch::Receiver<Arc<PodsSnapshot>>,
-    pub(crate) changes: watch::Receiver<u64>,
+    pub(crate) store: Store<PodsSnapshot>,
     pub(crate) events: broadcast::Sender<AgentEvent>,
     pub(crate) claims: PodClaimsReader,
     pub(crate) dra: DraHandle,
@@ -57,28 +57,23 @@ impl PodsHandle {
     /// The pods after the latest change (empty, and not
     /// [`running`](PodsSnapshot::running), before the owner runs).
     pub fn snapshot(&self) -> Arc<PodsSnapshot> {
-        self.snapshot.borrow().clone()
+        self.store.get()
     }
 
     /// The pods after the latest change, once the owner runs.
     pub async fn running_snapshot(&self) -> Result<Arc<PodsSnapshot>, PodsStopped> {
-        let mut snapshot = self.snapshot.clone();
-        let running = snapshot
-            .wait_for(|s| s.running())
-            .await
-            .map_err(|_| PodsStopped)?;
-        Ok(running.clone())
+        self.store.wait_until_ready().await.map_err(|_| PodsStopped)
     }
 
     /// The pods after every change, for a reader that follows them (the
     /// pod-resources API lists exactly the admitted pods).
     pub fn subscribe(&self) -> watch::Receiver<Arc<PodsSnapshot>> {
-        self.snapshot.clone()
+        self.store.subscribe()
     }
 
     /// A counter that increases on every change.
     pub fn changes(&self) -> watch::Receiver<u64> {
-        self.changes.clone()
+        self.store.changes()
     }
 
     /// Events from now on: pods admitted, waiting, failed, given back.
@@ -91,10 +86,12 @@ impl PodsHandle {
     pub async fn wait_for(
         &self,
         timeout: Duration,
-        pred: impl FnMut(&[Arc<PodStatus>]) -> bool,
+        mut pred: impl FnMut(&[Arc<PodStatus>]) -> bool,
     ) -> Result<Option<Vec<Arc<PodStatus>>>, PodsStopped> {
-        let read = || async { Ok(self.running_snapshot().await?.pods()) };
-        crate::owner::wait_for(&self.changes, timeout, PodsStopped, read, pred).await
+        self.store
+            .wait_for(timeout, PodsSnapshot::pods, |p| pred(p))
+            .await
+            .map_err(|_| PodsStopped)
     }
 
     /// Prepares pod `namespace/name`'s claims by hand, as the kubelet's DRA

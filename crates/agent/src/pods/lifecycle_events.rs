@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use nodeplugins_api::backoff::Backoff;
+use nodeplugins_api::retry::Retry;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
@@ -47,8 +48,7 @@ pub(crate) async fn generate(
     shutdown: CancellationToken,
 ) {
     let backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
-    let mut failures = 0u32;
-    let mut logged = false;
+    let mut retry: Retry<String> = Retry::default();
     loop {
         let stream = tokio::select! {
             () = shutdown.cancelled() => return,
@@ -67,8 +67,7 @@ pub(crate) async fn generate(
                     match next {
                         Some(Ok(event)) => {
                             delivered = true;
-                            failures = 0;
-                            logged = false;
+                            retry.succeeded();
                             let told = match event.pod_uid {
                                 Some(uid) => LifecycleEvent::Pod(uid),
                                 None => LifecycleEvent::Relist,
@@ -94,12 +93,13 @@ pub(crate) async fn generate(
             }
             Err(e) => e.to_string(),
         };
-        if !logged {
+        // Said once for each time they go away, whatever the errors.
+        if !retry.failing() {
             tracing::warn!(error = %problem, "cannot follow the runtime's container events; relisting each second until they are back");
-            logged = true;
         }
-        failures += 1;
-        let until = tokio::time::Instant::now() + backoff.delay(failures);
+        let now = tokio::time::Instant::now();
+        retry.failed(problem, &backoff, now);
+        let until = retry.due_at().unwrap_or(now);
         loop {
             let now = tokio::time::Instant::now();
             if now >= until {

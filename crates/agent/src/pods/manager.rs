@@ -30,6 +30,7 @@ use k8s_openapi::api::core::v1::Pod;
 use std::time::SystemTime;
 
 use nodeplugins_api::backoff::Backoff;
+use nodeplugins_api::retry::{Retry, Said};
 use nodeplugins_api::timer::sleep_until;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::{AbortHandle, Id, JoinSet};
@@ -59,6 +60,7 @@ use crate::device::DeviceHandle;
 use crate::dra::DraHandle;
 use crate::event::{AgentEvent, EventKind};
 use crate::kube_api::Connection;
+use crate::published::Publisher;
 use crate::runtime::ContainerRuntime;
 
 /// The pods owner's task. [`new`](Self::new) gives it with its
@@ -68,8 +70,7 @@ pub struct PodsManager {
     admitter: Admitter,
     warnings: PodEvents,
     connection: watch::Receiver<Connection>,
-    snapshot: watch::Sender<Arc<PodsSnapshot>>,
-    changes: watch::Sender<u64>,
+    snapshot: Publisher<PodsSnapshot>,
     events: broadcast::Sender<AgentEvent>,
     runtime: Arc<dyn ContainerRuntime>,
     writer: StatusWriter,
@@ -86,8 +87,7 @@ impl PodsManager {
         runtime: Arc<dyn ContainerRuntime>,
         connection: watch::Receiver<Connection>,
     ) -> (Self, PodsHandle) {
-        let snapshot = watch::channel(Arc::new(PodsSnapshot::default())).0;
-        let changes = watch::channel(0).0;
+        let (snapshot, store) = Publisher::new(PodsSnapshot::default());
         let events = broadcast::channel(1024).0;
         let claims = PodClaimsReader::new(
             connection.clone(),
@@ -96,8 +96,7 @@ impl PodsManager {
         );
         let handle = PodsHandle {
             serving: config.serve,
-            snapshot: snapshot.subscribe(),
-            changes: changes.subscribe(),
+            store,
             events: events.clone(),
             claims: claims.clone(),
             dra: dra.clone(),
@@ -118,7 +117,6 @@ impl PodsManager {
             warnings,
             connection,
             snapshot,
-            changes,
             events,
             config,
             runtime,
@@ -131,11 +129,10 @@ impl PodsManager {
     /// says so; otherwise only publishes that it does not).
     pub async fn run(self, shutdown: CancellationToken) {
         if !self.config.serve {
-            self.snapshot.send_replace(Arc::new(PodsSnapshot {
+            self.snapshot.publish(PodsSnapshot {
                 running: true,
                 ..PodsSnapshot::default()
-            }));
-            self.changes.send_modify(|c| *c += 1);
+            });
             shutdown.cancelled().await;
             return;
         }
@@ -217,13 +214,12 @@ impl PodsManager {
             gate_wanted: false,
             served: Served::default(),
             watch: watch_rx,
-            watch_error: None,
+            watch_failures: Retry::default(),
             backoff,
             dirty: HashSet::new(),
             rows: BTreeMap::new(),
             generation: 0,
             snapshot: self.snapshot,
-            changes: self.changes,
             events: self.events,
             tasks: tasks.clone(),
             shutdown: shutdown.clone(),
@@ -278,16 +274,15 @@ struct Owner {
     /// What the plugins serve, to wake waiting pods when it grows.
     served: Served,
     watch: mpsc::UnboundedReceiver<PodWatchEvent>,
-    /// The watch's last failure, logged once per change.
-    watch_error: Option<String>,
+    /// The watch's failures in a row, each new error logged once.
+    watch_failures: Retry<String>,
     backoff: Backoff,
     next_reconcile: Instant,
     /// Pods whose row is to be made again.
     dirty: HashSet<String>,
     rows: BTreeMap<String, Arc<PodStatus>>,
     generation: u64,
-    snapshot: watch::Sender<Arc<PodsSnapshot>>,
-    changes: watch::Sender<u64>,
+    snapshot: Publisher<PodsSnapshot>,
     events: broadcast::Sender<AgentEvent>,
     /// The watch, and Warnings being recorded.
     tasks: TaskTracker,
@@ -569,7 +564,7 @@ impl Owner {
                     tracing::info!(pods = listed.len(), "pods bound to the node listed");
                 }
                 self.listed = true;
-                self.watch_error = None;
+                self.watch_failures.succeeded();
                 self.reconcile();
                 self.list_runtime_pods();
                 self.next_reconcile = Instant::now() + self.config.reconcile_period;
@@ -599,9 +594,8 @@ impl Owner {
             }
             PodWatchEvent::Failed(e) => {
                 let text = e.to_string();
-                if self.watch_error.as_ref() != Some(&text) {
+                if self.watch_failures.record(text.clone()) == Said::NewError {
                     tracing::warn!(error = %text, "watching the node's pods failed; watching again with backoff");
-                    self.watch_error = Some(text);
                 }
             }
         }
@@ -838,13 +832,12 @@ impl Owner {
             }
         }
         self.generation += 1;
-        self.snapshot.send_replace(Arc::new(PodsSnapshot {
+        self.snapshot.publish(PodsSnapshot {
             running: true,
             serving: true,
             listed: self.listed,
             generation: self.generation,
             pods: self.rows.clone(),
-        }));
-        self.changes.send_modify(|c| *c += 1);
+        });
     }
 }

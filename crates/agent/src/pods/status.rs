@@ -104,6 +104,12 @@ pub struct PodsSnapshot {
     pub(crate) pods: BTreeMap<String, Arc<PodStatus>>,
 }
 
+impl crate::published::Ready for PodsSnapshot {
+    fn ready(&self) -> bool {
+        self.running
+    }
+}
+
 impl PodsSnapshot {
     /// Published by the running owner.
     pub fn running(&self) -> bool {

@@ -9,10 +9,12 @@
 //! tried again with backoff, or at once when the pod changes (a waiting
 //! pod's claims get allocated and reserved through such changes).
 
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use k8s_openapi::api::core::v1::Pod;
+use nodeplugins_api::retry::Retry;
 use tokio::time::Instant;
 
 use super::admission::AdmissionError;
@@ -55,12 +57,9 @@ pub(crate) struct Tracked {
     phase: PodPhase,
     /// An operation for it runs.
     running: bool,
-    /// Failed attempts in a row.
-    failures: u32,
-    /// When the next attempt is due, after a failure.
-    retry_at: Option<Instant>,
-    /// The same, on the wall clock, for status.
-    retry_at_wall: Option<SystemTime>,
+    /// Failed attempts in a row, and when the next is due after one (why
+    /// is `problem`).
+    retry: Retry<Infallible>,
     /// Why it waits or failed: (reason, message).
     problem: Option<(Option<String>, String)>,
     /// The last Warning the pod got, so a repeated failure is not recorded
@@ -102,9 +101,7 @@ impl Tracked {
             in_api: false,
             phase: PodPhase::Pending,
             running: false,
-            failures: 0,
-            retry_at: None,
-            retry_at_wall: None,
+            retry: Retry::default(),
             problem: None,
             warned: None,
             seen_at: now,
@@ -164,7 +161,7 @@ impl Tracked {
 
     /// When its next attempt is due, if it waits for one.
     pub(crate) fn retry_at(&self) -> Option<Instant> {
-        self.retry_at.filter(|_| !self.running)
+        self.retry.due_at().filter(|_| !self.running)
     }
 
     /// Whether the API has it.
@@ -196,7 +193,7 @@ impl Tracked {
 
     /// What to do with it now, if anything.
     pub(crate) fn next(&self, now: Instant) -> Option<Next> {
-        if self.running || self.retry_at.is_some_and(|at| at > now) {
+        if self.running || self.retry.waiting(now) {
             return None;
         }
         if self.wants_admission() {
@@ -216,8 +213,7 @@ impl Tracked {
         self.pod = Some(pod);
         self.in_api = true;
         if matches!(self.phase, PodPhase::Waiting | PodPhase::Failed) {
-            self.retry_at = None;
-            self.retry_at_wall = None;
+            self.retry.wake();
         }
     }
 
@@ -228,8 +224,7 @@ impl Tracked {
             self.pod = Some(last);
         }
         self.in_api = false;
-        self.retry_at = None;
-        self.retry_at_wall = None;
+        self.retry.wake();
     }
 
     /// It holds something again although it was given back (records made
@@ -252,10 +247,9 @@ impl Tracked {
             self.phase,
             PodPhase::Waiting | PodPhase::Failed | PodPhase::Releasing
         ) && !self.running
-            && self.retry_at.is_some();
+            && self.retry.due().is_some();
         if woken {
-            self.retry_at = None;
-            self.retry_at_wall = None;
+            self.retry.wake();
         }
         woken
     }
@@ -411,23 +405,18 @@ impl Tracked {
         now: (Instant, SystemTime),
     ) {
         self.running = false;
-        self.failures += 1;
+        let failures = self.retry.count_failure();
         if std::mem::take(&mut self.room_made_while_running) {
-            self.retry_at = None;
-            self.retry_at_wall = None;
+            self.retry.wake();
             return;
         }
-        let wait = delay(self.failures);
-        self.retry_at = Some(now.0 + wait);
-        self.retry_at_wall = Some(now.1 + wait);
+        self.retry.schedule_at(now, delay(failures));
     }
 
     fn finished(&mut self) {
         self.running = false;
         self.room_made_while_running = false;
-        self.failures = 0;
-        self.retry_at = None;
-        self.retry_at_wall = None;
+        self.retry.succeeded();
         self.problem = None;
     }
 
@@ -442,8 +431,8 @@ impl Tracked {
             phase: self.phase,
             reason: self.problem.as_ref().and_then(|(reason, _)| reason.clone()),
             message: self.problem.as_ref().map(|(_, message)| message.clone()),
-            failures: self.failures,
-            retry_at_unix_ms: self.retry_at_wall.map(unix_ms),
+            failures: self.retry.failures(),
+            retry_at_unix_ms: self.retry.due().map(|d| unix_ms(d.wall)),
             seen_at_unix_us: unix_us(self.seen_at),
             ready_at_unix_us: self.ready_at.map(unix_us),
             in_api: self.in_api,

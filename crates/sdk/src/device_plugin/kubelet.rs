@@ -1,8 +1,11 @@
 //! Registering through `kubelet.sock`, retrying until the kubelet answers.
 
 use nodeplugins_api::backoff::Backoff;
+use nodeplugins_api::retry::{Retry, Said};
+use nodeplugins_api::timer::sleep_until;
 use std::path::Path;
 use std::time::Duration;
+use tokio::time::Instant;
 
 use nodeplugins_api::call::{self, CallError};
 use nodeplugins_api::constants::device_plugin::VERSION;
@@ -27,8 +30,7 @@ pub(super) async fn register_with_kubelet(
 ) {
     let kubelet = dir.join(KUBELET_SOCKET);
     let schedule = Backoff::new(Duration::from_millis(50), Duration::from_secs(5));
-    let mut failures = 0;
-    let mut last_error = String::new();
+    let mut retry: Retry<String> = Retry::default();
     loop {
         match register_once(&kubelet, socket_name, resource, options).await {
             Ok(()) => {
@@ -36,16 +38,14 @@ pub(super) async fn register_with_kubelet(
                 return;
             }
             Err(error) => {
-                if error != last_error {
+                if retry.failed(error.clone(), &schedule, Instant::now()) == Said::NewError {
                     tracing::warn!(resource = %resource, %error, "registration with the kubelet failed; retrying");
-                    last_error = error;
                 }
             }
         }
-        failures += 1;
         tokio::select! {
             () = stop.cancelled() => return,
-            () = tokio::time::sleep(schedule.delay(failures)) => {}
+            () = sleep_until(retry.due_at()) => {}
         }
     }
 }

@@ -142,9 +142,9 @@ async fn a_failed_cleanup_keeps_its_error_and_is_retried_on_the_backoff() {
         "{retry_in:?}"
     );
     let pending = drivers["gpu"].cleanup.as_ref().unwrap();
-    assert_eq!(pending.failures, 1);
+    assert_eq!(pending.retry.failures(), 1);
     assert_eq!(
-        pending.last_error.as_ref().unwrap().to_string(),
+        pending.retry.last_error().unwrap().to_string(),
         "the API server said no"
     );
     assert_eq!(scheduler.next_due(&drivers), Some(at + retry_in));

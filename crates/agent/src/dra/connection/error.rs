@@ -81,10 +81,7 @@ pub(crate) enum LinkError {
     Lost(Arc<ConnectionEnd>),
 }
 
-impl ConnectError {
-    /// The same failure again (logged once, not at every retry): errors
-    /// are not comparable, their text is.
-    pub(crate) fn same_as(&self, other: &Self) -> bool {
-        self.to_string() == other.to_string()
-    }
-}
+/// A failed connection is retried on the monitor's backoff; the same
+/// failure again (said once, not at every retry) is the one with the same
+/// text.
+impl nodeplugins_api::retry::Classify for ConnectError {}

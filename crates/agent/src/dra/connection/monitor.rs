@@ -17,6 +17,9 @@ use super::link::LinkEvent;
 use crate::fs_watch::{FsWatch, FsWatcher};
 use inotify::WatchMask;
 use nodeplugins_api::backoff::Backoff;
+use nodeplugins_api::retry::{Retry, Said};
+use nodeplugins_api::timer::sleep_until;
+use tokio::time::Instant;
 
 /// The first retry after a failed connection attempt; it doubles per
 /// failure. A re-created socket is noticed at once regardless.
@@ -96,8 +99,8 @@ impl Monitor {
             }
         }
         let socket = self.endpoint.display().to_string();
-        let mut failures: u32 = 0;
-        let mut last_error: Option<Arc<ConnectError>> = None;
+        let mut retry: Retry<Arc<ConnectError>> = Retry::default();
+        let backoff = Backoff::new(self.config.reconnect_initial, self.config.reconnect_max);
         let mut socket_watch: Option<FsWatch> = None;
         // Once a call needed a full connection, every later one is full.
         let mut full = false;
@@ -112,8 +115,7 @@ impl Monitor {
                 attempt.unwrap_or_else(|_| Err(ConnectError::Timeout(self.config.dial_timeout)));
             match attempt {
                 Ok(connection) => {
-                    failures = 0;
-                    last_error = None;
+                    retry.succeeded();
                     tracing::info!(%socket, full = matches!(connection, Connection::Full(_)), "DRA plugin connected");
                     // Not before the connection is announced.
                     socket_watch = None;
@@ -125,13 +127,11 @@ impl Monitor {
                 }
                 Err(error) => {
                     let error = Arc::new(error);
-                    failures = failures.saturating_add(1);
-                    if last_error.as_ref().is_some_and(|last| last.same_as(&error)) {
-                        tracing::debug!(%socket, %error, "DRA plugin still unreachable");
-                    } else {
+                    if retry.failed(error.clone(), &backoff, Instant::now()) == Said::NewError {
                         tracing::warn!(%socket, %error, "cannot connect to DRA plugin; retrying with backoff");
+                    } else {
+                        tracing::debug!(%socket, %error, "DRA plugin still unreachable");
                     }
-                    last_error = Some(error.clone());
                     self.report(LinkEvent::AttemptFailed { error, full });
                     if socket_watch.is_none() {
                         socket_watch = self.watch_socket();
@@ -141,17 +141,14 @@ impl Monitor {
                             continue;
                         }
                     }
-                    let delay =
-                        Backoff::new(self.config.reconnect_initial, self.config.reconnect_max)
-                            .delay(failures);
                     tokio::select! {
                         biased;
                         () = self.stopping() => break,
-                        () = tokio::time::sleep(delay) => {}
+                        () = sleep_until(retry.due_at()) => {}
                         () = self.demand.wake() => {}
                         () = FsWatch::fired(&mut socket_watch) => {
                             // The socket appeared again: start the schedule afresh.
-                            failures = 0;
+                            retry.restart();
                         }
                     }
                 }

@@ -12,8 +12,10 @@ use tokio::time::Instant;
 use nodeplugins_api::backoff::Backoff;
 
 use super::super::csi_node;
+use super::super::error::KubeApiError;
 use super::super::observed::{self, CsiNodeFollow, Seen};
 use super::{Owner, State};
+use std::sync::Arc;
 
 /// Up to this fraction of the recheck period is added at random to each
 /// CSINode read, so that the nodes of a cluster do not read in step.
@@ -55,7 +57,7 @@ impl Owner {
         &self,
         state: &mut State,
         follow: &mut CsiNodeFollow,
-        failed: bool,
+        read: Result<(), Arc<KubeApiError>>,
         now: Instant,
     ) {
         let CsiNodeFollow::Reading { next } = follow else {
@@ -65,11 +67,11 @@ impl Owner {
             // Already due again: the Node changed while it was read.
             return;
         }
-        let delay = if failed {
-            state.csinode_read_failures = state.csinode_read_failures.saturating_add(1);
-            self.policy.backoff.delay(state.csinode_read_failures)
+        let delay = if let Err(error) = read {
+            state.csinode_read.record(error);
+            self.policy.backoff.delay(state.csinode_read.failures())
         } else {
-            state.csinode_read_failures = 0;
+            state.csinode_read.succeeded();
             let every = self.config.csinode_recheck;
             Backoff::new(every, every)
                 .with_jitter(RECHECK_JITTER)

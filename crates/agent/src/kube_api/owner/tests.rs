@@ -51,8 +51,7 @@ fn harness() -> Harness {
         wipes: mpsc::unbounded_channel().1,
         events: events.clone(),
         metrics: KubeApiMetrics::default(),
-        status: watch::channel(Arc::new(status)).0,
-        changes: watch::channel(0).0,
+        status: Publisher::new(status).0,
     };
     Harness {
         owner,
@@ -114,7 +113,7 @@ async fn a_failed_write_shows_in_status_is_said_once_and_a_success_catches_up() 
     let mut h = harness();
     let before = Instant::now();
     node_status_done(&mut h, Err(answered(503)));
-    let status = h.owner.status.borrow().clone();
+    let status = h.owner.status.current();
     assert!(status.pending.contains(&WriteKind::NodeStatus));
     assert_eq!(status.failures, 1);
     assert!(status.last_error.as_deref().unwrap().contains("apply node"));
@@ -123,10 +122,10 @@ async fn a_failed_write_shows_in_status_is_said_once_and_a_success_catches_up() 
         due >= before + POLICY.backoff.delay(1),
         "retried after the backoff"
     );
-    assert_eq!(*h.owner.changes.borrow(), 1);
+    assert_eq!(*h.owner.status.store().changes().borrow(), 1);
 
     node_status_done(&mut h, Err(answered(503)));
-    assert_eq!(h.owner.status.borrow().failures, 2);
+    assert_eq!(h.owner.status.current().failures, 2);
     assert_eq!(
         kinds(&mut h.events),
         vec![EventKind::WriteFailed],
@@ -134,7 +133,7 @@ async fn a_failed_write_shows_in_status_is_said_once_and_a_success_catches_up() 
     );
 
     node_status_done(&mut h, Ok(node(7)));
-    let status = h.owner.status.borrow().clone();
+    let status = h.owner.status.current();
     assert!(!status.pending.contains(&WriteKind::NodeStatus));
     assert_eq!((status.failures, status.last_error.clone()), (0, None));
     assert!(status.last_success_unix_ms.is_some());
@@ -175,12 +174,13 @@ async fn an_unknown_identity_is_asked_again_with_backoff() {
     h.owner
         .on_done(&mut h.state, Done::Identity(Err(answered(503))))
         .unwrap();
-    let retry = h.state.identity_retry.unwrap();
+    let retry = h.state.identity.due_at().unwrap();
     assert!(retry >= before + POLICY.backoff.delay(1));
     h.owner
         .on_done(&mut h.state, Done::Identity(Err(answered(503))))
         .unwrap();
-    assert!(h.state.identity_retry.unwrap() >= before + POLICY.backoff.delay(2));
+    assert!(h.state.identity.due_at().unwrap() >= before + POLICY.backoff.delay(2));
+    assert_eq!(h.state.identity.failures(), 2);
 }
 
 #[tokio::test]
@@ -238,14 +238,14 @@ async fn wipe_failures_show_until_a_wipe_succeeds() {
     h.owner.on_wipe(&mut h.state, Err(failed.clone()));
     h.owner.on_wipe(&mut h.state, Err(failed));
     h.owner.publish_status(&h.state);
-    let status = h.owner.status.borrow().clone();
+    let status = h.owner.status.current();
     assert!(status.pending.contains(&WriteKind::ResourceSlices));
     assert_eq!(status.failures, 2);
     assert_eq!(kinds(&mut h.events), vec![EventKind::WriteFailed]);
 
     h.owner.on_wipe(&mut h.state, Ok(()));
     h.owner.publish_status(&h.state);
-    let status = h.owner.status.borrow().clone();
+    let status = h.owner.status.current();
     assert!(!status.pending.contains(&WriteKind::ResourceSlices));
     assert_eq!(status.failures, 0);
     assert_eq!(kinds(&mut h.events), vec![EventKind::CaughtUp]);
@@ -257,7 +257,7 @@ async fn a_csinode_read_comes_again_within_the_recheck_period_and_a_failed_one_s
     let now = Instant::now();
     let mut csinode = CsiNodeFollow::Reading { next: None };
     h.owner
-        .csinode_read_done(&mut h.state, &mut csinode, false, now);
+        .csinode_read_done(&mut h.state, &mut csinode, Ok(()), now);
     let CsiNodeFollow::Reading { next: Some(next) } = csinode else {
         panic!("a read is due again");
     };
@@ -269,18 +269,22 @@ async fn a_csinode_read_comes_again_within_the_recheck_period_and_a_failed_one_s
     );
 
     let mut csinode = CsiNodeFollow::Reading { next: None };
-    h.owner
-        .csinode_read_done(&mut h.state, &mut csinode, true, now);
+    h.owner.csinode_read_done(
+        &mut h.state,
+        &mut csinode,
+        Err(Arc::new(answered(503))),
+        now,
+    );
     let CsiNodeFollow::Reading { next: Some(next) } = csinode else {
         panic!("a failed read is asked again");
     };
     assert!(next.saturating_duration_since(now) < Duration::from_secs(5));
-    assert_eq!(h.state.csinode_read_failures, 1);
+    assert_eq!(h.state.csinode_read.failures(), 1);
 
     // Due again already (the Node changed meanwhile): left as it is.
     let mut csinode = CsiNodeFollow::Reading { next: Some(now) };
     h.owner
-        .csinode_read_done(&mut h.state, &mut csinode, false, now);
+        .csinode_read_done(&mut h.state, &mut csinode, Ok(()), now);
     assert!(matches!(csinode, CsiNodeFollow::Reading { next: Some(at) } if at == now));
 }
 

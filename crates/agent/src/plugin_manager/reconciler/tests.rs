@@ -11,6 +11,7 @@ use crate::event::EventSubject;
 use crate::handler::HandlerError;
 use crate::plugin_manager::PluginState;
 use crate::plugin_manager::status::PluginStatus;
+use crate::published::Store;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -40,7 +41,7 @@ impl PluginHandler for Recording {
 struct Harness {
     watch: mpsc::Sender<WatchEvent>,
     events: broadcast::Receiver<AgentEvent>,
-    snapshot: watch::Receiver<PluginSnapshot>,
+    snapshot: Store<PluginSnapshot>,
     ready: watch::Receiver<bool>,
     shutdown: CancellationToken,
 }
@@ -54,15 +55,14 @@ fn start(dir: &Path, prepare: impl FnOnce(&mut Reconciler)) -> Harness {
     config.connection_refused_grace = Duration::ZERO;
     let (control_tx, control_rx) = mpsc::channel(16);
     let events = broadcast::channel(64).0;
-    let snapshot = watch::channel(PluginSnapshot::default()).0;
+    let (published, snapshot) = Publisher::new(PluginSnapshot::default());
     let ready = watch::channel(false).0;
     let mut reconciler = Reconciler::new(
         Arc::new(config),
         HandlerTable::default(),
         control_tx,
         events.clone(),
-        watch::channel(0).0,
-        snapshot.clone(),
+        published,
         ready.clone(),
     );
     prepare(&mut reconciler);
@@ -71,7 +71,7 @@ fn start(dir: &Path, prepare: impl FnOnce(&mut Reconciler)) -> Harness {
     let harness = Harness {
         watch: watch_tx,
         events: events.subscribe(),
-        snapshot: snapshot.subscribe(),
+        snapshot,
         ready: ready.subscribe(),
         shutdown: shutdown.clone(),
     };
@@ -99,15 +99,11 @@ impl Harness {
 
     /// The table, once `pred` holds for it.
     async fn table_when(&mut self, pred: impl Fn(&[PluginStatus]) -> bool) -> Vec<PluginStatus> {
-        let snapshot = tokio::time::timeout(
-            TIMEOUT,
-            self.snapshot
-                .wait_for(|s| s.running() && pred(&s.status_at(Instant::now()))),
-        )
-        .await
-        .expect("the table in time")
-        .unwrap();
-        snapshot.status_at(Instant::now())
+        self.snapshot
+            .wait_for(TIMEOUT, |s| s.status_at(Instant::now()), |t| pred(t))
+            .await
+            .unwrap()
+            .expect("the table in time")
     }
 }
 

@@ -9,25 +9,24 @@ use crate::device::{ContainerAllocation, DeviceSnapshot};
 use crate::dra::ClaimPod;
 use crate::dra::test_support::{self as dra, PreparedClaims};
 use crate::pod_resources::fixtures::{allocation, claim};
+use crate::published::Publisher;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The managers' published state, as the test changes it, and the
 /// builder's handle.
 struct Harness {
-    devices: watch::Sender<Arc<DeviceSnapshot>>,
-    device_changes: watch::Sender<u64>,
+    devices: Publisher<DeviceSnapshot>,
     claims: watch::Sender<Arc<PreparedClaims>>,
     views: ViewsHandle,
     shutdown: CancellationToken,
 }
 
 fn start() -> Harness {
-    let devices = watch::channel(Arc::new(DeviceSnapshot::default())).0;
-    let device_changes = watch::channel(0).0;
+    let (devices, device_store) = Publisher::new(DeviceSnapshot::default());
     let claims = watch::channel(Arc::new(PreparedClaims::default())).0;
     let (builder, views) = ViewBuilder::new(
-        devices::handle(devices.subscribe(), device_changes.subscribe()),
+        devices::handle(device_store),
         dra::handle(claims.subscribe()),
         None,
     );
@@ -35,7 +34,6 @@ fn start() -> Harness {
     tokio::spawn(builder.run(shutdown.clone()));
     Harness {
         devices,
-        device_changes,
         claims,
         views,
         shutdown,
@@ -46,8 +44,7 @@ impl Harness {
     /// The device manager publishes its `generation`th snapshot.
     fn devices(&self, generation: u64, allocations: Vec<ContainerAllocation>) {
         let snapshot = devices::snapshot(generation, allocations);
-        self.devices.send_replace(Arc::new(snapshot));
-        self.device_changes.send_modify(|v| *v += 1);
+        self.devices.publish(snapshot);
     }
 
     async fn views(&self) -> Result<Arc<Views>, Stopped> {
@@ -105,12 +102,11 @@ async fn calls_fail_when_a_manager_stops_before_it_ran() {
     h.claims.send_replace(Arc::new(dra::loaded(Vec::new(), 0)));
     let Harness {
         devices,
-        device_changes,
         claims,
         views,
         shutdown: _shutdown,
     } = h;
-    drop((devices, device_changes));
+    drop(devices);
     let stopped = tokio::time::timeout(TIMEOUT, views.views()).await.unwrap();
     assert!(stopped.is_err(), "the device manager is gone");
     drop(claims);

@@ -21,6 +21,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::ResourceExt;
 use kube::runtime::watcher;
 use nodeplugins_api::backoff::Backoff;
+use nodeplugins_api::retry::Retry;
 use nodeplugins_api::timer::sleep_until;
 use serde_json::Value;
 use tokio::time::Instant;
@@ -71,8 +72,7 @@ pub(crate) async fn publish(settings: PublishSettings, shutdown: CancellationTok
 /// Per pool: its retries, and the last pool reported invalid.
 #[derive(Default)]
 struct PoolState {
-    failures: u32,
-    retry_at: Option<Instant>,
+    retry: Retry<String>,
     reported_invalid: Option<Pool>,
 }
 
@@ -138,11 +138,11 @@ impl Task {
 
     async fn run(&mut self) {
         // The API's version first, asked until the server answers.
-        let mut failures = 0;
+        let mut retry: Retry<String> = Retry::default();
         while let Err(error) = self.requests.discover().await {
-            failures += 1;
+            retry.failed(error.to_string(), &RETRY, Instant::now());
             self.requests.report(error);
-            sleep_until(Some(Instant::now() + RETRY.delay(failures))).await;
+            sleep_until(retry.due_at()).await;
         }
         let driver = self.settings.driver.clone();
         let mut node_watch = Some(Watch::new(
@@ -244,7 +244,7 @@ impl Task {
     fn next_wake(&self, now: Instant) -> Option<Instant> {
         self.pools
             .values()
-            .filter_map(|p| p.retry_at)
+            .filter_map(|p| p.retry.due_at())
             .filter(|at| *at > now)
             .chain(self.known.next_expiry())
             .min()
@@ -275,7 +275,7 @@ impl Task {
                 continue;
             }
             let state = self.pools.entry(name.clone()).or_default();
-            if state.retry_at.is_some_and(|at| at > now) {
+            if state.retry.waiting(now) {
                 all_well = false;
                 continue;
             }
@@ -287,13 +287,13 @@ impl Task {
             let state = self.pools.entry(name.clone()).or_default();
             match result {
                 Ok(()) => {
-                    state.failures = 0;
-                    state.retry_at = None;
+                    state.retry.succeeded();
                 }
                 Err(error) => {
-                    state.failures = state.failures.saturating_add(1);
-                    let delay = RETRY.delay(state.failures);
-                    state.retry_at = Some(Instant::now() + delay);
+                    state
+                        .retry
+                        .failed(error.to_string(), &RETRY, Instant::now());
+                    let delay = state.retry.due().map(|d| d.delay).unwrap_or_default();
                     tracing::warn!(pool = %name, retry_in = ?delay, "publishing ResourceSlices failed");
                     self.requests.report(error);
                     all_well = false;
