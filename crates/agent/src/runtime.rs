@@ -3,8 +3,8 @@
 //!
 //! - [`CriRuntime`]: a real runtime (containerd, CRI-O) through CRI v1
 //!   over its Unix socket, as the kubelet's `--container-runtime-endpoint`
-//!   names it; every call goes through one tower layer
-//!   (the `call_policy` layer) with the kubelet's deadline, its
+//!   names it; every call goes through the one call layer
+//!   ([`nodeplugins_api::call_layer`]) with the kubelet's deadline, its
 //!   metric names and a span, rather than through code at each call site;
 //! - [`SimulatedRuntime`]: containers that "run" from their start until
 //!   they are stopped, for nodes without a runtime (tests, the demo, many
@@ -19,21 +19,21 @@
 //! | `container_runtime` | the interface |
 //! | `spec` | what is asked of a runtime and what it reports |
 //! | `cri` | CRI v1 over a Unix socket |
-//! | `call_policy` | deadlines, metrics and spans of every CRI call |
+//! | `metrics` | the kubelet's runtime operation metrics |
 //! | `simulated` | the runtime that runs nothing |
 //! | `error` | why a call failed |
 
-mod call_policy;
 mod container_runtime;
 mod cri;
 mod error;
+mod metrics;
 mod simulated;
 mod spec;
 
-pub use call_policy::{RUNTIME_REQUEST_TIMEOUT, RuntimeMetrics};
 pub use container_runtime::{ContainerRuntime, RuntimeVersion};
 pub use cri::CriRuntime;
 pub use error::RuntimeError;
+pub use metrics::{RUNTIME_REQUEST_TIMEOUT, RuntimeMetrics};
 pub use simulated::SimulatedRuntime;
 pub use spec::{
     CONTAINER_NAME_LABEL, ContainerEvent, ContainerEventKind, ContainerSpec, ContainerState,

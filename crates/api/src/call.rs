@@ -22,7 +22,36 @@ pub enum CallError {
     Disconnected,
 }
 
+/// The metadata key that marks a `DeadlineExceeded` as this side's own
+/// (the call layer's deadline passed), with the deadline in milliseconds.
+const LOCAL_DEADLINE: &str = "nodeplugins-local-deadline-ms";
+
+/// The status a call gets when its deadline passes on this side.
+pub fn local_timeout(deadline: Duration) -> Status {
+    let mut status = Status::deadline_exceeded(format!("no answer within {deadline:?}"));
+    if let Ok(value) = deadline.as_millis().to_string().parse() {
+        status.metadata_mut().insert(LOCAL_DEADLINE, value);
+    }
+    status
+}
+
 impl CallError {
+    /// A failed call's status: this side's deadline passing is a
+    /// [`Timeout`](Self::Timeout), anything else the peer's answer.
+    pub fn from_status(status: Status) -> Self {
+        let local = status
+            .metadata()
+            .get(LOCAL_DEADLINE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        match local {
+            Some(ms) if status.code() == Code::DeadlineExceeded => {
+                Self::Timeout(Duration::from_millis(ms))
+            }
+            _ => Self::Status(status),
+        }
+    }
+
     /// The gRPC code the failure amounts to: the plugin's own, or
     /// `DeadlineExceeded` for a timeout and `Unavailable` for a dropped
     /// connection.
@@ -63,6 +92,18 @@ pub async fn within<T>(
     }
 }
 
+/// A unary call's answer through a client whose [`CallLayer`] keeps the
+/// deadline.
+///
+/// [`CallLayer`]: crate::call_layer::CallLayer
+pub async fn answer<T>(
+    call: impl Future<Output = Result<Response<T>, Status>>,
+) -> Result<T, CallError> {
+    call.await
+        .map(Response::into_inner)
+        .map_err(CallError::from_status)
+}
+
 /// A unary call's answer if it comes within `timeout`.
 pub async fn unary<T>(
     timeout: Duration,
@@ -92,6 +133,18 @@ mod tests {
         assert_eq!(error.code(), Code::NotFound);
         assert_eq!(error.message(), "no such claim");
         assert_eq!(error.to_string(), "NotFound: no such claim");
+    }
+
+    #[tokio::test]
+    async fn this_sides_deadline_is_a_timeout_and_the_peers_is_its_answer() {
+        let ours = async { Err::<Response<()>, _>(local_timeout(Duration::from_secs(2))) };
+        let error = answer(ours).await.unwrap_err();
+        assert!(matches!(error, CallError::Timeout(t) if t == Duration::from_secs(2)));
+        assert_eq!(error.to_string(), "no answer within 2s");
+        let theirs = async { Err::<Response<()>, _>(Status::deadline_exceeded("slow disk")) };
+        let error = answer(theirs).await.unwrap_err();
+        assert!(matches!(error, CallError::Status(_)));
+        assert_eq!(error.message(), "slow disk");
     }
 
     #[test]

@@ -6,7 +6,6 @@
 //! manager and the CLI's `check` and `conformance` use it.
 
 use std::pin::Pin;
-use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use http::Uri;
@@ -127,7 +126,10 @@ pub type HealthStream =
     Pin<Box<dyn Stream<Item = Result<health_v1::NodeWatchResourcesResponse, Status>> + Send>>;
 
 /// Calls one driver instance's `DRAPlugin` service over `channel`, in the
-/// version given, with requests and answers in v1 messages.
+/// version given, with requests and answers in v1 messages. The calls'
+/// deadline and span are the channel's [`CallLayer`]'s: put one under it.
+///
+/// [`CallLayer`]: crate::call_layer::CallLayer
 #[derive(Clone)]
 pub struct DraClient<T> {
     channel: T,
@@ -156,52 +158,48 @@ where
         self.service
     }
 
-    /// `NodePrepareResources`, answered within `timeout` (sent to the
-    /// driver as the call's deadline).
+    /// `NodePrepareResources`.
     pub async fn prepare(
         &self,
         request: v1::NodePrepareResourcesRequest,
-        timeout: Duration,
     ) -> Result<v1::NodePrepareResourcesResponse, CallError> {
         let channel = self.channel.clone();
         match self.service {
             DraService::V1 => {
                 let mut client =
                     v1::dra_plugin_client::DraPluginClient::with_origin(channel, origin());
-                let call = client.node_prepare_resources(call::with_deadline(request, timeout));
-                call::unary(timeout, call).await
+                call::answer(client.node_prepare_resources(request)).await
             }
             DraService::V1beta1 => {
                 let mut client =
                     v1beta1::dra_plugin_client::DraPluginClient::with_origin(channel, origin());
                 let request = v1beta1::NodePrepareResourcesRequest::from(request);
-                let call = client.node_prepare_resources(call::with_deadline(request, timeout));
-                call::unary(timeout, call).await.map(Into::into)
+                call::answer(client.node_prepare_resources(request))
+                    .await
+                    .map(Into::into)
             }
         }
     }
 
-    /// `NodeUnprepareResources`, answered within `timeout` (sent to the
-    /// driver as the call's deadline).
+    /// `NodeUnprepareResources`.
     pub async fn unprepare(
         &self,
         request: v1::NodeUnprepareResourcesRequest,
-        timeout: Duration,
     ) -> Result<v1::NodeUnprepareResourcesResponse, CallError> {
         let channel = self.channel.clone();
         match self.service {
             DraService::V1 => {
                 let mut client =
                     v1::dra_plugin_client::DraPluginClient::with_origin(channel, origin());
-                let call = client.node_unprepare_resources(call::with_deadline(request, timeout));
-                call::unary(timeout, call).await
+                call::answer(client.node_unprepare_resources(request)).await
             }
             DraService::V1beta1 => {
                 let mut client =
                     v1beta1::dra_plugin_client::DraPluginClient::with_origin(channel, origin());
                 let request = v1beta1::NodeUnprepareResourcesRequest::from(request);
-                let call = client.node_unprepare_resources(call::with_deadline(request, timeout));
-                call::unary(timeout, call).await.map(Into::into)
+                call::answer(client.node_unprepare_resources(request))
+                    .await
+                    .map(Into::into)
             }
         }
     }

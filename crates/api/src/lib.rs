@@ -56,6 +56,7 @@
 
 pub mod backoff;
 pub mod call;
+pub mod call_layer;
 pub mod checkpoint;
 pub mod constants;
 pub mod conversion;

@@ -1,6 +1,7 @@
 //! Registering CSI drivers.
 
 use nodeplugins_api::call::{self, CallError};
+use nodeplugins_api::call_layer::CallLayer;
 use std::path::Path;
 use std::time::Duration;
 
@@ -114,9 +115,9 @@ impl PluginHandler for CsiHandler {
                     endpoint: endpoint.to_string(),
                     source,
                 })?;
-            let mut client = NodeClient::new(channel);
-            let call = client.node_get_info(NodeGetInfoRequest {});
-            call::unary(self.timeout, call)
+            let policy = CallLayer::new("CSI driver", endpoint).deadline(self.timeout);
+            let mut client = NodeClient::new(policy.service(channel));
+            call::answer(client.node_get_info(NodeGetInfoRequest {}))
                 .await
                 .map_err(NodeInfoError::Call)
         };

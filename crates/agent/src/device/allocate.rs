@@ -140,7 +140,6 @@ async fn steps(
     request: &AllocationRequest,
     pre_start: PreStart,
 ) -> Result<(Vec<ContainerAllocation>, Option<Written>), AllocateError> {
-    let config = &shared.config;
     let request_copy = request.clone();
     let planned = commands
         .ask(|reply| Command::Plan {
@@ -171,7 +170,7 @@ async fn steps(
             let mut available = reused.clone();
             available.extend(order.iter().cloned());
             if let Some(preferred) = plugin
-                .preferred_allocation(resource, &available, reused, *count, config.options_timeout)
+                .preferred_allocation(resource, &available, reused, *count)
                 .await
                 .map_err(|source| AllocateError::Preferred {
                     resource: resource.clone(),
@@ -196,7 +195,7 @@ async fn steps(
         for ((resource, plugin), chosen) in calls.into_iter().zip(chosen) {
             let devices = &chosen.devices;
             let response = plugin
-                .allocate(resource, devices, config.allocate_timeout, &shared.metrics)
+                .allocate(resource, devices, &shared.metrics)
                 .await
                 .map_err(|source| AllocateError::Rpc {
                     resource: resource.clone(),
@@ -204,7 +203,7 @@ async fn steps(
                 })?;
             if pre_start == PreStart::Call {
                 plugin
-                    .pre_start_container(devices, config.pre_start_timeout)
+                    .pre_start_container(devices)
                     .await
                     .map_err(|source| AllocateError::PreStart {
                         resource: resource.clone(),

@@ -1,16 +1,18 @@
 //! Every call the agent makes to a device plugin, in one place: dial and
 //! GetDevicePluginOptions when it connects, the ListAndWatch stream that feeds
 //! its devices to the manager, and GetPreferredAllocation, Allocate and
-//! PreStartContainer when devices are allocated. Each call is bounded, and
-//! ends at once with [`CallError::Disconnected`] when the plugin's
-//! connection is dropped by the manager.
+//! PreStartContainer when devices are allocated. Each call goes through the
+//! call layer ([`nodeplugins_api::call_layer`]), which keeps its deadline
+//! (the configuration's, per method) and its span, and ends at once with
+//! [`CallError::Disconnected`] when the plugin's connection is dropped by
+//! the manager.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use nodeplugins_api::call::{self, CallError};
+use nodeplugins_api::call_layer::{CallLayer, CallService};
 use nodeplugins_api::deviceplugin::v1beta1::device_plugin_client::DevicePluginClient;
 use nodeplugins_api::deviceplugin::v1beta1::{
     AllocateRequest, ContainerAllocateRequest, ContainerAllocateResponse,
@@ -74,7 +76,7 @@ pub(crate) enum StreamEnd {
 /// end when [`disconnect`](Self::disconnect) is called on any of them.
 #[derive(Debug, Clone)]
 pub(crate) struct PluginClient {
-    client: DevicePluginClient<Channel>,
+    client: DevicePluginClient<CallService<Channel>>,
     socket: Arc<Path>,
     options: DevicePluginOptions,
     disconnected: CancellationToken,
@@ -93,16 +95,13 @@ impl PluginClient {
                     socket: socket.to_owned(),
                     source,
                 })?;
-        let mut client = DevicePluginClient::new(channel);
-        let options = call::unary(
-            config.options_timeout,
-            client.get_device_plugin_options(Empty {}),
-        )
-        .await
-        .map_err(|source| DeviceError::Options {
-            socket: socket.to_owned(),
-            source,
-        })?;
+        let mut client = DevicePluginClient::new(policy(socket, config).service(channel));
+        let options = call::answer(client.get_device_plugin_options(Empty {}))
+            .await
+            .map_err(|source| DeviceError::Options {
+                socket: socket.to_owned(),
+                source,
+            })?;
         Ok(Self {
             client,
             socket: Arc::from(socket),
@@ -115,10 +114,12 @@ impl PluginClient {
     /// of the manager's state, which never call the plugin.
     #[cfg(test)]
     pub(crate) fn unconnected(socket: &Path, options: DevicePluginOptions) -> Self {
-        let channel = nodeplugins_api::transport::dial_lazy(socket, Duration::from_secs(1))
-            .expect("a socket path short enough to dial");
+        let channel =
+            nodeplugins_api::transport::dial_lazy(socket, std::time::Duration::from_secs(1))
+                .expect("a socket path short enough to dial");
+        let config = DeviceManagerConfig::new("/nonexistent");
         Self {
-            client: DevicePluginClient::new(channel),
+            client: DevicePluginClient::new(policy(socket, &config).service(channel)),
             socket: Arc::from(socket),
             options,
             disconnected: CancellationToken::new(),
@@ -177,7 +178,6 @@ impl PluginClient {
         available: &[String],
         must_include: &[String],
         count: usize,
-        timeout: Duration,
     ) -> Result<Option<Vec<String>>, CallError> {
         let Ok(allocation_size) = i32::try_from(count) else {
             return Ok(None);
@@ -191,7 +191,7 @@ impl PluginClient {
         };
         let mut client = self.client.clone();
         let response = self
-            .until_disconnected(timeout, client.get_preferred_allocation(request))
+            .until_disconnected(client.get_preferred_allocation(request))
             .await?;
         let Some(ids) = response
             .container_responses
@@ -219,7 +219,6 @@ impl PluginClient {
         &self,
         resource: &str,
         devices: &[String],
-        timeout: Duration,
         metrics: &DeviceMetrics,
     ) -> Result<ContainerAllocateResponse, AllocateCallError> {
         let request = AllocateRequest {
@@ -229,9 +228,7 @@ impl PluginClient {
         };
         let mut client = self.client.clone();
         let started = Instant::now();
-        let response = self
-            .until_disconnected(timeout, client.allocate(request))
-            .await;
+        let response = self.until_disconnected(client.allocate(request)).await;
         if !matches!(
             response,
             Err(CallError::Timeout(_) | CallError::Disconnected)
@@ -246,11 +243,7 @@ impl PluginClient {
     }
 
     /// PreStartContainer, when the plugin asked for it.
-    pub(crate) async fn pre_start_container(
-        &self,
-        devices: &[String],
-        timeout: Duration,
-    ) -> Result<(), CallError> {
+    pub(crate) async fn pre_start_container(&self, devices: &[String]) -> Result<(), CallError> {
         if !self.options.pre_start_required {
             return Ok(());
         }
@@ -258,21 +251,32 @@ impl PluginClient {
         let request = PreStartContainerRequest {
             devices_ids: devices.to_vec(),
         };
-        self.until_disconnected(timeout, client.pre_start_container(request))
+        self.until_disconnected(client.pre_start_container(request))
             .await
             .map(|_| ())
     }
 
     async fn until_disconnected<T>(
         &self,
-        timeout: Duration,
         call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     ) -> Result<T, CallError> {
         tokio::select! {
             () = self.disconnected.cancelled() => Err(CallError::Disconnected),
-            answer = call::unary(timeout, call) => answer,
+            answer = call::answer(call) => answer,
         }
     }
+}
+
+/// The calls' policy for the plugin at `socket`: each method's deadline
+/// from `config` (GetPreferredAllocation shares the options' deadline, as
+/// upstream's), none for the ListAndWatch stream.
+fn policy(socket: &Path, config: &DeviceManagerConfig) -> CallLayer {
+    CallLayer::new("device plugin", socket.display())
+        .method_deadline("GetDevicePluginOptions", Some(config.options_timeout))
+        .method_deadline("GetPreferredAllocation", Some(config.options_timeout))
+        .method_deadline("Allocate", Some(config.allocate_timeout))
+        .method_deadline("PreStartContainer", Some(config.pre_start_timeout))
+        .method_deadline("ListAndWatch", None)
 }
 
 /// Why Allocate failed.

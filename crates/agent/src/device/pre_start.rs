@@ -37,7 +37,7 @@ pub(crate) async fn pre_start(
             // resource"; the start waits for the plugin.
             .ok_or_else(|| AllocateError::Unregistered(resource.clone()))?;
         plugin
-            .pre_start_container(&allocation.devices, shared.config.pre_start_timeout)
+            .pre_start_container(&allocation.devices)
             .await
             .map_err(|source| AllocateError::PreStart { resource, source })?;
     }

@@ -1,11 +1,13 @@
 //! NodePrepareResources and NodeUnprepareResources in either API version
-//! ([`DraClient`]), with a deadline the plugin sees and the agent enforces,
-//! answered as one result per claim asked for.
+//! ([`DraClient`]), answered as one result per claim asked for; the
+//! deadline (which the plugin sees and the agent enforces) and the span are
+//! the client's call layer's.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use nodeplugins_api::call::CallError;
+use nodeplugins_api::call_layer::CallService;
 use nodeplugins_api::dra::v1;
 use nodeplugins_api::dra_client::DraClient;
 
@@ -56,14 +58,13 @@ impl Operation {
 
 /// Prepares `claims`; one result per claim, in order.
 pub(crate) async fn prepare(
-    client: DraClient<Channel>,
+    client: DraClient<CallService<Channel>>,
     claims: Vec<ClaimRef>,
-    timeout: Duration,
 ) -> Result<Vec<PreparedClaim>, CallError> {
     let request = v1::NodePrepareResourcesRequest {
         claims: wire_claims(&claims),
     };
-    let response = client.prepare(request, timeout).await?;
+    let response = client.prepare(request).await?;
     Ok(prepare_results(&claims, response.claims))
 }
 
@@ -105,14 +106,13 @@ fn prepare_results(
 
 /// Unprepares `claims`; one result per claim, in order.
 pub(crate) async fn unprepare(
-    client: DraClient<Channel>,
+    client: DraClient<CallService<Channel>>,
     claims: Vec<ClaimRef>,
-    timeout: Duration,
 ) -> Result<Vec<UnpreparedClaim>, CallError> {
     let request = v1::NodeUnprepareResourcesRequest {
         claims: wire_claims(&claims),
     };
-    let response = client.unprepare(request, timeout).await?;
+    let response = client.unprepare(request).await?;
     let mut results = response.claims;
     Ok(claims
         .into_iter()

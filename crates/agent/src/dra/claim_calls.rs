@@ -6,7 +6,6 @@
 //! prepare and unprepare methods are these steps and nothing else.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::time::Duration;
 
 use tokio::time::Instant;
 
@@ -20,6 +19,7 @@ use super::records::ClaimToPrepare;
 use crate::checkpoint::WrittenReply;
 use crate::owner::Mailbox;
 use nodeplugins_api::call::CallError;
+use nodeplugins_api::call_layer::{CallLayer, CallService};
 use nodeplugins_api::dra_client::DraClient;
 
 /// The steps of prepares and unprepares, with what a handle shares with
@@ -353,7 +353,7 @@ impl<'a> ClaimCalls<'a> {
         driver: &str,
         claims: &[ClaimRef],
         operation: Operation,
-        call: impl FnOnce(DraClient<Channel>, Vec<ClaimRef>, Duration) -> F,
+        call: impl FnOnce(DraClient<CallService<Channel>>, Vec<ClaimRef>) -> F,
     ) -> Result<Vec<R>, DraError>
     where
         F: Future<Output = Result<Vec<R>, CallError>>,
@@ -368,8 +368,10 @@ impl<'a> ClaimCalls<'a> {
             return Ok(Vec::new());
         }
         let started = Instant::now();
-        let client = DraClient::new(channel, service);
-        let result = call(client, claims.to_vec(), self.shared.config.call_timeout).await;
+        let policy =
+            CallLayer::new("DRA driver", &endpoint).deadline(self.shared.config.call_timeout);
+        let client = DraClient::new(policy.service(channel), service);
+        let result = call(client, claims.to_vec()).await;
         let (code, failed) = match &result {
             Ok(claims) => (tonic::Code::Ok, claims.iter().any(ClaimResult::failed)),
             Err(error) => (error.code(), true),

@@ -2,6 +2,7 @@
 
 use nodeplugins_api::retry::{Classify, RetryClass};
 use std::path::PathBuf;
+use tracing::Instrument;
 
 /// Why the API server could not be reached or a write failed.
 #[derive(Debug, thiserror::Error)]
@@ -162,22 +163,19 @@ impl Classify for KubeApiError {
     }
 }
 
-/// Runs one request with a deadline, naming it in the error.
+/// Runs one request with a deadline, in a span naming it, naming it in the
+/// error too.
 pub(crate) async fn request<T>(
     what: impl FnOnce() -> String,
     timeout: std::time::Duration,
     call: impl Future<Output = Result<T, kube::Error>>,
 ) -> Result<T, KubeApiError> {
-    match tokio::time::timeout(timeout, call).await {
+    let what = what();
+    let span = tracing::info_span!("api_request", request = %what);
+    match tokio::time::timeout(timeout, call).instrument(span).await {
         Ok(Ok(value)) => Ok(value),
-        Ok(Err(source)) => Err(KubeApiError::Request {
-            what: what(),
-            source,
-        }),
-        Err(_) => Err(KubeApiError::Timeout {
-            what: what(),
-            timeout,
-        }),
+        Ok(Err(source)) => Err(KubeApiError::Request { what, source }),
+        Err(_) => Err(KubeApiError::Timeout { what, timeout }),
     }
 }
 

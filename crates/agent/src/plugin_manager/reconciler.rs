@@ -35,6 +35,7 @@ use crate::shards::Shards;
 use nodeplugins_api::backoff::Backoff;
 use nodeplugins_api::retry::Said;
 use nodeplugins_api::timer::sleep_until;
+use tracing::Instrument;
 
 /// The most ready items one wake-up takes before publishing, so that a
 /// steady stream never holds the table back for long.
@@ -292,7 +293,9 @@ impl Reconciler {
             // A closed semaphore (never closed) would only mean no limit.
             let slot = slots.acquire_owned().await.ok();
             let slow = config.slow_registration;
-            let registering = register(socket.clone(), handlers, config, progress, seen_at);
+            let span = tracing::info_span!("registration", socket = %socket.display());
+            let registering =
+                register(socket.clone(), handlers, config, progress, seen_at).instrument(span);
             tokio::pin!(registering);
             let result = tokio::select! {
                 result = &mut registering => result,
@@ -321,9 +324,11 @@ impl Reconciler {
         let handler: Arc<dyn PluginHandler> = entry.handler;
         let (info, socket) = (entry.info, path.to_owned());
         let limit = self.config.handler_timeout;
+        let span =
+            tracing::info_span!("deregistration", socket = %path.display(), name = %info.name);
         let task = self.tasks.spawn(async move {
             let started = Instant::now();
-            let deregistered = handler.deregister(&info.name, &info.endpoint);
+            let deregistered = handler.deregister(&info.name, &info.endpoint).instrument(span);
             if tokio::time::timeout(limit, deregistered).await.is_err() {
                 tracing::error!(socket = %socket.display(), name = %info.name, "plugin handler did not finish deregistering within {limit:?}");
             }

@@ -1,6 +1,7 @@
 //! A container runtime reached through CRI v1 (`runtime.v1`) over its Unix
 //! socket, as the kubelet reaches it (`--container-runtime-endpoint`):
-//! every call goes through [`CallPolicyLayer`] (deadline, metrics, span);
+//! every call goes through the call layer ([`nodeplugins_api::call_layer`]:
+//! deadline, metrics, span);
 //! the channel connects on first use and again after the runtime
 //! restarts. What the pods owner asks for is put into the CRI's messages
 //! as the kubelet puts it: a host-network sandbox with the kubelet's
@@ -9,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
@@ -20,14 +22,15 @@ use nodeplugins_api::transport::dial_lazy;
 use tonic::transport::Channel;
 use tower::ServiceBuilder;
 
-use super::call_policy::{CallPolicy, CallPolicyLayer, RuntimeMetrics};
 use super::container_runtime::{ContainerRuntime, RuntimeVersion};
 use super::error::RuntimeError;
+use super::metrics::RuntimeMetrics;
 use super::spec::{
     CONTAINER_NAME_LABEL, ContainerEvent, ContainerEventKind, ContainerSpec, ContainerState,
     ContainerStatus, LinuxResources, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL,
     PodIdentity, PullPolicy, SandboxSpec, SandboxStatus,
 };
+use nodeplugins_api::call_layer::{CallLayer, CallService};
 
 /// Container events held for a reader that is behind.
 const EVENT_BUFFER: usize = 1024;
@@ -37,14 +40,14 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The extra time a `StopContainer` call gets past the container's grace
 /// period, as the kubelet gives it (its request timeout).
-const STOP_EXTRA: Duration = super::call_policy::RUNTIME_REQUEST_TIMEOUT;
+const STOP_EXTRA: Duration = super::metrics::RUNTIME_REQUEST_TIMEOUT;
 
 /// A runtime reached through CRI. Cheap to clone.
 #[derive(Clone)]
 pub struct CriRuntime {
     endpoint: String,
-    runtime: RuntimeServiceClient<CallPolicy<Channel>>,
-    images: ImageServiceClient<CallPolicy<Channel>>,
+    runtime: RuntimeServiceClient<CallService<Channel>>,
+    images: ImageServiceClient<CallService<Channel>>,
 }
 
 impl CriRuntime {
@@ -61,9 +64,13 @@ impl CriRuntime {
             endpoint: endpoint.to_string(),
             message: e.to_string(),
         })?;
-        let service = ServiceBuilder::new()
-            .layer(CallPolicyLayer::new(timeout, metrics))
-            .service(channel);
+        // The event stream has no deadline; a call that sets its own
+        // (StopContainer adds the grace period) keeps it.
+        let policy = CallLayer::new("runtime", endpoint)
+            .deadline(timeout)
+            .method_deadline("GetContainerEvents", None)
+            .metrics(Arc::new(metrics));
+        let service = ServiceBuilder::new().layer(policy).service(channel);
         Ok(Self {
             endpoint: endpoint.to_string(),
             runtime: RuntimeServiceClient::new(service.clone()),

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use futures::StreamExt;
 use nodeplugins_api::call;
+use nodeplugins_api::call_layer::CallLayer;
 use nodeplugins_api::constants::{device_plugin, plugin_type};
 use nodeplugins_api::csi::v1 as csi;
 use nodeplugins_api::deviceplugin::v1beta1 as dp;
@@ -143,9 +144,10 @@ async fn dra(report: &mut Report, info: &PluginInfo, channel: Channel) {
     // An empty request: served services answer with an empty map.
     for service in [DraService::V1, DraService::V1beta1] {
         if listed(service.as_str()) {
-            let client = DraClient::new(channel.clone(), service);
+            let policy = CallLayer::new("DRA driver", service).deadline(CALL_TIMEOUT);
+            let client = DraClient::new(policy.service(channel.clone()), service);
             let request = dra_v1::NodePrepareResourcesRequest::default();
-            let answer = client.prepare(request, CALL_TIMEOUT).await;
+            let answer = client.prepare(request).await;
             report_service(
                 report,
                 service.as_str(),

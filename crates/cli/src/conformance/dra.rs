@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use nodeplugins_api::call::{self, CallError};
+use nodeplugins_api::call_layer::CallLayer;
 use nodeplugins_api::dra::v1;
 use nodeplugins_api::dra_client::{self, DraService, choose_health_service, watch_health};
 use nodeplugins_api::dra_health::v1 as health_v1;
@@ -225,9 +226,10 @@ async fn services_rule(info: &PluginInfo, channel: Channel, timeout: Duration) -
         if !listed(service.as_str()) {
             continue;
         }
-        let client = dra_client::DraClient::new(channel.clone(), service);
+        let policy = CallLayer::new("DRA driver", service).deadline(timeout);
+        let client = dra_client::DraClient::new(policy.service(channel.clone()), service);
         let request = v1::NodeUnprepareResourcesRequest::default();
-        match client.unprepare(request, timeout).await {
+        match client.unprepare(request).await {
             Ok(_) => served.push(service.as_str()),
             Err(e) if service == chosen => chosen_problem = Some(format!("{service}: {e}")),
             Err(e) => other_problems.push(format!("{service}: {e}")),

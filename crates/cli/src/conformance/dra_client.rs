@@ -5,8 +5,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use nodeplugins_api::call_layer::{CallLayer, CallService};
 use nodeplugins_api::dra::v1;
-use nodeplugins_api::dra_client::{self, choose_service};
+use nodeplugins_api::dra_client::{self, DraService, choose_service};
 use nodeplugins_api::pluginregistration::v1::PluginInfo;
 use tonic::transport::Channel;
 
@@ -14,7 +15,10 @@ use super::claims::TestClaim;
 
 /// The DRAPlugin service the kubelet would use.
 #[derive(Clone)]
-pub(crate) struct DraClient(dra_client::DraClient<Channel>);
+pub(crate) struct DraClient {
+    channel: Channel,
+    service: DraService,
+}
 
 /// Per claim UID: the devices, or the claim's error.
 pub(crate) type Prepared = BTreeMap<String, Result<Vec<v1::Device>, String>>;
@@ -27,11 +31,17 @@ fn outcome<T>(error: String, ok: T) -> Result<T, String> {
 }
 
 impl DraClient {
+    /// The client with `timeout` as its calls' deadline.
+    fn with_deadline(&self, timeout: Duration) -> dra_client::DraClient<CallService<Channel>> {
+        let policy = CallLayer::new("DRA driver", self.service).deadline(timeout);
+        dra_client::DraClient::new(policy.service(self.channel.clone()), self.service)
+    }
+
     /// A client of the service the kubelet would use with a driver that
     /// registered with `info`, if it lists one.
     pub(crate) fn new(info: &PluginInfo, channel: Channel) -> Option<Self> {
         let service = choose_service(&info.supported_versions).ok()?;
-        Some(Self(dra_client::DraClient::new(channel, service)))
+        Some(Self { channel, service })
     }
 
     /// NodePrepareResources for `claims`.
@@ -44,8 +54,8 @@ impl DraClient {
             claims: claims.iter().map(TestClaim::wire).collect(),
         };
         let answer = self
-            .0
-            .prepare(request, timeout)
+            .with_deadline(timeout)
+            .prepare(request)
             .await
             .map_err(|e| e.to_string())?;
         Ok(answer
@@ -65,8 +75,8 @@ impl DraClient {
             claims: claims.iter().map(TestClaim::wire).collect(),
         };
         let answer = self
-            .0
-            .unprepare(request, timeout)
+            .with_deadline(timeout)
+            .unprepare(request)
             .await
             .map_err(|e| e.to_string())?;
         Ok(answer
