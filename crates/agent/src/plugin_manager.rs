@@ -21,6 +21,7 @@
 //!   desired state compares the file's inode before minting a new generation.
 
 mod attempt_error;
+mod bounded_handler;
 mod config;
 mod control;
 mod handler_table;
@@ -79,8 +80,8 @@ impl PluginManager {
         let (control_tx, control_rx) = mpsc::channel(1024);
         let (published, store) = Publisher::new(PluginSnapshot::default());
         let manager = Self {
+            handlers: HandlerTable::new(config.handler_timeout),
             config: Arc::new(config),
-            handlers: HandlerTable::default(),
             control_tx,
             control_rx,
             events: broadcast::channel(EVENT_BUFFER).0,

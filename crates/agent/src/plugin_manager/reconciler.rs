@@ -323,15 +323,15 @@ impl Reconciler {
         );
         let handler: Arc<dyn PluginHandler> = entry.handler;
         let (info, socket) = (entry.info, path.to_owned());
-        let limit = self.config.handler_timeout;
         let span =
             tracing::info_span!("deregistration", socket = %path.display(), name = %info.name);
         let task = self.tasks.spawn(async move {
             let started = Instant::now();
-            let deregistered = handler.deregister(&info.name, &info.endpoint).instrument(span);
-            if tokio::time::timeout(limit, deregistered).await.is_err() {
-                tracing::error!(socket = %socket.display(), name = %info.name, "plugin handler did not finish deregistering within {limit:?}");
-            }
+            // The handler's own deadline bounds it (see `bounded_handler`).
+            handler
+                .deregister(&info.name, &info.endpoint)
+                .instrument(span)
+                .await;
             tracing::debug!(socket = %socket.display(), handler_us = started.elapsed().as_micros(),
                 "deregistered: time in the handler");
             Outcome::Unregister { path: socket, info }

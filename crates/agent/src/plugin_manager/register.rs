@@ -59,10 +59,10 @@ pub(crate) enum RegisterError {
     },
     /// The handler rejected the plugin.
     #[error("RegisterPlugin error -- plugin validation failed with err: {0}")]
-    Validation(#[source] HandlerFailure),
+    Validation(#[source] HandlerError),
     /// The handler could not take the plugin into use.
     #[error("RegisterPlugin error -- plugin registration failed with err: {0}")]
-    Registration(#[source] HandlerFailure),
+    Registration(#[source] HandlerError),
     /// NotifyRegistrationStatus(true) did not reach the plugin; the handler
     /// was told to forget it again.
     #[error(
@@ -75,22 +75,6 @@ pub(crate) enum RegisterError {
         /// The cause.
         #[source]
         source: CallError,
-    },
-}
-
-/// Why the handler did not take the plugin.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum HandlerFailure {
-    /// The handler said no, or failed.
-    #[error(transparent)]
-    Failed(HandlerError),
-    /// The handler did not answer in time.
-    #[error("the {plugin_type} handler did not answer within {limit:?}")]
-    Overdue {
-        /// The plugin's type.
-        plugin_type: String,
-        /// How long it had.
-        limit: Duration,
     },
 }
 
@@ -180,25 +164,14 @@ pub(crate) async fn register(
         &description.endpoint,
         &description.versions,
     );
-    let limit = config.handler_timeout;
-    let overdue = || HandlerFailure::Overdue {
-        plugin_type: description.plugin_type.clone(),
-        limit,
-    };
-    let validated = tokio::time::timeout(limit, handler.validate(name, endpoint, versions)).await;
+    let validated = handler.validate(name, endpoint, versions).await;
     steps.mark("validate");
-    if let Err(e) = validated
-        .map_err(|_| overdue())
-        .and_then(|r| r.map_err(HandlerFailure::Failed))
-    {
+    if let Err(e) = validated {
         return fail(RegisterError::Validation(e), client, description).await;
     }
-    let registered = tokio::time::timeout(limit, handler.register(name, endpoint, versions)).await;
+    let registered = handler.register(name, endpoint, versions).await;
     steps.mark("handler");
-    if let Err(e) = registered
-        .map_err(|_| overdue())
-        .and_then(|r| r.map_err(HandlerFailure::Failed))
-    {
+    if let Err(e) = registered {
         return fail(RegisterError::Registration(e), client, description).await;
     }
     let notified = notify(client, true, "", config.notify_timeout).await;
@@ -208,13 +181,7 @@ pub(crate) async fn register(
     if let Err(error) = notified {
         // As upstream: a plugin that cannot be told is not kept; the handler
         // forgets it and the registration is retried with backoff.
-        if tokio::time::timeout(limit, handler.deregister(name, endpoint))
-            .await
-            .is_err()
-        {
-            tracing::error!(socket = %socket.display(), %name,
-                "plugin handler did not finish deregistering within {limit:?}");
-        }
+        handler.deregister(name, endpoint).await;
         return Err(Failed {
             error: RegisterError::Notify {
                 socket: socket_str,
