@@ -110,6 +110,7 @@ mod runtime_spec;
 mod served;
 #[cfg(feature = "kube")]
 mod service_env;
+#[cfg(feature = "kube")]
 mod spec;
 mod status;
 #[cfg(feature = "kube")]

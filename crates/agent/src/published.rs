@@ -57,7 +57,8 @@ impl<S> Publisher<S> {
     }
 
     /// Publishes `next` only if it differs from the latest snapshot; returns
-    /// whether it did.
+    /// whether it did. (Only the Kubernetes API publisher needs it.)
+    #[cfg_attr(not(feature = "kube"), allow(dead_code))]
     pub(crate) fn publish_if_changed(&self, next: S) -> bool
     where
         S: PartialEq,
