@@ -4,7 +4,7 @@
 //! asking the owner anything (see docs/architecture.md, "One shape for every
 //! subsystem").
 //!
-//! The owner keeps the [`Publisher`]. A snapshot type says through [`Ready`]
+//! The owner keeps the `Publisher`. A snapshot type says through [`Ready`]
 //! whether the owner had started when it was published (the first snapshot,
 //! made before the owner runs, is not ready), so that readers can wait until
 //! the state they read is the running owner's.

@@ -38,7 +38,7 @@ pub struct CleanupError(pub Box<dyn std::error::Error + Send + Sync>);
 #[error("no answer within {0:?}")]
 pub(crate) struct HookTimedOut(pub(crate) Duration);
 
-/// A failed cleanup is retried on [`CLEANUP_RETRY`]'s schedule.
+/// A failed cleanup is retried on `CLEANUP_RETRY`'s schedule.
 impl Classify for CleanupError {}
 
 impl CleanupError {
