@@ -20,6 +20,7 @@
 mod config;
 mod credentials;
 mod csi_node;
+mod deadline;
 mod error;
 mod identity;
 mod metrics;
@@ -27,6 +28,7 @@ mod node_status;
 mod observed;
 mod owner;
 mod publisher;
+mod reflected;
 mod repair_limit;
 mod resource_slices;
 mod status;
@@ -37,8 +39,10 @@ pub use config::{
 };
 pub(crate) use config::{KUBE_API_BURST, KUBE_API_QPS};
 pub use credentials::Connection;
+pub(crate) use deadline::passed_deadline;
 pub use error::KubeApiError;
 pub use metrics::KubeApiMetrics;
 pub use publisher::{KubeApi, KubeApiHandle};
+pub(crate) use reflected::reflect;
 pub use resource_slices::ResourceSliceCleanup;
 pub use status::{KubeApiStatus, WriteKind};

@@ -61,6 +61,7 @@
 //! | `claims` | a pod's ResourceClaims read and checked |
 //! | `container` | what a container gets, merged as the kubelet merges it |
 //! | `watch` | the pods bound to the node |
+//! | `informers` | the node's Node and the cluster's Services, watched |
 //! | `kube_events` | Warning Events on pods |
 //! | `manual` | unpreparing a pod by hand, from the records |
 //! | `handle`, `status`, `pod`, `config` | what callers hold and see |
@@ -86,6 +87,8 @@ mod handle;
 mod held;
 #[cfg(feature = "kube")]
 mod host_dns;
+#[cfg(feature = "kube")]
+mod informers;
 #[cfg(feature = "kube")]
 mod kube_events;
 #[cfg(feature = "kube")]

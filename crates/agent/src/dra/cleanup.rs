@@ -78,6 +78,26 @@ impl DriverCleanup for LoggingCleanup {
     }
 }
 
+/// A hook whose every call fails when it does not answer within
+/// [`CLEANUP_CALL_TIMEOUT`]: the manager puts each hook under it, so that
+/// no caller keeps a timer of its own.
+pub(crate) struct BoundedCleanup(pub(crate) Arc<dyn DriverCleanup>);
+
+#[async_trait::async_trait]
+impl DriverCleanup for BoundedCleanup {
+    async fn node_started(&self) -> Result<(), CleanupError> {
+        tokio::time::timeout(CLEANUP_CALL_TIMEOUT, self.0.node_started())
+            .await
+            .unwrap_or_else(|_| Err(CleanupError::timed_out()))
+    }
+
+    async fn driver_gone(&self, driver: &str) -> Result<(), CleanupError> {
+        tokio::time::timeout(CLEANUP_CALL_TIMEOUT, self.0.driver_gone(driver))
+            .await
+            .unwrap_or_else(|_| Err(CleanupError::timed_out()))
+    }
+}
+
 /// Identifies one scheduling of a driver's cleanup, so the end of an
 /// abandoned run is not mistaken for the current one's.
 pub(crate) type CleanupId = u64;
@@ -111,13 +131,9 @@ pub(crate) async fn node_started(hook: Arc<dyn DriverCleanup>, shutdown: Cancell
     loop {
         let result = tokio::select! {
             () = shutdown.cancelled() => return,
-            result = tokio::time::timeout(CLEANUP_CALL_TIMEOUT, hook.node_started()) => result,
+            result = hook.node_started() => result,
         };
-        let error = match result {
-            Ok(Ok(())) => return,
-            Ok(Err(e)) => e,
-            Err(_) => CleanupError::timed_out(),
-        };
+        let Err(error) = result else { return };
         retry.failed(error, &CLEANUP_RETRY, Instant::now());
         let delay = retry.due().map(|d| d.delay).unwrap_or_default();
         let error = retry.last_error().map(ToString::to_string);

@@ -18,8 +18,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::cleanup::{
-    CLEANUP_CALL_TIMEOUT, CLEANUP_RETRY, CleanupDone, CleanupError, CleanupId, DriverCleanup,
-    ScheduledCleanup,
+    CLEANUP_RETRY, CleanupDone, CleanupError, CleanupId, DriverCleanup, ScheduledCleanup,
 };
 use super::state::Driver;
 use crate::event::EventKind;
@@ -179,13 +178,7 @@ impl CleanupScheduler {
             };
             let hook = self.hook.clone();
             let call = async move {
-                let result =
-                    match tokio::time::timeout(CLEANUP_CALL_TIMEOUT, hook.driver_gone(&driver))
-                        .await
-                    {
-                        Ok(result) => result,
-                        Err(_) => Err(CleanupError::timed_out()),
-                    };
+                let result = hook.driver_gone(&driver).await;
                 (driver, id, result)
             };
             cleanup.running = Some(self.running.spawn(call));

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::checkpoint;
-use super::cleanup::{CleanupDone, DriverCleanup, node_started};
+use super::cleanup::{BoundedCleanup, CleanupDone, DriverCleanup, node_started};
 use super::cleanup_scheduler::CleanupScheduler;
 use super::command::{Command, Route, Routes, Shared};
 use super::config::DraManagerConfig;
@@ -58,6 +58,7 @@ impl DraManager {
     /// A manager with no drivers, calling `cleanup` when a driver stays
     /// unusable, and the handle callers use.
     pub fn new(config: DraManagerConfig, cleanup: Arc<dyn DriverCleanup>) -> (Self, DraHandle) {
+        let cleanup: Arc<dyn DriverCleanup> = Arc::new(BoundedCleanup(cleanup));
         let (commands_tx, commands) = Mailbox::new();
         let events = broadcast::channel(1024).0;
         let routes = watch::channel(Arc::new(Routes::new())).0;

@@ -31,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use tower::util::MapResponseLayer;
 
 use super::config::KubeConfigSource;
+use super::deadline::DeadlineLayer;
 use super::error::KubeApiError;
 use crate::fs_watch::{FsWatch, FsWatcher};
 
@@ -64,6 +65,8 @@ pub(crate) struct Credentials {
     /// Given to every client built: a 401 asks for a look through it.
     reload: Reload,
     reloads: mpsc::Receiver<()>,
+    /// Every request's deadline, in each client built.
+    request_timeout: Duration,
 }
 
 /// Asks for the credentials to be looked at again now (after a 401).
@@ -87,16 +90,21 @@ impl Reload {
 }
 
 impl Credentials {
-    /// The client for `source`, built from what the files hold now.
-    pub(crate) async fn load(source: KubeConfigSource) -> Result<Self, KubeApiError> {
+    /// The client for `source`, built from what the files hold now, each
+    /// request but watches answered within `request_timeout`.
+    pub(crate) async fn load(
+        source: KubeConfigSource,
+        request_timeout: Duration,
+    ) -> Result<Self, KubeApiError> {
         let (reload, reloads) = reload_channel();
-        let (connection, fingerprint) = build(&source, &reload).await?;
+        let (connection, fingerprint) = build(&source, &reload, request_timeout).await?;
         Ok(Self {
             source,
             current: watch::channel(connection).0,
             fingerprint,
             reload,
             reloads,
+            request_timeout,
         })
     }
 
@@ -139,7 +147,7 @@ impl Credentials {
                 () = tokio::time::sleep_until(next_look) => {}
             }
             next_look = tokio::time::Instant::now() + CREDENTIALS_RECHECK;
-            match build(&self.source, &self.reload).await {
+            match build(&self.source, &self.reload, self.request_timeout).await {
                 Ok((_, fingerprint)) if fingerprint == self.fingerprint => {}
                 Ok((connection, fingerprint)) => {
                     tracing::info!(server = %connection.server, "API credentials changed; using the new ones");
@@ -209,10 +217,12 @@ fn named_files(kubeconfig: &kube::config::Kubeconfig) -> Vec<PathBuf> {
 }
 
 /// A client for `source` from what its files hold now, asking `reload` for
-/// a look whenever it is answered 401, and a fingerprint of those bytes.
+/// a look whenever it is answered 401, each request but watches answered
+/// within `request_timeout`, and a fingerprint of those bytes.
 async fn build(
     source: &KubeConfigSource,
     reload: &Reload,
+    request_timeout: Duration,
 ) -> Result<(Connection, u64), KubeApiError> {
     let mut hasher = DefaultHasher::new();
     let config = match source {
@@ -267,6 +277,7 @@ async fn build(
             reload.on_response(&response);
             response
         }))
+        .with_layer(&DeadlineLayer::new(request_timeout))
         .build();
     Ok((Connection { client, server }, hasher.finish()))
 }
@@ -278,9 +289,23 @@ mod tests {
 
     use super::*;
 
-    /// A server that answers every request with `status`, and the
+    /// How the test server answers.
+    #[derive(Clone, Copy)]
+    enum Answer {
+        /// Headers and a whole body, with this status line.
+        Whole(&'static str),
+        /// Nothing at all.
+        Silent,
+        /// `200 OK` headers and part of the body, then nothing.
+        Midway,
+    }
+
+    /// Enough time for any answer on a loopback, and short for a test.
+    const LIMIT: Duration = Duration::from_millis(300);
+
+    /// A server that answers every request as `answer` says, and the
     /// kubeconfig of a client of it.
-    async fn server_answering(status: &'static str, dir: &Path) -> PathBuf {
+    async fn server_answering(answer: Answer, dir: &Path) -> PathBuf {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         tokio::spawn(async move {
@@ -292,11 +317,20 @@ mod tests {
                     let mut buf = [0u8; 4096];
                     let _ = stream.read(&mut buf).await;
                     let body = r#"{"kind":"Status","apiVersion":"v1","status":"Failure","code":0}"#;
+                    let (status, sent) = match answer {
+                        Answer::Whole(status) => (status, body),
+                        Answer::Midway => ("200 OK", &body[..10]),
+                        Answer::Silent => {
+                            std::future::pending::<()>().await;
+                            return;
+                        }
+                    };
                     let answer = format!(
-                        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{sent}",
                         body.len()
                     );
                     let _ = stream.write_all(answer.as_bytes()).await;
+                    std::future::pending::<()>().await;
                 });
             }
         });
@@ -308,14 +342,36 @@ mod tests {
         kubeconfig
     }
 
-    #[tokio::test]
-    async fn any_request_answered_401_asks_for_the_credentials_again() {
-        let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = server_answering("401 Unauthorized", dir.path()).await;
-        let mut credentials = Credentials::load(KubeConfigSource::Kubeconfig(kubeconfig))
+    async fn client_of(answer: Answer, dir: &Path) -> (Credentials, kube::Client) {
+        let kubeconfig = server_answering(answer, dir).await;
+        let credentials = Credentials::load(KubeConfigSource::Kubeconfig(kubeconfig), LIMIT)
             .await
             .unwrap();
         let client = credentials.subscribe().borrow().client.clone();
+        (credentials, client)
+    }
+
+    #[tokio::test]
+    async fn a_request_never_answered_fails_at_the_clients_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_credentials, client) = client_of(Answer::Silent, dir.path()).await;
+        let error = client.apiserver_version().await.unwrap_err();
+        assert_eq!(super::super::deadline::passed_deadline(&error), Some(LIMIT));
+    }
+
+    #[tokio::test]
+    async fn a_body_that_stops_midway_fails_at_the_clients_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_credentials, client) = client_of(Answer::Midway, dir.path()).await;
+        let error = client.apiserver_version().await.unwrap_err();
+        assert_eq!(super::super::deadline::passed_deadline(&error), Some(LIMIT));
+    }
+
+    #[tokio::test]
+    async fn any_request_answered_401_asks_for_the_credentials_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut credentials, client) =
+            client_of(Answer::Whole("401 Unauthorized"), dir.path()).await;
         // A read no write path makes: the client's own transport notices.
         assert!(client.apiserver_version().await.is_err());
         assert!(
@@ -327,11 +383,7 @@ mod tests {
     #[tokio::test]
     async fn other_refusals_leave_the_credentials_alone() {
         let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = server_answering("403 Forbidden", dir.path()).await;
-        let mut credentials = Credentials::load(KubeConfigSource::Kubeconfig(kubeconfig))
-            .await
-            .unwrap();
-        let client = credentials.subscribe().borrow().client.clone();
+        let (mut credentials, client) = client_of(Answer::Whole("403 Forbidden"), dir.path()).await;
         assert!(client.apiserver_version().await.is_err());
         assert!(credentials.reloads.try_recv().is_err());
     }

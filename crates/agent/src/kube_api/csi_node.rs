@@ -19,7 +19,6 @@
 //! [`CONFLICT_ATTEMPTS`] times.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::storage::v1::{CSINode, CSINodeDriver, CSINodeSpec, VolumeNodeResources};
@@ -180,11 +179,10 @@ pub(crate) async fn write(
     node: &str,
     desired: &CsiDrivers,
     removed: &BTreeSet<String>,
-    timeout: Duration,
 ) -> Result<CSINode, KubeApiError> {
     let mut attempt = 1;
     loop {
-        match write_once(client, node, desired, removed, timeout).await {
+        match write_once(client, node, desired, removed).await {
             Err(e) if e.is_conflict() && attempt < CONFLICT_ATTEMPTS => attempt += 1,
             other => return other,
         }
@@ -196,10 +194,9 @@ async fn write_once(
     node: &str,
     desired: &CsiDrivers,
     removed: &BTreeSet<String>,
-    timeout: Duration,
 ) -> Result<CSINode, KubeApiError> {
     let nodes: Api<Node> = Api::all(client.clone());
-    let current = request(|| format!("get node {node}"), timeout, nodes.get_opt(node))
+    let current = request(|| format!("get node {node}"), nodes.get_opt(node))
         .await?
         .ok_or_else(|| KubeApiError::NoNode(node.to_string()))?;
     let labels = current.metadata.labels.clone().unwrap_or_default();
@@ -255,13 +252,12 @@ async fn write_once(
         }});
         request(
             || format!("patch node {node}"),
-            timeout,
             nodes.patch(node, &PatchParams::default(), &Patch::Merge(&patch)),
         )
         .await?;
     }
 
-    let csinode = write_csinode(client, &current, &accepted, removed, timeout).await?;
+    let csinode = write_csinode(client, &current, &accepted, removed).await?;
     match collision {
         Some(collision) => Err(collision),
         None => Ok(csinode),
@@ -302,7 +298,6 @@ async fn write_csinode(
     node: &Node,
     accepted: &CsiDrivers,
     removed: &BTreeSet<String>,
-    timeout: Duration,
 ) -> Result<CSINode, KubeApiError> {
     let name = node.metadata.name.clone().unwrap_or_default();
     let csinodes: Api<CSINode> = Api::all(client.clone());
@@ -310,12 +305,7 @@ async fn write_csinode(
         .iter()
         .map(|(driver, entry)| csinode_driver(driver, entry))
         .collect();
-    let mut found = request(
-        || format!("get csinode {name}"),
-        timeout,
-        csinodes.get_opt(&name),
-    )
-    .await?;
+    let mut found = request(|| format!("get csinode {name}"), csinodes.get_opt(&name)).await?;
     if let Some(stale) = found.take_if(|c| !owned_by(c, node)) {
         // Made for an earlier Node of this name: its entries are not this
         // node's.
@@ -329,7 +319,6 @@ async fn write_csinode(
         };
         let deleted = request(
             || format!("delete csinode {name}"),
-            timeout,
             csinodes.delete(&name, &params),
         )
         .await;
@@ -341,7 +330,6 @@ async fn write_csinode(
     let Some(mut current) = found else {
         return request(
             || format!("create csinode {name}"),
-            timeout,
             csinodes.create(&PostParams::default(), &new_csinode(node, wanted)),
         )
         .await;
@@ -361,7 +349,6 @@ async fn write_csinode(
         current.spec.drivers = kept;
         current = request(
             || format!("update csinode {name}"),
-            timeout,
             csinodes.replace(&name, &PostParams::default(), &current),
         )
         .await?;
@@ -386,7 +373,6 @@ async fn write_csinode(
         current.spec.drivers = next;
         current = request(
             || format!("update csinode {name}"),
-            timeout,
             csinodes.replace(&name, &PostParams::default(), &current),
         )
         .await?;

@@ -163,19 +163,27 @@ impl Classify for KubeApiError {
     }
 }
 
-/// Runs one request with a deadline, in a span naming it, naming it in the
-/// error too.
+/// Runs one request in a span naming it, naming it in the error too; a
+/// deadline that passed in the client ([`super::deadline`]) is a
+/// [`KubeApiError::Timeout`].
 pub(crate) async fn request<T>(
     what: impl FnOnce() -> String,
-    timeout: std::time::Duration,
     call: impl Future<Output = Result<T, kube::Error>>,
 ) -> Result<T, KubeApiError> {
     let what = what();
     let span = tracing::info_span!("api_request", request = %what);
-    match tokio::time::timeout(timeout, call).instrument(span).await {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(source)) => Err(KubeApiError::Request { what, source }),
-        Err(_) => Err(KubeApiError::Timeout { what, timeout }),
+    call.instrument(span)
+        .await
+        .map_err(|source| KubeApiError::from_request(what, source))
+}
+
+impl KubeApiError {
+    /// The error of request `what` that failed with `source`.
+    pub(crate) fn from_request(what: String, source: kube::Error) -> Self {
+        match super::deadline::passed_deadline(&source) {
+            Some(timeout) => Self::Timeout { what, timeout },
+            None => Self::Request { what, source },
+        }
     }
 }
 

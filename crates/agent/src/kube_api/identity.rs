@@ -7,8 +7,6 @@
 //! Anything else (an admin, a service account without a node) may write
 //! for any node its RBAC allows.
 
-use std::time::Duration;
-
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use kube::Api;
 use kube::api::PostParams;
@@ -31,14 +29,10 @@ pub(crate) struct WhoAmI {
 }
 
 /// Asks the API server who `client` is.
-pub(crate) async fn who_am_i(
-    client: &kube::Client,
-    timeout: Duration,
-) -> Result<WhoAmI, KubeApiError> {
+pub(crate) async fn who_am_i(client: &kube::Client) -> Result<WhoAmI, KubeApiError> {
     let reviews: Api<SelfSubjectReview> = Api::all(client.clone());
     let review = request(
         || "create selfsubjectreview".to_string(),
-        timeout,
         reviews.create(&PostParams::default(), &SelfSubjectReview::default()),
     )
     .await?;

@@ -17,7 +17,6 @@
 //! again, another writer, a lost write.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -107,14 +106,12 @@ pub(crate) async fn write(
     client: &kube::Client,
     node: &str,
     resources: &NodeResources,
-    timeout: Duration,
 ) -> Result<Node, KubeApiError> {
     let nodes: Api<Node> = Api::all(client.clone());
     let apply = apply(node, resources);
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let result = request(
         || format!("apply node {node} status"),
-        timeout,
         nodes.patch_status(node, &params, &Patch::Apply(&apply)),
     )
     .await;

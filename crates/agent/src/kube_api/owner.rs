@@ -214,11 +214,10 @@ impl Owner {
     ) {
         let client = self.connection.borrow().client.clone();
         let node = self.config.node_name.clone();
-        let timeout = self.config.request_timeout;
         if state.identity.due_at().is_some_and(|at| at <= now) {
             state.identity.wake();
             let client = client.clone();
-            work.spawn(async move { Done::Identity(identity::who_am_i(&client, timeout).await) });
+            work.spawn(async move { Done::Identity(identity::who_am_i(&client).await) });
         }
         if let CsiNodeFollow::Reading { next } = csinode
             && next.is_some_and(|at| at <= now)
@@ -227,11 +226,7 @@ impl Owner {
             let (client, node) = (client.clone(), node.clone());
             work.spawn(async move {
                 let csinodes: Api<CSINode> = Api::all(client);
-                let read = request(
-                    || format!("get csinode {node}"),
-                    timeout,
-                    csinodes.get_opt(&node),
-                );
+                let read = request(|| format!("get csinode {node}"), csinodes.get_opt(&node));
                 Done::CsiNodeRead(read.await.map(|found| found.map(Box::new)))
             });
         }
@@ -256,7 +251,7 @@ impl Owner {
                 if written.as_ref() == Some(&desired) && shown {
                     return Done::NodeStatusUnchanged;
                 }
-                let result = node_status::write(&client, &node, &desired, timeout)
+                let result = node_status::write(&client, &node, &desired)
                     .await
                     .map(Box::new);
                 Done::NodeStatus { desired, result }
@@ -283,7 +278,7 @@ impl Owner {
             // fails is removed once the driver is gone.
             state.published_drivers.extend(desired.keys().cloned());
             work.spawn(async move {
-                let result = csi_node::write(&client, &node, &desired, &removed, timeout)
+                let result = csi_node::write(&client, &node, &desired, &removed)
                     .await
                     .map(Box::new);
                 Done::CsiNode { desired, result }

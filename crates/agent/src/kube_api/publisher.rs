@@ -48,7 +48,7 @@ impl KubeApi {
         devices: DeviceHandle,
         csi: CsiDriverStore,
     ) -> Result<(Self, KubeApiHandle), KubeApiError> {
-        let credentials = Credentials::load(config.source.clone()).await?;
+        let credentials = Credentials::load(config.source.clone(), config.request_timeout).await?;
         let connection = credentials.subscribe();
         let status = KubeApiStatus {
             server: connection.borrow().server.clone(),
@@ -78,7 +78,6 @@ impl KubeApi {
             metrics: publisher.metrics.clone(),
             connection: publisher.connection.clone(),
             node: publisher.config.node_name.clone(),
-            timeout: publisher.config.request_timeout,
             wipes: wipes_tx,
         };
         Ok((publisher, handle))
@@ -130,7 +129,6 @@ pub struct KubeApiHandle {
     metrics: KubeApiMetrics,
     connection: watch::Receiver<Connection>,
     node: String,
-    timeout: std::time::Duration,
     wipes: mpsc::UnboundedSender<WipeReport>,
 }
 
@@ -167,7 +165,6 @@ impl KubeApiHandle {
         ResourceSliceCleanup {
             connection: self.connection.clone(),
             node: self.node.clone(),
-            timeout: self.timeout,
             reports: self.wipes.clone(),
         }
     }

@@ -8,7 +8,6 @@
 //! reported to the publisher, which counts it and shows it in status.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::api::{Api, DeleteParams, ListParams};
@@ -27,16 +26,11 @@ pub(super) fn field_selector(node: &str, driver: Option<&str>) -> String {
 }
 
 /// Deletes the slices `field_selector` selects.
-pub(crate) async fn delete(
-    client: &kube::Client,
-    selector: &str,
-    timeout: Duration,
-) -> Result<(), KubeApiError> {
+pub(crate) async fn delete(client: &kube::Client, selector: &str) -> Result<(), KubeApiError> {
     let slices: Api<ResourceSlice> = Api::all(client.clone());
     let params = ListParams::default().fields(selector);
     let result = request(
         || format!("delete resourceslices {selector}"),
-        timeout,
         slices.delete_collection(&DeleteParams::default(), &params),
     )
     .await;
@@ -54,7 +48,6 @@ pub(crate) type WipeReport = Result<(), Arc<KubeApiError>>;
 pub struct ResourceSliceCleanup {
     pub(crate) connection: watch::Receiver<Connection>,
     pub(crate) node: String,
-    pub(crate) timeout: Duration,
     pub(crate) reports: mpsc::UnboundedSender<WipeReport>,
 }
 
@@ -62,9 +55,7 @@ impl ResourceSliceCleanup {
     async fn delete(&self, driver: Option<&str>) -> Result<(), CleanupError> {
         let client = self.connection.borrow().client.clone();
         let selector = field_selector(&self.node, driver);
-        let result = delete(&client, &selector, self.timeout)
-            .await
-            .map_err(Arc::new);
+        let result = delete(&client, &selector).await.map_err(Arc::new);
         let _ = self.reports.send(result.clone());
         result.map_err(|e| CleanupError(Box::new(e)))
     }

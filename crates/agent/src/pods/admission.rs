@@ -35,6 +35,7 @@ use k8s_openapi::api::core::v1::Pod;
 use super::admission_gate::GatePass;
 use super::claims::{PodClaimsError, PodClaimsReader, claim_names_of};
 use super::container::{ContainerKind, ContainerResources, container_devices};
+use super::informers::Informers;
 use super::pod::{PodClaims, PodRef};
 use super::spec::{self, device_requests, unserved_requests};
 use crate::device::{AllocateError, AllocationRequest, ContainerAllocation, DeviceHandle, OnDisk};
@@ -77,6 +78,10 @@ pub enum AdmissionError {
         /// How many the Node's allocatable has.
         capacity: usize,
     },
+    /// The node's own Node is not known yet (its watch has not listed it
+    /// within the request timeout): the pod waits.
+    #[error("{0}")]
+    NodeUnknown(String),
     /// A manager stopped: the agent is shutting down.
     #[error("the agent is stopping")]
     Stopping,
@@ -102,7 +107,8 @@ impl AdmissionError {
                 ..
             }
             | Self::Dra(DraError::ClaimUnpreparing { .. })
-            | Self::Unserved { .. } => true,
+            | Self::Unserved { .. }
+            | Self::NodeUnknown(_) => true,
             _ => false,
         }
     }
@@ -124,7 +130,9 @@ impl AdmissionError {
     /// The reason of the pod's Event, as the kubelet gives it.
     pub fn reason(&self) -> String {
         match self {
-            Self::Devices { .. } => super::kube_events::UNEXPECTED_ADMISSION_ERROR.into(),
+            Self::Devices { .. } | Self::NodeUnknown(_) => {
+                super::kube_events::UNEXPECTED_ADMISSION_ERROR.into()
+            }
             Self::Unserved { resource, .. } => format!("OutOf{resource}"),
             _ => super::kube_events::FAILED_PREPARE_DYNAMIC_RESOURCES.into(),
         }
@@ -136,7 +144,7 @@ impl AdmissionError {
             Self::Devices { source, .. } => {
                 format!("Allocate failed due to {source}, which is unexpected")
             }
-            Self::Unserved { .. } => self.to_string(),
+            Self::Unserved { .. } | Self::NodeUnknown(_) => self.to_string(),
             other => {
                 format!("Failed to prepare dynamic resources: prepare dynamic resources: {other}")
             }
@@ -165,6 +173,7 @@ pub(crate) struct Admitter {
     pub(crate) devices: DeviceHandle,
     pub(crate) dra: DraHandle,
     pub(crate) claims: PodClaimsReader,
+    pub(crate) informers: Informers,
 }
 
 impl Admitter {
@@ -357,10 +366,10 @@ impl Admitter {
             return Ok(());
         }
         let allocatable = self
-            .claims
+            .informers
             .node_allocatable()
             .await
-            .map_err(|e| AdmissionError::Claims(Arc::new(e)))?;
+            .map_err(|e| AdmissionError::NodeUnknown(e.to_string()))?;
         for (container, resource, requested) in unserved {
             let capacity = allocatable
                 .get(&resource)

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Container, Node, Pod};
+use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::Api;
 
@@ -43,31 +43,28 @@ const FORBIDDEN_RETRY_INITIAL: Duration = Duration::from_millis(5);
 /// refusal counts (the Node authorizer's graph is milliseconds behind).
 const FORBIDDEN_RETRY_FOR: Duration = Duration::from_secs(2);
 
-/// Reads pods and their claims (and the node's allocatable resources)
-/// with the agent's current client, at the kubelet's client-side rate.
+/// Reads pods and their claims with the agent's current client, at the
+/// kubelet's client-side rate.
 /// Cheap to clone.
 #[derive(Clone)]
 pub struct PodClaimsReader {
     connection: tokio::sync::watch::Receiver<Connection>,
     /// The node whose pods may be prepared.
     node: String,
-    timeout: Duration,
     /// Paces every read, shared by its clones.
     limiter: Arc<TokenBucket>,
 }
 
 impl PodClaimsReader {
     /// A reader for node `node`'s pods sending each request through the
-    /// current client of `connection`, given up after `timeout`.
+    /// current client of `connection` (whose deadline bounds each).
     pub fn new(
         connection: tokio::sync::watch::Receiver<Connection>,
         node: impl Into<String>,
-        timeout: Duration,
     ) -> Self {
         Self {
             connection,
             node: node.into(),
-            timeout,
             limiter: Arc::new(TokenBucket::new(KUBE_API_QPS, KUBE_API_BURST)),
         }
     }
@@ -144,38 +141,6 @@ impl PodClaimsReader {
         }
     }
 
-    /// The node's allocatable resources as the API has them (resource →
-    /// quantity); empty when the Node does not exist.
-    pub(crate) async fn node_allocatable(
-        &self,
-    ) -> Result<BTreeMap<String, String>, PodClaimsError> {
-        let nodes: Api<Node> = Api::all(self.client());
-        let node = self
-            .get(&nodes, &self.node, &format!("node {}", self.node))
-            .await?;
-        Ok(node
-            .and_then(|n| n.status?.allocatable)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(resource, quantity)| (resource, quantity.0))
-            .collect())
-    }
-
-    /// The node's address (its first `InternalIP`, else its first
-    /// address), as its Node shows it.
-    pub(crate) async fn node_ip(&self) -> Result<Option<String>, PodClaimsError> {
-        let nodes: Api<Node> = Api::all(self.client());
-        let node = self
-            .get(&nodes, &self.node, &format!("node {}", self.node))
-            .await?;
-        let addresses = node.and_then(|n| n.status?.addresses).unwrap_or_default();
-        Ok(addresses
-            .iter()
-            .find(|a| a.type_ == "InternalIP")
-            .or_else(|| addresses.first())
-            .map(|a| a.address.clone()))
-    }
-
     /// The pace of its requests, for the pods' other requests.
     pub(crate) fn limiter(&self) -> Arc<TokenBucket> {
         self.limiter.clone()
@@ -224,16 +189,9 @@ impl PodClaimsReader {
         K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
     {
         self.limiter.acquire().await;
-        match tokio::time::timeout(self.timeout, api.get_opt(name)).await {
-            Ok(result) => result.map_err(|source| PodClaimsError::Read {
-                what: what.to_string(),
-                source,
-            }),
-            Err(_) => Err(PodClaimsError::Timeout {
-                what: what.to_string(),
-                timeout: self.timeout,
-            }),
-        }
+        api.get_opt(name)
+            .await
+            .map_err(|source| PodClaimsError::read(what, source))
     }
 }
 

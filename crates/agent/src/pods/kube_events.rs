@@ -9,7 +9,6 @@
 //! into a count; here they cost no request at all).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -37,7 +36,6 @@ const MAX_MESSAGE: usize = 1024;
 pub(crate) struct PodEvents {
     connection: watch::Receiver<Connection>,
     node: String,
-    timeout: Duration,
     /// Paces the writes: the kubelet records Events through a client of
     /// their own, limited apart from its other requests (`eventRecordQPS`
     /// 50, `eventBurst` 100).
@@ -45,16 +43,11 @@ pub(crate) struct PodEvents {
 }
 
 impl PodEvents {
-    /// Events from node `node`, each request given up after `timeout`.
-    pub(crate) fn new(
-        connection: watch::Receiver<Connection>,
-        node: String,
-        timeout: Duration,
-    ) -> Self {
+    /// Events from node `node` (the client's deadline bounds each write).
+    pub(crate) fn new(connection: watch::Receiver<Connection>, node: String) -> Self {
         Self {
             connection,
             node,
-            timeout,
             limiter: Arc::new(TokenBucket::new(KUBE_API_QPS, KUBE_API_BURST)),
         }
     }
@@ -67,15 +60,8 @@ impl PodEvents {
         let event = self.event(pod, reason, message);
         let params = PostParams::default();
         self.limiter.acquire().await;
-        let sent = tokio::time::timeout(self.timeout, events.create(&params, &event));
-        match sent.await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => {
-                tracing::warn!(pod = %pod, %reason, error = %e, "cannot record an Event on the pod")
-            }
-            Err(_) => {
-                tracing::warn!(pod = %pod, %reason, timeout = ?self.timeout, "cannot record an Event on the pod: no answer")
-            }
+        if let Err(e) = events.create(&params, &event).await {
+            tracing::warn!(pod = %pod, %reason, error = %e, "cannot record an Event on the pod");
         }
     }
 

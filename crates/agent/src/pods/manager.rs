@@ -44,12 +44,12 @@ use super::claims::PodClaimsReader;
 use super::config::PodsConfig;
 use super::handle::PodsHandle;
 use super::held::held_pods;
+use super::informers::{InformerWriters, Informers};
 use super::kube_events::PodEvents;
 use super::lifecycle_events::generate;
 use super::pod::PodRef;
 use super::release::{ReleaseError, Releaser, ending_of};
 use super::served::Served;
-use super::service_env::ServiceEnvReader;
 use super::spec::{is_mirror, pod_ref};
 use super::status::{PodStatus, PodsSnapshot};
 use super::status_writer::StatusWriter;
@@ -74,6 +74,8 @@ pub struct PodsManager {
     events: broadcast::Sender<AgentEvent>,
     runtime: Arc<dyn ContainerRuntime>,
     writer: StatusWriter,
+    /// The informers' writers, until `run` starts their watches.
+    informer_writers: InformerWriters,
 }
 
 impl PodsManager {
@@ -89,11 +91,9 @@ impl PodsManager {
     ) -> (Self, PodsHandle) {
         let (snapshot, store) = Publisher::new(PodsSnapshot::default());
         let events = broadcast::channel(1024).0;
-        let claims = PodClaimsReader::new(
-            connection.clone(),
-            config.node_name.clone(),
-            config.request_timeout,
-        );
+        let claims = PodClaimsReader::new(connection.clone(), config.node_name.clone());
+        let (informers, informer_writers) =
+            Informers::new(config.node_name.clone(), config.request_timeout);
         let handle = PodsHandle {
             serving: config.serve,
             store,
@@ -101,19 +101,16 @@ impl PodsManager {
             claims: claims.clone(),
             dra: dra.clone(),
         };
-        let writer =
-            StatusWriter::new(connection.clone(), config.request_timeout, claims.limiter());
-        let warnings = PodEvents::new(
-            connection.clone(),
-            config.node_name.clone(),
-            config.request_timeout,
-        );
+        let writer = StatusWriter::new(connection.clone(), claims.limiter());
+        let warnings = PodEvents::new(connection.clone(), config.node_name.clone());
         let manager = Self {
             admitter: Admitter {
                 devices,
                 dra,
                 claims,
+                informers,
             },
+            informer_writers,
             warnings,
             connection,
             snapshot,
@@ -155,6 +152,9 @@ impl PodsManager {
             return;
         }
         let tasks = TaskTracker::new();
+        self.admitter
+            .informers
+            .start(self.informer_writers, &self.connection, &tasks, &shutdown);
         let (watch_tx, watch_rx) = mpsc::unbounded_channel();
         tasks.spawn(watch_pods(
             self.connection.clone(),
@@ -173,7 +173,7 @@ impl PodsManager {
             runtime: self.runtime.clone(),
             node: Arc::new(NodeFacts::new(
                 self.config.node_ip.clone(),
-                self.admitter.claims.clone(),
+                self.admitter.informers.clone(),
             )),
             devices: self.admitter.devices.clone(),
             dra: self.admitter.dra.clone(),
@@ -182,11 +182,7 @@ impl PodsManager {
             reports: reports_tx,
             pod_logs: self.config.pod_logs_dir.clone(),
             pods_dir: self.config.pods_dir.clone(),
-            services: ServiceEnvReader::new(
-                self.connection.clone(),
-                self.config.request_timeout,
-                self.admitter.claims.limiter(),
-            ),
+            informers: self.admitter.informers.clone(),
         };
         let releaser = Releaser {
             pods_dir: self.config.pods_dir.clone(),

@@ -15,89 +15,46 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Pod, Service};
-use kube::Api;
-use kube::api::ListParams;
-use tokio::sync::watch;
 
-use crate::kube_api::Connection;
-use crate::token_bucket::TokenBucket;
+use super::informers::{Informers, NotListed};
 
 /// The namespace of the cluster's own Service.
 const MASTER_NAMESPACE: &str = "default";
 /// The cluster's own Service, whose variables every container gets.
 const MASTER_SERVICE: &str = "kubernetes";
 
-/// Reads the Services a pod's containers get variables for.
-#[derive(Clone)]
-pub(crate) struct ServiceEnvReader {
-    connection: watch::Receiver<Connection>,
-    timeout: Duration,
-    limiter: Arc<TokenBucket>,
-}
-
-impl ServiceEnvReader {
-    /// Reads through `connection`, each request given up after `timeout`,
-    /// paced by `limiter`.
-    pub(crate) fn new(
-        connection: watch::Receiver<Connection>,
-        timeout: Duration,
-        limiter: Arc<TokenBucket>,
-    ) -> Self {
-        Self {
-            connection,
-            timeout,
-            limiter,
+/// The service variables of `pod`'s containers, in name order, from the
+/// Services `informers` hold.
+pub(crate) async fn for_pod(
+    informers: &Informers,
+    pod: &Pod,
+) -> Result<Vec<(String, String)>, NotListed> {
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let links = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.enable_service_links)
+        .unwrap_or(true);
+    let mut services: BTreeMap<String, Arc<Service>> = BTreeMap::new();
+    if links {
+        for service in informers.services_in(&namespace).await? {
+            let name = service.metadata.name.clone().unwrap_or_default();
+            services.insert(name, service);
         }
     }
-
-    /// The service variables of `pod`'s containers, in name order.
-    pub(crate) async fn for_pod(&self, pod: &Pod) -> Result<Vec<(String, String)>, kube::Error> {
-        let client = self.connection.borrow().client.clone();
-        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
-        let links = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.enable_service_links)
-            .unwrap_or(true);
-        let mut services: BTreeMap<String, Service> = BTreeMap::new();
-        if links {
-            let api: Api<Service> = Api::namespaced(client.clone(), &namespace);
-            self.limiter.acquire().await;
-            let listed = tokio::time::timeout(self.timeout, api.list(&ListParams::default()))
-                .await
-                .map_err(|_| timeout_error())??;
-            for service in listed.items {
-                let name = service.metadata.name.clone().unwrap_or_default();
-                services.insert(name, service);
-            }
+    if namespace != MASTER_NAMESPACE || !links {
+        // The cluster's own Service wins over one of the same name here.
+        if let Some(master) = informers.service(MASTER_NAMESPACE, MASTER_SERVICE).await? {
+            services.insert(MASTER_SERVICE.to_string(), master);
         }
-        if namespace != MASTER_NAMESPACE || !links {
-            // The cluster's own Service wins over one of the same name here.
-            let api: Api<Service> = Api::namespaced(client, MASTER_NAMESPACE);
-            self.limiter.acquire().await;
-            let got = tokio::time::timeout(self.timeout, api.get_opt(MASTER_SERVICE))
-                .await
-                .map_err(|_| timeout_error())??;
-            if let Some(master) = got {
-                services.insert(MASTER_SERVICE.to_string(), master);
-            }
-        }
-        let mut env = BTreeMap::new();
-        for service in services.values() {
-            env.extend(variables(service));
-        }
-        Ok(env.into_iter().collect())
     }
-}
-
-fn timeout_error() -> kube::Error {
-    kube::Error::Service(Box::new(std::io::Error::new(
-        std::io::ErrorKind::TimedOut,
-        "no answer in time",
-    )))
+    let mut env = BTreeMap::new();
+    for service in services.values() {
+        env.extend(variables(service));
+    }
+    Ok(env.into_iter().collect())
 }
 
 /// A Service's variables; none without a cluster IP.

@@ -25,13 +25,22 @@ use crate::token_bucket::TokenBucket;
 pub(crate) enum WriteError {
     /// The API server answered with an error.
     #[error("{0}")]
-    Api(#[from] kube::Error),
+    Api(kube::Error),
     /// No answer in time.
     #[error("no answer within {0:?}")]
     Timeout(Duration),
 }
 
 impl WriteError {
+    /// The error of a write that failed with `source` (a deadline passed
+    /// in the client is a timeout).
+    pub(crate) fn from_api(source: kube::Error) -> Self {
+        match crate::kube_api::passed_deadline(&source) {
+            Some(limit) => Self::Timeout(limit),
+            None => Self::Api(source),
+        }
+    }
+
     /// Whether the pod is gone (404) or another pod now has its name (409
     /// on the UID precondition): nothing to write any more.
     pub(crate) fn pod_gone(&self) -> bool {
@@ -43,22 +52,16 @@ impl WriteError {
 #[derive(Clone)]
 pub(crate) struct StatusWriter {
     connection: watch::Receiver<Connection>,
-    timeout: Duration,
     /// The kubelet's client pace, shared with the pods' other reads.
     limiter: Arc<TokenBucket>,
 }
 
 impl StatusWriter {
-    /// Writes through `connection`, each request given up after `timeout`,
+    /// Writes through `connection` (whose deadline bounds each request),
     /// paced by `limiter`.
-    pub(crate) fn new(
-        connection: watch::Receiver<Connection>,
-        timeout: Duration,
-        limiter: Arc<TokenBucket>,
-    ) -> Self {
+    pub(crate) fn new(connection: watch::Receiver<Connection>, limiter: Arc<TokenBucket>) -> Self {
         Self {
             connection,
-            timeout,
             limiter,
         }
     }
@@ -88,10 +91,7 @@ impl StatusWriter {
         let params = PatchParams::default();
         let patch = Patch::Strategic(&patch);
         let call = api.patch_status(&pod.name, &params, &patch);
-        match tokio::time::timeout(self.timeout, call).await {
-            Ok(result) => result.map(|_| ()).map_err(WriteError::Api),
-            Err(_) => Err(WriteError::Timeout(self.timeout)),
-        }
+        call.await.map(|_| ()).map_err(WriteError::from_api)
     }
 
     /// Deletes pod `pod` with no grace period, if it is still this pod.
@@ -106,13 +106,13 @@ impl StatusWriter {
             }),
             ..DeleteParams::default()
         };
-        match tokio::time::timeout(self.timeout, api.delete(&pod.name, &params)).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => {
-                let e = WriteError::Api(e);
-                if e.pod_gone() { Ok(()) } else { Err(e) }
-            }
-            Err(_) => Err(WriteError::Timeout(self.timeout)),
+        match api
+            .delete(&pod.name, &params)
+            .await
+            .map_err(WriteError::from_api)
+        {
+            Err(e) if e.pod_gone() => Ok(()),
+            other => other.map(|_| ()),
         }
     }
 }

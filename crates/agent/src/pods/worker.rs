@@ -28,17 +28,17 @@ use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::api_status::{StatusInputs, api_status};
-use super::claims::PodClaimsReader;
 use super::container::ContainerResources;
 use super::crash_backoff::CrashBackoff;
 use super::host_dns::{RESOLV_CONF, host_dns};
+use super::informers::Informers;
 use super::lifecycle_events::LifecycleEvent;
 use super::pod::PodRef;
 use super::pod_files::PodFiles;
 use super::pod_sync::{ApiPhase, Observed, StartErrors, SyncPlan, plan};
 use super::resource_health::{HealthSources, allocated_resources_status};
 use super::runtime_spec::{NodeExtras, container_spec, sandbox_spec};
-use super::service_env::ServiceEnvReader;
+use super::service_env;
 use super::spec::{containers, is_active};
 use super::status_writer::{StatusWriter, WriteError};
 use crate::device::DeviceHandle;
@@ -89,8 +89,8 @@ pub(crate) struct WorkerContext {
     pub(crate) pod_logs: Option<PathBuf>,
     /// Where the pods' files are made, with a real runtime.
     pub(crate) pods_dir: Option<PathBuf>,
-    /// The Services' variables.
-    pub(crate) services: ServiceEnvReader,
+    /// The node's Node and the cluster's Services.
+    pub(crate) informers: Informers,
 }
 
 /// What the status of every pod names, learnt when first needed (not at
@@ -101,18 +101,18 @@ pub(crate) struct NodeFacts {
     runtime_name: tokio::sync::OnceCell<String>,
     node_ip: tokio::sync::OnceCell<Option<String>>,
     configured_ip: Option<String>,
-    claims: PodClaimsReader,
+    informers: Informers,
 }
 
 impl NodeFacts {
-    /// The address `configured_ip`, else the Node's, read through
-    /// `claims`.
-    pub(crate) fn new(configured_ip: Option<String>, claims: PodClaimsReader) -> Self {
+    /// The address `configured_ip`, else the Node's, as `informers` have
+    /// it.
+    pub(crate) fn new(configured_ip: Option<String>, informers: Informers) -> Self {
         Self {
             runtime_name: tokio::sync::OnceCell::new(),
             node_ip: tokio::sync::OnceCell::new(),
             configured_ip,
-            claims,
+            informers,
         }
     }
 
@@ -134,7 +134,7 @@ impl NodeFacts {
             return Some(ip.clone());
         }
         self.node_ip
-            .get_or_try_init(|| async { self.claims.node_ip().await })
+            .get_or_try_init(|| async { self.informers.node_ip().await })
             .await
             .ok()
             .cloned()
@@ -485,12 +485,14 @@ impl Worker {
         let service_env = match &self.service_env {
             Some(env) => env.clone(),
             None => {
-                let env = self.context.services.for_pod(pod).await.map_err(|e| {
-                    (
-                        "CreateContainerConfigError".to_string(),
-                        format!("cannot read the Services for the container's environment: {e}"),
-                    )
-                })?;
+                let env = service_env::for_pod(&self.context.informers, pod)
+                    .await
+                    .map_err(|e| {
+                        (
+                            "CreateContainerConfigError".to_string(),
+                            format!("{e}, cannot construct envvars"),
+                        )
+                    })?;
                 self.service_env = Some(env.clone());
                 env
             }

@@ -118,6 +118,21 @@ pub enum PodClaimsError {
 }
 
 impl PodClaimsError {
+    /// The error of reading `what`, which failed with `source` (a
+    /// deadline passed in the client is a timeout).
+    pub(crate) fn read(what: &str, source: kube::Error) -> Self {
+        match crate::kube_api::passed_deadline(&source) {
+            Some(timeout) => Self::Timeout {
+                what: what.to_string(),
+                timeout,
+            },
+            None => Self::Read {
+                what: what.to_string(),
+                source,
+            },
+        }
+    }
+
     /// Whether this is a reason to wait rather than a failure: the claim is
     /// not created, allocated or reserved for the pod yet (the
     /// controller-manager and the scheduler have not done their part), or

@@ -1,0 +1,154 @@
+//! What the pods read from the API besides pods and claims, kept current
+//! by watches as the kubelet keeps it in its informers: the node's own
+//! Node (its allocatable resources for admission, its address for the
+//! pod's `hostIP`) and the cluster's Services (the containers' service
+//! variables). A read asks the cache and sends no request; before the
+//! first listing it waits for it, up to the request timeout.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::Api;
+use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
+use kube::runtime::watcher;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::kube_api::{Connection, reflect};
+
+/// The caches' readers. Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Informers {
+    node_name: String,
+    node: Store<Node>,
+    services: Store<Service>,
+    /// How long a read waits for a cache's first listing.
+    first_listing: Duration,
+}
+
+/// The caches' writers, until their watches start.
+pub(crate) struct InformerWriters {
+    node: Writer<Node>,
+    services: Writer<Service>,
+}
+
+/// A cache not listed yet.
+#[derive(Debug, thiserror::Error)]
+#[error("{0} have not yet been read at least once")]
+pub(crate) struct NotListed(&'static str);
+
+impl Informers {
+    /// Empty caches for node `node_name`; a read waits up to
+    /// `first_listing` for a cache's first listing.
+    pub(crate) fn new(node_name: String, first_listing: Duration) -> (Self, InformerWriters) {
+        let (node, node_writer) = reflector::store();
+        let (services, services_writer) = reflector::store();
+        let informers = Self {
+            node_name,
+            node,
+            services,
+            first_listing,
+        };
+        let writers = InformerWriters {
+            node: node_writer,
+            services: services_writer,
+        };
+        (informers, writers)
+    }
+
+    /// Starts the watches that fill the caches, on `tasks`, until
+    /// `shutdown`.
+    pub(crate) fn start(
+        &self,
+        writers: InformerWriters,
+        connection: &watch::Receiver<Connection>,
+        tasks: &TaskTracker,
+        shutdown: &CancellationToken,
+    ) {
+        let by_name =
+            watcher::Config::default().fields(&format!("metadata.name={}", self.node_name));
+        tasks.spawn(reflect(
+            "the node's Node",
+            connection.clone(),
+            Api::<Node>::all,
+            by_name,
+            writers.node,
+            shutdown.clone(),
+        ));
+        tasks.spawn(reflect(
+            "the cluster's Services",
+            connection.clone(),
+            Api::<Service>::all,
+            watcher::Config::default(),
+            writers.services,
+            shutdown.clone(),
+        ));
+    }
+
+    async fn listed<K>(&self, store: &Store<K>, what: &'static str) -> Result<(), NotListed>
+    where
+        K: kube::runtime::reflector::Lookup + Clone + 'static,
+        K::DynamicType: Eq + std::hash::Hash + Clone,
+    {
+        match tokio::time::timeout(self.first_listing, store.wait_until_ready()).await {
+            Ok(Ok(())) => Ok(()),
+            _ => Err(NotListed(what)),
+        }
+    }
+
+    /// The node's Node, as last seen (`None`: it does not exist).
+    pub(crate) async fn node(&self) -> Result<Option<Arc<Node>>, NotListed> {
+        self.listed(&self.node, "the node's Node").await?;
+        Ok(self.node.get(&ObjectRef::new(&self.node_name)))
+    }
+
+    /// The node's allocatable resources as its Node shows them (resource
+    /// → quantity); empty when the Node does not exist.
+    pub(crate) async fn node_allocatable(&self) -> Result<BTreeMap<String, String>, NotListed> {
+        let node = self.node().await?;
+        Ok(node
+            .and_then(|n| n.status.as_ref()?.allocatable.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(resource, quantity)| (resource, quantity.0))
+            .collect())
+    }
+
+    /// The node's address (its first `InternalIP`, else its first
+    /// address), as its Node shows it.
+    pub(crate) async fn node_ip(&self) -> Result<Option<String>, NotListed> {
+        let node = self.node().await?;
+        let addresses = node
+            .and_then(|n| n.status.as_ref()?.addresses.clone())
+            .unwrap_or_default();
+        Ok(addresses
+            .iter()
+            .find(|a| a.type_ == "InternalIP")
+            .or_else(|| addresses.first())
+            .map(|a| a.address.clone()))
+    }
+
+    /// The Services of `namespace`.
+    pub(crate) async fn services_in(
+        &self,
+        namespace: &str,
+    ) -> Result<Vec<Arc<Service>>, NotListed> {
+        self.listed(&self.services, "services").await?;
+        Ok(self
+            .services
+            .state_filter(|s| s.metadata.namespace.as_deref() == Some(namespace)))
+    }
+
+    /// The Service `namespace/name`, if it exists.
+    pub(crate) async fn service(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Arc<Service>>, NotListed> {
+        self.listed(&self.services, "services").await?;
+        Ok(self.services.get(&ObjectRef::new(name).within(namespace)))
+    }
+}
