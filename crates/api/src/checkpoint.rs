@@ -209,6 +209,11 @@ impl CheckpointFile {
         }
     }
 
+    /// What it holds, as errors and log lines name it ("device checkpoint").
+    pub fn what(&self) -> &'static str {
+        self.what
+    }
+
     /// The checkpoint's path.
     pub fn path(&self) -> &Path {
         &self.path

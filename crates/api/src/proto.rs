@@ -10,7 +10,13 @@ macro_rules! generated {
 /// Plugin registration (`pluginregistration.Registration`), served by every plugin.
 pub mod pluginregistration {
     /// Version 1 of the registration API (proto package `pluginregistration`).
-    #[allow(missing_docs, unreachable_pub, clippy::all, clippy::pedantic)]
+    #[allow(
+        missing_docs,
+        unreachable_pub,
+        clippy::all,
+        clippy::pedantic,
+        rustdoc::all
+    )]
     pub mod v1 {
         generated!("pluginregistration.rs");
     }
@@ -20,7 +26,13 @@ pub mod pluginregistration {
 /// `kubelet.sock`) and `v1beta1.DevicePlugin` (served by each plugin).
 pub mod deviceplugin {
     /// Version v1beta1 (proto package `v1beta1`).
-    #[allow(missing_docs, unreachable_pub, clippy::all, clippy::pedantic)]
+    #[allow(
+        missing_docs,
+        unreachable_pub,
+        clippy::all,
+        clippy::pedantic,
+        rustdoc::all
+    )]
     pub mod v1beta1 {
         generated!("v1beta1.rs");
     }
@@ -29,12 +41,24 @@ pub mod deviceplugin {
 /// Dynamic Resource Allocation node API (`DRAPlugin`), served by DRA drivers.
 pub mod dra {
     /// Proto package `k8s.io.kubelet.pkg.apis.dra.v1`, advertised as `v1.DRAPlugin`.
-    #[allow(missing_docs, unreachable_pub, clippy::all, clippy::pedantic)]
+    #[allow(
+        missing_docs,
+        unreachable_pub,
+        clippy::all,
+        clippy::pedantic,
+        rustdoc::all
+    )]
     pub mod v1 {
         generated!("k8s.io.kubelet.pkg.apis.dra.v1.rs");
     }
     /// Proto package `k8s.io.kubelet.pkg.apis.dra.v1beta1`, advertised as `v1beta1.DRAPlugin`.
-    #[allow(missing_docs, unreachable_pub, clippy::all, clippy::pedantic)]
+    #[allow(
+        missing_docs,
+        unreachable_pub,
+        clippy::all,
+        clippy::pedantic,
+        rustdoc::all
+    )]
     pub mod v1beta1 {
         generated!("k8s.io.kubelet.pkg.apis.dra.v1beta1.rs");
     }
@@ -43,12 +67,24 @@ pub mod dra {
 /// DRA device health API (`DRAResourceHealth`), served by DRA drivers that report health.
 pub mod dra_health {
     /// Proto package `v1alpha1`, advertised as `v1alpha1.DRAResourceHealth`.
-    #[allow(missing_docs, unreachable_pub, clippy::all, clippy::pedantic)]
+    #[allow(
+        missing_docs,
+        unreachable_pub,
+        clippy::all,
+        clippy::pedantic,
+        rustdoc::all
+    )]
     pub mod v1alpha1 {
         generated!("v1alpha1.rs");
     }
     /// Proto package `v1`, advertised as `v1.DRAResourceHealth`.
-    #[allow(missing_docs, unreachable_pub, clippy::all, clippy::pedantic)]
+    #[allow(
+        missing_docs,
+        unreachable_pub,
+        clippy::all,
+        clippy::pedantic,
+        rustdoc::all
+    )]
     pub mod v1 {
         generated!("v1.rs");
     }
@@ -57,7 +93,13 @@ pub mod dra_health {
 /// Container Storage Interface: Identity and the node-registration part of Node.
 pub mod csi {
     /// Proto package `csi.v1`.
-    #[allow(missing_docs, unreachable_pub, clippy::all, clippy::pedantic)]
+    #[allow(
+        missing_docs,
+        unreachable_pub,
+        clippy::all,
+        clippy::pedantic,
+        rustdoc::all
+    )]
     pub mod v1 {
         generated!("csi.v1.rs");
     }
@@ -67,13 +109,25 @@ pub mod csi {
 /// `<root>/pod-resources/kubelet.sock` for monitoring agents.
 pub mod podresources {
     /// Proto package `v1`, service `v1.PodResourcesLister`.
-    #[allow(missing_docs, unreachable_pub, clippy::all, clippy::pedantic)]
+    #[allow(
+        missing_docs,
+        unreachable_pub,
+        clippy::all,
+        clippy::pedantic,
+        rustdoc::all
+    )]
     pub mod v1 {
         include!(concat!(env!("OUT_DIR"), "/podresources/v1.rs"));
     }
     /// Proto package `v1alpha1`, service `v1alpha1.PodResourcesLister`
     /// (`List` with devices only).
-    #[allow(missing_docs, unreachable_pub, clippy::all, clippy::pedantic)]
+    #[allow(
+        missing_docs,
+        unreachable_pub,
+        clippy::all,
+        clippy::pedantic,
+        rustdoc::all
+    )]
     pub mod v1alpha1 {
         include!(concat!(env!("OUT_DIR"), "/podresources/v1alpha1.rs"));
     }
@@ -83,7 +137,13 @@ pub mod podresources {
 /// container runtime such as containerd.
 pub mod cri {
     /// Proto package `runtime.v1`: `RuntimeService` and `ImageService`.
-    #[allow(missing_docs, unreachable_pub, clippy::all, clippy::pedantic)]
+    #[allow(
+        missing_docs,
+        unreachable_pub,
+        clippy::all,
+        clippy::pedantic,
+        rustdoc::all
+    )]
     pub mod v1 {
         generated!("runtime.v1.rs");
     }

@@ -4,6 +4,12 @@
 //! waits for the write that includes it. A waiter may leave what undoes its
 //! change; a failed write hands that back to the owner.
 //!
+//! It opens the checkpoint too ([`Persister::open`]): the owner gets what
+//! was on disk, and the persister keeps how the load went, so that "what is
+//! wrong with the checkpoint" ([`Persister::problem`]) has one answer for
+//! every owner: the last write failed, or the file was unreadable or
+//! repaired from its backup at start.
+//!
 //! Writes are coalesced: while one is running, further changes only mark the
 //! state dirty, and the next write (with everything so far) starts when the
 //! running one ends. So a burst of changes costs at most two writes, the
@@ -13,10 +19,11 @@
 use std::sync::Arc;
 
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::task::TaskTracker;
 
-use super::{CheckpointError, CheckpointFile};
+use super::{CheckpointError, CheckpointFile, CheckpointProblem};
 
 /// What a write of the changes up to `version` came to.
 pub(crate) struct Written {
@@ -39,9 +46,45 @@ pub(crate) struct Persister<T, U = ()> {
     in_flight: bool,
     waiters: Vec<(u64, WrittenReply, U)>,
     last_error: Option<Arc<CheckpointError>>,
+    /// Why the checkpoint could not be loaded, or how it was repaired.
+    load_problem: Option<CheckpointProblem>,
 }
 
 impl<T: Serialize + Send + 'static, U> Persister<T, U> {
+    /// Loads `file` (an empty state when it is missing; a damaged file is
+    /// repaired from its backup) and starts its writer on `tasks`: the
+    /// persister, and what was loaded (`None`: unreadable, nothing to
+    /// restore). What went wrong is logged once and kept for
+    /// [`Self::problem`].
+    pub(crate) async fn open<L>(file: CheckpointFile, tasks: &TaskTracker) -> (Self, Option<L>)
+    where
+        L: DeserializeOwned + Default + Send + 'static,
+    {
+        let what = file.what();
+        let reading = file.clone();
+        let loaded = tokio::task::spawn_blocking(move || reading.load::<L>()).await;
+        let (data, load_problem) = match loaded {
+            Ok(Ok(loaded)) => {
+                let problem = loaded.recovered.map(|recovered| {
+                    tracing::warn!("{recovered}");
+                    CheckpointProblem::Recovered(Arc::new(recovered))
+                });
+                (Some(loaded.data), problem)
+            }
+            Ok(Err(e)) => {
+                tracing::error!(checkpoint = what, error = %e, "checkpoint not restored");
+                (None, Some(CheckpointProblem::Unreadable(Arc::new(e))))
+            }
+            Err(e) => {
+                tracing::error!(checkpoint = what, error = %e, "checkpoint not restored");
+                (None, None)
+            }
+        };
+        let mut persister = Self::start(file, tasks);
+        persister.load_problem = load_problem;
+        (persister, data)
+    }
+
     /// Starts the writer of `file` on `tasks`.
     pub(crate) fn start(file: CheckpointFile, tasks: &TaskTracker) -> Self {
         let (to_writer, mut from_owner) = mpsc::unbounded_channel::<(u64, T)>();
@@ -66,6 +109,7 @@ impl<T: Serialize + Send + 'static, U> Persister<T, U> {
             in_flight: false,
             waiters: Vec::new(),
             last_error: None,
+            load_problem: None,
         }
     }
 
@@ -138,6 +182,15 @@ impl<T: Serialize + Send + 'static, U> Persister<T, U> {
     /// Why the last write failed, while no later write succeeded.
     pub(crate) fn last_error(&self) -> Option<Arc<CheckpointError>> {
         self.last_error.clone()
+    }
+
+    /// What is wrong with the checkpoint: the last write failed, or it
+    /// could not be loaded or was repaired at start.
+    pub(crate) fn problem(&self) -> Option<CheckpointProblem> {
+        self.last_error
+            .clone()
+            .map(CheckpointProblem::Write)
+            .or_else(|| self.load_problem.clone())
     }
 
     /// Writes the current state now if it changed, and waits for it: for the

@@ -30,7 +30,7 @@ use super::plugin_client::{DeviceError, PluginClient, StreamEnd};
 use super::resource::{AllocationKey, Devices, Instance, InstanceId};
 use super::snapshot::DeviceSnapshot;
 use super::state::State;
-use crate::checkpoint::{CheckpointProblem, Persister, Written};
+use crate::checkpoint::{Persister, Written};
 use crate::event::{AgentEvent, EventKind};
 use crate::owner::Mailbox;
 use crate::published::Publisher;
@@ -111,15 +111,15 @@ impl DeviceManager {
         };
         std::fs::create_dir_all(&dir).map_err(directory)?;
         kubelet_socket::clean_plugin_directory(&dir).map_err(directory)?;
-        let file = checkpoint::file(&dir);
-        let loaded = tokio::task::spawn_blocking(move || file.load::<DeviceCheckpoint>()).await;
+        let tasks = TaskTracker::new();
+        let (persister, loaded) =
+            Persister::open::<DeviceCheckpoint>(checkpoint::file(&dir), &tasks).await;
         let socket = kubelet_socket::bind(&dir)
             .await
             .map_err(DeviceManagerError::KubeletSocket)?;
         let handle = self.handle();
-        let tasks = TaskTracker::new();
         let mut owner = Owner {
-            persister: Persister::start(checkpoint::file(&dir), &tasks),
+            persister,
             config: self.config,
             state: State::default(),
             commands: self.commands,
@@ -129,21 +129,9 @@ impl DeviceManager {
             published: false,
             metrics: self.metrics,
             tasks,
-            load_problem: None,
         };
-        match loaded {
-            Ok(Ok(loaded)) => {
-                if let Some(recovered) = loaded.recovered {
-                    tracing::warn!("{recovered}");
-                    owner.load_problem = Some(CheckpointProblem::Recovered(Arc::new(recovered)));
-                }
-                owner.state.restore(loaded.data, Instant::now());
-            }
-            Ok(Err(e)) => {
-                tracing::error!(error = %e, "device checkpoint not restored");
-                owner.load_problem = Some(CheckpointProblem::Unreadable(Arc::new(e)));
-            }
-            Err(e) => tracing::error!(error = %e, "device checkpoint not restored"),
+        if let Some(loaded) = loaded {
+            owner.state.restore(loaded, Instant::now());
         }
         owner.publish();
         let serving = kubelet_socket::serve(socket, handle, shutdown.clone());
@@ -176,8 +164,6 @@ struct Owner {
     /// Writes the checkpoint; an allocation waiting for a write that fails
     /// is undone.
     persister: Persister<CheckpointData, Vec<(AllocationKey, Arc<ContainerAllocation>)>>,
-    /// Why the checkpoint could not be loaded, or how it was repaired.
-    load_problem: Option<CheckpointProblem>,
 }
 
 impl Owner {
@@ -216,11 +202,7 @@ impl Owner {
 
     /// Publishes the state: a new snapshot, and a new change count.
     fn publish(&mut self) {
-        let problem = self
-            .persister
-            .last_error()
-            .map(CheckpointProblem::Write)
-            .or_else(|| self.load_problem.clone());
+        let problem = self.persister.problem();
         let mut snapshot = DeviceSnapshot::of(&self.state, self.config.grace_period, problem);
         snapshot.generation = self.snapshot.current().generation + 1;
         self.snapshot.publish(snapshot);

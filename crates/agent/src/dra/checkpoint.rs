@@ -3,10 +3,10 @@
 //! ([`crate::checkpoint`]): atomic, checksummed, with a backup.
 
 use std::path::Path;
-use std::sync::Arc;
+use tokio_util::task::TaskTracker;
 
 use super::records::{PreparedClaims, RecordedClaim};
-use crate::checkpoint::{CheckpointFile, CheckpointProblem};
+use crate::checkpoint::{CheckpointFile, Persister};
 
 /// The checkpoint's file name in the agent's state directory.
 pub const CHECKPOINT_FILE: &str = "nodeplugins_dra_checkpoint";
@@ -38,38 +38,25 @@ pub(crate) fn file(dir: &Path) -> CheckpointFile {
     )
 }
 
-/// The prepared claims checkpointed in `dir`, and what was wrong with the
-/// checkpoint if anything was.
-pub(crate) async fn load(dir: &Path) -> (PreparedClaims, Option<CheckpointProblem>) {
+/// The prepared claims checkpointed in `dir` (none when the checkpoint is
+/// unreadable, which the persister reports), and the persister that keeps
+/// them there, on `tasks`.
+pub(crate) async fn open(
+    dir: &Path,
+    tasks: &TaskTracker,
+) -> (Persister<DraCheckpoint>, PreparedClaims) {
     if let Err(e) = crate::private_dir::create_private_dir(dir) {
         tracing::error!(dir = %dir.display(), error = %e, "cannot create the DRA state directory");
     }
-    let file = file(dir);
-    match tokio::task::spawn_blocking(move || file.load::<DraCheckpoint>()).await {
-        Ok(Ok(loaded)) => {
-            let problem = loaded.recovered.map(|recovered| {
-                tracing::warn!("{recovered}");
-                CheckpointProblem::Recovered(Arc::new(recovered))
-            });
-            let claims = PreparedClaims::restore(loaded.data.claims);
-            tracing::info!(
-                claims = claims.list().len(),
-                "DRA claims checkpoint restored"
-            );
-            (claims, problem)
-        }
-        Ok(Err(e)) => {
-            tracing::error!(error = %e, "DRA claims checkpoint not restored");
-            (
-                PreparedClaims::default(),
-                Some(CheckpointProblem::Unreadable(Arc::new(e))),
-            )
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "DRA claims checkpoint not restored");
-            (PreparedClaims::default(), None)
-        }
-    }
+    let (persister, loaded) = Persister::open::<DraCheckpoint>(file(dir), tasks).await;
+    let claims = loaded
+        .map(|loaded| PreparedClaims::restore(loaded.claims))
+        .unwrap_or_default();
+    tracing::info!(
+        claims = claims.list().len(),
+        "DRA claims checkpoint restored"
+    );
+    (persister, claims)
 }
 
 #[cfg(test)]

@@ -27,7 +27,6 @@ use super::metrics::DraMetrics;
 use super::records::PreparedClaims;
 use super::snapshot::{DraSnapshot, DriverSnapshot};
 use super::state::{Driver, Instance, InstanceId, State};
-use crate::checkpoint::Persister;
 use crate::event::{AgentEvent, EventKind};
 use crate::fs_watch::FsWatcher;
 use crate::owner::Mailbox;
@@ -94,11 +93,10 @@ impl DraManager {
     pub async fn run(self, shutdown: CancellationToken) {
         let tasks = TaskTracker::new();
         let claims = match &self.config.state_dir {
-            None => Claims::new(self.prepared, PreparedClaims::default(), None, None),
+            None => Claims::new(self.prepared, PreparedClaims::default(), None),
             Some(dir) => {
-                let (loaded, problem) = checkpoint::load(dir).await;
-                let persister = Persister::start(checkpoint::file(dir), &tasks);
-                Claims::new(self.prepared, loaded, Some(persister), problem)
+                let (persister, loaded) = checkpoint::open(dir, &tasks).await;
+                Claims::new(self.prepared, loaded, Some(persister))
             }
         };
         tasks.spawn(node_started(self.cleanup.clone(), shutdown.clone()));

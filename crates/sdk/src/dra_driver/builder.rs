@@ -244,7 +244,7 @@ impl DraDriverBuilder {
 
     /// Calls `handler` with every error while the driver runs, as the Go
     /// helper's `HandleError`: recoverable ones
-    /// ([`DraDriverError::is_recoverable`]: publishing failures, retried in
+    /// ([`DraDriverError::is_recoverable`](super::DraDriverError::is_recoverable): publishing failures, retried in
     /// the background) and fatal ones (the service stopped serving before
     /// shutdown), after which the driver should shut down and exit.
     pub fn on_error(

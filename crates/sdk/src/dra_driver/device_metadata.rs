@@ -5,8 +5,9 @@
 //! driver gave, mounted read-only into the containers through a CDI spec of
 //! kind `<driver>/metadata`:
 //!
-//! - the file: `<plugin dir>/dra-device-metadata/<namespace>_<claim>/
-//!   <base request>/metadata.json` (mode 0644), a JSON stream of one object
+//! - the file:
+//!   `<plugin dir>/dra-device-metadata/<namespace>_<claim>/<base request>/metadata.json`
+//!   (mode 0644), a JSON stream of one object
 //!   per line;
 //! - the CDI spec: `<CDI dir>/<driver>_metadata_<claim uid>_<base
 //!   request>.json`, one device `<claim uid>_<base request>` bind-mounting

@@ -29,8 +29,6 @@ pub(super) struct Claims {
     unpreparing: HashSet<String>,
     /// Writes the records, with a state directory.
     persister: Option<Persister<DraCheckpoint>>,
-    /// Why the checkpoint could not be loaded, or how it was repaired.
-    load_problem: Option<CheckpointProblem>,
 }
 
 impl Claims {
@@ -40,14 +38,12 @@ impl Claims {
         published: watch::Sender<Arc<PreparedClaims>>,
         loaded: PreparedClaims,
         persister: Option<Persister<DraCheckpoint>>,
-        load_problem: Option<CheckpointProblem>,
     ) -> Self {
         published.send_replace(Arc::new(loaded.loaded()));
         Self {
             published,
             unpreparing: HashSet::new(),
             persister,
-            load_problem,
         }
     }
 
@@ -231,11 +227,7 @@ impl Claims {
     /// What is wrong with the checkpoint: the last write failed, or it
     /// could not be loaded or was repaired at start.
     pub(super) fn problem(&self) -> Option<CheckpointProblem> {
-        self.persister
-            .as_ref()
-            .and_then(Persister::last_error)
-            .map(CheckpointProblem::Write)
-            .or_else(|| self.load_problem.clone())
+        self.persister.as_ref().and_then(Persister::problem)
     }
 
     /// Writes what is not written yet and waits for it: the owner's last
