@@ -194,6 +194,30 @@ async fn published_slices_have_the_helpers_shape_and_follow_the_devices() {
 /// One prepare or unprepare of `uid` (claim `name`): the claim's result.
 type Call<'a> = Box<dyn FnMut(&'a str, String) -> futures::future::BoxFuture<'a, Value> + 'a>;
 
+/// The answer to `op` of `uid` once the driver is registered. A driver
+/// killed and started again re-creates its registration socket at the same
+/// path; the client (the kubelet's plugin manager, every second; ours, at
+/// once) deregisters the old instance and registers the new one, and a call
+/// between the two finds the driver not registered, which is the client's
+/// answer, not the call's.
+async fn registered_answer(call: &mut Call<'_>, op: &'static str, uid: &str) -> Value {
+    eventually(
+        &format!("{op} answered by a registered driver"),
+        TIMEOUT,
+        || {
+            let result = call(op, uid.to_string());
+            async move {
+                let result = result.await;
+                let waiting = result["error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("not registered"));
+                (!waiting).then_some(result)
+            }
+        },
+    )
+    .await
+}
+
 /// Prepares and unprepares a claim through `call`, as the kubelet would
 /// through its DRA client, with the driver killed and restarted between.
 async fn claims_scenario(api: &KubeApi, root: &Path, driver: Driver, mut call: Call<'_>) {
@@ -250,7 +274,7 @@ async fn claims_scenario(api: &KubeApi, root: &Path, driver: Driver, mut call: C
         "{label}: no device touched again"
     );
 
-    let unprepared = call("unprepare", uid.clone()).await;
+    let unprepared = registered_answer(&mut call, "unprepare", &uid).await;
     assert_eq!(unprepared["error"], Value::Null, "{label}: {unprepared}");
     assert!(!spec.exists(), "{label}: the CDI spec is removed");
 
@@ -258,7 +282,7 @@ async fn claims_scenario(api: &KubeApi, root: &Path, driver: Driver, mut call: C
     delete_claim(api, "gpu-claim").await;
     let new_uid = allocated_claim(api, "gpu-claim", NODE, DRIVER, "gpu-1").await;
     assert_ne!(new_uid, uid);
-    let replaced = call("prepare", uid.clone()).await;
+    let replaced = registered_answer(&mut call, "prepare", &uid).await;
     // The SDK refuses the claim; the Go helper fails the whole call.
     let error = replaced["error"].as_str().unwrap_or_default();
     assert!(
