@@ -229,17 +229,7 @@ async fn claims_scenario(api: &KubeApi, root: &Path, driver: Driver, mut call: C
     let mut running = driver.start(api, NODE, root, &cdi, &log);
 
     // Once the driver is registered.
-    let first = eventually(&format!("{label}: the driver registered"), TIMEOUT, || {
-        let result = call("prepare", uid.clone());
-        async move {
-            let result = result.await;
-            let waiting = result["error"]
-                .as_str()
-                .is_some_and(|e| e.contains("not registered"));
-            (!waiting).then_some(result)
-        }
-    })
-    .await;
+    let first = registered_answer(&mut call, "prepare", &uid).await;
     assert_eq!(first["error"], Value::Null, "{label}: {first}");
     assert_eq!(first["devices"][0]["device"], "gpu-1", "{label}: {first}");
     assert_eq!(first["devices"][0]["pool"], NODE);
