@@ -19,6 +19,8 @@ use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::time::Instant;
 
+use super::reflected::Watched;
+
 /// A change of one watched object.
 #[derive(Debug)]
 pub(crate) enum Seen<K> {
@@ -38,13 +40,7 @@ pub(crate) struct Watch<K> {
 
 impl<K> Watch<K>
 where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
+    K: Watched,
 {
     /// Watches the cluster-scoped object `name` through `client`.
     pub(crate) fn new(client: kube::Client, name: &str) -> Self {
@@ -80,13 +76,7 @@ where
 /// The next change from `watch`, if there is one.
 pub(crate) async fn next<K>(watch: &mut Option<Watch<K>>) -> Seen<K>
 where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
+    K: Watched,
 {
     match watch {
         Some(watch) => watch.next().await,

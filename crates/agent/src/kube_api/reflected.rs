@@ -15,6 +15,30 @@ use tokio_util::sync::CancellationToken;
 
 use super::Connection;
 
+/// What a watch of one kind needs of its objects: a kind known at compile
+/// time, read from JSON, and kept across tasks.
+pub(crate) trait Watched:
+    kube::Resource<DynamicType = ()>
+    + Clone
+    + std::fmt::Debug
+    + serde::de::DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Watched for K where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// Keeps `writer`'s store current with the objects `api` gives for the
 /// current client of `connection` and that `config` selects, until
 /// `shutdown`. `what` names them in log lines.
@@ -26,13 +50,7 @@ pub(crate) async fn reflect<K>(
     mut writer: Writer<K>,
     shutdown: CancellationToken,
 ) where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
+    K: Watched,
 {
     let mut failures: Retry<String> = Retry::default();
     loop {
