@@ -6,7 +6,6 @@
 //! `ctr images import` takes the archive.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
@@ -21,6 +20,13 @@ pub const BUSYBOX_PROGRAM: &str = "/bin/busybox";
 
 /// Writes the archive holding [`BUSYBOX`] and [`PAUSE`] to `path`.
 pub fn write_archive(path: &Path) -> anyhow::Result<()> {
+    std::fs::write(path, archive_bytes()?)?;
+    Ok(())
+}
+
+/// The archive's bytes: the same for the same busybox, since every header
+/// is written with fixed times and owners.
+fn archive_bytes() -> anyhow::Result<Vec<u8>> {
     let layer = busybox_layer()?;
     let layer_digest = sha256(&layer);
     let mut blobs: BTreeMap<String, Vec<u8>> = BTreeMap::new();
@@ -65,7 +71,7 @@ pub fn write_archive(path: &Path) -> anyhow::Result<()> {
     blobs.insert(layer_digest, layer);
     let index = json!({"schemaVersion": 2, "manifests": manifests});
 
-    let mut archive = tar::Builder::new(std::fs::File::create(path)?);
+    let mut archive = tar::Builder::new(Vec::new());
     append(
         &mut archive,
         "oci-layout",
@@ -76,8 +82,7 @@ pub fn write_archive(path: &Path) -> anyhow::Result<()> {
         let hex = digest.trim_start_matches("sha256:");
         append(&mut archive, &format!("blobs/sha256/{hex}"), blob)?;
     }
-    archive.into_inner()?.flush()?;
-    Ok(())
+    Ok(archive.into_inner()?)
 }
 
 /// The layer: `/bin/busybox`, a link per applet, and the directories a
@@ -117,11 +122,7 @@ fn busybox_layer() -> anyhow::Result<Vec<u8>> {
     Ok(layer.into_inner()?)
 }
 
-fn append(
-    archive: &mut tar::Builder<std::fs::File>,
-    name: &str,
-    data: &[u8],
-) -> anyhow::Result<()> {
+fn append(archive: &mut tar::Builder<Vec<u8>>, name: &str, data: &[u8]) -> anyhow::Result<()> {
     let mut header = tar::Header::new_ustar();
     header.set_mode(0o644);
     header.set_size(data.len() as u64);
@@ -135,15 +136,23 @@ fn sha256(data: &[u8]) -> String {
     format!("sha256:{hex}")
 }
 
-/// The archive, written once per process under the system's temporary
-/// directory.
+/// The archive under the system's temporary directory, named by its
+/// digest: every test process uses the one file (written whole, then
+/// renamed into place) instead of leaving one behind per process.
 pub fn archive() -> PathBuf {
     static WRITTEN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     WRITTEN
         .get_or_init(|| {
-            let path =
-                std::env::temp_dir().join(format!("nodeplugins-images-{}.tar", std::process::id()));
-            write_archive(&path).expect("write the image archive");
+            let bytes = archive_bytes().expect("build the image archive");
+            let digest = sha256(&bytes);
+            let hex = digest.trim_start_matches("sha256:");
+            let path = std::env::temp_dir().join(format!("nodeplugins-images-{}.tar", &hex[..16]));
+            if std::fs::read(&path).is_ok_and(|held| held == bytes) {
+                return path;
+            }
+            let partial = path.with_extension(format!("tar.{}", std::process::id()));
+            std::fs::write(&partial, &bytes).expect("write the image archive");
+            std::fs::rename(&partial, &path).expect("move the image archive into place");
             path
         })
         .clone()
