@@ -314,8 +314,11 @@ async fn an_api_server_away_blocks_nothing_and_gets_the_latest_state_when_back()
     .await;
     assert!(status["failures"].as_u64().unwrap() >= 1, "{status}");
 
-    // More changes while it is away; the latest wins once it is back.
+    // More changes while it is away; the latest wins once it is back. Each
+    // signal's effect is waited for before the next is sent: two pending
+    // at once reach the plugin in either order.
     signal(&plugin, "-USR2").await;
+    resource_when(root.path(), RESOURCE, |r| r["allocatable"] == 2).await;
     signal(&plugin, "-USR1").await;
     resource_when(root.path(), RESOURCE, |r| r["allocatable"] == 1).await;
     api.start_apiserver().await;
