@@ -128,7 +128,7 @@ async fn pods(parts: &AdminParts, namespace: Option<String>, name: Option<String
             .map(|p| crate::pods::PodStatus::clone(&p))
             .collect();
         return reply(Ok::<_, std::convert::Infallible>(PodsReply {
-            serving: snapshot.serving(),
+            serving: handle.serving(),
             listed: snapshot.listed(),
             pods,
         }));

@@ -115,6 +115,13 @@ pub(crate) struct OnDisk {
 }
 
 impl OnDisk {
+    /// Whether the allocation recorded anything new (a plugin was called);
+    /// otherwise every device was held already and there is no write.
+    #[cfg(feature = "kube")]
+    pub(crate) fn is_new(&self) -> bool {
+        self.written.is_some()
+    }
+
     /// Waits for the write.
     pub(crate) async fn written(self) -> Result<(), AllocateError> {
         let Some(written) = self.written else {

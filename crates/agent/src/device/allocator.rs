@@ -115,6 +115,9 @@ impl Allocator {
                     to: count,
                 });
             }
+            if request.may_be_running {
+                return Ok(Planned::Held(ContainerAllocation::clone(existing)));
+            }
             let healthy = |id: &String| r.and_then(|r| r.devices().get(id)).is_some_and(is_healthy);
             if !existing.devices.iter().all(healthy) {
                 return Err(AllocateError::PreviouslyAllocatedUnhealthy(resource.into()));

@@ -126,6 +126,14 @@ pub struct AllocationRequest {
     /// kubelet's `devicesToReuse`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub reusable: BTreeMap<String, Vec<String>>,
+    /// Whether the container may already run with what it holds (the
+    /// agent restarted under it): a holding with the count asked for is
+    /// then kept as it is, healthy or not and its plugin registered or
+    /// not, as the kubelet keeps a running container's devices at its
+    /// restart. Otherwise a holding is kept only while all its devices
+    /// are healthy.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub may_be_running: bool,
 }
 
 impl AllocationRequest {
@@ -139,7 +147,15 @@ impl AllocationRequest {
             container: container.into(),
             resources: BTreeMap::new(),
             reusable: BTreeMap::new(),
+            may_be_running: false,
         }
+    }
+
+    /// Marks the container as possibly running already with what it holds
+    /// (see [`may_be_running`](Self::may_be_running)).
+    pub fn may_be_running(mut self) -> Self {
+        self.may_be_running = true;
+        self
     }
 
     /// Adds `count` devices of `resource`.

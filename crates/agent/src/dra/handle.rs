@@ -23,7 +23,9 @@ use crate::checkpoint::CheckpointProblem;
 use crate::event::AgentEvent;
 use crate::owner::Mailbox;
 use crate::published::Store;
-use nodeplugins_api::dra_client::{choose_health_service, choose_service};
+use nodeplugins_api::dra_client::{
+    DraService, HealthService, choose_health_service, choose_service,
+};
 
 /// The DRA manager has stopped.
 #[derive(Debug, Clone, Copy, thiserror::Error)]
@@ -102,6 +104,29 @@ impl DraHandle {
         });
     }
 
+    /// What a registration of `driver` at `endpoint`, offering `services`,
+    /// is checked for before anything changes (the one check, whether the
+    /// driver comes through `plugins_registry` or is registered by hand): a
+    /// name, an absolute endpoint, and a DRA service this side speaks.
+    /// Returns the service calls go to and the health service, if offered.
+    pub(crate) fn check_registration(
+        driver: &str,
+        endpoint: &str,
+        services: &[String],
+    ) -> Result<(DraService, Option<HealthService>), DraError> {
+        if driver.is_empty() {
+            return Err(DraError::EmptyName);
+        }
+        let service = choose_service(services)?;
+        if !endpoint.starts_with('/') {
+            return Err(DraError::BadEndpoint {
+                driver: driver.into(),
+                endpoint: endpoint.into(),
+            });
+        }
+        Ok((service, choose_health_service(services)))
+    }
+
     async fn add_instance(
         &self,
         driver: &str,
@@ -109,17 +134,7 @@ impl DraHandle {
         services: &[String],
         connect_now: bool,
     ) -> Result<(), DraError> {
-        if driver.is_empty() {
-            return Err(DraError::EmptyName);
-        }
-        let service = choose_service(services)?;
-        let health_service = choose_health_service(services);
-        if !endpoint.starts_with('/') {
-            return Err(DraError::BadEndpoint {
-                driver: driver.into(),
-                endpoint: endpoint.into(),
-            });
-        }
+        let (service, health_service) = Self::check_registration(driver, endpoint, services)?;
         let (driver, endpoint) = (driver.to_string(), endpoint.to_string());
         self.commands
             .ask(|reply| Command::Register {

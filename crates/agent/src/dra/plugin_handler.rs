@@ -1,9 +1,7 @@
 //! DRA drivers registering through `plugins_registry` (type `DRAPlugin`).
 
-use super::error::DraError;
 use super::handle::DraHandle;
 use crate::handler::{HandlerError, PluginHandler};
-use nodeplugins_api::dra_client::choose_service;
 
 /// The `DRAPlugin` handler: the plugin's name is the driver name, its
 /// endpoint the absolute path of its service socket, and its supported
@@ -25,13 +23,10 @@ impl PluginHandler for DraPluginHandler {
     async fn validate(
         &self,
         name: &str,
-        _endpoint: &str,
+        endpoint: &str,
         versions: &[String],
     ) -> Result<(), HandlerError> {
-        if name.is_empty() {
-            return Err(HandlerError::from_error(DraError::EmptyName));
-        }
-        choose_service(versions)
+        DraHandle::check_registration(name, endpoint, versions)
             .map(|_| ())
             .map_err(HandlerError::from_error)
     }

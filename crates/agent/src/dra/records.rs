@@ -25,6 +25,8 @@ use std::sync::Arc;
 
 use super::claim::{ClaimPod, ClaimRef, PreparedClaim, PreparedDevice};
 use super::error::DraError;
+#[cfg(feature = "kube")]
+use super::pod::{PodClaim, PodClaimResult};
 
 /// What one driver prepared of one claim, as recorded.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -369,6 +371,47 @@ impl PreparedClaims {
             }
         }
         changed
+    }
+
+    /// Whether the claims `names` (of namespace `namespace`) are prepared
+    /// for pod `pod_uid` already: when every one is recorded prepared by
+    /// every driver that recorded it, with the pod among its users, the
+    /// claims (in `names` order) and their results (claim, then driver);
+    /// `None` otherwise. The one answer to that question: an admission
+    /// answered here needs neither the API nor a driver.
+    #[cfg(feature = "kube")]
+    pub(crate) fn prepared_for_pod(
+        &self,
+        namespace: &str,
+        pod_uid: &str,
+        names: &[String],
+    ) -> Option<(Vec<PodClaim>, Vec<PodClaimResult>)> {
+        let mut claims = Vec::new();
+        let mut results = Vec::new();
+        for name in names {
+            let first = self.by_name(namespace, name)?;
+            let uid = first.claim.uid.clone();
+            let mut drivers = Vec::new();
+            let mut user = None;
+            for record in self.drivers_of(&uid) {
+                let mine = record.pods.iter().find(|p| p.uid == pod_uid);
+                let (true, Some(mine)) = (record.prepared, mine) else {
+                    return None;
+                };
+                user.get_or_insert_with(|| mine.clone());
+                drivers.push(record.driver.clone());
+                results.push(PodClaimResult {
+                    driver: record.driver.clone(),
+                    result: record.result(),
+                });
+            }
+            claims.push(PodClaim {
+                claim: first.claim.clone(),
+                drivers,
+                user: user?,
+            });
+        }
+        Some((claims, results))
     }
 
     pub(crate) fn by_name(&self, namespace: &str, name: &str) -> Option<&RecordedClaim> {

@@ -323,7 +323,6 @@ mod tests {
         pods.insert(uid, waiting);
         PodsSnapshot {
             running: true,
-            serving: true,
             listed: true,
             generation: 1,
             pods,

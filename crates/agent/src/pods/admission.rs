@@ -39,7 +39,7 @@ use super::informers::Informers;
 use super::pod::{PodClaims, PodRef};
 use super::spec::{self, device_requests, unserved_requests};
 use crate::device::{AllocateError, AllocationRequest, ContainerAllocation, DeviceHandle, OnDisk};
-use crate::dra::{DraError, DraHandle, PodClaim, PodClaimResult};
+use crate::dra::{DraError, DraHandle, PodClaimResult};
 
 /// Why a pod was not admitted.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -285,7 +285,6 @@ impl Admitter {
             .map_err(|_| AdmissionError::Stopping)?;
         self.check_served(pod, |r| snapshot.is_device_resource(r))
             .await?;
-        let held = snapshot.allocations_of(&pod_ref.uid);
         // Resource → devices of ended init containers, for the containers
         // after them (the kubelet's devicesToReuse).
         let mut reusable: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -295,15 +294,17 @@ impl Admitter {
             let wanted = device_requests(pod, container, |r| snapshot.is_device_resource(r));
             let got: Vec<Arc<ContainerAllocation>> = if wanted.is_empty() {
                 Vec::new()
-            } else if let Some(kept) = held_whole(held, &container.name, &wanted) {
-                kept
             } else {
+                // What it holds already is kept as it is: the agent
+                // restarted under its running containers (a reboot, or a
+                // lost sandbox, gave everything back before this).
                 let mut request = AllocationRequest::new(
                     &pod_ref.uid,
                     &pod_ref.namespace,
                     &pod_ref.name,
                     &container.name,
-                );
+                )
+                .may_be_running();
                 for (resource, count) in &wanted {
                     request = request.resource(resource, *count);
                     if let Some(devices) = reusable.get(resource) {
@@ -318,7 +319,9 @@ impl Admitter {
                         container: container.name.clone(),
                         source,
                     })?;
-                writes.push((container.name.clone(), written));
+                if written.is_new() {
+                    writes.push((container.name.clone(), written));
+                }
                 allocations.into_iter().map(Arc::new).collect()
             };
             for allocation in &got {
@@ -445,8 +448,7 @@ impl Admitter {
     }
 
     /// The pod's claims and their results as the records have them, when
-    /// every claim the pod names (`names`) is recorded prepared, by every
-    /// driver that recorded it, for this pod; `None` otherwise.
+    /// every claim it names (`names`) is prepared for it already.
     async fn restored(
         &self,
         pod_ref: &PodRef,
@@ -458,44 +460,17 @@ impl Admitter {
             .loaded_claims()
             .await
             .map_err(|_| AdmissionError::Stopping)?;
-        let mut claims = Vec::new();
-        let mut results = Vec::new();
-        for name in names {
-            let Some(first) = records.by_name(&pod_ref.namespace, name) else {
-                return Ok(None);
-            };
-            let uid = first.claim.uid.clone();
-            let mut drivers = Vec::new();
-            let mut user = None;
-            for record in records.drivers_of(&uid) {
-                let mine = record.pods.iter().find(|p| p.uid == pod_ref.uid);
-                let (true, Some(mine)) = (record.prepared, mine) else {
-                    return Ok(None);
-                };
-                user.get_or_insert_with(|| mine.clone());
-                drivers.push(record.driver.clone());
-                results.push(PodClaimResult {
-                    driver: record.driver.clone(),
-                    result: record.result(),
-                });
-            }
-            let Some(user) = user else {
-                return Ok(None);
-            };
-            claims.push(PodClaim {
-                claim: first.claim.clone(),
-                drivers,
-                user,
-            });
-        }
-        Ok(Some((
-            PodClaims {
-                pod: pod_ref.clone(),
-                containers: containers.to_vec(),
-                claims,
-            },
-            results,
-        )))
+        let prepared = records.prepared_for_pod(&pod_ref.namespace, &pod_ref.uid, names);
+        Ok(prepared.map(|(claims, results)| {
+            (
+                PodClaims {
+                    pod: pod_ref.clone(),
+                    containers: containers.to_vec(),
+                    claims,
+                },
+                results,
+            )
+        }))
     }
 }
 
@@ -507,22 +482,4 @@ enum Claims {
     Prepared(PodClaims, Vec<PodClaimResult>),
     /// Read from the API and checked: to prepare.
     Read(PodClaims),
-}
-
-/// The allocations `held` (the pod's) of `container`, when it holds every
-/// resource of `wanted` with the count it asks for.
-fn held_whole(
-    held: &[Arc<ContainerAllocation>],
-    container: &str,
-    wanted: &BTreeMap<String, usize>,
-) -> Option<Vec<Arc<ContainerAllocation>>> {
-    wanted
-        .iter()
-        .map(|(resource, count)| {
-            held.iter()
-                .find(|a| a.container == container && &a.resource == resource)
-                .filter(|a| a.devices.len() == *count)
-                .cloned()
-        })
-        .collect()
 }

@@ -37,6 +37,7 @@ use tokio::task::{AbortHandle, Id, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 
 use super::admission::{AdmissionError, Admitted, Admitter};
 use super::admission_gate::AdmissionGate;
@@ -421,9 +422,11 @@ impl Owner {
         let pod_ref = tracked.pod_ref().clone();
         let admitter = self.admitter.clone();
         let fresh = tracked.fresh();
-        let abort = self.ops.spawn(async move {
-            Outcome::Admitted(admitter.admit(&pod, &pod_ref, pass, fresh).await)
-        });
+        let span = pod_ref.span("admit");
+        let abort = self.ops.spawn(
+            async move { Outcome::Admitted(admitter.admit(&pod, &pod_ref, pass, fresh).await) }
+                .instrument(span),
+        );
         tracked.started(Next::Admit);
         self.running_op(abort, uid, Next::Admit, false, None);
     }
@@ -437,6 +440,7 @@ impl Owner {
             return;
         };
         let stop = CancellationToken::new();
+        let span = tracked.pod_ref().span("run");
         let (pod_tx, pod_rx) = watch::channel(pod);
         let worker = Worker::new(
             self.worker_context.clone(),
@@ -448,7 +452,7 @@ impl Owner {
         );
         let abort = self
             .ops
-            .spawn(async move { Outcome::Ran(worker.run().await) });
+            .spawn(async move { Outcome::Ran(worker.run().await) }.instrument(span));
         tracked.started(Next::Run);
         self.running_op(abort, uid, Next::Run, false, Some((stop, pod_tx)));
     }
@@ -467,9 +471,11 @@ impl Owner {
             .allocations_of(&pod_ref.uid)
             .is_empty();
         let releaser = self.releaser.clone();
-        let abort = self
-            .ops
-            .spawn(async move { Outcome::Released(releaser.release(&pod_ref, &ending).await) });
+        let span = pod_ref.span("release");
+        let abort = self.ops.spawn(
+            async move { Outcome::Released(releaser.release(&pod_ref, &ending).await) }
+                .instrument(span),
+        );
         tracked.started(Next::Release);
         self.running_op(abort, uid, Next::Release, frees_devices, None);
     }
@@ -830,7 +836,6 @@ impl Owner {
         self.generation += 1;
         self.snapshot.publish(PodsSnapshot {
             running: true,
-            serving: true,
             listed: self.listed,
             generation: self.generation,
             pods: self.rows.clone(),

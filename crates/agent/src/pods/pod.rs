@@ -16,6 +16,16 @@ pub struct PodRef {
     pub uid: String,
 }
 
+impl PodRef {
+    /// The span an operation on the pod (`admit`, `run`, `release`) runs
+    /// in: what is logged within it, down to each call to a plugin, a
+    /// driver or the runtime, names the pod once, here.
+    #[cfg(feature = "kube")]
+    pub(crate) fn span(&self, operation: &'static str) -> tracing::Span {
+        tracing::info_span!("pod", op = operation, pod = %self, uid = %self.uid)
+    }
+}
+
 impl std::fmt::Display for PodRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/{}", self.namespace, self.name)

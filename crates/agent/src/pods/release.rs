@@ -81,12 +81,12 @@ impl Releaser {
         .await
         .map_err(|e| ReleaseError::Runtime(Arc::new(e)))?;
         if stopped > 0 {
-            tracing::info!(pod = %pod, containers = stopped, grace = ?ending.grace, "the pod's containers stopped");
+            tracing::info!(containers = stopped, grace = ?ending.grace, "the pod's containers stopped");
         }
         if let Some(dir) = &self.pods_dir
             && let Err(e) = super::pod_files::PodFiles::new(dir, &pod.uid).remove()
         {
-            tracing::warn!(pod = %pod, error = %e, "cannot remove the pod's files");
+            tracing::warn!(error = %e, "cannot remove the pod's files");
         }
         let failures: Vec<String> = self
             .dra
@@ -113,7 +113,9 @@ impl Releaser {
                 .delete(pod)
                 .await
                 .map_err(|e| ReleaseError::Delete(e.to_string()))?;
-            tracing::info!(pod = %pod, "the deleted pod's containers stopped and what it held was given back: deleted");
+            tracing::info!(
+                "the deleted pod's containers stopped and what it held was given back: deleted"
+            );
         }
         Ok(())
     }

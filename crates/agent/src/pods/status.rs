@@ -92,8 +92,6 @@ pub struct PodsSnapshot {
     /// Published by the running owner (the first snapshot, before it runs,
     /// is empty).
     pub(crate) running: bool,
-    /// Whether pods are served from the API (else only asked for by hand).
-    pub(crate) serving: bool,
     /// Whether the pods bound to the node were listed once: until then
     /// nothing is given back by the reconcile.
     pub(crate) listed: bool,
@@ -114,11 +112,6 @@ impl PodsSnapshot {
     /// Published by the running owner.
     pub fn running(&self) -> bool {
         self.running
-    }
-
-    /// Whether pods are served from the API.
-    pub fn serving(&self) -> bool {
-        self.serving
     }
 
     /// Whether the pods bound to the node were listed at least once.

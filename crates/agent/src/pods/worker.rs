@@ -249,7 +249,7 @@ impl Worker {
                 wake = match self.sync().await {
                     Ok((phase, wake)) => {
                         if self.runtime_error.take().is_some() {
-                            tracing::info!(pod = %self.pod_ref, "the runtime answers again");
+                            tracing::info!("the runtime answers again");
                         }
                         if let Some(phase) = phase
                             && phase.is_terminal()
@@ -262,7 +262,7 @@ impl Worker {
                     Err(e) => {
                         let text = e.to_string();
                         if self.runtime_error.as_ref() != Some(&text) {
-                            tracing::warn!(pod = %self.pod_ref, error = %text, "cannot read the pod's containers from the runtime; trying again");
+                            tracing::warn!(error = %text, "cannot read the pod's containers from the runtime; trying again");
                             self.runtime_error = Some(text);
                         }
                         Some(tokio::time::Instant::now() + STATUS_RETRY)
@@ -358,7 +358,7 @@ impl Worker {
             if let Some(dir) = &self.context.pod_logs {
                 let dir = dir.join(&spec.log_directory);
                 if let Err(e) = tokio::fs::create_dir_all(&dir).await {
-                    tracing::warn!(pod = %self.pod_ref, dir = %dir.display(), error = %e, "cannot make the pod's log directory");
+                    tracing::warn!(dir = %dir.display(), error = %e, "cannot make the pod's log directory");
                 }
             }
             if let Some(old) = &observed.sandbox {
@@ -369,13 +369,13 @@ impl Worker {
             }
             match self.context.runtime.run_sandbox(&spec).await {
                 Ok(id) => {
-                    tracing::info!(pod = %self.pod_ref, sandbox = %id, attempt, "sandbox made");
+                    tracing::info!(sandbox = %id, attempt, "sandbox made");
                     let observed =
                         observe(self.context.runtime.as_ref(), &self.pod_ref.uid).await?;
                     decided = plan(&pod, &observed, &self.backoff, &self.start_errors, now);
                 }
                 Err(e) => {
-                    tracing::warn!(pod = %self.pod_ref, error = %e, "cannot make the pod's sandbox; trying again");
+                    tracing::warn!(error = %e, "cannot make the pod's sandbox; trying again");
                     retry = Some(tokio::time::Instant::now() + RETRY);
                 }
             }
@@ -402,7 +402,7 @@ impl Worker {
                         started = true;
                     }
                     Err((reason, message)) => {
-                        tracing::warn!(pod = %self.pod_ref, container = %start.name, %reason, %message, "cannot start the container; trying again");
+                        tracing::warn!(container = %start.name, %reason, %message, "cannot start the container; trying again");
                         self.start_errors
                             .insert(start.name.clone(), (reason, message));
                         retry = Some(tokio::time::Instant::now() + RETRY);
@@ -524,7 +524,7 @@ impl Worker {
             .start_container(&id)
             .await
             .map_err(|e| ("RunContainerError".to_string(), e.to_string()))?;
-        tracing::info!(pod = %self.pod_ref, container = %container.name, id = %id, attempt, "container started");
+        tracing::info!(container = %container.name, id = %id, attempt, "container started");
         // Containers older than the one before this are of no use.
         if let Ok(all) = runtime.containers().await {
             for old in all.iter().filter(|c| {
@@ -546,7 +546,7 @@ impl Worker {
         {
             Ok(name) => name,
             Err(e) => {
-                tracing::warn!(pod = %self.pod_ref, error = %e, "the runtime does not tell its name; the status waits");
+                tracing::warn!(error = %e, "the runtime does not tell its name; the status waits");
                 self.written = None;
                 return None;
             }
@@ -579,7 +579,7 @@ impl Worker {
                 self.written = Some(status);
                 self.conditions = conditions;
                 if self.phase != Some(decided.phase) {
-                    tracing::info!(pod = %self.pod_ref, phase = decided.phase.as_str(), "pod status written");
+                    tracing::info!(phase = decided.phase.as_str(), "pod status written");
                     let _ = self.context.reports.send(Report::Phase {
                         uid: self.pod_ref.uid.clone(),
                         phase: decided.phase,
@@ -591,12 +591,12 @@ impl Worker {
             Err(WriteError::Api(kube::Error::Api(s))) if s.code == 409 => {
                 // Changed meanwhile (our own last write, or another
                 // writer's): written again from the pod as it is now.
-                tracing::debug!(pod = %self.pod_ref, "the pod changed since it was read; its status is made again");
+                tracing::debug!("the pod changed since it was read; its status is made again");
                 self.written = None;
                 None
             }
             Err(e) => {
-                tracing::warn!(pod = %self.pod_ref, error = %e, "cannot write the pod's status; trying again");
+                tracing::warn!(error = %e, "cannot write the pod's status; trying again");
                 self.written = None;
                 None
             }

@@ -199,6 +199,45 @@ async fn unhealthy_devices_are_not_offered_and_too_few_free_is_refused() {
 }
 
 #[tokio::test]
+async fn a_holding_whose_device_turned_unhealthy_is_kept_only_for_a_container_that_may_run() {
+    let mut state = state_with(&[device("a", HEALTHY, 0), device("b", HEALTHY, 0)]);
+    let held = allocate(&mut state, "p1", 1);
+    let instance = state
+        .resources
+        .get_mut(GPU)
+        .unwrap()
+        .instances
+        .get_mut(&1)
+        .unwrap();
+    instance.devices = Some(Arc::new(
+        [device(&held[0], UNHEALTHY, 0)]
+            .into_iter()
+            .map(|d| (d.id.clone(), d))
+            .collect(),
+    ));
+    // Asked again as a repeated request: the kubelet refuses unhealthy
+    // devices a container held.
+    assert!(matches!(
+        state.allocator.plan(&state.resources, &request("p1", 1)),
+        Err(AllocateError::PreviouslyAllocatedUnhealthy(_))
+    ));
+    // Asked by an admission after the agent restarted under the
+    // container: kept as it is, as the kubelet keeps a running container's.
+    let planned = state
+        .allocator
+        .plan(&state.resources, &request("p1", 1).may_be_running())
+        .unwrap();
+    assert!(matches!(&planned[..], [Planned::Held(a)] if a.devices == held));
+    // A different count is refused either way.
+    assert!(matches!(
+        state
+            .allocator
+            .plan(&state.resources, &request("p1", 2).may_be_running()),
+        Err(AllocateError::ChangedRequest { from: 1, to: 2, .. })
+    ));
+}
+
+#[tokio::test]
 async fn the_last_instance_leaving_turns_the_devices_unhealthy_and_starts_the_grace_period() {
     let mut state = state_with(&[device("a", HEALTHY, 0)]);
     let t0 = Instant::now();
