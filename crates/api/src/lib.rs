@@ -38,6 +38,11 @@
 //! of the agent and the SDK; [`timer::sleep_until`] the sleep until an
 //! optional deadline of every task that keeps one.
 //!
+//! # Durations on command lines
+//!
+//! [`duration`] reads Go's duration syntax (`1m30s`, `300ms`), as the
+//! Kubernetes programs our binaries stand in for read their flags.
+//!
 //! # Kubernetes quantities
 //!
 //! [`quantity`] reads `100m`, `1.5Gi` and `2e3` exactly, as the kubelet
@@ -61,6 +66,7 @@ pub mod checkpoint;
 pub mod constants;
 pub mod conversion;
 pub mod dra_client;
+pub mod duration;
 mod proto;
 pub mod quantity;
 pub mod retry;

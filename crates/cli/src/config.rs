@@ -14,7 +14,8 @@
 //! worker_threads = "1"
 //! ```
 //!
-//! Every duration is a number with a unit: `500ms`, `30s`, `2m`, `1h`.
+//! Every duration is written as Go writes one (`500ms`, `30s`, `1m30s`,
+//! `1h`), so a value copied from a kubelet flag means the same here.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -24,7 +25,7 @@ use nodeplugins::agent::{AgentConfig, DEFAULT_METRICS_ADDR};
 use nodeplugins::kube_api::{KubeApiConfig, KubeConfigSource, default_node_name};
 use nodeplugins_api::constants::layout::DEFAULT_ROOT_DIR;
 
-use crate::duration::parse_duration;
+use nodeplugins_api::duration::parse_go_duration;
 use nodeplugins_sdk::logging::LogFormat;
 
 /// A metrics address, or none (`off`).
@@ -134,23 +135,23 @@ settings! {
     metrics_addr: MetricsAddr, "NODEPLUGINS_METRICS_ADDR", parse_metrics_addr;
     /// How long a DRA driver may have no connected instance before it is
     /// cleaned up [default: 30s].
-    dra_cleanup_grace: Duration, "NODEPLUGINS_DRA_CLEANUP_GRACE", parse_duration;
+    dra_cleanup_grace: Duration, "NODEPLUGINS_DRA_CLEANUP_GRACE", parse_go_duration;
     /// DRA NodePrepareResources/NodeUnprepareResources deadline [default: 45s].
-    dra_call_timeout: Duration, "NODEPLUGINS_DRA_CALL_TIMEOUT", parse_duration;
+    dra_call_timeout: Duration, "NODEPLUGINS_DRA_CALL_TIMEOUT", parse_go_duration;
     /// Device health reports count this long when a DRA driver sets no timeout [default: 30s].
-    dra_health_timeout: Duration, "NODEPLUGINS_DRA_HEALTH_TIMEOUT", parse_duration;
+    dra_health_timeout: Duration, "NODEPLUGINS_DRA_HEALTH_TIMEOUT", parse_go_duration;
     /// A device plugin resource stays known this long after its last plugin left [default: 5m].
-    device_grace_period: Duration, "NODEPLUGINS_DEVICE_GRACE_PERIOD", parse_duration;
+    device_grace_period: Duration, "NODEPLUGINS_DEVICE_GRACE_PERIOD", parse_go_duration;
     /// Dialing a device plugin or a DRA driver [default: 10s].
-    plugin_dial_timeout: Duration, "NODEPLUGINS_PLUGIN_DIAL_TIMEOUT", parse_duration;
+    plugin_dial_timeout: Duration, "NODEPLUGINS_PLUGIN_DIAL_TIMEOUT", parse_go_duration;
     /// GetInfo on a registration socket [default: 1s].
-    get_info_timeout: Duration, "NODEPLUGINS_GET_INFO_TIMEOUT", parse_duration;
+    get_info_timeout: Duration, "NODEPLUGINS_GET_INFO_TIMEOUT", parse_go_duration;
     /// NotifyRegistrationStatus [default: 5s].
-    notify_timeout: Duration, "NODEPLUGINS_NOTIFY_TIMEOUT", parse_duration;
+    notify_timeout: Duration, "NODEPLUGINS_NOTIFY_TIMEOUT", parse_go_duration;
     /// The longest wait before a failed registration is retried [default: 2m2s].
-    max_backoff: Duration, "NODEPLUGINS_MAX_BACKOFF", parse_duration;
+    max_backoff: Duration, "NODEPLUGINS_MAX_BACKOFF", parse_go_duration;
     /// CSI NodeGetInfo [default: 2m].
-    csi_timeout: Duration, "NODEPLUGINS_CSI_TIMEOUT", parse_duration;
+    csi_timeout: Duration, "NODEPLUGINS_CSI_TIMEOUT", parse_go_duration;
     /// Publish to the Kubernetes API as the kubelet does: a kubeconfig file,
     /// in-cluster (the pod's service account), or off [default: off].
     kubeconfig: KubeconfigSetting, "NODEPLUGINS_KUBECONFIG", parse_kubeconfig;
@@ -163,7 +164,7 @@ settings! {
     pods: Switch, "NODEPLUGINS_PODS", parse_switch;
     /// How often what pods no longer active hold is given back even when
     /// nothing changed [default: 60s].
-    pod_reconcile_period: Duration, "NODEPLUGINS_POD_RECONCILE_PERIOD", parse_duration;
+    pod_reconcile_period: Duration, "NODEPLUGINS_POD_RECONCILE_PERIOD", parse_go_duration;
     /// The container runtime the node's pods run on, as the kubelet's
     /// --container-runtime-endpoint (unix:///run/containerd/containerd.sock,
     /// or a socket path), or simulated: containers "run" from their start
@@ -176,7 +177,7 @@ settings! {
     /// How often the node's CSINode is read when the credentials may not
     /// watch it (a node's own identity may only get it); a CSINode another
     /// writer deleted or changed is repaired within this long [default: 5m].
-    csinode_recheck: Duration, "NODEPLUGINS_CSINODE_RECHECK", parse_duration;
+    csinode_recheck: Duration, "NODEPLUGINS_CSINODE_RECHECK", parse_go_duration;
     /// Mode of the pod-resources socket (octal; its directory gets the same
     /// plus search), or off to not serve it [default: 0600].
     pod_resources_mode: PodResourcesMode, "NODEPLUGINS_POD_RESOURCES_MODE", parse_pod_resources_mode;

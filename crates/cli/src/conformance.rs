@@ -57,7 +57,6 @@ use run::{Meeting, Options};
 #[derive(Debug, Clone)]
 pub struct Conformance {
     options: Options,
-    selection: Selection,
 }
 
 impl Conformance {
@@ -71,8 +70,8 @@ impl Conformance {
                 kubeconfig: None,
                 deadlines: Deadlines::new(None),
                 restart_timeout: Duration::from_secs(30),
+                selection: Selection::default(),
             },
-            selection: Selection::default(),
         }
     }
 
@@ -133,13 +132,16 @@ impl Conformance {
     /// Reports only these rules (ids, or prefixes ending at a dot); the
     /// others show as skipped.
     pub fn rules<S: Into<String>>(mut self, ids: impl IntoIterator<Item = S>) -> Self {
-        self.selection.only = ids.into_iter().map(Into::into).collect();
+        self.options.selection.only = ids.into_iter().map(Into::into).collect();
         self
     }
 
-    /// Leaves these rules out (ids or prefixes): they show as skipped.
+    /// Leaves these rules out (ids or prefixes): they are not run, and show
+    /// as skipped. A rule whose findings later rules need (GetInfo's
+    /// answer, the first device list, a prepare's answer, a restart) still
+    /// runs, its verdict shown as skipped.
     pub fn skip<S: Into<String>>(mut self, ids: impl IntoIterator<Item = S>) -> Self {
-        self.selection.skip = ids.into_iter().map(Into::into).collect();
+        self.options.selection.skip = ids.into_iter().map(Into::into).collect();
         self
     }
 
@@ -148,7 +150,7 @@ impl Conformance {
     /// be served), never for a plugin's failure, which is a failed rule.
     pub async fn run(self) -> Result<Report, RunError> {
         let mut report = run::run(&self.options).await.map_err(RunError)?;
-        report.select(&self.selection);
+        report.select(&self.options.selection);
         Ok(report)
     }
 }

@@ -1,7 +1,11 @@
 //! How the command ends: an ordinary failure (the agent not running, a
 //! refused allocation, a full disk, a busy root) is the error and its
-//! causes on stderr and exit status 1, never a stack trace; a reader that
-//! went away (`nodeplugins status | head -1`) ends the command quietly.
+//! causes on stderr and exit status 1, never a stack trace; a conformance
+//! run that could not be made at all (its plugin would not start, its
+//! claims file cannot be read) exits 3, so that a CI job tells "the plugin
+//! fails" (1) from "the tool could not run" (3) and bad flags (2); a reader
+//! that went away (`nodeplugins status | head -1`) ends the command
+//! quietly.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -15,8 +19,17 @@ pub(crate) fn exit_code(result: anyhow::Result<()>) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let _ = writeln!(std::io::stderr().lock(), "error: {}", describe(&error));
+    if error
+        .chain()
+        .any(|cause| cause.is::<crate::conformance::RunError>())
+    {
+        return ExitCode::from(COULD_NOT_RUN);
+    }
     ExitCode::FAILURE
 }
+
+/// The exit status of a conformance run that could not be made.
+pub(crate) const COULD_NOT_RUN: u8 = 3;
 
 /// Whether writing the output failed because its reader closed the pipe:
 /// an I/O error, or one that JSON output wraps (serde_json keeps the I/O

@@ -8,7 +8,6 @@ mod commands;
 mod config;
 pub mod conformance;
 mod demo;
-mod duration;
 mod failure;
 mod output;
 mod pod_resources;

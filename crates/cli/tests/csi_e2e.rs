@@ -231,3 +231,70 @@ async fn a_grpcio_csi_driver_registers_through_our_registrar() {
     );
     driver.wait_for_line(TIMEOUT, |l| l == "NODEGETINFO").await;
 }
+
+/// Runs the registrar the way a liveness probe does: `exec` of the
+/// container's registrar with the probe's args; its exit code.
+async fn probe(kubelet_registration_path: &Path) -> Option<i32> {
+    Command::new(binary("nodeplugins-sdk-bins", "nodeplugins-csi-registrar"))
+        .arg(format!(
+            "--kubelet-registration-path={}",
+            kubelet_registration_path.display()
+        ))
+        .arg("--mode=kubelet-registration-probe")
+        .output()
+        .await
+        .unwrap()
+        .status
+        .code()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_node_driver_registrar_daemonsets_args_and_liveness_probe_work_unchanged() {
+    let node = Node::start().await;
+    let csi_socket = node.path("plugins/csi.example.com/csi.sock");
+    std::fs::create_dir_all(node.path("plugins_registry")).unwrap();
+    let port = free_port();
+    let port = port.rsplit(':').next().unwrap();
+    // A CSI driver DaemonSet's registrar container, its args as written
+    // for node-driver-registrar v2.17: Go's single-dash spellings, the
+    // deprecated health port and connection timeout, Go durations.
+    let mut command = Command::new(binary("nodeplugins-sdk-bins", "nodeplugins-csi-registrar"));
+    command
+        .arg("-v=5")
+        .arg(format!("-csi-address={}", csi_socket.display()))
+        .arg(format!(
+            "--kubelet-registration-path={}",
+            csi_socket.display()
+        ))
+        .arg(format!(
+            "--plugin-registration-path={}",
+            node.path("plugins_registry").display()
+        ))
+        .arg(format!("--health-port={port}"))
+        .arg("--timeout=1m30s")
+        .arg("--connection-timeout=15s")
+        .arg("--enable-pprof")
+        .arg("--logging-format=json")
+        .arg("--mode=registration");
+    let mut registrar = ChildProcess::spawn("nodeplugins-csi-registrar", command);
+    let health = format!("127.0.0.1:{port}");
+    let (code, body) = eventually("healthz answering", TIMEOUT, || healthz(&health)).await;
+    assert_eq!(code, 503, "no driver yet: {body}");
+    assert_eq!(probe(&csi_socket).await, Some(1), "not registered yet");
+
+    let _driver = node.example_driver(&csi_socket, "node-a");
+    node.csi_driver("csi.example.com").await;
+    eventually("the probe passing", TIMEOUT, || async {
+        (probe(&csi_socket).await == Some(0)).then_some(())
+    })
+    .await;
+
+    signal(&registrar, "-TERM").await;
+    assert_eq!(registrar.wait(TIMEOUT).await, Some(0));
+    assert_eq!(
+        probe(&csi_socket).await,
+        Some(1),
+        "stopped: no longer registered"
+    );
+    node.no_csi_driver("csi.example.com").await;
+}

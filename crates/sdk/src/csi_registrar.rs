@@ -6,12 +6,23 @@
 //!
 //! Like node-driver-registrar it gives up when the kubelet rejects the
 //! plugin ([`Outcome::Rejected`]; the binary exits 1 so the pod restarts).
+//!
+//! Whether the kubelet registered the driver is also kept in a marker file
+//! ([`registration_marker`]) for an exec probe in the same container to
+//! check ([`probe_registered`]): `--mode=kubelet-registration-probe`.
+//! node-driver-registrar made its probe succeed unconditionally in later
+//! releases, because its file lived beside `--kubelet-registration-path`,
+//! a host path most DaemonSets do not mount into the container; the
+//! marker here lives in the container's own temporary directory, which
+//! every exec probe of the container sees, so the probe keeps its meaning:
+//! it passes once the kubelet registered the driver, and fails before and
+//! after.
 
 use nodeplugins_api::backoff::Backoff;
 use nodeplugins_api::retry::{Retry, Said};
 use nodeplugins_api::timer::sleep_until;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -36,6 +47,7 @@ pub struct CsiRegistrarBuilder {
     plugin_registration_path: PathBuf,
     http_endpoint: Option<SocketAddr>,
     timeout: Duration,
+    marker: Option<PathBuf>,
 }
 
 impl CsiRegistrarBuilder {
@@ -49,6 +61,15 @@ impl CsiRegistrarBuilder {
     /// Timeout of each call to the driver (`--timeout`, default 1 s).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Keep the registration's outcome in `marker` (by default
+    /// [`registration_marker`] of the kubelet registration path): made once
+    /// the kubelet registers the driver, removed at start, on a rejection
+    /// and when the registrar stops.
+    pub fn marker(mut self, marker: impl Into<PathBuf>) -> Self {
+        self.marker = Some(marker.into());
         self
     }
 
@@ -97,9 +118,11 @@ impl CsiRegistrar {
         kubelet_registration_path: impl Into<String>,
         plugin_registration_path: impl Into<PathBuf>,
     ) -> CsiRegistrarBuilder {
+        let kubelet_registration_path = kubelet_registration_path.into();
         CsiRegistrarBuilder {
             csi_address: csi_address.into(),
-            kubelet_registration_path: kubelet_registration_path.into(),
+            marker: Some(registration_marker(&kubelet_registration_path)),
+            kubelet_registration_path,
             plugin_registration_path: plugin_registration_path.into(),
             http_endpoint: None,
             timeout: Duration::from_secs(1),
@@ -121,6 +144,7 @@ impl CsiRegistrar {
 
 /// How the registrar ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Outcome {
     /// Shut down on request; the socket was removed.
     Stopped,
@@ -130,6 +154,7 @@ pub enum Outcome {
 
 /// Why the registrar failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CsiRegistrarError {
     /// The registration socket could not be served.
     #[error(transparent)]
@@ -160,10 +185,106 @@ enum Health {
     Rejected(String),
 }
 
-/// Runs until `shutdown` or a rejection.
+/// Where the registrar serving a driver registered with endpoint
+/// `kubelet_registration_path` keeps whether the kubelet registered it: a
+/// file in this process's temporary directory named after that path.
+pub fn registration_marker(kubelet_registration_path: &str) -> PathBuf {
+    let name: String = kubelet_registration_path
+        .trim_start_matches('/')
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    std::env::temp_dir()
+        .join("nodeplugins-csi-registrar")
+        .join(format!("{name}.registered"))
+}
+
+/// Why [`probe_registered`] failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProbeError {
+    /// The registrar has not been told the driver is registered (or it has
+    /// stopped, or was rejected).
+    #[error("kubelet plugin registration has not succeeded yet: {} does not exist", .0.display())]
+    NotRegistered(PathBuf),
+    /// The marker could not be read.
+    #[error("cannot check {}: {source}", path.display())]
+    Unreadable {
+        /// The marker.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// `--mode=kubelet-registration-probe`: whether the registrar for
+/// `kubelet_registration_path` running in this container was told by the
+/// kubelet that the driver is registered. Returns the driver's name.
+pub fn probe_registered(kubelet_registration_path: &str) -> Result<String, ProbeError> {
+    let path = registration_marker(kubelet_registration_path);
+    match std::fs::read_to_string(&path) {
+        Ok(driver) => Ok(driver.trim().to_string()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ProbeError::NotRegistered(path)),
+        Err(source) => Err(ProbeError::Unreadable { path, source }),
+    }
+}
+
+/// The marker file of one run: made when registered, removed otherwise.
+struct Marker(Option<PathBuf>);
+
+impl Marker {
+    /// Registered (`Some(driver)`) or not.
+    fn set(&self, registered: Option<&str>) {
+        let Some(path) = &self.0 else {
+            return;
+        };
+        let result = match registered {
+            Some(driver) => write_marker(path, driver),
+            None => match std::fs::remove_file(path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            },
+        };
+        if let Err(e) = result {
+            tracing::warn!(marker = %path.display(), error = %e, "cannot keep the registration probe's marker");
+        }
+    }
+}
+
+fn write_marker(path: &Path, driver: &str) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let partial = path.with_extension("partial");
+    std::fs::write(&partial, driver)?;
+    std::fs::rename(&partial, path)
+}
+
+/// Runs until `shutdown` or a rejection, keeping the marker.
 async fn run(
     config: CsiRegistrarBuilder,
     health_tx: watch::Sender<Health>,
+    shutdown: CancellationToken,
+) -> Result<Outcome, CsiRegistrarError> {
+    let marker = Marker(config.marker.clone());
+    marker.set(None);
+    let outcome = register(config, health_tx, &marker, shutdown).await;
+    marker.set(None);
+    outcome
+}
+
+/// Registers the driver once it answers, until `shutdown` or a rejection.
+async fn register(
+    config: CsiRegistrarBuilder,
+    health_tx: watch::Sender<Health>,
+    marker: &Marker,
     shutdown: CancellationToken,
 ) -> Result<Outcome, CsiRegistrarError> {
     let Some(driver) = wait_for_driver(&config, &health_tx, &shutdown).await else {
@@ -191,9 +312,11 @@ async fn run(
                 }
                 match state.borrow_and_update().clone() {
                     RegistrationState::Registered => {
+                        marker.set(Some(&driver));
                         health_tx.send_replace(Health::Registered(driver.clone()));
                     }
                     RegistrationState::Rejected(reason) => {
+                        marker.set(None);
                         health_tx.send_replace(Health::Rejected(reason.clone()));
                         break Outcome::Rejected(reason);
                     }

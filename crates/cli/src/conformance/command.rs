@@ -7,9 +7,9 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::Conformance;
-use crate::duration::parse_duration;
 use crate::output::conformance::RunInfo;
 use crate::output::{self, Format};
+use nodeplugins_api::duration::parse_go_duration;
 
 /// Flags of `nodeplugins conformance`.
 #[derive(Debug, clap::Args)]
@@ -45,10 +45,10 @@ pub(crate) struct ConformanceArgs {
     /// PreStartContainer 30 s, DRA calls 45 s; the calls the kubelet waits
     /// on without one (Allocate, GetPreferredAllocation, the first device
     /// list) 45 s.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_go_duration)]
     timeout: Option<Duration>,
     /// How long a plugin may take to register again after a restart.
-    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    #[arg(long, value_parser = parse_go_duration, default_value = "30s")]
     restart_timeout: Duration,
     /// Report only these rules: ids, or prefixes ending at a dot
     /// (`device.allocate` is it and every `device.allocate.*`),
@@ -67,7 +67,10 @@ pub(crate) struct ConformanceArgs {
     output: Format,
 }
 
-/// Runs the rules, prints the report, and fails when a rule failed.
+/// Runs the rules, prints the report, and fails when a rule failed (exit
+/// status 1) or the run could not be made ([`RunError`], 3).
+///
+/// [`RunError`]: crate::conformance::RunError
 pub(crate) async fn run(args: ConformanceArgs) -> anyhow::Result<()> {
     let mut conformance = match (args.registry, args.kubelet_dir) {
         (Some(path), _) => Conformance::registration(path),
@@ -92,17 +95,17 @@ pub(crate) async fn run(args: ConformanceArgs) -> anyhow::Result<()> {
         .rules(args.rules)
         .skip(args.skip);
     let run = RunInfo::now();
-    let report = conformance.run().await.map_err(|e| e.to_string());
+    let report = conformance.run().await;
     // The JUnit file is written whatever happens: a CI reporter pointed at
     // it shows a run that could not start rather than nothing.
     if let Some(file) = &args.junit {
         let xml = match &report {
             Ok(report) => output::conformance::junit(report, &run),
-            Err(why) => output::conformance::junit_error(why, &run),
+            Err(why) => output::conformance::junit_error(&why.to_string(), &run),
         };
         std::fs::write(file, xml).with_context(|| format!("write {}", file.display()))?;
     }
-    let report = report.map_err(anyhow::Error::msg)?;
+    let report = report?;
     let mut out = std::io::stdout().lock();
     output::conformance::report(&report, args.output, &mut out)?;
     match report.failures() {

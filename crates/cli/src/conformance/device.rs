@@ -49,7 +49,7 @@ pub(crate) async fn rules(
 
     let mut options = None;
     report
-        .run(&DP_OPTIONS, async {
+        .run_needed(&DP_OPTIONS, async {
             match call::unary(
                 timeout,
                 client.clone().get_device_plugin_options(dp::Empty {}),
@@ -83,7 +83,7 @@ pub(crate) async fn rules(
     // The stream stays open for the rest of the rules, as the kubelet's does.
     let mut stream = None;
     report
-        .run(&DP_FIRST_LIST, async {
+        .run_needed(&DP_FIRST_LIST, async {
             let start = tokio::time::Instant::now();
             let opened = async {
                 let mut s = client.list_and_watch(dp::Empty {}).await?.into_inner();
@@ -164,7 +164,7 @@ async fn allocation_rules(
     let timeout = deadlines.device_call();
     let mut allocated = None;
     report
-        .run(&DP_ALLOCATE, async {
+        .run_needed(&DP_ALLOCATE, async {
             let (verdict, answer) = allocate_rule(client.clone(), &ids[0], timeout).await;
             allocated = answer;
             verdict

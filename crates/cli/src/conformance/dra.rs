@@ -56,7 +56,7 @@ pub(crate) async fn rules(
         }
     };
     report
-        .run(&DRA_SERVICES, services_rule(info, channel.clone(), timeout))
+        .run_needed(&DRA_SERVICES, services_rule(info, channel.clone(), timeout))
         .await;
     let unserved = report
         .outcomes
@@ -87,7 +87,7 @@ async fn claim_rules(
     let good: Vec<TestClaim> = claims.iter().filter(|c| !c.fails).cloned().collect();
     let mut first = None;
     report
-        .run(&DRA_PREPARE, async {
+        .run_needed(&DRA_PREPARE, async {
             match client.prepare(&good, timeout).await {
                 Err(e) => Verdict::Fail(e),
                 Ok(answer) => {

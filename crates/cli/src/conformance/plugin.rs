@@ -40,6 +40,10 @@ pub(crate) struct Plugin {
     command: Option<String>,
     instance: &'static str,
     child: Option<Child>,
+    /// The process group of the running command line (its first process's
+    /// id), kept apart from the child: a child waited for forgets its id,
+    /// while what it started may still run.
+    group: Option<Pid>,
     stdin: Option<ChildStdin>,
     /// The last lines the running plugin wrote to standard error, and the
     /// task that copies them.
@@ -55,6 +59,7 @@ impl Plugin {
             command,
             instance: FIRST_INSTANCE,
             child: None,
+            group: None,
             stdin: None,
             stderr_tail: Arc::default(),
             stderr_task: None,
@@ -69,6 +74,7 @@ impl Plugin {
             command: Some(command.clone()),
             instance: SECOND_INSTANCE,
             child: None,
+            group: None,
             stdin: None,
             stderr_tail: Arc::default(),
             stderr_task: None,
@@ -100,6 +106,10 @@ impl Plugin {
             .spawn()
             .map_err(|e| format!("start {line:?}: {e}"))?;
         self.stdin = child.stdin.take();
+        self.group = child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .and_then(Pid::from_raw);
         if let Some(stderr) = child.stderr.take() {
             self.stderr_tail = Arc::default();
             self.stderr_task = Some(tokio::spawn(pass_on(stderr, self.stderr_tail.clone())));
@@ -108,8 +118,17 @@ impl Plugin {
         Ok(())
     }
 
+    /// Whether it was started and has exited (by itself, or ended by what
+    /// a rule did to it).
+    pub(crate) fn exited(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|child| child.try_wait().is_ok_and(|status| status.is_some()))
+    }
+
     /// Stops it with SIGTERM, killing it after a grace period; says whether
-    /// it exited by itself.
+    /// it exited by itself. Returns once no process of its group runs (a
+    /// socket it listened on is closed then).
     pub(crate) async fn stop(&mut self) -> Result<bool, String> {
         let Some(mut child) = self.child.take() else {
             return Ok(true);
@@ -117,10 +136,7 @@ impl Plugin {
         let stdin = self.stdin.take();
         // The group is the plugin's (`process_group(0)`): every process of
         // the command line gets the signal, as in a container.
-        let group = child
-            .id()
-            .and_then(|id| i32::try_from(id).ok())
-            .and_then(Pid::from_raw);
+        let group = self.group.take();
         if let Some(group) = group {
             let _ = kill_process_group(group, Signal::TERM);
         }
@@ -137,6 +153,7 @@ impl Plugin {
         // Whatever of the group is left (a child the shell started).
         if let Some(group) = group {
             let _ = kill_process_group(group, Signal::KILL);
+            group_ended(group).await;
         }
         stopped
     }
@@ -148,18 +165,19 @@ impl Plugin {
             return Ok(());
         };
         self.stdin = None;
-        if let Some(group) = child
-            .id()
-            .and_then(|id| i32::try_from(id).ok())
-            .and_then(Pid::from_raw)
-        {
+        let group = self.group.take();
+        if let Some(group) = group {
             let _ = kill_process_group(group, Signal::KILL);
         }
-        child
+        let waited = child
             .wait()
             .await
             .map(|_| ())
-            .map_err(|e| format!("wait for the killed plugin: {e}"))
+            .map_err(|e| format!("wait for the killed plugin: {e}"));
+        if let Some(group) = group {
+            group_ended(group).await;
+        }
+        waited
     }
 
     /// Waits until it exits: its exit status and the last lines of its
@@ -191,6 +209,43 @@ impl Plugin {
             false => format!("{status}; its last words: {tail}"),
         }
     }
+}
+
+/// How long a killed group may take to end.
+const GROUP_END: Duration = Duration::from_secs(5);
+
+/// Waits, up to [`GROUP_END`], until no process of `group` runs: one still
+/// exiting holds its sockets open, and a plugin started again at once
+/// would find its socket answered and refuse it as in use. A process that
+/// has exited and waits to be reaped (by an init that may never reap it)
+/// holds nothing, and does not count.
+async fn group_ended(group: Pid) {
+    let deadline = tokio::time::Instant::now() + GROUP_END;
+    while group_runs(group.as_raw_nonzero().get()) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Whether a process of group `group` runs (is not a zombie), from
+/// `/proc/<pid>/stat`: the state and the group follow the command's
+/// closing parenthesis.
+fn group_runs(group: i32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            return false;
+        };
+        let Some((_, after)) = stat.rsplit_once(')') else {
+            return false;
+        };
+        let mut fields = after.split_whitespace();
+        let state = fields.next();
+        let _parent = fields.next();
+        let pgrp = fields.next().and_then(|g| g.parse::<i32>().ok());
+        pgrp == Some(group) && state != Some("Z") && state != Some("X")
+    })
 }
 
 /// Copies the plugin's standard error to the tool's, keeping the last

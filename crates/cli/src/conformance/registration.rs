@@ -43,7 +43,7 @@ pub(crate) async fn rules(
 ) -> Option<Registered> {
     let mut info = None;
     report
-        .run(&REG_GET_INFO, async {
+        .run_needed(&REG_GET_INFO, async {
             match get_info(socket, deadlines).await {
                 Ok(found) => {
                     let seen = format!(
@@ -81,7 +81,7 @@ pub(crate) async fn rules(
         .await;
     let mut endpoint = None;
     report
-        .run(&REG_ENDPOINT, async {
+        .run_needed(&REG_ENDPOINT, async {
             match check_endpoint(socket, &info.endpoint, deadlines).await {
                 Ok((path, seen)) => {
                     endpoint = Some(path);

@@ -35,7 +35,7 @@ pub(crate) async fn restart_rules(
 ) -> Option<PathBuf> {
     let socket = met.socket;
     report
-        .run(&REG_SOCKET_GONE, async {
+        .run_needed(&REG_SOCKET_GONE, async {
             match plugin.stop().await {
                 Err(e) => return Verdict::Fail(e),
                 Ok(false) => {
@@ -60,7 +60,7 @@ pub(crate) async fn restart_rules(
     let _ = std::fs::remove_file(socket);
     let mut found = None;
     report
-        .run(&REG_SOCKET_BACK, async {
+        .run_needed(&REG_SOCKET_BACK, async {
             if let Err(e) = plugin.start() {
                 return Verdict::Fail(e);
             }

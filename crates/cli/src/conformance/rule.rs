@@ -90,6 +90,9 @@ pub struct Report {
     pub plugin_type: String,
     /// Every rule of its type, in a fixed order.
     pub outcomes: Vec<Outcome>,
+    /// The rules to run: one left out is recorded as skipped, not run.
+    #[serde(skip)]
+    pub(crate) selection: Selection,
 }
 
 impl Report {
@@ -104,8 +107,23 @@ impl Report {
         });
     }
 
-    /// Runs `check` as `rule` and records what it finds, with its duration.
+    /// Runs `check` as `rule` and records what it finds, with its duration;
+    /// a rule the selection leaves out is recorded as skipped, and `check`
+    /// never runs (a rule that would hang or wait out a deadline costs
+    /// nothing).
     pub(crate) async fn run(&mut self, rule: &Rule, check: impl Future<Output = Verdict>) {
+        if let Some(why) = self.selection.leaves_out(rule.id) {
+            self.record(rule, Verdict::Skip(why), Duration::ZERO);
+            return;
+        }
+        self.run_needed(rule, check).await;
+    }
+
+    /// Runs `check` as `rule` whether or not the selection leaves it out:
+    /// what it finds (GetInfo's answer, the first device list, a prepare's
+    /// answer, the plugin stopped or started) is what the rules after it
+    /// need. A left-out rule's verdict is then reported as skipped.
+    pub(crate) async fn run_needed(&mut self, rule: &Rule, check: impl Future<Output = Verdict>) {
         let start = tokio::time::Instant::now();
         let verdict = check.await;
         self.record(rule, verdict, start.elapsed());
@@ -230,6 +248,30 @@ impl Selection {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_rule_left_out_is_recorded_as_skipped_and_never_run() {
+        let rule = crate::conformance::rules_for_tests::ANY;
+        let mut report = Report {
+            selection: Selection {
+                only: Vec::new(),
+                skip: vec![rule.id.into()],
+            },
+            ..Report::default()
+        };
+        let mut ran = false;
+        report
+            .run(&rule, async {
+                ran = true;
+                Verdict::Fail("ran".into())
+            })
+            .await;
+        assert!(!ran, "the check of a left-out rule runs");
+        assert!(matches!(
+            &report.outcome(rule.id).map(|o| &o.verdict),
+            Some(Verdict::Skip(why)) if why.contains("--skip")
+        ));
+    }
 
     #[test]
     fn rules_are_selected_by_id_or_by_prefix_at_a_dot() {

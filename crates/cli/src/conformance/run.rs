@@ -11,7 +11,7 @@ use super::deadlines::Deadlines;
 use super::kubelet_socket::KubeletSocket;
 use super::plugin::Plugin;
 use super::restarts::{self, Met};
-use super::rule::{Report, Verdict};
+use super::rule::{Report, Selection, Verdict};
 use super::rules::{self, *};
 use super::{csi, device, device_register, dra, registration, sockets};
 
@@ -42,6 +42,8 @@ pub(crate) struct Options {
     pub(crate) deadlines: Deadlines,
     /// How long a plugin may take to register again after a restart.
     pub(crate) restart_timeout: Duration,
+    /// The rules to run.
+    pub(crate) selection: Selection,
 }
 
 impl Options {
@@ -82,6 +84,7 @@ async fn device_plugin(
         plugin: socket.path().display().to_string(),
         plugin_type: plugin_type::DEVICE.into(),
         outcomes: Vec::new(),
+        selection: options.selection.clone(),
     };
     // A plugin that exits fails at once, with why; one that stays and does
     // not register fails after the start timeout.
@@ -130,6 +133,28 @@ async fn device_plugin(
     Ok(report)
 }
 
+/// Starts the plugin again when a rule ended it (a CSI registrar exits
+/// when the kubelet rejects its driver, as node-driver-registrar does, for
+/// its pod to restart it), so that the rules after it meet a running
+/// plugin and not the socket it left behind. Waits for its registration
+/// socket to answer.
+async fn revive(
+    plugin: &mut Plugin,
+    watched: &Path,
+    socket: &Path,
+    timeout: Duration,
+) -> Result<(), String> {
+    if !plugin.managed() || !plugin.exited() {
+        return Ok(());
+    }
+    // Ends what is left of its command line, as its pod's restart would.
+    plugin.stop().await?;
+    // Whatever it left behind, the restart gets a clean directory entry.
+    let _ = std::fs::remove_file(socket);
+    plugin.start()?;
+    sockets::find_socket(watched, timeout).await.map(|_| ())
+}
+
 /// A plugin met through its registration socket.
 async fn registered(
     options: &Options,
@@ -146,6 +171,7 @@ async fn registered(
     plugin.start()?;
     let mut report = Report {
         plugin: watched.display().to_string(),
+        selection: options.selection.clone(),
         ..Report::default()
     };
     // A plugin that exits before its socket appears fails at once.
@@ -165,6 +191,7 @@ async fn registered(
     let Some(found) = registration::rules(&mut report, &socket, deadlines).await else {
         return Ok(report);
     };
+    let revived = revive(plugin, watched, &socket, options.start_timeout()).await;
     let kind = found.info.r#type.clone();
     let from_api;
     let claims = match &options.kubeconfig {
@@ -203,6 +230,11 @@ async fn registered(
         report.skip_all(
             &restart,
             "the tool restarts only a plugin it starts (--exec)",
+        );
+    } else if let Err(why) = &revived {
+        report.skip_all(
+            &restart,
+            &format!("an earlier rule ended the plugin and it did not come back: {why}"),
         );
     } else {
         // For a DRA driver also a second instance beside the first, and claims
@@ -251,7 +283,7 @@ async fn registered(
     }
     // A plugin that does not come back after a clean restart is not tried
     // after a crash: the rule is reported as not run for that failure.
-    if options.restarts && plugin.managed() && !report.failed(&REG_SOCKET_BACK) {
+    if options.restarts && plugin.managed() && revived.is_ok() && !report.failed(&REG_SOCKET_BACK) {
         let timeout = options.restart_timeout;
         restarts::killed_rule(&mut report, plugin, &met, timeout, deadlines).await;
     }

@@ -236,7 +236,7 @@ mod tests {
         let mut report = Report {
             plugin: "/tmp/<reg>.sock".into(),
             plugin_type: "DRAPlugin".into(),
-            outcomes: Vec::new(),
+            ..Report::default()
         };
         report.record(&rule, Verdict::Pass("ok".into()), Duration::from_millis(5));
         report.record(

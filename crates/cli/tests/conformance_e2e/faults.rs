@@ -43,6 +43,9 @@ const DRA_FAULTS: &[(&str, &str, &str)] = &[
         "registration.survives-rejection",
         WARN,
     ),
+    // node-driver-registrar's way: exits, its socket left behind, and is
+    // started again by its pod; the rules after it meet the new process.
+    ("exit-on-rejection", "registration.survives-rejection", WARN),
     ("unserved-service", "dra.services", WARN),
     ("unserved-chosen-service", "dra.services", FAIL),
     ("extra-claim", "dra.prepare.by-uid", FAIL),

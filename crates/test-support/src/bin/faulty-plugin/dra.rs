@@ -109,6 +109,11 @@ impl reg::registration_server::Registration for Driver {
         request: Request<reg::RegistrationStatus>,
     ) -> Result<Response<reg::RegistrationStatusResponse>, Status> {
         let registered = request.get_ref().plugin_registered;
+        if !registered && self.is("exit-on-rejection") {
+            // As node-driver-registrar does (`os.Exit(1)`): no answer, and
+            // its sockets left behind; SIGTERM still removes them.
+            std::process::exit(1);
+        }
         if !registered && let Ok(mut rejected) = self.rejected.lock() {
             *rejected = true;
         }
