@@ -147,3 +147,74 @@ async fn example_device_plugin_registers_through_plugins_registry() {
     assert_eq!(plugin["state"], "registered");
     assert_eq!(plugin["name"], "example.com/device");
 }
+
+/// A plugin of the SDK, in this process, with one healthy device.
+struct SdkPlugin;
+
+#[nodeplugins_sdk::async_trait]
+impl nodeplugins_sdk::device_plugin::DevicePluginService for SdkPlugin {
+    async fn allocate(
+        &self,
+        _devices: Vec<String>,
+    ) -> Result<
+        nodeplugins_sdk::api::deviceplugin::v1beta1::ContainerAllocateResponse,
+        nodeplugins_sdk::tonic::Status,
+    > {
+        Ok(Default::default())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_sdk_device_plugin_serves_once_started_and_sees_its_registration_accepted_or_refused() {
+    use nodeplugins_sdk::RegistrationState;
+    use nodeplugins_sdk::api::deviceplugin::v1beta1::Device;
+    use nodeplugins_sdk::device_plugin::{DevicePluginServer, Devices};
+    use nodeplugins_test_support::wait::watch_until;
+
+    let root = tempfile::tempdir().unwrap();
+    let _agent = agent(root.path());
+    let devices = || {
+        Devices::new(vec![Device {
+            id: "d0".into(),
+            health: "Healthy".into(),
+            topology: None,
+        }])
+    };
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    // The kubelet refuses a resource name that is not an extended
+    // resource name; the plugin sees why.
+    let refused = DevicePluginServer::builder("not-extended", SdkPlugin)
+        .root_dir(root.path())
+        .devices(devices())
+        .start(shutdown.clone())
+        .await
+        .unwrap();
+    assert!(
+        std::os::unix::net::UnixStream::connect(refused.socket()).is_ok(),
+        "start returned before the plugin's socket answers"
+    );
+    let mut state = refused.registration();
+    let seen = watch_until("the refusal", &mut state, TIMEOUT, |s| {
+        matches!(s, RegistrationState::Rejected(_))
+    })
+    .await;
+    let RegistrationState::Rejected(reason) = seen else {
+        unreachable!()
+    };
+    assert!(reason.contains("not-extended"), "{reason}");
+
+    let accepted = DevicePluginServer::builder("example.com/sdk", SdkPlugin)
+        .root_dir(root.path())
+        .devices(devices())
+        .start(shutdown.clone())
+        .await
+        .unwrap();
+    let mut state = accepted.registration();
+    watch_until("the registration", &mut state, TIMEOUT, |s| {
+        *s == RegistrationState::Registered
+    })
+    .await;
+    shutdown.cancel();
+    refused.wait().await.unwrap();
+    accepted.wait().await.unwrap();
+}

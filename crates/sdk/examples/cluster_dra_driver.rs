@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use nodeplugins_sdk::api::dra_health::v1::HealthStatus;
+use nodeplugins_sdk::dra_driver::DeviceHealth;
 use nodeplugins_sdk::dra_driver::{
     Claim, ContainerEdits, DraDriver, DraDriverServer, HealthReporter, Pool, PreparedClaim,
     PreparedDevice, Resources,
@@ -83,7 +83,7 @@ async fn main() -> anyhow::Result<()> {
     resources.set_pool(&node, Pool::new(devices.to_vec()));
     let health = HealthReporter::new();
     for gpu in GPUS {
-        health.set(&node, gpu, HealthStatus::Healthy, "");
+        health.set(&node, gpu, DeviceHealth::Healthy, "");
     }
 
     let server = DraDriverServer::builder(DRIVER, Arc::new(Gpus))

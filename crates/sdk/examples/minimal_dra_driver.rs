@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use nodeplugins_sdk::api::dra_health::v1::HealthStatus;
+use nodeplugins_sdk::dra_driver::DeviceHealth;
 use nodeplugins_sdk::dra_driver::{
     Claim, DraDriver, DraDriverServer, HealthReporter, PreparedClaim, PreparedDevice,
 };
@@ -49,7 +49,7 @@ async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let root = args.next().unwrap_or_else(|| "/var/lib/kubelet".into());
     let health = HealthReporter::new();
-    health.set("node-1", "gpu-0", HealthStatus::Healthy, "");
+    health.set("node-1", "gpu-0", DeviceHealth::Healthy, "");
     let mut driver = DraDriverServer::builder("minimal.example.com", Arc::new(Driver))
         .root_dir(&root)
         .health(health);

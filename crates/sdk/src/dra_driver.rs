@@ -72,7 +72,7 @@ pub use container_edits::{CdiDeviceNode, CdiMount, ContainerEdits};
 pub use device_metadata::{DEVICE_METADATA_API_VERSION, DEVICE_METADATA_CONTAINER_DIR};
 pub use driver::DraDriver;
 pub use error::{DraDriverError, DraDriverErrorHandler};
-pub use health::{HEALTH_RESEND_INTERVAL, HEALTH_TIMEOUT_SECONDS, HealthReporter};
+pub use health::{DeviceHealth, HEALTH_RESEND_INTERVAL, HEALTH_TIMEOUT_SECONDS, HealthReporter};
 pub use serializer::SERIALIZE_LOCK_FILE;
 pub use server::DraDriverServer;
 #[cfg(feature = "kube")]

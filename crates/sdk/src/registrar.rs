@@ -34,6 +34,7 @@ pub struct PluginRegistration {
 
 /// Where registration stands, as the kubelet last said.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RegistrationState {
     /// Serving; the kubelet has not answered yet.
     Pending,
@@ -46,6 +47,7 @@ pub enum RegistrationState {
 
 /// Why the registrar could not start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RegistrarError {
     /// A socket name and a rolling-update instance were both given.
     #[error("a socket name and a rolling-update instance id are mutually exclusive")]

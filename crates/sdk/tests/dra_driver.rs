@@ -11,11 +11,10 @@ use std::sync::Arc;
 
 use nodeplugins_api::dra::v1;
 use nodeplugins_api::dra::v1::dra_plugin_client::DraPluginClient;
-use nodeplugins_api::dra_health::v1::HealthStatus;
 use nodeplugins_api::transport::dial;
 use nodeplugins_sdk::dra_driver::{
-    ApiVersions, Claim, DEVICE_METADATA_API_VERSION, DeviceMetadata, DraDriver, DraDriverError,
-    DraDriverServer, HealthReporter, PreparedClaim, PreparedDevice,
+    ApiVersions, Claim, DEVICE_METADATA_API_VERSION, DeviceHealth, DeviceMetadata, DraDriver,
+    DraDriverError, DraDriverServer, HealthReporter, PreparedClaim, PreparedDevice,
 };
 use nodeplugins_test_support::fake_kubelet;
 use nodeplugins_test_support::process::ChildProcess;
@@ -67,8 +66,8 @@ impl DraDriver for Driver {
 async fn a_grpcio_kubelet_registers_prepares_and_watches_health_in_every_version() {
     let root = tempfile::tempdir().unwrap();
     let health = HealthReporter::new();
-    health.set("pool", "gpu-0", HealthStatus::Healthy, "");
-    health.set("pool", "gpu-1", HealthStatus::Unhealthy, "too hot");
+    health.set("pool", "gpu-0", DeviceHealth::Healthy, "");
+    health.set("pool", "gpu-1", DeviceHealth::Unhealthy, "too hot");
     let shutdown = CancellationToken::new();
     let server = DraDriverServer::builder(DRIVER, Arc::new(Driver::default()))
         .root_dir(root.path())

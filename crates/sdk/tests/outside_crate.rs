@@ -18,12 +18,22 @@ fn workspace() -> PathBuf {
         .unwrap()
 }
 
+/// The ```toml blocks of the plugin author's guide, in order.
+fn documented_blocks() -> Vec<String> {
+    let guide = std::fs::read_to_string(workspace().join("docs/plugin-authors.md")).unwrap();
+    guide
+        .split("```toml\n")
+        .skip(1)
+        .map(|rest| rest[..rest.find("```").unwrap()].to_string())
+        .collect()
+}
+
 /// The first ```toml block of the plugin author's guide.
 fn documented_dependencies() -> String {
-    let guide = std::fs::read_to_string(workspace().join("docs/plugin-authors.md")).unwrap();
-    let start = guide.find("```toml\n").expect("a toml block in the guide") + "```toml\n".len();
-    let end = start + guide[start..].find("```").unwrap();
-    guide[start..end].to_string()
+    documented_blocks()
+        .into_iter()
+        .next()
+        .expect("a toml block in the guide")
 }
 
 /// The workspace's profile settings, so that the crate's dependencies are
@@ -37,9 +47,9 @@ fn profiles() -> String {
     manifest[start..].to_string()
 }
 
-#[test]
-fn the_guides_examples_build_as_a_crate_of_their_own_with_the_documented_lines() {
-    let dependencies = documented_dependencies();
+/// Builds `examples` (of the SDK) as the binaries of a new crate outside
+/// the workspace whose `[dependencies]` are `dependencies`.
+fn build_outside(dependencies: &str, examples: &[&str]) {
     assert!(
         dependencies.starts_with("[dependencies]\n"),
         "{dependencies}"
@@ -54,7 +64,7 @@ fn the_guides_examples_build_as_a_crate_of_their_own_with_the_documented_lines()
     std::fs::write(dir.path().join("Cargo.toml"), manifest).unwrap();
     let bins = dir.path().join("src/bin");
     std::fs::create_dir_all(&bins).unwrap();
-    for example in ["minimal_dra_driver.rs", "minimal_device_plugin.rs"] {
+    for example in examples {
         std::fs::copy(sdk.join("examples").join(example), bins.join(example)).unwrap();
     }
     // The workspace's lock file: the same versions, nothing fetched.
@@ -77,4 +87,34 @@ fn the_guides_examples_build_as_a_crate_of_their_own_with_the_documented_lines()
         "the examples do not build as a crate of their own:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn the_guides_examples_build_as_a_crate_of_their_own_with_the_documented_lines() {
+    build_outside(
+        &documented_dependencies(),
+        &["minimal_dra_driver.rs", "minimal_device_plugin.rs"],
+    );
+}
+
+/// A DRA driver in a cluster, in a program that picks its own Kubernetes
+/// version (not the workspace's `v1_37`) and TLS stack with the guide's
+/// lines for `kube`: the SDK picks neither, so it builds on the program's.
+#[test]
+fn the_cluster_example_builds_on_the_kubernetes_version_its_program_picks() {
+    let blocks = documented_blocks();
+    let kube = blocks
+        .iter()
+        .find(|b| b.contains("k8s-openapi"))
+        .expect("the guide's lines for the kube feature");
+    assert!(
+        !kube.contains("v1_37"),
+        "the guide shows the workspace's own version: {kube}"
+    );
+    let plain: String = documented_dependencies()
+        .lines()
+        .filter(|l| !l.starts_with("nodeplugins-sdk"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    build_outside(&format!("{plain}{kube}"), &["cluster_dra_driver.rs"]);
 }

@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use nodeplugins_api::dra_health::v1::HealthStatus;
+use nodeplugins_sdk::dra_driver::DeviceHealth;
 use nodeplugins_sdk::dra_driver::{
     ApiVersions, Claim, ClaimRef, DraDriver, DraDriverBuilder, DraDriverServer, HealthReporter,
     PreparedClaim, PreparedDevice,
@@ -144,7 +144,7 @@ impl FakeDraDriver {
     pub async fn start(root: &Path, options: FakeDraOptions) -> Self {
         let tag = options.instance.clone().unwrap_or_else(|| "default".into());
         let health = HealthReporter::new();
-        health.set("pool", "dev-0", HealthStatus::Healthy, "");
+        health.set("pool", "dev-0", DeviceHealth::Healthy, "");
         let mut driver = Self {
             tag,
             root: root.to_owned(),

@@ -265,6 +265,9 @@ async fn write_once(
 }
 
 /// A new CSINode for `node`, owned by it, with `drivers`.
+// The fields of a CSINode differ between Kubernetes versions, and the
+// application picks the version: the rest is defaulted whatever it is.
+#[allow(clippy::needless_update)]
 fn new_csinode(node: &Node, drivers: Vec<CSINodeDriver>) -> CSINode {
     let name = node.metadata.name.clone().unwrap_or_default();
     CSINode {

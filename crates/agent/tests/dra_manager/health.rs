@@ -2,7 +2,7 @@
 
 use nodeplugins::dra::HealthService;
 use nodeplugins_api::constants::dra_service;
-use nodeplugins_api::dra_health::v1::HealthStatus;
+use nodeplugins_sdk::dra_driver::DeviceHealth;
 use nodeplugins_test_support::fake_dra_driver::FakeDraOptions;
 
 use super::{DRIVER, Node};
@@ -41,7 +41,7 @@ async fn device_health_follows_the_stream_in_both_versions() {
 
         plugin
             .health()
-            .set("pool", "dev-0", HealthStatus::Unhealthy, "fell off the bus");
+            .set("pool", "dev-0", DeviceHealth::Unhealthy, "fell off the bus");
         let status = node
             .wait("device unhealthy", |s| {
                 s.is_some_and(|s| s.devices.iter().any(|d| d.health == "Unhealthy"))

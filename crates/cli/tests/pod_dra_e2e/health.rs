@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use nodeplugins_api::dra_health::v1::HealthStatus;
+use nodeplugins_sdk::dra_driver::DeviceHealth;
 use nodeplugins_sdk::dra_driver::{DraDriverServer, HealthReporter, Pool, Resources};
 use nodeplugins_sdk::k8s_openapi::api::resource::v1::Device;
 use nodeplugins_test_support::echo_dra_driver::AllocationEcho;
@@ -48,7 +48,7 @@ async fn the_kubelet_reports_a_device_unknown_once_the_drivers_health_checker_st
     // The driver's health checker reports once, then stops; the driver
     // goes on sending its health stream every 200 ms.
     let health = HealthReporter::with_timeout(CHECK_TIMEOUT);
-    health.set(NODE, "gpu-0", HealthStatus::Healthy, "");
+    health.set(NODE, "gpu-0", DeviceHealth::Healthy, "");
     let resources = Resources::new();
     let gpu = Device {
         name: "gpu-0".into(),
@@ -101,7 +101,7 @@ async fn the_kubelet_reports_a_device_unknown_once_the_drivers_health_checker_st
 
     // The checker's last report, now: the claim's binding and prepare may
     // have taken longer than the timeout on a loaded machine.
-    health.set(NODE, "gpu-0", HealthStatus::Healthy, "");
+    health.set(NODE, "gpu-0", DeviceHealth::Healthy, "");
     // Reported healthy while the checker's report holds...
     let healthy = kubelet_health(&mut kubelet).await;
     assert_eq!(healthy, ["Healthy"]);

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Parser;
-use nodeplugins_sdk::api::dra_health::v1::HealthStatus;
+use nodeplugins_sdk::dra_driver::DeviceHealth;
 use nodeplugins_sdk::dra_driver::{
     ApiVersions, Claim, ContainerEdits, DraDriver, DraDriverServer, HEALTH_RESEND_INTERVAL,
     HealthReporter, Pool, PreparedClaim, PreparedDevice, Resources,
@@ -235,7 +235,7 @@ fn main() -> anyhow::Result<()> {
     let names: Vec<String> = (0..flags.devices).map(|i| format!("gpu-{i}")).collect();
     if let Some(health) = &health {
         for name in &names {
-            health.set(&pool, name, HealthStatus::Healthy, "");
+            health.set(&pool, name, DeviceHealth::Healthy, "");
         }
     }
     let driver = Arc::new(ExampleDriver {
@@ -286,22 +286,22 @@ fn main() -> anyhow::Result<()> {
                         _ = check.tick() => {
                             for (i, name) in names.iter().enumerate() {
                                 if i >= broken {
-                                    health.set(&pool, name, HealthStatus::Healthy, "");
+                                    health.set(&pool, name, DeviceHealth::Healthy, "");
                                 } else {
-                                    health.set(&pool, name, HealthStatus::Unhealthy, BROKEN);
+                                    health.set(&pool, name, DeviceHealth::Unhealthy, BROKEN);
                                 }
                             }
                         }
                         _ = unhealthy.recv() => {
                             if let Some(name) = names.get(broken) {
-                                health.set(&pool, name, HealthStatus::Unhealthy, BROKEN);
+                                health.set(&pool, name, DeviceHealth::Unhealthy, BROKEN);
                                 tracing::info!(device = %name, "marked unhealthy");
                                 broken += 1;
                             }
                         }
                         _ = healthy.recv() => {
                             for name in &names {
-                                health.set(&pool, name, HealthStatus::Healthy, "");
+                                health.set(&pool, name, DeviceHealth::Healthy, "");
                             }
                             broken = 0;
                             tracing::info!("all devices healthy");

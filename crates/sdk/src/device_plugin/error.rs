@@ -8,6 +8,7 @@ use crate::registrar::RegistrarError;
 
 /// Why the plugin stopped.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DevicePluginError {
     /// The socket could not be served.
     #[error(transparent)]

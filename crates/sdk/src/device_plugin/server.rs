@@ -12,6 +12,7 @@ use nodeplugins_api::constants::layout::{
 };
 use nodeplugins_api::deviceplugin::v1beta1 as dp;
 use nodeplugins_api::transport::{BoundSocket, serve};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -21,7 +22,7 @@ use super::grpc::{Server, options};
 use super::kubelet::register_with_kubelet;
 use super::registration::Registration;
 use super::service::DevicePluginService;
-use crate::registrar::{PluginRegistration, Registrar};
+use crate::registrar::{PluginRegistration, Registrar, RegistrationState};
 
 /// Settings of a [`DevicePluginServer`], ending in [`start`](Self::start).
 pub struct DevicePluginBuilder {
@@ -79,8 +80,10 @@ impl DevicePluginBuilder {
     }
 
     /// Serves and registers until `shutdown`, binding and registering again
-    /// whenever the kubelet restarts. Returns once the directory is watched;
-    /// the first socket is bound and registered in the background.
+    /// whenever the kubelet restarts. Returns once the plugin serves: the
+    /// directory is watched and the socket bound, answering calls; the
+    /// registration goes on in the background, and
+    /// [`DevicePluginServer::registration`] tells where it stands.
     pub async fn start(
         self,
         shutdown: CancellationToken,
@@ -102,11 +105,14 @@ impl DevicePluginBuilder {
             .into_event_stream([0u8; 4096])
             .map_err(watch_error)?;
         let socket = self.socket();
+        let first = BoundSocket::bind(&socket, None).await?;
         let devices = self.devices.clone();
-        let task = tokio::spawn(self.serve(events, shutdown));
+        let (state, registration) = watch::channel(RegistrationState::Pending);
+        let task = tokio::spawn(self.serve(events, first, state, shutdown));
         Ok(DevicePluginServer {
             socket,
             devices,
+            registration,
             task,
         })
     }
@@ -114,12 +120,19 @@ impl DevicePluginBuilder {
     async fn serve(
         self,
         mut events: inotify::EventStream<[u8; 4096]>,
+        first: BoundSocket,
+        state: watch::Sender<RegistrationState>,
         shutdown: CancellationToken,
     ) -> Result<(), DevicePluginError> {
+        let mut first = Some(first);
         loop {
             let round = shutdown.child_token();
             let socket = self.socket();
-            let bound = BoundSocket::bind(&socket, None).await?;
+            let bound = match first.take() {
+                Some(bound) => bound,
+                None => BoundSocket::bind(&socket, None).await?,
+            };
+            state.send_replace(RegistrationState::Pending);
             let bound_identity = file_identity(&socket);
             let router = tonic::transport::Server::builder().add_service(
                 dp::device_plugin_server::DevicePluginServer::new(Server {
@@ -137,6 +150,7 @@ impl DevicePluginBuilder {
                 &self.socket_name,
                 &self.resource,
                 options(self.service.as_ref()),
+                &state,
                 &round,
             );
             tokio::pin!(kubelet_registration);
@@ -159,6 +173,9 @@ impl DevicePluginBuilder {
                     .await?
                 }),
             };
+            if let Some(registrar) = &registrar {
+                tokio::spawn(follow(registrar.state(), state.clone(), round.clone()));
+            }
             let end = loop {
                 let event = tokio::select! {
                     () = shutdown.cancelled() => break RoundEnd::Shutdown,
@@ -203,6 +220,22 @@ impl DevicePluginBuilder {
     }
 }
 
+/// Copies the registrar's state to the plugin's until the round ends.
+async fn follow(
+    mut from: watch::Receiver<RegistrationState>,
+    to: watch::Sender<RegistrationState>,
+    round: CancellationToken,
+) {
+    loop {
+        let now = from.borrow_and_update().clone();
+        to.send_replace(now);
+        tokio::select! {
+            () = round.cancelled() => return,
+            changed = from.changed() => if changed.is_err() { return },
+        }
+    }
+}
+
 /// Why a serving round ended.
 enum RoundEnd {
     Shutdown,
@@ -213,6 +246,7 @@ enum RoundEnd {
 pub struct DevicePluginServer {
     socket: PathBuf,
     devices: Devices,
+    registration: watch::Receiver<RegistrationState>,
     task: JoinHandle<Result<(), DevicePluginError>>,
 }
 
@@ -244,6 +278,15 @@ impl DevicePluginServer {
     /// The device list; every change goes out on ListAndWatch.
     pub fn devices(&self) -> &Devices {
         &self.devices
+    }
+
+    /// Where the registration stands, as the kubelet last answered: pending
+    /// (again after each kubelet restart), registered, or rejected with
+    /// the kubelet's reason. A rejected plugin is still retried; one that
+    /// would rather stop (as node-driver-registrar does) watches this and
+    /// stops.
+    pub fn registration(&self) -> watch::Receiver<RegistrationState> {
+        self.registration.clone()
     }
 
     /// Waits until the plugin stops (after shutdown) and its socket is removed.

@@ -127,7 +127,21 @@ fn allocated_device(result: &DeviceRequestAllocationResult) -> AllocatedDevice {
             .binding_failure_conditions
             .clone()
             .unwrap_or_default(),
-        skip_node_operations: result.skip_node_operations.clone().unwrap_or_default(),
+        skip_node_operations: skip_node_operations(result),
+    }
+}
+
+// The application picks the Kubernetes version; the field came in 1.37.
+k8s_openapi::k8s_if_ge_1_37! {
+    /// The node operations the allocation asks the driver to skip.
+    fn skip_node_operations(result: &DeviceRequestAllocationResult) -> Vec<String> {
+        result.skip_node_operations.clone().unwrap_or_default()
+    }
+}
+k8s_openapi::k8s_if_le_1_36! {
+    /// None before Kubernetes 1.37, which has no such field.
+    fn skip_node_operations(_: &DeviceRequestAllocationResult) -> Vec<String> {
+        Vec::new()
     }
 }
 

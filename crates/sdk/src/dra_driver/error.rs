@@ -10,6 +10,7 @@ use crate::registrar::RegistrarError;
 /// (given to the driver's [`on_error`](super::DraDriverBuilder::on_error)
 /// handler, recoverable or fatal as the Go helper's errors are).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DraDriverError {
     /// Neither API version is enabled.
     #[error("no supported DRA gRPC API is implemented and enabled")]

@@ -18,10 +18,33 @@ pub const HEALTH_RESEND_INTERVAL: Duration = Duration::from_secs(10);
 /// resend intervals.
 pub const HEALTH_TIMEOUT_SECONDS: i64 = 30;
 
+/// A device's health as the driver sees it. (The wire's enum stays
+/// inside the SDK, as the Go helper keeps it: a plugin's code does not
+/// change with the API's version.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceHealth {
+    /// Works.
+    Healthy,
+    /// Does not work: the kubelet marks the containers using it.
+    Unhealthy,
+    /// Not known (its check failed or did not run).
+    Unknown,
+}
+
+impl DeviceHealth {
+    fn wire(self) -> health_v1::HealthStatus {
+        match self {
+            Self::Healthy => health_v1::HealthStatus::Healthy,
+            Self::Unhealthy => health_v1::HealthStatus::Unhealthy,
+            Self::Unknown => health_v1::HealthStatus::Unknown,
+        }
+    }
+}
+
 /// What was last reported of one device.
 #[derive(Debug, Clone, PartialEq)]
 struct Report {
-    health: health_v1::HealthStatus,
+    health: DeviceHealth,
     message: String,
     /// When the driver last reported it (with [`HealthReporter::set`]).
     at: SystemTime,
@@ -82,13 +105,7 @@ impl HealthReporter {
     /// Reports the health of `device` in `pool` now, with an explanation.
     /// A change goes out at once; the same health again renews the report
     /// (its time goes out with the next resend).
-    pub fn set(
-        &self,
-        pool: &str,
-        device: &str,
-        health: health_v1::HealthStatus,
-        message: impl Into<String>,
-    ) {
+    pub fn set(&self, pool: &str, device: &str, health: DeviceHealth, message: impl Into<String>) {
         self.set_at(pool, device, health, message.into(), SystemTime::now());
     }
 
@@ -96,7 +113,7 @@ impl HealthReporter {
         &self,
         pool: &str,
         device: &str,
-        health: health_v1::HealthStatus,
+        health: DeviceHealth,
         message: String,
         at: SystemTime,
     ) {
@@ -142,7 +159,7 @@ impl HealthReporter {
                     let stale = now.duration_since(report.at).is_ok_and(|age| age > timeout);
                     let (health, message) = if stale {
                         let message = format!("no health check for over {}s", timeout.as_secs());
-                        (health_v1::HealthStatus::Unknown, message)
+                        (DeviceHealth::Unknown, message)
                     } else {
                         (report.health, report.message.clone())
                     };
@@ -151,7 +168,7 @@ impl HealthReporter {
                             pool_name: pool.clone(),
                             device_name: device.clone(),
                         }),
-                        health: health as i32,
+                        health: health.wire() as i32,
                         last_updated_time: unix_seconds(report.at),
                         health_check_timeout_seconds: timeout.as_secs() as i64,
                         message,
@@ -257,7 +274,7 @@ mod tests {
     fn a_resend_carries_the_time_of_the_last_report_and_a_silent_checker_reads_unknown() {
         let reporter = HealthReporter::with_timeout(Duration::from_secs(20));
         let t0 = UNIX_EPOCH + Duration::from_secs(1_000);
-        reporter.set_at("p", "gpu-0", HealthStatus::Healthy, String::new(), t0);
+        reporter.set_at("p", "gpu-0", DeviceHealth::Healthy, String::new(), t0);
         let healthy = HealthStatus::Healthy as i32;
         // Sent again later: still the time it was reported.
         assert_eq!(
@@ -272,7 +289,7 @@ mod tests {
         );
         // Checked again: the same health, a new time.
         let t1 = t0 + Duration::from_secs(22);
-        reporter.set_at("p", "gpu-0", HealthStatus::Healthy, String::new(), t1);
+        reporter.set_at("p", "gpu-0", DeviceHealth::Healthy, String::new(), t1);
         assert_eq!(
             sent(&reporter, t1 + Duration::from_secs(1)),
             [("gpu-0".into(), healthy, 1_022, 20)]
@@ -283,15 +300,15 @@ mod tests {
     fn only_a_change_or_a_removal_wakes_the_streams() {
         let reporter = HealthReporter::new();
         let mut changes = reporter.shared.table.subscribe();
-        reporter.set("p", "gpu-0", HealthStatus::Healthy, "");
+        reporter.set("p", "gpu-0", DeviceHealth::Healthy, "");
         assert!(changes.has_changed().unwrap());
         changes.borrow_and_update();
-        reporter.set("p", "gpu-0", HealthStatus::Healthy, "");
+        reporter.set("p", "gpu-0", DeviceHealth::Healthy, "");
         assert!(
             !changes.has_changed().unwrap(),
             "a renewal waits for the resend"
         );
-        reporter.set("p", "gpu-0", HealthStatus::Unhealthy, "hot");
+        reporter.set("p", "gpu-0", DeviceHealth::Unhealthy, "hot");
         assert!(changes.has_changed().unwrap());
         changes.borrow_and_update();
         reporter.remove("p", "gpu-0");

@@ -8,6 +8,7 @@ use super::pool::InvalidPool;
 /// Why publishing a pool failed. Each goes to the driver's error handler
 /// ([`DraDriverBuilder::on_publish_error`](crate::dra_driver::DraDriverBuilder::on_publish_error)).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PublishError {
     /// The API would refuse the pool: it is not sent, nor retried until it
     /// changes.

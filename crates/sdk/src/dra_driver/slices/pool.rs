@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::NodeSelector;
-use k8s_openapi::api::resource::v1::{CounterSet, Device};
+use k8s_openapi::api::resource::v1::{CounterSet, Device, DeviceAttribute};
 
 /// The most devices a ResourceSlice may hold (`ResourceSliceMaxDevices`).
 pub const MAX_DEVICES_PER_SLICE: usize = 128;
@@ -208,6 +208,7 @@ impl Pool {
 
 /// Why the API would refuse a pool.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum InvalidPool {
     /// A pool needs a slice.
     #[error("a pool needs at least one slice")]
@@ -289,9 +290,26 @@ fn advanced(device: &Device) -> bool {
             .consumes_counters
             .as_ref()
             .is_some_and(|c| !c.is_empty())
-        || device.attributes.iter().flatten().any(|(_, a)| {
-            a.bools.is_some() || a.ints.is_some() || a.strings.is_some() || a.versions.is_some()
-        })
+        || device
+            .attributes
+            .iter()
+            .flatten()
+            .any(|(_, a)| list_valued(a))
+}
+
+// The application picks the Kubernetes version; list-valued attributes came
+// in 1.36.
+k8s_openapi::k8s_if_ge_1_36! {
+    /// Whether an attribute holds a list.
+    fn list_valued(a: &DeviceAttribute) -> bool {
+        a.bools.is_some() || a.ints.is_some() || a.strings.is_some() || a.versions.is_some()
+    }
+}
+k8s_openapi::k8s_if_le_1_35! {
+    /// None does before Kubernetes 1.36.
+    fn list_valued(_: &DeviceAttribute) -> bool {
+        false
+    }
 }
 
 /// How many devices a slice of `devices` may hold.
