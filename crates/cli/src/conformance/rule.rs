@@ -251,7 +251,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_rule_left_out_is_recorded_as_skipped_and_never_run() {
-        let rule = crate::conformance::rules_for_tests::ANY;
+        let rule = Rule {
+            id: "device.allocate.concurrent",
+            statement: "answers concurrent Allocate calls",
+            upstream: "a test rule",
+        };
         let mut report = Report {
             selection: Selection {
                 only: Vec::new(),
