@@ -7,7 +7,7 @@ use nodeplugins_sdk::registrar::{
     PluginRegistration, Registrar, RegistrarError, RegistrationState,
 };
 use nodeplugins_test_support::fake_kubelet;
-use nodeplugins_test_support::wait::{TIMEOUT, watch_until};
+use nodeplugins_test_support::wait::{TIMEOUT, eventually, watch_until};
 use tokio_util::sync::CancellationToken;
 
 fn info() -> PluginRegistration {
@@ -78,6 +78,16 @@ async fn replaces_a_stale_socket_of_its_own_name_but_not_a_live_one() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gpu.example.com-reg.sock");
     drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+    // Stale once nothing answers on it: a process another test starts at
+    // this moment holds a copy of the listener until its exec closes it.
+    let refused = || {
+        std::os::unix::net::UnixStream::connect(&path)
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused)
+    };
+    eventually("the dropped listener refusing", TIMEOUT, || async {
+        refused().then_some(())
+    })
+    .await;
     let first = Registrar::builder(info())
         .registry_dir(dir.path())
         .start(CancellationToken::new())
