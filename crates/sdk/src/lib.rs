@@ -49,6 +49,8 @@ pub use k8s_openapi;
 pub use kube;
 pub use nodeplugins_api as api;
 pub use registrar::{PluginRegistration, Registrar, RegistrarBuilder, RegistrationState};
+/// The token every server's `start` takes and stops on.
+pub use tokio_util::sync::CancellationToken;
 /// The gRPC crate whose `Status` the device plugin traits return, at the
 /// version the SDK is built with.
 pub use tonic;
