@@ -279,7 +279,7 @@ impl Agent {
             agent.devices_handle.clone(),
             agent.dra_handle.clone(),
             runtime,
-            handle.connection(),
+            &handle,
         ));
         agent.kube = Some((publisher, handle));
         Ok(agent)

@@ -351,3 +351,27 @@ async fn dra_event_kinds(root: &Path, driver: &str) -> Vec<String> {
         .filter_map(|e| e["kind"].as_str().map(str::to_string))
         .collect()
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_agent_lists_its_node_once_for_the_publisher_and_the_pods_both() {
+    let api = api().await;
+    let root = tempfile::tempdir().unwrap();
+    let before = api.request_counts().await;
+    let _agent = publishing_agent(&api, root.path(), &[]);
+    let mut plugin = example_device_plugin(root.path(), RESOURCE, 2);
+    node_when(&api, NODE, "resource published", |n| {
+        has(n, RESOURCE, "2", "2")
+    })
+    .await;
+    // The pods' caches are filled once their watches have listed.
+    let counts = eventually("the pods and services listed", TIMEOUT, || async {
+        let counts = api.request_counts().await.since(&before, &[]);
+        let listed = |key: &str| counts.0.get(key).copied().unwrap_or(0.0) >= 1.0;
+        (listed("LIST pods") && listed("LIST services")).then_some(counts)
+    })
+    .await;
+    // One listing of the Node: the publisher's watch of it feeds the
+    // pods' cache too.
+    assert_eq!(counts.0.get("LIST nodes"), Some(&1.0), "{counts:?}");
+    plugin.kill().await;
+}

@@ -16,6 +16,7 @@ use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::storage::v1::CSINode;
 use kube::Api;
+use kube::runtime::reflector::store::Writer;
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::time::Instant;
 
@@ -32,10 +33,17 @@ pub(crate) enum Seen<K> {
 }
 
 /// A watch of one object by name.
-pub(crate) struct Watch<K> {
+pub(crate) struct Watch<K>
+where
+    K: Watched,
+{
     events: BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>,
     /// What the listing in progress found.
     listing: Option<Arc<K>>,
+    /// A store kept current with what this watch sees, for other readers
+    /// of the object (the node's pods read its Node there): one watch
+    /// serves both.
+    mirror: Option<Writer<K>>,
 }
 
 impl<K> Watch<K>
@@ -49,7 +57,20 @@ where
         Self {
             events: watcher(api, config).default_backoff().boxed(),
             listing: None,
+            mirror: None,
         }
+    }
+
+    /// Keeps `mirror`'s store current with what this watch sees.
+    pub(crate) fn mirroring(mut self, mirror: Option<Writer<K>>) -> Self {
+        self.mirror = mirror;
+        self
+    }
+
+    /// The mirror's writer, for the watch that replaces this one (its
+    /// store keeps what it has until the new listing replaces it whole).
+    pub(crate) fn into_mirror(self) -> Option<Writer<K>> {
+        self.mirror
     }
 
     /// The next change of the object.
@@ -61,6 +82,9 @@ where
                 // is seen.
                 None => std::future::pending().await,
             };
+            if let (Ok(event), Some(mirror)) = (&event, self.mirror.as_mut()) {
+                mirror.apply_watcher_event(event);
+            }
             match event {
                 Ok(watcher::Event::Init) => self.listing = None,
                 Ok(watcher::Event::InitApply(object)) => self.listing = Some(Arc::new(object)),

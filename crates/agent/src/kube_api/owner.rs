@@ -14,6 +14,7 @@ use std::time::SystemTime;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::storage::v1::CSINode;
 use kube::Api;
+use kube::runtime::reflector::store::Writer;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -69,6 +70,8 @@ pub(super) struct Owner {
     pub(super) events: broadcast::Sender<AgentEvent>,
     pub(super) metrics: KubeApiMetrics,
     pub(super) status: Publisher<KubeApiStatus>,
+    /// Kept current by the Node watch, for the pods.
+    pub(super) node_mirror: Option<Writer<Node>>,
 }
 
 struct State {
@@ -129,7 +132,10 @@ impl Owner {
         let mut csi_changes = self.csi.changes();
         let mut work: JoinSet<Done> = JoinSet::new();
         let client = self.connection.borrow_and_update().client.clone();
-        let mut node_watch = Some(NodeWatch::new(client.clone(), &self.config.node_name));
+        let mut node_watch = Some(
+            NodeWatch::new(client.clone(), &self.config.node_name)
+                .mirroring(self.node_mirror.take()),
+        );
         let mut csinode =
             CsiNodeFollow::Watching(CsiNodeWatch::new(client, &self.config.node_name));
         let result = loop {
@@ -184,7 +190,8 @@ impl Owner {
                     // New credentials: watch and write with them, and check
                     // who they are.
                     let client = self.connection.borrow_and_update().client.clone();
-                    node_watch = Some(NodeWatch::new(client.clone(), &self.config.node_name));
+                    let mirror = node_watch.take().and_then(NodeWatch::into_mirror);
+                    node_watch = Some(NodeWatch::new(client.clone(), &self.config.node_name).mirroring(mirror));
                     if matches!(csinode, CsiNodeFollow::Watching(_)) {
                         csinode = CsiNodeFollow::Watching(CsiNodeWatch::new(client, &self.config.node_name));
                     }

@@ -5,6 +5,8 @@
 
 use std::sync::Arc;
 
+use k8s_openapi::api::core::v1::Node;
+use kube::runtime::reflector::{self, store::Writer};
 use nodeplugins_api::backoff::Backoff;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -37,6 +39,8 @@ pub struct KubeApi {
     metrics: KubeApiMetrics,
     status: Publisher<KubeApiStatus>,
     wipes: mpsc::UnboundedReceiver<WipeReport>,
+    /// The Node store the owner's watch keeps current.
+    node_mirror: Writer<Node>,
 }
 
 impl KubeApi {
@@ -61,6 +65,7 @@ impl KubeApi {
         };
         let (wipes_tx, wipes) = mpsc::unbounded_channel();
         let (status, store) = Publisher::new(status);
+        let (node_store, node_mirror) = reflector::store();
         let publisher = Self {
             credentials,
             devices,
@@ -71,6 +76,7 @@ impl KubeApi {
             wipes,
             connection,
             config,
+            node_mirror,
         };
         let handle = KubeApiHandle {
             status: store,
@@ -78,6 +84,7 @@ impl KubeApi {
             metrics: publisher.metrics.clone(),
             connection: publisher.connection.clone(),
             node: publisher.config.node_name.clone(),
+            node_store,
             wipes: wipes_tx,
         };
         Ok((publisher, handle))
@@ -108,6 +115,7 @@ impl KubeApi {
             events: self.events,
             metrics: self.metrics,
             status: self.status,
+            node_mirror: Some(self.node_mirror),
         };
         // The credentials are kept current beside the owner, in this task;
         // they end at shutdown, the owner then too (or earlier, failing).
@@ -129,6 +137,7 @@ pub struct KubeApiHandle {
     metrics: KubeApiMetrics,
     connection: watch::Receiver<Connection>,
     node: String,
+    node_store: reflector::Store<Node>,
     wipes: mpsc::UnboundedSender<WipeReport>,
 }
 
@@ -157,6 +166,13 @@ impl KubeApiHandle {
     /// changed): for whatever else reads or writes as this node.
     pub fn connection(&self) -> watch::Receiver<Connection> {
         self.connection.clone()
+    }
+
+    /// The node's own Node, as the publisher's watch of it last saw it
+    /// (the one watch of the Node: the pods read it here). Empty, and not
+    /// ready, until the publisher runs and lists it.
+    pub fn node(&self) -> reflector::Store<Node> {
+        self.node_store.clone()
     }
 
     /// The DRA cleanup hook that deletes the node's ResourceSlices; what it

@@ -3,7 +3,10 @@
 //! Node (its allocatable resources for admission, its address for the
 //! pod's `hostIP`) and the cluster's Services (the containers' service
 //! variables). A read asks the cache and sends no request; before the
-//! first listing it waits for it, up to the request timeout.
+//! first listing it waits for it, up to the request timeout. The Node's
+//! cache is the one the Kubernetes API publisher's watch of the Node keeps
+//! ([`KubeApiHandle::node`](crate::kube_api::KubeApiHandle::node)): one
+//! watch of the Node per agent.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -29,9 +32,8 @@ pub(crate) struct Informers {
     first_listing: Duration,
 }
 
-/// The caches' writers, until their watches start.
+/// The Services cache's writer, until its watch starts.
 pub(crate) struct InformerWriters {
-    node: Writer<Node>,
     services: Writer<Service>,
 }
 
@@ -41,10 +43,14 @@ pub(crate) struct InformerWriters {
 pub(crate) struct NotListed(&'static str);
 
 impl Informers {
-    /// Empty caches for node `node_name`; a read waits up to
-    /// `first_listing` for a cache's first listing.
-    pub(crate) fn new(node_name: String, first_listing: Duration) -> (Self, InformerWriters) {
-        let (node, node_writer) = reflector::store();
+    /// The caches for node `node_name`, its Node read from `node` (kept
+    /// current elsewhere); a read waits up to `first_listing` for a
+    /// cache's first listing.
+    pub(crate) fn new(
+        node_name: String,
+        node: Store<Node>,
+        first_listing: Duration,
+    ) -> (Self, InformerWriters) {
         let (services, services_writer) = reflector::store();
         let informers = Self {
             node_name,
@@ -53,13 +59,12 @@ impl Informers {
             first_listing,
         };
         let writers = InformerWriters {
-            node: node_writer,
             services: services_writer,
         };
         (informers, writers)
     }
 
-    /// Starts the watches that fill the caches, on `tasks`, until
+    /// Starts the watch that fills the Services cache, on `tasks`, until
     /// `shutdown`.
     pub(crate) fn start(
         &self,
@@ -68,16 +73,6 @@ impl Informers {
         tasks: &TaskTracker,
         shutdown: &CancellationToken,
     ) {
-        let by_name =
-            watcher::Config::default().fields(&format!("metadata.name={}", self.node_name));
-        tasks.spawn(reflect(
-            "the node's Node",
-            connection.clone(),
-            Api::<Node>::all,
-            by_name,
-            writers.node,
-            shutdown.clone(),
-        ));
         tasks.spawn(reflect(
             "the cluster's Services",
             connection.clone(),

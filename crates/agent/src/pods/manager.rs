@@ -60,7 +60,7 @@ use super::worker::{NodeFacts, Report, Worker, WorkerContext, WorkerEnd};
 use crate::device::DeviceHandle;
 use crate::dra::DraHandle;
 use crate::event::{AgentEvent, EventKind};
-use crate::kube_api::Connection;
+use crate::kube_api::{Connection, KubeApiHandle};
 use crate::published::Publisher;
 use crate::runtime::ContainerRuntime;
 
@@ -81,20 +81,25 @@ pub struct PodsManager {
 
 impl PodsManager {
     /// The owner of the pods bound to `config`'s node, admitting them with
-    /// `devices` and `dra`, running them on `runtime` and reading and
-    /// writing them through `connection`, and its handle.
+    /// `devices` and `dra`, running them on `runtime`, reading and writing
+    /// them with `kube`'s client and reading the node's Node from `kube`'s
+    /// watch of it (the publisher must run), and its handle.
     pub fn new(
         config: PodsConfig,
         devices: DeviceHandle,
         dra: DraHandle,
         runtime: Arc<dyn ContainerRuntime>,
-        connection: watch::Receiver<Connection>,
+        kube: &KubeApiHandle,
     ) -> (Self, PodsHandle) {
+        let connection = kube.connection();
         let (snapshot, store) = Publisher::new(PodsSnapshot::default());
         let events = broadcast::channel(1024).0;
         let claims = PodClaimsReader::new(connection.clone(), config.node_name.clone());
-        let (informers, informer_writers) =
-            Informers::new(config.node_name.clone(), config.request_timeout);
+        let (informers, informer_writers) = Informers::new(
+            config.node_name.clone(),
+            kube.node(),
+            config.request_timeout,
+        );
         let handle = PodsHandle {
             serving: config.serve,
             store,

@@ -52,6 +52,7 @@ fn harness() -> Harness {
         events: events.clone(),
         metrics: KubeApiMetrics::default(),
         status: Publisher::new(status).0,
+        node_mirror: None,
     };
     Harness {
         owner,
