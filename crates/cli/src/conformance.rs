@@ -9,6 +9,7 @@
 //! seen) or SKIP (with why).
 
 mod cdi_names;
+mod cdi_specs;
 mod claims;
 pub(crate) mod command;
 mod csi;
@@ -71,6 +72,7 @@ impl Conformance {
                 deadlines: Deadlines::new(None),
                 restart_timeout: Duration::from_secs(30),
                 selection: Selection::default(),
+                cdi_dirs: Vec::new(),
             },
         }
     }
@@ -119,6 +121,16 @@ impl Conformance {
     /// deadline otherwise).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.options.deadlines = Deadlines::new(Some(timeout));
+        self
+    }
+
+    /// The directories of CDI spec files the container runtime reads (its
+    /// `/etc/cdi` and `/var/run/cdi`, or where the driver is told to write
+    /// them): with them, every CDI device id a DRA driver answers with must
+    /// be named by a spec there, as the runtime must resolve it. Without,
+    /// ids are checked for their form only.
+    pub fn cdi_dirs<P: Into<PathBuf>>(mut self, dirs: impl IntoIterator<Item = P>) -> Self {
+        self.options.cdi_dirs = dirs.into_iter().map(Into::into).collect();
         self
     }
 

@@ -59,6 +59,12 @@ pub(crate) struct ConformanceArgs {
     /// as SKIP and fail nothing.
     #[arg(long, value_name = "IDS", value_delimiter = ',')]
     skip: Vec<String>,
+    /// A directory of CDI spec files the container runtime reads (repeat
+    /// for several, such as /etc/cdi and /var/run/cdi): every CDI device id
+    /// a DRA driver answers with must be named by a spec there. Without
+    /// it, ids are checked for their form only.
+    #[arg(long = "cdi-dir", value_name = "DIR")]
+    cdi_dirs: Vec<PathBuf>,
     /// Also write the outcomes as a JUnit XML report (one test case per rule).
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
@@ -93,7 +99,8 @@ pub(crate) async fn run(args: ConformanceArgs) -> anyhow::Result<()> {
         .restarts(args.restarts)
         .restart_timeout(args.restart_timeout)
         .rules(args.rules)
-        .skip(args.skip);
+        .skip(args.skip)
+        .cdi_dirs(args.cdi_dirs);
     let run = RunInfo::now();
     let report = conformance.run().await;
     // The JUnit file is written whatever happens: a CI reporter pointed at

@@ -2,7 +2,7 @@
 //! NodeUnprepareResources as the kubelet's DRA manager calls them, device
 //! health, and a claim unprepared after the driver restarts.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -44,6 +44,7 @@ pub(crate) async fn rules(
     info: &PluginInfo,
     endpoint: &Path,
     claims: &[TestClaim],
+    cdi_dirs: &[PathBuf],
     deadlines: Deadlines,
 ) {
     let timeout = deadlines.dra_call();
@@ -68,7 +69,7 @@ pub(crate) async fn rules(
             DRA_CLAIM_RULES,
             "not run: dra.services failed before it (every call the kubelet makes fails)",
         ),
-        Some(client) => claim_rules(report, &client, claims, timeout).await,
+        Some(client) => claim_rules(report, &client, claims, cdi_dirs, timeout).await,
     }
     report
         .run(&DRA_HEALTH, health_rule(info, channel, timeout))
@@ -82,6 +83,7 @@ async fn claim_rules(
     report: &mut Report,
     client: &DraClient,
     claims: &[TestClaim],
+    cdi_dirs: &[PathBuf],
     timeout: Duration,
 ) {
     let good: Vec<TestClaim> = claims.iter().filter(|c| !c.fails).cloned().collect();
@@ -101,7 +103,7 @@ async fn claim_rules(
     report
         .run(&DRA_CDI_IDS, async {
             match &first {
-                Some(answer) => cdi_ids(answer),
+                Some(answer) => cdi_ids(answer, cdi_dirs),
                 None => Verdict::Skip("the first prepare failed (dra.prepare.by-uid)".into()),
             }
         })

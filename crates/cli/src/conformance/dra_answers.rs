@@ -111,7 +111,10 @@ pub(crate) fn unprepared_by_uid(claims: &[TestClaim], answered: &[String]) -> Ve
 /// fully qualified name: the DRA manager passes them to the container
 /// runtime unchecked (claiminfo.go), and the runtime refuses a container
 /// whose CDI device it cannot resolve.
-pub(crate) fn cdi_ids(answer: &Prepared) -> Verdict {
+pub(crate) fn cdi_ids(answer: &Prepared, cdi_dirs: &[std::path::PathBuf]) -> Verdict {
+    // Read once the answer is in: a driver writes its specs before it
+    // answers.
+    let specs = (!cdi_dirs.is_empty()).then(|| super::cdi_specs::CdiSpecs::load(cdi_dirs));
     let mut count = 0;
     for (uid, devices) in answer {
         let Ok(devices) = devices else { continue };
@@ -124,8 +127,23 @@ pub(crate) fn cdi_ids(answer: &Prepared) -> Verdict {
                         device.device_name
                     ));
                 }
+                if let Some(specs) = &specs
+                    && !specs.resolves(id)
+                {
+                    return Verdict::Fail(format!(
+                        "claim {uid}, device {}: {id:?} is named by no CDI spec in {cdi_dirs:?}; the container runtime cannot resolve it and refuses the container",
+                        device.device_name
+                    ));
+                }
             }
         }
     }
-    Verdict::Pass(format!("{count} CDI device ids, all fully qualified"))
+    match specs {
+        Some(_) => Verdict::Pass(format!(
+            "{count} CDI device ids, all fully qualified and each named by a spec in {cdi_dirs:?}"
+        )),
+        None => Verdict::Pass(format!(
+            "{count} CDI device ids, all fully qualified (not resolved: no --cdi-dir)"
+        )),
+    }
 }

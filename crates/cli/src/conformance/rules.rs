@@ -163,7 +163,7 @@ pub(crate) const DRA_PREPARE: Rule = Rule {
 };
 pub(crate) const DRA_CDI_IDS: Rule = Rule {
     id: "dra.prepare.cdi-ids",
-    statement: "every prepared device's CDI ids are fully qualified (vendor/class=name)",
+    statement: "every prepared device's CDI ids are fully qualified (vendor/class=name) and, with --cdi-dir, named by a CDI spec the runtime reads",
     upstream: "the DRA manager keeps the CDI ids of NodePrepareResources verbatim and passes them to the container runtime unchecked (claiminfo.go); the runtime refuses a container whose CDI device it cannot resolve",
 };
 pub(crate) const DRA_PER_CLAIM_ERRORS: Rule = Rule {

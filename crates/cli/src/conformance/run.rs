@@ -44,6 +44,8 @@ pub(crate) struct Options {
     pub(crate) restart_timeout: Duration,
     /// The rules to run.
     pub(crate) selection: Selection,
+    /// Where the CDI specs a driver's ids must resolve to are.
+    pub(crate) cdi_dirs: Vec<PathBuf>,
 }
 
 impl Options {
@@ -204,7 +206,16 @@ async fn registered(
     match kind.as_str() {
         plugin_type::DEVICE => device::rules(&mut report, &found.endpoint, None, deadlines).await,
         plugin_type::DRA => {
-            dra::rules(&mut report, &found.info, &found.endpoint, claims, deadlines).await;
+            let cdi = &options.cdi_dirs;
+            dra::rules(
+                &mut report,
+                &found.info,
+                &found.endpoint,
+                claims,
+                cdi,
+                deadlines,
+            )
+            .await;
         }
         plugin_type::CSI => {
             let endpoint = &found.endpoint;

@@ -44,10 +44,13 @@ async fn the_sdk_example_device_plugin_passes_every_rule_restarts_included() {
 async fn the_sdk_example_dra_driver_passes_every_rule_restarts_included() {
     let root = tempfile::tempdir().unwrap();
     let claims = claims_file(root.path());
+    // Its CDI specs written where the tool resolves its ids.
+    let cdi = root.path().join("cdi");
     let exec = format!(
-        "exec {} --root-dir {} --instance {{instance}}",
+        "exec {} --root-dir {} --instance {{instance}} --cdi-dir {}",
         path(&binary("nodeplugins-sdk-bins", "example-dra-driver")),
-        path(root.path())
+        path(root.path()),
+        path(&cdi)
     );
     let registry = root.path().join("plugins_registry");
     let (code, report) = conformance(&[
@@ -58,12 +61,58 @@ async fn the_sdk_example_dra_driver_passes_every_rule_restarts_included() {
         "--restarts",
         "--claims",
         &claims,
+        "--cdi-dir",
+        &path(&cdi),
     ])
     .await;
     assert_eq!(with(&report, "FAIL"), ids(&[]), "{report:#}");
     assert_eq!(with(&report, "SKIP"), ids(&[]), "{report:#}");
     assert_eq!(code, Some(0));
     assert_eq!(report["plugin_type"], "DRAPlugin");
+    let cdi_ids = report["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == "dra.prepare.cdi-ids")
+        .unwrap();
+    assert!(
+        cdi_ids["detail"]
+            .as_str()
+            .unwrap()
+            .contains("each named by a spec"),
+        "{cdi_ids}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cdi_ids_no_spec_the_runtime_reads_names_fail_cdi_ids_and_only_it() {
+    let root = tempfile::tempdir().unwrap();
+    let claims = claims_file(root.path());
+    // The driver writes its specs where the runtime (here: the tool) does
+    // not look.
+    let exec = format!(
+        "exec {} --root-dir {} --cdi-dir {}",
+        path(&binary("nodeplugins-sdk-bins", "example-dra-driver")),
+        path(root.path()),
+        path(&root.path().join("cdi-elsewhere"))
+    );
+    let (code, report) = conformance(&[
+        "--registry",
+        &path(&root.path().join("plugins_registry")),
+        "--exec",
+        &exec,
+        "--claims",
+        &claims,
+        "--cdi-dir",
+        &path(&root.path().join("cdi")),
+    ])
+    .await;
+    assert_eq!(
+        with(&report, "FAIL"),
+        ids(&["dra.prepare.cdi-ids"]),
+        "{report:#}"
+    );
+    assert_eq!(code, Some(1));
 }
 
 /// A run with `--kubeconfig` and `--restarts` against an API server where
