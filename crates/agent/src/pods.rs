@@ -98,6 +98,8 @@ mod linux_resources;
 #[cfg(feature = "kube")]
 mod manager;
 mod manual;
+#[cfg(feature = "kube")]
+mod owner;
 mod pod;
 #[cfg(feature = "kube")]
 mod pod_files;
