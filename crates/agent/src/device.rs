@@ -37,7 +37,6 @@
 //! | `snapshot` | the state published after every change, for readers |
 //! | `kubelet_socket` | the registration service on `kubelet.sock` |
 //! | `plugin_handler` | device plugins registering through `plugins_registry` |
-//! | `resource_name` | upstream's name rules |
 //! | `status`, `metrics` | what operators see (events: `crate::event`) |
 
 mod allocate;
@@ -56,7 +55,6 @@ mod plugin_client;
 mod plugin_handler;
 mod pre_start;
 mod resource;
-pub mod resource_name;
 mod selection;
 mod snapshot;
 mod state;

@@ -21,6 +21,13 @@
 //! [`dra_client`] picks a DRA driver's services as the kubelet does and
 //! calls them in either version.
 //!
+//! # Names and versions the kubelet accepts
+//!
+//! [`names`] holds upstream's rules for extended resource names, DNS
+//! subdomains and device plugin endpoints; [`csi_version`] picks the CSI
+//! version a driver is used at. The agent refuses what they refuse, and the
+//! conformance checks judge a plugin by them.
+//!
 //! # Calls
 //!
 //! [`call`] bounds one call to a plugin by a deadline the plugin sees too,
@@ -65,8 +72,10 @@ pub mod call_layer;
 pub mod checkpoint;
 pub mod constants;
 pub mod conversion;
+pub mod csi_version;
 pub mod dra_client;
 pub mod duration;
+pub mod names;
 mod proto;
 pub mod quantity;
 pub mod retry;

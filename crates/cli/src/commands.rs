@@ -125,7 +125,7 @@ enum Command {
     /// Certify a device plugin or DRA driver against the kubelet's
     /// contract, rule by rule, without a cluster or a kubelet: PASS, FAIL
     /// (with what was seen) or SKIP (with why). Exits 1 if any rule fails.
-    Conformance(crate::conformance::command::ConformanceArgs),
+    Conformance(crate::conformance::ConformanceArgs),
     /// Show the plugins the running agent knows.
     Status {
         /// Root directory of the agent to ask.
@@ -403,7 +403,7 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
         }
         Command::PodResources(args) => crate::pod_resources::run(args).await,
         Command::Check { socket, output } => {
-            let report = crate::check::check(&socket).await;
+            let report = nodeplugins_conformance::check::check(&socket).await;
             let mut out = std::io::stdout().lock();
             output::check::report(&report, output, &mut out)?;
             match report.failures() {

@@ -266,7 +266,7 @@ fn parse_kubeconfig(text: &str) -> Result<KubeconfigSetting, String> {
 }
 
 fn parse_node_name(text: &str) -> Result<String, String> {
-    if nodeplugins::device::resource_name::is_dns_subdomain(text) {
+    if nodeplugins_api::names::is_dns_subdomain(text) {
         Ok(text.to_string())
     } else {
         Err(format!("{text:?} is not a node name (a DNS subdomain)"))

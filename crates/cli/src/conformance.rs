@@ -1,187 +1,123 @@
-//! `nodeplugins conformance`: the kubelet's contract with a device plugin
-//! or DRA driver (and the registration part of a CSI driver's), checked
-//! rule by rule without a cluster or a kubelet. The tool meets the plugin
-//! as the kubelet does: a registration socket appearing in a directory it
-//! watches, or a device plugin registering on the `kubelet.sock` the tool
-//! serves. With `--exec` it starts the plugin itself, and with
-//! `--restarts` it also stops and restarts it (and its `kubelet.sock`) for
-//! the rules about restarts. Each rule says PASS, FAIL (with what was
-//! seen) or SKIP (with why).
-
-mod cdi_names;
-mod cdi_specs;
-mod claims;
-pub(crate) mod command;
-mod csi;
-mod deadlines;
-mod device;
-mod device_allocation;
-mod device_list;
-mod device_register;
-mod dra;
-mod dra_answers;
-mod dra_client;
-mod kubelet_socket;
-mod plugin;
-mod registration;
-mod restarts;
-mod rule;
-mod rules;
-mod run;
-mod sockets;
+//! The `conformance` command line: flags, the run, the report on standard
+//! output, a JUnit file, and the exit status.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub(crate) use rule::Selection;
-pub use rule::{Outcome, Report, Verdict};
+use anyhow::Context;
 
-use deadlines::Deadlines;
-use run::{Meeting, Options};
+use nodeplugins_conformance::Conformance;
 
-/// A conformance run, for plugin authors who prefer `cargo test` to a CLI
-/// step: the same rules as `nodeplugins conformance`, with the same
-/// options.
+use crate::output::conformance::RunInfo;
+use crate::output::{self, Format};
+use nodeplugins_api::duration::parse_go_duration;
+
+/// Flags of `nodeplugins conformance`.
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("meeting").required(true).args(["registry", "kubelet_dir"])))]
+pub(crate) struct ConformanceArgs {
+    /// Meet the plugin through its registration socket: this socket, or the
+    /// first socket to appear in this directory (a plugins_registry).
+    #[arg(long, value_name = "SOCKET_OR_DIR")]
+    registry: Option<PathBuf>,
+    /// Serve the device plugin `kubelet.sock` in this directory and meet
+    /// the device plugin that registers on it.
+    #[arg(long, value_name = "DIR")]
+    kubelet_dir: Option<PathBuf>,
+    /// Start the plugin with this command line (`sh -c`), after the tool's
+    /// own socket is served; stop it at the end.
+    #[arg(long, value_name = "COMMAND")]
+    exec: Option<String>,
+    /// Also run the restart rules: the plugin stopped and started again
+    /// (needs --exec), or kubelet.sock made again.
+    #[arg(long)]
+    restarts: bool,
+    /// The claims the DRA rules prepare: a JSON list of
+    /// {"uid","namespace","name","fails"} [default: two made-up claims].
+    #[arg(long, value_name = "FILE", conflicts_with = "kubeconfig")]
+    claims: Option<PathBuf>,
+    /// Take the DRA rules' claims from the API server: every ResourceClaim
+    /// allocated to the driver, and one that does not exist (which the
+    /// driver must fail alone).
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// Narrow every call's deadline to this. Without it each call has the
+    /// kubelet's own: GetInfo 1 s, NotifyRegistrationStatus 5 s,
+    /// PreStartContainer 30 s, DRA calls 45 s; the calls the kubelet waits
+    /// on without one (Allocate, GetPreferredAllocation, the first device
+    /// list) 45 s.
+    #[arg(long, value_parser = parse_go_duration)]
+    timeout: Option<Duration>,
+    /// How long a plugin may take to register again after a restart.
+    #[arg(long, value_parser = parse_go_duration, default_value = "30s")]
+    restart_timeout: Duration,
+    /// Report only these rules: ids, or prefixes ending at a dot
+    /// (`device.allocate` is it and every `device.allocate.*`),
+    /// comma-separated. The others show as SKIP and fail nothing.
+    #[arg(long, value_name = "IDS", value_delimiter = ',')]
+    rules: Vec<String>,
+    /// Leave these rules out (ids or prefixes, comma-separated): they show
+    /// as SKIP and fail nothing.
+    #[arg(long, value_name = "IDS", value_delimiter = ',')]
+    skip: Vec<String>,
+    /// A directory of CDI spec files the container runtime reads (repeat
+    /// for several, such as /etc/cdi and /var/run/cdi): every CDI device id
+    /// a DRA driver answers with must be named by a spec there. Without
+    /// it, ids are checked for their form only.
+    #[arg(long = "cdi-dir", value_name = "DIR")]
+    cdi_dirs: Vec<PathBuf>,
+    /// Also write the outcomes as a JUnit XML report (one test case per rule).
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Format::Table)]
+    output: Format,
+}
+
+/// Runs the rules, prints the report, and fails when a rule failed (exit
+/// status 1) or the run could not be made ([`RunError`], 3).
 ///
-/// ```no_run
-/// # async fn check() -> Result<(), nodeplugins_cli::conformance::RunError> {
-/// use nodeplugins_cli::conformance::Conformance;
-/// let report = Conformance::device_plugin("/tmp/dp-test")
-///     .exec("exec target/debug/my-device-plugin --dir /tmp/dp-test")
-///     .restarts(true)
-///     .run()
-///     .await?;
-/// report.assert_conformant();
-/// # Ok(())
-/// # }
-/// ```
-#[derive(Debug, Clone)]
-pub struct Conformance {
-    options: Options,
-}
-
-impl Conformance {
-    fn meeting(meeting: Meeting) -> Self {
-        Self {
-            options: Options {
-                meeting,
-                exec: None,
-                restarts: false,
-                claims: None,
-                kubeconfig: None,
-                deadlines: Deadlines::new(None),
-                restart_timeout: Duration::from_secs(30),
-                selection: Selection::default(),
-                cdi_dirs: Vec::new(),
-            },
-        }
+/// [`RunError`]: nodeplugins_conformance::RunError
+pub(crate) async fn run(args: ConformanceArgs) -> anyhow::Result<()> {
+    let mut conformance = match (args.registry, args.kubelet_dir) {
+        (Some(path), _) => Conformance::registration(path),
+        (None, Some(dir)) => Conformance::device_plugin(dir),
+        (None, None) => anyhow::bail!("give --registry or --kubelet-dir"),
+    };
+    if let Some(exec) = args.exec {
+        conformance = conformance.exec(exec);
     }
-
-    /// A device plugin registering on the `kubelet.sock` the run serves in
-    /// `dir`.
-    pub fn device_plugin(dir: impl Into<PathBuf>) -> Self {
-        Self::meeting(Meeting::KubeletSocket(dir.into()))
+    if let Some(claims) = args.claims {
+        conformance = conformance.claims(claims);
     }
-
-    /// A plugin met through its registration socket: `path` itself, or the
-    /// first socket to appear in the directory `path`.
-    pub fn registration(path: impl Into<PathBuf>) -> Self {
-        Self::meeting(Meeting::Registry(path.into()))
+    if let Some(kubeconfig) = args.kubeconfig {
+        conformance = conformance.kubeconfig(kubeconfig);
     }
-
-    /// Starts the plugin with this command line (`sh -c`, in a process
-    /// group of its own) once the run is ready for it, and stops it at the
-    /// end. `{instance}` in it names an instance, for the rolling-update
-    /// rule.
-    pub fn exec(mut self, command: impl Into<String>) -> Self {
-        self.options.exec = Some(command.into());
-        self
+    if let Some(timeout) = args.timeout {
+        conformance = conformance.timeout(timeout);
     }
-
-    /// Also runs the restart rules.
-    pub fn restarts(mut self, restarts: bool) -> Self {
-        self.options.restarts = restarts;
-        self
+    let conformance = conformance
+        .restarts(args.restarts)
+        .restart_timeout(args.restart_timeout)
+        .rules(args.rules)
+        .skip(args.skip)
+        .cdi_dirs(args.cdi_dirs);
+    let run = RunInfo::now();
+    let report = conformance.run().await;
+    // The JUnit file is written whatever happens: a CI reporter pointed at
+    // it shows a run that could not start rather than nothing.
+    if let Some(file) = &args.junit {
+        let xml = match &report {
+            Ok(report) => output::conformance::junit(report, &run),
+            Err(why) => output::conformance::junit_error(&why.to_string(), &run),
+        };
+        std::fs::write(file, xml).with_context(|| format!("write {}", file.display()))?;
     }
-
-    /// The DRA rules' claims, from a JSON file (as `--claims`).
-    pub fn claims(mut self, file: impl Into<PathBuf>) -> Self {
-        self.options.claims = Some(file.into());
-        self
+    let report = report?;
+    let mut out = std::io::stdout().lock();
+    output::conformance::report(&report, args.output, &mut out)?;
+    match report.failures() {
+        0 => Ok(()),
+        n => anyhow::bail!("{n} of {} rules failed", report.outcomes.len()),
     }
-
-    /// Takes the DRA rules' claims from the API server (as
-    /// `--kubeconfig`).
-    pub fn kubeconfig(mut self, file: impl Into<PathBuf>) -> Self {
-        self.options.kubeconfig = Some(file.into());
-        self
-    }
-
-    /// No call waits longer than `timeout` (each has the kubelet's own
-    /// deadline otherwise).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.options.deadlines = Deadlines::new(Some(timeout));
-        self
-    }
-
-    /// The directories of CDI spec files the container runtime reads (its
-    /// `/etc/cdi` and `/var/run/cdi`, or where the driver is told to write
-    /// them): with them, every CDI device id a DRA driver answers with must
-    /// be named by a spec there, as the runtime must resolve it. Without,
-    /// ids are checked for their form only.
-    pub fn cdi_dirs<P: Into<PathBuf>>(mut self, dirs: impl IntoIterator<Item = P>) -> Self {
-        self.options.cdi_dirs = dirs.into_iter().map(Into::into).collect();
-        self
-    }
-
-    /// How long the plugin may take to start and to register again after
-    /// a restart (30 s unless set).
-    pub fn restart_timeout(mut self, timeout: Duration) -> Self {
-        self.options.restart_timeout = timeout;
-        self
-    }
-
-    /// Reports only these rules (ids, or prefixes ending at a dot); the
-    /// others show as skipped.
-    pub fn rules<S: Into<String>>(mut self, ids: impl IntoIterator<Item = S>) -> Self {
-        self.options.selection.only = ids.into_iter().map(Into::into).collect();
-        self
-    }
-
-    /// Leaves these rules out (ids or prefixes): they are not run, and show
-    /// as skipped. A rule whose findings later rules need (GetInfo's
-    /// answer, the first device list, a prepare's answer, a restart) still
-    /// runs, its verdict shown as skipped.
-    pub fn skip<S: Into<String>>(mut self, ids: impl IntoIterator<Item = S>) -> Self {
-        self.options.selection.skip = ids.into_iter().map(Into::into).collect();
-        self
-    }
-
-    /// Runs every rule, and returns their outcomes; an error when the run
-    /// could not be made (a file that cannot be read, a socket that cannot
-    /// be served), never for a plugin's failure, which is a failed rule.
-    pub async fn run(self) -> Result<Report, RunError> {
-        let mut report = run::run(&self.options).await.map_err(RunError)?;
-        report.select(&self.options.selection);
-        Ok(report)
-    }
-}
-
-/// Why a conformance run could not be made.
-#[derive(Debug, Clone)]
-pub struct RunError(String);
-
-impl std::fmt::Display for RunError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for RunError {}
-
-/// A rule for the output tests.
-#[cfg(test)]
-pub(crate) mod rules_for_tests {
-    /// Any rule.
-    pub(crate) const ANY: super::rule::Rule = super::rules::DP_ALLOCATE;
 }

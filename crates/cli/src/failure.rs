@@ -21,7 +21,7 @@ pub(crate) fn exit_code(result: anyhow::Result<()>) -> ExitCode {
     let _ = writeln!(std::io::stderr().lock(), "error: {}", describe(&error));
     if error
         .chain()
-        .any(|cause| cause.is::<crate::conformance::RunError>())
+        .any(|cause| cause.is::<nodeplugins_conformance::RunError>())
     {
         return ExitCode::from(COULD_NOT_RUN);
     }

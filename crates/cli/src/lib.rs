@@ -1,12 +1,12 @@
 //! `nodeplugins`: run the node agent and inspect it. The command line is
-//! [`run`]; [`conformance`] is also a library, for plugin authors who check
-//! their plugin against the kubelet's contract in `cargo test`.
+//! [`run`]. Its `conformance` and `check` commands print what the
+//! `nodeplugins-conformance` crate finds; plugin authors who check their
+//! plugin in `cargo test` use that crate.
 
 mod bench;
-mod check;
 mod commands;
 mod config;
-pub mod conformance;
+mod conformance;
 mod demo;
 mod failure;
 mod output;

@@ -10,8 +10,8 @@ use nodeplugins_api::csi::v1::node_client::NodeClient;
 use nodeplugins_api::transport::{TransportError, dial, root_cause};
 
 use super::store::{CsiDriver, CsiDriverStore};
-use super::version::{Version, highest_supported};
 use crate::handler::{HandlerError, PluginHandler};
+use nodeplugins_api::csi_version::{Version, highest_supported};
 
 /// NodeGetInfo timeout (upstream `csiTimeout`, 2 min).
 pub(crate) const NODE_GET_INFO_TIMEOUT: Duration = Duration::from_secs(120);

@@ -17,8 +17,8 @@ use tonic::{Request, Response, Status};
 
 use super::handle::DeviceHandle;
 use super::plugin_client::DeviceError;
-use super::resource_name::{is_extended_resource_name, is_plain_socket_name};
 use crate::served_socket;
+use nodeplugins_api::names::{is_extended_resource_name, is_plain_socket_name};
 
 #[derive(Clone)]
 struct KubeletRegistration {

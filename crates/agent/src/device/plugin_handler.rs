@@ -5,8 +5,8 @@ use std::path::Path;
 use nodeplugins_api::constants::device_plugin::VERSION;
 
 use super::handle::DeviceHandle;
-use super::resource_name::is_extended_resource_name;
 use crate::handler::{HandlerError, PluginHandler};
+use nodeplugins_api::names::is_extended_resource_name;
 
 /// The `DevicePlugin` handler: the plugin's name is its resource name and its
 /// endpoint the absolute path of its DevicePlugin socket.

@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use super::format::Format;
-use crate::check::Report;
+use nodeplugins_conformance::check::Report;
 
 /// Prints each check with PASS or FAIL and why, then a summary line.
 pub(crate) fn report(report: &Report, format: Format, out: &mut impl Write) -> anyhow::Result<()> {

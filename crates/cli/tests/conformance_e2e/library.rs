@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use nodeplugins_cli::conformance::{Conformance, Verdict};
+use nodeplugins_conformance::{Conformance, Verdict};
 use nodeplugins_test_support::binaries::binary;
 
 use super::path;

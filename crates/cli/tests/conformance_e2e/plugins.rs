@@ -40,6 +40,65 @@ async fn the_sdk_example_device_plugin_passes_every_rule_restarts_included() {
     );
 }
 
+/// The SDK writes a device plugin's CDI spec and names its devices in
+/// Allocate: the names resolve in the spec directory. Naming CDI devices
+/// no spec describes (what the example does without `--cdi-dir`) fails
+/// the response rule alone.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_device_plugins_cdi_devices_resolve_to_the_spec_the_sdk_writes() {
+    let root = tempfile::tempdir().unwrap();
+    let cdi = root.path().join("cdi");
+    let run = |plugin_cdi: bool| {
+        let mut exec = format!(
+            "exec {} --root-dir {} --resource example.com/gpu --devices 2",
+            path(&binary("nodeplugins-sdk-bins", "example-device-plugin")),
+            path(root.path())
+        );
+        if plugin_cdi {
+            exec.push_str(&format!(" --cdi-dir {}", path(&cdi)));
+        }
+        let kubelet_dir = path(&root.path().join("device-plugins"));
+        let cdi = path(&cdi);
+        async move {
+            conformance(&[
+                "--kubelet-dir",
+                &kubelet_dir,
+                "--exec",
+                &exec,
+                "--cdi-dir",
+                &cdi,
+            ])
+            .await
+        }
+    };
+    let (code, report) = run(true).await;
+    assert_eq!(with(&report, "FAIL"), ids(&[]), "{report:#}");
+    assert!(
+        with(&report, "PASS").contains("device.allocate.response"),
+        "{report:#}"
+    );
+    assert_eq!(code, Some(0));
+    let spec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(cdi.join("example.com-gpu.json")).unwrap()).unwrap();
+    assert_eq!(spec["kind"], "example.com/gpu", "{spec:#}");
+    let names: Vec<&str> = spec["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["dev-0", "dev-1"], "{spec:#}");
+
+    std::fs::remove_dir_all(&cdi).unwrap();
+    let (code, report) = run(false).await;
+    assert_eq!(
+        with(&report, "FAIL"),
+        ids(&["device.allocate.response"]),
+        "{report:#}"
+    );
+    assert_eq!(code, Some(1));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_sdk_example_dra_driver_passes_every_rule_restarts_included() {
     let root = tempfile::tempdir().unwrap();
@@ -66,7 +125,16 @@ async fn the_sdk_example_dra_driver_passes_every_rule_restarts_included() {
     ])
     .await;
     assert_eq!(with(&report, "FAIL"), ids(&[]), "{report:#}");
-    assert_eq!(with(&report, "SKIP"), ids(&[]), "{report:#}");
+    // No API server here to read slices from.
+    assert_eq!(
+        with(&report, "SKIP"),
+        ids(&[
+            "dra.slices.published",
+            "dra.slices.pools-complete",
+            "dra.slices.device-names"
+        ]),
+        "{report:#}"
+    );
     assert_eq!(code, Some(0));
     assert_eq!(report["plugin_type"], "DRAPlugin");
     let cdi_ids = report["outcomes"]
@@ -158,6 +226,103 @@ async fn the_sdk_example_dra_driver_in_a_cluster_passes_with_claims_from_the_api
         .find(|o| o["id"] == "dra.prepare.by-uid")
         .unwrap();
     assert_eq!(by_uid["detail"], "2 claims answered by UID");
+}
+
+/// A ResourceSlice of `driver` in `pool` (of `count` slices at
+/// generation 1) with `devices`, for node-2, as the driver's instance
+/// there would leave it; the one under test, on node-1, leaves it alone.
+async fn slice(
+    api: &nodeplugins_test_support::kube_api::KubeApi,
+    name: &str,
+    driver: &str,
+    pool: &str,
+    count: i64,
+    devices: &[&str],
+) {
+    let devices: Vec<serde_json::Value> = devices
+        .iter()
+        .map(|d| serde_json::json!({"name": d}))
+        .collect();
+    let slice = serde_json::json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {
+            "driver": driver,
+            "nodeName": "node-2",
+            "pool": {"name": pool, "generation": 1, "resourceSliceCount": count},
+            "devices": devices,
+        },
+    });
+    api.admin(
+        "POST",
+        "/apis/resource.k8s.io/v1/resourceslices",
+        Some(&slice),
+    )
+    .await;
+}
+
+/// The slices the scheduler reads beside the driver's own: a pool that
+/// stays one slice short, and one whose two slices both hold `gpu-0`. Each
+/// fails its own rule, after the start timeout for the short one.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pool_short_of_slices_and_a_device_named_twice_fail_their_slice_rules() {
+    let api = api_with_nodes("node-1", &["node-1", "node-2"]).await;
+    allocated_claim(&api, "claim-a", "node-1", "dra.example.com", "gpu-0").await;
+    let driver = "dra.example.com";
+    slice(&api, "short-1", driver, "short", 2, &["gpu-0"]).await;
+    slice(&api, "twice-1", driver, "twice", 2, &["gpu-0", "gpu-1"]).await;
+    slice(&api, "twice-2", driver, "twice", 2, &["gpu-0"]).await;
+    // Another driver's slices are not this driver's.
+    slice(&api, "other-1", "other.example.com", "other", 3, &["gpu-0"]).await;
+    let root = tempfile::tempdir().unwrap();
+    let kubeconfig = path(&api.admin_kubeconfig());
+    let exec = format!(
+        "exec {} --root-dir {} --kubeconfig {kubeconfig} --node-name node-1",
+        path(&binary("nodeplugins-sdk-bins", "example-dra-driver")),
+        path(root.path())
+    );
+    let (code, report) = conformance(&[
+        "--registry",
+        &path(&root.path().join("plugins_registry")),
+        "--exec",
+        &exec,
+        "--kubeconfig",
+        &kubeconfig,
+        "--rules",
+        "dra.slices",
+        "--restart-timeout",
+        "5s",
+    ])
+    .await;
+    assert_eq!(
+        with(&report, "FAIL"),
+        ids(&["dra.slices.device-names", "dra.slices.pools-complete"]),
+        "{report:#}"
+    );
+    let detail = |id: &str| {
+        report["outcomes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["id"] == id)
+            .map(|o| o["detail"].as_str().unwrap_or_default().to_string())
+            .unwrap_or_default()
+    };
+    assert!(
+        detail("dra.slices.pools-complete").contains(r#"pool "short" generation 1: 1 of 2 slices"#),
+        "{report:#}"
+    );
+    assert!(
+        detail("dra.slices.device-names")
+            .contains(r#"device "gpu-0" 2 times (slices twice-1, twice-2)"#),
+        "{report:#}"
+    );
+    assert!(
+        with(&report, "PASS").contains("dra.slices.published"),
+        "{report:#}"
+    );
+    assert_eq!(code, Some(1));
 }
 
 #[tokio::test(flavor = "multi_thread")]

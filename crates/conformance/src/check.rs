@@ -1,4 +1,4 @@
-//! `nodeplugins check SOCKET`: a conformance check of a plugin's
+//! The short check of one plugin (`nodeplugins check SOCKET`): a plugin's
 //! registration socket, run the way the kubelet would talk to it (without
 //! telling the plugin it is registered): GetInfo and its fields, the name
 //! and version rules of the plugin's type, the endpoint, and the type's own
@@ -11,16 +11,16 @@ mod timeouts;
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
-use nodeplugins::csi::version::highest_supported;
-use nodeplugins::device::resource_name::{is_dns_subdomain, is_extended_resource_name};
-use nodeplugins::dra::choose_service;
 use nodeplugins_api::call::{self, CallError};
 use nodeplugins_api::constants::{device_plugin, plugin_type};
+use nodeplugins_api::csi_version::highest_supported;
+use nodeplugins_api::dra_client::choose_service;
+use nodeplugins_api::names::{is_dns_subdomain, is_extended_resource_name};
 use nodeplugins_api::pluginregistration::v1::registration_client::RegistrationClient;
 use nodeplugins_api::pluginregistration::v1::{InfoRequest, PluginInfo};
 use nodeplugins_api::transport::{dial, root_cause};
 
-pub(crate) use report::Report;
+pub use report::{Check, Report};
 pub(crate) use timeouts::{CALL_TIMEOUT, GET_INFO_TIMEOUT};
 
 pub(crate) fn is_socket(path: &Path) -> Result<String, String> {
@@ -104,8 +104,9 @@ pub(crate) fn check_versions(info: &PluginInfo) -> Result<String, String> {
     }
 }
 
-/// Runs every check against the registration socket `socket`.
-pub(crate) async fn check(socket: &Path) -> Report {
+/// Runs every check against the registration socket `socket`; the
+/// failures are in the report.
+pub async fn check(socket: &Path) -> Report {
     let mut report = Report {
         socket: socket.display().to_string(),
         checks: Vec::new(),

@@ -115,7 +115,7 @@ pub(crate) const DP_ALLOCATE: Rule = Rule {
 };
 pub(crate) const DP_ALLOCATE_RESPONSE: Rule = Rule {
     id: "device.allocate.response",
-    statement: "the container response names CDI devices fully qualified (vendor/class=name) and mounts and device nodes by absolute paths",
+    statement: "the container response names CDI devices fully qualified (vendor/class=name) and, with --cdi-dir, each named by a CDI spec there; mounts and device nodes by absolute paths",
     upstream: "devicemanager deviceRunContainerOptions passes CDI names, mounts and device specs to the container runtime unchecked (pod_devices.go); the runtime refuses a container whose CDI device it cannot resolve or whose mount is not absolute",
 };
 pub(crate) const DP_ALLOCATE_UNKNOWN: Rule = Rule {
@@ -155,6 +155,21 @@ pub(crate) const DRA_SERVICES: Rule = Rule {
     id: "dra.services",
     statement: "the DRAPlugin service the kubelet chooses (the first listed it knows) is served (FAIL), and every other listed one (WARN)",
     upstream: "DRA plugin manager ValidatePlugin takes the first service in the driver's list it knows and calls only that one, with no fallback; an unserved one fails every prepare",
+};
+pub(crate) const DRA_SLICES: Rule = Rule {
+    id: "dra.slices.published",
+    statement: "with an API server (--kubeconfig), the driver's ResourceSlices are there; SKIP when it publishes none",
+    upstream: "the scheduler allocates a driver's devices only from the ResourceSlices of its pools (structured GatherPools); the kubeletplugin helper publishes them for its node",
+};
+pub(crate) const DRA_SLICE_POOLS_COMPLETE: Rule = Rule {
+    id: "dra.slices.pools-complete",
+    statement: "each pool's newest generation has all its resourceSliceCount slices, within the start timeout",
+    upstream: "GatherPools keeps a pool's newest generation and marks it incomplete when fewer slices than resourceSliceCount are there; the allocator skips an incomplete pool and fails an allocationMode All request on it",
+};
+pub(crate) const DRA_SLICE_DEVICE_NAMES: Rule = Rule {
+    id: "dra.slices.device-names",
+    statement: "no device name repeats across the slices of a pool",
+    upstream: "buildPool marks a pool invalid on a duplicate device name (validateDeviceNames) and the allocator allocates nothing from it; the API server validates each slice alone",
 };
 pub(crate) const DRA_PREPARE: Rule = Rule {
     id: "dra.prepare.by-uid",
@@ -235,6 +250,13 @@ pub(crate) const DEVICE_SERVICE_RULES: &[&Rule] = &[
 ];
 
 /// A DRA driver's rules on claims, in order.
+/// The rules on the ResourceSlices a DRA driver publishes, in order.
+pub(crate) const DRA_SLICE_RULES: &[&Rule] = &[
+    &DRA_SLICES,
+    &DRA_SLICE_POOLS_COMPLETE,
+    &DRA_SLICE_DEVICE_NAMES,
+];
+
 pub(crate) const DRA_CLAIM_RULES: &[&Rule] = &[
     &DRA_PREPARE,
     &DRA_CDI_IDS,
@@ -264,6 +286,7 @@ pub(crate) fn every(kubelet_socket: bool, plugin_type: &str) -> Vec<&'static Rul
         DEVICE => rules.extend_from_slice(DEVICE_SERVICE_RULES),
         DRA => {
             rules.push(&DRA_SERVICES);
+            rules.extend_from_slice(DRA_SLICE_RULES);
             rules.extend_from_slice(DRA_CLAIM_RULES);
             rules.extend_from_slice(&[&DRA_HEALTH, &REG_SECOND_INSTANCE]);
         }

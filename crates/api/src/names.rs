@@ -1,4 +1,5 @@
-//! Validation of extended resource names and device plugin endpoints.
+//! Upstream's name rules: extended resource names, DNS subdomains and
+//! device plugin endpoints.
 
 /// Whether `name` is a valid extended resource name: a domain-qualified
 /// name (`vendor.example.com/gpu`) outside the `kubernetes.io` namespaces,

@@ -2,6 +2,7 @@
 //! Allocate, as the kubelet makes them when it admits a pod.
 
 use std::collections::BTreeSet;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use nodeplugins_api::call;
@@ -109,17 +110,26 @@ pub(crate) async fn allocate_rule(
 }
 
 /// What the kubelet hands the container runtime from the first container
-/// response: CDI devices by fully qualified name, mounts and device nodes
-/// at absolute paths. The kubelet checks none of it; the runtime refuses
-/// the container.
-pub(crate) fn response_rule(answer: &dp::AllocateResponse) -> Verdict {
+/// response: CDI devices by fully qualified name (and, with `cdi_dirs`,
+/// named by a spec there), mounts and device nodes at absolute paths. The
+/// kubelet checks none of it; the runtime refuses the container.
+pub(crate) fn response_rule(answer: &dp::AllocateResponse, cdi_dirs: &[PathBuf]) -> Verdict {
     let Some(container) = answer.container_responses.first() else {
         return Verdict::Skip("no container response (device.allocate)".into());
     };
+    // Read once the answer is in: a plugin writes its spec before it
+    // answers.
+    let specs = (!cdi_dirs.is_empty()).then(|| super::cdi_specs::CdiSpecs::load(cdi_dirs));
     let mut problems: Vec<String> = container
         .cdi_devices
         .iter()
-        .filter_map(|d| super::cdi_names::problem(&d.name))
+        .filter_map(|d| match super::cdi_names::problem(&d.name) {
+            Some(problem) => Some(problem),
+            None => specs
+                .as_ref()
+                .filter(|specs| !specs.resolves(&d.name))
+                .map(|_| format!("{:?} is named by no CDI spec in {cdi_dirs:?}", d.name)),
+        })
         .collect();
     let paths = container
         .mounts

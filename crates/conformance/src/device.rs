@@ -2,7 +2,7 @@
 //! the calls the device manager makes.
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use nodeplugins_api::call;
@@ -25,12 +25,14 @@ const CONCURRENT: usize = 8;
 
 /// Every device plugin rule that needs no restart, against the service at
 /// `endpoint`. `registered` is the Register request, when it came through
-/// the tool's `kubelet.sock`.
+/// the tool's `kubelet.sock`; the CDI devices an Allocate answer names must
+/// resolve to specs in `cdi_dirs`, when there are any.
 #[allow(clippy::too_many_lines)] // One rule after the other, in order.
 pub(crate) async fn rules(
     report: &mut Report,
     endpoint: &Path,
     registered: Option<&dp::RegisterRequest>,
+    cdi_dirs: &[PathBuf],
     deadlines: Deadlines,
 ) {
     let all = DEVICE_SERVICE_RULES;
@@ -143,7 +145,7 @@ pub(crate) async fn rules(
             "the plugin lists no healthy device (the kubelet allocates only those)",
         );
     } else {
-        allocation_rules(report, &client, &ids, &options, deadlines).await;
+        allocation_rules(report, &client, &ids, &options, cdi_dirs, deadlines).await;
     }
     if let Some(stream) = &mut stream {
         report
@@ -159,6 +161,7 @@ async fn allocation_rules(
     client: &Client,
     ids: &[String],
     options: &dp::DevicePluginOptions,
+    cdi_dirs: &[PathBuf],
     deadlines: Deadlines,
 ) {
     let timeout = deadlines.device_call();
@@ -173,7 +176,7 @@ async fn allocation_rules(
     report
         .run(&DP_ALLOCATE_RESPONSE, async {
             match &allocated {
-                Some(answer) => response_rule(answer),
+                Some(answer) => response_rule(answer, cdi_dirs),
                 None => Verdict::Skip("Allocate did not answer (device.allocate)".into()),
             }
         })

@@ -5,6 +5,7 @@ use std::time::Duration;
 /// What one rule found.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "verdict", content = "detail", rename_all = "UPPERCASE")]
+#[non_exhaustive]
 pub enum Verdict {
     /// The plugin does what the rule asks; what was seen.
     Pass(String),
@@ -67,6 +68,7 @@ pub(crate) struct Rule {
 
 /// One rule's outcome.
 #[derive(Debug, Clone, serde::Serialize)]
+#[non_exhaustive]
 pub struct Outcome {
     /// The rule's stable id, such as `device.allocate`.
     pub id: &'static str,
@@ -83,6 +85,7 @@ pub struct Outcome {
 
 /// Every rule's outcome against one plugin.
 #[derive(Debug, Default, serde::Serialize)]
+#[non_exhaustive]
 pub struct Report {
     /// The plugin, as the tool met it (its registration socket or resource).
     pub plugin: String,
@@ -95,16 +98,41 @@ pub struct Report {
     pub(crate) selection: Selection,
 }
 
-impl Report {
-    /// Records `verdict` for `rule`, which took `took`.
-    pub(crate) fn record(&mut self, rule: &Rule, verdict: Verdict, took: Duration) {
-        self.outcomes.push(Outcome {
-            id: rule.id,
-            statement: rule.statement,
-            upstream: rule.upstream,
+impl Outcome {
+    /// The outcome of rule `id` (which asks `statement` of a plugin and
+    /// stands for the kubelet behaviour `upstream`): `verdict`, found in
+    /// `took`. For tools that render reports of their own.
+    pub fn new(
+        id: &'static str,
+        statement: &'static str,
+        upstream: &'static str,
+        verdict: Verdict,
+        took: Duration,
+    ) -> Self {
+        Self {
+            id,
+            statement,
+            upstream,
             verdict,
             millis: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
-        });
+        }
+    }
+}
+
+impl Report {
+    /// A report of no outcome yet, about `plugin` of type `plugin_type`.
+    pub fn new(plugin: impl Into<String>, plugin_type: impl Into<String>) -> Self {
+        Self {
+            plugin: plugin.into(),
+            plugin_type: plugin_type.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Records `verdict` for `rule`, which took `took`.
+    pub(crate) fn record(&mut self, rule: &Rule, verdict: Verdict, took: Duration) {
+        let outcome = Outcome::new(rule.id, rule.statement, rule.upstream, verdict, took);
+        self.outcomes.push(outcome);
     }
 
     /// Runs `check` as `rule` and records what it finds, with its duration;
@@ -127,6 +155,22 @@ impl Report {
         let start = tokio::time::Instant::now();
         let verdict = check.await;
         self.record(rule, verdict, start.elapsed());
+    }
+
+    /// Whether the selection leaves out every rule of `rules`, which are
+    /// then recorded as skipped (none of them needs to run).
+    pub(crate) fn left_out(&mut self, rules: &[&Rule]) -> bool {
+        let whys: Option<Vec<String>> = rules
+            .iter()
+            .map(|rule| self.selection.leaves_out(rule.id))
+            .collect();
+        let Some(whys) = whys else {
+            return false;
+        };
+        for (rule, why) in rules.iter().zip(whys) {
+            self.record(rule, Verdict::Skip(why), Duration::ZERO);
+        }
+        true
     }
 
     /// Records every rule in `rules` as skipped, for `why`.

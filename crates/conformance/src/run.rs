@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use nodeplugins_api::constants::plugin_type;
 
+#[cfg(feature = "kube")]
+use super::api_server;
 use super::claims::{self, TestClaim};
 use super::deadlines::Deadlines;
 use super::kubelet_socket::KubeletSocket;
@@ -13,7 +15,7 @@ use super::plugin::Plugin;
 use super::restarts::{self, Met};
 use super::rule::{Report, Selection, Verdict};
 use super::rules::{self, *};
-use super::{csi, device, device_register, dra, registration, sockets};
+use super::{PluginKind, csi, device, device_register, dra, registration, slices, sockets};
 
 /// Where the tool meets the plugin.
 #[derive(Debug, Clone)]
@@ -37,6 +39,7 @@ pub(crate) struct Options {
     /// The DRA rules' claims (made up when not given).
     pub(crate) claims: Option<PathBuf>,
     /// Read the DRA rules' claims from the API server with this kubeconfig.
+    #[cfg(feature = "kube")]
     pub(crate) kubeconfig: Option<PathBuf>,
     /// How long each call may take.
     pub(crate) deadlines: Deadlines,
@@ -46,6 +49,8 @@ pub(crate) struct Options {
     pub(crate) selection: Selection,
     /// Where the CDI specs a driver's ids must resolve to are.
     pub(crate) cdi_dirs: Vec<PathBuf>,
+    /// The type the plugin met through its registration socket must have.
+    pub(crate) expect: Option<PluginKind>,
 }
 
 impl Options {
@@ -63,11 +68,15 @@ pub(crate) async fn run(options: &Options) -> Result<Report, String> {
         None => claims::made_up(),
     };
     let mut plugin = Plugin::new(options.exec.clone());
-    let mut report = match &options.meeting {
-        Meeting::KubeletSocket(dir) => device_plugin(options, dir, &mut plugin).await?,
-        Meeting::Registry(path) => registered(options, path, &mut plugin, &claims).await?,
+    let report = match &options.meeting {
+        Meeting::KubeletSocket(dir) => device_plugin(options, dir, &mut plugin).await,
+        Meeting::Registry(path) => registered(options, path, &mut plugin, &claims).await,
     };
-    plugin.stop().await?;
+    // The plugin the run started ends with it, whether or not the run
+    // could be made.
+    let stopped = plugin.stop().await;
+    let mut report = report?;
+    stopped?;
     // Every rule is reported, those that could not run as SKIP with why.
     let kubelet_socket = matches!(options.meeting, Meeting::KubeletSocket(_));
     report.complete(&rules::every(kubelet_socket, &report.plugin_type));
@@ -114,7 +123,8 @@ async fn device_plugin(
         return Ok(report);
     };
     let request = Some(&registered.request);
-    device::rules(&mut report, &endpoint, request, options.deadlines).await;
+    let cdi = &options.cdi_dirs;
+    device::rules(&mut report, &endpoint, request, cdi, options.deadlines).await;
     if options.restarts {
         device_register::reregister_rule(
             &mut report,
@@ -193,19 +203,49 @@ async fn registered(
     let Some(found) = registration::rules(&mut report, &socket, deadlines).await else {
         return Ok(report);
     };
-    let revived = revive(plugin, watched, &socket, options.start_timeout()).await;
     let kind = found.info.r#type.clone();
-    let from_api;
-    let claims = match &options.kubeconfig {
+    if let Some(expected) = options.expect
+        && kind != expected.plugin_type()
+    {
+        return Err(format!(
+            "{} registered as a {kind:?}, not the {:?} the run expects",
+            socket.display(),
+            expected.plugin_type()
+        ));
+    }
+    let revived = revive(plugin, watched, &socket, options.start_timeout()).await;
+    #[cfg(feature = "kube")]
+    let api = match &options.kubeconfig {
         Some(kubeconfig) if kind == plugin_type::DRA => {
-            from_api = claims::from_api(kubeconfig, &found.info.name).await?;
-            from_api.as_slice()
+            Some(api_server::connect(kubeconfig).await?)
         }
-        _ => claims,
+        _ => None,
     };
+    #[cfg(feature = "kube")]
+    let from_api = match &api {
+        Some(client) => Some(claims::from_api(client, &found.info.name).await?),
+        None => None,
+    };
+    #[cfg(feature = "kube")]
+    let claims = from_api.as_deref().unwrap_or(claims);
     match kind.as_str() {
-        plugin_type::DEVICE => device::rules(&mut report, &found.endpoint, None, deadlines).await,
+        plugin_type::DEVICE => {
+            let cdi = &options.cdi_dirs;
+            device::rules(&mut report, &found.endpoint, None, cdi, deadlines).await;
+        }
         plugin_type::DRA => {
+            if !report.left_out(DRA_SLICE_RULES) {
+                #[cfg(feature = "kube")]
+                slices::rules(
+                    &mut report,
+                    api.as_ref(),
+                    &found.info.name,
+                    options.start_timeout(),
+                )
+                .await;
+                #[cfg(not(feature = "kube"))]
+                slices::rules(&mut report);
+            }
             let cdi = &options.cdi_dirs;
             dra::rules(
                 &mut report,

@@ -2,17 +2,25 @@
 
 /// One check and its outcome.
 #[derive(Debug, Clone, serde::Serialize)]
-pub(crate) struct Check {
-    pub(crate) name: String,
-    pub(crate) passed: bool,
-    pub(crate) detail: String,
+#[non_exhaustive]
+pub struct Check {
+    /// What was checked: `socket`, `GetInfo`, `type`, `name`, `versions`,
+    /// `endpoint`, or a call of the plugin's own service.
+    pub name: String,
+    /// Whether the plugin passed it.
+    pub passed: bool,
+    /// What was seen.
+    pub detail: String,
 }
 
 /// Every check run against one socket.
 #[derive(Debug, Default, serde::Serialize)]
-pub(crate) struct Report {
-    pub(crate) socket: String,
-    pub(crate) checks: Vec<Check>,
+#[non_exhaustive]
+pub struct Report {
+    /// The registration socket checked.
+    pub socket: String,
+    /// Each check, in the order run.
+    pub checks: Vec<Check>,
 }
 
 impl Report {
@@ -46,7 +54,7 @@ impl Report {
     }
 
     /// How many checks failed.
-    pub(crate) fn failures(&self) -> usize {
+    pub fn failures(&self) -> usize {
         self.checks.iter().filter(|c| !c.passed).count()
     }
 }

@@ -10,7 +10,6 @@
 
 use std::path::{Path, PathBuf};
 
-use nodeplugins::device::resource_name::is_extended_resource_name;
 use nodeplugins_api::call;
 use nodeplugins_api::constants::device_plugin;
 use nodeplugins_api::deviceplugin::v1beta1::device_plugin_client::DevicePluginClient;
@@ -18,6 +17,7 @@ use nodeplugins_api::deviceplugin::v1beta1::registration_server::{
     Registration, RegistrationServer,
 };
 use nodeplugins_api::deviceplugin::v1beta1::{DevicePluginOptions, Empty, RegisterRequest};
+use nodeplugins_api::names::is_extended_resource_name;
 use nodeplugins_api::transport::{BoundSocket, dial, root_cause, serve};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;

@@ -98,18 +98,15 @@ pub(crate) fn load(file: &Path) -> Result<Vec<TestClaim>, String> {
 }
 
 /// The claims the API server has allocated devices of `driver` to, read
-/// with `kubeconfig`, and one that does not exist, which the driver must
+/// through `client`, and one that does not exist, which the driver must
 /// fail on its own.
-pub(crate) async fn from_api(kubeconfig: &Path, driver: &str) -> Result<Vec<TestClaim>, String> {
-    use nodeplugins_sdk::k8s_openapi::api::resource::v1::ResourceClaim;
-    use nodeplugins_sdk::kube;
-    let config = kube::config::Kubeconfig::read_from(kubeconfig)
-        .map_err(|e| format!("{}: {e}", kubeconfig.display()))?;
-    let config = kube::Config::from_custom_kubeconfig(config, &Default::default())
-        .await
-        .map_err(|e| format!("{}: {e}", kubeconfig.display()))?;
-    let client = kube::Client::try_from(config).map_err(|e| format!("API client: {e}"))?;
-    let claims: kube::Api<ResourceClaim> = kube::Api::all(client);
+#[cfg(feature = "kube")]
+pub(crate) async fn from_api(
+    client: &kube::Client,
+    driver: &str,
+) -> Result<Vec<TestClaim>, String> {
+    use k8s_openapi::api::resource::v1::ResourceClaim;
+    let claims: kube::Api<ResourceClaim> = kube::Api::all(client.clone());
     let listed = claims
         .list(&Default::default())
         .await
