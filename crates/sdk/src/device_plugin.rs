@@ -7,7 +7,12 @@
 //! and re-creates `kubelet.sock`; [`DevicePluginServer`] notices either at
 //! once (inotify) and binds and registers again, where the kubelet's own
 //! stub polls every 10 s.
+//!
+//! With [`DevicePluginBuilder::cdi`], the server writes a CDI spec of the
+//! devices for which [`DevicePluginService::container_edits`] says what a
+//! container gets, and names those CDI devices in every Allocate answer.
 
+mod cdi;
 mod devices;
 mod error;
 mod grpc;

@@ -44,7 +44,6 @@ mod cdi;
 mod claim;
 #[cfg(feature = "kube")]
 mod claims_api;
-mod container_edits;
 mod device_metadata;
 mod driver;
 mod error;
@@ -61,14 +60,14 @@ mod stop_point;
 mod store;
 mod wire;
 
+pub use crate::cdi::{CDI_VERSION, DEFAULT_CDI_DIR};
+pub use crate::cdi::{CdiDeviceNode, CdiMount, ContainerEdits};
 pub use api_versions::ApiVersions;
 pub use builder::DraDriverBuilder;
-pub use cdi::{CDI_VERSION, DEFAULT_CDI_DIR};
 pub use claim::{
     AllocatedDevice, Allocation, Claim, ClaimRef, ConfigSource, DeviceConfig, DeviceMetadata,
     DeviceToleration, PreparedClaim, PreparedDevice, PreparedState,
 };
-pub use container_edits::{CdiDeviceNode, CdiMount, ContainerEdits};
 pub use device_metadata::{DEVICE_METADATA_API_VERSION, DEVICE_METADATA_CONTAINER_DIR};
 pub use driver::DraDriver;
 pub use error::{DraDriverError, DraDriverErrorHandler};

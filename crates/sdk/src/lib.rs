@@ -15,6 +15,9 @@
 //! - [`csi_registrar`]: a replacement for the node-driver-registrar sidecar
 //!   ([`csi_registrar::CsiRegistrar::builder`]).
 //! - [`csi_driver`]: a minimal CSI node driver server.
+//! - [`cdi`]: what a container gets for a device, written as the CDI spec
+//!   files the container runtime reads (by the DRA driver server for its
+//!   prepared claims, and by the device plugin server for its devices).
 //! - [`socket_name`]: registration socket names.
 //! - [`signals`]: stop on SIGTERM/SIGINT.
 //! - `logging` (feature `logging`): log setup for plugin binaries.
@@ -26,6 +29,7 @@
 //! accepts the path-valued `:authority` the real kubelet sends.
 #![forbid(unsafe_code)]
 
+pub mod cdi;
 pub mod csi_driver;
 pub mod csi_registrar;
 pub mod device_plugin;

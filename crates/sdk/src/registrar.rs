@@ -204,9 +204,9 @@ impl Registrar {
     pub async fn wait(self) -> Result<(), TransportError> {
         match self.task.await {
             Ok(result) => result,
-            Err(e) => Err(TransportError::Bind {
+            Err(source) => Err(TransportError::Task {
                 path: self.path,
-                source: std::io::Error::other(e),
+                source,
             }),
         }
     }

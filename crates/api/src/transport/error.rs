@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 /// What went wrong binding, serving or dialing a Unix socket.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TransportError {
     /// The path does not fit in `sockaddr_un.sun_path`.
     #[error("socket path {path:?} is {len} bytes long; the limit is {max} bytes")]
@@ -55,6 +56,16 @@ pub enum TransportError {
         /// The cause.
         #[source]
         source: std::io::Error,
+    },
+    /// The task serving the socket panicked (a bug) or was aborted, rather
+    /// than returning.
+    #[error("the task serving {path:?} ended without returning: {source}")]
+    Task {
+        /// The socket it served.
+        path: PathBuf,
+        /// How it ended: its panic's message, or its cancellation.
+        #[source]
+        source: tokio::task::JoinError,
     },
     /// The gRPC server failed.
     #[error("gRPC server on {path:?} failed: {source}")]

@@ -3,12 +3,18 @@
 //!
 //! Health can be flipped while it runs: SIGUSR1 marks the first healthy
 //! device unhealthy, SIGUSR2 marks every device healthy again.
+//!
+//! With `--cdi-dir`, it writes a CDI spec of its devices there (kind: the
+//! resource name; each device an environment variable) and Allocate names
+//! those CDI devices; without, Allocate names CDI devices it never writes a
+//! spec for, as plugins that leave specs to another component do.
 
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
 use nodeplugins_sdk::api::constants::layout::DEVICE_PLUGINS_DIR;
 use nodeplugins_sdk::api::deviceplugin::v1beta1 as dp;
+use nodeplugins_sdk::cdi::ContainerEdits;
 use nodeplugins_sdk::device_plugin::{DevicePluginServer, DevicePluginService, Devices};
 use nodeplugins_sdk::signals::shutdown_on_signals;
 use nodeplugins_sdk::tonic::Status;
@@ -40,6 +46,10 @@ struct Flags {
     /// Ask for PreStartContainer before each container start.
     #[arg(long)]
     pre_start: bool,
+    /// Write a CDI spec of the devices in this directory (one the container
+    /// runtime reads, such as /var/run/cdi), named in each Allocate answer.
+    #[arg(long, value_name = "DIR")]
+    cdi_dir: Option<PathBuf>,
     #[command(flatten)]
     log: LogFlags,
 }
@@ -48,6 +58,8 @@ struct Example {
     resource: String,
     pre_start: bool,
     numa: Vec<(String, i64)>,
+    /// Whether the SDK writes the CDI spec and names its devices.
+    cdi: bool,
 }
 
 #[nodeplugins_sdk::async_trait]
@@ -75,12 +87,26 @@ impl DevicePluginService for Example {
                 })
                 .collect(),
             annotations: [(format!("{vendor}/devices"), devices.join(","))].into(),
-            cdi_devices: devices
-                .iter()
-                .map(|id| dp::CdiDevice {
-                    name: format!("{vendor}/{kind}={id}"),
-                })
-                .collect(),
+            // With a CDI spec, the SDK names its devices.
+            cdi_devices: match self.cdi {
+                true => Vec::new(),
+                false => devices
+                    .iter()
+                    .map(|id| dp::CdiDevice {
+                        name: format!("{vendor}/{kind}={id}"),
+                    })
+                    .collect(),
+            },
+        })
+    }
+
+    fn container_edits(&self, device: &str) -> Option<ContainerEdits> {
+        Some(ContainerEdits {
+            env: vec![format!(
+                "EXAMPLE_DEVICE_{}=1",
+                device.replace('-', "_").to_uppercase()
+            )],
+            ..Default::default()
         })
     }
 
@@ -151,10 +177,14 @@ fn main() -> anyhow::Result<()> {
         resource: flags.resource.clone(),
         pre_start: flags.pre_start,
         numa,
+        cdi: flags.cdi_dir.is_some(),
     };
-    let plugin = DevicePluginServer::builder(&flags.resource, service)
+    let mut plugin = DevicePluginServer::builder(&flags.resource, service)
         .dir(flags.root_dir.join(DEVICE_PLUGINS_DIR))
         .devices(devices.clone());
+    if let Some(dir) = &flags.cdi_dir {
+        plugin = plugin.cdi(&flags.resource).cdi_dir(dir);
+    }
     let plugin = match flags.via {
         Via::KubeletSock => plugin,
         Via::Registry => plugin.register_in_registry(&flags.root_dir),

@@ -25,6 +25,15 @@ pub enum DevicePluginError {
         #[source]
         source: std::io::Error,
     },
+    /// The CDI spec could not be written before serving.
+    #[error("cannot write the CDI spec {path:?}: {source}")]
+    Cdi {
+        /// The spec file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
     /// The plugin's task ended abnormally.
     #[error("the device plugin's task ended abnormally: {0}")]
     Panicked(#[source] tokio::task::JoinError),

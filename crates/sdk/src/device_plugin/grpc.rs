@@ -8,6 +8,7 @@ use futures::StreamExt;
 use nodeplugins_api::deviceplugin::v1beta1 as dp;
 use tonic::{Request, Response, Status};
 
+use super::cdi::DeviceCdi;
 use super::devices::Devices;
 use super::service::DevicePluginService;
 
@@ -17,6 +18,8 @@ type DeviceStream =
 pub(super) struct Server {
     pub(super) service: Arc<dyn DevicePluginService>,
     pub(super) devices: Devices,
+    /// The CDI spec the plugin writes, if any.
+    pub(super) cdi: Option<DeviceCdi>,
 }
 
 #[tonic::async_trait]
@@ -82,7 +85,12 @@ impl dp::device_plugin_server::DevicePlugin for Server {
         }
         let mut container_responses = Vec::new();
         for r in request.container_requests {
-            container_responses.push(self.service.allocate(r.devices_ids).await?);
+            let ids = r.devices_ids;
+            let mut response = self.service.allocate(ids.clone()).await?;
+            if let Some(cdi) = &self.cdi {
+                cdi.name_devices(self.service.as_ref(), &ids, &mut response);
+            }
+            container_responses.push(response);
         }
         Ok(Response::new(dp::AllocateResponse {
             container_responses,

@@ -16,6 +16,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::cdi::{DeviceCdi, keep_written};
 use super::devices::Devices;
 use super::error::DevicePluginError;
 use super::grpc::{Server, options};
@@ -32,6 +33,10 @@ pub struct DevicePluginBuilder {
     pub(super) dir: PathBuf,
     pub(super) socket_name: String,
     pub(super) registration: Registration,
+    /// The kind of the CDI spec to write, if any.
+    pub(super) cdi_kind: Option<String>,
+    /// Where the CDI spec goes.
+    pub(super) cdi_dir: PathBuf,
 }
 
 impl DevicePluginBuilder {
@@ -66,6 +71,24 @@ impl DevicePluginBuilder {
     pub fn register_in_registry(self, root: impl AsRef<Path>) -> Self {
         let dir = root.as_ref().join(PLUGINS_REGISTRY_DIR);
         self.registration(Registration::Registry(dir))
+    }
+
+    /// Writes a CDI spec of kind `kind` (`vendor/class`, such as the
+    /// resource name `example.com/gpu`) in `/var/run/cdi` (see
+    /// [`cdi_dir`](Self::cdi_dir)) for every device that
+    /// [`DevicePluginService::container_edits`] gives edits, before serving
+    /// and again whenever the device list changes, and names those CDI
+    /// devices (`kind=<id>`) in each Allocate answer.
+    pub fn cdi(mut self, kind: impl Into<String>) -> Self {
+        self.cdi_kind = Some(kind.into());
+        self
+    }
+
+    /// The directory of the CDI spec [`cdi`](Self::cdi) writes, if not
+    /// `/var/run/cdi` (one the container runtime reads).
+    pub fn cdi_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cdi_dir = dir.into();
+        self
     }
 
     /// The devices to report (default: none until set through the handle).
@@ -104,11 +127,30 @@ impl DevicePluginBuilder {
         let events = inotify
             .into_event_stream([0u8; 4096])
             .map_err(watch_error)?;
+        // The spec is there before any Allocate can name its devices.
+        let cdi = match &self.cdi_kind {
+            Some(kind) => {
+                let cdi = DeviceCdi::new(&self.cdi_dir, kind);
+                cdi.write(self.service.as_ref(), &self.devices.get())
+                    .map_err(|source| DevicePluginError::Cdi {
+                        path: cdi.path().to_owned(),
+                        source,
+                    })?;
+                tokio::spawn(keep_written(
+                    cdi.clone(),
+                    self.service.clone(),
+                    self.devices.clone(),
+                    shutdown.clone(),
+                ));
+                Some(cdi)
+            }
+            None => None,
+        };
         let socket = self.socket();
         let first = BoundSocket::bind(&socket, None).await?;
         let devices = self.devices.clone();
         let (state, registration) = watch::channel(RegistrationState::Pending);
-        let task = tokio::spawn(self.serve(events, first, state, shutdown));
+        let task = tokio::spawn(self.serve(events, first, state, cdi, shutdown));
         Ok(DevicePluginServer {
             socket,
             devices,
@@ -122,6 +164,7 @@ impl DevicePluginBuilder {
         mut events: inotify::EventStream<[u8; 4096]>,
         first: BoundSocket,
         state: watch::Sender<RegistrationState>,
+        cdi: Option<DeviceCdi>,
         shutdown: CancellationToken,
     ) -> Result<(), DevicePluginError> {
         let mut first = Some(first);
@@ -138,6 +181,7 @@ impl DevicePluginBuilder {
                 dp::device_plugin_server::DevicePluginServer::new(Server {
                     service: self.service.clone(),
                     devices: self.devices.clone(),
+                    cdi: cdi.clone(),
                 }),
             );
             let server = tokio::spawn(serve(bound, router, round.clone()));
@@ -267,6 +311,8 @@ impl DevicePluginServer {
             devices: Devices::new(Vec::new()),
             dir: Path::new(DEFAULT_ROOT_DIR).join(DEVICE_PLUGINS_DIR),
             registration: Registration::KubeletSocket,
+            cdi_kind: None,
+            cdi_dir: PathBuf::from(crate::cdi::DEFAULT_CDI_DIR),
         }
     }
 

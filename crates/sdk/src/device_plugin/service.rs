@@ -3,6 +3,8 @@
 use nodeplugins_api::deviceplugin::v1beta1 as dp;
 use tonic::Status;
 
+use crate::cdi::ContainerEdits;
+
 /// What a device plugin author implements.
 #[async_trait::async_trait]
 pub trait DevicePluginService: Send + Sync + 'static {
@@ -36,5 +38,15 @@ pub trait DevicePluginService: Send + Sync + 'static {
     /// Whether the kubelet must call PreStartContainer.
     fn pre_start_required(&self) -> bool {
         false
+    }
+
+    /// What a container gets for `device` through CDI (environment, device
+    /// nodes, mounts), when the plugin serves with
+    /// [`cdi`](super::DevicePluginBuilder::cdi): the device is written in
+    /// the CDI spec and named in every Allocate answer that includes it.
+    /// `None` (the default): the device has no CDI device, and Allocate's
+    /// own answer is all the container gets.
+    fn container_edits(&self, _device: &str) -> Option<ContainerEdits> {
+        None
     }
 }

@@ -9,9 +9,9 @@ use nodeplugins_api::constants::dra_service;
 use nodeplugins_api::constants::layout::{DEFAULT_ROOT_DIR, PLUGINS_DIR, PLUGINS_REGISTRY_DIR};
 
 use super::api_versions::ApiVersions;
-use super::cdi::DEFAULT_CDI_DIR;
 use super::driver::DraDriver;
 use super::health::{HEALTH_RESEND_INTERVAL, HealthReporter};
+use crate::cdi::DEFAULT_CDI_DIR;
 
 /// Settings of a [`DraDriverServer`](super::DraDriverServer), ending in
 /// [`start`](Self::start).

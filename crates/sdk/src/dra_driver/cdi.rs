@@ -5,40 +5,23 @@
 //! when the claim is unprepared, and written again at start for every
 //! prepared claim whose file is missing (`/var/run` is emptied at boot).
 //!
-//! A file is written atomically: to a hidden temporary file of its own
-//! (`.<name>.<pid>-<n>.tmp`, created new, mode 0644) in the same directory,
-//! synced, renamed over the spec, and the directory synced; a failed write
-//! removes its temporary file. Two writers (the instances of a rolling
-//! update) never share a temporary file, and the runtime never reads a
-//! half-written spec.
+//! Each file is written atomically (`crate::cdi`).
+//!
+//! Written here rather than through the CNCF's `container-device-interface`
+//! crate (1.1.1), measured against this workspace's lock file: it would add
+//! 77 crates to a plugin's build, among them `reqwest` with `aws-lc-sys` (a
+//! C library built from source), `jsonschema`, `clap` (a library taking a
+//! command line parser) and `serde_yaml` (no longer maintained); its
+//! qualified-name check prints to standard output; and a plugin needs of
+//! it only the few fields of a spec it writes. What the runtime requires of
+//! a spec (a fully qualified kind, device names, the version) is checked
+//! where specs are read back: the conformance rule `dra.prepare.cdi-ids`
+//! resolves every id a driver answers with against the spec files.
 
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::PathBuf;
 
 use super::claim::PreparedClaim;
-use super::container_edits::ContainerEdits;
-
-/// The CDI version of the files written.
-pub const CDI_VERSION: &str = "0.6.0";
-/// The default CDI spec directory.
-pub const DEFAULT_CDI_DIR: &str = "/var/run/cdi";
-
-#[derive(serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Spec<'a> {
-    cdi_version: &'static str,
-    kind: &'a str,
-    devices: Vec<SpecDevice<'a>>,
-}
-
-#[derive(serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-struct SpecDevice<'a> {
-    name: String,
-    container_edits: &'a ContainerEdits,
-}
+use crate::cdi::write_spec;
 
 /// CDI spec files of kind `vendor/class` in a directory.
 #[derive(Debug, Clone)]
@@ -100,28 +83,16 @@ impl CdiSpecs {
     /// Writes the spec file of `claim` (atomically), if it has any device
     /// with container edits.
     pub(crate) fn write(&self, claim: &PreparedClaim) -> std::io::Result<()> {
-        let devices: Vec<SpecDevice<'_>> = claim
+        let devices: Vec<(String, &_)> = claim
             .devices
             .iter()
             .zip(Self::device_names(claim))
-            .filter_map(|(d, name)| {
-                d.container_edits.as_ref().map(|edits| SpecDevice {
-                    name,
-                    container_edits: edits,
-                })
-            })
+            .filter_map(|(d, name)| d.container_edits.as_ref().map(|edits| (name, edits)))
             .collect();
         if devices.is_empty() {
             return Ok(());
         }
-        let spec = Spec {
-            cdi_version: CDI_VERSION,
-            kind: &self.kind,
-            devices,
-        };
-        let bytes = serde_json::to_vec_pretty(&spec).map_err(std::io::Error::other)?;
-        std::fs::create_dir_all(&self.dir)?;
-        write_atomically(&self.path(&claim.claim.uid), &bytes)
+        write_spec(&self.path(&claim.claim.uid), &self.kind, &devices)
     }
 
     /// Writes the spec file of `claim` if it is missing.
@@ -142,40 +113,10 @@ impl CdiSpecs {
     }
 }
 
-/// Tells apart the temporary files of one process.
-static TEMPORARY: AtomicU64 = AtomicU64::new(0);
-
-/// Writes `bytes` to `path` atomically; see the module's documentation.
-pub(super) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let tmp = dir.join(format!(
-        ".{name}.{}-{}.tmp",
-        std::process::id(),
-        TEMPORARY.fetch_add(1, Ordering::Relaxed)
-    ));
-    let written = (|| {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .open(&tmp)?;
-        // Whatever the umask: every reader of the directory may read it.
-        file.set_permissions(std::fs::Permissions::from_mode(0o644))?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        std::fs::File::open(dir)?.sync_all()
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cdi::ContainerEdits;
     use crate::dra_driver::{ClaimRef, PreparedDevice, PreparedState};
 
     #[test]
@@ -300,6 +241,9 @@ mod tests {
         let mode = std::fs::metadata(dir.path().join("dra.example.com-gpu_u1.json"))
             .unwrap()
             .permissions();
-        assert_eq!(mode.mode() & 0o777, 0o644);
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+            0o644
+        );
     }
 }

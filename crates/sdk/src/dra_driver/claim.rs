@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use super::container_edits::ContainerEdits;
+use crate::cdi::ContainerEdits;
 
 /// A ResourceClaim, by reference.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -153,6 +153,7 @@ impl Allocation {
 
 /// A claim to prepare.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Claim {
     /// Which claim.
     pub claim: ClaimRef,

@@ -24,9 +24,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use super::cdi::{CDI_VERSION, write_atomically};
 use super::claim::{ClaimRef, PreparedClaim, base_request};
-use super::container_edits::{CdiMount, ContainerEdits};
+use crate::cdi::{CDI_VERSION, write_atomically};
+use crate::cdi::{CdiMount, ContainerEdits};
 
 /// The API version of the objects written.
 pub const DEVICE_METADATA_API_VERSION: &str = "metadata.resource.k8s.io/v1beta1";

@@ -202,13 +202,14 @@ impl DraDriverServer {
             _ => None,
         };
         let on_error = config.on_error.clone();
+        let served_socket = service_socket.clone();
         let task = tokio::spawn(async move {
             let mut serving = serving;
             // A service that stops before shutdown is fatal: the driver
             // hears of it, and shuts down.
             let stopped = tokio::select! {
                 () = shutdown.cancelled() => None,
-                ended = &mut serving => Some(stopped_early(ended, on_error.as_deref())),
+                ended = &mut serving => Some(stopped_early(ended, &served_socket, on_error.as_deref())),
             };
             if stopped.is_some() {
                 shutdown.cancelled().await;
@@ -228,7 +229,7 @@ impl DraDriverServer {
             service_shutdown.cancel();
             let served = match stopped {
                 Some(result) => result,
-                None => joined(serving.await),
+                None => joined(serving.await, &served_socket),
             };
             registered.and(served)
         });
@@ -259,22 +260,23 @@ impl DraDriverServer {
     pub async fn wait(self) -> Result<(), TransportError> {
         match self.task.await {
             Ok(result) => result,
-            Err(e) => Err(TransportError::Bind {
+            Err(source) => Err(TransportError::Task {
                 path: self.service_socket,
-                source: std::io::Error::other(e),
+                source,
             }),
         }
     }
 }
 
-/// What the serving task ended with.
+/// What the task serving `socket` ended with.
 fn joined(
     ended: Result<Result<(), TransportError>, tokio::task::JoinError>,
+    socket: &Path,
 ) -> Result<(), TransportError> {
-    ended.unwrap_or_else(|e| {
-        Err(TransportError::Bind {
-            path: PathBuf::new(),
-            source: std::io::Error::other(e),
+    ended.unwrap_or_else(|source| {
+        Err(TransportError::Task {
+            path: socket.to_owned(),
+            source,
         })
     })
 }
@@ -283,9 +285,10 @@ fn joined(
 /// gives what it ended with.
 fn stopped_early(
     ended: Result<Result<(), TransportError>, tokio::task::JoinError>,
+    socket: &Path,
     on_error: Option<&(dyn Fn(&DraDriverError) + Send + Sync)>,
 ) -> Result<(), TransportError> {
-    let error = match joined(ended) {
+    let error = match joined(ended, socket) {
         Ok(()) => DraDriverError::ServiceStopped,
         Err(e) => DraDriverError::Transport(e),
     };
