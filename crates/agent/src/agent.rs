@@ -100,6 +100,7 @@ impl AgentConfig {
 
 /// Why the agent stopped.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AgentError {
     /// The root directory could not be created.
     #[error("root directory {dir:?}: {source}")]

@@ -36,7 +36,7 @@ enum Command {
     /// a scratch root, narrated.
     Demo(crate::demo::DemoArgs),
     /// Run the node agent until SIGTERM or SIGINT.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Show device plugin resources: capacity, allocatable, allocated, devices, plugins.
     Resources {
         /// Root directory of the agent to ask.
@@ -411,7 +411,7 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 n => anyhow::bail!("{n} of {} checks failed", report.checks.len()),
             }
         }
-        Command::Conformance(args) => crate::conformance::command::run(args).await,
+        Command::Conformance(args) => crate::conformance::run(args).await,
         Command::Status { root_dir, output } => {
             let status = nodeplugins::admin::status(&root_dir).await?;
             output::status(&status, output, &mut std::io::stdout().lock())

@@ -248,7 +248,7 @@ fn parse_pod_resources_mode(text: &str) -> Result<PodResourcesMode, String> {
 }
 
 /// Where the API server is, or none.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) enum KubeconfigSetting {
     Off,
     Source(KubeConfigSource),
@@ -388,6 +388,9 @@ impl Settings {
             None => "off".to_string(),
             Some(KubeConfigSource::InCluster) => "in-cluster".to_string(),
             Some(KubeConfigSource::Kubeconfig(path)) => path.display().to_string(),
+            // An application's own client is no setting of the command
+            // line's; the command line never makes one.
+            Some(_) => "off".to_string(),
         };
         let lines = [
             ("root_dir", a.root_dir.display().to_string()),

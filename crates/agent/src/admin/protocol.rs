@@ -153,6 +153,7 @@ pub struct ReleaseReply {
 
 /// The answer to a `{"request":"status"}` line.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
 pub struct AgentStatus {
     /// nodeplugins version.
     pub version: String,

@@ -43,12 +43,31 @@ pub const POD_RECONCILE_PERIOD: Duration = Duration::from_secs(60);
 pub const CSINODE_RECHECK: Duration = Duration::from_secs(5 * 60);
 
 /// Where the API server and credentials come from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone)]
+#[non_exhaustive]
 pub enum KubeConfigSource {
     /// A kubeconfig file (its current context).
     Kubeconfig(PathBuf),
     /// The pod's service account (`KUBERNETES_SERVICE_HOST`, the mounted token).
     InCluster,
+    /// The application's own client, used as it is (its TLS, its
+    /// credentials, its layers) with the agent's request deadline around
+    /// it. The application keeps its credentials current: a 401 is not
+    /// followed by a new client.
+    Client(kube::Client),
+}
+
+impl std::fmt::Debug for KubeConfigSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Kubeconfig(path) => f.debug_tuple("Kubeconfig").field(path).finish(),
+            Self::InCluster => f.write_str("InCluster"),
+            Self::Client(client) => f
+                .debug_struct("Client")
+                .field("default_namespace", &client.default_namespace())
+                .finish_non_exhaustive(),
+        }
+    }
 }
 
 /// Settings of the API publishing.

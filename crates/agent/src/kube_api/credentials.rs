@@ -14,7 +14,9 @@
 //! so a trailing newline is no problem.
 //!
 //! In a pod (`in-cluster`), the client reads its token file and CA again by
-//! itself; a 401 still builds a new client.
+//! itself; a 401 still builds a new client. An application's own client
+//! (`KubeConfigSource::Client`) is used as it is, with the request
+//! deadline around it, and never built again.
 //!
 //! The 401 is noticed in the client's own transport, so every request
 //! asks for the look when refused: writes, watches and their listings,
@@ -268,6 +270,9 @@ async fn build(
                 .hash(&mut hasher);
             kube::Config::incluster().map_err(KubeApiError::InCluster)?
         }
+        KubeConfigSource::Client(client) => {
+            return Ok((application_client(client, request_timeout), 0));
+        }
     };
     let server = config.cluster_url.to_string();
     let reload = reload.clone();
@@ -280,6 +285,21 @@ async fn build(
         .with_layer(&DeadlineLayer::new(request_timeout))
         .build();
     Ok((Connection { client, server }, hasher.finish()))
+}
+
+/// The application's `client` with `request_timeout` on every request but
+/// watches, as the clients built here have it.
+fn application_client(client: &kube::Client, request_timeout: Duration) -> Connection {
+    let inner = client.clone();
+    let send = tower::service_fn(move |request| {
+        let inner = inner.clone();
+        async move { inner.send(request).await }
+    });
+    let timed = tower::Layer::layer(&DeadlineLayer::new(request_timeout), send);
+    Connection {
+        client: kube::Client::new(timed, client.default_namespace()),
+        server: "the application's client".to_string(),
+    }
 }
 
 #[cfg(test)]
