@@ -1,5 +1,11 @@
 //! Workspace binaries for end-to-end tests in any crate: built on first use
 //! (a no-op when the workspace is already built) and found in the target dir.
+//!
+//! `scripts/run-tests` builds every binary and example before any test
+//! runs and says so in [`PREBUILT_ENV`]: the tests then take them as they
+//! are, without a `cargo build` each, which would wait for the target
+//! directory's lock while another cargo (the background checks of
+//! `scripts/tool-checks`) holds it, in the middle of a timed test.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -29,10 +35,16 @@ pub fn binary(package: &str, name: &str) -> PathBuf {
     build(package, "--bin", name, Path::new(name))
 }
 
+/// Set (to `1`) when every workspace binary and example is built already.
+pub const PREBUILT_ENV: &str = "NODEPLUGINS_TEST_PREBUILT";
+
 fn build(package: &str, kind: &str, name: &str, relative: &Path) -> PathBuf {
     static BUILD: Mutex<()> = Mutex::new(());
     let _guard = BUILD.lock().unwrap_or_else(|p| p.into_inner());
     let path = target_profile_dir().join(relative);
+    if std::env::var_os(PREBUILT_ENV).is_some_and(|v| v == "1") && path.exists() {
+        return path;
+    }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut command = Command::new(cargo);
     // `--workspace`, not `-p package`: features resolve as in the full
