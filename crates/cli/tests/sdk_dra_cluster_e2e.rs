@@ -391,8 +391,12 @@ async fn slices_wiped_after_the_grace_period_come_back_with_the_driver() {
             kubeconfig.to_str().unwrap(),
             "--node-name",
             NODE,
+            // Long enough that the slices are surely still there when the
+            // driver's exit has been waited for on a loaded machine (with
+            // 2 s, a cold CI run saw them wiped already), short enough to
+            // wait out.
             "--dra-cleanup-grace",
-            "2s",
+            "8s",
         ],
     );
     let cdi = root.path().join("cdi");
