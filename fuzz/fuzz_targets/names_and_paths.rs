@@ -6,11 +6,9 @@
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use nodeplugins::csi::version::highest_supported;
-use nodeplugins::device::resource_name::{
-    is_dns_subdomain, is_extended_resource_name, is_plain_socket_name,
-};
 use nodeplugins::dra::{ClaimRef, choose_service};
+use nodeplugins_api::csi_version::highest_supported;
+use nodeplugins_api::names::{is_dns_subdomain, is_extended_resource_name, is_plain_socket_name};
 use nodeplugins_sdk::socket_name::{registration_socket_name, rolling_update_socket_name};
 
 fuzz_target!(|data: &[u8]| {
