@@ -148,15 +148,23 @@ async fn device_plugin(
 /// Starts the plugin again when a rule ended it (a CSI registrar exits
 /// when the kubelet rejects its driver, as node-driver-registrar does, for
 /// its pod to restart it), so that the rules after it meet a running
-/// plugin and not the socket it left behind. Waits for its registration
-/// socket to answer.
+/// plugin and not the socket it left behind. `gone`: a rule saw it stop
+/// answering, and its process may still be on its way out: it is waited
+/// for. Waits for its registration socket to answer.
 async fn revive(
     plugin: &mut Plugin,
     watched: &Path,
     socket: &Path,
+    gone: bool,
     timeout: Duration,
 ) -> Result<(), String> {
-    if !plugin.managed() || !plugin.exited() {
+    if !plugin.managed() {
+        return Ok(());
+    }
+    if gone && !plugin.exited() {
+        let _ = tokio::time::timeout(timeout, plugin.wait_exit()).await;
+    }
+    if !plugin.exited() {
         return Ok(());
     }
     // Ends what is left of its command line, as its pod's restart would.
@@ -213,7 +221,10 @@ async fn registered(
             expected.plugin_type()
         ));
     }
-    let revived = revive(plugin, watched, &socket, options.start_timeout()).await;
+    let gone = report
+        .outcome(REG_NOTIFY_FALSE.id)
+        .is_some_and(|o| matches!(o.verdict, Verdict::Warn(_)));
+    let revived = revive(plugin, watched, &socket, gone, options.start_timeout()).await;
     #[cfg(feature = "kube")]
     let api = match &options.kubeconfig {
         Some(kubeconfig) if kind == plugin_type::DRA => {
