@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use nodeplugins_sdk::dra_driver::DeviceHealth;
 use nodeplugins_sdk::dra_driver::{
-    Claim, ContainerEdits, DraDriver, DraDriverServer, HealthReporter, Pool, PreparedClaim,
-    PreparedDevice, Resources,
+    Claim, ContainerEdits, DraDriver, DraDriverServer, HealthReporter, Pool, PrepareResults,
+    PreparedClaim, PreparedDevice, Resources, UnprepareResults,
 };
 use nodeplugins_sdk::k8s_openapi::api::resource::v1::Device;
 use nodeplugins_sdk::signals::shutdown_on_signals;
@@ -26,10 +26,7 @@ struct Gpus;
 
 #[nodeplugins_sdk::async_trait]
 impl DraDriver for Gpus {
-    async fn prepare(
-        &self,
-        claims: Vec<Claim>,
-    ) -> HashMap<String, Result<Vec<PreparedDevice>, String>> {
+    async fn prepare(&self, claims: Vec<Claim>) -> PrepareResults {
         // Called once per claim: a prepared claim is answered from the
         // SDK's record, and the SDK writes the CDI spec file.
         let mut results = HashMap::new();
@@ -62,7 +59,7 @@ impl DraDriver for Gpus {
         results
     }
 
-    async fn unprepare(&self, claims: Vec<PreparedClaim>) -> HashMap<String, Result<(), String>> {
+    async fn unprepare(&self, claims: Vec<PreparedClaim>) -> UnprepareResults {
         // Nothing to undo on fake GPUs; the SDK removes the CDI spec file.
         claims.into_iter().map(|c| (c.claim.uid, Ok(()))).collect()
     }

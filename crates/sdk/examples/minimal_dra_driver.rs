@@ -3,12 +3,12 @@
 //!
 //! Run: `cargo run -p nodeplugins-sdk --example minimal_dra_driver -- /tmp/root [INSTANCE]`
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use nodeplugins_sdk::dra_driver::DeviceHealth;
 use nodeplugins_sdk::dra_driver::{
-    Claim, DraDriver, DraDriverServer, HealthReporter, PreparedClaim, PreparedDevice,
+    Claim, DraDriver, DraDriverServer, HealthReporter, PrepareResults, PreparedClaim,
+    PreparedDevice, UnprepareResults,
 };
 use nodeplugins_sdk::signals::shutdown_on_signals;
 
@@ -16,10 +16,7 @@ struct Driver;
 
 #[nodeplugins_sdk::async_trait]
 impl DraDriver for Driver {
-    async fn prepare(
-        &self,
-        claims: Vec<Claim>,
-    ) -> HashMap<String, Result<Vec<PreparedDevice>, String>> {
+    async fn prepare(&self, claims: Vec<Claim>) -> PrepareResults {
         // In a cluster (the `kube` feature) `claim.allocation` holds the
         // devices the scheduler allocated; each claim here gets "gpu-0".
         claims
@@ -36,7 +33,7 @@ impl DraDriver for Driver {
             .collect()
     }
 
-    async fn unprepare(&self, claims: Vec<PreparedClaim>) -> HashMap<String, Result<(), String>> {
+    async fn unprepare(&self, claims: Vec<PreparedClaim>) -> UnprepareResults {
         claims
             .into_iter()
             .map(|claim| (claim.claim.uid, Ok(())))

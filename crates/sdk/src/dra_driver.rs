@@ -42,6 +42,7 @@ mod boot;
 mod builder;
 mod cdi;
 mod claim;
+mod claim_uid;
 #[cfg(feature = "kube")]
 mod claims_api;
 mod device_metadata;
@@ -68,8 +69,9 @@ pub use claim::{
     AllocatedDevice, Allocation, Claim, ClaimRef, ConfigSource, DeviceConfig, DeviceMetadata,
     DeviceToleration, PreparedClaim, PreparedDevice, PreparedState,
 };
+pub use claim_uid::ClaimUid;
 pub use device_metadata::{DEVICE_METADATA_API_VERSION, DEVICE_METADATA_CONTAINER_DIR};
-pub use driver::DraDriver;
+pub use driver::{ClaimError, DraDriver, PrepareResults, UnprepareResults};
 pub use error::{DraDriverError, DraDriverErrorHandler};
 pub use health::{DeviceHealth, HEALTH_RESEND_INTERVAL, HEALTH_TIMEOUT_SECONDS, HealthReporter};
 pub use serializer::SERIALIZE_LOCK_FILE;

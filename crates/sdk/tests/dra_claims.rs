@@ -17,8 +17,8 @@ use nodeplugins_api::dra::v1;
 use nodeplugins_api::dra::v1::dra_plugin_client::DraPluginClient;
 use nodeplugins_api::transport::dial;
 use nodeplugins_sdk::dra_driver::{
-    Claim, DraDriver, DraDriverServer, PreparedClaim, PreparedDevice, PreparedState,
-    STORE_BACKUP_FILE,
+    Claim, DraDriver, DraDriverServer, PrepareResults, PreparedClaim, PreparedDevice,
+    PreparedState, STORE_BACKUP_FILE, UnprepareResults,
 };
 use nodeplugins_test_support::wait::TIMEOUT;
 use tokio::sync::{Notify, watch};
@@ -56,10 +56,7 @@ impl Driver {
 
 #[nodeplugins_sdk::async_trait]
 impl DraDriver for Driver {
-    async fn prepare(
-        &self,
-        claims: Vec<Claim>,
-    ) -> HashMap<String, Result<Vec<PreparedDevice>, String>> {
+    async fn prepare(&self, claims: Vec<Claim>) -> PrepareResults {
         if claims.iter().any(|c| c.claim.name.starts_with("slow"))
             && let Some(entered) = &self.entered
         {
@@ -73,12 +70,12 @@ impl DraDriver for Driver {
         let mut results = HashMap::new();
         for claim in claims {
             let uid = claim.claim.uid;
-            self.prepared.lock().unwrap().push(uid.clone());
+            self.prepared.lock().unwrap().push(uid.to_string());
             if let Some(before) = claim.before_reboot {
                 self.before_reboot
                     .lock()
                     .unwrap()
-                    .insert(uid.clone(), before);
+                    .insert(uid.to_string(), before);
             }
             let device = PreparedDevice {
                 pool: "pool".into(),
@@ -91,7 +88,7 @@ impl DraDriver for Driver {
         results
     }
 
-    async fn unprepare(&self, claims: Vec<PreparedClaim>) -> HashMap<String, Result<(), String>> {
+    async fn unprepare(&self, claims: Vec<PreparedClaim>) -> UnprepareResults {
         self.calls
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         tokio::time::sleep(self.work).await;
@@ -382,7 +379,7 @@ async fn a_hundred_serialized_prepares_and_unprepares_at_once_all_succeed_in_sha
         .lock()
         .unwrap()
         .iter()
-        .map(|c| c.claim.uid.clone())
+        .map(|c| c.claim.uid.to_string())
         .collect();
     assert_eq!(released.len(), 100);
     // Nothing is left recorded: preparing again reaches the driver.

@@ -16,7 +16,8 @@ use nodeplugins_api::dra::v1;
 use nodeplugins_api::dra::v1::dra_plugin_client::DraPluginClient;
 use nodeplugins_api::transport::dial;
 use nodeplugins_sdk::dra_driver::{
-    Claim, DraDriver, DraDriverServer, Pool, PreparedClaim, PreparedDevice, Resources,
+    Claim, DraDriver, DraDriverServer, Pool, PrepareResults, PreparedClaim, Resources,
+    UnprepareResults,
 };
 use nodeplugins_sdk::k8s_openapi;
 use nodeplugins_test_support::echo_dra_driver::AllocationEcho;
@@ -117,11 +118,11 @@ struct NoCalls;
 
 #[nodeplugins_sdk::async_trait]
 impl DraDriver for NoCalls {
-    async fn prepare(&self, _: Vec<Claim>) -> HashMap<String, Result<Vec<PreparedDevice>, String>> {
+    async fn prepare(&self, _: Vec<Claim>) -> PrepareResults {
         HashMap::new()
     }
 
-    async fn unprepare(&self, claims: Vec<PreparedClaim>) -> HashMap<String, Result<(), String>> {
+    async fn unprepare(&self, claims: Vec<PreparedClaim>) -> UnprepareResults {
         claims.into_iter().map(|c| (c.claim.uid, Ok(()))).collect()
     }
 }

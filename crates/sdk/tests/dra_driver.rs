@@ -6,7 +6,6 @@
 // Test code: a failed unwrap is a failed test with a precise location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use nodeplugins_api::dra::v1;
@@ -14,7 +13,8 @@ use nodeplugins_api::dra::v1::dra_plugin_client::DraPluginClient;
 use nodeplugins_api::transport::dial;
 use nodeplugins_sdk::dra_driver::{
     ApiVersions, Claim, DEVICE_METADATA_API_VERSION, DeviceHealth, DeviceMetadata, DraDriver,
-    DraDriverError, DraDriverServer, HealthReporter, PreparedClaim, PreparedDevice,
+    DraDriverError, DraDriverServer, HealthReporter, PrepareResults, PreparedClaim, PreparedDevice,
+    UnprepareResults,
 };
 use nodeplugins_test_support::fake_kubelet;
 use nodeplugins_test_support::process::ChildProcess;
@@ -34,10 +34,7 @@ struct Driver {
 
 #[async_trait::async_trait]
 impl DraDriver for Driver {
-    async fn prepare(
-        &self,
-        claims: Vec<Claim>,
-    ) -> HashMap<String, Result<Vec<PreparedDevice>, String>> {
+    async fn prepare(&self, claims: Vec<Claim>) -> PrepareResults {
         if let Some((entered, open)) = &self.gate {
             entered.send_modify(|n| *n += 1);
             open.notified().await;
@@ -57,7 +54,7 @@ impl DraDriver for Driver {
             .collect()
     }
 
-    async fn unprepare(&self, claims: Vec<PreparedClaim>) -> HashMap<String, Result<(), String>> {
+    async fn unprepare(&self, claims: Vec<PreparedClaim>) -> UnprepareResults {
         claims.into_iter().map(|c| (c.claim.uid, Ok(()))).collect()
     }
 }
@@ -263,10 +260,7 @@ struct WithMetadata;
 
 #[async_trait::async_trait]
 impl DraDriver for WithMetadata {
-    async fn prepare(
-        &self,
-        claims: Vec<Claim>,
-    ) -> HashMap<String, Result<Vec<PreparedDevice>, String>> {
+    async fn prepare(&self, claims: Vec<Claim>) -> PrepareResults {
         let gpu = |name: &str| PreparedDevice {
             requests: vec!["gpu/big".into()],
             pool: "pool".into(),
@@ -294,7 +288,7 @@ impl DraDriver for WithMetadata {
             .collect()
     }
 
-    async fn unprepare(&self, claims: Vec<PreparedClaim>) -> HashMap<String, Result<(), String>> {
+    async fn unprepare(&self, claims: Vec<PreparedClaim>) -> UnprepareResults {
         claims.into_iter().map(|c| (c.claim.uid, Ok(()))).collect()
     }
 }

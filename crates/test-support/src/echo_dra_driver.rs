@@ -5,7 +5,9 @@
 
 use std::collections::HashMap;
 
-use nodeplugins_sdk::dra_driver::{Claim, DraDriver, PreparedClaim, PreparedDevice};
+use nodeplugins_sdk::dra_driver::{
+    Claim, DraDriver, PrepareResults, PreparedClaim, PreparedDevice, UnprepareResults,
+};
 
 /// Answers each claim with its allocated devices, each with the CDI id
 /// `<cdi_kind>=<device>` when a kind is given; unprepares anything.
@@ -17,10 +19,7 @@ pub struct AllocationEcho {
 
 #[async_trait::async_trait]
 impl DraDriver for AllocationEcho {
-    async fn prepare(
-        &self,
-        claims: Vec<Claim>,
-    ) -> HashMap<String, Result<Vec<PreparedDevice>, String>> {
+    async fn prepare(&self, claims: Vec<Claim>) -> PrepareResults {
         claims
             .into_iter()
             .map(|claim| {
@@ -45,7 +44,7 @@ impl DraDriver for AllocationEcho {
             .collect()
     }
 
-    async fn unprepare(&self, claims: Vec<PreparedClaim>) -> HashMap<String, Result<(), String>> {
+    async fn unprepare(&self, claims: Vec<PreparedClaim>) -> UnprepareResults {
         claims.into_iter().map(|c| (c.claim.uid, Ok(()))).collect()
     }
 }
@@ -57,11 +56,11 @@ pub struct NoCalls;
 
 #[async_trait::async_trait]
 impl DraDriver for NoCalls {
-    async fn prepare(&self, _: Vec<Claim>) -> HashMap<String, Result<Vec<PreparedDevice>, String>> {
+    async fn prepare(&self, _: Vec<Claim>) -> PrepareResults {
         HashMap::new()
     }
 
-    async fn unprepare(&self, _: Vec<PreparedClaim>) -> HashMap<String, Result<(), String>> {
+    async fn unprepare(&self, _: Vec<PreparedClaim>) -> UnprepareResults {
         HashMap::new()
     }
 }

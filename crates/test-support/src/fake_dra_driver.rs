@@ -1,14 +1,14 @@
 //! A DRA driver for tests: the SDK's DRA driver server with a driver whose
 //! answers and failures the test controls, recording every call.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use nodeplugins_sdk::dra_driver::DeviceHealth;
 use nodeplugins_sdk::dra_driver::{
     ApiVersions, Claim, ClaimRef, DraDriver, DraDriverBuilder, DraDriverServer, HealthReporter,
-    PreparedClaim, PreparedDevice,
+    PrepareResults, PreparedClaim, PreparedDevice, UnprepareResults,
 };
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -34,7 +34,7 @@ impl Driver {
     fn record<'a>(&self, operation: &str, claims: impl IntoIterator<Item = &'a ClaimRef>) {
         self.calls.send_modify(|calls| {
             for claim in claims {
-                calls.push((operation.to_string(), claim.uid.clone()));
+                calls.push((operation.to_string(), claim.uid.to_string()));
             }
         });
     }
@@ -42,10 +42,7 @@ impl Driver {
 
 #[async_trait::async_trait]
 impl DraDriver for Driver {
-    async fn prepare(
-        &self,
-        claims: Vec<Claim>,
-    ) -> HashMap<String, Result<Vec<PreparedDevice>, String>> {
+    async fn prepare(&self, claims: Vec<Claim>) -> PrepareResults {
         self.record("prepare", claims.iter().map(|c| &c.claim));
         let hang = self.behaviour.lock().unwrap().hang;
         if hang {
@@ -55,10 +52,10 @@ impl DraDriver for Driver {
         claims
             .into_iter()
             .map(|c| c.claim)
-            .filter(|c| !behaviour.omit.contains(&c.uid))
+            .filter(|c| !behaviour.omit.contains(c.uid.as_str()))
             .map(|c| {
-                let result = if behaviour.fail.contains(&c.uid) {
-                    Err(format!("{} refuses {}", self.tag, c.uid))
+                let result = if behaviour.fail.contains(c.uid.as_str()) {
+                    Err(format!("{} refuses {}", self.tag, c.uid).into())
                 } else {
                     Ok(vec![PreparedDevice {
                         requests: vec!["req".into()],
@@ -75,16 +72,16 @@ impl DraDriver for Driver {
             .collect()
     }
 
-    async fn unprepare(&self, claims: Vec<PreparedClaim>) -> HashMap<String, Result<(), String>> {
+    async fn unprepare(&self, claims: Vec<PreparedClaim>) -> UnprepareResults {
         self.record("unprepare", claims.iter().map(|c| &c.claim));
         let behaviour = self.behaviour.lock().unwrap();
         claims
             .into_iter()
             .map(|c| c.claim)
-            .filter(|c| !behaviour.omit.contains(&c.uid))
+            .filter(|c| !behaviour.omit.contains(c.uid.as_str()))
             .map(|c| {
-                let result = if behaviour.fail.contains(&c.uid) {
-                    Err(format!("{} refuses {}", self.tag, c.uid))
+                let result = if behaviour.fail.contains(c.uid.as_str()) {
+                    Err(format!("{} refuses {}", self.tag, c.uid).into())
                 } else {
                     Ok(())
                 };

@@ -15,15 +15,16 @@
 //! errors. SIGUSR1 marks the first healthy GPU unhealthy (with a reason),
 //! SIGUSR2 marks every GPU healthy again.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Parser;
 use nodeplugins_sdk::dra_driver::DeviceHealth;
 use nodeplugins_sdk::dra_driver::{
-    ApiVersions, Claim, ContainerEdits, DraDriver, DraDriverServer, HEALTH_RESEND_INTERVAL,
-    HealthReporter, Pool, PreparedClaim, PreparedDevice, Resources,
+    ApiVersions, Claim, ClaimError, ContainerEdits, DraDriver, DraDriverServer,
+    HEALTH_RESEND_INTERVAL, HealthReporter, Pool, PrepareResults, PreparedClaim, PreparedDevice,
+    Resources, UnprepareResults,
 };
 use nodeplugins_sdk::k8s_openapi::api::resource::v1::{Device, DeviceAttribute};
 use nodeplugins_sdk::kube;
@@ -94,13 +95,13 @@ impl ExampleDriver {
         format!("gpu-{}", hash % self.devices.max(1) as u64)
     }
 
-    fn prepare_one(&self, claim: &Claim) -> Result<Vec<PreparedDevice>, String> {
+    fn prepare_one(&self, claim: &Claim) -> Result<Vec<PreparedDevice>, ClaimError> {
         let c = &claim.claim;
         if c.name.starts_with("fail") {
-            return Err(format!(
+            return Err(ClaimError::new(format!(
                 "claim {}/{} refused: the example driver fails claims named fail*",
                 c.namespace, c.name
-            ));
+            )));
         }
         let devices: Vec<(Vec<String>, String, String, Option<String>)> = match &claim.allocation {
             Some(allocation) => allocation
@@ -122,7 +123,12 @@ impl ExampleDriver {
                     )
                 })
                 .collect(),
-            None => vec![(Vec::new(), self.pool.clone(), self.device_for(&c.uid), None)],
+            None => vec![(
+                Vec::new(),
+                self.pool.clone(),
+                self.device_for(c.uid.as_str()),
+                None,
+            )],
         };
         let prepared = devices
             .into_iter()
@@ -155,17 +161,14 @@ impl ExampleDriver {
 
 #[nodeplugins_sdk::async_trait]
 impl DraDriver for ExampleDriver {
-    async fn prepare(
-        &self,
-        claims: Vec<Claim>,
-    ) -> HashMap<String, Result<Vec<PreparedDevice>, String>> {
+    async fn prepare(&self, claims: Vec<Claim>) -> PrepareResults {
         claims
             .iter()
             .map(|claim| (claim.claim.uid.clone(), self.prepare_one(claim)))
             .collect()
     }
 
-    async fn unprepare(&self, claims: Vec<PreparedClaim>) -> HashMap<String, Result<(), String>> {
+    async fn unprepare(&self, claims: Vec<PreparedClaim>) -> UnprepareResults {
         claims
             .into_iter()
             .map(|c| {

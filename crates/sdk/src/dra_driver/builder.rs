@@ -304,20 +304,19 @@ mod tests {
     use tokio_util::sync::CancellationToken;
 
     use super::*;
-    use crate::dra_driver::{Claim, DraDriverError, PreparedClaim, PreparedDevice, Resources};
+    use crate::dra_driver::{
+        Claim, DraDriverError, PrepareResults, PreparedClaim, Resources, UnprepareResults,
+    };
 
     struct Nothing;
 
     #[async_trait::async_trait]
     impl DraDriver for Nothing {
-        async fn prepare(
-            &self,
-            _: Vec<Claim>,
-        ) -> HashMap<String, Result<Vec<PreparedDevice>, String>> {
+        async fn prepare(&self, _: Vec<Claim>) -> PrepareResults {
             HashMap::new()
         }
 
-        async fn unprepare(&self, _: Vec<PreparedClaim>) -> HashMap<String, Result<(), String>> {
+        async fn unprepare(&self, _: Vec<PreparedClaim>) -> UnprepareResults {
             HashMap::new()
         }
     }

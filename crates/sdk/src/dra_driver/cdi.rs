@@ -92,12 +92,12 @@ impl CdiSpecs {
         if devices.is_empty() {
             return Ok(());
         }
-        write_spec(&self.path(&claim.claim.uid), &self.kind, &devices)
+        write_spec(&self.path(claim.claim.uid.as_str()), &self.kind, &devices)
     }
 
     /// Writes the spec file of `claim` if it is missing.
     pub(crate) fn ensure(&self, claim: &PreparedClaim) -> std::io::Result<bool> {
-        if self.path(&claim.claim.uid).exists() {
+        if self.path(claim.claim.uid.as_str()).exists() {
             return Ok(false);
         }
         self.write(claim)?;

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use super::claim_uid::ClaimUid;
 use crate::cdi::ContainerEdits;
 
 /// A ResourceClaim, by reference.
@@ -12,7 +13,7 @@ pub struct ClaimRef {
     /// Name.
     pub name: String,
     /// UID; results are keyed by it.
-    pub uid: String,
+    pub uid: ClaimUid,
 }
 
 /// A device the scheduler allocated to this driver for a claim: one

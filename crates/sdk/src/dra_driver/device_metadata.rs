@@ -183,7 +183,7 @@ impl MetadataFiles {
         });
         let bytes = serde_json::to_vec_pretty(&spec).map_err(std::io::Error::other)?;
         std::fs::create_dir_all(&self.cdi_dir)?;
-        write_atomically(&self.cdi_spec(&claim.uid, request), &bytes)?;
+        write_atomically(&self.cdi_spec(claim.uid.as_str(), request), &bytes)?;
         Ok(format!("{kind}={name}"))
     }
 

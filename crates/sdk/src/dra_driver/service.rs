@@ -31,6 +31,7 @@ use tonic::Status;
 use super::batch::{self, Queue};
 use super::cdi::CdiSpecs;
 use super::claim::{Claim, ClaimRef, PreparedClaim, PreparedState};
+use super::claim_uid::ClaimUid;
 #[cfg(feature = "kube")]
 use super::claims_api::ClaimsApi;
 use super::device_metadata::MetadataFiles;
@@ -61,7 +62,7 @@ impl Service {
     /// `claims` as the driver gets them: read from the API server when
     /// there is a client, all at once; a claim that cannot be prepared
     /// gets its error.
-    async fn read_claims(&self, claims: Vec<ClaimRef>) -> Vec<Result<Claim, (String, String)>> {
+    async fn read_claims(&self, claims: Vec<ClaimRef>) -> Vec<Result<Claim, (ClaimUid, String)>> {
         #[cfg(feature = "kube")]
         if let Some(api) = &self.claims_api {
             let reads = claims.into_iter().map(|claim| async move {
@@ -97,7 +98,7 @@ impl Service {
         for claim in request.claims.into_iter().map(claim_ref) {
             match records.get(&claim.uid) {
                 Some(record) if record.prepared_during(boot) => {
-                    results.insert(claim.uid, prepared(&record.devices));
+                    results.insert(claim.uid.into(), prepared(&record.devices));
                 }
                 Some(record) if record.state == PreparedState::Prepared => {
                     before_reboot.insert(claim.uid.clone(), record.devices.clone());
@@ -119,7 +120,7 @@ impl Service {
                     to_prepare.push(claim);
                 }
                 Err((uid, error)) => {
-                    results.insert(uid, failed(error));
+                    results.insert(uid.into(), failed(error));
                 }
             }
         }
@@ -217,14 +218,14 @@ impl Service {
             Err(e) => {
                 for claim in to_prepare {
                     let error = format!("cannot record the claim before preparing it: {e}");
-                    results.insert(claim.claim.uid, failed(error));
+                    results.insert(claim.claim.uid.into(), failed(error));
                 }
                 return results;
             }
         };
         to_prepare.retain(|c| match done.get(&c.claim.uid) {
             Some(devices) => {
-                results.insert(c.claim.uid.clone(), prepared(devices));
+                results.insert(c.claim.uid.to_string(), prepared(devices));
                 false
             }
             None => true,
@@ -235,7 +236,7 @@ impl Service {
         stop_point(Step::Recorded).await;
 
         // 4. The driver.
-        let asked: HashMap<String, (ClaimRef, Option<String>)> = to_prepare
+        let asked: HashMap<ClaimUid, (ClaimRef, Option<String>)> = to_prepare
             .iter()
             .map(|c| (c.claim.uid.clone(), (c.claim.clone(), c.pod_claim_name())))
             .collect();
@@ -248,12 +249,12 @@ impl Service {
             let devices = match answers.remove(uid) {
                 Some(Ok(devices)) => devices,
                 Some(Err(error)) => {
-                    results.insert(uid.clone(), failed(error));
+                    results.insert(uid.to_string(), failed(error.to_string()));
                     continue;
                 }
                 None => {
                     let error = format!("the driver gave no result for claim {uid}");
-                    results.insert(uid.clone(), failed(error));
+                    results.insert(uid.to_string(), failed(error));
                     continue;
                 }
             };
@@ -267,15 +268,15 @@ impl Service {
                 && let Err(e) = metadata.write(&mut record, pod_claim_name.as_deref())
             {
                 let error = format!("cannot write the device metadata of claim {uid}: {e}");
-                results.insert(uid.clone(), failed(error));
+                results.insert(uid.to_string(), failed(error));
                 continue;
             }
             if let Some(cdi) = &self.cdi {
                 cdi.assign_ids(&mut record);
                 if let Err(e) = cdi.write(&record) {
-                    let path = cdi.path(uid);
+                    let path = cdi.path(uid.as_str());
                     let error = format!("cannot write the CDI spec {path:?}: {e}");
-                    results.insert(uid.clone(), failed(error));
+                    results.insert(uid.to_string(), failed(error));
                     continue;
                 }
             }
@@ -306,7 +307,7 @@ impl Service {
                         ))
                     }
                 };
-                results.insert(uid, result);
+                results.insert(uid.into(), result);
             }
         }
         stop_point(Step::Saved).await;
@@ -392,7 +393,7 @@ impl Service {
                     }
                     _ => {
                         if let Some(cdi) = &self.cdi
-                            && let Err(e) = cdi.remove(&uid)
+                            && let Err(e) = cdi.remove(uid.as_str())
                         {
                             tracing::warn!(claim = %uid, error = %e, "cannot remove the claim's CDI spec");
                         }
@@ -400,10 +401,10 @@ impl Service {
                         String::new()
                     }
                 },
-                Some(Err(error)) => error,
+                Some(Err(error)) => error.to_string(),
                 None => format!("the driver gave no result for claim {uid}"),
             };
-            results.insert(uid, v1::NodeUnprepareResourceResponse { error });
+            results.insert(uid.into(), v1::NodeUnprepareResourceResponse { error });
         }
         if !released.is_empty() {
             let forget = released.clone();
@@ -423,7 +424,7 @@ impl Service {
                 for uid in released {
                     tracing::error!(claim = %uid, error = %e, "unprepared claim still recorded");
                     let error = format!("unprepared, but the record could not be removed: {e}");
-                    results.insert(uid, v1::NodeUnprepareResourceResponse { error });
+                    results.insert(uid.into(), v1::NodeUnprepareResourceResponse { error });
                 }
             }
         }

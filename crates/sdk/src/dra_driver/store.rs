@@ -25,6 +25,7 @@ use tokio::sync::oneshot;
 use nodeplugins_api::checkpoint::{CheckpointError, CheckpointFile};
 
 use super::claim::PreparedClaim;
+use super::claim_uid::ClaimUid;
 
 /// The store's file name in the state directory.
 pub const STORE_FILE: &str = "nodeplugins_prepared_claims";
@@ -34,7 +35,7 @@ pub const STORE_BACKUP_FILE: &str = "nodeplugins_prepared_claims.backup";
 pub const STORE_LOCK_FILE: &str = "nodeplugins_prepared_claims.lock";
 
 /// Claim UID → what it got.
-pub(crate) type Prepared = BTreeMap<String, PreparedClaim>;
+pub(crate) type Prepared = BTreeMap<ClaimUid, PreparedClaim>;
 
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 struct Stored {
@@ -304,7 +305,7 @@ mod tests {
                 let uid = format!("claim-{i}");
                 store
                     .update(move |claims| {
-                        claims.insert(uid.clone(), record(&uid));
+                        claims.insert(uid.as_str().into(), record(&uid));
                         ((), true)
                     })
                     .await
@@ -327,7 +328,7 @@ mod tests {
                 let uid = format!("claim-{i}");
                 store
                     .update(move |claims| {
-                        claims.insert(uid.clone(), record(&uid));
+                        claims.insert(uid.as_str().into(), record(&uid));
                         (i, true)
                     })
                     .await
@@ -363,7 +364,7 @@ mod tests {
                     let uid = format!("claim-{i}");
                     store
                         .update(move |claims| {
-                            claims.insert(uid.clone(), record(&uid));
+                            claims.insert(uid.as_str().into(), record(&uid));
                             ((), true)
                         })
                         .await
@@ -403,7 +404,7 @@ mod tests {
             })
             .await;
         assert!(failed.is_err());
-        let kept: Vec<String> = store.read().await.unwrap().into_keys().collect();
+        let kept: Vec<ClaimUid> = store.read().await.unwrap().into_keys().collect();
         assert_eq!(kept, ["a"]);
     }
 }

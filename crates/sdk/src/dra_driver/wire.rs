@@ -58,7 +58,7 @@ pub(super) fn claim_ref(claim: v1::Claim) -> ClaimRef {
     ClaimRef {
         namespace: claim.namespace,
         name: claim.name,
-        uid: claim.uid,
+        uid: claim.uid.into(),
     }
 }
 
