@@ -57,3 +57,7 @@ pub mod fuzzing;
 
 pub use handler::{HandlerError, PluginHandler};
 pub use plugin_manager::{PluginManager, PluginManagerConfig};
+/// The metrics library the agent registers its families with
+/// ([`metrics::MetricsSource`]): the same version, for an application that
+/// serves the agent's metrics from its own registry.
+pub use prometheus_client;

@@ -9,14 +9,30 @@
 //! | `dra_operations_duration_seconds` | histogram | `operation_name`, `is_error` |
 //! | `dra_grpc_operations_duration_seconds` | histogram | `driver_name`, `method_name`, `grpc_status_code` |
 //!
-//! Each part of the agent owns its families and renders them on scrape
-//! ([`MetricsSource`]); the plugin gauge is computed from the plugin
-//! manager's table then, so nothing runs between scrapes.
+//! Each part of the agent owns its families (`prometheus-client`) and
+//! registers them in the registry a scrape encodes ([`MetricsSource`]), the
+//! agent's own or an application's ([`MetricsEndpoint::register`]); the
+//! plugin gauge is a collector that reads the plugin manager's published
+//! table on each scrape, so nothing runs between scrapes. The crate
+//! re-exports `prometheus_client`.
 
 mod family;
 mod server;
 mod source;
 
-pub(crate) use family::{CounterVec, DEFAULT_BUCKETS, HistogramVec, labels};
+pub(crate) use family::{CounterVec, DEFAULT_BUCKETS, HistogramVec};
 pub use server::{MetricsEndpoint, serve_metrics};
 pub use source::{MetricsSource, ReadinessCheck};
+
+/// `source`'s families in the Prometheus text format, as a scrape gets
+/// them.
+#[cfg(test)]
+pub(crate) fn encoded(source: &dyn MetricsSource) -> String {
+    let mut registry = prometheus_client::registry::Registry::default();
+    source.register(&mut registry);
+    let mut out = String::new();
+    if let Err(e) = prometheus_client::encoding::prometheus_text::encode(&mut out, &registry) {
+        panic!("cannot encode the metrics: {e}");
+    }
+    out
+}

@@ -29,9 +29,8 @@ impl AdminMetrics {
     }
 }
 
-#[async_trait::async_trait]
 impl crate::metrics::MetricsSource for AdminMetrics {
-    async fn render(&self, out: &mut String) {
-        self.recreations.render(out);
+    fn register(&self, registry: &mut prometheus_client::registry::Registry) {
+        self.recreations.register(registry);
     }
 }

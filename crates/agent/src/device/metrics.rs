@@ -58,11 +58,10 @@ impl DeviceMetrics {
     }
 }
 
-#[async_trait::async_trait]
 impl MetricsSource for DeviceMetrics {
-    async fn render(&self, out: &mut String) {
-        self.registrations.render(out);
-        self.alloc_duration.render(out);
-        self.kubelet_socket_recreations.render(out);
+    fn register(&self, registry: &mut prometheus_client::registry::Registry) {
+        self.registrations.register(registry);
+        self.alloc_duration.register(registry);
+        self.kubelet_socket_recreations.register(registry);
     }
 }

@@ -56,11 +56,10 @@ impl DraMetrics {
     }
 }
 
-#[async_trait::async_trait]
 impl MetricsSource for DraMetrics {
-    async fn render(&self, out: &mut String) {
-        self.operations.render(out);
-        self.grpc_operations.render(out);
+    fn register(&self, registry: &mut prometheus_client::registry::Registry) {
+        self.operations.register(registry);
+        self.grpc_operations.register(registry);
     }
 }
 

@@ -1,8 +1,9 @@
 //! The API writes' metrics.
 
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
 use crate::metrics::{CounterVec, MetricsSource};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::status::WriteKind;
 
@@ -11,7 +12,7 @@ use super::status::WriteKind;
 #[derive(Clone)]
 pub struct KubeApiMetrics {
     writes: CounterVec,
-    pending: Arc<AtomicUsize>,
+    pending: Gauge,
 }
 
 impl Default for KubeApiMetrics {
@@ -22,7 +23,7 @@ impl Default for KubeApiMetrics {
                 "Writes to the Kubernetes API by object kind and result (ok, error).",
                 &["kind", "result"],
             ),
-            pending: Arc::default(),
+            pending: Gauge::default(),
         }
     }
 }
@@ -34,7 +35,7 @@ impl KubeApiMetrics {
     }
 
     pub(crate) fn set_pending(&self, pending: usize) {
-        self.pending.store(pending, Ordering::Relaxed);
+        self.pending.set(i64::try_from(pending).unwrap_or(i64::MAX));
     }
 
     /// Writes of `kind` that ended with `ok` or not.
@@ -44,15 +45,13 @@ impl KubeApiMetrics {
     }
 }
 
-#[async_trait::async_trait]
 impl MetricsSource for KubeApiMetrics {
-    async fn render(&self, out: &mut String) {
-        use std::fmt::Write;
-        self.writes.render(out);
-        let _ = writeln!(
-            out,
-            "# HELP nodeplugins_kube_api_pending_writes Kinds of objects whose latest state is not yet written.\n# TYPE nodeplugins_kube_api_pending_writes gauge\nnodeplugins_kube_api_pending_writes {}",
-            self.pending.load(Ordering::Relaxed)
+    fn register(&self, registry: &mut Registry) {
+        self.writes.register(registry);
+        registry.register(
+            "nodeplugins_kube_api_pending_writes",
+            "Kinds of objects whose latest state is not yet written",
+            self.pending.clone(),
         );
     }
 }

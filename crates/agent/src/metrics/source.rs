@@ -1,11 +1,14 @@
 //! What each part of the agent gives the metrics endpoint: its metric
-//! families on each scrape, and whether it holds back `/readyz`.
+//! families, and whether it holds back `/readyz`.
 
-/// A part of the agent with metrics to show on each scrape.
-#[async_trait::async_trait]
+use prometheus_client::registry::Registry;
+
+/// A part of the agent with metrics: it registers its families (or a
+/// collector that reads its state on each scrape) in a registry, the
+/// agent's own or an embedder's.
 pub trait MetricsSource: Send + Sync + 'static {
-    /// Appends its metric families to `out`, in the text exposition format.
-    async fn render(&self, out: &mut String);
+    /// Registers its metric families in `registry`.
+    fn register(&self, registry: &mut Registry);
 }
 
 /// A part of the agent that can hold back `/readyz`.

@@ -142,9 +142,8 @@ impl PodResourcesMetrics {
     }
 }
 
-#[async_trait::async_trait]
 impl MetricsSource for PodResourcesMetrics {
-    async fn render(&self, out: &mut String) {
+    fn register(&self, registry: &mut prometheus_client::registry::Registry) {
         for family in [
             &self.requests,
             &self.list,
@@ -156,7 +155,7 @@ impl MetricsSource for PodResourcesMetrics {
             &self.rate_limited,
             &self.recreations,
         ] {
-            family.render(out);
+            family.register(registry);
         }
     }
 }
@@ -166,9 +165,7 @@ mod tests {
     use super::*;
 
     async fn rendered(metrics: &PodResourcesMetrics) -> String {
-        let mut out = String::new();
-        metrics.render(&mut out).await;
-        out
+        crate::metrics::encoded(metrics)
     }
 
     #[tokio::test]

@@ -298,8 +298,7 @@ mod tests {
                 .unwrap();
             assert_eq!(answer.unwrap_err().code(), Code::Unavailable);
         }
-        let mut text = String::new();
-        crate::metrics::MetricsSource::render(&metrics, &mut text).await;
+        let text = crate::metrics::encoded(&metrics);
         for family in ["errors_list", "errors_get_allocatable", "errors_get"] {
             let line =
                 format!(r#"kubelet_pod_resources_endpoint_{family}{{server_api_version="v1"}} 1"#);

@@ -63,12 +63,11 @@ impl RuntimeMetrics {
     }
 }
 
-#[async_trait::async_trait]
 impl MetricsSource for RuntimeMetrics {
-    async fn render(&self, out: &mut String) {
-        self.operations.render(out);
-        self.durations.render(out);
-        self.errors.render(out);
+    fn register(&self, registry: &mut prometheus_client::registry::Registry) {
+        self.operations.register(registry);
+        self.durations.register(registry);
+        self.errors.register(registry);
     }
 }
 
