@@ -154,9 +154,11 @@ impl PodsManager {
             .informers
             .start(self.informer_writers, &self.connection, &tasks, &shutdown);
         let (watch_tx, watch_rx) = mpsc::unbounded_channel();
+        let (pods, pods_writer) = kube::runtime::reflector::store();
         tasks.spawn(watch_pods(
             self.connection.clone(),
             self.config.node_name.clone(),
+            pods_writer,
             watch_tx,
             shutdown.clone(),
         ));
@@ -208,6 +210,7 @@ impl PodsManager {
             gate_wanted: false,
             served: Served::default(),
             watch: watch_rx,
+            pods,
             watch_failures: Retry::default(),
             backoff,
             dirty: HashSet::new(),

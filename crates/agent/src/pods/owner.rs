@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::reflector::Store;
 use std::time::SystemTime;
 
 use nodeplugins_api::backoff::Backoff;
@@ -81,6 +82,8 @@ pub(super) struct Owner {
     /// What the plugins serve, to wake waiting pods when it grows.
     pub(super) served: Served,
     pub(super) watch: mpsc::UnboundedReceiver<PodWatchEvent>,
+    /// Every pod bound to the node, as the watch keeps it.
+    pub(super) pods: Store<Pod>,
     /// The watch's failures in a row, each new error logged once.
     pub(super) watch_failures: Retry<String>,
     pub(super) backoff: Backoff,
@@ -354,9 +357,9 @@ impl Owner {
 
     fn on_watch(&mut self, event: PodWatchEvent) {
         match event {
-            PodWatchEvent::Listed(pods) => {
+            PodWatchEvent::Listed => {
                 let mut listed = HashSet::new();
-                for pod in pods {
+                for pod in self.pods.state() {
                     if let Some(uid) = self.upsert(pod) {
                         listed.insert(uid);
                     }
