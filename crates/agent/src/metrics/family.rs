@@ -105,7 +105,7 @@ impl CounterVec {
         match &self.counters {
             // The registry adds the suffix back.
             Counters::Total(family) => registry.register(
-                self.name.trim_end_matches("_total"),
+                self.name.strip_suffix("_total").unwrap_or(self.name),
                 help(self.help),
                 family.clone(),
             ),

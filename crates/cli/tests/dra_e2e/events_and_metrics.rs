@@ -91,7 +91,9 @@ async fn metrics_health_and_readiness_are_served_with_the_kubelets_names() {
         ),
         "dra_operations_duration_seconds_count{operation_name=\"PrepareResources\",is_error=\"false\"} 1".to_string(),
         "dra_grpc_operations_duration_seconds_count{driver_name=\"dra.example.com\",method_name=\"/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources\",grpc_status_code=\"OK\"} 1".to_string(),
-        "# TYPE kubelet_device_plugin_alloc_duration_seconds histogram".to_string(),
+        // A family shows once it has a sample, as the kubelet's do.
+        "# TYPE dra_operations_duration_seconds histogram".to_string(),
+        "# TYPE plugin_manager_total_plugins gauge".to_string(),
     ] {
         assert!(body.contains(&want), "missing {want}\n{body}");
     }

@@ -48,7 +48,10 @@ impl ClaimError {
     }
 
     /// A failure from `error`: its message followed by those of its
-    /// sources, each after `: `.
+    /// sources, each after `: ` (an error whose own message already
+    /// includes its source's shows it twice: use [`new`](Self::new) with
+    /// its message then). For an `anyhow::Error` `e`, pass `&*e`, or use
+    /// `ClaimError::new(format!("{e:#}"))`.
     pub fn from_error(error: &(dyn std::error::Error + 'static)) -> Self {
         let mut message = error.to_string();
         let mut source = error.source();
