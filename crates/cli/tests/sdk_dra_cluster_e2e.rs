@@ -382,6 +382,31 @@ async fn the_guides_go_helper_driver_does_the_same() {
 #[tokio::test(flavor = "multi_thread")]
 async fn slices_wiped_after_the_grace_period_come_back_with_the_driver() {
     let api = api().await;
+    // A slice an earlier run left: the agent wipes the node's slices when
+    // it starts, as the kubelet does. That wipe runs beside the driver's
+    // first publishing (a driver repairs what it removes), so the driver
+    // starts once it is done: a cold CI run saw the start-up wipe remove
+    // the slices the test had just seen published.
+    let stale = json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": "left-by-an-earlier-run"},
+        "spec": {
+            "driver": "stale.example.com",
+            "nodeName": NODE,
+            "pool": {"name": NODE, "generation": 1, "resourceSliceCount": 1},
+            "devices": [],
+        },
+    });
+    let created = api
+        .request(
+            Identity::Admin,
+            "POST",
+            "/apis/resource.k8s.io/v1/resourceslices",
+            Some(&stale),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
     let root = tempfile::tempdir().unwrap();
     let kubeconfig = api.node_kubeconfig();
     let _agent = agent_with(
@@ -392,13 +417,24 @@ async fn slices_wiped_after_the_grace_period_come_back_with_the_driver() {
             "--node-name",
             NODE,
             // Long enough that the slices are surely still there when the
-            // driver's exit has been waited for on a loaded machine (with
-            // 2 s, a cold CI run saw them wiped already), short enough to
-            // wait out.
+            // driver's exit has been waited for on a loaded machine, short
+            // enough to wait out.
             "--dra-cleanup-grace",
             "8s",
         ],
     );
+    eventually("the start-up wipe", TIMEOUT, || async {
+        let list = api
+            .admin("GET", "/apis/resource.k8s.io/v1/resourceslices", None)
+            .await;
+        let names: Vec<&str> = list["items"]
+            .as_array()?
+            .iter()
+            .filter_map(|s| s["metadata"]["name"].as_str())
+            .collect();
+        (!names.contains(&"left-by-an-earlier-run")).then_some(())
+    })
+    .await;
     let cdi = root.path().join("cdi");
     let log = root.path().join("driver.log");
     let mut driver = Driver::Example.start(&api, NODE, root.path(), &cdi, &log);
