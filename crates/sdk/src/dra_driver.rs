@@ -45,6 +45,7 @@ mod claim;
 mod claim_uid;
 #[cfg(feature = "kube")]
 mod claims_api;
+mod device_attribute;
 mod device_metadata;
 mod driver;
 mod error;
@@ -70,6 +71,7 @@ pub use claim::{
     DeviceToleration, PreparedClaim, PreparedDevice, PreparedState,
 };
 pub use claim_uid::ClaimUid;
+pub use device_attribute::{DeviceAttribute, NetworkDeviceData};
 pub use device_metadata::{DEVICE_METADATA_API_VERSION, DEVICE_METADATA_CONTAINER_DIR};
 pub use driver::{ClaimError, DraDriver, PrepareResults, UnprepareResults};
 pub use error::{DraDriverError, DraDriverErrorHandler};

@@ -12,9 +12,9 @@ use nodeplugins_api::dra::v1;
 use nodeplugins_api::dra::v1::dra_plugin_client::DraPluginClient;
 use nodeplugins_api::transport::dial;
 use nodeplugins_sdk::dra_driver::{
-    ApiVersions, Claim, DEVICE_METADATA_API_VERSION, DeviceHealth, DeviceMetadata, DraDriver,
-    DraDriverError, DraDriverServer, HealthReporter, PrepareResults, PreparedClaim, PreparedDevice,
-    UnprepareResults,
+    ApiVersions, Claim, DEVICE_METADATA_API_VERSION, DeviceAttribute, DeviceHealth, DeviceMetadata,
+    DraDriver, DraDriverError, DraDriverServer, HealthReporter, NetworkDeviceData, PrepareResults,
+    PreparedClaim, PreparedDevice, UnprepareResults,
 };
 use nodeplugins_test_support::fake_kubelet;
 use nodeplugins_test_support::process::ChildProcess;
@@ -266,7 +266,7 @@ impl DraDriver for WithMetadata {
             pool: "pool".into(),
             device: name.into(),
             metadata: Some(DeviceMetadata {
-                attributes: [("model".to_string(), serde_json::json!({"string": "big"}))].into(),
+                attributes: [("model".to_string(), DeviceAttribute::String("big".into()))].into(),
                 network_data: None,
             }),
             ..Default::default()
@@ -276,7 +276,10 @@ impl DraDriver for WithMetadata {
             pool: "pool".into(),
             device: "nic-0".into(),
             metadata: Some(DeviceMetadata {
-                network_data: Some(serde_json::json!({"interfaceName": "eth1"})),
+                network_data: Some(NetworkDeviceData {
+                    interface_name: "eth1".into(),
+                    ..Default::default()
+                }),
                 ..Default::default()
             }),
             ..Default::default()

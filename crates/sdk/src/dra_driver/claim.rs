@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::claim_uid::ClaimUid;
+use super::device_attribute::{DeviceAttribute, NetworkDeviceData};
 use crate::cdi::ContainerEdits;
 
 /// A ResourceClaim, by reference.
@@ -310,15 +311,12 @@ impl PreparedClaim {
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceMetadata {
-    /// Attributes by qualified name, each a `DeviceAttribute` as the API
-    /// writes it (`{"string": "..."}`, `{"int": 1}`, `{"bool": true}` or
-    /// `{"version": "1.0.0"}`).
+    /// Attributes by qualified name (`gpu.example.com/model`).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub attributes: std::collections::BTreeMap<String, serde_json::Value>,
-    /// Network data, as `NetworkDeviceData` (`interfaceName`, `ips`,
-    /// `hardwareAddress`).
+    pub attributes: std::collections::BTreeMap<String, DeviceAttribute>,
+    /// Network data, for a network device.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network_data: Option<serde_json::Value>,
+    pub network_data: Option<NetworkDeviceData>,
 }
 
 #[cfg(test)]

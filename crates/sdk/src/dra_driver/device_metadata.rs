@@ -22,9 +22,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde_json::{Value, json};
-
 use super::claim::{ClaimRef, PreparedClaim, base_request};
+use super::device_attribute::{DeviceAttribute, NetworkDeviceData};
 use crate::cdi::{CDI_VERSION, write_atomically};
 use crate::cdi::{CdiMount, ContainerEdits};
 
@@ -106,45 +105,43 @@ impl MetadataFiles {
     }
 
     /// The `DeviceMetadata` of `request` of `claim`: its `devices`.
-    fn object(
-        &self,
-        claim: &PreparedClaim,
-        pod_claim_name: Option<&str>,
-        request: &str,
+    fn object<'a>(
+        &'a self,
+        claim: &'a PreparedClaim,
+        pod_claim_name: Option<&'a str>,
+        request: &'a str,
         devices: &[usize],
-    ) -> Value {
-        let devices: Vec<Value> = devices
+    ) -> MetadataObject<'a> {
+        let devices = devices
             .iter()
             .filter_map(|i| claim.devices.get(*i))
             .map(|d| {
-                let mut device = json!({"driver": self.driver, "pool": d.pool, "name": d.device});
-                if let Some(metadata) = &d.metadata {
-                    if !metadata.attributes.is_empty() {
-                        device["attributes"] = json!(metadata.attributes);
-                    }
-                    if let Some(network) = &metadata.network_data {
-                        device["networkData"] = network.clone();
-                    }
+                let metadata = d.metadata.as_ref();
+                MetadataDevice {
+                    driver: &self.driver,
+                    pool: &d.pool,
+                    name: &d.device,
+                    attributes: metadata.map(|m| &m.attributes).filter(|a| !a.is_empty()),
+                    network_data: metadata.and_then(|m| m.network_data.as_ref()),
                 }
-                device
             })
             .collect();
         let reference = &claim.claim;
-        let mut object = json!({
-            "kind": "DeviceMetadata",
-            "apiVersion": DEVICE_METADATA_API_VERSION,
-            "metadata": {
-                "name": reference.name,
-                "namespace": reference.namespace,
-                "uid": reference.uid,
-                "generation": 1,
+        MetadataObject {
+            kind: "DeviceMetadata",
+            api_version: DEVICE_METADATA_API_VERSION,
+            metadata: ObjectMeta {
+                name: &reference.name,
+                namespace: &reference.namespace,
+                uid: reference.uid.as_str(),
+                generation: 1,
             },
-            "requests": [{"name": request, "devices": devices}],
-        });
-        if let Some(name) = pod_claim_name {
-            object["podClaimName"] = json!(name);
+            pod_claim_name,
+            requests: [MetadataRequest {
+                name: request,
+                devices,
+            }],
         }
-        object
     }
 
     /// Writes the CDI spec mounting `file` for `request` of `claim`: its
@@ -176,11 +173,14 @@ impl MetadataFiles {
             }],
             ..Default::default()
         };
-        let spec = json!({
-            "cdiVersion": CDI_VERSION,
-            "kind": kind,
-            "devices": [{"name": name, "containerEdits": edits}],
-        });
+        let spec = CdiSpec {
+            cdi_version: CDI_VERSION,
+            kind: &kind,
+            devices: [CdiDevice {
+                name: &name,
+                container_edits: &edits,
+            }],
+        };
         let bytes = serde_json::to_vec_pretty(&spec).map_err(std::io::Error::other)?;
         std::fs::create_dir_all(&self.cdi_dir)?;
         write_atomically(&self.cdi_spec(claim.uid.as_str(), request), &bytes)?;
@@ -212,4 +212,62 @@ impl MetadataFiles {
         }
         Ok(())
     }
+}
+
+/// A `DeviceMetadata` file's object, one request's devices.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct MetadataObject<'a> {
+    kind: &'static str,
+    api_version: &'static str,
+    metadata: ObjectMeta<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pod_claim_name: Option<&'a str>,
+    requests: [MetadataRequest<'a>; 1],
+}
+
+/// The claim the file is of.
+#[derive(serde::Serialize)]
+struct ObjectMeta<'a> {
+    name: &'a str,
+    namespace: &'a str,
+    uid: &'a str,
+    generation: i64,
+}
+
+/// A request and its devices.
+#[derive(serde::Serialize)]
+struct MetadataRequest<'a> {
+    name: &'a str,
+    devices: Vec<MetadataDevice<'a>>,
+}
+
+/// One device, with what the driver told of it.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct MetadataDevice<'a> {
+    driver: &'a str,
+    pool: &'a str,
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attributes: Option<&'a BTreeMap<String, DeviceAttribute>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    network_data: Option<&'a NetworkDeviceData>,
+}
+
+/// The CDI spec mounting one request's file.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CdiSpec<'a> {
+    cdi_version: &'static str,
+    kind: &'a str,
+    devices: [CdiDevice<'a>; 1],
+}
+
+/// The spec's one device.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CdiDevice<'a> {
+    name: &'a str,
+    container_edits: &'a ContainerEdits,
 }
