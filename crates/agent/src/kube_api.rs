@@ -13,23 +13,26 @@
 //!   start and a driver's when it stayed away for its grace period, as the
 //!   DRA manager's cleanup hook.
 //!
-//! The publisher ([`KubeApi`]) owns the writes: each kind keeps only the latest
-//! state to write (latest wins), retries with backoff while the API server
-//! is away, and never holds up registration, allocation or prepare.
+//! The publisher ([`KubeApi`]) runs one small task per kind of write over
+//! the one watch of the Node: each keeps only the latest state to write
+//! (latest wins), retries with backoff while the API server is away, and
+//! never holds up registration, allocation or prepare.
 
 mod config;
 mod credentials;
 mod csi_node;
+mod csi_node_writer;
 mod deadline;
 mod error;
 mod identity;
 mod metrics;
 mod node_status;
+mod node_status_writer;
 mod observed;
-mod owner;
 mod publisher;
 mod reflected;
 mod repair_limit;
+mod report;
 mod resource_slices;
 mod status;
 mod write_state;

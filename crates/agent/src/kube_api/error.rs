@@ -96,6 +96,10 @@ pub enum KubeApiError {
         /// The user name the API server saw.
         user: String,
     },
+    /// One of the publisher's tasks ended without finishing (it panicked):
+    /// the publisher stops rather than go on with part of its writes.
+    #[error("a Kubernetes API task ended without finishing: {0}")]
+    TaskLost(String),
 }
 
 impl KubeApiError {

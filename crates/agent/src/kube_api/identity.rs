@@ -7,11 +7,22 @@
 //! Anything else (an admin, a service account without a node) may write
 //! for any node its RBAC allows.
 
+use std::sync::Arc;
+
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use kube::Api;
 use kube::api::PostParams;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
+use nodeplugins_api::backoff::Backoff;
+use nodeplugins_api::retry::Retry;
+use nodeplugins_api::timer::sleep_until;
+
+use super::credentials::Connection;
 use super::error::{KubeApiError, request};
+use super::report::Reporter;
 
 /// The prefix of a node identity's user name.
 const NODE_USER_PREFIX: &str = "system:node:";
@@ -66,9 +77,127 @@ pub(crate) fn check(who: &WhoAmI, node: &str) -> Result<(), KubeApiError> {
     }
 }
 
+/// Asking who the credentials are, until the server answers.
+pub(crate) struct IdentityCheck {
+    node: String,
+    backoff: Backoff,
+    /// Failed asks in a row.
+    pub(crate) failures: Retry<Arc<KubeApiError>>,
+}
+
+impl IdentityCheck {
+    /// For the agent writing as `node`, asking again after `backoff`.
+    pub(crate) fn new(node: String, backoff: Backoff) -> Self {
+        Self {
+            node,
+            backoff,
+            failures: Retry::default(),
+        }
+    }
+
+    /// Asks at start and after each change of the credentials
+    /// (`connection`), again with backoff until answered, and tells
+    /// `reporter` who they are; until `shutdown`, or with the error when
+    /// the credentials are another node's.
+    pub(crate) async fn run(
+        mut self,
+        mut connection: watch::Receiver<Connection>,
+        reporter: Reporter,
+        shutdown: CancellationToken,
+    ) -> Result<(), KubeApiError> {
+        loop {
+            let client = connection.borrow_and_update().client.clone();
+            let answer = tokio::select! {
+                biased;
+                () = shutdown.cancelled() => return Ok(()),
+                Ok(()) = connection.changed() => {
+                    self.failures = Retry::default();
+                    continue;
+                }
+                answer = who_am_i(&client) => answer,
+            };
+            let due = match self.answered(answer, Instant::now())? {
+                Some(who) => {
+                    tracing::info!(user = %who.user, "the API server knows the agent as this user");
+                    reporter.user(Some(who.user));
+                    None
+                }
+                None => self.failures.due_at(),
+            };
+            // Asked again when due after a failure, or with new credentials.
+            tokio::select! {
+                biased;
+                () = shutdown.cancelled() => return Ok(()),
+                Ok(()) = connection.changed() => self.failures = Retry::default(),
+                () = sleep_until(due) => {}
+            }
+        }
+    }
+
+    /// The server answered: who the credentials are, once they are known
+    /// (`None`: asked again when [`Retry::due_at`] says); an error when
+    /// they are another node's.
+    pub(crate) fn answered(
+        &mut self,
+        answer: Result<WhoAmI, KubeApiError>,
+        now: Instant,
+    ) -> Result<Option<WhoAmI>, KubeApiError> {
+        match answer {
+            Ok(who) => {
+                self.failures.succeeded();
+                check(&who, &self.node)?;
+                Ok(Some(who))
+            }
+            Err(e) => {
+                self.failures.failed(Arc::new(e), &self.backoff, now);
+                let retry_in = self.failures.retry_in(now);
+                tracing::debug!(error = ?self.failures.last_error().map(ToString::to_string), ?retry_in, "who the API server takes the agent for is not known yet");
+                Ok(None)
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+
+    fn answered(code: u16) -> KubeApiError {
+        KubeApiError::Request {
+            what: "create selfsubjectreview".into(),
+            source: kube::Error::Api(Box::new(kube::core::Status {
+                code,
+                ..Default::default()
+            })),
+        }
+    }
+
+    const BACKOFF: Backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
+
+    #[test]
+    fn credentials_of_another_node_end_the_check() {
+        let mut check = IdentityCheck::new("node-1".into(), BACKOFF);
+        let mine = identity("system:node:node-1".into(), Default::default());
+        let known = check.answered(Ok(mine.clone()), Instant::now()).unwrap();
+        assert_eq!(known, Some(mine));
+        let other = identity("system:node:node-2".into(), Default::default());
+        let fatal = check.answered(Ok(other), Instant::now()).unwrap_err();
+        assert!(matches!(fatal, KubeApiError::WrongNode { .. }), "{fatal}");
+    }
+
+    #[test]
+    fn an_unknown_identity_is_asked_again_with_backoff() {
+        let mut check = IdentityCheck::new("node-1".into(), BACKOFF);
+        let before = Instant::now();
+        let unknown = check.answered(Err(answered(503)), before).unwrap();
+        assert_eq!(unknown, None);
+        assert!(check.failures.due_at().unwrap() >= before + BACKOFF.delay(1));
+        check.answered(Err(answered(503)), before).unwrap();
+        assert!(check.failures.due_at().unwrap() >= before + BACKOFF.delay(2));
+        assert_eq!(check.failures.failures(), 2);
+    }
 
     #[test]
     fn a_node_identity_writes_only_for_its_own_node() {

@@ -18,8 +18,11 @@ use k8s_openapi::api::storage::v1::CSINode;
 use kube::Api;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::watch;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
+use super::credentials::Connection;
 use super::reflected::Watched;
 
 /// A change of one watched object.
@@ -97,17 +100,6 @@ where
     }
 }
 
-/// The next change from `watch`, if there is one.
-pub(crate) async fn next<K>(watch: &mut Option<Watch<K>>) -> Seen<K>
-where
-    K: Watched,
-{
-    match watch {
-        Some(watch) => watch.next().await,
-        None => std::future::pending().await,
-    }
-}
-
 /// Whether a watch failed because the identity may not watch: its
 /// listing refused with 403.
 pub(crate) fn refused(error: &watcher::Error) -> bool {
@@ -121,6 +113,51 @@ pub(crate) fn refused(error: &watcher::Error) -> bool {
 
 /// The Node watch.
 pub(crate) type NodeWatch = Watch<Node>;
+
+/// The Node as its watch last saw it, for the tasks that write to it.
+#[derive(Debug, Clone, Default)]
+pub(crate) enum NodeSeen {
+    /// Not listed yet.
+    #[default]
+    NotYet,
+    /// It is as given (`None`: it does not exist).
+    Now(Option<Arc<Node>>),
+}
+
+/// The agent's one watch of its Node, until `shutdown`: keeps `mirror`'s
+/// store current (the pods read the Node there) and tells `seen` of every
+/// change (the writers check what they wrote against it). It follows the
+/// current client: new credentials start it again, the store keeping what
+/// it has until the new listing replaces it whole.
+pub(crate) async fn watch_node(
+    mut connection: watch::Receiver<Connection>,
+    name: String,
+    mirror: Option<Writer<Node>>,
+    seen: watch::Sender<NodeSeen>,
+    shutdown: CancellationToken,
+) {
+    let client = connection.borrow_and_update().client.clone();
+    let mut node = NodeWatch::new(client, &name).mirroring(mirror);
+    loop {
+        tokio::select! {
+            biased;
+            () = shutdown.cancelled() => return,
+            Ok(()) = connection.changed() => {
+                let client = connection.borrow_and_update().client.clone();
+                let mirror = node.into_mirror();
+                node = NodeWatch::new(client, &name).mirroring(mirror);
+            }
+            change = node.next() => match change {
+                Seen::Now(now) => {
+                    seen.send_replace(NodeSeen::Now(now));
+                }
+                Seen::Failed(e) => {
+                    tracing::debug!(error = %e, "watching the Node failed; watching again");
+                }
+            },
+        }
+    }
+}
 /// The CSINode watch.
 pub(crate) type CsiNodeWatch = Watch<CSINode>;
 
@@ -140,4 +177,23 @@ pub(crate) async fn next_csinode(watch: &mut Option<&mut CsiNodeWatch>) -> Seen<
         Some(watch) => watch.next().await,
         None => std::future::pending().await,
     }
+}
+
+/// Whether `seen` is at least as new as `known` (a Node that does not
+/// exist, or one not known yet, counts as news).
+pub(crate) fn newer<K: kube::Resource>(seen: Option<&K>, known: Option<&K>) -> bool {
+    match (seen, known) {
+        (Some(seen), Some(known)) => version(seen) >= version(known),
+        _ => true,
+    }
+}
+
+/// An object's resourceVersion as a number (0 when it has none).
+pub(crate) fn version<K: kube::Resource>(object: &K) -> u64 {
+    object
+        .meta()
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }

@@ -1,22 +1,40 @@
 //! The API publisher as embedders and the agent see it: built from a
 //! configuration and what it publishes ([`KubeApi::connect`]) with its
 //! handle (status, events, metrics; the client, for the pods owner; the
-//! ResourceSlice cleanup hook), then run until shutdown.
+//! ResourceSlice cleanup hook), then run until shutdown as one small task
+//! per kind of write over the one watch of the Node:
+//!
+//! - the Node watch ([`observed::watch_node`]) keeps the Node store the
+//!   pods read and tells the writers of each change;
+//! - the node status ([`NodeStatusWriter`]) and the CSI drivers
+//!   ([`CsiNodeWriter`]) are each written by a task of their own, on a
+//!   change of what they write or of what the server shows;
+//! - who the credentials are is asked and checked ([`IdentityCheck`]);
+//! - the ResourceSlice wipes are counted by the hook itself, in the
+//!   caller's task.
+//!
+//! They share the status through a [`Reporter`]; none waits for another.
 
 use std::sync::Arc;
 
+use futures::FutureExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::reflector::{self, store::Writer};
 use nodeplugins_api::backoff::Backoff;
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{broadcast, watch};
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::config::KubeApiConfig;
 use super::credentials::{Connection, Credentials};
+use super::csi_node_writer::CsiNodeWriter;
 use super::error::KubeApiError;
+use super::identity::IdentityCheck;
 use super::metrics::KubeApiMetrics;
-use super::owner::Owner;
-use super::resource_slices::{ResourceSliceCleanup, WipeReport};
+use super::node_status_writer::NodeStatusWriter;
+use super::observed::{self, NodeSeen};
+use super::report::Reporter;
+use super::resource_slices::{ResourceSliceCleanup, WipeFailures};
 use super::status::KubeApiStatus;
 use super::write_state::RetryPolicy;
 use crate::csi::CsiDriverStore;
@@ -35,11 +53,8 @@ pub struct KubeApi {
     /// What is published: the device manager's resources and the CSI drivers.
     devices: DeviceHandle,
     csi: CsiDriverStore,
-    events: broadcast::Sender<AgentEvent>,
-    metrics: KubeApiMetrics,
-    status: Publisher<KubeApiStatus>,
-    wipes: mpsc::UnboundedReceiver<WipeReport>,
-    /// The Node store the owner's watch keeps current.
+    reporter: Reporter,
+    /// The Node store the Node watch keeps current.
     node_mirror: Writer<Node>,
 }
 
@@ -63,29 +78,35 @@ impl KubeApi {
             last_error: None,
             failures: 0,
         };
-        let (wipes_tx, wipes) = mpsc::unbounded_channel();
         let (status, store) = Publisher::new(status);
         let (node_store, node_mirror) = reflector::store();
+        let events = broadcast::channel(256).0;
+        let metrics = KubeApiMetrics::default();
+        let reporter = Reporter::new(
+            events.clone(),
+            metrics.clone(),
+            connection.clone(),
+            config.node_name.clone(),
+            status,
+        );
+        let handle = KubeApiHandle {
+            status: store,
+            events,
+            metrics,
+            connection: connection.clone(),
+            node: config.node_name.clone(),
+            node_store,
+            reporter: reporter.clone(),
+            wipe_failures: WipeFailures::default(),
+        };
         let publisher = Self {
             credentials,
             devices,
             csi,
-            events: broadcast::channel(256).0,
-            metrics: KubeApiMetrics::default(),
-            status,
-            wipes,
+            reporter,
             connection,
             config,
             node_mirror,
-        };
-        let handle = KubeApiHandle {
-            status: store,
-            events: publisher.events.clone(),
-            metrics: publisher.metrics.clone(),
-            connection: publisher.connection.clone(),
-            node: publisher.config.node_name.clone(),
-            node_store,
-            wipes: wipes_tx,
         };
         Ok((publisher, handle))
     }
@@ -105,26 +126,70 @@ impl KubeApi {
             )
             .with_jitter(self.config.retry_jitter),
         };
-        let owner = Owner {
-            config: self.config,
+        let config = self.config;
+        let stop = shutdown.child_token();
+        let (node_seen, seen) = watch::channel(NodeSeen::NotYet);
+        let mut tasks: JoinSet<Result<(), KubeApiError>> = JoinSet::new();
+        let watching = observed::watch_node(
+            self.connection.clone(),
+            config.node_name.clone(),
+            Some(self.node_mirror),
+            node_seen,
+            stop.clone(),
+        );
+        tasks.spawn(watching.map(Ok));
+        let node_status = NodeStatusWriter::new(
+            config.node_name.clone(),
+            config.settle,
             policy,
-            connection: self.connection,
-            devices: self.devices,
-            csi: self.csi,
-            wipes: self.wipes,
-            events: self.events,
-            metrics: self.metrics,
-            status: self.status,
-            node_mirror: Some(self.node_mirror),
-        };
-        // The credentials are kept current beside the owner, in this task;
-        // they end at shutdown, the owner then too (or earlier, failing).
-        let owning = owner.run(shutdown);
-        tokio::pin!(owning);
-        tokio::select! {
-            result = &mut owning => result,
-            () = credentials => owning.await,
+            self.devices.store(),
+            self.reporter.clone(),
+        );
+        let writing = node_status.run(self.connection.clone(), seen.clone(), stop.clone());
+        tasks.spawn(writing.map(Ok));
+        let csi_node = CsiNodeWriter::new(
+            config.node_name.clone(),
+            config.settle,
+            config.csinode_recheck,
+            policy,
+            self.csi,
+            self.reporter.clone(),
+        );
+        let writing = csi_node.run(self.connection.clone(), seen, stop.clone());
+        tasks.spawn(writing.map(Ok));
+        let identity = IdentityCheck::new(config.node_name.clone(), policy.backoff);
+        tasks.spawn(identity.run(self.connection.clone(), self.reporter, stop.clone()));
+        // The credentials are kept current beside the tasks, in this task;
+        // they end at shutdown, the tasks then too (or earlier, one of them
+        // failing, which ends them all).
+        tokio::pin!(credentials);
+        let mut credentials_done = false;
+        let mut result = Ok(());
+        loop {
+            tokio::select! {
+                () = &mut credentials, if !credentials_done => credentials_done = true,
+                ended = tasks.join_next() => match ended {
+                    None => break,
+                    Some(Ok(Ok(()))) => {}
+                    Some(Ok(Err(fatal))) => {
+                        stop.cancel();
+                        if result.is_ok() {
+                            result = Err(fatal);
+                        }
+                    }
+                    Some(Err(error)) => {
+                        // A write task panicked: what it wrote stops, so
+                        // the publisher ends rather than go on half done.
+                        tracing::error!(%error, "a Kubernetes API task ended without an answer");
+                        stop.cancel();
+                        if result.is_ok() {
+                            result = Err(KubeApiError::TaskLost(error.to_string()));
+                        }
+                    }
+                },
+            }
         }
+        result
     }
 }
 
@@ -138,7 +203,8 @@ pub struct KubeApiHandle {
     connection: watch::Receiver<Connection>,
     node: String,
     node_store: reflector::Store<Node>,
-    wipes: mpsc::UnboundedSender<WipeReport>,
+    reporter: Reporter,
+    wipe_failures: WipeFailures,
 }
 
 impl KubeApiHandle {
@@ -181,7 +247,8 @@ impl KubeApiHandle {
         ResourceSliceCleanup {
             connection: self.connection.clone(),
             node: self.node.clone(),
-            reports: self.wipes.clone(),
+            reporter: self.reporter.clone(),
+            failures: self.wipe_failures.clone(),
         }
     }
 }
