@@ -163,16 +163,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-
-    fn answered(code: u16) -> KubeApiError {
-        KubeApiError::Request {
-            what: "create selfsubjectreview".into(),
-            source: kube::Error::Api(Box::new(kube::core::Status {
-                code,
-                ..Default::default()
-            })),
-        }
-    }
+    use crate::kube_api::node_status_writer::tests::answered;
 
     const BACKOFF: Backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
 
