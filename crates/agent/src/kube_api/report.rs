@@ -110,14 +110,24 @@ impl Reporter {
         }
     }
 
-    /// `kind` stands as `standing` now.
+    /// `kind` stands as `standing` now. The writers say it after every
+    /// wake-up; only a change publishes.
     pub(crate) fn stands(&self, kind: WriteKind, standing: Standing) {
-        self.update(|board| board.kinds[slot(kind)] = standing);
+        self.update(|board| {
+            let slot = &mut board.kinds[slot(kind)];
+            let changed = *slot != standing;
+            *slot = standing;
+            changed
+        });
     }
 
     /// Who the API server takes the agent for.
     pub(crate) fn user(&self, user: Option<String>) {
-        self.update(|board| board.user = user);
+        self.update(|board| {
+            let changed = board.user != user;
+            board.user = user;
+            changed
+        });
     }
 
     /// A write of `kind` ended, having said `said` of its failures; `error`:
@@ -127,7 +137,10 @@ impl Reporter {
         let ok = error.is_none();
         self.inner.metrics.wrote(kind, ok);
         if ok {
-            self.update(|board| board.last_success = Some(SystemTime::now()));
+            self.update(|board| {
+                board.last_success = Some(SystemTime::now());
+                true
+            });
         }
         let (event, detail) = match (said, error) {
             (Said::NewError, Some(error)) => {
@@ -201,13 +214,17 @@ impl Reporter {
         *self.inner.status.store().changes().borrow()
     }
 
-    fn update(&self, change: impl FnOnce(&mut Board)) {
+    /// Applies `change` to the board and, when it says it changed
+    /// something, publishes the status made from it.
+    fn update(&self, change: impl FnOnce(&mut Board) -> bool) {
         let mut board = self
             .inner
             .board
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        change(&mut board);
+        if !change(&mut board) {
+            return;
+        }
         let pending: Vec<WriteKind> = KINDS
             .into_iter()
             .filter(|kind| board.kinds[slot(*kind)].pending)
