@@ -13,6 +13,10 @@ use super::TransportError;
 /// The longest socket path Linux accepts: `sun_path` is 108 bytes including the NUL.
 pub const MAX_SOCKET_PATH_LEN: usize = 107;
 
+/// How many times a socket whose file another process removes right after
+/// it is bound is bound again before binding fails.
+const REBINDS: u32 = 3;
+
 /// How long a probe of an existing socket may take before it counts as live.
 const LIVENESS_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -44,27 +48,54 @@ impl BoundSocket {
     /// permission bits (such as `0o600`). When this returns the socket accepts
     /// connections: that is the readiness signal.
     pub async fn bind(path: impl Into<PathBuf>, mode: Option<u32>) -> Result<Self, TransportError> {
-        let path = path.into();
+        Self::bind_between(path.into(), mode, |_| {}).await
+    }
+
+    /// [`BoundSocket::bind`], running `between` after each bind and before
+    /// its file is recorded: the moment another process (a kubelet
+    /// cleaning its plugin directory on start) may remove it. A file
+    /// removed then is bound again, up to [`REBINDS`] times.
+    async fn bind_between(
+        path: PathBuf,
+        mode: Option<u32>,
+        mut between: impl FnMut(&Path),
+    ) -> Result<Self, TransportError> {
         check_socket_path(&path)?;
-        remove_stale(&path).await?;
-        let listener = UnixListener::bind(&path).map_err(|source| TransportError::Bind {
+        let bind_error = |source| TransportError::Bind {
             path: path.clone(),
             source,
-        })?;
-        let file = SocketFile::record(path.clone()).map_err(|source| TransportError::Bind {
-            path: path.clone(),
-            source,
-        })?;
-        if let Some(mode) = mode {
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).map_err(
-                |source| TransportError::Permissions {
-                    path: path.clone(),
-                    mode,
-                    source,
-                },
-            )?;
+        };
+        let mut rebinds = 0;
+        loop {
+            remove_stale(&path).await?;
+            let listener = UnixListener::bind(&path).map_err(bind_error)?;
+            between(&path);
+            let file = match SocketFile::record(path.clone()) {
+                Ok(file) => file,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && rebinds < REBINDS => {
+                    rebinds += 1;
+                    tracing::info!(socket = %path.display(), "socket removed right after it was bound; binding it again");
+                    continue;
+                }
+                Err(source) => return Err(bind_error(source)),
+            };
+            if let Some(mode) = mode {
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).map_err(
+                    |source| TransportError::Permissions {
+                        path: path.clone(),
+                        mode,
+                        source,
+                    },
+                )?;
+            }
+            return Ok(Self { listener, file });
         }
-        Ok(Self { listener, file })
+    }
+
+    /// The device and inode of the socket's file as bound: a file at the
+    /// path with another identity (or none) is not this socket's.
+    pub fn identity(&self) -> (u64, u64) {
+        self.file.identity
     }
 
     /// The socket's path.
@@ -152,5 +183,56 @@ async fn remove_stale(path: &Path) -> Result<(), TransportError> {
             path: path.to_owned(),
             source,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! A socket file removed the moment after it is bound, as a kubelet
+    //! cleaning its plugin directory on start removes it.
+
+    // Test code: a failed unwrap is a failed test with a precise location.
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_socket_removed_right_after_it_is_bound_is_bound_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plugin.sock");
+        let mut removed = 0;
+        let bound = BoundSocket::bind_between(path.clone(), Some(0o600), |path| {
+            if removed == 0 {
+                std::fs::remove_file(path).unwrap();
+            }
+            removed += 1;
+        })
+        .await
+        .unwrap();
+        assert_eq!(removed, 2, "bound twice");
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        assert_eq!((meta.dev(), meta.ino()), bound.identity());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        UnixStream::connect(&path)
+            .await
+            .expect("the socket at the path is the one listening");
+    }
+
+    #[tokio::test]
+    async fn a_socket_removed_every_time_it_is_bound_fails_to_bind() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plugin.sock");
+        let mut binds = 0;
+        let error = BoundSocket::bind_between(path.clone(), None, |path| {
+            binds += 1;
+            std::fs::remove_file(path).unwrap();
+        })
+        .await
+        .unwrap_err();
+        assert_eq!(binds, REBINDS + 1);
+        assert!(
+            matches!(&error, TransportError::Bind { path: p, source } if *p == path && source.kind() == std::io::ErrorKind::NotFound),
+            "{error:?}"
+        );
     }
 }

@@ -176,7 +176,9 @@ impl DevicePluginBuilder {
                 None => BoundSocket::bind(&socket, None).await?,
             };
             state.send_replace(RegistrationState::Pending);
-            let bound_identity = file_identity(&socket);
+            // The file as bound, not as it is now: the kubelet's start-up
+            // cleanup may already have removed it.
+            let bound_identity = Some(bound.identity());
             let router = tonic::transport::Server::builder().add_service(
                 dp::device_plugin_server::DevicePluginServer::new(Server {
                     service: self.service.clone(),
