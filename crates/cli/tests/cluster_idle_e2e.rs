@@ -12,9 +12,8 @@ use std::time::Duration;
 use nodeplugins_test_support::kube_api::KubeApi;
 use nodeplugins_test_support::kube_api::requests::RequestCounts;
 use nodeplugins_test_support::sim_node::{
-    DEVICES, NODE_RESOURCES, SimNode, build_programs, cluster_shows,
+    DEVICES, NODE_RESOURCES, SimNode, build_programs, cluster_lacks,
 };
-use nodeplugins_test_support::wait::eventually;
 use serde_json::json;
 
 const NODES: usize = 20;
@@ -30,6 +29,39 @@ fn beyond_watches(before: &RequestCounts, after: &RequestCounts) -> RequestCount
         .without_verbs(&["WATCH"])
 }
 
+/// Waits until every node shows what it publishes; past [`PUBLISHED`],
+/// fails saying what is missing and what the agents of those nodes say of
+/// themselves.
+async fn published(api: &KubeApi, nodes: &mut [SimNode]) {
+    let start = tokio::time::Instant::now();
+    let deadline = start + PUBLISHED;
+    loop {
+        let lacks = cluster_lacks(api, nodes, DEVICES).await;
+        if lacks.is_empty() {
+            tracing::info!(elapsed = ?start.elapsed(), "every node published");
+            return;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            let mut said = String::new();
+            for node in nodes.iter_mut() {
+                if lacks
+                    .iter()
+                    .any(|l| l.starts_with(&format!("{}:", node.name())))
+                {
+                    let status = node.agent_status().await;
+                    let logs = node.logs();
+                    said += &format!("--- {}\n{status}\n{logs}\n", node.name());
+                }
+            }
+            panic!(
+                "after {PUBLISHED:?} the cluster still lacks:\n{}\nthose agents say:\n{said}",
+                lacks.join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn twenty_idle_nodes_send_nothing_beyond_their_watches() {
     nodeplugins_test_support::init_tracing();
@@ -39,11 +71,8 @@ async fn twenty_idle_nodes_send_nothing_beyond_their_watches() {
         let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": format!("sim-{index:02}")}});
         api.admin("POST", "/api/v1/nodes", Some(&node)).await;
     }
-    let nodes: Vec<SimNode> = (0..NODES).map(|i| SimNode::start(&api, i)).collect();
-    eventually("every node published", PUBLISHED, || async {
-        cluster_shows(&api, &nodes, DEVICES).await.then_some(())
-    })
-    .await;
+    let mut nodes: Vec<SimNode> = (0..NODES).map(|i| SimNode::start(&api, i)).collect();
+    published(&api, &mut nodes).await;
 
     // Settled: a second with nothing from the nodes but watches.
     let mut last = api.request_counts().await;

@@ -58,21 +58,27 @@ pub struct SimNode {
     device_plugin: Child,
     _csi: (Child, Child),
     dra_driver: Child,
-    /// Last: removed once the processes using it are killed.
+    /// Last: removed once the processes using them are killed.
     root: TempDir,
+    /// The plugins' logs.
+    logs: TempDir,
 }
 
-fn quiet_command(program: PathBuf) -> Command {
-    let mut command = Command::new(program);
-    command
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true);
+/// `program` with its log (stderr) written to `<logs>/<program>.log`,
+/// read back by [`SimNode::logs`] when a test fails.
+fn logged_command(logs: &Path, program: &str) -> Command {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(logs.join(format!("{program}.log")))
+        .unwrap();
+    let mut command = Command::new(binary("nodeplugins-sdk-bins", program));
+    command.stdout(Stdio::null()).stderr(log).kill_on_drop(true);
     command
 }
 
-fn dra_driver(root: &Path, node: &str, kubeconfig: &Path) -> Child {
-    let mut command = quiet_command(binary("nodeplugins-sdk-bins", "example-dra-driver"));
+fn dra_driver(root: &Path, logs: &Path, node: &str, kubeconfig: &Path) -> Child {
+    let mut command = logged_command(logs, "example-dra-driver");
     command
         .arg("--root-dir")
         .arg(root)
@@ -100,6 +106,7 @@ impl SimNode {
     pub fn start(api: &KubeApi, index: usize) -> Self {
         let name = format!("sim-{index:02}");
         let root = tempfile::tempdir().unwrap();
+        let logs = tempfile::tempdir().unwrap();
         let kubeconfig = api.kubeconfig_of_node(&name);
         let mut agent = Command::new(binary("nodeplugins-cli", "nodeplugins"));
         agent
@@ -111,23 +118,22 @@ impl SimNode {
             .args(["--node-name", &name]);
         let agent = ChildProcess::spawn("nodeplugins run", agent);
 
-        let mut device = quiet_command(binary("nodeplugins-sdk-bins", "example-device-plugin"));
+        let mut device = logged_command(logs.path(), "example-device-plugin");
         device
             .arg("--root-dir")
             .arg(root.path())
             .args(["--resource", RESOURCE, "--devices", &DEVICES.to_string()])
-            .args(["--log-level", "warn"]);
+            .args(["--log-level", "info"]);
 
         let socket = root.path().join(format!("plugins/{CSI_DRIVER}/csi.sock"));
         std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
         std::fs::create_dir_all(root.path().join("plugins_registry")).unwrap();
-        let mut csi = quiet_command(binary("nodeplugins-sdk-bins", "example-csi-driver"));
+        let mut csi = logged_command(logs.path(), "example-csi-driver");
         csi.arg(format!("--endpoint=unix://{}", socket.display()))
             .arg(format!("--node-id=id-{name}"))
             .arg(format!("--driver-name={CSI_DRIVER}"))
             .args(["--max-volumes", "8", "--zone", "zone-a"]);
-        let mut registrar =
-            quiet_command(binary("nodeplugins-sdk-bins", "nodeplugins-csi-registrar"));
+        let mut registrar = logged_command(logs.path(), "nodeplugins-csi-registrar");
         registrar
             .arg(format!("--csi-address={}", socket.display()))
             .arg(format!("--kubelet-registration-path={}", socket.display()))
@@ -136,7 +142,7 @@ impl SimNode {
                 root.path().join("plugins_registry").display()
             ));
 
-        let dra = dra_driver(root.path(), &name, &kubeconfig);
+        let dra = dra_driver(root.path(), logs.path(), &name, &kubeconfig);
         Self {
             name,
             kubeconfig,
@@ -145,7 +151,48 @@ impl SimNode {
             _csi: (csi.spawn().unwrap(), registrar.spawn().unwrap()),
             dra_driver: dra,
             root,
+            logs,
         }
+    }
+
+    /// The agent's own account of itself (`nodeplugins status`), for a
+    /// test that failed to say why a node shows less than it should.
+    pub async fn agent_status(&self) -> String {
+        let output = Command::new(binary("nodeplugins-cli", "nodeplugins"))
+            .arg("status")
+            .arg("--root-dir")
+            .arg(self.root.path())
+            .output()
+            .await;
+        match output {
+            Ok(out) => format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+            Err(e) => format!("nodeplugins status: {e}"),
+        }
+    }
+
+    /// The plugins' logs, and whether each is still running, for a test
+    /// that failed to say why a node shows less than it should.
+    pub fn logs(&mut self) -> String {
+        let mut said = String::new();
+        let device = match self.device_plugin.try_wait() {
+            Ok(Some(status)) => format!("exited: {status}"),
+            Ok(None) => "running".to_string(),
+            Err(e) => e.to_string(),
+        };
+        said += &format!("example-device-plugin: {device}\n");
+        let mut entries: Vec<_> = std::fs::read_dir(self.logs.path())
+            .map(|dir| dir.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        entries.sort();
+        for path in entries {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            said += &format!("- {}\n{text}", path.display());
+        }
+        said
     }
 
     /// Sends `signal` to the device plugin: `-USR1` makes a device
@@ -171,13 +218,24 @@ impl SimNode {
             .await
             .unwrap();
         let _ = self.dra_driver.wait().await;
-        self.dra_driver = dra_driver(self.root.path(), &self.name, &self.kubeconfig);
+        self.dra_driver = dra_driver(
+            self.root.path(),
+            self.logs.path(),
+            &self.name,
+            &self.kubeconfig,
+        );
     }
 }
 
 /// Whether every node shows `allocatable` of the device resource, its CSI
 /// driver, and its DRA driver's slice: three lists, as the admin.
 pub async fn cluster_shows(api: &KubeApi, nodes: &[SimNode], allocatable: usize) -> bool {
+    cluster_lacks(api, nodes, allocatable).await.is_empty()
+}
+
+/// What the cluster does not show yet, one line per node and object
+/// ("sim-03: allocatable"): empty once [`cluster_shows`].
+pub async fn cluster_lacks(api: &KubeApi, nodes: &[SimNode], allocatable: usize) -> Vec<String> {
     let listed = api.admin("GET", "/api/v1/nodes", None).await;
     let csinodes = api
         .admin("GET", "/apis/storage.k8s.io/v1/csinodes", None)
@@ -186,7 +244,8 @@ pub async fn cluster_shows(api: &KubeApi, nodes: &[SimNode], allocatable: usize)
         .admin("GET", "/apis/resource.k8s.io/v1/resourceslices", None)
         .await;
     let items = |list: &Value| list["items"].as_array().cloned().unwrap_or_default();
-    nodes.iter().all(|node| {
+    let mut lacks = Vec::new();
+    for node in nodes {
         let shown = items(&listed).iter().any(|n| {
             n["metadata"]["name"] == node.name.as_str()
                 && n["status"]["allocatable"][RESOURCE] == allocatable.to_string().as_str()
@@ -198,6 +257,15 @@ pub async fn cluster_shows(api: &KubeApi, nodes: &[SimNode], allocatable: usize)
         let slice = items(&slices)
             .iter()
             .any(|s| s["spec"]["nodeName"] == node.name.as_str());
-        shown && csi && slice
-    })
+        for (missing, what) in [
+            (!shown, "allocatable"),
+            (!csi, "CSINode"),
+            (!slice, "slice"),
+        ] {
+            if missing {
+                lacks.push(format!("{}: {what}", node.name));
+            }
+        }
+    }
+    lacks
 }
