@@ -56,7 +56,8 @@ pub struct SimNode {
     kubeconfig: PathBuf,
     _agent: ChildProcess,
     device_plugin: Child,
-    _csi: (Child, Child),
+    /// The CSI driver and its registrar.
+    csi: (Child, Child),
     dra_driver: Child,
     /// Last: removed once the processes using them are killed.
     root: TempDir,
@@ -148,7 +149,7 @@ impl SimNode {
             kubeconfig,
             _agent: agent,
             device_plugin: device.spawn().unwrap(),
-            _csi: (csi.spawn().unwrap(), registrar.spawn().unwrap()),
+            csi: (csi.spawn().unwrap(), registrar.spawn().unwrap()),
             dra_driver: dra,
             root,
             logs,
@@ -178,12 +179,20 @@ impl SimNode {
     /// that failed to say why a node shows less than it should.
     pub fn logs(&mut self) -> String {
         let mut said = String::new();
-        let device = match self.device_plugin.try_wait() {
-            Ok(Some(status)) => format!("exited: {status}"),
-            Ok(None) => "running".to_string(),
-            Err(e) => e.to_string(),
-        };
-        said += &format!("example-device-plugin: {device}\n");
+        let (csi, registrar) = &mut self.csi;
+        for (program, child) in [
+            ("example-device-plugin", &mut self.device_plugin),
+            ("example-csi-driver", csi),
+            ("nodeplugins-csi-registrar", registrar),
+            ("example-dra-driver", &mut self.dra_driver),
+        ] {
+            let state = match child.try_wait() {
+                Ok(Some(status)) => format!("exited: {status}"),
+                Ok(None) => "running".to_string(),
+                Err(e) => e.to_string(),
+            };
+            said += &format!("{program}: {state}\n");
+        }
         let mut entries: Vec<_> = std::fs::read_dir(self.logs.path())
             .map(|dir| dir.flatten().map(|e| e.path()).collect())
             .unwrap_or_default();
