@@ -22,10 +22,11 @@
 //! | file | what |
 //! |---|---|
 //! | `config` | settings and the kubelet's timeouts |
-//! | `manager` | the task that owns the state, and starting it |
-//! | `command` | what handles and the task exchange |
+//! | `manager` | the task that records plugins, their devices and their ends, and starting it |
+//! | `command` | what handles and the task exchange and share |
 //! | `handle` | what callers hold |
-//! | `state` | everything the task knows: resources, and who holds their devices |
+//! | `book` | the state, its checkpoint and snapshot under one lock, shared by the task and the callers that allocate and release |
+//! | `state` | everything the manager knows: resources, and who holds their devices |
 //! | `resource` | one resource: its plugin instances and devices |
 //! | `allocator` | who holds which devices, and every allocation decision |
 //! | `allocate` | an allocation's steps in the caller's task: the calls to the plugin |
@@ -43,6 +44,7 @@ mod allocate;
 mod allocate_error;
 mod allocate_steps;
 mod allocator;
+mod book;
 mod checkpoint;
 mod command;
 mod config;

@@ -19,10 +19,11 @@
 //! | file | what |
 //! |---|---|
 //! | `config` | settings and the kubelet's timeouts |
-//! | `manager` | the task that owns the state, and starting it; `manager/claims`: its claims |
-//! | `command` | what handles and the task exchange |
+//! | `manager` | the task that owns the drivers, and starting it |
+//! | `command` | what handles and the task exchange and share |
 //! | `handle` | what callers hold |
 //! | `claim_calls` | a prepare's and an unprepare's steps in the caller's task |
+//! | `claim_book` | the prepared claims every caller changes under one lock, published and on disk |
 //! | `records` | the claims prepared on this node, and every decision about them |
 //! | `checkpoint` | the records on disk |
 //! | `state` | drivers and their instances |
@@ -37,6 +38,7 @@
 mod calls;
 mod checkpoint;
 mod claim;
+mod claim_book;
 mod claim_calls;
 mod cleanup;
 mod cleanup_scheduler;

@@ -1,8 +1,10 @@
-//! Keeping a checkpoint up to date from an owner task without waiting for
-//! the disk: the task marks changes, the writer writes the newest state in
-//! the background, and whoever must not go on before a change is on disk
-//! waits for the write that includes it. A waiter may leave what undoes its
-//! change; a failed write hands that back to the owner.
+//! Keeping a checkpoint up to date without waiting for the disk: whoever
+//! changes the state (under the lock that guards it and its persister)
+//! marks the change, the writer writes the newest state in the background,
+//! and whoever must not go on before a change is on disk waits for the
+//! write that includes it. The ends of the writes ([`Ends`]) go to one
+//! task, which hands each back to the persister; a waiter may leave what
+//! undoes its change, and a failed write hands that back.
 //!
 //! It opens the checkpoint too ([`Persister::open`]): the owner gets what
 //! was on disk, and the persister keeps how the load went, so that "what is
@@ -34,11 +36,13 @@ pub(crate) struct Written {
 /// Told when the change it waits for is on disk, or why it is not.
 pub(crate) type WrittenReply = oneshot::Sender<Result<(), Arc<CheckpointError>>>;
 
-/// The owner's side of a checkpoint; `U` is what undoes a change whose
-/// write failed (nothing, for an owner that keeps its changes anyway).
+/// The ends of a persister's writes, each for [`Persister::on_written`].
+pub(crate) type Ends = mpsc::UnboundedReceiver<Written>;
+
+/// The changing side of a checkpoint; `U` is what undoes a change whose
+/// write failed (nothing, for a state that keeps its changes anyway).
 pub(crate) struct Persister<T, U = ()> {
     to_writer: mpsc::UnboundedSender<(u64, T)>,
-    done: mpsc::UnboundedReceiver<Written>,
     /// Counts changes.
     version: u64,
     /// The version of the newest state handed to the writer.
@@ -54,9 +58,12 @@ impl<T: Serialize + Send + 'static, U> Persister<T, U> {
     /// Loads `file` (an empty state when it is missing; a damaged file is
     /// repaired from its backup) and starts its writer on `tasks`: the
     /// persister, and what was loaded (`None`: unreadable, nothing to
-    /// restore). What went wrong is logged once and kept for
-    /// [`Self::problem`].
-    pub(crate) async fn open<L>(file: CheckpointFile, tasks: &TaskTracker) -> (Self, Option<L>)
+    /// restore), with the ends of its writes. What went wrong is logged
+    /// once and kept for [`Self::problem`].
+    pub(crate) async fn open<L>(
+        file: CheckpointFile,
+        tasks: &TaskTracker,
+    ) -> (Self, Ends, Option<L>)
     where
         L: DeserializeOwned + Default + Send + 'static,
     {
@@ -80,13 +87,14 @@ impl<T: Serialize + Send + 'static, U> Persister<T, U> {
                 (None, None)
             }
         };
-        let mut persister = Self::start(file, tasks);
+        let (mut persister, ends) = Self::start(file, tasks);
         persister.load_problem = load_problem;
-        (persister, data)
+        (persister, ends, data)
     }
 
-    /// Starts the writer of `file` on `tasks`.
-    pub(crate) fn start(file: CheckpointFile, tasks: &TaskTracker) -> Self {
+    /// Starts the writer of `file` on `tasks`: the persister, and the ends
+    /// of its writes. The writer stops once the persister is dropped.
+    pub(crate) fn start(file: CheckpointFile, tasks: &TaskTracker) -> (Self, Ends) {
         let (to_writer, mut from_owner) = mpsc::unbounded_channel::<(u64, T)>();
         let (to_owner, done) = mpsc::unbounded_channel();
         tasks.spawn(async move {
@@ -101,16 +109,16 @@ impl<T: Serialize + Send + 'static, U> Persister<T, U> {
                 }
             }
         });
-        Self {
+        let persister = Self {
             to_writer,
-            done,
             version: 0,
             submitted: 0,
             in_flight: false,
             waiters: Vec::new(),
             last_error: None,
             load_problem: None,
-        }
+        };
+        (persister, done)
     }
 
     /// Marks the state changed; returns the change's version.
@@ -137,28 +145,13 @@ impl<T: Serialize + Send + 'static, U> Persister<T, U> {
         }
     }
 
-    /// The end of the running write; never resolves while none runs.
-    pub(crate) async fn next_written(&mut self) -> Written {
-        if !self.in_flight {
-            return std::future::pending().await;
-        }
-        match self.done.recv().await {
-            Some(written) => written,
-            None => std::future::pending().await,
-        }
-    }
-
-    /// The end of `persister`'s running write; never, without a persister
-    /// (an owner with no state directory).
-    pub(crate) async fn next_of(persister: &mut Option<Self>) -> Written {
-        match persister {
-            Some(persister) => persister.next_written().await,
-            None => std::future::pending().await,
-        }
+    /// Whether a write runs.
+    pub(crate) fn writing(&self) -> bool {
+        self.in_flight
     }
 
     /// Records the end of a write and answers those waiting for it. A failed
-    /// write is returned for the owner to act on, with the undo of every
+    /// write is returned for the caller to act on, with the undo of every
     /// change it answered.
     pub(crate) fn on_written(
         &mut self,
@@ -192,21 +185,22 @@ impl<T: Serialize + Send + 'static, U> Persister<T, U> {
             .map(CheckpointProblem::Write)
             .or_else(|| self.load_problem.clone())
     }
+}
 
-    /// Writes the current state now if it changed, and waits for it: for the
-    /// owner's last act before it stops.
-    pub(crate) async fn finish(mut self, state: impl FnOnce() -> T) {
-        while self.in_flight {
-            let written = self.next_written().await;
-            let _ = self.on_written(written);
-        }
-        self.flush(state);
-        if self.in_flight {
-            let written = self.next_written().await;
-            if let Err((e, _)) = self.on_written(written) {
-                tracing::error!(error = %e, "cannot write the checkpoint at shutdown");
-            }
-        }
+/// Writes out what is not written yet, for the last act of whoever holds a
+/// persister: `flush` hands the state to the writer if it changed and says
+/// whether a write runs; each write's end goes to `on_written`. Returns once
+/// none runs.
+pub(crate) async fn write_out(
+    ends: &mut Ends,
+    mut flush: impl FnMut() -> bool,
+    mut on_written: impl FnMut(Written),
+) {
+    while flush() {
+        let Some(written) = ends.recv().await else {
+            return;
+        };
+        on_written(written);
     }
 }
 

@@ -1,16 +1,16 @@
 //! Allocating devices to a container, all or nothing across the resources
-//! of one request: the caller's side.
+//! of one request, in the caller's task.
 //!
-//! The manager's task owns the state and decides ([`super::allocator`]);
-//! the calls to plugins run outside it, in the caller's task, so a slow
-//! plugin holds up nobody else:
+//! The allocator decides ([`super::allocator`]), under the device book's
+//! lock ([`super::book`]); the calls to plugins run between its decisions,
+//! with the lock let go, so a slow plugin holds up nobody else:
 //!
-//! 1. **plan** (task): per resource, what the container already holds (a
+//! 1. **plan** (book): per resource, what the container already holds (a
 //!    repeated request returns it) or the free healthy devices in NUMA-aligned
 //!    order and the primary instance to call; any refusal ends the request.
 //! 2. **preferred** (caller): GetPreferredAllocation among all free devices,
 //!    when the plugin offers it.
-//! 3. **reserve** (task): re-checks that the chosen devices are still free
+//! 3. **reserve** (book): re-checks that the chosen devices are still free
 //!    (choosing again if another request took some) and reserves them.
 //! 4. **allocate** (caller): Allocate for each resource, then, for a
 //!    container started at once ([`allocate`]), PreStartContainer when the
@@ -18,27 +18,25 @@
 //!    allocates at admission without it ([`allocate_recorded`]) and calls
 //!    PreStartContainer right before each start of the container
 //!    ([`super::pre_start`]), as the kubelet does.
-//! 5. **commit** (task): records every resource's allocation and answers once
+//! 5. **commit** (book): records every resource's allocation and answers once
 //!    the checkpoint holding them is on disk; a failed write undoes them.
 //!    [`allocate_recorded`] returns as soon as the allocations are recorded
-//!    in the task (any later request sees them), with the write to wait for
+//!    in the book (any later request sees them), with the write to wait for
 //!    apart: a caller that admits one pod at a time lets the next pod go
 //!    while the checkpoint is written, so consecutive writes share one.
 
 use std::sync::Arc;
 
-use tokio::sync::oneshot;
-
 use super::allocate_error::AllocateError;
 use super::allocate_steps::{Choice, Chosen, Planned, ReservationId};
+use super::book::{DeviceBook, WriteDone};
 use super::command::{Command, Shared};
 use super::container_allocation::{AllocationRequest, ContainerAllocation};
-use crate::checkpoint::CheckpointError;
+use crate::event::EventKind;
 use crate::owner::Mailbox;
 
 /// Steps 1 to 5 for `request`, from the caller's task. A failure is told
-/// to the owner, which tells operators (as it tells them of allocations
-/// and releases).
+/// to operators (as allocations and releases are).
 pub(crate) async fn allocate(
     commands: &Mailbox<Command>,
     shared: &Shared,
@@ -60,7 +58,7 @@ enum PreStart {
 }
 
 /// Steps 1 to 5 for `request` without PreStartContainer, returning once
-/// the allocations are recorded in the owner's task, with the end of their
+/// the allocations are recorded in the book, with the end of their
 /// checkpoint write.
 #[cfg(feature = "kube")]
 pub(crate) async fn allocate_recorded(
@@ -83,33 +81,51 @@ async fn recorded(
             allocations,
             OnDisk {
                 written,
-                commands: commands.clone(),
+                book: shared.book.clone(),
                 pod: request.pod_uid.clone(),
                 container: request.container.clone(),
             },
         )),
         Err(error) => {
-            report(commands, &request.pod_uid, &request.container, &error);
+            report(&shared.book, &request.pod_uid, &request.container, &error);
             Err(error)
         }
     }
 }
 
-/// Tells the owner an allocation failed, which tells operators.
-fn report(commands: &Mailbox<Command>, pod: &str, container: &str, error: &AllocateError) {
-    let _ = commands.send(Command::Failed {
-        pod: pod.to_string(),
-        container: container.to_string(),
-        error: error.clone(),
-    });
+/// Tells operators an allocation failed.
+fn report(book: &DeviceBook, pod: &str, container: &str, error: &AllocateError) {
+    book.emit(
+        EventKind::AllocationFailed,
+        error.resource().unwrap_or_default(),
+        None,
+        Some(format!("pod {pod} container {container}: {error}")),
+    );
+}
+
+/// The book, once the manager runs and has read its checkpoint; an error
+/// once it stopped (or was dropped before it ran).
+async fn ready<'a>(
+    commands: &Mailbox<Command>,
+    shared: &'a Shared,
+) -> Result<&'a Arc<DeviceBook>, AllocateError> {
+    if commands.is_closed() {
+        return Err(AllocateError::Stopping);
+    }
+    shared
+        .store
+        .wait_until_ready()
+        .await
+        .map_err(|_| AllocateError::Stopping)?;
+    Ok(&shared.book)
 }
 
 /// The end of the checkpoint write that holds an allocation. A failed
 /// write undid the allocation.
 #[must_use = "an allocation counts once it is on disk"]
 pub(crate) struct OnDisk {
-    written: Option<oneshot::Receiver<Result<(), Arc<CheckpointError>>>>,
-    commands: Mailbox<Command>,
+    written: Option<WriteDone>,
+    book: Arc<DeviceBook>,
     pod: String,
     container: String,
 }
@@ -133,7 +149,7 @@ impl OnDisk {
             Err(_) => Err(AllocateError::Stopping),
         };
         if let Err(error) = &result {
-            report(&self.commands, &self.pod, &self.container, error);
+            report(&self.book, &self.pod, &self.container, error);
         }
         result
     }
@@ -146,15 +162,9 @@ async fn steps(
     shared: &Shared,
     request: &AllocationRequest,
     pre_start: PreStart,
-) -> Result<(Vec<ContainerAllocation>, Option<Written>), AllocateError> {
-    let request_copy = request.clone();
-    let planned = commands
-        .ask(|reply| Command::Plan {
-            request: request_copy,
-            reply,
-        })
-        .await
-        .unwrap_or(Err(AllocateError::Stopping))?;
+) -> Result<(Vec<ContainerAllocation>, Option<WriteDone>), AllocateError> {
+    let book = ready(commands, shared).await?;
+    let planned = book.plan(request)?;
 
     // Ask each plugin for its preference among all free devices, aligned first.
     let mut choices = Vec::new();
@@ -198,7 +208,7 @@ async fn steps(
     let mut allocations = Vec::with_capacity(planned.len());
     let mut written = None;
     if !choices.is_empty() {
-        let (reservation, chosen) = Reservation::make(commands, choices).await?;
+        let (reservation, chosen) = Reservation::make(book, choices)?;
         for ((resource, plugin), chosen) in calls.into_iter().zip(chosen) {
             let devices = &chosen.devices;
             let response = plugin
@@ -236,31 +246,26 @@ async fn steps(
     Ok((allocations, written))
 }
 
-/// The end of a checkpoint write.
-type Written = oneshot::Receiver<Result<(), Arc<CheckpointError>>>;
-
-/// Devices reserved for an allocation in progress. Dropping it frees them;
-/// [`commit`](Self::commit) turns them into allocations.
+/// Devices reserved for an allocation in progress. Dropping it frees them
+/// (even when the caller goes away mid-call); [`commit`](Self::commit)
+/// turns them into allocations.
 struct Reservation {
     id: ReservationId,
-    commands: Mailbox<Command>,
+    book: Arc<DeviceBook>,
     committed: bool,
 }
 
 impl Reservation {
     /// Step 3: reserves the chosen devices; the reservation ends when the
     /// guard is committed or dropped.
-    async fn make(
-        commands: &Mailbox<Command>,
+    fn make(
+        book: &Arc<DeviceBook>,
         choices: Vec<Choice>,
     ) -> Result<(Self, Vec<Chosen>), AllocateError> {
-        let (id, chosen) = commands
-            .ask(|reply| Command::Reserve { choices, reply })
-            .await
-            .unwrap_or(Err(AllocateError::Stopping))?;
+        let (id, chosen) = book.reserve(choices)?;
         let reservation = Self {
             id,
-            commands: commands.clone(),
+            book: book.clone(),
             committed: false,
         };
         Ok((reservation, chosen))
@@ -268,26 +273,16 @@ impl Reservation {
 
     /// Records `allocations` in place of the reservation; returns the end
     /// of the checkpoint write that holds them (a failed write undoes them).
-    fn commit(mut self, allocations: Vec<ContainerAllocation>) -> Result<Written, AllocateError> {
+    fn commit(mut self, allocations: Vec<ContainerAllocation>) -> Result<WriteDone, AllocateError> {
         self.committed = true;
-        let (reply, written) = oneshot::channel();
-        self.commands
-            .send(Command::Commit {
-                reservation: self.id,
-                allocations,
-                reply,
-            })
-            .map_err(|_| AllocateError::Stopping)?;
-        Ok(written)
+        self.book.commit(self.id, allocations)
     }
 }
 
 impl Drop for Reservation {
     fn drop(&mut self) {
         if !self.committed {
-            let _ = self.commands.send(Command::Unreserve {
-                reservation: self.id,
-            });
+            self.book.unreserve(self.id);
         }
     }
 }

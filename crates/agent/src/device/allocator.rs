@@ -1,6 +1,6 @@
 //! Who holds which devices: the allocations of devices to containers, and
 //! the reservations of allocations in progress. Every decision about them
-//! is made here, in the device manager's task: the plan (what a container
+//! is made here, under the device book's lock (`book.rs`): the plan (what a container
 //! holds already, which devices are free, in NUMA-aligned order), the
 //! reservation (re-checked: a device another request took meanwhile is
 //! replaced), the commit, the release, and the undo of commits whose

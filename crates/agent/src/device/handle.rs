@@ -1,6 +1,7 @@
-//! What callers hold: a cheap handle to the device manager's task. Calls to
-//! plugins (dial, allocation) run in the caller's task; the manager's task
-//! only records what they found.
+//! What callers hold: a cheap handle to the device manager. Calls to
+//! plugins (dial, allocation) run in the caller's task; allocations and
+//! releases are decided and recorded in the device book there too, and the
+//! manager's task records the plugins the dials found.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -128,12 +129,11 @@ impl DeviceHandle {
     /// Frees every device held by pod `pod_uid`, once that is on disk;
     /// returns how many (container, resource) allocations ended.
     pub async fn release(&self, pod_uid: &str) -> Result<usize, DeviceManagerStopped> {
-        let pod_uid = pod_uid.to_string();
-        let (released, written) = self
-            .commands
-            .ask(|reply| Command::Release { pod_uid, reply })
-            .await
-            .map_err(|_| DeviceManagerStopped)?;
+        if self.commands.is_closed() {
+            return Err(DeviceManagerStopped);
+        }
+        self.running_snapshot().await?;
+        let (released, written) = self.shared.book.release(pod_uid);
         if let Some(written) = written
             && let Ok(Err(e)) = written.await
         {

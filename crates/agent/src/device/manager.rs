@@ -1,7 +1,9 @@
-//! The device manager: one task owns the state ([`State`]) and receives
-//! commands from [`DeviceHandle`]s, from the ListAndWatch stream of each
-//! connected plugin, and from the checkpoint writer; it wakes only for those
-//! and for the end of a resource's grace period.
+//! The device manager: one task records the plugins in the device book
+//! ([`DeviceBook`], the state every caller shares) and receives commands
+//! from [`DeviceHandle`]s, from the ListAndWatch stream of each connected
+//! plugin, and from the checkpoint writer; it wakes only for those and for
+//! the end of a resource's grace period. Allocations and releases change
+//! the book in their callers' tasks.
 //!
 //! Starting it ([`DeviceManager::run`]) does what the kubelet's device manager
 //! does on start: it removes the plugin sockets left in the device plugin
@@ -12,26 +14,24 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use nodeplugins_api::deviceplugin::v1beta1::Device;
 use nodeplugins_api::transport::TransportError;
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::checkpoint::{self, CheckpointData, DeviceCheckpoint};
+use super::book::DeviceBook;
+use super::checkpoint::{self, DeviceCheckpoint};
 use super::command::{Command, Shared};
 use super::config::DeviceManagerConfig;
-use super::container_allocation::ContainerAllocation;
 use super::handle::DeviceHandle;
 use super::kubelet_socket;
 use super::metrics::DeviceMetrics;
 use super::plugin_client::{DeviceError, PluginClient, StreamEnd};
-use super::resource::{AllocationKey, Devices, Instance, InstanceId};
+use super::resource::{Instance, InstanceId};
 use super::snapshot::DeviceSnapshot;
-use super::state::State;
-use crate::checkpoint::{Persister, Written};
-use crate::event::{AgentEvent, EventKind};
+use crate::checkpoint::{Ends, Persister};
+use crate::event::EventKind;
 use crate::owner::Mailbox;
 use crate::published::Publisher;
 use nodeplugins_api::timer::sleep_until;
@@ -59,7 +59,8 @@ pub struct DeviceManager {
     config: DeviceManagerConfig,
     commands_tx: Mailbox<Command>,
     commands: mpsc::UnboundedReceiver<Command>,
-    events: broadcast::Sender<AgentEvent>,
+    book: Arc<DeviceBook>,
+    /// The snapshot's publisher, for the book once it runs.
     published: Publisher<DeviceSnapshot>,
     metrics: DeviceMetrics,
     shared: Arc<Shared>,
@@ -72,10 +73,12 @@ impl DeviceManager {
         let (commands_tx, commands) = Mailbox::new();
         let events = broadcast::channel(1024).0;
         let (published, store) = Publisher::new(DeviceSnapshot::default());
+        let book = Arc::new(DeviceBook::new(config.grace_period, events.clone()));
         let metrics = DeviceMetrics::default();
         let shared = Arc::new(Shared {
             config: config.clone(),
             events: events.clone(),
+            book: book.clone(),
             store,
             metrics: metrics.clone(),
         });
@@ -83,7 +86,7 @@ impl DeviceManager {
             config,
             commands_tx,
             commands,
-            events,
+            book,
             published,
             metrics,
             shared,
@@ -112,28 +115,30 @@ impl DeviceManager {
         std::fs::create_dir_all(&dir).map_err(directory)?;
         kubelet_socket::clean_plugin_directory(&dir).map_err(directory)?;
         let tasks = TaskTracker::new();
-        let (persister, loaded) =
+        let (persister, written, loaded) =
             Persister::open::<DeviceCheckpoint>(checkpoint::file(&dir), &tasks).await;
         let socket = kubelet_socket::bind(&dir)
             .await
             .map_err(DeviceManagerError::KubeletSocket)?;
         let handle = self.handle();
-        let mut owner = Owner {
-            persister,
+        {
+            let mut book = self.book.lock();
+            if let Some(loaded) = loaded {
+                book.state.restore(loaded, Instant::now());
+            }
+            book.load(persister, self.published);
+            book.publish();
+        }
+        let owner = Owner {
             config: self.config,
-            state: State::default(),
+            book: self.book,
+            written,
             commands: self.commands,
             commands_tx: self.commands_tx,
-            events: self.events,
-            snapshot: self.published,
             published: false,
             metrics: self.metrics,
             tasks,
         };
-        if let Some(loaded) = loaded {
-            owner.state.restore(loaded, Instant::now());
-        }
-        owner.publish();
         let serving = kubelet_socket::serve(socket, handle, shutdown.clone());
         let (served, ()) = tokio::join!(
             async {
@@ -149,80 +154,52 @@ impl DeviceManager {
 
 struct Owner {
     config: DeviceManagerConfig,
-    state: State,
+    /// The state, shared with the callers that allocate and release.
+    book: Arc<DeviceBook>,
+    /// The ends of the checkpoint writes.
+    written: Ends,
     commands: mpsc::UnboundedReceiver<Command>,
     /// For the ListAndWatch tasks to report back.
     commands_tx: Mailbox<Command>,
-    events: broadcast::Sender<AgentEvent>,
-    /// The state after every change, for readers.
-    snapshot: Publisher<DeviceSnapshot>,
     /// Published during the current command (before its reply).
     published: bool,
     metrics: DeviceMetrics,
     /// The ListAndWatch streams and the checkpoint writer.
     tasks: TaskTracker,
-    /// Writes the checkpoint; an allocation waiting for a write that fails
-    /// is undone.
-    persister: Persister<CheckpointData, Vec<(AllocationKey, Arc<ContainerAllocation>)>>,
 }
 
 impl Owner {
     async fn run(mut self, shutdown: CancellationToken) {
         loop {
-            let state = &self.state;
-            self.persister.flush(|| state.checkpoint_data());
-            let next_expiry = self.state.next_expiry(self.config.grace_period);
+            let next_expiry = self.book.lock().state.next_expiry(self.config.grace_period);
             self.published = false;
             let changed = tokio::select! {
                 biased;
                 () = shutdown.cancelled() => break,
                 Some(command) = self.commands.recv() => self.on_command(command),
-                written = self.persister.next_written() => self.on_written(written),
+                Some(written) = self.written.recv() => self.book.lock().on_written(written),
                 () = sleep_until(next_expiry) => self.expire(),
             };
+            let mut book = self.book.lock();
+            book.flush();
             if changed && !self.published {
-                self.publish();
+                book.publish();
             }
         }
-        for resource in self.state.resources.values() {
+        for resource in self.book.lock().state.resources.values() {
             for instance in resource.instances.values() {
                 instance.plugin.disconnect();
             }
         }
-        let Owner {
-            state,
-            persister,
-            tasks,
-            ..
-        } = self;
-        persister.finish(|| state.checkpoint_data()).await;
-        tasks.close();
-        tasks.wait().await;
+        self.book.finish(&mut self.written).await;
+        self.tasks.close();
+        self.tasks.wait().await;
     }
 
     /// Publishes the state: a new snapshot, and a new change count.
     fn publish(&mut self) {
-        let problem = self.persister.problem();
-        let mut snapshot = DeviceSnapshot::of(&self.state, self.config.grace_period, problem);
-        snapshot.generation = self.snapshot.current().generation + 1;
-        self.snapshot.publish(snapshot);
+        self.book.lock().publish();
         self.published = true;
-    }
-
-    /// A checkpoint write ended: the allocations waiting for it are
-    /// answered, and undone if it failed. Says whether the state (or the
-    /// checkpoint's problem) changed.
-    fn on_written(&mut self, written: Written) -> bool {
-        let failed_before = self.persister.last_error().is_some();
-        let Err((e, undo)) = self.persister.on_written(written) else {
-            return failed_before;
-        };
-        tracing::error!(error = %e, "cannot write the device checkpoint");
-        let committed: Vec<_> = undo.into_iter().flatten().collect();
-        if self.state.allocator.undo(&committed) {
-            self.persister.changed();
-        }
-        true
     }
 
     fn emit(
@@ -232,9 +209,7 @@ impl Owner {
         endpoint: Option<&std::path::Path>,
         detail: Option<String>,
     ) {
-        let _ = self
-            .events
-            .send(AgentEvent::device(kind, resource, endpoint, detail));
+        self.book.emit(kind, resource, endpoint, detail);
     }
 
     /// Handles one command; says whether the state changed.
@@ -254,7 +229,8 @@ impl Owner {
                 changed
             }
             Command::Disconnect { resource, socket } => {
-                let instances = self.state.resources.get(&resource).into_iter();
+                let book = self.book.lock();
+                let instances = book.state.resources.get(&resource).into_iter();
                 for instance in instances.flat_map(|r| r.instances.values()) {
                     if instance.plugin.socket() == socket {
                         instance.plugin.disconnect();
@@ -262,105 +238,20 @@ impl Owner {
                 }
                 false
             }
-            Command::DeviceList {
-                resource,
-                instance,
-                devices,
-            } => self.device_list(&resource, instance, devices),
             Command::StreamEnded {
                 resource,
                 instance,
                 end,
             } => self.stream_ended(&resource, instance, end),
-            Command::Instance { resource, reply } => {
-                let plugin = self
-                    .state
-                    .resources
-                    .get(&resource)
-                    .and_then(|r| r.primary())
-                    .map(|(_, instance)| instance.plugin.clone());
-                let _ = reply.send(plugin);
-                false
-            }
-            Command::Plan { request, reply } => {
-                let _ = reply.send(self.state.allocator.plan(&self.state.resources, &request));
-                false
-            }
-            Command::Reserve { choices, reply } => {
-                let result = self.state.allocator.reserve(&self.state.resources, choices);
-                let changed = result.is_ok();
-                if changed {
-                    self.publish();
-                }
-                let _ = reply.send(result);
-                changed
-            }
-            Command::Unreserve { reservation } => self.state.allocator.unreserve(reservation),
-            Command::Failed {
-                pod,
-                container,
-                error,
-            } => {
-                self.emit(
-                    EventKind::AllocationFailed,
-                    error.resource().unwrap_or_default(),
-                    None,
-                    Some(format!("pod {pod} container {container}: {error}")),
-                );
-                false
-            }
-            Command::Commit {
-                reservation,
-                allocations,
-                reply,
-            } => {
-                let stored = self.state.allocator.commit(reservation, allocations);
-                for (_, a) in &stored {
-                    tracing::info!(pod = %a.pod_uid, container = %a.container, resource = %a.resource,
-                        devices = ?a.devices, "devices allocated");
-                    self.emit(
-                        EventKind::Allocated,
-                        &a.resource,
-                        None,
-                        Some(format!(
-                            "pod {} container {}: {}",
-                            a.pod_uid,
-                            a.container,
-                            a.devices.join(",")
-                        )),
-                    );
-                }
-                let version = self.persister.changed();
-                self.persister.when_written(version, reply, stored);
-                true
-            }
-            Command::Release { pod_uid, reply } => {
-                let released = self.state.allocator.release(&pod_uid);
-                let written = (released > 0).then(|| {
-                    tracing::info!(pod = %pod_uid, released, "devices released");
-                    self.emit(
-                        EventKind::Released,
-                        "",
-                        None,
-                        Some(format!("pod {pod_uid}: {released} allocation(s)")),
-                    );
-                    let (tx, rx) = oneshot::channel();
-                    let version = self.persister.changed();
-                    self.persister.when_written(version, tx, Vec::new());
-                    rx
-                });
-                if released > 0 {
-                    self.publish();
-                }
-                let _ = reply.send((released, written));
-                released > 0
-            }
         }
     }
 
     fn connect(&mut self, resource: String, plugin: PluginClient) -> Result<(), DeviceError> {
         let socket = plugin.socket().to_owned();
-        let entry = self.state.resources.entry(resource.clone()).or_default();
+        let book = self.book.clone();
+        let mut book = book.lock();
+        let state = &mut book.state;
+        let entry = state.resources.entry(resource.clone()).or_default();
         if entry
             .instances
             .values()
@@ -372,10 +263,10 @@ impl Owner {
             });
         }
         entry.stopped_since = None;
-        self.state.next_instance += 1;
-        let id = self.state.next_instance;
+        state.next_instance += 1;
+        let id = state.next_instance;
         let options = plugin.options();
-        if let Some(entry) = self.state.resources.get_mut(&resource) {
+        if let Some(entry) = state.resources.get_mut(&resource) {
             entry.instances.insert(
                 id,
                 Instance {
@@ -390,15 +281,12 @@ impl Owner {
             preferred_allocation = options.get_preferred_allocation_available, "device plugin connected");
         self.emit(EventKind::Connected, &resource, Some(&socket), None);
         let commands = self.commands_tx.clone();
+        let lists = self.book.clone();
+        // Each list goes to the book from the stream's task; the end comes
+        // here, where it starts the grace period.
         self.tasks.spawn(async move {
             let end = plugin
-                .list_and_watch(|devices| {
-                    let _ = commands.send(Command::DeviceList {
-                        resource: resource.clone(),
-                        instance: id,
-                        devices,
-                    });
-                })
+                .list_and_watch(|devices| lists.device_list(&resource, id, devices))
                 .await;
             let _ = commands.send(Command::StreamEnded {
                 resource,
@@ -407,34 +295,6 @@ impl Owner {
             });
         });
         Ok(())
-    }
-
-    /// Records a device list, and queues a checkpoint write without holding
-    /// anything up: device health protects nothing on disk, and a burst of
-    /// lists is written once, with the newest state.
-    fn device_list(&mut self, resource: &str, id: InstanceId, devices: Vec<Device>) -> bool {
-        let Some(entry) = self.state.resources.get_mut(resource) else {
-            return false;
-        };
-        let before = entry.counts();
-        let Some(instance) = entry.instances.get_mut(&id) else {
-            return false;
-        };
-        instance.devices = Some(Arc::new(
-            devices.into_iter().map(|d| (d.id.clone(), d)).collect(),
-        ));
-        entry.last_known = Devices::default();
-        let after = entry.counts();
-        if before != after {
-            self.emit(
-                EventKind::DevicesChanged,
-                resource,
-                None,
-                Some(format!("{} healthy of {}", after.0, after.1)),
-            );
-        }
-        self.persister.changed();
-        true
     }
 
     /// Forgets an instance whose stream ended; a survivor takes over, or the
@@ -447,7 +307,9 @@ impl Owner {
                 tracing::warn!(%resource, code = ?status.code(), error = %status.message(), "ListAndWatch stream failed");
             }
         }
-        let Some(entry) = self.state.resources.get_mut(resource) else {
+        let book = self.book.clone();
+        let mut book = book.lock();
+        let Some(entry) = book.state.resources.get_mut(resource) else {
             return false;
         };
         let Some(gone) = entry.remove_instance(id, Instant::now()) else {
@@ -463,7 +325,11 @@ impl Owner {
 
     /// Forgets every resource whose grace period is over.
     fn expire(&mut self) -> bool {
-        let due = self.state.expire(Instant::now(), self.config.grace_period);
+        let due = self
+            .book
+            .lock()
+            .state
+            .expire(Instant::now(), self.config.grace_period);
         for resource in &due {
             tracing::info!(%resource, "device plugin resource removed after its grace period");
             self.emit(EventKind::Expired, resource, None, None);

@@ -26,13 +26,12 @@ pub(crate) async fn pre_start(
         .collect();
     for allocation in held {
         let resource = allocation.resource.clone();
-        let plugin = commands
-            .ask(|reply| Command::Instance {
-                resource: resource.clone(),
-                reply,
-            })
-            .await
-            .map_err(|_| AllocateError::Stopping)?
+        if commands.is_closed() {
+            return Err(AllocateError::Stopping);
+        }
+        let plugin = shared
+            .book
+            .instance(&resource)
             // The kubelet: "endpoint not found in cache for a registered
             // resource"; the start waits for the plugin.
             .ok_or_else(|| AllocateError::Unregistered(resource.clone()))?;

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio::sync::broadcast;
 
+use super::book::DeviceBook;
 use super::command::Shared;
 use super::config::DeviceManagerConfig;
 use super::container_allocation::ContainerAllocation;
@@ -17,7 +18,7 @@ use crate::owner::Mailbox;
 use crate::published::Store;
 
 /// A handle reading what `store`'s publisher publishes; its commands go
-/// nowhere.
+/// nowhere, and its book is never loaded.
 pub(crate) fn handle(store: Store<DeviceSnapshot>) -> DeviceHandle {
     let (commands, _) = Mailbox::new();
     DeviceHandle {
@@ -25,6 +26,7 @@ pub(crate) fn handle(store: Store<DeviceSnapshot>) -> DeviceHandle {
         shared: Arc::new(Shared {
             config: DeviceManagerConfig::new("/nonexistent"),
             events: broadcast::channel(1).0,
+            book: Arc::new(DeviceBook::new(Duration::ZERO, broadcast::channel(1).0)),
             store,
             metrics: DeviceMetrics::default(),
         }),

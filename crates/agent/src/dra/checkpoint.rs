@@ -6,7 +6,7 @@ use std::path::Path;
 use tokio_util::task::TaskTracker;
 
 use super::records::{PreparedClaims, RecordedClaim};
-use crate::checkpoint::{CheckpointFile, Persister};
+use crate::checkpoint::{CheckpointFile, Ends, Persister};
 
 /// The checkpoint's file name in the agent's state directory.
 pub const CHECKPOINT_FILE: &str = "nodeplugins_dra_checkpoint";
@@ -40,15 +40,15 @@ pub(crate) fn file(dir: &Path) -> CheckpointFile {
 
 /// The prepared claims checkpointed in `dir` (none when the checkpoint is
 /// unreadable, which the persister reports), and the persister that keeps
-/// them there, on `tasks`.
+/// them there, on `tasks`, with the ends of its writes.
 pub(crate) async fn open(
     dir: &Path,
     tasks: &TaskTracker,
-) -> (Persister<DraCheckpoint>, PreparedClaims) {
+) -> (Persister<DraCheckpoint>, Ends, PreparedClaims) {
     if let Err(e) = crate::private_dir::create_private_dir(dir) {
         tracing::error!(dir = %dir.display(), error = %e, "cannot create the DRA state directory");
     }
-    let (persister, loaded) = Persister::open::<DraCheckpoint>(file(dir), tasks).await;
+    let (persister, ends, loaded) = Persister::open::<DraCheckpoint>(file(dir), tasks).await;
     let claims = loaded
         .map(|loaded| PreparedClaims::restore(loaded.claims))
         .unwrap_or_default();
@@ -56,7 +56,7 @@ pub(crate) async fn open(
         claims = claims.list().len(),
         "DRA claims checkpoint restored"
     );
-    (persister, claims)
+    (persister, ends, claims)
 }
 
 #[cfg(test)]

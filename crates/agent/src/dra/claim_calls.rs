@@ -1,9 +1,10 @@
-//! A prepare's and an unprepare's steps in the caller's task, as the
-//! device manager allocates: the owner decides (it checks the claims and
-//! records them before any driver is called, or says which claims a pod
-//! used last), the drivers are called here, each once with all its claims
-//! and all at once, and the owner records what they did. A handle's
-//! prepare and unprepare methods are these steps and nothing else.
+//! A prepare's and an unprepare's steps, all in the caller's task: the
+//! claim book decides (it checks the claims and records them before any
+//! driver is called, or says which claims a pod used last), the drivers are
+//! called here, each once with all its claims and all at once, and the book
+//! records what they did. Nothing goes through the manager's task, which
+//! only keeps the drivers and their routes. A handle's prepare and
+//! unprepare methods are these steps and nothing else.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -11,26 +12,26 @@ use tokio::time::Instant;
 
 use super::calls::{self, Operation};
 use super::claim::{ClaimPod, ClaimRef, ClaimResult, PreparedClaim, UnpreparedClaim};
+use super::claim_book::ClaimBook;
 use super::command::{Command, Route, Shared, WriteDone};
 use super::connection::Channel;
 use super::error::{DraError, RecordError};
 use super::pod::{PodClaim, PodClaimResult, PodClaimUnprepared};
 use super::records::ClaimToPrepare;
-use crate::checkpoint::WrittenReply;
 use crate::owner::Mailbox;
 use nodeplugins_api::call::CallError;
 use nodeplugins_api::call_layer::{CallLayer, CallService};
 use nodeplugins_api::dra_client::DraClient;
 
 /// The steps of prepares and unprepares, with what a handle shares with
-/// the owner.
+/// the owner (the claim book among it).
 pub(super) struct ClaimCalls<'a> {
     commands: &'a Mailbox<Command>,
     shared: &'a Shared,
 }
 
 impl<'a> ClaimCalls<'a> {
-    /// The steps through `commands` to the owner, with `shared`.
+    /// The steps with `shared`; `commands` tells whether the owner runs.
     pub(super) fn new(commands: &'a Mailbox<Command>, shared: &'a Shared) -> Self {
         Self { commands, shared }
     }
@@ -122,15 +123,21 @@ impl<'a> ClaimCalls<'a> {
             .collect())
     }
 
-    /// A prepare's three steps: the owner checks and records the claims
+    /// A prepare's three steps: the book checks and records the claims
     /// (the caller waits until that is on disk), the drivers are called,
-    /// each at once, and the owner records what they prepared.
+    /// each at once, and the book records what they prepared.
     async fn run_prepare(&self, claims: Vec<ClaimToPrepare>) -> Result<PrepareDone, DraError> {
-        let (plan, written) = self
-            .commands
-            .ask(|reply| Command::BeginPrepare { claims, reply })
-            .await
-            .map_err(|_| DraError::Stopping)??;
+        let book = self.book().await?;
+        // Every driver must be registered before anything is recorded.
+        let routes = self.shared.routes.borrow().clone();
+        let unregistered = claims
+            .iter()
+            .flat_map(|c| &c.drivers)
+            .find(|driver| !routes.contains_key(*driver));
+        if let Some(driver) = unregistered {
+            return Err(DraError::NotRegistered(driver.clone()));
+        }
+        let (plan, written) = book.begin_prepare(&claims)?;
         on_disk(written).await?;
         let calls = plan.calls.into_iter().map(|(driver, claims)| async move {
             let outcome = self
@@ -139,18 +146,26 @@ impl<'a> ClaimCalls<'a> {
             (driver, claims, outcome)
         });
         let called = futures::future::join_all(calls).await;
-        let results = called
+        let results: Vec<_> = called
             .iter()
             .filter_map(|(driver, _, outcome)| {
                 Some((driver.clone(), outcome.as_ref().ok()?.clone()))
             })
             .collect();
-        self.finish(|reply| Command::FinishPrepare { results, reply })
-            .await;
+        recorded(self.shared.claims.finish_prepare(&results)).await;
         Ok(PrepareDone {
             recorded: plan.recorded,
             called,
         })
+    }
+
+    /// After a reboot: the claims of pod `pod_uid` (every claim, with
+    /// `None`) are prepared again by the next prepare; returns once that
+    /// is on disk (a failed write is logged).
+    pub(super) async fn prepare_again(&self, pod_uid: Option<&str>) -> Result<(), DraError> {
+        let written = self.book().await?.prepare_again(pod_uid);
+        recorded(written).await;
+        Ok(())
     }
 
     /// What pod `pod_uid` uses unprepared, as recorded.
@@ -158,12 +173,7 @@ impl<'a> ClaimCalls<'a> {
         &self,
         pod_uid: &str,
     ) -> Result<Vec<PodClaimUnprepared>, DraError> {
-        let pod_uid = pod_uid.to_string();
-        let (plan, written) = self
-            .commands
-            .ask(|reply| Command::BeginUnprepare { pod_uid, reply })
-            .await
-            .map_err(|_| DraError::Stopping)?;
+        let (plan, written) = self.book().await?.begin_unprepare(pod_uid);
         if let Err(e) = on_disk(written).await {
             // Only the pod's place among a shared claim's users changed.
             tracing::error!(error = %e, "prepared claims not recorded on disk");
@@ -211,13 +221,8 @@ impl<'a> ClaimCalls<'a> {
                 }
             }
         }
-        let ended = claims.keys().cloned().collect();
-        self.finish(|reply| Command::FinishUnprepare {
-            unprepared,
-            ended,
-            reply,
-        })
-        .await;
+        let ended: Vec<String> = claims.keys().cloned().collect();
+        recorded(self.shared.claims.finish_unprepare(&unprepared, &ended)).await;
         let shared = plan
             .shared
             .into_iter()
@@ -255,12 +260,8 @@ impl<'a> ClaimCalls<'a> {
             .filter(|r| r.error.is_none())
             .map(|r| r.claim.uid.clone())
             .collect();
-        self.finish(|reply| Command::FinishUnprepare {
-            unprepared: vec![(driver.to_string(), uids)],
-            ended: Vec::new(),
-            reply,
-        })
-        .await;
+        let unprepared = [(driver.to_string(), uids)];
+        recorded(self.shared.claims.finish_unprepare(&unprepared, &[])).await;
         Ok(results)
     }
 
@@ -322,13 +323,18 @@ impl<'a> ClaimCalls<'a> {
             .collect()
     }
 
-    /// Tells the task what the drivers did and waits until it is on disk; a
-    /// failed write is logged (the drivers did it either way) and shows in
-    /// [`checkpoint_problem`](Self::checkpoint_problem).
-    async fn finish(&self, command: impl FnOnce(WrittenReply) -> Command) {
-        if let Ok(Err(e)) = self.commands.ask(command).await {
-            tracing::error!(error = %e, "prepared claims not recorded on disk");
+    /// The claim book, once loaded; an error once the manager stopped (or
+    /// was dropped before it ran).
+    async fn book(&self) -> Result<&ClaimBook, DraError> {
+        if self.commands.is_closed() {
+            return Err(DraError::Stopping);
         }
+        let mut prepared = self.shared.prepared.clone();
+        prepared
+            .wait_for(|c| c.is_loaded())
+            .await
+            .map_err(|_| DraError::Stopping)?;
+        Ok(&self.shared.claims)
     }
 
     /// The instance calls for `driver` go to: its endpoint, service and channel.
@@ -401,6 +407,14 @@ struct PrepareDone {
 /// One driver called by a prepare: the driver, its claims, and the call's
 /// outcome.
 type DriverCall = (String, Vec<ClaimRef>, Result<Vec<PreparedClaim>, DraError>);
+
+/// Waits until what the drivers did is on disk; a failed write is logged
+/// (the drivers did it either way) and shows as the checkpoint's problem.
+async fn recorded(written: Option<WriteDone>) {
+    if let Err(e) = on_disk(written).await {
+        tracing::error!(error = %e, "prepared claims not recorded on disk");
+    }
+}
 
 /// Waits for the write a change needs before the drivers are called.
 async fn on_disk(written: Option<WriteDone>) -> Result<(), DraError> {

@@ -1,19 +1,19 @@
-//! What handles and the DRA manager's task exchange.
+//! What handles and the DRA manager's task exchange and share.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use tokio::sync::{broadcast, oneshot, watch};
 
-use super::claim::PreparedClaim;
+use super::claim_book::ClaimBook;
 use super::config::DraManagerConfig;
 use super::connection::Channel;
 use super::error::DraError;
 use super::metrics::DraMetrics;
-use super::records::{ClaimToPrepare, PreparePlan, PreparedClaims, UnpreparePlan};
+use super::records::PreparedClaims;
 use super::snapshot::DraSnapshot;
 use super::state::InstanceId;
-use crate::checkpoint::{CheckpointError, WrittenReply};
+use crate::checkpoint::CheckpointError;
 use crate::event::AgentEvent;
 use crate::published::Store;
 use nodeplugins_api::dra_client::{DraService, HealthService};
@@ -37,41 +37,6 @@ pub(crate) enum Command {
         driver: String,
         endpoint: String,
         reply: oneshot::Sender<()>,
-    },
-    /// Prepare, first step: check the claims and record them as used by
-    /// their pods (pending where not yet prepared); answered with the calls
-    /// to make and, when the records changed, the end of their write. No
-    /// driver may be called before that.
-    BeginPrepare {
-        claims: Vec<ClaimToPrepare>,
-        reply: oneshot::Sender<Result<(PreparePlan, Option<WriteDone>), DraError>>,
-    },
-    /// Prepare, last step: what each driver answered (claim results of the
-    /// drivers whose call succeeded); answered once recorded on disk.
-    FinishPrepare {
-        results: Vec<(String, Vec<PreparedClaim>)>,
-        reply: WrittenReply,
-    },
-    /// After a reboot: the claims of pod `pod_uid` (all, with `None`)
-    /// are prepared again by the next prepare; answered once on disk.
-    PrepareAgain {
-        pod_uid: Option<String>,
-        reply: WrittenReply,
-    },
-    /// Unprepare a pod, first step: forget it where other pods still use a
-    /// claim, and mark the claims it used last as being unprepared;
-    /// answered with the calls to make and the end of the write.
-    BeginUnprepare {
-        pod_uid: String,
-        reply: oneshot::Sender<(UnpreparePlan, Option<WriteDone>)>,
-    },
-    /// Unprepare, last step: forget what each driver unprepared (driver →
-    /// claim UIDs); the claims of `ended` are no longer being unprepared.
-    /// Answered once that is on disk.
-    FinishUnprepare {
-        unprepared: Vec<(String, Vec<String>)>,
-        ended: Vec<String>,
-        reply: WrittenReply,
     },
 }
 
@@ -97,7 +62,10 @@ pub(crate) struct Shared {
     pub(crate) config: DraManagerConfig,
     pub(crate) events: broadcast::Sender<AgentEvent>,
     pub(crate) routes: watch::Receiver<Arc<Routes>>,
-    /// The prepared claims, as the task last recorded them.
+    /// The prepared claims, changed by the callers that prepare and
+    /// unprepare them.
+    pub(crate) claims: Arc<ClaimBook>,
+    /// The prepared claims as last changed.
     pub(crate) prepared: watch::Receiver<Arc<PreparedClaims>>,
     /// The drivers after the latest change.
     pub(crate) store: Store<DraSnapshot>,

@@ -1,7 +1,7 @@
 //! What callers hold: a cheap handle to the DRA manager's task. Prepare and
 //! unprepare run in the caller's task over the instance's connection
-//! ([`ClaimCalls`]); the manager's task decides what to call and records
-//! what came of it.
+//! ([`ClaimCalls`]), deciding and recording in the claim book; the
+//! manager's task registers and follows the drivers.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -208,19 +208,10 @@ impl DraHandle {
     /// prepare for them (they stay recorded, to be unprepared when their
     /// pods go). Returns once that is on disk.
     pub async fn prepare_again(&self, pod_uid: Option<&str>) -> Result<(), DraManagerStopped> {
-        let pod_uid = pod_uid.map(str::to_string);
-        match self
-            .commands
-            .ask(|reply| super::command::Command::PrepareAgain { pod_uid, reply })
+        self.calls()
+            .prepare_again(pod_uid)
             .await
-        {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => {
-                tracing::error!(error = %e, "cannot write the DRA claims checkpoint");
-                Ok(())
-            }
-            Err(_) => Err(DraManagerStopped),
-        }
+            .map_err(|_| DraManagerStopped)
     }
 
     /// Unprepares what pod `pod_uid` uses, as recorded. A claim no other pod

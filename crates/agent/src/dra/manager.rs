@@ -1,7 +1,9 @@
 //! The DRA manager: one task owns the drivers ([`State`]) and receives
 //! commands from [`DraHandle`]s, reports from each instance's connection
-//! monitor and health stream, and the ends of cleanup hook calls; it wakes
-//! only for those and for a cleanup falling due.
+//! monitor and health stream, the ends of cleanup hook calls and of the
+//! claim book's checkpoint writes; it wakes only for those and for a
+//! cleanup falling due. It loads the claim book, which callers change
+//! themselves ([`ClaimBook`]).
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -15,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::checkpoint;
+use super::claim_book::ClaimBook;
 use super::cleanup::{BoundedCleanup, CleanupDone, DriverCleanup, node_started};
 use super::cleanup_scheduler::CleanupScheduler;
 use super::command::{Command, Route, Routes, Shared};
@@ -27,6 +30,7 @@ use super::metrics::DraMetrics;
 use super::records::PreparedClaims;
 use super::snapshot::{DraSnapshot, DriverSnapshot};
 use super::state::{Driver, Instance, InstanceId, State};
+use crate::checkpoint::{Ends, Written};
 use crate::event::{AgentEvent, EventKind};
 use crate::fs_watch::FsWatcher;
 use crate::owner::Mailbox;
@@ -35,9 +39,6 @@ use crate::shards::Shards;
 use nodeplugins_api::dra_client::{DraService, HealthService};
 use nodeplugins_api::timer::sleep_until;
 
-mod claims;
-
-use claims::Claims;
 #[cfg(test)]
 mod tests;
 
@@ -49,6 +50,8 @@ pub struct DraManager {
     commands: mpsc::UnboundedReceiver<Command>,
     events: broadcast::Sender<AgentEvent>,
     routes: watch::Sender<Arc<Routes>>,
+    claims: Arc<ClaimBook>,
+    /// The prepared claims' sender, for the book once loaded.
     prepared: watch::Sender<Arc<PreparedClaims>>,
     snapshot: Publisher<DraSnapshot>,
 }
@@ -61,6 +64,7 @@ impl DraManager {
         let (commands_tx, commands) = Mailbox::new();
         let events = broadcast::channel(1024).0;
         let routes = watch::channel(Arc::new(Routes::new())).0;
+        let claims = Arc::new(ClaimBook::default());
         let prepared = watch::channel(Arc::new(PreparedClaims::default())).0;
         let (snapshot, store) = Publisher::new(DraSnapshot::default());
         let shared = Arc::new(Shared {
@@ -68,6 +72,7 @@ impl DraManager {
             events: events.clone(),
             routes: routes.subscribe(),
             prepared: prepared.subscribe(),
+            claims: claims.clone(),
             store,
             metrics: DraMetrics::default(),
         });
@@ -81,6 +86,7 @@ impl DraManager {
             commands,
             events,
             routes,
+            claims,
             prepared,
             snapshot,
         };
@@ -92,11 +98,16 @@ impl DraManager {
     /// with backoff until it succeeds) and manages drivers until `shutdown`.
     pub async fn run(self, shutdown: CancellationToken) {
         let tasks = TaskTracker::new();
-        let claims = match &self.config.state_dir {
-            None => Claims::new(self.prepared, PreparedClaims::default(), None),
+        let written = match &self.config.state_dir {
+            None => {
+                self.claims
+                    .load(PreparedClaims::default(), None, self.prepared);
+                None
+            }
             Some(dir) => {
-                let (persister, loaded) = checkpoint::open(dir, &tasks).await;
-                Claims::new(self.prepared, loaded, Some(persister))
+                let (persister, ends, loaded) = checkpoint::open(dir, &tasks).await;
+                self.claims.load(loaded, Some(persister), self.prepared);
+                Some(ends)
             }
         };
         tasks.spawn(node_started(self.cleanup.clone(), shutdown.clone()));
@@ -114,7 +125,8 @@ impl DraManager {
             health,
             events: self.events,
             routes: self.routes,
-            claims,
+            claims: self.claims,
+            written,
             snapshot: self.snapshot,
             published: false,
             rows: Shards::default(),
@@ -146,8 +158,11 @@ struct Owner {
     events: broadcast::Sender<AgentEvent>,
     /// Where each driver's calls go, published for handles.
     routes: watch::Sender<Arc<Routes>>,
-    /// The prepared claims: their records, publishing and checkpoint.
-    claims: Claims,
+    /// The prepared claims, which callers change.
+    claims: Arc<ClaimBook>,
+    /// The ends of the claims' checkpoint writes (none without a state
+    /// directory).
+    written: Option<Ends>,
     /// The drivers after every change, for readers.
     snapshot: Publisher<DraSnapshot>,
     /// Published during the current event (before its reply).
@@ -166,7 +181,6 @@ struct Owner {
 impl Owner {
     async fn run(mut self) {
         loop {
-            self.claims.flush();
             let next_due = self.scheduler.next_due(&self.state.drivers);
             self.published = false;
             let mut changed = tokio::select! {
@@ -177,7 +191,7 @@ impl Owner {
                 Some((id, devices)) = self.health.recv() => self.on_health(id, devices),
                 done = self.scheduler.next_done() => self.on_cleanup_done(done),
                 () = sleep_until(next_due) => self.start_due_cleanups(),
-                written = self.claims.next_written() => self.claims.on_written(written),
+                Some(written) = next_written(&mut self.written) => self.claims.on_written(written),
             };
             // Commands waiting already are handled before publishing once
             // for all of them (a burst of registrations sends many).
@@ -192,7 +206,9 @@ impl Owner {
             }
         }
         self.scheduler.stop();
-        self.claims.finish().await;
+        if let Some(written) = &mut self.written {
+            self.claims.finish(written).await;
+        }
         self.tasks.close();
         self.tasks.wait().await;
     }
@@ -297,24 +313,6 @@ impl Owner {
                 }
                 removed.is_some()
             }
-            Command::BeginPrepare { claims, reply } => {
-                let routes = self.routes.borrow().clone();
-                self.claims.begin_prepare(&claims, &routes, reply)
-            }
-            Command::FinishPrepare { results, reply } => {
-                self.claims.finish_prepare(&results, reply)
-            }
-            Command::PrepareAgain { pod_uid, reply } => {
-                self.claims.prepare_again(pod_uid.as_deref(), reply)
-            }
-            Command::BeginUnprepare { pod_uid, reply } => {
-                self.claims.begin_unprepare(&pod_uid, reply)
-            }
-            Command::FinishUnprepare {
-                unprepared,
-                ended,
-                reply,
-            } => self.claims.finish_unprepare(&unprepared, &ended, reply),
         }
     }
 
@@ -483,5 +481,13 @@ impl Owner {
         self.touched.insert(driver.to_string());
         health::apply(Arc::make_mut(&mut instance.health), devices, Instant::now());
         true
+    }
+}
+
+/// The end of the next checkpoint write; never, without a checkpoint.
+async fn next_written(written: &mut Option<Ends>) -> Option<Written> {
+    match written {
+        Some(written) => written.recv().await,
+        None => std::future::pending().await,
     }
 }

@@ -1,9 +1,10 @@
-//! The claims prepared on this node, as the DRA manager's task keeps them:
+//! The claims prepared on this node, as the claim book keeps them:
 //! per claim and driver what it got (devices and CDI ids) and the pods
 //! using it. The checkpoint (`checkpoint.rs`) is this model on disk.
 //!
-//! Every decision about claims is made here, in the owner's task, as the
-//! kubelet's DRA manager makes it under its cache lock:
+//! Every decision about claims is made here, under the claim book's lock
+//! (`claim_book.rs`), as the kubelet's DRA manager makes it under its cache
+//! lock:
 //!
 //! - **Before any driver is called** ([`PreparedClaims::begin_prepare`]),
 //!   a claim replaced under the same name, a pod recorded under another

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use tokio::sync::{broadcast, watch};
 
+use super::claim_book::ClaimBook;
 use super::command::{Routes, Shared};
 use super::config::DraManagerConfig;
 use super::handle::DraHandle;
@@ -15,7 +16,8 @@ use super::snapshot::DraSnapshot;
 use crate::owner::Mailbox;
 use crate::published::Publisher;
 
-/// A handle reading `prepared`; its commands go nowhere.
+/// A handle reading `prepared`; its commands go nowhere, and its claim
+/// book is never loaded.
 pub(crate) fn handle(prepared: watch::Receiver<Arc<PreparedClaims>>) -> DraHandle {
     let (commands, _) = Mailbox::new();
     DraHandle {
@@ -25,6 +27,7 @@ pub(crate) fn handle(prepared: watch::Receiver<Arc<PreparedClaims>>) -> DraHandl
             events: broadcast::channel(1).0,
             routes: watch::channel(Arc::new(Routes::new())).1,
             prepared,
+            claims: Arc::new(ClaimBook::default()),
             store: Publisher::new(DraSnapshot::default()).1,
             metrics: DraMetrics::default(),
         }),
