@@ -322,6 +322,14 @@ async fn a_pod_deleted_while_it_is_admitted_has_its_admission_cut_short() {
     cluster.create(&slow).await;
     node.pod_when("slow", "admitting", |p| p["phase"] == "admitting")
         .await;
+    // "Admitting" starts before the claim is read; its record (pending) is
+    // made right before the driver is called, which hangs.
+    eventually(
+        "slow's claim recorded, its prepare at the driver",
+        TIMEOUT,
+        || async { (node.held().await == (1, 1)).then_some(()) },
+    )
+    .await;
 
     // Deleted while its claim's prepare hangs: the admission stops at once
     // and what it got is given back (its release waits for the driver).
