@@ -196,9 +196,10 @@ impl DeviceBook {
                 Some(format!("{} healthy of {}", after.0, after.1)),
             );
         }
+        // Readers first: the write only copies the state for the writer.
         book.changed();
-        book.flush();
         book.publish();
+        book.flush();
     }
 
     /// The instance to call for `resource` (its primary), for the calls
