@@ -5,4 +5,4 @@
 mod persister;
 
 pub(crate) use nodeplugins_api::checkpoint::{CheckpointError, CheckpointFile, CheckpointProblem};
-pub(crate) use persister::{Ends, Persister, Written, write_out};
+pub(crate) use persister::{Ends, Persister, WriteDone, Written, write_out};

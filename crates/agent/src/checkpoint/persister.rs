@@ -36,6 +36,10 @@ pub(crate) struct Written {
 /// Told when the change it waits for is on disk, or why it is not.
 pub(crate) type WrittenReply = oneshot::Sender<Result<(), Arc<CheckpointError>>>;
 
+/// What waits for a change to be on disk: the other end of a
+/// [`WrittenReply`].
+pub(crate) type WriteDone = oneshot::Receiver<Result<(), Arc<CheckpointError>>>;
+
 /// The ends of a persister's writes, each for [`Persister::on_written`].
 pub(crate) type Ends = mpsc::UnboundedReceiver<Written>;
 

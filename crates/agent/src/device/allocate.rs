@@ -29,9 +29,10 @@ use std::sync::Arc;
 
 use super::allocate_error::AllocateError;
 use super::allocate_steps::{Choice, Chosen, Planned, ReservationId};
-use super::book::{DeviceBook, WriteDone};
+use super::book::DeviceBook;
 use super::command::{Command, Shared};
 use super::container_allocation::{AllocationRequest, ContainerAllocation};
+use crate::checkpoint::WriteDone;
 use crate::event::EventKind;
 use crate::owner::Mailbox;
 

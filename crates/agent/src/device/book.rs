@@ -19,21 +19,17 @@ use tokio::sync::{broadcast, oneshot};
 use super::allocate_error::AllocateError;
 use super::allocate_steps::{Choice, Planned, ReservationId, ReservedChoices};
 use super::checkpoint::CheckpointData;
-use super::command::WrittenResult;
 use super::container_allocation::{AllocationRequest, ContainerAllocation};
 use super::plugin_client::PluginClient;
 use super::resource::{AllocationKey, Devices, InstanceId};
 use super::snapshot::DeviceSnapshot;
 use super::state::State;
-use crate::checkpoint::{Ends, Persister, Written, write_out};
+use crate::checkpoint::{Ends, Persister, WriteDone, Written, write_out};
 use crate::event::{AgentEvent, EventKind};
 use crate::published::Publisher;
 
 /// What a failed write undoes: the allocations it was to hold.
 pub(crate) type Undo = Vec<(AllocationKey, Arc<ContainerAllocation>)>;
-
-/// The end of the checkpoint write that holds a change.
-pub(crate) type WriteDone = oneshot::Receiver<WrittenResult>;
 
 /// The device manager's state, its checkpoint and its snapshot.
 pub(crate) struct DeviceBook {

@@ -11,12 +11,8 @@ use super::metrics::DeviceMetrics;
 use super::plugin_client::{DeviceError, PluginClient, StreamEnd};
 use super::resource::InstanceId;
 use super::snapshot::DeviceSnapshot;
-use crate::checkpoint::CheckpointError;
 use crate::event::AgentEvent;
 use crate::published::Store;
-
-/// Whether a checkpoint write succeeded.
-pub(crate) type WrittenResult = Result<(), Arc<CheckpointError>>;
 
 /// What the manager's task is told: plugins connecting, leaving and their
 /// streams ending. Device lists, allocations and releases go to the book.

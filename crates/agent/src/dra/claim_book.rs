@@ -21,10 +21,9 @@ use tokio::sync::{oneshot, watch};
 
 use super::checkpoint::DraCheckpoint;
 use super::claim::PreparedClaim;
-use super::command::WriteDone;
 use super::error::DraError;
 use super::records::{ClaimToPrepare, PreparePlan, PreparedClaims, UnpreparePlan};
-use crate::checkpoint::{CheckpointProblem, Ends, Persister, Written, write_out};
+use crate::checkpoint::{CheckpointProblem, Ends, Persister, WriteDone, Written, write_out};
 use crate::unix_time::unix_ms;
 
 /// The prepared claims, their publishing and their checkpoint.

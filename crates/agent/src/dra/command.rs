@@ -13,7 +13,6 @@ use super::metrics::DraMetrics;
 use super::records::PreparedClaims;
 use super::snapshot::DraSnapshot;
 use super::state::InstanceId;
-use crate::checkpoint::CheckpointError;
 use crate::event::AgentEvent;
 use crate::published::Store;
 use nodeplugins_api::dra_client::{DraService, HealthService};
@@ -39,9 +38,6 @@ pub(crate) enum Command {
         reply: oneshot::Sender<()>,
     },
 }
-
-/// The end of a checkpoint write a caller waits for.
-pub(crate) type WriteDone = oneshot::Receiver<Result<(), Arc<CheckpointError>>>;
 
 /// Where calls to a driver go: its instance in use.
 #[derive(Clone)]
