@@ -37,6 +37,7 @@
 //! | file | what |
 //! |---|---|
 //! | `manager` | the owner task: watch events, operations, reconcile |
+//! | `operation` | one pod's operation: admitted then run, stopped then given back |
 //! | `tracked` | one pod's state and every decision about it |
 //! | `admission` | admitting one pod: devices, then claims |
 //! | `admission_gate` | one pod's devices allocated at a time |
@@ -98,6 +99,8 @@ mod linux_resources;
 #[cfg(feature = "kube")]
 mod manager;
 mod manual;
+#[cfg(feature = "kube")]
+mod operation;
 #[cfg(feature = "kube")]
 mod owner;
 mod pod;

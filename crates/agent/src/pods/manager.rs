@@ -42,6 +42,7 @@ use super::handle::PodsHandle;
 use super::informers::{InformerWriters, Informers};
 use super::kube_events::PodEvents;
 use super::lifecycle_events::generate;
+use super::operation::Operations;
 use super::owner::Owner;
 use super::release::Releaser;
 use super::served::Served;
@@ -197,10 +198,13 @@ impl PodsManager {
         let mut owner = Owner {
             next_reconcile: Instant::now() + self.config.reconcile_period,
             config: self.config,
-            admitter: self.admitter,
+            operations: Arc::new(Operations {
+                admitter: self.admitter,
+                worker_context,
+                releaser,
+                pods: pods.clone(),
+            }),
             warnings: self.warnings,
-            worker_context,
-            releaser,
             reports,
             tracked: HashMap::new(),
             listed: false,

@@ -1,8 +1,9 @@
 //! The pods owner's state machine: the pods it follows, what each does
 //! next ([`Tracked`]), one operation per pod at a time on a `JoinSet`
-//! (admitting, running its containers, or stopping them and giving back:
-//! slow work outside the task), and the reconcile of what the managers
-//! hold or the runtime runs for pods the API no longer has as active.
+//! (admitting then running its containers, or stopping them and giving
+//! back: slow work outside the task, in `pods/operation.rs`, which tells
+//! where it is on the way), and the reconcile of what the managers hold or
+//! the runtime runs for pods the API no longer has as active.
 //! [`PodsManager`](super::PodsManager) builds it and its tasks; the module
 //! docs of `pods/manager.rs` tell the order it follows.
 
@@ -17,55 +18,49 @@ use nodeplugins_api::backoff::Backoff;
 use nodeplugins_api::retry::{Retry, Said};
 use nodeplugins_api::timer::sleep_until;
 use tokio::sync::{broadcast, mpsc, watch};
-use tokio::task::{AbortHandle, Id, JoinSet};
+use tokio::task::{Id, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::Instrument;
 
-use super::admission::{AdmissionError, Admitted, Admitter};
-use super::admission_gate::AdmissionGate;
+use super::admission::Admitted;
+use super::admission_gate::{AdmissionGate, GatePass};
 use super::config::PodsConfig;
 use super::held::held_pods;
 use super::kube_events::PodEvents;
+use super::operation::{Lane, Operations, Outcome, Start};
 use super::pod::PodRef;
-use super::release::{ReleaseError, Releaser, ending_of};
+use super::release::{ReleaseError, ending_of};
 use super::served::Served;
 use super::spec::{is_mirror, pod_ref};
 use super::status::{PodStatus, PodsSnapshot};
 use super::tracked::{Next, Tracked};
 use super::watch::PodWatchEvent;
-use super::worker::{Report, Worker, WorkerContext, WorkerEnd};
+use super::worker::Report;
 use crate::event::{AgentEvent, EventKind};
 use crate::published::Publisher;
 
 /// One operation running for a pod.
 pub(super) struct Running {
     uid: String,
+    /// Where it is: admitting, running the pod, or giving back (its
+    /// reports move it on).
     next: Next,
-    abort: AbortHandle,
     /// A release of a pod that holds devices: admissions wait for it, as
     /// the kubelet drops the devices of pods no longer active before it
     /// allocates.
     frees_devices: bool,
-    /// A worker: told to stop through this, and given the pod's changes.
-    worker: Option<(CancellationToken, watch::Sender<Arc<Pod>>)>,
-}
-
-/// How an operation ended.
-pub(super) enum Outcome {
-    Admitted(Result<Admitted, AdmissionError>),
-    Released(Result<(), ReleaseError>),
-    Ran(WorkerEnd),
+    /// An admission or a worker: cut short or told to stop through this,
+    /// and given the pod's changes.
+    lane: Option<(CancellationToken, watch::Sender<Arc<Pod>>)>,
 }
 
 pub(super) struct Owner {
     pub(super) config: PodsConfig,
-    pub(super) admitter: Admitter,
+    /// What the pods' operations use.
+    pub(super) operations: Arc<Operations>,
     pub(super) warnings: PodEvents,
-    pub(super) worker_context: WorkerContext,
-    pub(super) releaser: Releaser,
-    /// What workers and runtime listings tell.
+    /// What operations and runtime listings tell.
     pub(super) reports: mpsc::UnboundedReceiver<Report>,
     /// Pod UID → the pod.
     pub(super) tracked: HashMap<String, Tracked>,
@@ -102,14 +97,19 @@ pub(super) struct Owner {
 impl Owner {
     pub(super) async fn run(&mut self) {
         let shutdown = self.shutdown.clone();
-        let mut devices = self.admitter.devices.changes();
-        let mut drivers = self.admitter.dra.registered();
+        let mut devices = self.operations.admitter.devices.changes();
+        let mut drivers = self.operations.admitter.dra.registered();
         self.served = Served::of(
-            &self.admitter.devices.snapshot(),
+            &self.operations.admitter.devices.snapshot(),
             &drivers.borrow_and_update(),
         );
         devices.mark_unchanged();
         loop {
+            // Where operations are first: a release that started holds
+            // admissions back before any is started.
+            while let Ok(report) = self.reports.try_recv() {
+                self.on_report(report);
+            }
             self.start_due();
             if !self.dirty.is_empty() {
                 self.publish();
@@ -224,27 +224,26 @@ impl Owner {
         }
     }
 
-    /// Admits pod `uid`, its devices allocated with `pass` held.
-    fn start_admission(&mut self, uid: String, pass: super::admission_gate::GatePass) {
+    /// Admits pod `uid`, its devices allocated with `pass` held; its
+    /// operation goes on into its worker once it is admitted.
+    fn start_admission(&mut self, uid: String, pass: GatePass) {
         let Some(tracked) = self.tracked.get_mut(&uid) else {
             return;
         };
         let Some(pod) = tracked.pod().cloned() else {
             return;
         };
-        let pod_ref = tracked.pod_ref().clone();
-        let admitter = self.admitter.clone();
-        let fresh = tracked.fresh();
-        let span = pod_ref.span("admit");
-        let abort = self.ops.spawn(
-            async move { Outcome::Admitted(admitter.admit(&pod, &pod_ref, pass, fresh).await) }
-                .instrument(span),
-        );
+        let (lane, sender) = lane(pod);
+        let start = Start::Admit {
+            pass,
+            fresh: tracked.fresh(),
+            lane,
+        };
         tracked.started(Next::Admit);
-        self.running_op(abort, uid, Next::Admit, false, None);
+        self.start(uid, start, Next::Admit, false, Some(sender));
     }
 
-    /// Runs admitted pod `uid`'s containers.
+    /// Runs admitted pod `uid`'s containers (again: its worker failed).
     fn start_worker(&mut self, uid: String) {
         let Some(tracked) = self.tracked.get_mut(&uid) else {
             return;
@@ -252,22 +251,19 @@ impl Owner {
         let Some(pod) = tracked.pod().cloned() else {
             return;
         };
-        let stop = CancellationToken::new();
-        let span = tracked.pod_ref().span("run");
-        let (pod_tx, pod_rx) = watch::channel(pod);
-        let worker = Worker::new(
-            self.worker_context.clone(),
-            tracked.pod_ref().clone(),
-            pod_rx,
-            tracked.containers(),
-            stop.clone(),
-            tracked.restored(),
-        );
-        let abort = self
-            .ops
-            .spawn(async move { Outcome::Ran(worker.run().await) }.instrument(span));
+        let (lane, sender) = lane(pod);
+        let admitted = Admitted {
+            containers: tracked.containers().to_vec(),
+            restored: tracked.restored(),
+        };
         tracked.started(Next::Run);
-        self.running_op(abort, uid, Next::Run, false, Some((stop, pod_tx)));
+        self.start(
+            uid,
+            Start::Run { admitted, lane },
+            Next::Run,
+            false,
+            Some(sender),
+        );
     }
 
     /// Gives back what pod `uid` holds.
@@ -275,45 +271,55 @@ impl Owner {
         let Some(tracked) = self.tracked.get_mut(&uid) else {
             return;
         };
-        let pod_ref = tracked.pod_ref().clone();
         let ending = ending_of(tracked.pod().map(Arc::as_ref), tracked.in_api());
-        let frees_devices = !self
+        tracked.started(Next::Release);
+        let frees_devices = self.frees_devices(&uid);
+        self.start(
+            uid,
+            Start::Release(ending),
+            Next::Release,
+            frees_devices,
+            None,
+        );
+    }
+
+    /// Whether giving back what pod `uid` holds frees devices.
+    fn frees_devices(&self, uid: &str) -> bool {
+        !self
+            .operations
             .admitter
             .devices
             .snapshot()
-            .allocations_of(&pod_ref.uid)
-            .is_empty();
-        let releaser = self.releaser.clone();
-        let span = pod_ref.span("release");
-        let abort = self.ops.spawn(
-            async move { Outcome::Released(releaser.release(&pod_ref, &ending).await) }
-                .instrument(span),
-        );
-        tracked.started(Next::Release);
-        self.running_op(abort, uid, Next::Release, frees_devices, None);
+            .allocations_of(uid)
+            .is_empty()
     }
 
-    fn running_op(
+    fn start(
         &mut self,
-        abort: AbortHandle,
         uid: String,
+        start: Start,
         next: Next,
         frees_devices: bool,
-        worker: Option<(CancellationToken, watch::Sender<Arc<Pod>>)>,
+        lane: Option<(CancellationToken, watch::Sender<Arc<Pod>>)>,
     ) {
+        let Some(pod_ref) = self.tracked.get(&uid).map(|t| t.pod_ref().clone()) else {
+            return;
+        };
+        let operations = self.operations.clone();
+        let abort = self.ops.spawn(operations.run(pod_ref, start));
         let running = Running {
             uid: uid.clone(),
             next,
-            abort,
             frees_devices,
-            worker,
+            lane,
         };
-        self.running.insert(running.abort.id(), running);
+        self.running.insert(abort.id(), running);
         self.dirty.insert(uid);
     }
 
-    /// Cuts short the admission of pod `uid` when it is no longer to be
-    /// admitted (deleted, ended): it gives back what it got instead.
+    /// Cuts short the admission of pod `uid`, or stops its worker, when it
+    /// is no longer to be admitted (deleted, ended): its operation gives
+    /// back what it got instead.
     fn cancel_unwanted(&mut self, uid: &str) {
         let Some(tracked) = self.tracked.get(uid) else {
             return;
@@ -322,30 +328,28 @@ impl Owner {
             return;
         }
         for running in self.running.values() {
-            if running.uid == uid
-                && running.next == Next::Run
-                && let Some((stop, _)) = &running.worker
-                && !stop.is_cancelled()
-            {
-                tracing::info!(pod = %tracked.pod_ref(), %uid, "the pod is no longer to run; its containers are to stop");
-                stop.cancel();
+            if running.uid != uid || running.next == Next::Release {
+                continue;
             }
-        }
-        if !tracked.admitting() {
-            return;
-        }
-        for running in self.running.values() {
-            if running.uid == uid && running.next == Next::Admit {
+            let Some((stop, _)) = &running.lane else {
+                continue;
+            };
+            if stop.is_cancelled() {
+                continue;
+            }
+            if running.next == Next::Admit {
                 tracing::info!(pod = %tracked.pod_ref(), %uid, "the pod is no longer to be admitted; its admission is cut short");
-                running.abort.abort();
+            } else {
+                tracing::info!(pod = %tracked.pod_ref(), %uid, "the pod is no longer to run; its containers are to stop");
             }
+            stop.cancel();
         }
     }
 
     /// What the plugins serve changed: when it grew, pods that wait or
     /// failed are tried again now.
     fn on_served(&mut self, drivers: &crate::dra::Routes) {
-        let now = Served::of(&self.admitter.devices.snapshot(), drivers);
+        let now = Served::of(&self.operations.admitter.devices.snapshot(), drivers);
         if self.served.grew_to(now) {
             for (uid, tracked) in &mut self.tracked {
                 if tracked.room_made() {
@@ -390,7 +394,7 @@ impl Owner {
                 if let Some(uid) = self.upsert(pod.clone()) {
                     for running in self.running.values() {
                         if running.uid == uid
-                            && let Some((_, pod_tx)) = &running.worker
+                            && let Some((_, pod_tx)) = &running.lane
                         {
                             pod_tx.send_replace(pod.clone());
                         }
@@ -442,8 +446,8 @@ impl Owner {
     /// reconcile period, not before each admission (the answer would wake
     /// the owner, which would list again).
     fn list_runtime_pods(&mut self) {
-        let runtime = self.worker_context.runtime.clone();
-        let reports = self.worker_context.reports.clone();
+        let runtime = self.operations.worker_context.runtime.clone();
+        let reports = self.operations.worker_context.reports.clone();
         let shutdown = self.shutdown.clone();
         self.tasks.spawn(async move {
             let listed = tokio::select! {
@@ -475,8 +479,8 @@ impl Owner {
         if !self.listed {
             return;
         }
-        let devices = self.admitter.devices.snapshot();
-        let claims = self.admitter.dra.claims().borrow().clone();
+        let devices = self.operations.admitter.devices.snapshot();
+        let claims = self.operations.admitter.dra.claims().borrow().clone();
         for (uid, pod_ref) in held_pods(&devices, &claims) {
             match self.tracked.get_mut(&uid) {
                 Some(tracked) => {
@@ -507,12 +511,7 @@ impl Owner {
         };
         let pod = tracked.pod_ref().clone();
         match outcome {
-            Outcome::Admitted(Ok(admitted)) => {
-                tracing::info!(pod = %pod, uid = %pod.uid, containers = admitted.containers.len(), restored = admitted.restored, "pod admitted");
-                tracked.admitted(admitted.containers, admitted.restored, now.1);
-                self.emit(EventKind::Admitted, &pod, None);
-            }
-            Outcome::Admitted(Err(e)) => {
+            Outcome::NotAdmitted(e) => {
                 let warning = tracked.not_admitted(&e, |n| backoff.delay(n), now);
                 if e.is_wait() {
                     tracing::debug!(pod = %pod, error = %e, "pod waits");
@@ -542,21 +541,12 @@ impl Owner {
                     }
                 }
             }
-            Outcome::Ran(end) => {
-                let ended = match end {
-                    WorkerEnd::Ended(phase) => {
-                        tracing::info!(pod = %pod, phase = phase.as_str(), "the pod ended");
-                        Some(phase)
-                    }
-                    WorkerEnd::Stopped => None,
-                    WorkerEnd::RuntimeLost => {
-                        tracing::warn!(pod = %pod, "the runtime lost the pod's sandbox (a reboot, or its state wiped): its devices are allocated and its claims prepared again before its containers are made again");
-                        tracked.runtime_lost();
-                        return;
-                    }
-                };
-                tracked.worker_ended(ended);
+            Outcome::AdmissionCut => tracked.admission_cancelled(),
+            Outcome::RuntimeLost => {
+                tracing::warn!(pod = %pod, "the runtime lost the pod's sandbox (a reboot, or its state wiped): its devices are allocated and its claims prepared again before its containers are made again");
+                tracked.runtime_lost();
             }
+            Outcome::Abandoned => tracked.worker_ended(None),
             Outcome::Released(Err(e)) => {
                 tracing::warn!(pod = %pod, uid = %pod.uid, error = %e, "what the pod held was not all given back; trying again with backoff");
                 tracked.not_released(&e, |n| backoff.delay(n), now);
@@ -565,9 +555,8 @@ impl Owner {
         }
     }
 
-    /// An operation was cut short (a pod no longer to be admitted), or
-    /// panicked (a bug: the pod is tried again with backoff, as what it
-    /// was doing).
+    /// An operation panicked (a bug: the pod is tried again with backoff,
+    /// as what it was doing), or was aborted (only at shutdown).
     fn on_panic(&mut self, error: &tokio::task::JoinError) {
         let Some(Running { uid, next, .. }) = self.running.remove(&error.id()) else {
             return;
@@ -578,10 +567,6 @@ impl Owner {
             return;
         };
         self.dirty.insert(uid.clone());
-        if error.is_cancelled() {
-            tracked.admission_cancelled();
-            return;
-        }
         tracing::error!(%uid, error = %error, "a pod's operation failed unexpectedly");
         match next {
             Next::Admit => {
@@ -600,6 +585,29 @@ impl Owner {
 
     fn on_report(&mut self, report: Report) {
         match report {
+            Report::Admitted { uid, admitted } => {
+                let Some(tracked) = self.tracked.get_mut(&uid) else {
+                    return;
+                };
+                let pod = tracked.pod_ref().clone();
+                tracing::info!(pod = %pod, uid = %pod.uid, containers = admitted.containers.len(), restored = admitted.restored, "pod admitted");
+                tracked.admitted(admitted.containers, admitted.restored, SystemTime::now());
+                tracked.started(Next::Run);
+                self.moved_on(&uid, Next::Run, false);
+                self.emit(EventKind::Admitted, &pod, None);
+            }
+            Report::Releasing { uid, ended } => {
+                let Some(tracked) = self.tracked.get_mut(&uid) else {
+                    return;
+                };
+                if let Some(phase) = ended {
+                    tracing::info!(pod = %tracked.pod_ref(), phase = phase.as_str(), "the pod ended");
+                }
+                tracked.worker_ended(ended);
+                tracked.started(Next::Release);
+                let frees_devices = self.frees_devices(&uid);
+                self.moved_on(&uid, Next::Release, frees_devices);
+            }
             Report::Phase { uid, phase } => {
                 if let Some(tracked) = self.tracked.get_mut(&uid) {
                     tracked.phase_written(phase);
@@ -622,6 +630,15 @@ impl Owner {
                 }
             }
         }
+    }
+
+    /// Pod `uid`'s operation went on to `next`.
+    fn moved_on(&mut self, uid: &str, next: Next, frees_devices: bool) {
+        if let Some(running) = self.running.values_mut().find(|r| r.uid == uid) {
+            running.next = next;
+            running.frees_devices = frees_devices;
+        }
+        self.dirty.insert(uid.to_string());
     }
 
     fn emit(&self, kind: EventKind, pod: &PodRef, detail: Option<String>) {
@@ -654,4 +671,15 @@ impl Owner {
             pods: self.rows.clone(),
         });
     }
+}
+
+/// A lane to a new operation for `pod`, and the owner's end of it.
+fn lane(pod: Arc<Pod>) -> (Lane, (CancellationToken, watch::Sender<Arc<Pod>>)) {
+    let stop = CancellationToken::new();
+    let (sender, receiver) = watch::channel(pod);
+    let lane = Lane {
+        pod: receiver,
+        stop: stop.clone(),
+    };
+    (lane, (stop, sender))
 }

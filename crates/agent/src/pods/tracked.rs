@@ -154,11 +154,6 @@ impl Tracked {
         )
     }
 
-    /// Whether its admission is running.
-    pub(crate) fn admitting(&self) -> bool {
-        self.running && self.phase == PodPhase::Admitting
-    }
-
     /// When its next attempt is due, if it waits for one.
     pub(crate) fn retry_at(&self) -> Option<Instant> {
         self.retry.due_at().filter(|_| !self.running)

@@ -27,6 +27,7 @@ use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::admission::Admitted;
 use super::api_status::{StatusInputs, api_status};
 use super::container::ContainerResources;
 use super::crash_backoff::CrashBackoff;
@@ -64,11 +65,19 @@ pub(crate) enum WorkerEnd {
     RuntimeLost,
 }
 
-/// What workers (and the runtime's listings) tell the pods owner.
+/// What pods' operations (and the runtime's listings) tell the pods owner.
 #[derive(Debug, Clone)]
 pub(crate) enum Report {
+    /// Pod `uid` was admitted; its worker starts.
+    Admitted { uid: String, admitted: Admitted },
     /// Pod `uid`'s worker wrote `phase`.
     Phase { uid: String, phase: ApiPhase },
+    /// Pod `uid`'s worker returned (`ended`: the pod ended, else it was
+    /// told to stop); what it holds is being given back.
+    Releasing {
+        uid: String,
+        ended: Option<ApiPhase>,
+    },
     /// The pods the runtime has sandboxes of.
     RuntimePods(Vec<PodRef>),
 }
