@@ -22,15 +22,16 @@
 //! | file | what |
 //! |---|---|
 //! | `config` | settings and the kubelet's timeouts |
-//! | `manager` | the task that records plugins, their devices and their ends, and starting it |
+//! | `manager` | the task that hears plugins leave and their streams end, ends grace periods, and starting it |
 //! | `command` | what handles and the task exchange and share |
-//! | `handle` | what callers hold |
-//! | `book` | the state, its checkpoint and snapshot under one lock, shared by the task and the callers that allocate and release |
+//! | `handle` | what callers hold; connecting a plugin and starting its stream |
+//! | `book` | the state, its checkpoint and snapshot under one lock, shared by the task and the callers that connect, allocate and release |
 //! | `state` | everything the manager knows: resources, and who holds their devices |
 //! | `resource` | one resource: its plugin instances and devices |
 //! | `allocator` | who holds which devices, and every allocation decision |
 //! | `allocate` | an allocation's steps in the caller's task: the calls to the plugin |
 //! | `allocate_steps`, `allocate_error` | what the steps hand each other; why one failed |
+//! | `pre_start` | PreStartContainer, right before a container that holds devices starts |
 //! | `selection` | NUMA-aligned choice of devices |
 //! | `container_allocation` | what a container asks for and what it was given |
 //! | `plugin_client` | every call to a device plugin |

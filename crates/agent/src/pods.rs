@@ -36,7 +36,7 @@
 //!
 //! | file | what |
 //! |---|---|
-//! | `manager` | the owner task: watch events, operations, reconcile |
+//! | `manager`, `owner` | the owner task: watch events, operations, reconcile |
 //! | `operation` | one pod's operation: admitted then run, stopped then given back |
 //! | `tracked` | one pod's state and every decision about it |
 //! | `admission` | admitting one pod: devices, then claims |

@@ -1,8 +1,10 @@
 //! What the device manager knows, shared by its task and every caller: the
 //! state ([`State`]: resources, devices, who holds them), its checkpoint and
-//! its published snapshot, under one lock. The manager's task changes it as
-//! plugins connect, list their devices and leave; an allocation and a
-//! release change it in the caller's task, as the kubelet's device manager
+//! its published snapshot, under one lock. A plugin connecting is recorded,
+//! and its device lists applied, by the handle that dialed it and the
+//! task that follows its stream; the manager's task changes it as plugins
+//! leave and grace periods end; an allocation and a release change it in
+//! the caller's task, as the kubelet's device manager
 //! changes its state under its mutex, so that no allocation waits behind
 //! the task's work (a plugin's burst of device lists, say). The lock is
 //! held for one decision, never across a plugin call or a write; each
@@ -20,8 +22,8 @@ use super::allocate_error::AllocateError;
 use super::allocate_steps::{Choice, Planned, ReservationId, ReservedChoices};
 use super::checkpoint::CheckpointData;
 use super::container_allocation::{AllocationRequest, ContainerAllocation};
-use super::plugin_client::PluginClient;
-use super::resource::{AllocationKey, Devices, InstanceId};
+use super::plugin_client::{DeviceError, PluginClient};
+use super::resource::{AllocationKey, Devices, Instance, InstanceId};
 use super::snapshot::DeviceSnapshot;
 use super::state::State;
 use crate::checkpoint::{Ends, Persister, WriteDone, Written, write_out};
@@ -49,6 +51,8 @@ pub(crate) struct Book {
     snapshot: Option<Publisher<DeviceSnapshot>>,
     /// How long a resource without a plugin is kept.
     grace: Duration,
+    /// The manager stopped: no plugin connects any more.
+    stopped: bool,
 }
 
 impl DeviceBook {
@@ -61,6 +65,7 @@ impl DeviceBook {
                 persister: None,
                 snapshot: None,
                 grace,
+                stopped: false,
             }),
             events,
         }
@@ -196,6 +201,66 @@ impl DeviceBook {
         book.changed();
         book.publish();
         book.flush();
+    }
+
+    /// Records instance `plugin` of `resource`, dialed and asked for its
+    /// options (the newest instance becomes primary), and publishes it.
+    /// Refused when an instance at its socket is recorded already, and
+    /// once the manager stopped.
+    pub(crate) fn connect(
+        &self,
+        resource: &str,
+        plugin: &PluginClient,
+    ) -> Result<InstanceId, DeviceError> {
+        let mut book = self.lock();
+        if book.stopped {
+            return Err(DeviceError::Stopping);
+        }
+        let socket = plugin.socket();
+        let state = &mut book.state;
+        let entry = state.resources.entry(resource.to_string()).or_default();
+        if entry
+            .instances
+            .values()
+            .any(|i| i.plugin.socket() == socket)
+        {
+            return Err(DeviceError::AlreadyConnected {
+                resource: resource.to_string(),
+                socket: socket.display().to_string(),
+            });
+        }
+        entry.stopped_since = None;
+        state.next_instance += 1;
+        let id = state.next_instance;
+        if let Some(entry) = state.resources.get_mut(resource) {
+            entry.instances.insert(
+                id,
+                Instance {
+                    plugin: plugin.clone(),
+                    connected_at: std::time::SystemTime::now(),
+                    devices: None,
+                },
+            );
+        }
+        let options = plugin.options();
+        tracing::info!(%resource, socket = %socket.display(), pre_start = options.pre_start_required,
+            preferred_allocation = options.get_preferred_allocation_available, "device plugin connected");
+        self.emit(EventKind::Connected, resource, Some(socket), None);
+        book.publish();
+        Ok(id)
+    }
+
+    /// The manager stops: no plugin connects from now on; returns the
+    /// instances connected, for the manager to disconnect.
+    pub(crate) fn stop(&self) -> Vec<PluginClient> {
+        let mut book = self.lock();
+        book.stopped = true;
+        book.state
+            .resources
+            .values()
+            .flat_map(|r| r.instances.values())
+            .map(|i| i.plugin.clone())
+            .collect()
     }
 
     /// The instance to call for `resource` (its primary), for the calls

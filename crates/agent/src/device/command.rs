@@ -3,26 +3,22 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use tokio::sync::{broadcast, oneshot};
+use tokio::sync::broadcast;
+use tokio_util::task::TaskTracker;
 
 use super::book::DeviceBook;
 use super::config::DeviceManagerConfig;
 use super::metrics::DeviceMetrics;
-use super::plugin_client::{DeviceError, PluginClient, StreamEnd};
+use super::plugin_client::StreamEnd;
 use super::resource::InstanceId;
 use super::snapshot::DeviceSnapshot;
 use crate::event::AgentEvent;
 use crate::published::Store;
 
-/// What the manager's task is told: plugins connecting, leaving and their
-/// streams ending. Device lists, allocations and releases go to the book.
+/// What the manager's task is told: plugins leaving and their streams
+/// ending. Plugins connecting, device lists, allocations and releases go
+/// to the book.
 pub(crate) enum Command {
-    /// A dialed plugin instance to record.
-    Connect {
-        resource: String,
-        plugin: PluginClient,
-        reply: oneshot::Sender<Result<(), DeviceError>>,
-    },
     /// Drop the instance of `resource` at `socket`.
     Disconnect { resource: String, socket: PathBuf },
     /// An instance's ListAndWatch stream ended.
@@ -43,4 +39,7 @@ pub(crate) struct Shared {
     /// The state after the latest change.
     pub(crate) store: Store<DeviceSnapshot>,
     pub(crate) metrics: DeviceMetrics,
+    /// The ListAndWatch streams and the checkpoint writer, waited for when
+    /// the manager stops.
+    pub(crate) tasks: TaskTracker,
 }

@@ -66,22 +66,36 @@ impl DeviceHandle {
 
     /// Connects the device plugin for `resource` serving at `socket`: dials,
     /// asks for its options, records the instance (the newest becomes
-    /// primary) and starts following its device list. Returns once the
-    /// instance is recorded.
+    /// primary) and starts following its device list, each list applied
+    /// to the book by the stream's task; the stream's end goes to the
+    /// manager's task. Returns once the instance is recorded; waits for the
+    /// manager to run.
     pub async fn connect(&self, resource: &str, socket: &Path) -> Result<(), DeviceError> {
         if self.commands.is_closed() {
             return Err(DeviceError::Stopping);
         }
-        let plugin = PluginClient::connect(socket, self.config()).await?;
-        let resource = resource.to_string();
-        self.commands
-            .ask(|reply| Command::Connect {
-                resource,
-                plugin,
-                reply,
-            })
+        self.shared
+            .store
+            .wait_until_ready()
             .await
-            .unwrap_or(Err(DeviceError::Stopping))
+            .map_err(|_| DeviceError::Stopping)?;
+        let plugin = PluginClient::connect(socket, self.config()).await?;
+        let book = self.shared.book.clone();
+        let id = book.connect(resource, &plugin)?;
+        self.shared.metrics.registered(resource);
+        let commands = self.commands.clone();
+        let resource = resource.to_string();
+        self.shared.tasks.spawn(async move {
+            let end = plugin
+                .list_and_watch(|devices| book.device_list(&resource, id, devices))
+                .await;
+            let _ = commands.send(Command::StreamEnded {
+                resource,
+                instance: id,
+                end,
+            });
+        });
+        Ok(())
     }
 
     /// Disconnects the instance of `resource` at `socket`, if any.

@@ -1,9 +1,10 @@
-//! The device manager: one task records the plugins in the device book
-//! ([`DeviceBook`], the state every caller shares) and receives commands
-//! from [`DeviceHandle`]s, from the ListAndWatch stream of each connected
-//! plugin, and from the checkpoint writer; it wakes only for those and for
-//! the end of a resource's grace period. Allocations and releases change
-//! the book in their callers' tasks.
+//! The device manager: one task forgets plugins that leave from the device
+//! book ([`DeviceBook`], the state every caller shares), told by
+//! [`DeviceHandle`]s and by the end of each plugin's ListAndWatch stream,
+//! answers the ends of the checkpoint writes and ends the grace periods of
+//! resources without a plugin; it wakes only for those. Plugins connecting,
+//! their device lists, allocations and releases change the book in their
+//! callers' tasks.
 //!
 //! Starting it ([`DeviceManager::run`]) does what the kubelet's device manager
 //! does on start: it removes the plugin sockets left in the device plugin
@@ -12,7 +13,6 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use nodeplugins_api::transport::TransportError;
 use tokio::sync::{broadcast, mpsc};
@@ -27,8 +27,8 @@ use super::config::DeviceManagerConfig;
 use super::handle::DeviceHandle;
 use super::kubelet_socket;
 use super::metrics::DeviceMetrics;
-use super::plugin_client::{DeviceError, PluginClient, StreamEnd};
-use super::resource::{Instance, InstanceId};
+use super::plugin_client::StreamEnd;
+use super::resource::InstanceId;
 use super::snapshot::DeviceSnapshot;
 use crate::checkpoint::{Ends, Persister};
 use crate::event::EventKind;
@@ -62,7 +62,6 @@ pub struct DeviceManager {
     book: Arc<DeviceBook>,
     /// The snapshot's publisher, for the book once it runs.
     published: Publisher<DeviceSnapshot>,
-    metrics: DeviceMetrics,
     shared: Arc<Shared>,
 }
 
@@ -74,13 +73,13 @@ impl DeviceManager {
         let events = broadcast::channel(1024).0;
         let (published, store) = Publisher::new(DeviceSnapshot::default());
         let book = Arc::new(DeviceBook::new(config.grace_period, events.clone()));
-        let metrics = DeviceMetrics::default();
         let shared = Arc::new(Shared {
             config: config.clone(),
             events: events.clone(),
             book: book.clone(),
             store,
-            metrics: metrics.clone(),
+            metrics: DeviceMetrics::default(),
+            tasks: TaskTracker::new(),
         });
         let manager = Self {
             config,
@@ -88,7 +87,6 @@ impl DeviceManager {
             commands,
             book,
             published,
-            metrics,
             shared,
         };
         let handle = manager.handle();
@@ -114,7 +112,7 @@ impl DeviceManager {
         };
         std::fs::create_dir_all(&dir).map_err(directory)?;
         kubelet_socket::clean_plugin_directory(&dir).map_err(directory)?;
-        let tasks = TaskTracker::new();
+        let tasks = self.shared.tasks.clone();
         let (persister, written, loaded) =
             Persister::open::<DeviceCheckpoint>(checkpoint::file(&dir), &tasks).await;
         let socket = kubelet_socket::bind(&dir)
@@ -134,9 +132,6 @@ impl DeviceManager {
             book: self.book,
             written,
             commands: self.commands,
-            commands_tx: self.commands_tx,
-            published: false,
-            metrics: self.metrics,
             tasks,
         };
         let serving = kubelet_socket::serve(socket, handle, shutdown.clone());
@@ -159,11 +154,6 @@ struct Owner {
     /// The ends of the checkpoint writes.
     written: Ends,
     commands: mpsc::UnboundedReceiver<Command>,
-    /// For the ListAndWatch tasks to report back.
-    commands_tx: Mailbox<Command>,
-    /// Published during the current command (before its reply).
-    published: bool,
-    metrics: DeviceMetrics,
     /// The ListAndWatch streams and the checkpoint writer.
     tasks: TaskTracker,
 }
@@ -172,7 +162,6 @@ impl Owner {
     async fn run(mut self, shutdown: CancellationToken) {
         loop {
             let next_expiry = self.book.lock().state.next_expiry(self.config.grace_period);
-            self.published = false;
             let changed = tokio::select! {
                 biased;
                 () = shutdown.cancelled() => break,
@@ -182,24 +171,16 @@ impl Owner {
             };
             let mut book = self.book.lock();
             book.flush();
-            if changed && !self.published {
+            if changed {
                 book.publish();
             }
         }
-        for resource in self.book.lock().state.resources.values() {
-            for instance in resource.instances.values() {
-                instance.plugin.disconnect();
-            }
+        for plugin in self.book.stop() {
+            plugin.disconnect();
         }
         self.book.finish(&mut self.written).await;
         self.tasks.close();
         self.tasks.wait().await;
-    }
-
-    /// Publishes the state: a new snapshot, and a new change count.
-    fn publish(&mut self) {
-        self.book.lock().publish();
-        self.published = true;
     }
 
     fn emit(
@@ -215,19 +196,6 @@ impl Owner {
     /// Handles one command; says whether the state changed.
     fn on_command(&mut self, command: Command) -> bool {
         match command {
-            Command::Connect {
-                resource,
-                plugin,
-                reply,
-            } => {
-                let result = self.connect(resource, plugin);
-                let changed = result.is_ok();
-                if changed {
-                    self.publish();
-                }
-                let _ = reply.send(result);
-                changed
-            }
             Command::Disconnect { resource, socket } => {
                 let book = self.book.lock();
                 let instances = book.state.resources.get(&resource).into_iter();
@@ -244,57 +212,6 @@ impl Owner {
                 end,
             } => self.stream_ended(&resource, instance, end),
         }
-    }
-
-    fn connect(&mut self, resource: String, plugin: PluginClient) -> Result<(), DeviceError> {
-        let socket = plugin.socket().to_owned();
-        let book = self.book.clone();
-        let mut book = book.lock();
-        let state = &mut book.state;
-        let entry = state.resources.entry(resource.clone()).or_default();
-        if entry
-            .instances
-            .values()
-            .any(|i| i.plugin.socket() == socket)
-        {
-            return Err(DeviceError::AlreadyConnected {
-                resource,
-                socket: socket.display().to_string(),
-            });
-        }
-        entry.stopped_since = None;
-        state.next_instance += 1;
-        let id = state.next_instance;
-        let options = plugin.options();
-        if let Some(entry) = state.resources.get_mut(&resource) {
-            entry.instances.insert(
-                id,
-                Instance {
-                    plugin: plugin.clone(),
-                    connected_at: SystemTime::now(),
-                    devices: None,
-                },
-            );
-        }
-        self.metrics.registered(&resource);
-        tracing::info!(%resource, socket = %socket.display(), pre_start = options.pre_start_required,
-            preferred_allocation = options.get_preferred_allocation_available, "device plugin connected");
-        self.emit(EventKind::Connected, &resource, Some(&socket), None);
-        let commands = self.commands_tx.clone();
-        let lists = self.book.clone();
-        // Each list goes to the book from the stream's task; the end comes
-        // here, where it starts the grace period.
-        self.tasks.spawn(async move {
-            let end = plugin
-                .list_and_watch(|devices| lists.device_list(&resource, id, devices))
-                .await;
-            let _ = commands.send(Command::StreamEnded {
-                resource,
-                instance: id,
-                end,
-            });
-        });
-        Ok(())
     }
 
     /// Forgets an instance whose stream ended; a survivor takes over, or the

@@ -29,6 +29,7 @@ pub(crate) fn handle(store: Store<DeviceSnapshot>) -> DeviceHandle {
             book: Arc::new(DeviceBook::new(Duration::ZERO, broadcast::channel(1).0)),
             store,
             metrics: DeviceMetrics::default(),
+            tasks: tokio_util::task::TaskTracker::new(),
         }),
     }
 }

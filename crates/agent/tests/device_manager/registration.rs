@@ -3,9 +3,13 @@
 
 use std::time::Duration;
 
+use nodeplugins::device::{DeviceError, DeviceManager, DeviceManagerConfig};
+use nodeplugins_api::deviceplugin::v1beta1::DevicePluginOptions;
+use nodeplugins_test_support::fake_device_plugin::FakeDevicePlugin;
 use nodeplugins_test_support::process::ChildProcess;
 use nodeplugins_test_support::python::python_env;
 use nodeplugins_test_support::wait::TIMEOUT;
+use tokio_util::sync::CancellationToken;
 
 use super::{Node, RESOURCE, device};
 
@@ -171,4 +175,50 @@ async fn device_plugins_register_through_plugins_registry_too() {
         r.instances.is_empty() && r.allocatable == 0
     })
     .await;
+}
+
+#[tokio::test]
+async fn a_plugin_connected_before_the_manager_runs_is_recorded_once_it_runs_and_stops_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // The plugin serves apart: the manager clears its own directory when it
+    // starts.
+    let (plugins, sockets) = (dir.path().join("plugins"), dir.path().join("sockets"));
+    std::fs::create_dir_all(&plugins).unwrap();
+    std::fs::create_dir_all(&sockets).unwrap();
+    let socket = sockets.join("gpu.sock");
+    let _plugin = FakeDevicePlugin::serve(
+        socket.clone(),
+        DevicePluginOptions::default(),
+        vec![device("a", true), device("b", true)],
+    )
+    .await;
+    let (manager, handle) = DeviceManager::new(DeviceManagerConfig::new(&plugins));
+    let connecting = tokio::spawn({
+        let (handle, socket) = (handle.clone(), socket.clone());
+        async move { handle.connect(RESOURCE, &socket).await }
+    });
+
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(manager.run(shutdown.clone()));
+    tokio::time::timeout(TIMEOUT, connecting)
+        .await
+        .expect("the connect ends once the manager runs")
+        .unwrap()
+        .unwrap();
+    let resources = handle
+        .wait_for(TIMEOUT, |all| all.iter().any(|r| r.allocatable == 2))
+        .await
+        .unwrap()
+        .expect("its devices are listed");
+    assert_eq!(resources[0].instances.len(), 1);
+
+    // Its stream, started by the handle, ends with the manager.
+    shutdown.cancel();
+    tokio::time::timeout(TIMEOUT, running)
+        .await
+        .expect("the manager stops with a plugin's stream open")
+        .unwrap()
+        .unwrap();
+    let refused = handle.connect(RESOURCE, &socket).await.unwrap_err();
+    assert!(matches!(refused, DeviceError::Stopping), "{refused}");
 }
