@@ -143,7 +143,12 @@ async fn csi_drivers_appear_on_the_node_and_its_csinode_and_go_when_deregistered
     })
     .await;
     assert_eq!(node["metadata"]["labels"][ZONE], "zone-a");
-    let csinode = get(&api, &format!("/apis/storage.k8s.io/v1/csinodes/{NODE}")).await;
+    // The CSINode is written after the Node, as the kubelet writes them.
+    let csinode = eventually("the CSINode's driver", TIMEOUT, || async {
+        let csinode = get(&api, &format!("/apis/storage.k8s.io/v1/csinodes/{NODE}")).await;
+        (!csinode["spec"]["drivers"].is_null()).then_some(csinode)
+    })
+    .await;
     assert_eq!(csinode["metadata"]["ownerReferences"][0]["kind"], "Node");
     // The in-tree plugins migrated to CSI, as the kubelet of v1.37 lists them.
     assert_eq!(
@@ -293,6 +298,17 @@ async fn an_api_server_away_blocks_nothing_and_gets_the_latest_state_when_back()
     node_when(&api, NODE, "resource published", |n| {
         has(n, RESOURCE, "2", "2")
     })
+    .await;
+    // Everything written first (the CSINode too), so that the backlog is
+    // the Node's status alone.
+    eventually(
+        "nothing pending before the API server goes",
+        TIMEOUT,
+        || async {
+            let status = status_json(root.path()).await?;
+            (status["kube_api"]["pending"] == json!([])).then_some(())
+        },
+    )
     .await;
 
     api.stop_apiserver().await;

@@ -141,8 +141,12 @@ async fn monitoring_clients_see_each_containers_devices_and_claims_and_again_aft
     assert_eq!(agent.wait(TIMEOUT).await, Some(0));
     go.close_stdin();
     agent = common::agent(root.path());
+    // Served once it accepts a connection (the file shows between the
+    // socket's bind and its listen).
     eventually("the socket served again", TIMEOUT, || async {
-        socket.exists().then_some(())
+        std::os::unix::net::UnixStream::connect(&socket)
+            .is_ok()
+            .then_some(())
     })
     .await;
     let mut go = GoProcess::start(

@@ -13,8 +13,11 @@ async fn a_deleted_socket_comes_back_private_and_is_counted() {
     let root = tempfile::tempdir().unwrap();
     let _agent = agent(root.path());
     let socket = socket(root.path());
+    // Served once it accepts a connection: the file shows between the
+    // socket's bind and its listen, when a connection is refused.
+    let accepts = |socket: &Path| std::os::unix::net::UnixStream::connect(socket).is_ok();
     eventually("the socket served", TIMEOUT, || async {
-        socket.exists().then_some(())
+        accepts(&socket).then_some(())
     })
     .await;
     let before = cli_json(root.path(), &["pod-resources"]).await;
@@ -30,7 +33,7 @@ async fn a_deleted_socket_comes_back_private_and_is_counted() {
     // Gone once removed: whatever is at the path afterwards was bound again.
     std::fs::remove_file(&socket).unwrap();
     eventually("the socket served again", TIMEOUT, || async {
-        socket.exists().then_some(())
+        accepts(&socket).then_some(())
     })
     .await;
     // Answered: the new socket is served, which it is only once its mode is set.
