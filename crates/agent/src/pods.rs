@@ -38,6 +38,7 @@
 //! |---|---|
 //! | `manager`, `owner` | the owner task: watch events, operations, reconcile |
 //! | `operation` | one pod's operation: admitted then run, stopped then given back |
+//! | `report` | what operations and runtime listings tell the owner on the side |
 //! | `tracked` | one pod's state and every decision about it |
 //! | `admission` | admitting one pod: devices, then claims |
 //! | `admission_gate` | one pod's devices allocated at a time |
@@ -110,6 +111,8 @@ mod pod_files;
 mod pod_sync;
 #[cfg(feature = "kube")]
 mod release;
+#[cfg(feature = "kube")]
+mod report;
 #[cfg(feature = "kube")]
 mod resource_health;
 #[cfg(feature = "kube")]

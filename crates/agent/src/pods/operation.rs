@@ -27,7 +27,8 @@ use super::admission::{AdmissionError, Admitted, Admitter};
 use super::admission_gate::GatePass;
 use super::pod::PodRef;
 use super::release::{Ending, ReleaseError, Releaser, ending_of};
-use super::worker::{Report, Worker, WorkerContext, WorkerEnd};
+use super::report::Report;
+use super::worker::{Worker, WorkerContext, WorkerEnd};
 
 /// What operations use, shared by all of them.
 pub(super) struct Operations {

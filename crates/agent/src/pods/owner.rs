@@ -31,12 +31,12 @@ use super::kube_events::PodEvents;
 use super::operation::{Lane, Operations, Outcome, Start};
 use super::pod::PodRef;
 use super::release::{ReleaseError, ending_of};
+use super::report::Report;
 use super::served::Served;
 use super::spec::{is_mirror, pod_ref};
 use super::status::{PodStatus, PodsSnapshot};
 use super::tracked::{Next, Tracked};
 use super::watch::PodWatchEvent;
-use super::worker::Report;
 use crate::event::{AgentEvent, EventKind};
 use crate::published::Publisher;
 

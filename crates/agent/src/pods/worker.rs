@@ -27,7 +27,6 @@ use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::admission::Admitted;
 use super::api_status::{StatusInputs, api_status};
 use super::container::ContainerResources;
 use super::crash_backoff::CrashBackoff;
@@ -37,6 +36,7 @@ use super::lifecycle_events::LifecycleEvent;
 use super::pod::PodRef;
 use super::pod_files::PodFiles;
 use super::pod_sync::{ApiPhase, Observed, StartErrors, SyncPlan, plan};
+use super::report::Report;
 use super::resource_health::{HealthSources, allocated_resources_status};
 use super::runtime_spec::{NodeExtras, container_spec, sandbox_spec};
 use super::service_env;
@@ -63,23 +63,6 @@ pub(crate) enum WorkerEnd {
     /// (the node rebooted, or the runtime's state was wiped): what it holds
     /// is to be set up again before its containers are made again.
     RuntimeLost,
-}
-
-/// What pods' operations (and the runtime's listings) tell the pods owner.
-#[derive(Debug, Clone)]
-pub(crate) enum Report {
-    /// Pod `uid` was admitted; its worker starts.
-    Admitted { uid: String, admitted: Admitted },
-    /// Pod `uid`'s worker wrote `phase`.
-    Phase { uid: String, phase: ApiPhase },
-    /// Pod `uid`'s worker returned (`ended`: the pod ended, else it was
-    /// told to stop); what it holds is being given back.
-    Releasing {
-        uid: String,
-        ended: Option<ApiPhase>,
-    },
-    /// The pods the runtime has sandboxes of.
-    RuntimePods(Vec<PodRef>),
 }
 
 /// Everything a worker uses, shared by all workers.
