@@ -41,24 +41,16 @@
 //! | `plugin_handler` | device plugins registering through `plugins_registry` |
 //! | `status`, `metrics` | what operators see (events: `crate::event`) |
 
-mod allocate;
-mod allocate_error;
-mod allocate_steps;
-mod allocator;
+mod allocation;
 mod book;
 mod checkpoint;
 mod command;
 mod config;
-mod container_allocation;
 mod handle;
-mod kubelet_socket;
 mod manager;
 mod metrics;
-mod plugin_client;
-mod plugin_handler;
-mod pre_start;
+mod registration;
 mod resource;
-mod selection;
 mod snapshot;
 mod state;
 mod status;
@@ -66,16 +58,18 @@ mod status;
 pub(crate) mod test_support;
 
 #[cfg(feature = "kube")]
-pub(crate) use allocate::OnDisk;
-pub use allocate_error::AllocateError;
+pub(crate) use allocation::allocate::OnDisk;
+pub use allocation::allocate_error::AllocateError;
+pub use allocation::container_allocation::{
+    AllocationRequest, ContainerAllocation, DeviceNodeSpec, MountSpec,
+};
 pub use checkpoint::{BACKUP_FILE, CHECKPOINT_FILE, DeviceCheckpoint};
 pub use config::DeviceManagerConfig;
-pub use container_allocation::{AllocationRequest, ContainerAllocation, DeviceNodeSpec, MountSpec};
 pub use handle::{DeviceHandle, DeviceManagerStopped};
 pub use manager::{DeviceManager, DeviceManagerError};
 pub use metrics::DeviceMetrics;
 pub use nodeplugins_api::call::CallError;
-pub use plugin_client::{AllocateCallError, DeviceError};
-pub use plugin_handler::DevicePluginHandler;
+pub use registration::plugin_client::{AllocateCallError, DeviceError};
+pub use registration::plugin_handler::DevicePluginHandler;
 pub use snapshot::{AllocatableDevice, DeviceSnapshot};
 pub use status::{DeviceStatus, InstanceStatus, ResourceStatus};

@@ -35,48 +35,38 @@
 //! | `pod` | a pod's claims prepared and unprepared together |
 //! | `claim`, `snapshot`, `status`, `metrics`, `error` | what callers and operators see (events: `crate::event`) |
 
-mod calls;
-mod checkpoint;
 mod claim;
-mod claim_book;
-mod claim_calls;
-mod cleanup;
-mod cleanup_scheduler;
 mod command;
 mod config;
-mod connection;
+mod drivers;
 mod error;
 mod handle;
-mod health;
 mod manager;
 mod metrics;
-mod plugin_handler;
-mod pod;
-mod records;
+mod prepare;
 mod snapshot;
-mod state;
 mod status;
 #[cfg(test)]
 pub(crate) mod test_support;
 
-pub use checkpoint::{BACKUP_FILE, CHECKPOINT_FILE, DraCheckpoint};
 pub use claim::{
     ClaimPod, ClaimRef, ClaimRefParseError, PreparedClaim, PreparedDevice, UnpreparedClaim,
 };
-pub use cleanup::{CleanupError, DriverCleanup, LoggingCleanup};
 #[cfg(feature = "kube")]
 pub(crate) use command::Routes;
 pub use config::DraManagerConfig;
+pub use drivers::cleanup::{CleanupError, DriverCleanup, LoggingCleanup};
+pub use drivers::health::DeviceHealthStatus;
+pub use drivers::plugin_handler::DraPluginHandler;
 pub use error::{DraError, RecordError};
 pub use handle::{DraHandle, DraManagerStopped};
-pub use health::DeviceHealthStatus;
 pub use manager::DraManager;
 pub use metrics::DraMetrics;
 pub use nodeplugins_api::dra_client::{DraService, HealthService, ServiceError, choose_service};
-pub use plugin_handler::DraPluginHandler;
-pub use pod::{PodClaim, PodClaimResult, PodClaimUnprepared};
+pub use prepare::checkpoint::{BACKUP_FILE, CHECKPOINT_FILE, DraCheckpoint};
+pub use prepare::pod::{PodClaim, PodClaimResult, PodClaimUnprepared};
 #[cfg(feature = "kube")]
-pub(crate) use records::PreparedClaims;
-pub use records::RecordedClaim;
+pub(crate) use prepare::records::PreparedClaims;
+pub use prepare::records::RecordedClaim;
 pub use snapshot::DraSnapshot;
 pub use status::{DraDriverStatus, DraInstanceStatus, PendingCleanup};

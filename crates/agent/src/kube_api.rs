@@ -18,34 +18,27 @@
 //! (latest wins), retries with backoff while the API server is away, and
 //! never holds up registration, allocation or prepare.
 
+mod client;
 mod config;
-mod credentials;
-mod csi_node;
-mod csi_node_writer;
-mod deadline;
+mod csi;
 mod error;
-mod identity;
 mod metrics;
-mod node_status;
-mod node_status_writer;
-mod observed;
+mod node;
+mod observe;
 mod publisher;
-mod reflected;
-mod repair_limit;
-mod report;
 mod resource_slices;
 mod status;
-mod write_state;
+mod writes;
 
+pub use client::credentials::Connection;
+pub(crate) use client::deadline::passed_deadline;
 pub use config::{
     CSINODE_RECHECK, KubeApiConfig, KubeConfigSource, POD_RECONCILE_PERIOD, default_node_name,
 };
 pub(crate) use config::{KUBE_API_BURST, KUBE_API_QPS};
-pub use credentials::Connection;
-pub(crate) use deadline::passed_deadline;
 pub use error::KubeApiError;
 pub use metrics::KubeApiMetrics;
+pub(crate) use observe::reflected::reflect;
 pub use publisher::{KubeApi, KubeApiHandle};
-pub(crate) use reflected::reflect;
 pub use resource_slices::ResourceSliceCleanup;
 pub use status::{KubeApiStatus, WriteKind};

@@ -34,116 +34,64 @@
 //! container runtime needs. With pods not served (`--pods off`), pods are
 //! prepared only when asked ([`PodsHandle::prepare_pod`]).
 //!
+//! The rooms follow the kubelet's phases; each has its own table:
+//!
+//! | room | what |
+//! |---|---|
+//! | `lifecycle` | the watch, the owner's loop, one operation per pod through its phases |
+//! | `admit` | admitting one pod: devices, then claims |
+//! | `run_options` | what the runtime is given for a pod and each container |
+//! | `run` | one admitted pod's containers run through the runtime |
+//! | `status` | the pod's status as the kubelet writes it |
+//! | `teardown` | stopping what a pod runs, then giving back what it held |
+//!
+//! Beside them:
+//!
 //! | file | what |
 //! |---|---|
-//! | `manager`, `owner` | the owner task: watch events, operations, reconcile |
-//! | `operation` | one pod's operation: admitted then run, stopped then given back |
-//! | `report` | what operations and runtime listings tell the owner on the side |
-//! | `tracked` | one pod's state and every decision about it |
-//! | `admission` | admitting one pod: devices, then claims |
-//! | `admission_gate` | one pod's devices allocated at a time |
-//! | `served` | what the plugins serve, to wake waiting pods |
-//! | `worker` | one admitted pod's containers run through the runtime |
-//! | `pod_sync` | what a running pod's containers need next, and its phase |
-//! | `crash_backoff` | the kubelet's crash-loop back-off |
-//! | `api_status` | the pod's status as the kubelet writes it |
-//! | `resource_health` | the health of what each container holds, in its status |
-//! | `status_writer` | the pod's status written, a deleted pod deleted |
-//! | `lifecycle_events` | the runtime's container events told to workers |
-//! | `runtime_spec` | what the runtime is asked for a pod, as the kubelet asks |
-//! | `linux_resources` | a container's cgroup resources, as the kubelet sets them |
+//! | `manager` | starting the owner task and everything it drives |
 //! | `boot` | whether the node rebooted since the agent last ran |
-//! | `service_env` | the Services' variables every container gets |
-//! | `pod_files` | a pod's hosts file and termination logs |
-//! | `host_dns` | the host's DNS settings, for a host-network sandbox |
-//! | `terminate` | stopping a pod's containers and sandbox |
-//! | `release` | stopping what a pod runs, then giving back what it held |
-//! | `held` | what the node holds for pods, from both managers |
-//! | `spec` | what a pod asks for, read from the pod |
-//! | `claims` | a pod's ResourceClaims read and checked |
-//! | `container` | what a container gets, merged as the kubelet merges it |
-//! | `watch` | the pods bound to the node |
 //! | `informers` | the node's Node and the cluster's Services, watched |
 //! | `kube_events` | Warning Events on pods |
 //! | `manual` | unpreparing a pod by hand, from the records |
-//! | `handle`, `status`, `pod`, `config` | what callers hold and see |
+//! | `handle`, `snapshot`, `pod`, `config` | what callers hold and see |
 
-#[cfg(feature = "kube")]
-mod admission;
-#[cfg(feature = "kube")]
-mod admission_gate;
-#[cfg(feature = "kube")]
-mod api_status;
+mod admit;
 #[cfg(feature = "kube")]
 mod boot;
 #[cfg(feature = "kube")]
-mod claims;
-#[cfg(feature = "kube")]
 mod config;
-mod container;
-#[cfg(feature = "kube")]
-mod crash_backoff;
 #[cfg(feature = "kube")]
 mod handle;
-#[cfg(feature = "kube")]
-mod held;
-#[cfg(feature = "kube")]
-mod host_dns;
 #[cfg(feature = "kube")]
 mod informers;
 #[cfg(feature = "kube")]
 mod kube_events;
 #[cfg(feature = "kube")]
-mod lifecycle_events;
-#[cfg(feature = "kube")]
-mod linux_resources;
+mod lifecycle;
 #[cfg(feature = "kube")]
 mod manager;
 mod manual;
-#[cfg(feature = "kube")]
-mod operation;
-#[cfg(feature = "kube")]
-mod owner;
 mod pod;
 #[cfg(feature = "kube")]
-mod pod_files;
+mod run;
 #[cfg(feature = "kube")]
-mod pod_sync;
+mod run_options;
+mod snapshot;
 #[cfg(feature = "kube")]
-mod release;
-#[cfg(feature = "kube")]
-mod report;
-#[cfg(feature = "kube")]
-mod resource_health;
-#[cfg(feature = "kube")]
-mod runtime_spec;
-#[cfg(feature = "kube")]
-mod served;
-#[cfg(feature = "kube")]
-mod service_env;
-#[cfg(feature = "kube")]
-mod spec;
 mod status;
 #[cfg(feature = "kube")]
-mod status_writer;
-#[cfg(feature = "kube")]
-mod terminate;
-#[cfg(feature = "kube")]
-mod tracked;
-#[cfg(feature = "kube")]
-mod watch;
-#[cfg(feature = "kube")]
-mod worker;
+mod teardown;
 
 #[cfg(feature = "kube")]
-pub use admission::AdmissionError;
+pub use admit::admission::AdmissionError;
+#[cfg(feature = "kube")]
+pub use admit::claims::{PodClaimsError, PodClaimsReader};
+pub use admit::container::{ContainerKind, ContainerResources};
 #[cfg(feature = "kube")]
 pub use boot::current_boot_id;
 #[cfg(feature = "kube")]
-pub use claims::{PodClaimsError, PodClaimsReader};
-#[cfg(feature = "kube")]
 pub use config::{BOOT_RECORD_FILE, PodsConfig, SIMULATED_RUNTIME_FILE};
-pub use container::{ContainerKind, ContainerResources};
 #[cfg(feature = "kube")]
 pub use handle::{PodsError, PodsHandle, PodsStopped};
 #[cfg(feature = "kube")]
@@ -152,6 +100,6 @@ pub use kube_events::{FAILED_PREPARE_DYNAMIC_RESOURCES, UNEXPECTED_ADMISSION_ERR
 pub use manager::PodsManager;
 pub(crate) use manual::unprepare_by_name;
 pub use pod::{ContainerDevices, PodClaims, PodRef, PreparedPod, UnpreparedPod};
+pub use snapshot::{PodPhase, PodStatus, PodsSnapshot};
 #[cfg(feature = "kube")]
-pub use release::ReleaseError;
-pub use status::{PodPhase, PodStatus, PodsSnapshot};
+pub use teardown::release::ReleaseError;

@@ -18,15 +18,15 @@ use std::time::Duration;
 use nodeplugins_api::deviceplugin::v1beta1::Device;
 use tokio::sync::{broadcast, oneshot};
 
-use super::allocate_error::AllocateError;
-use super::allocate_steps::{Choice, Planned, ReservationId, ReservedChoices};
 use super::checkpoint::CheckpointData;
-use super::container_allocation::{AllocationRequest, ContainerAllocation};
-use super::plugin_client::{DeviceError, PluginClient};
 use super::resource::{AllocationKey, Devices, Instance, InstanceId};
 use super::snapshot::DeviceSnapshot;
 use super::state::State;
 use crate::checkpoint::{Ends, Persister, WriteDone, Written, write_out};
+use crate::device::allocation::allocate_error::AllocateError;
+use crate::device::allocation::allocate_steps::{Choice, Planned, ReservationId, ReservedChoices};
+use crate::device::allocation::container_allocation::{AllocationRequest, ContainerAllocation};
+use crate::device::registration::plugin_client::{DeviceError, PluginClient};
 use crate::event::{AgentEvent, EventKind};
 use crate::published::Publisher;
 
@@ -90,7 +90,7 @@ impl DeviceBook {
             .send(AgentEvent::device(kind, resource, endpoint, detail));
     }
 
-    /// Allocation step 1 (see [`super::allocator::Allocator::plan`]).
+    /// Allocation step 1 (see [`crate::device::allocation::allocator::Allocator::plan`]).
     pub(crate) fn plan(&self, request: &AllocationRequest) -> Result<Vec<Planned>, AllocateError> {
         let book = self.lock();
         book.state.allocator.plan(&book.state.resources, request)

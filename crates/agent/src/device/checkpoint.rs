@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::container_allocation::ContainerAllocation;
 use crate::checkpoint::CheckpointFile;
+use crate::device::allocation::container_allocation::ContainerAllocation;
 
 /// The checkpoint's file name in the device plugin directory. The kubelet's
 /// own file (`kubelet_internal_checkpoint`) has a different format and is left alone.

@@ -9,9 +9,9 @@ use tokio_util::task::TaskTracker;
 use super::book::DeviceBook;
 use super::config::DeviceManagerConfig;
 use super::metrics::DeviceMetrics;
-use super::plugin_client::StreamEnd;
 use super::resource::InstanceId;
 use super::snapshot::DeviceSnapshot;
+use crate::device::registration::plugin_client::StreamEnd;
 use crate::event::AgentEvent;
 use crate::published::Store;
 

@@ -10,18 +10,18 @@ use std::time::Duration;
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
-use super::allocate::allocate;
-#[cfg(feature = "kube")]
-use super::allocate::{OnDisk, allocate_recorded};
-use super::allocate_error::AllocateError;
 use super::command::{Command, Shared};
 use super::config::DeviceManagerConfig;
-use super::container_allocation::{AllocationRequest, ContainerAllocation};
 use super::metrics::DeviceMetrics;
-use super::plugin_client::{DeviceError, PluginClient};
 use super::snapshot::{AllocatableDevice, DeviceSnapshot};
 use super::status::ResourceStatus;
 use crate::checkpoint::CheckpointProblem;
+use crate::device::allocation::allocate::allocate;
+#[cfg(feature = "kube")]
+use crate::device::allocation::allocate::{OnDisk, allocate_recorded};
+use crate::device::allocation::allocate_error::AllocateError;
+use crate::device::allocation::container_allocation::{AllocationRequest, ContainerAllocation};
+use crate::device::registration::plugin_client::{DeviceError, PluginClient};
 use crate::event::AgentEvent;
 use crate::metrics::ReadinessCheck;
 use crate::owner::Mailbox;
@@ -137,7 +137,13 @@ impl DeviceHandle {
         pod_uid: &str,
         container: &str,
     ) -> Result<(), AllocateError> {
-        super::pre_start::pre_start(&self.commands, &self.shared, pod_uid, container).await
+        crate::device::allocation::pre_start::pre_start(
+            &self.commands,
+            &self.shared,
+            pod_uid,
+            container,
+        )
+        .await
     }
 
     /// Frees every device held by pod `pod_uid`, once that is on disk;

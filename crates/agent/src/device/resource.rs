@@ -10,7 +10,7 @@ use nodeplugins_api::constants::device_plugin::{HEALTHY, UNHEALTHY};
 use nodeplugins_api::deviceplugin::v1beta1::Device;
 use tokio::time::Instant;
 
-use super::plugin_client::PluginClient;
+use crate::device::registration::plugin_client::PluginClient;
 
 /// Identifies a plugin instance for the life of the manager; a later
 /// connection has a higher id.

@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::container_allocation::ContainerAllocation;
 use super::resource::{Devices, is_healthy, numa_nodes};
 use super::state::State;
 use super::status::{DeviceStatus, InstanceStatus, ResourceStatus};
 use crate::checkpoint::CheckpointProblem;
+use crate::device::allocation::container_allocation::ContainerAllocation;
 use crate::unix_time::unix_ms;
 
 /// The device manager's state after a change. Device lists and

@@ -1,6 +1,6 @@
 //! What the device manager knows, owned by its task: the resources (each
 //! with its plugin instances and devices, [`super::resource`]) and who
-//! holds which of their devices ([`super::allocator`]); what it brings back
+//! holds which of their devices ([`crate::device::allocation::allocator`]); what it brings back
 //! from the checkpoint, what it records there, and when a resource without
 //! a plugin is forgotten.
 
@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::allocator::Allocator;
 use super::checkpoint::{CheckpointData, DeviceCheckpoint};
 use super::resource::{InstanceId, Resource, is_healthy};
+use crate::device::allocation::allocator::Allocator;
 
 /// Everything the device manager knows.
 #[derive(Default)]

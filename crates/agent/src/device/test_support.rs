@@ -9,11 +9,11 @@ use tokio::sync::broadcast;
 use super::book::DeviceBook;
 use super::command::Shared;
 use super::config::DeviceManagerConfig;
-use super::container_allocation::ContainerAllocation;
 use super::handle::DeviceHandle;
 use super::metrics::DeviceMetrics;
 use super::snapshot::DeviceSnapshot;
 use super::state::State;
+use crate::device::allocation::container_allocation::ContainerAllocation;
 use crate::owner::Mailbox;
 use crate::published::Store;
 

@@ -5,14 +5,14 @@ use std::sync::Arc;
 
 use tokio::sync::{broadcast, oneshot, watch};
 
-use super::claim_book::ClaimBook;
 use super::config::DraManagerConfig;
-use super::connection::Channel;
 use super::error::DraError;
 use super::metrics::DraMetrics;
-use super::records::PreparedClaims;
 use super::snapshot::DraSnapshot;
-use super::state::InstanceId;
+use crate::dra::drivers::connection::Channel;
+use crate::dra::drivers::state::InstanceId;
+use crate::dra::prepare::claim_book::ClaimBook;
+use crate::dra::prepare::records::PreparedClaims;
 use crate::event::AgentEvent;
 use crate::published::Store;
 use nodeplugins_api::dra_client::{DraService, HealthService};

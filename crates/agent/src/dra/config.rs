@@ -3,10 +3,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::calls::CALL_TIMEOUT;
-use super::cleanup::CLEANUP_GRACE;
-use super::connection::{RECONNECT_INITIAL, RECONNECT_MAX};
-use super::health::DEFAULT_HEALTH_TIMEOUT;
+use crate::dra::drivers::cleanup::CLEANUP_GRACE;
+use crate::dra::drivers::connection::{RECONNECT_INITIAL, RECONNECT_MAX};
+use crate::dra::drivers::health::DEFAULT_HEALTH_TIMEOUT;
+use crate::dra::prepare::calls::CALL_TIMEOUT;
 use crate::fs_watch::FsWatcher;
 
 /// Dialing a DRA plugin's service socket, one attempt.

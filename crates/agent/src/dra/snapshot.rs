@@ -9,12 +9,12 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use super::cleanup::CleanupError;
-use super::connection::LinkError;
-use super::health::{self, HealthReports};
-use super::state::State;
 use super::status::{DraDriverStatus, DraInstanceStatus, PendingCleanup};
 use crate::checkpoint::CheckpointProblem;
+use crate::dra::drivers::cleanup::CleanupError;
+use crate::dra::drivers::connection::LinkError;
+use crate::dra::drivers::health::{self, HealthReports};
+use crate::dra::drivers::state::State;
 use crate::shards::{self, Published};
 use crate::unix_time::unix_ms;
 use nodeplugins_api::retry::Retry;

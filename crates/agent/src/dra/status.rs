@@ -1,7 +1,7 @@
 //! What the DRA manager shows operators: a table of drivers, their
 //! instances, pending cleanups and device health.
 
-use super::health::DeviceHealthStatus;
+use crate::dra::drivers::health::DeviceHealthStatus;
 use nodeplugins_api::dra_client::{DraService, HealthService};
 
 /// One DRA driver.

@@ -5,14 +5,14 @@ use std::sync::Arc;
 
 use tokio::sync::{broadcast, watch};
 
-use super::claim_book::ClaimBook;
 use super::command::{Routes, Shared};
 use super::config::DraManagerConfig;
 use super::handle::DraHandle;
 use super::metrics::DraMetrics;
-pub(crate) use super::records::PreparedClaims;
-use super::records::RecordedClaim;
 use super::snapshot::DraSnapshot;
+use crate::dra::prepare::claim_book::ClaimBook;
+pub(crate) use crate::dra::prepare::records::PreparedClaims;
+use crate::dra::prepare::records::RecordedClaim;
 use crate::owner::Mailbox;
 use crate::published::Publisher;
 

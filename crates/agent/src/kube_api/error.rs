@@ -168,7 +168,7 @@ impl Classify for KubeApiError {
 }
 
 /// Runs one request in a span naming it, naming it in the error too; a
-/// deadline that passed in the client ([`super::deadline`]) is a
+/// deadline that passed in the client ([`crate::kube_api::client::deadline`]) is a
 /// [`KubeApiError::Timeout`].
 pub(crate) async fn request<T>(
     what: impl FnOnce() -> String,
@@ -184,7 +184,7 @@ pub(crate) async fn request<T>(
 impl KubeApiError {
     /// The error of request `what` that failed with `source`.
     pub(crate) fn from_request(what: String, source: kube::Error) -> Self {
-        match super::deadline::passed_deadline(&source) {
+        match crate::kube_api::client::deadline::passed_deadline(&source) {
             Some(timeout) => Self::Timeout { what, timeout },
             None => Self::Request { what, source },
         }

@@ -26,20 +26,20 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::config::KubeApiConfig;
-use super::credentials::{Connection, Credentials};
-use super::csi_node_writer::CsiNodeWriter;
 use super::error::KubeApiError;
-use super::identity::IdentityCheck;
 use super::metrics::KubeApiMetrics;
-use super::node_status_writer::NodeStatusWriter;
-use super::observed::{self, NodeSeen};
-use super::report::Reporter;
 use super::resource_slices::{ResourceSliceCleanup, WipeFailures};
 use super::status::KubeApiStatus;
-use super::write_state::RetryPolicy;
 use crate::csi::CsiDriverStore;
 use crate::device::DeviceHandle;
 use crate::event::AgentEvent;
+use crate::kube_api::client::credentials::{Connection, Credentials};
+use crate::kube_api::client::identity::IdentityCheck;
+use crate::kube_api::csi::csi_node_writer::CsiNodeWriter;
+use crate::kube_api::node::node_status_writer::NodeStatusWriter;
+use crate::kube_api::observe::observed::{self, NodeSeen};
+use crate::kube_api::writes::report::Reporter;
+use crate::kube_api::writes::write_state::RetryPolicy;
 use crate::published::{Publisher, Store};
 
 /// The task that publishes the node's plugins to the API server.

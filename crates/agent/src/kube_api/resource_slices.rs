@@ -16,11 +16,11 @@ use tokio::sync::watch;
 
 use nodeplugins_api::retry::{Retry, Said};
 
-use super::credentials::Connection;
 use super::error::{KubeApiError, request};
-use super::report::{Reporter, Standing};
 use super::status::WriteKind;
 use crate::dra::{CleanupError, DriverCleanup};
+use crate::kube_api::client::credentials::Connection;
+use crate::kube_api::writes::report::{Reporter, Standing};
 
 /// The field selector of the node's slices, or of one driver's on the node.
 pub(super) fn field_selector(node: &str, driver: Option<&str>) -> String {

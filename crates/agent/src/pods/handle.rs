@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use tokio::sync::{broadcast, watch};
 
-use super::claims::{PodClaimsError, PodClaimsReader};
-use super::container::container_devices;
 use super::pod::{PreparedPod, UnpreparedPod};
-use super::status::{PodStatus, PodsSnapshot};
 use crate::dra::{DraError, DraHandle};
 use crate::event::AgentEvent;
+use crate::pods::admit::claims::{PodClaimsError, PodClaimsReader};
+use crate::pods::admit::container::container_devices;
+use crate::pods::snapshot::{PodStatus, PodsSnapshot};
 use crate::published::Store;
 
 /// The pods owner has stopped.

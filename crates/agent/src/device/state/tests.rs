@@ -15,12 +15,12 @@ use nodeplugins_api::constants::device_plugin::{HEALTHY, UNHEALTHY};
 use nodeplugins_api::deviceplugin::v1beta1::{Device, DevicePluginOptions, NumaNode, TopologyInfo};
 use tokio::time::Instant;
 
-use super::super::allocate_error::AllocateError;
-use super::super::allocate_steps::{Choice, Chosen, Planned};
-use super::super::plugin_client::PluginClient;
 use super::super::resource::Instance;
 use super::*;
-use crate::device::container_allocation::{AllocationRequest, ContainerAllocation};
+use crate::device::allocation::allocate_error::AllocateError;
+use crate::device::allocation::allocate_steps::{Choice, Chosen, Planned};
+use crate::device::allocation::container_allocation::{AllocationRequest, ContainerAllocation};
+use crate::device::registration::plugin_client::PluginClient;
 use crate::device::snapshot::DeviceSnapshot;
 
 const GPU: &str = "example.com/gpu";

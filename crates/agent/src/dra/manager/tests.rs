@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use super::*;
-use crate::dra::cleanup::CleanupError;
+use crate::dra::drivers::cleanup::CleanupError;
 use crate::dra::status::DraDriverStatus;
 use nodeplugins_api::dra_client::ServiceError;
 

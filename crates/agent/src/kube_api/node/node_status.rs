@@ -1,0 +1,198 @@
+//! Device plugin resources in the Node's status, as the kubelet writes them:
+//! capacity is every device of a resource (healthy or not), allocatable the
+//! healthy ones. A resource that went away (its plugin gone past the grace
+//! period) is written as 0 and never deleted: it shows that a device plugin
+//! managed it. After an agent restart, resources from the device checkpoint
+//! read 0 until their plugin is back.
+//!
+//! The write is a server-side apply of `nodes/<node>/status` by the field
+//! manager `nodeplugins` (forced), holding exactly the resources the agent
+//! manages: it owns those keys of `status.capacity` and
+//! `status.allocatable`, and every other key (cpu, memory, pods, another
+//! writer's resources) is left alone. The keys it owned before a restart
+//! are read back from the Node's `managedFields`, so a resource whose
+//! plugin went away while the agent was down is written as 0 too. The
+//! agent watches its Node, and writes again whenever what the Node shows
+//! for these keys differs from what it should show: a Node deleted and made
+//! again, another writer, a lost write.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Map, Value, json};
+
+use crate::device::ResourceStatus;
+use crate::kube_api::error::{KubeApiError, request};
+
+/// The field manager of the agent's writes.
+pub(in crate::kube_api) const FIELD_MANAGER: &str = "nodeplugins";
+
+/// Per resource: (capacity, allocatable).
+pub(in crate::kube_api) type NodeResources = BTreeMap<String, (usize, usize)>;
+
+/// What the Node's status should show for `resources`, with 0 for every
+/// resource in `published` that is no longer known.
+pub(in crate::kube_api) fn desired(
+    resources: &[ResourceStatus],
+    published: &BTreeSet<String>,
+) -> NodeResources {
+    let mut desired: NodeResources = published
+        .iter()
+        .map(|name| (name.clone(), (0, 0)))
+        .collect();
+    for r in resources {
+        desired.insert(r.name.clone(), (r.capacity, r.allocatable));
+    }
+    desired
+}
+
+/// The apply configuration that writes `resources` to Node `node`.
+pub(in crate::kube_api) fn apply(node: &str, resources: &NodeResources) -> Value {
+    let mut capacity = Map::new();
+    let mut allocatable = Map::new();
+    for (name, (cap, alloc)) in resources {
+        capacity.insert(name.clone(), Value::String(cap.to_string()));
+        allocatable.insert(name.clone(), Value::String(alloc.to_string()));
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": node},
+        "status": {"capacity": capacity, "allocatable": allocatable},
+    })
+}
+
+/// Whether `node` shows `resources` as they should be.
+pub(in crate::kube_api) fn shows(node: &Node, resources: &NodeResources) -> bool {
+    let status = node.status.as_ref();
+    let capacity = status.and_then(|s| s.capacity.as_ref());
+    let allocatable = status.and_then(|s| s.allocatable.as_ref());
+    resources.iter().all(|(name, (cap, alloc))| {
+        let value = |list: Option<&BTreeMap<String, Quantity>>| {
+            list.and_then(|l| l.get(name))
+                .and_then(|q| q.0.parse::<usize>().ok())
+        };
+        value(capacity) == Some(*cap) && value(allocatable) == Some(*alloc)
+    })
+}
+
+/// The resources the agent's field manager owns in `node`'s status, from
+/// its `managedFields` (what an earlier run of the agent wrote).
+pub(in crate::kube_api) fn owned(node: &Node) -> BTreeSet<String> {
+    let mut owned = BTreeSet::new();
+    for entry in node.metadata.managed_fields.iter().flatten() {
+        if entry.manager.as_deref() != Some(FIELD_MANAGER)
+            || entry.subresource.as_deref() != Some("status")
+        {
+            continue;
+        }
+        let Some(fields) = &entry.fields_v1 else {
+            continue;
+        };
+        for list in ["f:capacity", "f:allocatable"] {
+            if let Some(keys) = fields.0["f:status"][list].as_object() {
+                owned.extend(
+                    keys.keys()
+                        .filter_map(|k| k.strip_prefix("f:"))
+                        .map(str::to_string),
+                );
+            }
+        }
+    }
+    owned
+}
+
+/// Writes `resources` to the status of Node `node`; the Node as stored.
+pub(crate) async fn write(
+    client: &kube::Client,
+    node: &str,
+    resources: &NodeResources,
+) -> Result<Node, KubeApiError> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let apply = apply(node, resources);
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let result = request(
+        || format!("apply node {node} status"),
+        nodes.patch_status(node, &params, &Patch::Apply(&apply)),
+    )
+    .await;
+    match result {
+        Err(e) if e.is_not_found() => Err(KubeApiError::NoNode(node.to_string())),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resource(name: &str, capacity: usize, allocatable: usize) -> ResourceStatus {
+        ResourceStatus {
+            name: name.into(),
+            capacity,
+            allocatable,
+            allocated: 0,
+            reserved: 0,
+            devices: Vec::new(),
+            instances: Vec::new(),
+            removal_in_ms: None,
+        }
+    }
+
+    #[test]
+    fn a_resource_once_published_stays_as_zero() {
+        let published: BTreeSet<String> = ["example.com/gone".to_string()].into();
+        let got = desired(&[resource("example.com/gpu", 4, 3)], &published);
+        assert_eq!(
+            apply("node-1", &got)["status"],
+            json!({
+                "capacity": {"example.com/gone": "0", "example.com/gpu": "4"},
+                "allocatable": {"example.com/gone": "0", "example.com/gpu": "3"},
+            })
+        );
+    }
+
+    fn node(status: Value, managed: Value) -> Node {
+        serde_json::from_value(json!({
+            "metadata": {"name": "node-1", "managedFields": managed},
+            "status": status,
+        }))
+        .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_node_shows_the_resources_only_with_both_values_right() {
+        let want: NodeResources = [("example.com/gpu".to_string(), (4, 3))].into();
+        let right = node(
+            json!({"capacity": {"example.com/gpu": "4", "cpu": "8"},
+                   "allocatable": {"example.com/gpu": "3"}}),
+            json!([]),
+        );
+        assert!(shows(&right, &want));
+        let overwritten = node(
+            json!({"capacity": {"example.com/gpu": "4"}, "allocatable": {"example.com/gpu": "4"}}),
+            json!([]),
+        );
+        assert!(!shows(&overwritten, &want), "another writer's allocatable");
+        assert!(!shows(&node(json!({}), json!([])), &want), "a new Node");
+    }
+
+    #[test]
+    fn the_keys_an_earlier_run_wrote_are_read_back_from_managed_fields() {
+        let managed = json!([
+            {"manager": FIELD_MANAGER, "operation": "Apply", "subresource": "status",
+             "fieldsV1": {"f:status": {
+                 "f:capacity": {"f:example.com/gpu": {}, "f:example.com/gone": {}},
+                 "f:allocatable": {"f:example.com/gpu": {}}}}},
+            {"manager": "kubelet", "operation": "Update", "subresource": "status",
+             "fieldsV1": {"f:status": {"f:capacity": {"f:cpu": {}}}}},
+        ]);
+        let owned = owned(&node(json!({}), managed));
+        assert_eq!(
+            owned.into_iter().collect::<Vec<_>>(),
+            ["example.com/gone", "example.com/gpu"]
+        );
+    }
+}

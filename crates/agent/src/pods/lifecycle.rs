@@ -1,0 +1,27 @@
+//! A pod's life on the node, from its binding to its end: the watch of the
+//! node's pods, the pods owner's loop, and one operation per pod that
+//! goes from its admission into its run and from its run's end into its
+//! teardown (the kubelet's pod workers and their `SyncPod` /
+//! `SyncTerminatingPod` / `SyncTerminatedPod` phases).
+//!
+//! | file | what |
+//! |---|---|
+//! | `watch` | the pods bound to the node |
+//! | `owner` | the owner task: watch events, operations started, reconcile |
+//! | `tracked` | one pod's state and every decision about it |
+//! | `admission_gate` | one pod's devices allocated at a time |
+//! | `operation` | one pod's operation: admitted then run, stopped then given back |
+//! | `report` | what operations and runtime listings tell the owner on the side |
+
+#[cfg(feature = "kube")]
+pub(super) mod admission_gate;
+#[cfg(feature = "kube")]
+pub(super) mod operation;
+#[cfg(feature = "kube")]
+pub(super) mod owner;
+#[cfg(feature = "kube")]
+pub(super) mod report;
+#[cfg(feature = "kube")]
+pub(super) mod tracked;
+#[cfg(feature = "kube")]
+pub(super) mod watch;

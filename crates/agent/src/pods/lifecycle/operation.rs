@@ -1,0 +1,165 @@
+//! One pod's operation on the pods owner's `JoinSet`, from where the owner
+//! starts it to where the owner is needed again, as the kubelet's pod
+//! worker goes from syncing a pod to terminating it to cleaning up after
+//! it in one goroutine:
+//!
+//! - an admission that succeeds goes on into the pod's worker, which runs
+//!   its containers;
+//! - a worker whose pod ended, or that was told to stop, goes on into the
+//!   release, which stops what the pod runs and gives back what it holds.
+//!
+//! On the way the operation tells the owner where it is
+//! ([`Report::Admitted`], [`Report::Releasing`]), so the owner's rows, its
+//! "a release frees devices" wait for admissions and what it cuts short
+//! follow it; the owner hears one end per operation ([`Outcome`]). A
+//! failed step ends the operation and the owner starts the next one
+//! (after its backoff) where it stopped.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::reflector::{ObjectRef, Store};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::pods::admit::admission::{AdmissionError, Admitted, Admitter};
+use crate::pods::lifecycle::admission_gate::GatePass;
+use crate::pods::lifecycle::report::Report;
+use crate::pods::pod::PodRef;
+use crate::pods::run::worker::{Worker, WorkerContext, WorkerEnd};
+use crate::pods::teardown::release::{Ending, ReleaseError, Releaser, ending_of};
+
+/// What operations use, shared by all of them.
+pub(in crate::pods) struct Operations {
+    pub(in crate::pods) admitter: Admitter,
+    pub(in crate::pods) worker_context: WorkerContext,
+    pub(in crate::pods) releaser: Releaser,
+    /// Every pod bound to the node, as the watch keeps it: whether the API
+    /// still has a pod decides how it ends.
+    pub(in crate::pods) pods: Store<Pod>,
+}
+
+/// A running pod's lane to its operation: the pod's changes, and the stop
+/// that cuts an admission short or tells a worker to stop.
+pub(in crate::pods) struct Lane {
+    pub(in crate::pods) pod: watch::Receiver<Arc<Pod>>,
+    pub(in crate::pods) stop: CancellationToken,
+}
+
+/// Where an operation starts.
+pub(in crate::pods) enum Start {
+    /// Admit the pod (its devices allocated with `pass` held), then run it.
+    Admit {
+        pass: GatePass,
+        fresh: bool,
+        lane: Lane,
+    },
+    /// Run the admitted pod (again, after its worker failed).
+    Run { admitted: Admitted, lane: Lane },
+    /// Give back what the pod holds, as `Ending` says (again after a
+    /// failed release; a pod the API no longer has; an admission cut
+    /// short).
+    Release(Ending),
+}
+
+/// How an operation ended: where the owner takes over.
+#[derive(Debug)]
+pub(in crate::pods) enum Outcome {
+    /// The pod was not admitted: it waits, or failed.
+    NotAdmitted(AdmissionError),
+    /// Its admission was cut short (the pod is no longer to be admitted):
+    /// what it got so far is to be given back.
+    AdmissionCut,
+    /// Its worker found the runtime lost the pod's sandbox: it is to be
+    /// admitted again, setting up again what it holds.
+    RuntimeLost,
+    /// Its worker stopped with nobody left to tell it what is next (the
+    /// owner is going away): nothing was given back.
+    Abandoned,
+    /// The release ended.
+    Released(Result<(), ReleaseError>),
+}
+
+impl Operations {
+    /// Runs pod `pod_ref`'s operation from `start`.
+    pub(in crate::pods) async fn run(self: Arc<Self>, pod_ref: PodRef, start: Start) -> Outcome {
+        match start {
+            Start::Release(ending) => self.release(&pod_ref, &ending).await,
+            Start::Run { admitted, lane } => self.run_pod(&pod_ref, &admitted, lane).await,
+            Start::Admit { pass, fresh, lane } => {
+                let pod = lane.pod.borrow().clone();
+                let admission = self
+                    .admitter
+                    .admit(&pod, &pod_ref, pass, fresh)
+                    .instrument(pod_ref.span("admit"));
+                let admitted = tokio::select! {
+                    biased;
+                    () = lane.stop.cancelled() => return Outcome::AdmissionCut,
+                    admitted = admission => admitted,
+                };
+                match admitted {
+                    Ok(admitted) => {
+                        self.report(Report::Admitted {
+                            uid: pod_ref.uid.clone(),
+                            admitted: admitted.clone(),
+                        });
+                        self.run_pod(&pod_ref, &admitted, lane).await
+                    }
+                    Err(e) => Outcome::NotAdmitted(e),
+                }
+            }
+        }
+    }
+
+    /// Runs the admitted pod's containers until it ends or is to stop, then
+    /// gives back what it holds.
+    async fn run_pod(&self, pod_ref: &PodRef, admitted: &Admitted, lane: Lane) -> Outcome {
+        let worker = Worker::new(
+            self.worker_context.clone(),
+            pod_ref.clone(),
+            lane.pod.clone(),
+            &admitted.containers,
+            lane.stop.clone(),
+            admitted.restored,
+        );
+        let ended = match worker.run().instrument(pod_ref.span("run")).await {
+            WorkerEnd::RuntimeLost => return Outcome::RuntimeLost,
+            WorkerEnd::Ended(phase) => Some(phase),
+            WorkerEnd::Stopped if lane.stop.is_cancelled() => None,
+            WorkerEnd::Stopped => return Outcome::Abandoned,
+        };
+        self.report(Report::Releasing {
+            uid: pod_ref.uid.clone(),
+            ended,
+        });
+        let pod = lane.pod.borrow().clone();
+        let ending = ending_of(Some(&pod), self.in_api(&pod, pod_ref));
+        self.release(pod_ref, &ending).await
+    }
+
+    async fn release(&self, pod_ref: &PodRef, ending: &Ending) -> Outcome {
+        let released = self
+            .releaser
+            .release(pod_ref, ending)
+            .instrument(pod_ref.span("release"))
+            .await;
+        Outcome::Released(released)
+    }
+
+    /// Whether the API still has pod `pod_ref` (not one made again under
+    /// its name).
+    fn in_api(&self, pod: &Pod, pod_ref: &PodRef) -> bool {
+        let Some(name) = pod.metadata.name.as_deref() else {
+            return false;
+        };
+        let key = ObjectRef::<Pod>::new(name).within(&pod_ref.namespace);
+        self.pods
+            .get(&key)
+            .is_some_and(|p| p.metadata.uid.as_deref() == Some(pod_ref.uid.as_str()))
+    }
+
+    fn report(&self, report: Report) {
+        let _ = self.worker_context.reports.send(report);
+    }
+}

@@ -1,0 +1,431 @@
+//! What a running pod's containers need next, decided from what the
+//! runtime shows, as the kubelet's `computePodActions` and `getPhase`
+//! decide it. Pure: the pod's worker observes, asks this, and does what it
+//! says.
+//!
+//! - No ready sandbox: a new one first (its containers, if any, start
+//!   over: init containers run again).
+//! - Init containers one after another: a regular one must exit 0 before
+//!   the next starts (one that fails is restarted unless the pod's
+//!   `restartPolicy` is `Never`, which fails the pod); a restartable one (a
+//!   sidecar) must be running, and is restarted whenever it stops.
+//! - Then every app container not running is started, or restarted as the
+//!   pod's `restartPolicy` says (`Always`; `OnFailure` for a non-zero exit;
+//!   `Never`), each restart after the container's crash-loop back-off.
+//! - The phase: `Pending` until initialized and while a container was
+//!   never started; `Running` while one runs (or all restart);
+//!   `Succeeded` when every app container exited 0 and none restarts;
+//!   `Failed` when none restarts and one failed.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::pods::admit::container::ContainerKind;
+use crate::pods::admit::spec::containers;
+use crate::pods::run::crash_backoff::CrashBackoff;
+use crate::runtime::{ContainerState, ContainerStatus, SandboxStatus};
+
+/// The kubelet's waiting reason of a container not made yet.
+pub(crate) const CONTAINER_CREATING: &str = "ContainerCreating";
+/// The kubelet's waiting reason of a container whose init containers have
+/// not all finished.
+pub(crate) const POD_INITIALIZING: &str = "PodInitializing";
+/// The kubelet's waiting reason of a container waiting out its back-off.
+pub(crate) const CRASH_LOOP_BACK_OFF: &str = "CrashLoopBackOff";
+
+/// The pod's phase, as the API has it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ApiPhase {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+}
+
+impl ApiPhase {
+    /// The API's word.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "Pending",
+            Self::Running => "Running",
+            Self::Succeeded => "Succeeded",
+            Self::Failed => "Failed",
+        }
+    }
+
+    /// Whether the pod ended: nothing restarts any more.
+    pub(crate) fn is_terminal(self) -> bool {
+        matches!(self, Self::Succeeded | Self::Failed)
+    }
+}
+
+/// What the runtime shows of the pod.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Observed {
+    /// Its latest sandbox.
+    pub(crate) sandbox: Option<SandboxStatus>,
+    /// Container name → its latest container in that sandbox, and the one
+    /// before it (the kubelet's last state).
+    pub(crate) containers: BTreeMap<String, (ContainerStatus, Option<ContainerStatus>)>,
+    /// Container name → the attempt after its latest container in any of
+    /// the pod's sandboxes: a container made again in a new sandbox goes
+    /// on counting its restarts.
+    pub(crate) next_attempts: BTreeMap<String, u32>,
+}
+
+/// One container as the pod's status shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ContainerView {
+    pub(crate) name: String,
+    pub(crate) kind: ContainerKind,
+    /// Its latest container.
+    pub(crate) current: Option<ContainerStatus>,
+    /// The one before.
+    pub(crate) previous: Option<ContainerStatus>,
+    /// Why it does not run (shown instead of `current` when it is to be
+    /// made, or restarted).
+    pub(crate) waiting: Option<(String, String)>,
+}
+
+impl ContainerView {
+    /// Whether its process runs.
+    pub(crate) fn running(&self) -> bool {
+        self.waiting.is_none()
+            && self
+                .current
+                .as_ref()
+                .is_some_and(|c| c.state == ContainerState::Running)
+    }
+
+    /// Its restart count: its latest container's attempt.
+    pub(crate) fn restart_count(&self) -> u32 {
+        self.current.as_ref().map_or(0, |c| c.attempt)
+    }
+}
+
+/// A container to make and start now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Start {
+    pub(crate) name: String,
+    /// Its attempt: 0, or the one after its latest container's.
+    pub(crate) attempt: u32,
+    /// A restart, which counts against its back-off.
+    pub(crate) restart: bool,
+}
+
+/// What to do now, and what the status shows.
+#[derive(Debug, Clone)]
+pub(crate) struct SyncPlan {
+    /// A new sandbox first, of this attempt.
+    pub(crate) sandbox: Option<u32>,
+    /// Containers to start, in order.
+    pub(crate) start: Vec<Start>,
+    /// When a back-off ends.
+    pub(crate) wake_at: Option<SystemTime>,
+    pub(crate) phase: ApiPhase,
+    /// Whether every init container finished (sidecars started).
+    pub(crate) initialized: bool,
+    /// Init containers first, in spec order.
+    pub(crate) containers: Vec<ContainerView>,
+}
+
+/// Why a container could not be started last time: (reason, message),
+/// shown as its waiting state until a start succeeds.
+pub(crate) type StartErrors = BTreeMap<String, (String, String)>;
+
+/// Decides what `pod` needs now that the runtime shows `observed`.
+pub(crate) fn plan(
+    pod: &Pod,
+    observed: &Observed,
+    backoff: &CrashBackoff,
+    start_errors: &StartErrors,
+    now: SystemTime,
+) -> SyncPlan {
+    let policy = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.restart_policy.as_deref())
+        .unwrap_or("Always")
+        .to_string();
+    let mut plan = SyncPlan {
+        sandbox: None,
+        start: Vec::new(),
+        wake_at: None,
+        phase: ApiPhase::Pending,
+        initialized: false,
+        containers: Vec::new(),
+    };
+    let all = containers(pod);
+    let sandbox_ready = observed.sandbox.as_ref().is_some_and(|s| s.ready);
+    if !sandbox_ready {
+        plan.sandbox = Some(observed.sandbox.as_ref().map_or(0, |s| s.attempt + 1));
+        let has_init = all.iter().any(|(_, k)| *k != ContainerKind::App);
+        for (container, kind) in &all {
+            let reason = if *kind != ContainerKind::App || has_init {
+                POD_INITIALIZING
+            } else {
+                CONTAINER_CREATING
+            };
+            plan.containers.push(ContainerView {
+                name: container.name.clone(),
+                kind: *kind,
+                current: None,
+                previous: None,
+                waiting: Some((reason.into(), String::new())),
+            });
+        }
+        return plan;
+    }
+
+    let ctx = Decide {
+        pod,
+        observed,
+        backoff,
+        start_errors,
+        now,
+    };
+    let mut views: BTreeMap<String, ContainerView> = BTreeMap::new();
+    let mut wake_at: Option<SystemTime> = None;
+    let mut decide = |name: &str, kind: ContainerKind, restarts_on: &dyn Fn(i32) -> bool| {
+        let (view, start, wake) = ctx.container(name, kind, restarts_on);
+        if let Some(at) = wake {
+            wake_at = Some(wake_at.map_or(at, |w| w.min(at)));
+        }
+        (view, start)
+    };
+
+    // Init containers, one at a time.
+    let mut initialized = true;
+    let mut failed_init = false;
+    for (container, kind) in all.iter().filter(|(_, k)| *k != ContainerKind::App) {
+        let name = container.name.as_str();
+        if !initialized {
+            views.insert(
+                name.into(),
+                ContainerView {
+                    name: name.into(),
+                    kind: *kind,
+                    current: observed.containers.get(name).map(|(c, _)| c.clone()),
+                    previous: observed.containers.get(name).and_then(|(_, p)| p.clone()),
+                    waiting: (!observed.containers.contains_key(name))
+                        .then(|| (POD_INITIALIZING.into(), String::new())),
+                },
+            );
+            continue;
+        }
+        let (view, start) = match kind {
+            ContainerKind::Sidecar => decide(name, *kind, &|_| true),
+            _ => decide(name, *kind, &|code| code != 0 && policy != "Never"),
+        };
+        let done = match kind {
+            ContainerKind::Sidecar => view.running(),
+            _ => {
+                view.current
+                    .as_ref()
+                    .is_some_and(|c| c.state == ContainerState::Exited && c.exit_code == Some(0))
+                    && view.waiting.is_none()
+            }
+        };
+        if *kind == ContainerKind::Init
+            && policy == "Never"
+            && view
+                .current
+                .as_ref()
+                .is_some_and(|c| c.state == ContainerState::Exited && c.exit_code != Some(0))
+        {
+            failed_init = true;
+        }
+        if let Some(start) = start {
+            plan.start.push(start);
+        }
+        if !done {
+            initialized = false;
+        }
+        views.insert(name.into(), view);
+    }
+    plan.initialized = initialized;
+
+    // App containers.
+    let (mut running, mut waiting, mut stopped, mut succeeded) = (0, 0, 0, 0);
+    for (container, _) in all.iter().filter(|(_, k)| *k == ContainerKind::App) {
+        let name = container.name.as_str();
+        if !initialized || failed_init {
+            views.insert(
+                name.into(),
+                ContainerView {
+                    name: name.into(),
+                    kind: ContainerKind::App,
+                    current: None,
+                    previous: None,
+                    waiting: Some((POD_INITIALIZING.into(), String::new())),
+                },
+            );
+            continue;
+        }
+        let restarts_on = |code: i32| match policy.as_str() {
+            "Never" => false,
+            "OnFailure" => code != 0,
+            _ => true,
+        };
+        let (view, start) = decide(name, ContainerKind::App, &restarts_on);
+        match (&view.waiting, &view.current) {
+            (None, Some(c)) if c.state == ContainerState::Running => running += 1,
+            (None, Some(c)) if c.state == ContainerState::Exited => {
+                stopped += 1;
+                if c.exit_code == Some(0) {
+                    succeeded += 1;
+                }
+            }
+            (Some(_), _) if view.previous.is_some() => stopped += 1,
+            _ => waiting += 1,
+        }
+        if let Some(start) = start {
+            plan.start.push(start);
+        }
+        views.insert(name.into(), view);
+    }
+
+    plan.wake_at = wake_at;
+    plan.phase = if failed_init {
+        ApiPhase::Failed
+    } else if !initialized || waiting > 0 {
+        ApiPhase::Pending
+    } else if running > 0 {
+        ApiPhase::Running
+    } else if stopped > 0 {
+        if policy == "Always" {
+            ApiPhase::Running
+        } else if stopped == succeeded {
+            ApiPhase::Succeeded
+        } else if policy == "Never" {
+            ApiPhase::Failed
+        } else {
+            ApiPhase::Running
+        }
+    } else {
+        ApiPhase::Pending
+    };
+    if plan.phase.is_terminal() {
+        // Nothing starts in a pod that ended; its sidecars are stopped.
+        plan.start.clear();
+        plan.wake_at = None;
+    }
+    plan.containers = all
+        .iter()
+        .filter_map(|(c, _)| views.remove(c.name.as_str()))
+        .collect();
+    plan
+}
+
+/// What one container needs, from the pod's observation.
+struct Decide<'a> {
+    pod: &'a Pod,
+    observed: &'a Observed,
+    backoff: &'a CrashBackoff,
+    start_errors: &'a StartErrors,
+    now: SystemTime,
+}
+
+impl Decide<'_> {
+    /// Container `name`: how the status shows it, whether it starts now
+    /// (`restarts_on` says whether an exit code restarts it), and when its
+    /// back-off ends.
+    fn container(
+        &self,
+        name: &str,
+        kind: ContainerKind,
+        restarts_on: &dyn Fn(i32) -> bool,
+    ) -> (ContainerView, Option<Start>, Option<SystemTime>) {
+        let mut wake = None;
+        let (current, previous) = match self.observed.containers.get(name) {
+            Some((c, p)) => (Some(c.clone()), p.clone()),
+            None => (None, None),
+        };
+        let mut view = ContainerView {
+            name: name.to_string(),
+            kind,
+            current: current.clone(),
+            previous,
+            waiting: None,
+        };
+        let start = match &current {
+            None => Some(Start {
+                name: name.into(),
+                attempt: self.observed.next_attempts.get(name).copied().unwrap_or(0),
+                restart: false,
+            }),
+            Some(c) if c.state == ContainerState::Running => None,
+            Some(c) if c.state == ContainerState::Exited => {
+                let code = c.exit_code.unwrap_or(-1);
+                if !restarts_on(code) {
+                    None
+                } else {
+                    let finished = c.finished_at.unwrap_or(self.now);
+                    match self.backoff.restart_at(name, finished, self.now) {
+                        Some((at, wait)) => {
+                            wake = Some(at);
+                            let pod_name = self.pod.metadata.name.clone().unwrap_or_default();
+                            let namespace = self.pod.metadata.namespace.clone().unwrap_or_default();
+                            let uid = self.pod.metadata.uid.clone().unwrap_or_default();
+                            view.previous = Some(c.clone());
+                            view.waiting = Some((
+                                CRASH_LOOP_BACK_OFF.into(),
+                                format!(
+                                    "back-off {} restarting failed container={name} pod={pod_name}_{namespace}({uid})",
+                                    go_duration(wait)
+                                ),
+                            ));
+                            None
+                        }
+                        None => Some(Start {
+                            name: name.into(),
+                            attempt: c.attempt + 1,
+                            restart: true,
+                        }),
+                    }
+                }
+            }
+            // Made, never started (or unknown): made again.
+            Some(c) => Some(Start {
+                name: name.into(),
+                attempt: c.attempt + 1,
+                restart: false,
+            }),
+        };
+        if let Some(start) = &start {
+            if let Some(error) = self.start_errors.get(name) {
+                view.waiting = Some(error.clone());
+            } else if view.waiting.is_none() && view.current.is_none() {
+                view.waiting = Some((CONTAINER_CREATING.into(), String::new()));
+            }
+            if start.restart
+                && let Some(c) = &current
+            {
+                view.previous = Some(c.clone());
+                if view.waiting.is_none() {
+                    view.waiting = Some((CONTAINER_CREATING.into(), String::new()));
+                }
+            }
+        }
+        (view, start, wake)
+    }
+}
+
+/// A duration as Go prints it (`10s`, `2m40s`, `5m0s`), as the kubelet's
+/// back-off message shows it.
+pub(crate) fn go_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    if s < 60 {
+        format!("{s}s")
+    } else if s < 3600 {
+        format!("{}m{}s", s / 60, s % 60)
+    } else {
+        format!("{}h{}m{}s", s / 3600, (s % 3600) / 60, s % 60)
+    }
+}
+
+#[cfg(test)]
+#[path = "pod_sync/tests.rs"]
+mod tests;

@@ -1,0 +1,687 @@
+//! One admitted pod's worker: runs its containers through the runtime
+//! until the pod ends or is to stop, as the kubelet's pod worker syncs a
+//! pod. Each round it observes the runtime (the pod's latest sandbox and
+//! its containers), asks [`plan`] what is next, does it (a sandbox; for
+//! each container to start: its image as the pull policy says, its device
+//! plugins' PreStartContainer, then create and start), and writes the
+//! pod's status when it changed. It waits for a lifecycle event of its pod,
+//! a change of the pod, a back-off falling due, a change of the health of
+//! what its containers hold, or its stop.
+//!
+//! Containers that run when it starts (the agent restarted) are adopted as
+//! they are: nothing is started again and no plugin is called. A container
+//! that cannot be started (its image, PreStartContainer, the runtime
+//! refusing) waits with the kubelet's reason and is tried again after 10 s
+//! (the kubelet's pod worker back-off) or on the next change; its devices
+//! stay allocated. When the pod ends (`Succeeded`, `Failed`) the worker
+//! writes that and returns; stopping its containers, its sandbox and giving
+//! back what it held is the release's.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use serde_json::Value;
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::device::DeviceHandle;
+use crate::dra::DraHandle;
+use crate::pods::admit::container::ContainerResources;
+use crate::pods::admit::spec::{containers, is_active};
+use crate::pods::informers::Informers;
+use crate::pods::lifecycle::report::Report;
+use crate::pods::pod::PodRef;
+use crate::pods::run::crash_backoff::CrashBackoff;
+use crate::pods::run::lifecycle_events::LifecycleEvent;
+use crate::pods::run::pod_sync::{ApiPhase, Observed, StartErrors, SyncPlan, plan};
+use crate::pods::run::resource_health::{HealthSources, allocated_resources_status};
+use crate::pods::run_options::host_dns::{RESOLV_CONF, host_dns};
+use crate::pods::run_options::pod_files::PodFiles;
+use crate::pods::run_options::runtime_spec::{NodeExtras, container_spec, sandbox_spec};
+use crate::pods::run_options::service_env;
+use crate::pods::status::api_status::{StatusInputs, api_status};
+use crate::pods::status::status_writer::{StatusWriter, WriteError};
+use crate::runtime::{ContainerRuntime, PullPolicy, RuntimeError, SandboxSpec};
+
+/// A failed start or status write is tried again this long after (the
+/// kubelet's pod worker back-off), or sooner on a change.
+const RETRY: Duration = Duration::from_secs(10);
+/// A failed status write is tried again this long after.
+const STATUS_RETRY: Duration = Duration::from_secs(1);
+
+/// How a worker ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WorkerEnd {
+    /// The pod ended: nothing restarts any more.
+    Ended(ApiPhase),
+    /// It was told to stop (the pod is deleted, gone or ended in the API).
+    Stopped,
+    /// The pod ran here before, yet the runtime has no ready sandbox of it
+    /// (the node rebooted, or the runtime's state was wiped): what it holds
+    /// is to be set up again before its containers are made again.
+    RuntimeLost,
+}
+
+/// Everything a worker uses, shared by all workers.
+#[derive(Clone)]
+pub(crate) struct WorkerContext {
+    pub(crate) runtime: Arc<dyn ContainerRuntime>,
+    /// The runtime's name and the node's address, learnt once.
+    pub(crate) node: Arc<NodeFacts>,
+    pub(crate) devices: DeviceHandle,
+    /// The DRA manager: the claims prepared and their devices' health.
+    pub(crate) dra: DraHandle,
+    pub(crate) writer: StatusWriter,
+    pub(crate) events: broadcast::Sender<LifecycleEvent>,
+    pub(crate) reports: mpsc::UnboundedSender<Report>,
+    /// Where pods' logs go, when the runtime writes them.
+    pub(crate) pod_logs: Option<PathBuf>,
+    /// Where the pods' files are made, with a real runtime.
+    pub(crate) pods_dir: Option<PathBuf>,
+    /// The node's Node and the cluster's Services.
+    pub(crate) informers: Informers,
+}
+
+/// What the status of every pod names, learnt when first needed (not at
+/// start, which must not wait on a runtime or an API server away): the
+/// runtime's name, the scheme of container ids (`containerd://`), and the
+/// node's address.
+pub(crate) struct NodeFacts {
+    runtime_name: tokio::sync::OnceCell<String>,
+    node_ip: tokio::sync::OnceCell<Option<String>>,
+    configured_ip: Option<String>,
+    informers: Informers,
+}
+
+impl NodeFacts {
+    /// The address `configured_ip`, else the Node's, as `informers` have
+    /// it.
+    pub(crate) fn new(configured_ip: Option<String>, informers: Informers) -> Self {
+        Self {
+            runtime_name: tokio::sync::OnceCell::new(),
+            node_ip: tokio::sync::OnceCell::new(),
+            configured_ip,
+            informers,
+        }
+    }
+
+    /// The runtime's name, once it answered.
+    async fn runtime_name(&self, runtime: &dyn ContainerRuntime) -> Result<String, RuntimeError> {
+        self.runtime_name
+            .get_or_try_init(|| async {
+                let version = runtime.version().await?;
+                tracing::info!(runtime = %version.name, version = %version.version, api = %version.api_version, "container runtime");
+                Ok(version.name)
+            })
+            .await
+            .cloned()
+    }
+
+    /// The node's address, once read (none when the Node has none).
+    async fn node_ip(&self) -> Option<String> {
+        if let Some(ip) = &self.configured_ip {
+            return Some(ip.clone());
+        }
+        self.node_ip
+            .get_or_try_init(|| async { self.informers.node_ip().await })
+            .await
+            .ok()
+            .cloned()
+            .flatten()
+    }
+}
+
+/// One pod's worker.
+pub(crate) struct Worker {
+    context: WorkerContext,
+    pod_ref: PodRef,
+    pod: watch::Receiver<Arc<Pod>>,
+    resources: BTreeMap<String, ContainerResources>,
+    stop: CancellationToken,
+    backoff: CrashBackoff,
+    start_errors: StartErrors,
+    /// Each condition as last written.
+    conditions: BTreeMap<String, (bool, SystemTime)>,
+    start_time: SystemTime,
+    written: Option<Value>,
+    phase: Option<ApiPhase>,
+    /// The runtime's last failure, logged once until it answers again.
+    runtime_error: Option<String>,
+    /// The Services' variables, read at the first start.
+    service_env: Option<Vec<(String, String)>>,
+    /// Its pod was admitted with what it held (the agent restarted): the
+    /// first look tells whether its containers are still there.
+    adopting: bool,
+    /// The health of what its containers hold, as last worked out.
+    resource_health: BTreeMap<String, Value>,
+}
+
+impl Worker {
+    /// The worker of `pod_ref`, whose containers got `resources`.
+    pub(crate) fn new(
+        context: WorkerContext,
+        pod_ref: PodRef,
+        pod: watch::Receiver<Arc<Pod>>,
+        resources: &[ContainerResources],
+        stop: CancellationToken,
+        adopting: bool,
+    ) -> Self {
+        let (start_time, conditions) = {
+            let pod = pod.borrow();
+            let status = pod.status.as_ref();
+            let start = status
+                .and_then(|s| s.start_time.as_ref())
+                .map(|t| SystemTime::from(t.0))
+                .unwrap_or_else(SystemTime::now);
+            let conditions = status
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .filter_map(|c| {
+                    let at = SystemTime::from(c.last_transition_time.as_ref()?.0);
+                    Some((c.type_.clone(), (c.status == "True", at)))
+                })
+                .collect();
+            (start, conditions)
+        };
+        Self {
+            context,
+            pod_ref,
+            pod,
+            resources: resources
+                .iter()
+                .map(|r| (r.name.clone(), r.clone()))
+                .collect(),
+            stop,
+            backoff: CrashBackoff::default(),
+            start_errors: StartErrors::new(),
+            conditions,
+            start_time,
+            written: None,
+            phase: None,
+            runtime_error: None,
+            service_env: None,
+            adopting,
+            resource_health: BTreeMap::new(),
+        }
+    }
+
+    /// Runs the pod until it ends or the worker is told to stop.
+    pub(crate) async fn run(mut self) -> WorkerEnd {
+        let mut events = self.context.events.subscribe();
+        if self.adopting && self.runtime_lost().await {
+            return WorkerEnd::RuntimeLost;
+        }
+        // The health of what the pod holds is followed only when it holds
+        // something: a device manager or DRA manager change costs the
+        // other pods nothing.
+        let holds = self
+            .resources
+            .values()
+            .any(|r| !r.devices.is_empty() || !r.claim_cdi_devices.is_empty())
+            || self
+                .pod
+                .borrow()
+                .spec
+                .as_ref()
+                .is_some_and(|s| s.resource_claims.as_ref().is_some_and(|c| !c.is_empty()));
+        let mut device_changes = self.context.devices.changes();
+        let mut dra_changes = self.context.dra.changes();
+        let (mut devices_open, mut dra_open) = (holds, holds);
+        let mut wake = None;
+        let mut resync = true;
+        loop {
+            if self.stop.is_cancelled() {
+                return WorkerEnd::Stopped;
+            }
+            if resync {
+                wake = match self.sync().await {
+                    Ok((phase, wake)) => {
+                        if self.runtime_error.take().is_some() {
+                            tracing::info!("the runtime answers again");
+                        }
+                        if let Some(phase) = phase
+                            && phase.is_terminal()
+                            && self.written.is_some()
+                        {
+                            return WorkerEnd::Ended(phase);
+                        }
+                        wake
+                    }
+                    Err(e) => {
+                        let text = e.to_string();
+                        if self.runtime_error.as_ref() != Some(&text) {
+                            tracing::warn!(error = %text, "cannot read the pod's containers from the runtime; trying again");
+                            self.runtime_error = Some(text);
+                        }
+                        Some(tokio::time::Instant::now() + STATUS_RETRY)
+                    }
+                };
+            }
+            resync = true;
+            let status_retry = self
+                .written
+                .is_none()
+                .then(|| tokio::time::Instant::now() + STATUS_RETRY);
+            let next = [wake, status_retry].into_iter().flatten().min();
+            let uid = self.pod_ref.uid.clone();
+            tokio::select! {
+                () = self.stop.cancelled() => return WorkerEnd::Stopped,
+                changed = self.pod.changed() => {
+                    if changed.is_err() {
+                        return WorkerEnd::Stopped;
+                    }
+                }
+                () = next_event(&mut events, &uid) => {}
+                () = nodeplugins_api::timer::sleep_until(next) => {}
+                changed = device_changes.changed(), if devices_open => {
+                    devices_open = changed.is_ok();
+                    resync = self.health_changed();
+                }
+                changed = dra_changes.changed(), if dra_open => {
+                    dra_open = changed.is_ok();
+                    resync = self.health_changed();
+                }
+            }
+        }
+    }
+
+    /// The health of what the pod's containers hold, worked out now.
+    fn current_resource_health(&self, pod: &Pod) -> BTreeMap<String, Value> {
+        let now = tokio::time::Instant::now();
+        let devices = self.context.devices.snapshot().status_at(now);
+        let drivers = self.context.dra.snapshot().status_at(now);
+        let claims = self.context.dra.prepared_claims();
+        let sources = HealthSources {
+            devices: &devices,
+            claims: &claims,
+            drivers: &drivers,
+        };
+        allocated_resources_status(pod, &self.resources, &sources)
+    }
+
+    /// Whether the health of what the pod holds is not what was last
+    /// written (a round then writes it).
+    fn health_changed(&self) -> bool {
+        let pod = self.pod.borrow().clone();
+        self.current_resource_health(&pod) != self.resource_health
+    }
+
+    /// Whether the pod ran here before (its status names a container) yet
+    /// the runtime has no ready sandbox of it. A runtime that does not
+    /// answer has lost nothing yet.
+    async fn runtime_lost(&self) -> bool {
+        let pod = self.pod.borrow().clone();
+        let ran = pod.status.as_ref().is_some_and(|s| {
+            s.container_statuses
+                .iter()
+                .chain(s.init_container_statuses.iter())
+                .flatten()
+                .any(|c| c.container_id.as_deref().is_some_and(|id| !id.is_empty()))
+        });
+        if !ran {
+            return false;
+        }
+        match observed_sandbox(self.context.runtime.as_ref(), &self.pod_ref.uid).await {
+            Ok(found) => found.is_none(),
+            Err(_) => false,
+        }
+    }
+
+    /// One round: observe, decide, act, write the status. Returns the
+    /// phase written and when to look again at the latest.
+    async fn sync(
+        &mut self,
+    ) -> Result<(Option<ApiPhase>, Option<tokio::time::Instant>), RuntimeError> {
+        let pod = self.pod.borrow_and_update().clone();
+        if !is_active(&pod) {
+            // Ended or deleted in the API: never written back to running.
+            return Ok((None, None));
+        }
+        let observed = observe(self.context.runtime.as_ref(), &self.pod_ref.uid).await?;
+        let now = SystemTime::now();
+        let mut decided = plan(&pod, &observed, &self.backoff, &self.start_errors, now);
+        let mut retry = None;
+        if let Some(attempt) = decided.sandbox {
+            let spec = self.sandbox_spec(&pod, attempt);
+            if let Some(dir) = &self.context.pod_logs {
+                let dir = dir.join(&spec.log_directory);
+                if let Err(e) = tokio::fs::create_dir_all(&dir).await {
+                    tracing::warn!(dir = %dir.display(), error = %e, "cannot make the pod's log directory");
+                }
+            }
+            if let Some(old) = &observed.sandbox {
+                // Its containers start over in the new one; the old one is
+                // kept stopped (its containers count the restarts) until
+                // the pod goes.
+                let _ = self.context.runtime.stop_sandbox(&old.id).await;
+            }
+            match self.context.runtime.run_sandbox(&spec).await {
+                Ok(id) => {
+                    tracing::info!(sandbox = %id, attempt, "sandbox made");
+                    let observed =
+                        observe(self.context.runtime.as_ref(), &self.pod_ref.uid).await?;
+                    decided = plan(&pod, &observed, &self.backoff, &self.start_errors, now);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot make the pod's sandbox; trying again");
+                    retry = Some(tokio::time::Instant::now() + RETRY);
+                }
+            }
+        }
+        let mut started = false;
+        if decided.sandbox.is_none()
+            && let Some(sandbox) =
+                observed_sandbox(self.context.runtime.as_ref(), &self.pod_ref.uid).await?
+        {
+            let spec = self.sandbox_spec(&pod, sandbox.1);
+            for start in decided.start.clone() {
+                let Some(container) = find_container(&pod, &start.name) else {
+                    continue;
+                };
+                match self
+                    .start(&pod, &sandbox.0, &spec, container, start.attempt)
+                    .await
+                {
+                    Ok(()) => {
+                        self.start_errors.remove(&start.name);
+                        if start.restart {
+                            self.backoff.restarted(&start.name, SystemTime::now());
+                        }
+                        started = true;
+                    }
+                    Err((reason, message)) => {
+                        tracing::warn!(container = %start.name, %reason, %message, "cannot start the container; trying again");
+                        self.start_errors
+                            .insert(start.name.clone(), (reason, message));
+                        retry = Some(tokio::time::Instant::now() + RETRY);
+                    }
+                }
+            }
+        }
+        if started {
+            // Show what was started.
+            let observed = observe(self.context.runtime.as_ref(), &self.pod_ref.uid).await?;
+            decided = plan(
+                &pod,
+                &observed,
+                &self.backoff,
+                &self.start_errors,
+                SystemTime::now(),
+            );
+        }
+        let phase = self.write_status(&pod, &decided).await;
+        let wake = decided
+            .wake_at
+            .map(|at| {
+                let wait = at.duration_since(SystemTime::now()).unwrap_or_default();
+                tokio::time::Instant::now() + wait
+            })
+            .into_iter()
+            .chain(retry)
+            .min();
+        Ok((phase, wake))
+    }
+
+    /// The pod's sandbox of `attempt`.
+    fn sandbox_spec(&self, pod: &Pod, attempt: u32) -> SandboxSpec {
+        let logs = self
+            .context
+            .pod_logs
+            .as_deref()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default();
+        let mut spec = sandbox_spec(pod, attempt, &logs);
+        spec.dns = host_dns(Path::new(RESOLV_CONF));
+        spec
+    }
+
+    /// Makes and starts container `container` of `pod` in sandbox
+    /// `sandbox_id`: its image, PreStartContainer, create, start. A
+    /// failure is the kubelet's (reason, message).
+    async fn start(
+        &mut self,
+        pod: &Pod,
+        sandbox_id: &str,
+        sandbox: &SandboxSpec,
+        container: &Container,
+        attempt: u32,
+    ) -> Result<(), (String, String)> {
+        let runtime = self.context.runtime.as_ref();
+        let image = container.image.clone().unwrap_or_default();
+        let policy = PullPolicy::of(container.image_pull_policy.as_deref(), &image);
+        let image_ref = tokio::select! {
+            () = self.stop.cancelled() => return Err(("Stopping".into(), String::new())),
+            pulled = runtime.ensure_image(&image, policy, sandbox) => pulled,
+        }
+        .map_err(|e| match policy {
+            PullPolicy::Never => (
+                "ErrImageNeverPull".to_string(),
+                format!("Container image \"{image}\" is not present with pull policy of Never"),
+            ),
+            _ => ("ErrImagePull".to_string(), e.to_string()),
+        })?;
+        let resources = self
+            .resources
+            .get(&container.name)
+            .cloned()
+            .unwrap_or_default();
+        self.context
+            .devices
+            .pre_start_container(&self.pod_ref.uid, &container.name)
+            .await
+            .map_err(|e| ("CreateContainerConfigError".to_string(), e.to_string()))?;
+        let service_env = match &self.service_env {
+            Some(env) => env.clone(),
+            None => {
+                let env = service_env::for_pod(&self.context.informers, pod)
+                    .await
+                    .map_err(|e| {
+                        (
+                            "CreateContainerConfigError".to_string(),
+                            format!("{e}, cannot construct envvars"),
+                        )
+                    })?;
+                self.service_env = Some(env.clone());
+                env
+            }
+        };
+        let mounts = match &self.context.pods_dir {
+            Some(dir) => PodFiles::new(dir, &self.pod_ref.uid)
+                .mounts(
+                    &container.name,
+                    container.termination_message_path.as_deref(),
+                )
+                .map_err(|e| {
+                    (
+                        "CreateContainerConfigError".to_string(),
+                        format!("cannot make the container's files: {e}"),
+                    )
+                })?,
+            None => Vec::new(),
+        };
+        let extras = NodeExtras {
+            service_env,
+            mounts,
+        };
+        let spec = container_spec(pod, container, &resources, attempt, &extras);
+        let id = runtime
+            .create_container(sandbox_id, sandbox, &spec, &image_ref)
+            .await
+            .map_err(|e| ("CreateContainerError".to_string(), e.to_string()))?;
+        runtime
+            .start_container(&id)
+            .await
+            .map_err(|e| ("RunContainerError".to_string(), e.to_string()))?;
+        tracing::info!(container = %container.name, id = %id, attempt, "container started");
+        // Containers older than the one before this are of no use.
+        if let Ok(all) = runtime.containers().await {
+            for old in all.iter().filter(|c| {
+                c.pod.uid == self.pod_ref.uid && c.name == container.name && c.attempt + 1 < attempt
+            }) {
+                let _ = runtime.remove_container(&old.id).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the pod's status when it changed; the phase written.
+    async fn write_status(&mut self, pod: &Pod, decided: &SyncPlan) -> Option<ApiPhase> {
+        let runtime_name = match self
+            .context
+            .node
+            .runtime_name(self.context.runtime.as_ref())
+            .await
+        {
+            Ok(name) => name,
+            Err(e) => {
+                tracing::warn!(error = %e, "the runtime does not tell its name; the status waits");
+                self.written = None;
+                return None;
+            }
+        };
+        let node_ip = self.context.node.node_ip().await;
+        let resource_health = self.current_resource_health(pod);
+        let inputs = StatusInputs {
+            runtime: &runtime_name,
+            node_ip: node_ip.as_deref(),
+            start_time: self.start_time,
+            generation: pod.metadata.generation,
+            conditions: &self.conditions,
+            pod,
+            resource_health: &resource_health,
+            now: SystemTime::now(),
+        };
+        let (status, conditions) = api_status(decided, &inputs);
+        self.resource_health = resource_health;
+        if self.written.as_ref() == Some(&status) {
+            return self.phase;
+        }
+        let version = pod.metadata.resource_version.as_deref();
+        match self
+            .context
+            .writer
+            .patch_status(&self.pod_ref, version, &status)
+            .await
+        {
+            Ok(()) => {
+                self.written = Some(status);
+                self.conditions = conditions;
+                if self.phase != Some(decided.phase) {
+                    tracing::info!(phase = decided.phase.as_str(), "pod status written");
+                    let _ = self.context.reports.send(Report::Phase {
+                        uid: self.pod_ref.uid.clone(),
+                        phase: decided.phase,
+                    });
+                }
+                self.phase = Some(decided.phase);
+                self.phase
+            }
+            Err(WriteError::Api(kube::Error::Api(s))) if s.code == 409 => {
+                // Changed meanwhile (our own last write, or another
+                // writer's): written again from the pod as it is now.
+                tracing::debug!("the pod changed since it was read; its status is made again");
+                self.written = None;
+                None
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot write the pod's status; trying again");
+                self.written = None;
+                None
+            }
+        }
+    }
+}
+
+/// Waits for a lifecycle event of pod `uid` (any event after a lag).
+async fn next_event(events: &mut broadcast::Receiver<LifecycleEvent>, uid: &str) {
+    loop {
+        match events.recv().await {
+            Ok(event) if event.concerns(uid) => return,
+            Ok(_) => {}
+            Err(broadcast::error::RecvError::Lagged(_)) => return,
+            Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
+        }
+    }
+}
+
+fn find_container<'a>(pod: &'a Pod, name: &str) -> Option<&'a Container> {
+    containers(pod)
+        .into_iter()
+        .map(|(c, _)| c)
+        .find(|c| c.name == name)
+}
+
+/// The pod's latest ready sandbox: (id, attempt).
+async fn observed_sandbox(
+    runtime: &dyn ContainerRuntime,
+    uid: &str,
+) -> Result<Option<(String, u32)>, RuntimeError> {
+    Ok(runtime
+        .sandboxes()
+        .await?
+        .into_iter()
+        .filter(|s| s.pod.uid == uid && s.ready)
+        .max_by_key(|s| (s.attempt, s.created_at))
+        .map(|s| (s.id, s.attempt)))
+}
+
+/// What the runtime shows of pod `uid`: its latest sandbox, and in it each
+/// container's latest two attempts, in full.
+pub(crate) async fn observe(
+    runtime: &dyn ContainerRuntime,
+    uid: &str,
+) -> Result<Observed, RuntimeError> {
+    let sandbox = runtime
+        .sandboxes()
+        .await?
+        .into_iter()
+        .filter(|s| s.pod.uid == uid)
+        .max_by_key(|s| (s.attempt, s.created_at));
+    let mut observed = Observed {
+        sandbox,
+        ..Observed::default()
+    };
+    let Some(sandbox) = &observed.sandbox else {
+        return Ok(observed);
+    };
+    let mut by_name: BTreeMap<String, Vec<crate::runtime::ContainerStatus>> = BTreeMap::new();
+    for c in runtime.containers().await? {
+        if c.pod.uid != uid {
+            continue;
+        }
+        let next = observed.next_attempts.entry(c.name.clone()).or_default();
+        *next = (*next).max(c.attempt + 1);
+        if c.sandbox_id == sandbox.id {
+            by_name.entry(c.name.clone()).or_default().push(c);
+        }
+    }
+    for (name, mut all) in by_name {
+        all.sort_by_key(|c| (c.attempt, c.created_at));
+        let latest = all.pop();
+        let previous = all.pop();
+        let Some(latest) = latest else { continue };
+        let latest = full(runtime, latest).await?;
+        let previous = match previous {
+            Some(p) => Some(full(runtime, p).await?),
+            None => None,
+        };
+        observed.containers.insert(name, (latest, previous));
+    }
+    Ok(observed)
+}
+
+/// A container's full status (a listing leaves out times and exit codes).
+async fn full(
+    runtime: &dyn ContainerRuntime,
+    listed: crate::runtime::ContainerStatus,
+) -> Result<crate::runtime::ContainerStatus, RuntimeError> {
+    match runtime.container_status(&listed.id).await {
+        Ok(status) => Ok(status),
+        Err(e) if e.is_not_found() => Ok(listed),
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,22 @@
+//! What the runtime is given for a pod and each of its containers, as the
+//! kubelet's `GenerateRunContainerOptions` and its runtime manager's
+//! sandbox and container configs make it.
+//!
+//! | file | what |
+//! |---|---|
+//! | `runtime_spec` | what the runtime is asked for a pod and a container |
+//! | `linux_resources` | a container's cgroup resources, as the kubelet sets them |
+//! | `service_env` | the Services' variables every container gets |
+//! | `host_dns` | the host's DNS settings, for a host-network sandbox |
+//! | `pod_files` | a pod's hosts file and termination logs |
+
+#[cfg(feature = "kube")]
+pub(super) mod host_dns;
+#[cfg(feature = "kube")]
+pub(super) mod linux_resources;
+#[cfg(feature = "kube")]
+pub(super) mod pod_files;
+#[cfg(feature = "kube")]
+pub(super) mod runtime_spec;
+#[cfg(feature = "kube")]
+pub(super) mod service_env;

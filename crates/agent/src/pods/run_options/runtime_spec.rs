@@ -1,0 +1,319 @@
+//! What the runtime is asked for one of the node's pods, made as the
+//! kubelet v1.37 makes it (`generatePodSandboxConfig`,
+//! `generateContainerConfig`):
+//!
+//! - **the sandbox**: the pod's metadata, its log directory
+//!   `<pod logs>/<namespace>_<name>_<uid>`, the pod's labels with the
+//!   kubelet's three `io.kubernetes.pod.*` over them, the pod's
+//!   annotations;
+//! - **a container**: its name and attempt (its restart count), image,
+//!   command and arguments with `$(VAR)` expanded, working directory; its
+//!   environment (the device plugins' first, then its own: a runtime keeps
+//!   the last of a name, so its own win, as with the kubelet); the device
+//!   plugins' mounts and device nodes; CDI devices, the claims' first, then
+//!   the device plugins'; the kubelet's four labels; annotations, the device
+//!   plugins' first and the kubelet's own over them (`container.hash`,
+//!   `restartCount`, `terminationMessagePath`, `terminationMessagePolicy`,
+//!   `pod.terminationGracePeriod`, `pod.deletionGracePeriod`, `ports`,
+//!   `preStopHandler`); its log file `<name>/<restart count>.log`.
+//!
+//! With the Services' variables and the node's files (`NodeExtras`, made
+//! by the worker) and the cgroup resources (`linux_resources`).
+//! Not made: `envFrom`, volumes and the security context (see the operator
+//! guide for what a pod that needs them gets).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, EnvVar, Pod};
+
+use crate::pods::admit::container::ContainerResources;
+use crate::pods::run_options::linux_resources::{Host, container_resources};
+use crate::runtime::{
+    CONTAINER_NAME_LABEL, ContainerSpec, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL,
+    PodIdentity, SandboxSpec,
+};
+
+/// The pod's sandbox, its `attempt`th, with its logs under `pod_logs`.
+pub(crate) fn sandbox_spec(pod: &Pod, attempt: u32, pod_logs: &str) -> SandboxSpec {
+    let identity = identity(pod);
+    let mut labels: BTreeMap<String, String> = pod
+        .metadata
+        .labels
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    labels.insert(POD_NAME_LABEL.into(), identity.name.clone());
+    labels.insert(POD_NAMESPACE_LABEL.into(), identity.namespace.clone());
+    labels.insert(POD_UID_LABEL.into(), identity.uid.clone());
+    SandboxSpec {
+        log_directory: format!(
+            "{pod_logs}/{}_{}_{}",
+            identity.namespace, identity.name, identity.uid
+        ),
+        labels,
+        annotations: pod
+            .metadata
+            .annotations
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .collect(),
+        attempt,
+        pod: identity,
+        dns: None,
+    }
+}
+
+/// Container `container` of `pod`, its `restart_count`th creation, with
+/// what the node's plugins gave it (`resources`).
+pub(crate) fn container_spec(
+    pod: &Pod,
+    container: &Container,
+    resources: &ContainerResources,
+    restart_count: u32,
+    node: &NodeExtras,
+) -> ContainerSpec {
+    let identity = identity(pod);
+    let mut envs: Vec<(String, String)> = resources
+        .envs
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let mut known = envs.clone();
+    known.extend(node.service_env.iter().cloned());
+    let own = own_env(pod, container, &known);
+    // The service variables after the container's own, which win.
+    let services: Vec<(String, String)> = node
+        .service_env
+        .iter()
+        .filter(|(name, _)| !own.iter().any(|(o, _)| o == name))
+        .cloned()
+        .collect();
+    envs.extend(own);
+    envs.extend(services);
+    let vars: BTreeMap<&str, &str> = envs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let expand_all = |words: &Option<Vec<String>>| -> Vec<String> {
+        words
+            .iter()
+            .flatten()
+            .map(|w| expand(w, |name| vars.get(name).map(|v| v.to_string())))
+            .collect()
+    };
+    let command = expand_all(&container.command);
+    let args = expand_all(&container.args);
+
+    let mut labels = BTreeMap::new();
+    labels.insert(POD_NAME_LABEL.to_string(), identity.name.clone());
+    labels.insert(POD_NAMESPACE_LABEL.to_string(), identity.namespace.clone());
+    labels.insert(POD_UID_LABEL.to_string(), identity.uid.clone());
+    labels.insert(CONTAINER_NAME_LABEL.to_string(), container.name.clone());
+
+    let mut annotations = resources.annotations.clone();
+    let spec = pod.spec.as_ref();
+    annotations.insert(
+        "io.kubernetes.container.hash".into(),
+        format!("{:x}", container_hash(container)),
+    );
+    annotations.insert(
+        "io.kubernetes.container.restartCount".into(),
+        restart_count.to_string(),
+    );
+    annotations.insert(
+        "io.kubernetes.container.terminationMessagePath".into(),
+        container
+            .termination_message_path
+            .clone()
+            .unwrap_or_else(|| "/dev/termination-log".into()),
+    );
+    annotations.insert(
+        "io.kubernetes.container.terminationMessagePolicy".into(),
+        container
+            .termination_message_policy
+            .clone()
+            .unwrap_or_else(|| "File".into()),
+    );
+    if let Some(grace) = pod.metadata.deletion_grace_period_seconds {
+        annotations.insert(
+            "io.kubernetes.pod.deletionGracePeriod".into(),
+            grace.to_string(),
+        );
+    }
+    let grace = spec
+        .and_then(|s| s.termination_grace_period_seconds)
+        .unwrap_or(30);
+    annotations.insert(
+        "io.kubernetes.pod.terminationGracePeriod".into(),
+        grace.to_string(),
+    );
+    if let Some(pre_stop) = container
+        .lifecycle
+        .as_ref()
+        .and_then(|l| l.pre_stop.as_ref())
+        && let Ok(json) = serde_json::to_string(pre_stop)
+    {
+        annotations.insert("io.kubernetes.container.preStopHandler".into(), json);
+    }
+    if let Some(ports) = container.ports.as_ref().filter(|p| !p.is_empty())
+        && let Ok(json) = serde_json::to_string(ports)
+    {
+        annotations.insert("io.kubernetes.container.ports".into(), json);
+    }
+
+    let mut cdi_devices = resources.claim_cdi_devices.clone();
+    for name in &resources.cdi_devices {
+        if !cdi_devices.contains(name) {
+            cdi_devices.push(name.clone());
+        }
+    }
+    ContainerSpec {
+        name: container.name.clone(),
+        attempt: restart_count,
+        image: container.image.clone().unwrap_or_default(),
+        command,
+        args,
+        working_dir: container.working_dir.clone().unwrap_or_default(),
+        envs,
+        mounts: resources
+            .mounts
+            .iter()
+            .chain(&node.mounts)
+            .cloned()
+            .collect(),
+        devices: resources.device_specs.clone(),
+        cdi_devices,
+        labels,
+        annotations,
+        log_path: format!("{}/{restart_count}.log", container.name),
+        runs_to_completion: runs_to_completion(pod, &container.name),
+        resources: container_resources(pod, container, Host::this_machine()),
+    }
+}
+
+/// What the node adds to a container besides its plugins' resources: the
+/// Services' variables and the mounts of the files the node makes for it
+/// (its pod's hosts file, its termination log).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct NodeExtras {
+    pub(crate) service_env: Vec<(String, String)>,
+    pub(crate) mounts: Vec<crate::device::MountSpec>,
+}
+
+/// Whether container `name` of `pod` is an init container that runs to
+/// completion (not a sidecar).
+fn runs_to_completion(pod: &Pod, name: &str) -> bool {
+    crate::pods::admit::spec::containers(pod)
+        .iter()
+        .any(|(c, kind)| {
+            c.name == name && *kind == crate::pods::admit::container::ContainerKind::Init
+        })
+}
+
+/// The pod's namespace, name and UID.
+fn identity(pod: &Pod) -> PodIdentity {
+    PodIdentity {
+        namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+        name: pod.metadata.name.clone().unwrap_or_default(),
+        uid: pod.metadata.uid.clone().unwrap_or_default(),
+    }
+}
+
+/// The container's own `env`, each value expanded against the variables
+/// before it (its own, then `before`), with the downward API's pod fields.
+fn own_env(pod: &Pod, container: &Container, before: &[(String, String)]) -> Vec<(String, String)> {
+    let mut defined: BTreeMap<String, String> = before.iter().cloned().collect();
+    let mut own = Vec::new();
+    for EnvVar {
+        name,
+        value,
+        value_from,
+    } in container.env.iter().flatten()
+    {
+        let value = match (value, value_from) {
+            (Some(value), _) => expand(value, |n| defined.get(n).cloned()),
+            (None, Some(from)) => from
+                .field_ref
+                .as_ref()
+                .and_then(|f| pod_field(pod, &f.field_path))
+                .unwrap_or_default(),
+            (None, None) => String::new(),
+        };
+        defined.insert(name.clone(), value.clone());
+        own.push((name.clone(), value));
+    }
+    own
+}
+
+/// A downward-API field of the pod, as the kubelet reads it.
+fn pod_field(pod: &Pod, path: &str) -> Option<String> {
+    let spec = pod.spec.as_ref();
+    let status = pod.status.as_ref();
+    match path {
+        "metadata.name" => pod.metadata.name.clone(),
+        "metadata.namespace" => pod.metadata.namespace.clone(),
+        "metadata.uid" => pod.metadata.uid.clone(),
+        "spec.nodeName" => spec.and_then(|s| s.node_name.clone()),
+        "spec.serviceAccountName" => spec.and_then(|s| s.service_account_name.clone()),
+        // A host-network pod's IP is the node's.
+        "status.hostIP" | "status.podIP" => status.and_then(|s| s.host_ip.clone()),
+        _ => None,
+    }
+}
+
+/// `text` with each `$(NAME)` replaced by `lookup(NAME)` (left as it is
+/// when unknown) and `$$` by `$`, as the kubelet expands commands and
+/// environment values.
+fn expand(text: &str, lookup: impl Fn(&str) -> Option<String>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(inner) = after.strip_prefix('(')
+            && let Some(close) = inner.find(')')
+        {
+            let name = &inner[..close];
+            match lookup(name) {
+                Some(value) => out.push_str(&value),
+                None => {
+                    out.push_str("$(");
+                    out.push_str(name);
+                    out.push(')');
+                }
+            }
+            rest = &inner[close + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The kubelet's `io.kubernetes.container.hash` (`HashContainer`): FNV-32a
+/// of its hash printer's rendering of the JSON `{"image":..,"name":..}` as
+/// bytes, `([]uint8)[123 34 ...]`. (Go's JSON escapes `<`, `>` and `&`,
+/// which no image or container name holds.)
+fn container_hash(container: &Container) -> u32 {
+    let quote = |text: &str| serde_json::to_string(text).unwrap_or_default();
+    let json = format!(
+        "{{\"image\":{},\"name\":{}}}",
+        quote(container.image.as_deref().unwrap_or_default()),
+        quote(&container.name)
+    );
+    let bytes: Vec<String> = json.bytes().map(|b| b.to_string()).collect();
+    let rendered = format!("([]uint8)[{}]", bytes.join(" "));
+    let mut hash: u32 = 0x811c_9dc5;
+    for byte in rendered.bytes() {
+        hash ^= u32::from(byte);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    hash
+}
+
+#[cfg(test)]
+mod tests;
