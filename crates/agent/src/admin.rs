@@ -16,7 +16,7 @@ mod protocol;
 mod requests;
 mod server;
 
-pub use crate::served_socket::SocketStatus;
+pub use crate::common::served_socket::SocketStatus;
 pub use client::{
     AdminClientError, EventStream, allocate, dra_claims, dra_prepare, dra_prepare_pod,
     dra_unprepare, dra_unprepare_pod, events, events_with, pods, release, status,

@@ -11,6 +11,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::admin::{AdminMetrics, AdminParts};
+use crate::common::root_lock::RootLock;
+pub use crate::common::root_lock::RootLockError;
 use crate::csi::{CsiDriverStore, CsiHandler, NODE_GET_INFO_TIMEOUT};
 use crate::device::{
     DeviceHandle, DeviceManager, DeviceManagerConfig, DeviceManagerError, DevicePluginHandler,
@@ -19,12 +21,10 @@ use crate::dra::{
     DraHandle, DraManager, DraManagerConfig, DraPluginHandler, DriverCleanup, LoggingCleanup,
 };
 use crate::fs_watch::FsWatcher;
-use crate::handler::PluginHandler;
 use crate::metrics::{MetricsEndpoint, serve_metrics};
+use crate::plugin_manager::handler::PluginHandler;
 use crate::plugin_manager::{PluginManager, PluginManagerConfig, PluginManagerHandle, WatchError};
 use crate::pod_resources::{PodResourcesConfig, PodResourcesMetrics};
-use crate::root_lock::RootLock;
-pub use crate::root_lock::RootLockError;
 
 /// Settings of the agent.
 #[derive(Debug, Clone)]

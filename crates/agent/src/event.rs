@@ -12,8 +12,8 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use crate::common::unix_time::unix_ms;
 use crate::plugin_description::PluginDescription;
-use crate::unix_time::unix_ms;
 
 /// One thing that happened.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

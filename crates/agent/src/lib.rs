@@ -29,33 +29,26 @@
 pub mod admin;
 pub mod agent;
 mod checkpoint;
+mod common;
 pub mod csi;
 pub mod device;
 pub mod dra;
 pub mod event;
 pub mod fs_watch;
-mod handler;
 #[cfg(feature = "kube")]
 pub mod kube_api;
 pub mod metrics;
-mod owner;
 mod plugin_description;
 pub mod plugin_manager;
 pub mod pod_resources;
 pub mod pods;
-mod private_dir;
 pub mod published;
-mod root_lock;
 pub mod runtime;
-mod served_socket;
-mod shards;
-mod token_bucket;
-mod unix_time;
 
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 
-pub use handler::{HandlerError, PluginHandler};
+pub use plugin_manager::handler::{HandlerError, PluginHandler};
 pub use plugin_manager::{PluginManager, PluginManagerConfig};
 /// The metrics library the agent registers its families with
 /// ([`metrics::MetricsSource`]): the same version, for an application that

@@ -7,7 +7,9 @@
 //!   path, with a generation per socket appearance) and runs at most one
 //!   operation per path, with per-path exponential backoff on failure;
 //! - `register` performs one registration: dial, GetInfo, validate,
-//!   register, NotifyRegistrationStatus.
+//!   register, NotifyRegistrationStatus;
+//! - `handler` is what a plugin type's handler implements (CSI, device
+//!   plugins, DRA).
 //!
 //! # Differences from upstream
 //!
@@ -24,6 +26,7 @@ mod attempt_error;
 mod bounded_handler;
 mod config;
 mod control;
+pub(crate) mod handler;
 mod handler_table;
 mod metrics;
 mod notifications;
@@ -48,7 +51,7 @@ pub use status::{PluginState, PluginStatus};
 pub use watcher::WatchError;
 
 use crate::event::AgentEvent;
-use crate::handler::PluginHandler;
+use crate::plugin_manager::handler::PluginHandler;
 use crate::published::{Publisher, Store};
 use control::Control;
 use handler_table::HandlerTable;

@@ -187,7 +187,7 @@ pub struct AgentStatus {
     pub metrics_addr: Option<String>,
     /// The sockets the agent serves: `kubelet.sock` and the admin socket.
     #[serde(default)]
-    pub sockets: Vec<crate::served_socket::SocketStatus>,
+    pub sockets: Vec<crate::common::served_socket::SocketStatus>,
     /// The Kubernetes API connection, when the agent publishes to one.
     #[cfg(feature = "kube")]
     #[serde(default)]

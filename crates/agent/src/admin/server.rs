@@ -17,8 +17,8 @@ use super::event_log::EventLog;
 use super::parts::AdminParts;
 use super::protocol::{AdminErrorReply, AdminRequest, AgentStatus, FollowingMarker, socket_path};
 use super::requests::error_reply;
-use crate::served_socket;
-use crate::unix_time::unix_ms;
+use crate::common::served_socket;
+use crate::common::unix_time::unix_ms;
 
 /// How long a client has to send its request line.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
@@ -87,9 +87,11 @@ pub(crate) async fn serve(
 /// Binds the admin socket: mode 0600 in a 0700 directory.
 async fn bind(path: &Path) -> Result<BoundSocket, TransportError> {
     if let Some(dir) = path.parent() {
-        crate::private_dir::create_private_dir(dir).map_err(|source| TransportError::Bind {
-            path: path.to_owned(),
-            source,
+        crate::common::private_dir::create_private_dir(dir).map_err(|source| {
+            TransportError::Bind {
+                path: path.to_owned(),
+                source,
+            }
         })?;
     }
     BoundSocket::bind(path, Some(0o600)).await
@@ -172,12 +174,12 @@ impl Context {
                 kube_api,
                 sockets: [
                     Some(parts.devices.kubelet_socket()),
-                    Some(crate::served_socket::SocketStatus::of(
+                    Some(crate::common::served_socket::SocketStatus::of(
                         &socket_path(&self.root_dir),
                         parts.admin.socket_recreations(),
                     )),
                     parts.pod_resources_socket.as_ref().map(|path| {
-                        crate::served_socket::SocketStatus::of(
+                        crate::common::served_socket::SocketStatus::of(
                             path,
                             parts.pod_resources.socket_recreations(),
                         )

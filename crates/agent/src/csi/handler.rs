@@ -10,7 +10,7 @@ use nodeplugins_api::csi::v1::node_client::NodeClient;
 use nodeplugins_api::transport::{TransportError, dial, root_cause};
 
 use super::store::{CsiDriver, CsiDriverStore};
-use crate::handler::{HandlerError, PluginHandler};
+use crate::plugin_manager::handler::{HandlerError, PluginHandler};
 use nodeplugins_api::csi_version::{Version, highest_supported};
 
 /// NodeGetInfo timeout (upstream `csiTimeout`, 2 min).

@@ -16,6 +16,8 @@ use super::metrics::DeviceMetrics;
 use super::snapshot::{AllocatableDevice, DeviceSnapshot};
 use super::status::ResourceStatus;
 use crate::checkpoint::CheckpointProblem;
+use crate::common::owner::Mailbox;
+use crate::common::served_socket::SocketStatus;
 use crate::device::allocation::allocate::allocate;
 #[cfg(feature = "kube")]
 use crate::device::allocation::allocate::{OnDisk, allocate_recorded};
@@ -24,9 +26,7 @@ use crate::device::allocation::container_allocation::{AllocationRequest, Contain
 use crate::device::registration::plugin_client::{DeviceError, PluginClient};
 use crate::event::AgentEvent;
 use crate::metrics::ReadinessCheck;
-use crate::owner::Mailbox;
 use crate::published::Store;
-use crate::served_socket::SocketStatus;
 use nodeplugins_api::constants::layout::KUBELET_SOCKET;
 
 /// The device manager has stopped.

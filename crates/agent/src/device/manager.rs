@@ -29,10 +29,10 @@ use super::metrics::DeviceMetrics;
 use super::resource::InstanceId;
 use super::snapshot::DeviceSnapshot;
 use crate::checkpoint::{Ends, Persister};
+use crate::common::owner::Mailbox;
 use crate::device::registration::kubelet_socket;
 use crate::device::registration::plugin_client::StreamEnd;
 use crate::event::EventKind;
-use crate::owner::Mailbox;
 use crate::published::Publisher;
 use nodeplugins_api::timer::sleep_until;
 

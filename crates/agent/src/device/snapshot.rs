@@ -13,8 +13,8 @@ use super::resource::{Devices, is_healthy, numa_nodes};
 use super::state::State;
 use super::status::{DeviceStatus, InstanceStatus, ResourceStatus};
 use crate::checkpoint::CheckpointProblem;
+use crate::common::unix_time::unix_ms;
 use crate::device::allocation::container_allocation::ContainerAllocation;
-use crate::unix_time::unix_ms;
 
 /// The device manager's state after a change. Device lists and
 /// allocations are shared with the state, so publishing one costs a

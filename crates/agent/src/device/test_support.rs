@@ -13,8 +13,8 @@ use super::handle::DeviceHandle;
 use super::metrics::DeviceMetrics;
 use super::snapshot::DeviceSnapshot;
 use super::state::State;
+use crate::common::owner::Mailbox;
 use crate::device::allocation::container_allocation::ContainerAllocation;
-use crate::owner::Mailbox;
 use crate::published::Store;
 
 /// A handle reading what `store`'s publisher publishes; its commands go

@@ -17,11 +17,11 @@ use super::metrics::DraMetrics;
 use super::snapshot::DraSnapshot;
 use super::status::DraDriverStatus;
 use crate::checkpoint::CheckpointProblem;
+use crate::common::owner::Mailbox;
 use crate::dra::prepare::claim_calls::ClaimCalls;
 use crate::dra::prepare::pod::{PodClaim, PodClaimResult, PodClaimUnprepared};
 use crate::dra::prepare::records::{PreparedClaims, RecordedClaim};
 use crate::event::AgentEvent;
-use crate::owner::Mailbox;
 use crate::published::Store;
 use nodeplugins_api::dra_client::{
     DraService, HealthService, choose_health_service, choose_service,

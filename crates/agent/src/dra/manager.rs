@@ -23,6 +23,8 @@ use super::handle::DraHandle;
 use super::metrics::DraMetrics;
 use super::snapshot::{DraSnapshot, DriverSnapshot};
 use crate::checkpoint::{Ends, Written};
+use crate::common::owner::Mailbox;
+use crate::common::shards::Shards;
 use crate::dra::drivers::cleanup::{BoundedCleanup, CleanupDone, DriverCleanup, node_started};
 use crate::dra::drivers::cleanup_scheduler::CleanupScheduler;
 use crate::dra::drivers::connection::{Channel, Demand, Link, LinkEvent, Monitor, MonitorConfig};
@@ -33,9 +35,7 @@ use crate::dra::prepare::claim_book::ClaimBook;
 use crate::dra::prepare::records::PreparedClaims;
 use crate::event::{AgentEvent, EventKind};
 use crate::fs_watch::FsWatcher;
-use crate::owner::Mailbox;
 use crate::published::Publisher;
-use crate::shards::Shards;
 use nodeplugins_api::dra_client::{DraService, HealthService};
 use nodeplugins_api::timer::sleep_until;
 

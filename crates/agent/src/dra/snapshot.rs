@@ -11,12 +11,12 @@ use tokio::time::Instant;
 
 use super::status::{DraDriverStatus, DraInstanceStatus, PendingCleanup};
 use crate::checkpoint::CheckpointProblem;
+use crate::common::shards::{self, Published};
+use crate::common::unix_time::unix_ms;
 use crate::dra::drivers::cleanup::CleanupError;
 use crate::dra::drivers::connection::LinkError;
 use crate::dra::drivers::health::{self, HealthReports};
 use crate::dra::drivers::state::State;
-use crate::shards::{self, Published};
-use crate::unix_time::unix_ms;
 use nodeplugins_api::retry::Retry;
 
 /// The DRA manager's drivers after a change.

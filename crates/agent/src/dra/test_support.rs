@@ -10,10 +10,10 @@ use super::config::DraManagerConfig;
 use super::handle::DraHandle;
 use super::metrics::DraMetrics;
 use super::snapshot::DraSnapshot;
+use crate::common::owner::Mailbox;
 use crate::dra::prepare::claim_book::ClaimBook;
 pub(crate) use crate::dra::prepare::records::PreparedClaims;
 use crate::dra::prepare::records::RecordedClaim;
-use crate::owner::Mailbox;
 use crate::published::Publisher;
 
 /// A handle reading `prepared`; its commands go nowhere, and its claim

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::handler::{HandlerError, PluginHandler};
+use crate::plugin_manager::handler::{HandlerError, PluginHandler};
 
 /// `inner`, each of whose calls ends within `limit`.
 pub(crate) struct BoundedHandler {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::bounded_handler::BoundedHandler;
 use super::config::HANDLER_TIMEOUT;
-use crate::handler::PluginHandler;
+use crate::plugin_manager::handler::PluginHandler;
 
 /// Plugin type → handler. Cheap to clone.
 #[derive(Clone)]

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::handler::PluginHandler;
+use crate::plugin_manager::handler::PluginHandler;
 
 /// The longest a handler waits to hear that its plugin was told.
 pub(super) const NOTIFIED_DELAY_MAX: Duration = Duration::from_secs(1);

@@ -17,8 +17,8 @@ use tokio::time::Instant;
 
 use super::config::PluginManagerConfig;
 use super::handler_table::HandlerTable;
-use crate::handler::{HandlerError, PluginHandler};
 use crate::plugin_description::PluginDescription;
+use crate::plugin_manager::handler::{HandlerError, PluginHandler};
 
 /// Where a registration failed; the message is what the plugin is told.
 #[derive(Debug, thiserror::Error)]

@@ -2,7 +2,7 @@
 //! [`PluginSnapshot`] of its plugin table that readers (status, the admin
 //! socket, metrics) read without asking the reconciler. Each row is shared
 //! between snapshots and made again only when its socket path changed, in
-//! shards ([`crate::shards`]) that are copied only when one of their rows
+//! shards ([`crate::common::shards`]) that are copied only when one of their rows
 //! changed; the time left before a retry is worked out when read.
 
 use std::collections::HashMap;
@@ -15,9 +15,9 @@ use super::attempt_error::AttemptError;
 use super::socket_retry::SocketRetry;
 use super::state::{ActualState, DesiredState, Running};
 use super::status::{PluginState, PluginStatus};
+use crate::common::shards::{self, Published};
+use crate::common::unix_time::unix_ms;
 use crate::plugin_description::PluginDescription;
-use crate::shards::{self, Published};
-use crate::unix_time::unix_ms;
 
 /// The plugin table after a change.
 #[derive(Debug, Default, Clone)]

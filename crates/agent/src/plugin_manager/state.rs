@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use crate::handler::PluginHandler;
+use crate::plugin_manager::handler::PluginHandler;
 
 /// Identifies one appearance of a socket at a path: a socket re-created at
 /// the same path is a new plugin with a new generation.

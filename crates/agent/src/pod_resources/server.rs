@@ -26,11 +26,11 @@ use super::codec::EncodedCodec;
 use super::config::PodResourcesConfig;
 use super::metrics::{Method, PodResourcesMetrics};
 use super::views::{ViewBuilder, Views, ViewsHandle};
+use crate::common::served_socket;
+use crate::common::token_bucket::TokenBucket;
 use crate::device::DeviceHandle;
 use crate::dra::DraHandle;
 use crate::pods::PodsSnapshot;
-use crate::served_socket;
-use crate::token_bucket::TokenBucket;
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 

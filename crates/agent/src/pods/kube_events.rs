@@ -18,8 +18,8 @@ use kube::api::PostParams;
 use tokio::sync::watch;
 
 use super::pod::PodRef;
+use crate::common::token_bucket::TokenBucket;
 use crate::kube_api::{Connection, KUBE_API_BURST, KUBE_API_QPS};
-use crate::token_bucket::TokenBucket;
 
 /// The kubelet's reason when a pod's devices cannot be allocated.
 pub const UNEXPECTED_ADMISSION_ERROR: &str = "UnexpectedAdmissionError";

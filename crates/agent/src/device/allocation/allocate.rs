@@ -28,13 +28,13 @@
 use std::sync::Arc;
 
 use crate::checkpoint::WriteDone;
+use crate::common::owner::Mailbox;
 use crate::device::allocation::allocate_error::AllocateError;
 use crate::device::allocation::allocate_steps::{Choice, Chosen, Planned, ReservationId};
 use crate::device::allocation::container_allocation::{AllocationRequest, ContainerAllocation};
 use crate::device::book::DeviceBook;
 use crate::device::command::{Command, Shared};
 use crate::event::EventKind;
-use crate::owner::Mailbox;
 
 /// Steps 1 to 5 for `request`, from the caller's task. A failure is told
 /// to operators (as allocations and releases are).

@@ -4,9 +4,9 @@
 //! resource's plugin instance in use is asked, when it asked for the call
 //! at registration, with the container's devices of that resource.
 
+use crate::common::owner::Mailbox;
 use crate::device::allocation::allocate_error::AllocateError;
 use crate::device::command::{Command, Shared};
-use crate::owner::Mailbox;
 
 /// Calls PreStartContainer for container `container` of pod `pod_uid`,
 /// resource by resource, as recorded; the first failure ends the calls.

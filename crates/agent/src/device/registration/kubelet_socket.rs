@@ -15,9 +15,9 @@ use nodeplugins_api::transport::{BoundSocket, TransportError};
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
+use crate::common::served_socket;
 use crate::device::handle::DeviceHandle;
 use crate::device::registration::plugin_client::DeviceError;
-use crate::served_socket;
 use nodeplugins_api::names::{is_extended_resource_name, is_plain_socket_name};
 
 #[derive(Clone)]

@@ -5,7 +5,7 @@ use std::path::Path;
 use nodeplugins_api::constants::device_plugin::VERSION;
 
 use crate::device::handle::DeviceHandle;
-use crate::handler::{HandlerError, PluginHandler};
+use crate::plugin_manager::handler::{HandlerError, PluginHandler};
 use nodeplugins_api::names::is_extended_resource_name;
 
 /// The `DevicePlugin` handler: the plugin's name is its resource name and its

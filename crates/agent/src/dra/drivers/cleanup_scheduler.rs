@@ -17,12 +17,12 @@ use nodeplugins_api::retry::Retry;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use crate::common::unix_time::unix_ms;
 use crate::dra::drivers::cleanup::{
     CLEANUP_RETRY, CleanupDone, CleanupError, CleanupId, DriverCleanup, ScheduledCleanup,
 };
 use crate::dra::drivers::state::Driver;
 use crate::event::EventKind;
-use crate::unix_time::unix_ms;
 
 /// Every driver, by name, as the manager's state holds them.
 pub(crate) type Drivers = BTreeMap<String, Driver>;

@@ -1,7 +1,7 @@
 //! DRA drivers registering through `plugins_registry` (type `DRAPlugin`).
 
 use crate::dra::handle::DraHandle;
-use crate::handler::{HandlerError, PluginHandler};
+use crate::plugin_manager::handler::{HandlerError, PluginHandler};
 
 /// The `DRAPlugin` handler: the plugin's name is the driver name, its
 /// endpoint the absolute path of its service socket, and its supported

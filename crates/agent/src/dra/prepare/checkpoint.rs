@@ -45,7 +45,7 @@ pub(crate) async fn open(
     dir: &Path,
     tasks: &TaskTracker,
 ) -> (Persister<DraCheckpoint>, Ends, PreparedClaims) {
-    if let Err(e) = crate::private_dir::create_private_dir(dir) {
+    if let Err(e) = crate::common::private_dir::create_private_dir(dir) {
         tracing::error!(dir = %dir.display(), error = %e, "cannot create the DRA state directory");
     }
     let (persister, ends, loaded) = Persister::open::<DraCheckpoint>(file(dir), tasks).await;

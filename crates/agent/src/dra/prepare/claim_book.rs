@@ -20,11 +20,11 @@ use std::time::SystemTime;
 use tokio::sync::{oneshot, watch};
 
 use crate::checkpoint::{CheckpointProblem, Ends, Persister, WriteDone, Written, write_out};
+use crate::common::unix_time::unix_ms;
 use crate::dra::claim::PreparedClaim;
 use crate::dra::error::DraError;
 use crate::dra::prepare::checkpoint::DraCheckpoint;
 use crate::dra::prepare::records::{ClaimToPrepare, PreparePlan, PreparedClaims, UnpreparePlan};
-use crate::unix_time::unix_ms;
 
 /// The prepared claims, their publishing and their checkpoint.
 #[derive(Default)]

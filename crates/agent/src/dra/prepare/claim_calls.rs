@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use tokio::time::Instant;
 
 use crate::checkpoint::WriteDone;
+use crate::common::owner::Mailbox;
 use crate::dra::claim::{ClaimPod, ClaimRef, ClaimResult, PreparedClaim, UnpreparedClaim};
 use crate::dra::command::{Command, Route, Shared};
 use crate::dra::drivers::connection::Channel;
@@ -19,7 +20,6 @@ use crate::dra::prepare::calls::{self, Operation};
 use crate::dra::prepare::claim_book::ClaimBook;
 use crate::dra::prepare::pod::{PodClaim, PodClaimResult, PodClaimUnprepared};
 use crate::dra::prepare::records::ClaimToPrepare;
-use crate::owner::Mailbox;
 use nodeplugins_api::call::CallError;
 use nodeplugins_api::call_layer::{CallLayer, CallService};
 use nodeplugins_api::dra_client::DraClient;

@@ -11,6 +11,7 @@ use tokio::sync::{broadcast, watch};
 
 use nodeplugins_api::retry::{Retry, Said};
 
+use crate::common::unix_time::unix_ms;
 use crate::event::{AgentEvent, EventKind, EventSubject};
 use crate::kube_api::client::credentials::Connection;
 use crate::kube_api::error::KubeApiError;
@@ -18,7 +19,6 @@ use crate::kube_api::metrics::KubeApiMetrics;
 use crate::kube_api::status::{KubeApiStatus, WriteKind};
 use crate::kube_api::writes::write_state::WriteState;
 use crate::published::Publisher;
-use crate::unix_time::unix_ms;
 
 /// Where one kind of write stands.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use super::*;
 use crate::event::EventSubject;
-use crate::handler::HandlerError;
 use crate::plugin_manager::PluginState;
+use crate::plugin_manager::handler::HandlerError;
 use crate::plugin_manager::status::PluginStatus;
 use crate::published::Store;
 

@@ -23,11 +23,11 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::Api;
 
+use crate::common::token_bucket::TokenBucket;
 use crate::dra::{ClaimPod, ClaimRef, PodClaim};
 use crate::kube_api::{Connection, KUBE_API_BURST, KUBE_API_QPS};
 use crate::pods::admit::spec::pod_name;
 use crate::pods::pod::{PodClaims, PodRef};
-use crate::token_bucket::TokenBucket;
 
 mod error;
 mod extended;

@@ -17,6 +17,7 @@ use k8s_openapi::api::core::v1::Pod;
 use nodeplugins_api::retry::Retry;
 use tokio::time::Instant;
 
+use crate::common::unix_time::unix_ms;
 use crate::pods::admit::admission::AdmissionError;
 use crate::pods::admit::container::ContainerResources;
 use crate::pods::admit::spec::is_active;
@@ -24,7 +25,6 @@ use crate::pods::pod::PodRef;
 use crate::pods::run::pod_sync::ApiPhase;
 use crate::pods::snapshot::{PodPhase, PodStatus};
 use crate::pods::teardown::release::ReleaseError;
-use crate::unix_time::unix_ms;
 
 /// What to do next with a pod.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -16,9 +16,9 @@ use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
+use crate::common::token_bucket::TokenBucket;
 use crate::kube_api::Connection;
 use crate::pods::pod::PodRef;
-use crate::token_bucket::TokenBucket;
 
 /// Why a write failed.
 #[derive(Debug, thiserror::Error)]

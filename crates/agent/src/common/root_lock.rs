@@ -55,7 +55,7 @@ impl RootLock {
             path: path.clone(),
             source,
         };
-        crate::private_dir::create_private_dir(&dir).map_err(io)?;
+        crate::common::private_dir::create_private_dir(&dir).map_err(io)?;
         let mut file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)

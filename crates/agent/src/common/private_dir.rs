@@ -4,5 +4,5 @@
 /// Creates `dir` (and its parents) with mode 0700, and sets 0700 on it if it
 /// existed.
 pub(crate) fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
-    crate::served_socket::create_dir_with_mode(dir, 0o700)
+    crate::common::served_socket::create_dir_with_mode(dir, 0o700)
 }

@@ -1,0 +1,19 @@
+//! The machinery every subsystem uses, and nothing of any one of them.
+//!
+//! | file | what |
+//! |---|---|
+//! | `owner` | the mailbox of an owner task and its handles |
+//! | `shards` | rows an owner publishes in shards, for readers |
+//! | `token_bucket` | a rate limit |
+//! | `served_socket` | a Unix socket the agent serves, bound and cleaned up |
+//! | `root_lock` | one agent per root directory |
+//! | `private_dir` | a directory only the agent reads |
+//! | `unix_time` | wall-clock times as status and events show them |
+
+pub(crate) mod owner;
+pub(crate) mod private_dir;
+pub(crate) mod root_lock;
+pub(crate) mod served_socket;
+pub(crate) mod shards;
+pub(crate) mod token_bucket;
+pub(crate) mod unix_time;
