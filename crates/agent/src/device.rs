@@ -57,12 +57,12 @@ mod status;
 #[cfg(test)]
 pub(crate) mod test_support;
 
+/// The runtime's vocabulary, in which a plugin's Allocate response is kept.
+pub use crate::runtime::{DeviceNodeSpec, MountSpec};
 #[cfg(feature = "kube")]
 pub(crate) use allocation::allocate::OnDisk;
 pub use allocation::allocate_error::AllocateError;
-pub use allocation::container_allocation::{
-    AllocationRequest, ContainerAllocation, DeviceNodeSpec, MountSpec,
-};
+pub use allocation::container_allocation::{AllocationRequest, ContainerAllocation};
 pub use checkpoint::{BACKUP_FILE, CHECKPOINT_FILE, DeviceCheckpoint};
 pub use config::DeviceManagerConfig;
 pub use handle::{DeviceHandle, DeviceManagerStopped};

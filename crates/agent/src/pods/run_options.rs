@@ -4,12 +4,18 @@
 //!
 //! | file | what |
 //! |---|---|
+//! | `generate` | what a container is given, assembled in one place |
+//! | `env` | a container's environment, as the kubelet makes it |
 //! | `runtime_spec` | what the runtime is asked for a pod and a container |
 //! | `linux_resources` | a container's cgroup resources, as the kubelet sets them |
 //! | `service_env` | the Services' variables every container gets |
 //! | `host_dns` | the host's DNS settings, for a host-network sandbox |
 //! | `pod_files` | a pod's hosts file and termination logs |
 
+#[cfg(feature = "kube")]
+pub(super) mod env;
+#[cfg(feature = "kube")]
+pub(super) mod generate;
 #[cfg(feature = "kube")]
 pub(super) mod host_dns;
 #[cfg(feature = "kube")]

@@ -7,7 +7,27 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
-use crate::device::{DeviceNodeSpec, MountSpec};
+/// A host path mounted into the container.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MountSpec {
+    /// Path in the container.
+    pub container_path: String,
+    /// Path on the host.
+    pub host_path: String,
+    /// Mounted read-only.
+    pub read_only: bool,
+}
+
+/// A device node made available in the container.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DeviceNodeSpec {
+    /// Path in the container.
+    pub container_path: String,
+    /// Path on the host.
+    pub host_path: String,
+    /// Cgroup permissions: any of `r`, `w`, `m`.
+    pub permissions: String,
+}
 
 /// The kubelet's default `podLogsDir`: where a real runtime writes the
 /// pods' container logs, one directory per pod.

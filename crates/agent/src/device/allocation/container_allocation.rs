@@ -5,27 +5,7 @@ use std::collections::BTreeMap;
 
 use nodeplugins_api::deviceplugin::v1beta1::ContainerAllocateResponse;
 
-/// A host path mounted into the container.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct MountSpec {
-    /// Path in the container.
-    pub container_path: String,
-    /// Path on the host.
-    pub host_path: String,
-    /// Mounted read-only.
-    pub read_only: bool,
-}
-
-/// A device node made available in the container.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct DeviceNodeSpec {
-    /// Path in the container.
-    pub container_path: String,
-    /// Path on the host.
-    pub host_path: String,
-    /// Cgroup permissions: any of `r`, `w`, `m`.
-    pub permissions: String,
-}
+use crate::runtime::{DeviceNodeSpec, MountSpec};
 
 /// The devices of one resource allocated to one container.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -13,11 +13,11 @@ use std::collections::{BTreeSet, HashSet};
 
 #[cfg(feature = "kube")]
 use crate::device::ContainerAllocation;
-use crate::device::{DeviceNodeSpec, MountSpec};
 #[cfg(feature = "kube")]
 use crate::dra::{ClaimPod, PodClaimResult};
 #[cfg(feature = "kube")]
 use crate::pods::pod::{ContainerDevices, PodClaims};
+use crate::runtime::{DeviceNodeSpec, MountSpec};
 
 /// Which part of its pod a container is.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -38,9 +38,10 @@ use crate::pods::run::crash_backoff::CrashBackoff;
 use crate::pods::run::lifecycle_events::LifecycleEvent;
 use crate::pods::run::pod_sync::{ApiPhase, Observed, StartErrors, SyncPlan, plan};
 use crate::pods::run::resource_health::{HealthSources, allocated_resources_status};
+use crate::pods::run_options::generate::{NodeGiven, run_container_spec};
 use crate::pods::run_options::host_dns::{RESOLV_CONF, host_dns};
 use crate::pods::run_options::pod_files::PodFiles;
-use crate::pods::run_options::runtime_spec::{NodeExtras, container_spec, sandbox_spec};
+use crate::pods::run_options::runtime_spec::sandbox_spec;
 use crate::pods::run_options::service_env;
 use crate::pods::status::api_status::{StatusInputs, api_status};
 use crate::pods::status::status_writer::{StatusWriter, WriteError};
@@ -489,25 +490,17 @@ impl Worker {
                 env
             }
         };
-        let mounts = match &self.context.pods_dir {
-            Some(dir) => PodFiles::new(dir, &self.pod_ref.uid)
-                .mounts(
-                    &container.name,
-                    container.termination_message_path.as_deref(),
-                )
-                .map_err(|e| {
-                    (
-                        "CreateContainerConfigError".to_string(),
-                        format!("cannot make the container's files: {e}"),
-                    )
-                })?,
-            None => Vec::new(),
+        let pod_files = self
+            .context
+            .pods_dir
+            .as_deref()
+            .map(|dir| PodFiles::new(dir, &self.pod_ref.uid));
+        let node = NodeGiven {
+            service_env: &service_env,
+            pod_files: pod_files.as_ref(),
         };
-        let extras = NodeExtras {
-            service_env,
-            mounts,
-        };
-        let spec = container_spec(pod, container, &resources, attempt, &extras);
+        let spec = run_container_spec(pod, container, &resources, &node, attempt)
+            .map_err(|e| ("CreateContainerConfigError".to_string(), e.to_string()))?;
         let id = runtime
             .create_container(sandbox_id, sandbox, &spec, &image_ref)
             .await

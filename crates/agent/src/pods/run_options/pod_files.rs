@@ -14,7 +14,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::device::MountSpec;
+use crate::runtime::MountSpec;
 
 /// The node's hosts file.
 const ETC_HOSTS: &str = "/etc/hosts";

@@ -17,16 +17,18 @@
 //!   `pod.terminationGracePeriod`, `pod.deletionGracePeriod`, `ports`,
 //!   `preStopHandler`); its log file `<name>/<restart count>.log`.
 //!
-//! With the Services' variables and the node's files (`NodeExtras`, made
-//! by the worker) and the cgroup resources (`linux_resources`).
-//! Not made: `envFrom`, volumes and the security context (see the operator
-//! guide for what a pod that needs them gets).
+//! What the container is given (environment, mounts, device nodes, CDI
+//! devices, the plugins' annotations) comes assembled in one place
+//! (`generate`); the cgroup resources from `linux_resources`. Not made:
+//! `envFrom`, volumes and the security context (see the operator guide
+//! for what a pod that needs them gets).
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, EnvVar, Pod};
+use k8s_openapi::api::core::v1::{Container, Pod};
 
-use crate::pods::admit::container::ContainerResources;
+use crate::pods::run_options::env::expand;
+use crate::pods::run_options::generate::RunContainerOptions;
 use crate::pods::run_options::linux_resources::{Host, container_resources};
 use crate::runtime::{
     CONTAINER_NAME_LABEL, ContainerSpec, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL,
@@ -65,33 +67,26 @@ pub(crate) fn sandbox_spec(pod: &Pod, attempt: u32, pod_logs: &str) -> SandboxSp
     }
 }
 
-/// Container `container` of `pod`, its `restart_count`th creation, with
-/// what the node's plugins gave it (`resources`).
+/// Container `container` of `pod`, its `restart_count`th creation, made
+/// from what it is given (`options`), as the kubelet's
+/// `generateContainerConfig` makes it from its run options: the command
+/// and arguments expanded against its environment, the kubelet's labels,
+/// its annotations under the kubelet's own, its log file and its cgroup
+/// resources.
 pub(crate) fn container_spec(
     pod: &Pod,
     container: &Container,
-    resources: &ContainerResources,
+    options: RunContainerOptions,
     restart_count: u32,
-    node: &NodeExtras,
 ) -> ContainerSpec {
     let identity = identity(pod);
-    let mut envs: Vec<(String, String)> = resources
-        .envs
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let mut known = envs.clone();
-    known.extend(node.service_env.iter().cloned());
-    let own = own_env(pod, container, &known);
-    // The service variables after the container's own, which win.
-    let services: Vec<(String, String)> = node
-        .service_env
-        .iter()
-        .filter(|(name, _)| !own.iter().any(|(o, _)| o == name))
-        .cloned()
-        .collect();
-    envs.extend(own);
-    envs.extend(services);
+    let RunContainerOptions {
+        envs,
+        mounts,
+        devices,
+        cdi_devices,
+        mut annotations,
+    } = options;
     let vars: BTreeMap<&str, &str> = envs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let expand_all = |words: &Option<Vec<String>>| -> Vec<String> {
         words
@@ -109,7 +104,6 @@ pub(crate) fn container_spec(
     labels.insert(POD_UID_LABEL.to_string(), identity.uid.clone());
     labels.insert(CONTAINER_NAME_LABEL.to_string(), container.name.clone());
 
-    let mut annotations = resources.annotations.clone();
     let spec = pod.spec.as_ref();
     annotations.insert(
         "io.kubernetes.container.hash".into(),
@@ -160,12 +154,6 @@ pub(crate) fn container_spec(
         annotations.insert("io.kubernetes.container.ports".into(), json);
     }
 
-    let mut cdi_devices = resources.claim_cdi_devices.clone();
-    for name in &resources.cdi_devices {
-        if !cdi_devices.contains(name) {
-            cdi_devices.push(name.clone());
-        }
-    }
     ContainerSpec {
         name: container.name.clone(),
         attempt: restart_count,
@@ -174,13 +162,8 @@ pub(crate) fn container_spec(
         args,
         working_dir: container.working_dir.clone().unwrap_or_default(),
         envs,
-        mounts: resources
-            .mounts
-            .iter()
-            .chain(&node.mounts)
-            .cloned()
-            .collect(),
-        devices: resources.device_specs.clone(),
+        mounts,
+        devices,
         cdi_devices,
         labels,
         annotations,
@@ -188,15 +171,6 @@ pub(crate) fn container_spec(
         runs_to_completion: runs_to_completion(pod, &container.name),
         resources: container_resources(pod, container, Host::this_machine()),
     }
-}
-
-/// What the node adds to a container besides its plugins' resources: the
-/// Services' variables and the mounts of the files the node makes for it
-/// (its pod's hosts file, its termination log).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct NodeExtras {
-    pub(crate) service_env: Vec<(String, String)>,
-    pub(crate) mounts: Vec<crate::device::MountSpec>,
 }
 
 /// Whether container `name` of `pod` is an init container that runs to
@@ -216,82 +190,6 @@ fn identity(pod: &Pod) -> PodIdentity {
         name: pod.metadata.name.clone().unwrap_or_default(),
         uid: pod.metadata.uid.clone().unwrap_or_default(),
     }
-}
-
-/// The container's own `env`, each value expanded against the variables
-/// before it (its own, then `before`), with the downward API's pod fields.
-fn own_env(pod: &Pod, container: &Container, before: &[(String, String)]) -> Vec<(String, String)> {
-    let mut defined: BTreeMap<String, String> = before.iter().cloned().collect();
-    let mut own = Vec::new();
-    for EnvVar {
-        name,
-        value,
-        value_from,
-    } in container.env.iter().flatten()
-    {
-        let value = match (value, value_from) {
-            (Some(value), _) => expand(value, |n| defined.get(n).cloned()),
-            (None, Some(from)) => from
-                .field_ref
-                .as_ref()
-                .and_then(|f| pod_field(pod, &f.field_path))
-                .unwrap_or_default(),
-            (None, None) => String::new(),
-        };
-        defined.insert(name.clone(), value.clone());
-        own.push((name.clone(), value));
-    }
-    own
-}
-
-/// A downward-API field of the pod, as the kubelet reads it.
-fn pod_field(pod: &Pod, path: &str) -> Option<String> {
-    let spec = pod.spec.as_ref();
-    let status = pod.status.as_ref();
-    match path {
-        "metadata.name" => pod.metadata.name.clone(),
-        "metadata.namespace" => pod.metadata.namespace.clone(),
-        "metadata.uid" => pod.metadata.uid.clone(),
-        "spec.nodeName" => spec.and_then(|s| s.node_name.clone()),
-        "spec.serviceAccountName" => spec.and_then(|s| s.service_account_name.clone()),
-        // A host-network pod's IP is the node's.
-        "status.hostIP" | "status.podIP" => status.and_then(|s| s.host_ip.clone()),
-        _ => None,
-    }
-}
-
-/// `text` with each `$(NAME)` replaced by `lookup(NAME)` (left as it is
-/// when unknown) and `$$` by `$`, as the kubelet expands commands and
-/// environment values.
-fn expand(text: &str, lookup: impl Fn(&str) -> Option<String>) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find('$') {
-        out.push_str(&rest[..at]);
-        let after = &rest[at + 1..];
-        if let Some(tail) = after.strip_prefix('$') {
-            out.push('$');
-            rest = tail;
-        } else if let Some(inner) = after.strip_prefix('(')
-            && let Some(close) = inner.find(')')
-        {
-            let name = &inner[..close];
-            match lookup(name) {
-                Some(value) => out.push_str(&value),
-                None => {
-                    out.push_str("$(");
-                    out.push_str(name);
-                    out.push(')');
-                }
-            }
-            rest = &inner[close + 1..];
-        } else {
-            out.push('$');
-            rest = after;
-        }
-    }
-    out.push_str(rest);
-    out
 }
 
 /// The kubelet's `io.kubernetes.container.hash` (`HashContainer`): FNV-32a

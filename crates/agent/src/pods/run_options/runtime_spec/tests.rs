@@ -4,7 +4,6 @@
 use serde_json::json;
 
 use super::*;
-use crate::device::{DeviceNodeSpec, MountSpec};
 
 fn pod() -> Pod {
     serde_json::from_value(json!({
@@ -35,34 +34,6 @@ fn pod() -> Pod {
     .unwrap()
 }
 
-fn resources() -> ContainerResources {
-    ContainerResources {
-        name: "main".into(),
-        envs: [("EXAMPLE_DEVICES".to_string(), "dev-0".to_string())].into(),
-        mounts: vec![MountSpec {
-            container_path: "/var/run/example-device".into(),
-            host_path: "/var/run/example-device".into(),
-            read_only: true,
-        }],
-        device_specs: vec![DeviceNodeSpec {
-            container_path: "/dev/dev-0".into(),
-            host_path: "/dev/null".into(),
-            permissions: "rw".into(),
-        }],
-        annotations: [
-            ("example.com/devices".to_string(), "dev-0".to_string()),
-            (
-                "io.kubernetes.container.restartCount".to_string(),
-                "99".to_string(),
-            ),
-        ]
-        .into(),
-        cdi_devices: vec!["example.com/device=dev-0".into()],
-        claim_cdi_devices: vec!["dra.example.com/gpu=gpu-1".into()],
-        ..ContainerResources::default()
-    }
-}
-
 #[test]
 fn the_sandbox_has_the_pods_labels_under_the_kubelets_and_its_log_directory() {
     let sandbox = sandbox_spec(&pod(), 0, crate::runtime::POD_LOGS_DIR);
@@ -75,57 +46,6 @@ fn the_sandbox_has_the_pods_labels_under_the_kubelets_and_its_log_directory() {
     assert_eq!(sandbox.labels[POD_UID_LABEL], "u1");
     assert_eq!(sandbox.annotations["team"], "a");
     assert_eq!(sandbox.pod.namespace, "ml");
-}
-
-#[test]
-fn a_container_gets_the_plugins_answers_and_its_own_settings_as_the_kubelet_sends_them() {
-    let pod = pod();
-    let main = &pod.spec.as_ref().unwrap().containers[0];
-    let spec = container_spec(&pod, main, &resources(), 2, &NodeExtras::default());
-    assert_eq!(spec.attempt, 2);
-    assert_eq!(spec.log_path, "main/2.log");
-    assert_eq!(
-        spec.envs,
-        [
-            ("EXAMPLE_DEVICES".to_string(), "dev-0".to_string()),
-            ("GREETING".to_string(), "hello".to_string()),
-            ("POD".to_string(), "train".to_string()),
-            // NODE comes after WHERE: not defined yet, left as it is.
-            ("WHERE".to_string(), "train on $(NODE)".to_string()),
-            ("NODE".to_string(), "node-1".to_string()),
-        ]
-    );
-    assert_eq!(spec.args, ["echo hello dev-0 $(MISSING) $(LITERAL)"]);
-    assert_eq!(spec.command, ["sh", "-c"]);
-    assert_eq!(
-        spec.cdi_devices,
-        ["dra.example.com/gpu=gpu-1", "example.com/device=dev-0"],
-        "the claims' first"
-    );
-    assert_eq!(spec.mounts.len(), 1);
-    assert_eq!(spec.devices.len(), 1);
-    assert_eq!(spec.labels.len(), 4);
-    assert_eq!(spec.labels[CONTAINER_NAME_LABEL], "main");
-    let annotations = &spec.annotations;
-    assert_eq!(annotations["example.com/devices"], "dev-0");
-    assert_eq!(
-        annotations["io.kubernetes.container.restartCount"], "2",
-        "the kubelet's own annotations win over a plugin's"
-    );
-    assert_eq!(annotations["io.kubernetes.container.hash"], "4b6a4f93");
-    assert_eq!(annotations["io.kubernetes.pod.terminationGracePeriod"], "5");
-    assert_eq!(
-        annotations["io.kubernetes.container.terminationMessagePath"],
-        "/dev/termination-log"
-    );
-    assert_eq!(
-        annotations["io.kubernetes.container.terminationMessagePolicy"],
-        "File"
-    );
-    assert_eq!(
-        annotations["io.kubernetes.container.ports"],
-        r#"[{"containerPort":8080,"protocol":"TCP"}]"#
-    );
 }
 
 #[test]
@@ -142,11 +62,4 @@ fn the_container_hash_is_the_kubelets() {
         };
         assert_eq!(container_hash(&container), hash, "{name} {image}");
     }
-}
-
-#[test]
-fn expansion_follows_the_kubelets_rules() {
-    let lookup = |name: &str| (name == "A").then(|| "x".to_string());
-    assert_eq!(expand("$(A)-$(B)-$$(A)-$-$", lookup), "x-$(B)-$(A)-$-$");
-    assert_eq!(expand("$(A", lookup), "$(A");
 }

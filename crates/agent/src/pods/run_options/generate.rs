@@ -1,0 +1,119 @@
+//! What a container is given, assembled in one place, as the kubelet's
+//! `GenerateRunContainerOptions` assembles its run options: from what
+//! admission gave it (its device plugins' environment, mounts, device
+//! nodes, annotations and CDI devices; its claims' CDI devices) and what
+//! the node adds (the Services' variables, the files the node makes for the
+//! pod), into the runtime's own vocabulary; then made into the container's
+//! spec (`runtime_spec`). Nothing else adds to a container.
+//!
+//! Mounts come in the kubelet's order: the device plugins', then the pod's
+//! files (its hosts file, the container's termination log).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+
+use crate::pods::admit::container::ContainerResources;
+use crate::pods::run_options::env::container_env;
+use crate::pods::run_options::pod_files::PodFiles;
+use crate::pods::run_options::runtime_spec::container_spec;
+use crate::runtime::{ContainerSpec, DeviceNodeSpec, MountSpec};
+
+/// What the node adds to every container of one pod, gathered before its
+/// containers are made.
+pub(crate) struct NodeGiven<'a> {
+    /// The Services' variables (`service_env`).
+    pub(crate) service_env: &'a [(String, String)],
+    /// The pod's directory of files, when the node keeps one.
+    pub(crate) pod_files: Option<&'a PodFiles>,
+}
+
+/// A container's run options (the kubelet's `RunContainerOptions`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct RunContainerOptions {
+    /// Environment variables, in order; a later one of a name wins.
+    pub(crate) envs: Vec<(String, String)>,
+    /// Host paths mounted into it.
+    pub(crate) mounts: Vec<MountSpec>,
+    /// Device nodes made available in it.
+    pub(crate) devices: Vec<DeviceNodeSpec>,
+    /// CDI devices: the claims' first, then the device plugins'.
+    pub(crate) cdi_devices: Vec<String>,
+    /// The device plugins' annotations.
+    pub(crate) annotations: BTreeMap<String, String>,
+}
+
+/// Why a container's run options could not be made (the kubelet's
+/// `CreateContainerConfigError`).
+#[derive(Debug)]
+pub(crate) enum RunOptionsError {
+    /// The pod's files could not be made.
+    PodFiles(std::io::Error),
+}
+
+impl fmt::Display for RunOptionsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::PodFiles(e) => write!(f, "cannot make the container's files: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for RunOptionsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::PodFiles(e) => Some(e),
+        }
+    }
+}
+
+/// Container `container` of `pod`, its `attempt`th creation, as the
+/// runtime is asked for it: what admission gave it (`admitted`) and what
+/// the node adds (`node`), assembled, then made into its spec.
+pub(crate) fn run_container_spec(
+    pod: &Pod,
+    container: &Container,
+    admitted: &ContainerResources,
+    node: &NodeGiven<'_>,
+    attempt: u32,
+) -> Result<ContainerSpec, RunOptionsError> {
+    let options = run_options(pod, container, admitted, node)?;
+    Ok(container_spec(pod, container, options, attempt))
+}
+
+/// The run options of `container` (its files made now).
+pub(crate) fn run_options(
+    pod: &Pod,
+    container: &Container,
+    admitted: &ContainerResources,
+    node: &NodeGiven<'_>,
+) -> Result<RunContainerOptions, RunOptionsError> {
+    let mut mounts = admitted.mounts.clone();
+    if let Some(files) = node.pod_files {
+        mounts.extend(
+            files
+                .mounts(
+                    &container.name,
+                    container.termination_message_path.as_deref(),
+                )
+                .map_err(RunOptionsError::PodFiles)?,
+        );
+    }
+    let mut cdi_devices = admitted.claim_cdi_devices.clone();
+    for name in &admitted.cdi_devices {
+        if !cdi_devices.contains(name) {
+            cdi_devices.push(name.clone());
+        }
+    }
+    Ok(RunContainerOptions {
+        envs: container_env(pod, container, &admitted.envs, node.service_env),
+        mounts,
+        devices: admitted.device_specs.clone(),
+        cdi_devices,
+        annotations: admitted.annotations.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests;
