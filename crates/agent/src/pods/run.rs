@@ -5,7 +5,7 @@
 //!
 //! | file | what |
 //! |---|---|
-//! | `worker` | one admitted pod's containers run through the runtime |
+//! | `worker` | one admitted pod's containers run through the runtime (`worker/start`: one container started) |
 //! | `pod_sync` | what a running pod's containers need next, and its phase |
 //! | `crash_backoff` | the kubelet's crash-loop back-off |
 //! | `lifecycle_events` | the runtime's container events told to workers |

@@ -17,6 +17,8 @@
 //! writes that and returns; stopping its containers, its sandbox and giving
 //! back what it held is the release's.
 
+mod start;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -38,14 +40,11 @@ use crate::pods::run::crash_backoff::CrashBackoff;
 use crate::pods::run::lifecycle_events::LifecycleEvent;
 use crate::pods::run::pod_sync::{ApiPhase, Observed, StartErrors, SyncPlan, plan};
 use crate::pods::run::resource_health::{HealthSources, allocated_resources_status};
-use crate::pods::run_options::generate::{NodeGiven, run_container_spec};
 use crate::pods::run_options::host_dns::{RESOLV_CONF, host_dns};
-use crate::pods::run_options::pod_files::PodFiles;
 use crate::pods::run_options::runtime_spec::sandbox_spec;
-use crate::pods::run_options::service_env;
 use crate::pods::status::api_status::{StatusInputs, api_status};
 use crate::pods::status::status_writer::{StatusWriter, WriteError};
-use crate::runtime::{ContainerRuntime, PullPolicy, RuntimeError, SandboxSpec};
+use crate::runtime::{ContainerRuntime, RuntimeError, SandboxSpec};
 
 /// A failed start or status write is tried again this long after (the
 /// kubelet's pod worker back-off), or sooner on a change.
@@ -438,87 +437,6 @@ impl Worker {
         let mut spec = sandbox_spec(pod, attempt, &logs);
         spec.dns = host_dns(Path::new(RESOLV_CONF));
         spec
-    }
-
-    /// Makes and starts container `container` of `pod` in sandbox
-    /// `sandbox_id`: its image, PreStartContainer, create, start. A
-    /// failure is the kubelet's (reason, message).
-    async fn start(
-        &mut self,
-        pod: &Pod,
-        sandbox_id: &str,
-        sandbox: &SandboxSpec,
-        container: &Container,
-        attempt: u32,
-    ) -> Result<(), (String, String)> {
-        let runtime = self.context.runtime.as_ref();
-        let image = container.image.clone().unwrap_or_default();
-        let policy = PullPolicy::of(container.image_pull_policy.as_deref(), &image);
-        let image_ref = tokio::select! {
-            () = self.stop.cancelled() => return Err(("Stopping".into(), String::new())),
-            pulled = runtime.ensure_image(&image, policy, sandbox) => pulled,
-        }
-        .map_err(|e| match policy {
-            PullPolicy::Never => (
-                "ErrImageNeverPull".to_string(),
-                format!("Container image \"{image}\" is not present with pull policy of Never"),
-            ),
-            _ => ("ErrImagePull".to_string(), e.to_string()),
-        })?;
-        let resources = self
-            .resources
-            .get(&container.name)
-            .cloned()
-            .unwrap_or_default();
-        self.context
-            .devices
-            .pre_start_container(&self.pod_ref.uid, &container.name)
-            .await
-            .map_err(|e| ("CreateContainerConfigError".to_string(), e.to_string()))?;
-        let service_env = match &self.service_env {
-            Some(env) => env.clone(),
-            None => {
-                let env = service_env::for_pod(&self.context.informers, pod)
-                    .await
-                    .map_err(|e| {
-                        (
-                            "CreateContainerConfigError".to_string(),
-                            format!("{e}, cannot construct envvars"),
-                        )
-                    })?;
-                self.service_env = Some(env.clone());
-                env
-            }
-        };
-        let pod_files = self
-            .context
-            .pods_dir
-            .as_deref()
-            .map(|dir| PodFiles::new(dir, &self.pod_ref.uid));
-        let node = NodeGiven {
-            service_env: &service_env,
-            pod_files: pod_files.as_ref(),
-        };
-        let spec = run_container_spec(pod, container, &resources, &node, attempt)
-            .map_err(|e| ("CreateContainerConfigError".to_string(), e.to_string()))?;
-        let id = runtime
-            .create_container(sandbox_id, sandbox, &spec, &image_ref)
-            .await
-            .map_err(|e| ("CreateContainerError".to_string(), e.to_string()))?;
-        runtime
-            .start_container(&id)
-            .await
-            .map_err(|e| ("RunContainerError".to_string(), e.to_string()))?;
-        tracing::info!(container = %container.name, id = %id, attempt, "container started");
-        // Containers older than the one before this are of no use.
-        if let Ok(all) = runtime.containers().await {
-            for old in all.iter().filter(|c| {
-                c.pod.uid == self.pod_ref.uid && c.name == container.name && c.attempt + 1 < attempt
-            }) {
-                let _ = runtime.remove_container(&old.id).await;
-            }
-        }
-        Ok(())
     }
 
     /// Writes the pod's status when it changed; the phase written.
