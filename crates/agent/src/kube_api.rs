@@ -37,6 +37,7 @@ pub use config::{
 };
 pub(crate) use config::{KUBE_API_BURST, KUBE_API_QPS};
 pub use error::KubeApiError;
+pub(crate) use error::request;
 pub use metrics::KubeApiMetrics;
 pub(crate) use observe::reflected::reflect;
 pub use publisher::{KubeApi, KubeApiHandle};

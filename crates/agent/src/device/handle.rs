@@ -121,6 +121,7 @@ impl DeviceHandle {
     /// [`allocate`](Self::allocate), returning once the allocations are
     /// recorded (every later request sees them) with the end of their
     /// checkpoint write to wait for apart.
+    #[tracing::instrument(name = "devices", skip_all, fields(call = "allocate", container = %request.container))]
     pub(crate) async fn allocate_recorded(
         &self,
         request: &AllocationRequest,
@@ -132,6 +133,7 @@ impl DeviceHandle {
     /// with the devices it holds, for each resource whose plugin asked for
     /// the call: right before each start of the container, as the kubelet
     /// does. A container holding no devices costs nothing.
+    #[tracing::instrument(name = "devices", skip_all, fields(call = "pre_start", container = %container))]
     pub async fn pre_start_container(
         &self,
         pod_uid: &str,
@@ -148,6 +150,7 @@ impl DeviceHandle {
 
     /// Frees every device held by pod `pod_uid`, once that is on disk;
     /// returns how many (container, resource) allocations ended.
+    #[tracing::instrument(name = "devices", skip_all, fields(call = "release"))]
     pub async fn release(&self, pod_uid: &str) -> Result<usize, DeviceManagerStopped> {
         if self.commands.is_closed() {
             return Err(DeviceManagerStopped);

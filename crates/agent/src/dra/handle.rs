@@ -199,6 +199,7 @@ impl DraHandle {
     /// each driver once with all its claims that are not prepared yet. A
     /// driver's failed call fails each of its claims. One result per claim
     /// and driver, in claim order, then driver.
+    #[tracing::instrument(name = "claims", skip_all, fields(call = "prepare", claims = claims.len()))]
     pub async fn prepare_pod(&self, claims: &[PodClaim]) -> Result<Vec<PodClaimResult>, DraError> {
         self.calls().prepare_pod(claims).await
     }
@@ -220,6 +221,7 @@ impl DraHandle {
     /// forgets this pod. A claim a driver failed to unprepare stays recorded
     /// for the pod (with its error here), so that unpreparing the pod again
     /// tries again. No pod may start using a claim while it is unprepared.
+    #[tracing::instrument(name = "claims", skip_all, fields(call = "unprepare"))]
     pub async fn unprepare_pod(&self, pod_uid: &str) -> Result<Vec<PodClaimUnprepared>, DraError> {
         self.calls().unprepare_pod(pod_uid).await
     }

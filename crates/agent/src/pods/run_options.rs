@@ -5,6 +5,7 @@
 //! | file | what |
 //! |---|---|
 //! | `generate` | what a container is given, assembled in one place |
+//! | `options` | a container's run options, as the kubelet's `RunContainerOptions` |
 //! | `env` | a container's environment, as the kubelet makes it |
 //! | `runtime_spec` | what the runtime is asked for a pod and a container |
 //! | `linux_resources` | a container's cgroup resources, as the kubelet sets them |
@@ -20,6 +21,8 @@ pub(super) mod generate;
 pub(super) mod host_dns;
 #[cfg(feature = "kube")]
 pub(super) mod linux_resources;
+#[cfg(feature = "kube")]
+pub(super) mod options;
 #[cfg(feature = "kube")]
 pub(super) mod pod_files;
 #[cfg(feature = "kube")]

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use nodeplugins_api::retry::Classify;
+
 /// Why a runtime call failed, naming the call.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum RuntimeError {
@@ -71,3 +73,7 @@ impl RuntimeError {
         self.code() == Some(tonic::Code::NotFound)
     }
 }
+
+/// A failed runtime call is tried again on its caller's schedule; the
+/// same failure is one that reads the same.
+impl Classify for RuntimeError {}

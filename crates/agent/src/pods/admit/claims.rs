@@ -22,6 +22,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::Api;
+use nodeplugins_api::backoff::Backoff;
+use nodeplugins_api::retry::{Classify, Retry, RetryClass};
+use tracing::Instrument;
 
 use crate::common::token_bucket::TokenBucket;
 use crate::dra::{ClaimPod, ClaimRef, PodClaim};
@@ -38,7 +41,7 @@ use extended::{extended_claim, extended_user};
 pub(crate) use placement::{allocated_here, bound_here};
 
 /// How soon a claim read refused with 403 is asked again; it doubles.
-const FORBIDDEN_RETRY_INITIAL: Duration = Duration::from_millis(5);
+const FORBIDDEN_BACKOFF: Backoff = Backoff::new(Duration::from_millis(5), Duration::from_secs(1));
 /// How long a claim read refused with 403 is asked again before the
 /// refusal counts (the Node authorizer's graph is milliseconds behind).
 const FORBIDDEN_RETRY_FOR: Duration = Duration::from_secs(2);
@@ -133,10 +136,7 @@ impl PodClaimsReader {
     ) -> Result<Option<String>, PodClaimsError> {
         match self.pod(namespace, name).await {
             Ok(pod) => Ok(pod.and_then(|p| p.metadata.uid)),
-            Err(PodClaimsError::Read {
-                source: kube::Error::Api(status),
-                ..
-            }) if status.code == 403 => Ok(None),
+            Err(e) if e.is_forbidden() => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -162,16 +162,17 @@ impl PodClaimsReader {
         name: &str,
         what: &str,
     ) -> Result<Option<ResourceClaim>, PodClaimsError> {
-        let mut wait = FORBIDDEN_RETRY_INITIAL;
         let deadline = tokio::time::Instant::now() + FORBIDDEN_RETRY_FOR;
+        let mut retry = Retry::<PodClaimsError>::default();
         loop {
             match self.get(api, name, what).await {
-                Err(PodClaimsError::Read {
-                    source: kube::Error::Api(status),
-                    ..
-                }) if status.code == 403 && tokio::time::Instant::now() + wait < deadline => {
+                // Refused (403) while the graph has not caught up.
+                Err(e) if e.class() == RetryClass::WhenItExists => {
+                    let wait = FORBIDDEN_BACKOFF.delay(retry.count_failure());
+                    if tokio::time::Instant::now() + wait >= deadline {
+                        return Err(e);
+                    }
                     tokio::time::sleep(wait).await;
-                    wait *= 2;
                 }
                 other => return other,
             }
@@ -190,6 +191,7 @@ impl PodClaimsReader {
     {
         self.limiter.acquire().await;
         api.get_opt(name)
+            .instrument(tracing::info_span!("api_request", request = %what))
             .await
             .map_err(|source| PodClaimsError::read(what, source))
     }

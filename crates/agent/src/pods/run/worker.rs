@@ -11,7 +11,7 @@
 //! Containers that run when it starts (the agent restarted) are adopted as
 //! they are: nothing is started again and no plugin is called. A container
 //! that cannot be started (its image, PreStartContainer, the runtime
-//! refusing) waits with the kubelet's reason and is tried again after 10 s
+//! refusing) waits with the kubelet's reason and is tried again after 10 to 15 s
 //! (the kubelet's pod worker back-off) or on the next change; its devices
 //! stay allocated. When the pod ends (`Succeeded`, `Failed`) the worker
 //! writes that and returns; stopping its containers, its sandbox and giving
@@ -25,6 +25,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::{Container, Pod};
+use nodeplugins_api::backoff::Backoff;
+use nodeplugins_api::retry::{Classify, Retry, RetryClass, Said};
 use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -43,14 +45,20 @@ use crate::pods::run::resource_health::{HealthSources, allocated_resources_statu
 use crate::pods::run_options::host_dns::{RESOLV_CONF, host_dns};
 use crate::pods::run_options::runtime_spec::sandbox_spec;
 use crate::pods::status::api_status::{StatusInputs, api_status};
-use crate::pods::status::status_writer::{StatusWriter, WriteError};
+use crate::pods::status::status_writer::StatusWriter;
 use crate::runtime::{ContainerRuntime, RuntimeError, SandboxSpec};
 
-/// A failed start or status write is tried again this long after (the
-/// kubelet's pod worker back-off), or sooner on a change.
-const RETRY: Duration = Duration::from_secs(10);
-/// A failed status write is tried again this long after.
-const STATUS_RETRY: Duration = Duration::from_secs(1);
+/// A failed sandbox or container start is tried again this long after, or
+/// sooner on a change: the kubelet's pod worker back-off
+/// (`backOffPeriod`, jittered by up to half of it, as `wait.Jitter` with
+/// `workerBackOffPeriodJitterFactor`).
+const SYNC_BACKOFF: Backoff =
+    Backoff::new(Duration::from_secs(10), Duration::from_secs(10)).with_jitter(0.5);
+/// A runtime that cannot be read or a status not written yet is tried
+/// again this long after (the kubelet's `backOffOnTransientErrorPeriod`,
+/// jittered likewise).
+const TRANSIENT_BACKOFF: Backoff =
+    Backoff::new(Duration::from_secs(1), Duration::from_secs(1)).with_jitter(0.5);
 
 /// How a worker ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,7 +157,7 @@ pub(crate) struct Worker {
     written: Option<Value>,
     phase: Option<ApiPhase>,
     /// The runtime's last failure, logged once until it answers again.
-    runtime_error: Option<String>,
+    runtime_reads: Retry<RuntimeError>,
     /// The Services' variables, read at the first start.
     service_env: Option<Vec<(String, String)>>,
     /// Its pod was admitted with what it held (the agent restarted): the
@@ -202,7 +210,7 @@ impl Worker {
             start_time,
             written: None,
             phase: None,
-            runtime_error: None,
+            runtime_reads: Retry::default(),
             service_env: None,
             adopting,
             resource_health: BTreeMap::new(),
@@ -240,7 +248,7 @@ impl Worker {
             if resync {
                 wake = match self.sync().await {
                     Ok((phase, wake)) => {
-                        if self.runtime_error.take().is_some() {
+                        if self.runtime_reads.succeeded() == Said::Recovered {
                             tracing::info!("the runtime answers again");
                         }
                         if let Some(phase) = phase
@@ -252,12 +260,13 @@ impl Worker {
                         wake
                     }
                     Err(e) => {
-                        let text = e.to_string();
-                        if self.runtime_error.as_ref() != Some(&text) {
-                            tracing::warn!(error = %text, "cannot read the pod's containers from the runtime; trying again");
-                            self.runtime_error = Some(text);
+                        let now = tokio::time::Instant::now();
+                        if self.runtime_reads.failed(e, &TRANSIENT_BACKOFF, now) == Said::NewError
+                            && let Some(e) = self.runtime_reads.last_error()
+                        {
+                            tracing::warn!(error = %e, "cannot read the pod's containers from the runtime; trying again");
                         }
-                        Some(tokio::time::Instant::now() + STATUS_RETRY)
+                        self.runtime_reads.due_at()
                     }
                 };
             }
@@ -265,7 +274,7 @@ impl Worker {
             let status_retry = self
                 .written
                 .is_none()
-                .then(|| tokio::time::Instant::now() + STATUS_RETRY);
+                .then(|| tokio::time::Instant::now() + TRANSIENT_BACKOFF.delay(1));
             let next = [wake, status_retry].into_iter().flatten().min();
             let uid = self.pod_ref.uid.clone();
             tokio::select! {
@@ -368,7 +377,7 @@ impl Worker {
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot make the pod's sandbox; trying again");
-                    retry = Some(tokio::time::Instant::now() + RETRY);
+                    retry = Some(tokio::time::Instant::now() + SYNC_BACKOFF.delay(1));
                 }
             }
         }
@@ -397,7 +406,7 @@ impl Worker {
                         tracing::warn!(container = %start.name, %reason, %message, "cannot start the container; trying again");
                         self.start_errors
                             .insert(start.name.clone(), (reason, message));
-                        retry = Some(tokio::time::Instant::now() + RETRY);
+                        retry = Some(tokio::time::Instant::now() + SYNC_BACKOFF.delay(1));
                     }
                 }
             }
@@ -491,7 +500,7 @@ impl Worker {
                 self.phase = Some(decided.phase);
                 self.phase
             }
-            Err(WriteError::Api(kube::Error::Api(s))) if s.code == 409 => {
+            Err(e) if e.class() == RetryClass::Conflict => {
                 // Changed meanwhile (our own last write, or another
                 // writer's): written again from the pod as it is now.
                 tracing::debug!("the pod changed since it was read; its status is made again");

@@ -9,16 +9,16 @@
 //! Mounts come in the kubelet's order: the device plugins', then the pod's
 //! files (its hosts file, the container's termination log).
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use crate::pods::admit::container::ContainerResources;
 use crate::pods::run_options::env::container_env;
+use crate::pods::run_options::options::RunContainerOptions;
 use crate::pods::run_options::pod_files::PodFiles;
 use crate::pods::run_options::runtime_spec::container_spec;
-use crate::runtime::{ContainerSpec, DeviceNodeSpec, MountSpec};
+use crate::runtime::ContainerSpec;
 
 /// What the node adds to every container of one pod, gathered before its
 /// containers are made.
@@ -27,21 +27,6 @@ pub(crate) struct NodeGiven<'a> {
     pub(crate) service_env: &'a [(String, String)],
     /// The pod's directory of files, when the node keeps one.
     pub(crate) pod_files: Option<&'a PodFiles>,
-}
-
-/// A container's run options (the kubelet's `RunContainerOptions`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct RunContainerOptions {
-    /// Environment variables, in order; a later one of a name wins.
-    pub(crate) envs: Vec<(String, String)>,
-    /// Host paths mounted into it.
-    pub(crate) mounts: Vec<MountSpec>,
-    /// Device nodes made available in it.
-    pub(crate) devices: Vec<DeviceNodeSpec>,
-    /// CDI devices: the claims' first, then the device plugins'.
-    pub(crate) cdi_devices: Vec<String>,
-    /// The device plugins' annotations.
-    pub(crate) annotations: BTreeMap<String, String>,
 }
 
 /// Why a container's run options could not be made (the kubelet's

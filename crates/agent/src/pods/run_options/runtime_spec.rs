@@ -28,8 +28,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use crate::pods::run_options::env::expand;
-use crate::pods::run_options::generate::RunContainerOptions;
 use crate::pods::run_options::linux_resources::{Host, container_resources};
+use crate::pods::run_options::options::RunContainerOptions;
 use crate::runtime::{
     CONTAINER_NAME_LABEL, ContainerSpec, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL,
     PodIdentity, SandboxSpec,

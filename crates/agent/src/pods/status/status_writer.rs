@@ -8,7 +8,6 @@
 //! Node authorizer and NodeRestriction).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
@@ -17,36 +16,8 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::common::token_bucket::TokenBucket;
-use crate::kube_api::Connection;
+use crate::kube_api::{Connection, KubeApiError, request};
 use crate::pods::pod::PodRef;
-
-/// Why a write failed.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum WriteError {
-    /// The API server answered with an error.
-    #[error("{0}")]
-    Api(kube::Error),
-    /// No answer in time.
-    #[error("no answer within {0:?}")]
-    Timeout(Duration),
-}
-
-impl WriteError {
-    /// The error of a write that failed with `source` (a deadline passed
-    /// in the client is a timeout).
-    pub(crate) fn from_api(source: kube::Error) -> Self {
-        match crate::kube_api::passed_deadline(&source) {
-            Some(limit) => Self::Timeout(limit),
-            None => Self::Api(source),
-        }
-    }
-
-    /// Whether the pod is gone (404) or another pod now has its name (409
-    /// on the UID precondition): nothing to write any more.
-    pub(crate) fn pod_gone(&self) -> bool {
-        matches!(self, Self::Api(kube::Error::Api(s)) if s.code == 404 || s.code == 409)
-    }
-}
 
 /// Writes pods' statuses and ends their deletions. Cheap to clone.
 #[derive(Clone)]
@@ -80,7 +51,7 @@ impl StatusWriter {
         pod: &PodRef,
         resource_version: Option<&str>,
         status: &Value,
-    ) -> Result<(), WriteError> {
+    ) -> Result<(), KubeApiError> {
         let mut metadata = json!({"uid": pod.uid});
         if let Some(version) = resource_version {
             metadata["resourceVersion"] = json!(version);
@@ -91,11 +62,13 @@ impl StatusWriter {
         let params = PatchParams::default();
         let patch = Patch::Strategic(&patch);
         let call = api.patch_status(&pod.name, &params, &patch);
-        call.await.map(|_| ()).map_err(WriteError::from_api)
+        request(|| format!("patch pod {} status", pod), call)
+            .await
+            .map(|_| ())
     }
 
     /// Deletes pod `pod` with no grace period, if it is still this pod.
-    pub(crate) async fn delete(&self, pod: &PodRef) -> Result<(), WriteError> {
+    pub(crate) async fn delete(&self, pod: &PodRef) -> Result<(), KubeApiError> {
         let api = self.api(pod);
         self.limiter.acquire().await;
         let params = DeleteParams {
@@ -106,12 +79,11 @@ impl StatusWriter {
             }),
             ..DeleteParams::default()
         };
-        match api
-            .delete(&pod.name, &params)
-            .await
-            .map_err(WriteError::from_api)
-        {
-            Err(e) if e.pod_gone() => Ok(()),
+        let call = api.delete(&pod.name, &params);
+        match request(|| format!("delete pod {}", pod), call).await {
+            // Gone, or another pod now has its name (the UID precondition):
+            // nothing to delete any more.
+            Err(e) if e.is_not_found() || e.is_conflict() => Ok(()),
             other => other.map(|_| ()),
         }
     }

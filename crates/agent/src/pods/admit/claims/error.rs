@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use nodeplugins_api::retry::{Classify, RetryClass};
+
 /// Why a pod's claims could not be read, or may not be prepared.
 #[derive(Debug, thiserror::Error)]
 pub enum PodClaimsError {
@@ -133,6 +135,25 @@ impl PodClaimsError {
         }
     }
 
+    /// The HTTP status the API server answered a read with, if it
+    /// answered.
+    pub(crate) fn status(&self) -> Option<u16> {
+        match self {
+            Self::Read {
+                source: kube::Error::Api(status),
+                ..
+            } => Some(status.code),
+            _ => None,
+        }
+    }
+
+    /// Whether the node's identity was refused the read (403): the Node
+    /// authorizer lets a node read a pod and its claims only while the pod
+    /// is bound to it, and its graph follows a binding a moment behind.
+    pub(crate) fn is_forbidden(&self) -> bool {
+        self.status() == Some(403)
+    }
+
     /// Whether this is a reason to wait rather than a failure: the claim is
     /// not created, allocated or reserved for the pod yet (the
     /// controller-manager and the scheduler have not done their part), or
@@ -145,5 +166,32 @@ impl PodClaimsError {
                 | Self::NotReserved { .. }
                 | Self::ClaimNotFound { .. }
         )
+    }
+}
+
+/// The one classification a pod's claim reads and checks ask of their
+/// errors.
+impl Classify for PodClaimsError {
+    fn class(&self) -> RetryClass {
+        if self.is_wait() {
+            // The controller-manager or the scheduler has not done its
+            // part yet.
+            return RetryClass::WhenItExists;
+        }
+        match self {
+            Self::Read { .. } => match self.status() {
+                // Not on this node in the Node authorizer's graph (yet).
+                Some(403) => RetryClass::WhenItExists,
+                Some(401) => RetryClass::Credentials,
+                Some(409) => RetryClass::Conflict,
+                Some(429) => RetryClass::Backoff,
+                Some(code) if (400..500).contains(&code) => RetryClass::Slowly,
+                _ => RetryClass::Backoff,
+            },
+            Self::Timeout { .. } => RetryClass::Backoff,
+            // What the pod or its claims say does not change by asking
+            // again: only a change of them does.
+            _ => RetryClass::Permanent,
+        }
     }
 }
