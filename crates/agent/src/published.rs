@@ -76,6 +76,17 @@ impl<S> Publisher<S> {
         changed
     }
 
+    /// Changes the latest snapshot in place with `change`, which says
+    /// whether it changed anything (a copy is made only while a reader
+    /// holds the snapshot, `Arc::make_mut`); returns whether it did.
+    pub(crate) fn modify(&self, change: impl FnOnce(&mut Arc<S>) -> bool) -> bool {
+        let changed = self.snapshot.send_if_modified(change);
+        if changed {
+            self.changes.send_modify(|n| *n += 1);
+        }
+        changed
+    }
+
     /// The latest snapshot.
     pub(crate) fn current(&self) -> Arc<S> {
         self.snapshot.borrow().clone()
@@ -131,6 +142,17 @@ impl<S> Store<S> {
 }
 
 impl<S: Ready> Store<S> {
+    /// The first snapshot of the running owner for which `pred` holds, with
+    /// no deadline; [`Closed`] once the owner stopped.
+    pub async fn wait_until(&self, mut pred: impl FnMut(&S) -> bool) -> Result<Arc<S>, Closed> {
+        let mut snapshot = self.snapshot.clone();
+        let found = snapshot
+            .wait_for(|s| s.ready() && pred(s))
+            .await
+            .map_err(|_| Closed)?;
+        Ok(found.clone())
+    }
+
     /// The latest snapshot once the owner runs.
     pub async fn wait_until_ready(&self) -> Result<Arc<S>, Closed> {
         let mut snapshot = self.snapshot.clone();

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use tokio::sync::{broadcast, oneshot, watch};
+use tokio::sync::{broadcast, oneshot};
 
 use super::config::DraManagerConfig;
 use super::error::DraError;
@@ -57,12 +57,12 @@ pub(crate) type Routes = BTreeMap<String, Route>;
 pub(crate) struct Shared {
     pub(crate) config: DraManagerConfig,
     pub(crate) events: broadcast::Sender<AgentEvent>,
-    pub(crate) routes: watch::Receiver<Arc<Routes>>,
+    pub(crate) routes: Store<Routes>,
     /// The prepared claims, changed by the callers that prepare and
     /// unprepare them.
     pub(crate) claims: Arc<ClaimBook>,
     /// The prepared claims as last changed.
-    pub(crate) prepared: watch::Receiver<Arc<PreparedClaims>>,
+    pub(crate) prepared: Store<PreparedClaims>,
     /// The drivers after the latest change.
     pub(crate) store: Store<DraSnapshot>,
     pub(crate) metrics: DraMetrics,

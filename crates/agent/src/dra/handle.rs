@@ -248,31 +248,30 @@ impl DraHandle {
     /// The prepared claims, one record per claim and driver that prepared
     /// it, sorted by claim UID, then driver.
     pub fn prepared_claims(&self) -> Vec<RecordedClaim> {
-        self.shared.prepared.borrow().list()
+        self.shared.prepared.get().list()
     }
 
     /// The prepared claims once the checkpoint was read; each change is a
     /// new `Arc`.
     pub(crate) async fn loaded_claims(&self) -> Result<Arc<PreparedClaims>, DraManagerStopped> {
-        let mut prepared = self.shared.prepared.clone();
-        let claims = prepared
-            .wait_for(|c| c.is_loaded())
+        self.shared
+            .prepared
+            .wait_until_ready()
             .await
-            .map_err(|_| DraManagerStopped)?;
-        Ok(claims.clone())
+            .map_err(|_| DraManagerStopped)
     }
 
     #[cfg(feature = "kube")]
     /// The drivers calls can go to now (an instance of each connected or
     /// being connected); ticks when one comes or goes.
     pub(crate) fn registered(&self) -> watch::Receiver<Arc<super::command::Routes>> {
-        self.shared.routes.clone()
+        self.shared.routes.subscribe()
     }
 
     /// The prepared claims as published, loaded or not; ticks on every
     /// change.
     pub(crate) fn claims(&self) -> watch::Receiver<Arc<PreparedClaims>> {
-        self.shared.prepared.clone()
+        self.shared.prepared.subscribe()
     }
 
     /// What is wrong with the prepared claims' checkpoint, if anything.

@@ -49,10 +49,10 @@ pub struct DraManager {
     cleanup: Arc<dyn DriverCleanup>,
     commands: mpsc::UnboundedReceiver<Command>,
     events: broadcast::Sender<AgentEvent>,
-    routes: watch::Sender<Arc<Routes>>,
+    routes: Publisher<Routes>,
     claims: Arc<ClaimBook>,
     /// The prepared claims' sender, for the book once loaded.
-    prepared: watch::Sender<Arc<PreparedClaims>>,
+    prepared: Publisher<PreparedClaims>,
     snapshot: Publisher<DraSnapshot>,
 }
 
@@ -63,15 +63,15 @@ impl DraManager {
         let cleanup: Arc<dyn DriverCleanup> = Arc::new(BoundedCleanup(cleanup));
         let (commands_tx, commands) = Mailbox::new();
         let events = broadcast::channel(1024).0;
-        let routes = watch::channel(Arc::new(Routes::new())).0;
+        let (routes, routes_store) = Publisher::new(Routes::new());
         let claims = Arc::new(ClaimBook::default());
-        let prepared = watch::channel(Arc::new(PreparedClaims::default())).0;
+        let (prepared, prepared_store) = Publisher::new(PreparedClaims::default());
         let (snapshot, store) = Publisher::new(DraSnapshot::default());
         let shared = Arc::new(Shared {
             config: config.clone(),
             events: events.clone(),
-            routes: routes.subscribe(),
-            prepared: prepared.subscribe(),
+            routes: routes_store,
+            prepared: prepared_store,
             claims: claims.clone(),
             store,
             metrics: DraMetrics::default(),
@@ -157,7 +157,7 @@ struct Owner {
     scheduler: CleanupScheduler,
     events: broadcast::Sender<AgentEvent>,
     /// Where each driver's calls go, published for handles.
-    routes: watch::Sender<Arc<Routes>>,
+    routes: Publisher<Routes>,
     /// The prepared claims, which callers change.
     claims: Arc<ClaimBook>,
     /// The ends of the claims' checkpoint writes (none without a state
@@ -460,7 +460,7 @@ impl Owner {
                 service: i.service,
                 channel: i.channel.clone(),
             });
-        self.routes.send_if_modified(|routes| {
+        self.routes.modify(|routes| {
             let current = routes.get(driver).map(|r| r.instance);
             if current == route.as_ref().map(|r| r.instance) {
                 return false;

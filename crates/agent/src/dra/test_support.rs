@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use tokio::sync::{broadcast, watch};
+use tokio::sync::broadcast;
 
 use super::command::{Routes, Shared};
 use super::config::DraManagerConfig;
@@ -14,18 +14,18 @@ use crate::common::owner::Mailbox;
 use crate::dra::prepare::claim_book::ClaimBook;
 pub(crate) use crate::dra::prepare::records::PreparedClaims;
 use crate::dra::prepare::records::RecordedClaim;
-use crate::published::Publisher;
+use crate::published::{Publisher, Store};
 
 /// A handle reading `prepared`; its commands go nowhere, and its claim
 /// book is never loaded.
-pub(crate) fn handle(prepared: watch::Receiver<Arc<PreparedClaims>>) -> DraHandle {
+pub(crate) fn handle(prepared: Store<PreparedClaims>) -> DraHandle {
     let (commands, _) = Mailbox::new();
     DraHandle {
         commands,
         shared: Arc::new(Shared {
             config: DraManagerConfig::default(),
             events: broadcast::channel(1).0,
-            routes: watch::channel(Arc::new(Routes::new())).1,
+            routes: Publisher::new(Routes::new()).1,
             prepared,
             claims: Arc::new(ClaimBook::default()),
             store: Publisher::new(DraSnapshot::default()).1,

@@ -15,10 +15,18 @@ use super::view::{self, PodCache, PodView};
 use crate::device::DeviceHandle;
 use crate::dra::DraHandle;
 use crate::pods::PodsSnapshot;
+use crate::published::{Closed, Publisher, Ready, Store};
 
-/// A manager stopped: the agent is shutting down.
-#[derive(Debug)]
-pub(crate) struct Stopped;
+/// What the builder publishes: nothing until both managers have read their
+/// checkpoints, then the views of each moment.
+#[derive(Default)]
+pub(crate) struct Published(Option<Arc<Views>>);
+
+impl Ready for Published {
+    fn ready(&self) -> bool {
+        self.0.is_some()
+    }
+}
 
 /// The answers of one moment, and which snapshots they were built from.
 pub(crate) struct Views {
@@ -41,7 +49,7 @@ pub(crate) struct ViewBuilder {
     /// The pods owner's pods, when pods are served: then the views show
     /// exactly the admitted pods.
     pods: Option<watch::Receiver<Arc<PodsSnapshot>>>,
-    published: watch::Sender<Option<Arc<Views>>>,
+    published: Publisher<Published>,
 }
 
 /// Reads the published views. Cheap to clone.
@@ -50,7 +58,7 @@ pub(crate) struct ViewsHandle {
     devices: DeviceHandle,
     dra: DraHandle,
     pods: Option<watch::Receiver<Arc<PodsSnapshot>>>,
-    published: watch::Receiver<Option<Arc<Views>>>,
+    published: Store<Published>,
 }
 
 impl ViewBuilder {
@@ -61,12 +69,12 @@ impl ViewBuilder {
         dra: DraHandle,
         pods: Option<watch::Receiver<Arc<PodsSnapshot>>>,
     ) -> (Self, ViewsHandle) {
-        let published = watch::channel(None).0;
+        let (published, store) = Publisher::new(Published::default());
         let handle = ViewsHandle {
             devices: devices.clone(),
             dra: dra.clone(),
             pods: pods.clone(),
-            published: published.subscribe(),
+            published: store,
         };
         let builder = Self {
             devices,
@@ -126,7 +134,7 @@ impl ViewBuilder {
             // Not kept: the DRA manager changes its claims in place when no
             // reader holds them.
             drop(current);
-            self.published.send_replace(Some(Arc::new(views)));
+            self.published.publish(Published(Some(Arc::new(views))));
             let pods_changed = async {
                 match &mut pods {
                     Some(pods) => pods.changed().await,
@@ -146,21 +154,19 @@ impl ViewBuilder {
 impl ViewsHandle {
     /// The views of now: built from the snapshots published when this was
     /// called, or later ones.
-    pub(crate) async fn views(&self) -> Result<Arc<Views>, Stopped> {
-        let devices = self.devices.running_snapshot().await.map_err(|_| Stopped)?;
-        let claims = self.dra.loaded_claims().await.map_err(|_| Stopped)?;
+    pub(crate) async fn views(&self) -> Result<Arc<Views>, Closed> {
+        let devices = self.devices.running_snapshot().await.map_err(|_| Closed)?;
+        let claims = self.dra.loaded_claims().await.map_err(|_| Closed)?;
         let (devices, claims) = (devices.generation, claims.generation());
         let pods = self.pods.as_ref().map_or(0, |p| p.borrow().generation);
-        let mut published = self.published.clone();
-        let views = published
-            .wait_for(|views| {
-                views
-                    .as_ref()
+        let published = self
+            .published
+            .wait_until(|p| {
+                p.0.as_ref()
                     .is_some_and(|v| v.devices >= devices && v.claims >= claims && v.pods >= pods)
             })
-            .await
-            .map_err(|_| Stopped)?;
-        views.clone().ok_or(Stopped)
+            .await?;
+        published.0.clone().ok_or(Closed)
     }
 }
 

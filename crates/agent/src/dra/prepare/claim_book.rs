@@ -17,7 +17,9 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
-use tokio::sync::{oneshot, watch};
+use tokio::sync::oneshot;
+
+use crate::published::Publisher;
 
 use crate::checkpoint::{CheckpointProblem, Ends, Persister, WriteDone, Written, write_out};
 use crate::common::unix_time::unix_ms;
@@ -40,7 +42,7 @@ struct BookState {
     /// published copy is the only one: it is changed in place unless a
     /// reader still holds it, so a change costs a copy of the whole set only
     /// then.
-    published: Option<watch::Sender<Arc<PreparedClaims>>>,
+    published: Option<Publisher<PreparedClaims>>,
     /// Claims whose last pod is being unprepared (the kubelet's
     /// `isUnpreparing`): no pod may start using them meanwhile.
     unpreparing: HashSet<String>,
@@ -56,11 +58,11 @@ impl ClaimBook {
         &self,
         loaded: PreparedClaims,
         persister: Option<Persister<DraCheckpoint>>,
-        published: watch::Sender<Arc<PreparedClaims>>,
+        published: Publisher<PreparedClaims>,
     ) {
         let mut state = self.lock();
         state.persister = persister;
-        published.send_replace(Arc::new(loaded.loaded()));
+        published.publish(loaded.loaded());
         state.published = Some(published);
     }
 
@@ -78,7 +80,7 @@ impl ClaimBook {
         };
         let mut plan = Ok((PreparePlan::default(), false));
         let unpreparing = &state.unpreparing;
-        let changed = published.send_if_modified(|records| {
+        let changed = published.modify(|records| {
             plan = Arc::make_mut(records).begin_prepare(claims, unpreparing, now);
             let changed = matches!(plan, Ok((_, true)));
             if changed {
@@ -154,7 +156,7 @@ impl ClaimBook {
         // A claim stays being unprepared while any driver still holds it
         // (its unprepare failed): no pod may start using the old prepare,
         // and unpreparing its pod again calls those drivers again.
-        if let Some(records) = state.published.as_ref().map(|p| p.borrow().clone()) {
+        if let Some(records) = state.published.as_ref().map(Publisher::current) {
             for uid in ended {
                 if records.drivers_of(uid).next().is_none() {
                     state.unpreparing.remove(uid);
@@ -222,7 +224,7 @@ impl BookState {
         let Some(published) = &self.published else {
             return false;
         };
-        published.send_if_modified(|records| {
+        published.modify(|records| {
             let records = Arc::make_mut(records);
             let changed = change(records);
             if changed {
@@ -251,7 +253,7 @@ impl BookState {
     /// write and none runs.
     fn flush(&mut self) {
         if let (Some(persister), Some(published)) = (&mut self.persister, &self.published) {
-            let records = published.borrow();
+            let records = published.current();
             persister.flush(|| DraCheckpoint::of(&records));
         }
     }

@@ -130,7 +130,7 @@ impl<'a> ClaimCalls<'a> {
     async fn run_prepare(&self, claims: Vec<ClaimToPrepare>) -> Result<PrepareDone, DraError> {
         let book = self.book().await?;
         // Every driver must be registered before anything is recorded.
-        let routes = self.shared.routes.borrow().clone();
+        let routes = self.shared.routes.get();
         let unregistered = claims
             .iter()
             .flat_map(|c| &c.drivers)
@@ -274,7 +274,7 @@ impl<'a> ClaimCalls<'a> {
         &self,
         claims: &[ClaimRef],
     ) -> Vec<UnpreparedClaim> {
-        let recorded = self.shared.prepared.borrow().clone();
+        let recorded = self.shared.prepared.get();
         let mut by_driver: BTreeMap<String, Vec<ClaimRef>> = BTreeMap::new();
         // Claim UID → why each driver that failed it did, in driver order.
         let mut failures: HashMap<String, Vec<String>> = HashMap::new();
@@ -336,9 +336,9 @@ impl<'a> ClaimCalls<'a> {
         if self.commands.is_closed() {
             return Err(DraError::Stopping);
         }
-        let mut prepared = self.shared.prepared.clone();
-        prepared
-            .wait_for(|c| c.is_loaded())
+        self.shared
+            .prepared
+            .wait_until_ready()
             .await
             .map_err(|_| DraError::Stopping)?;
         Ok(&self.shared.claims)
@@ -354,7 +354,7 @@ impl<'a> ClaimCalls<'a> {
         }
         self.shared
             .routes
-            .borrow()
+            .get()
             .get(driver)
             .cloned()
             .ok_or_else(|| DraError::NotRegistered(driver.into()))

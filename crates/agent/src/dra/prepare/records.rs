@@ -492,3 +492,11 @@ fn knows(record: &RecordedClaim, pod: &ClaimPod) -> bool {
 
 #[cfg(test)]
 mod tests;
+
+/// The prepared claims are the running manager's once its checkpoint was
+/// read.
+impl crate::published::Ready for PreparedClaims {
+    fn ready(&self) -> bool {
+        self.is_loaded()
+    }
+}

@@ -17,19 +17,16 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 /// builder's handle.
 struct Harness {
     devices: Publisher<DeviceSnapshot>,
-    claims: watch::Sender<Arc<PreparedClaims>>,
+    claims: Publisher<PreparedClaims>,
     views: ViewsHandle,
     shutdown: CancellationToken,
 }
 
 fn start() -> Harness {
     let (devices, device_store) = Publisher::new(DeviceSnapshot::default());
-    let claims = watch::channel(Arc::new(PreparedClaims::default())).0;
-    let (builder, views) = ViewBuilder::new(
-        devices::handle(device_store),
-        dra::handle(claims.subscribe()),
-        None,
-    );
+    let (claims, store) = Publisher::new(PreparedClaims::default());
+    let (builder, views) =
+        ViewBuilder::new(devices::handle(device_store), dra::handle(store), None);
     let shutdown = CancellationToken::new();
     tokio::spawn(builder.run(shutdown.clone()));
     Harness {
@@ -47,7 +44,7 @@ impl Harness {
         self.devices.publish(snapshot);
     }
 
-    async fn views(&self) -> Result<Arc<Views>, Stopped> {
+    async fn views(&self) -> Result<Arc<Views>, Closed> {
         tokio::time::timeout(TIMEOUT, self.views.views())
             .await
             .expect("views in time")
@@ -73,7 +70,7 @@ async fn a_call_waits_for_both_managers_then_sees_every_change_it_could_have_see
     assert!(!early.is_finished(), "no view before the managers run");
 
     h.devices(1, Vec::new());
-    h.claims.send_replace(Arc::new(dra::loaded(Vec::new(), 0)));
+    h.claims.publish(dra::loaded(Vec::new(), 0));
     let empty = tokio::time::timeout(TIMEOUT, early).await.unwrap().unwrap();
     assert_eq!(empty.ok(), Some(0), "nothing allocated yet");
 
@@ -84,8 +81,7 @@ async fn a_call_waits_for_both_managers_then_sees_every_change_it_could_have_see
     assert!(views.list.get("ml", "serve").is_none());
 
     let claimed = claim("shared", vec![user("u2", "serve")]);
-    h.claims
-        .send_replace(Arc::new(dra::loaded(vec![claimed], 1)));
+    h.claims.publish(dra::loaded(vec![claimed], 1));
     let views = h.views().await.ok().unwrap();
     assert!(views.list.get("ml", "train").is_some());
     assert!(views.list.get("ml", "serve").is_some());
@@ -99,7 +95,7 @@ async fn a_call_waits_for_both_managers_then_sees_every_change_it_could_have_see
 #[tokio::test]
 async fn calls_fail_when_a_manager_stops_before_it_ran() {
     let h = start();
-    h.claims.send_replace(Arc::new(dra::loaded(Vec::new(), 0)));
+    h.claims.publish(dra::loaded(Vec::new(), 0));
     let Harness {
         devices,
         claims,

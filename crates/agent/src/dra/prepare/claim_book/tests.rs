@@ -1,5 +1,6 @@
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tokio_util::task::TaskTracker;
 
 use super::*;
@@ -74,10 +75,11 @@ fn on_disk(dir: &std::path::Path) -> Vec<(String, bool)> {
 
 /// The channel readers follow the records on.
 fn published() -> (
-    watch::Sender<Arc<PreparedClaims>>,
+    Publisher<PreparedClaims>,
     watch::Receiver<Arc<PreparedClaims>>,
 ) {
-    watch::channel(Arc::new(PreparedClaims::default()))
+    let (publisher, store) = Publisher::new(PreparedClaims::default());
+    (publisher, store.subscribe())
 }
 
 async fn written(done: Option<WriteDone>) {
