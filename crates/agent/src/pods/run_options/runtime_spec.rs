@@ -214,4 +214,4 @@ fn container_hash(container: &Container) -> u32 {
 }
 
 #[cfg(test)]
-mod tests;
+pub(in crate::pods) mod tests;

@@ -1,41 +1,11 @@
 // Test code: a failed unwrap is a failed test with a precise location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use serde_json::json;
-
 use super::*;
 use crate::pods::run_options::env::expand;
+use crate::pods::run_options::runtime_spec::tests::pod;
 use crate::runtime::DeviceNodeSpec;
 use crate::runtime::{CONTAINER_NAME_LABEL, MountSpec};
-
-fn pod() -> Pod {
-    serde_json::from_value(json!({
-        "metadata": {
-            "namespace": "ml", "name": "train", "uid": "u1",
-            "labels": {"app": "train", "io.kubernetes.pod.name": "spoofed"},
-            "annotations": {"team": "a"},
-        },
-        "spec": {
-            "nodeName": "node-1",
-            "terminationGracePeriodSeconds": 5,
-            "containers": [{
-                "name": "main",
-                "image": "nodeplugins.local/busybox:1",
-                "command": ["sh", "-c"],
-                "args": ["echo $(GREETING) $(EXAMPLE_DEVICES) $(MISSING) $$(LITERAL)"],
-                "env": [
-                    {"name": "GREETING", "value": "hello"},
-                    {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-                    {"name": "WHERE", "value": "$(POD) on $(NODE)"},
-                    {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-                ],
-                "ports": [{"containerPort": 8080, "protocol": "TCP"}],
-            }],
-        },
-        "status": {"hostIP": "10.0.0.1"},
-    }))
-    .unwrap()
-}
 
 fn resources() -> ContainerResources {
     ContainerResources {

@@ -5,7 +5,9 @@ use serde_json::json;
 
 use super::*;
 
-fn pod() -> Pod {
+/// A pod of one container with the settings the kubelet reads (also the
+/// assembly's tests').
+pub(in crate::pods) fn pod() -> Pod {
     serde_json::from_value(json!({
         "metadata": {
             "namespace": "ml", "name": "train", "uid": "u1",
