@@ -66,7 +66,7 @@ impl CsiNodeDriver {
 
     /// A tonic router serving Identity and Node.
     pub fn router(self) -> Router {
-        tonic::transport::Server::builder()
+        crate::call_span::server(&self.name)
             .add_service(csi::identity_server::IdentityServer::new(self.clone()))
             .add_service(csi::node_server::NodeServer::new(self))
     }

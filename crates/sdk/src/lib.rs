@@ -29,6 +29,7 @@
 //! accepts the path-valued `:authority` the real kubelet sends.
 #![forbid(unsafe_code)]
 
+mod call_span;
 pub mod cdi;
 pub mod csi_driver;
 pub mod csi_registrar;

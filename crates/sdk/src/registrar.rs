@@ -119,7 +119,7 @@ impl RegistrarBuilder {
             info: self.info,
             state: state_tx,
         };
-        let router = tonic::transport::Server::builder()
+        let router = crate::call_span::server(path.display())
             .add_service(reg::registration_server::RegistrationServer::new(service));
         tracing::info!(socket = %path.display(), "registration socket listening");
         let task = tokio::spawn(serve(socket, router, shutdown.clone()));

@@ -179,7 +179,7 @@ impl DevicePluginBuilder {
             // The file as bound, not as it is now: the kubelet's start-up
             // cleanup may already have removed it.
             let bound_identity = Some(bound.identity());
-            let router = tonic::transport::Server::builder().add_service(
+            let router = crate::call_span::server(socket.display()).add_service(
                 dp::device_plugin_server::DevicePluginServer::new(Server {
                     service: self.service.clone(),
                     devices: self.devices.clone(),

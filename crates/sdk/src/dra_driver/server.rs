@@ -126,7 +126,7 @@ impl DraDriverServer {
         service.restore_cdi_specs().await;
         let service_socket = config.service_socket();
         let socket = BoundSocket::bind(&service_socket, None).await?;
-        let mut router = tonic::transport::Server::builder().add_optional_service(
+        let mut router = crate::call_span::server(service_socket.display()).add_optional_service(
             config
                 .api_versions
                 .v1

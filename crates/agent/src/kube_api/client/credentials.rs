@@ -32,6 +32,9 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tower::util::MapResponseLayer;
 
+use nodeplugins_api::backoff::Backoff;
+use nodeplugins_api::retry::{Retry, Said};
+
 use crate::fs_watch::{FsWatch, FsWatcher};
 use crate::kube_api::client::deadline::DeadlineLayer;
 use crate::kube_api::config::KubeConfigSource;
@@ -43,9 +46,12 @@ pub(in crate::kube_api) const CREDENTIALS_RECHECK: Duration = Duration::from_sec
 /// How long after a file event the files are read, so that a rotation's
 /// several steps (new file, symlink swap) are one reload.
 const SETTLE: Duration = Duration::from_millis(50);
-/// How soon a reload that failed (files caught half-written) is tried
-/// again.
-const RETRY: Duration = Duration::from_secs(1);
+/// How soon a reload that failed (files caught half-written, or a file
+/// gone) is tried again: a second at first, doubling to the recheck period,
+/// so that a rotation caught midway is picked up at once and a file that
+/// stays broken is not read every second.
+const RELOAD_BACKOFF: Backoff =
+    Backoff::new(Duration::from_secs(1), CREDENTIALS_RECHECK).with_jitter(0.1);
 /// The token a pod's service account is given; the client reads it again
 /// by itself, and a new client is built when a 401 comes after it changed.
 const IN_CLUSTER_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
@@ -135,6 +141,7 @@ impl Credentials {
             },
         };
         let mut next_look = tokio::time::Instant::now() + CREDENTIALS_RECHECK;
+        let mut reloads: Retry<KubeApiError> = Retry::default();
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
@@ -148,17 +155,27 @@ impl Credentials {
                 }
                 () = tokio::time::sleep_until(next_look) => {}
             }
-            next_look = tokio::time::Instant::now() + CREDENTIALS_RECHECK;
+            let now = tokio::time::Instant::now();
+            next_look = now + CREDENTIALS_RECHECK;
             match build(&self.source, &self.reload, self.request_timeout).await {
-                Ok((_, fingerprint)) if fingerprint == self.fingerprint => {}
                 Ok((connection, fingerprint)) => {
-                    tracing::info!(server = %connection.server, "API credentials changed; using the new ones");
-                    self.fingerprint = fingerprint;
-                    self.current.send_replace(connection);
+                    if reloads.succeeded() == Said::Recovered {
+                        tracing::info!("API credentials can be read again");
+                    }
+                    if fingerprint != self.fingerprint {
+                        tracing::info!(server = %connection.server, "API credentials changed; using the new ones");
+                        self.fingerprint = fingerprint;
+                        self.current.send_replace(connection);
+                    }
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "API credentials could not be read again; keeping the current ones");
-                    next_look = tokio::time::Instant::now() + RETRY;
+                    let text = e.to_string();
+                    if reloads.failed(e, &RELOAD_BACKOFF, now) == Said::NewError {
+                        tracing::warn!(error = %text, "API credentials could not be read again; keeping the current ones");
+                    }
+                    if let Some(at) = reloads.due_at() {
+                        next_look = at;
+                    }
                 }
             }
         }

@@ -337,10 +337,11 @@ impl Owner {
             if stop.is_cancelled() {
                 continue;
             }
+            let _pod = tracked.pod_ref().span("owner").entered();
             if running.next == Next::Admit {
-                tracing::info!(pod = %tracked.pod_ref(), %uid, "the pod is no longer to be admitted; its admission is cut short");
+                tracing::info!("the pod is no longer to be admitted; its admission is cut short");
             } else {
-                tracing::info!(pod = %tracked.pod_ref(), %uid, "the pod is no longer to run; its containers are to stop");
+                tracing::info!("the pod is no longer to run; its containers are to stop");
             }
             stop.cancel();
         }
@@ -425,7 +426,8 @@ impl Owner {
     fn upsert(&mut self, pod: Arc<k8s_openapi::api::core::v1::Pod>) -> Option<String> {
         let pod_ref = pod_ref(&pod)?;
         if is_mirror(&pod) {
-            tracing::debug!(pod = %pod_ref, "a mirror pod: its static pod is not run here");
+            let _pod = pod_ref.span("owner").entered();
+            tracing::debug!("a mirror pod: its static pod is not run here");
             return None;
         }
         let uid = pod_ref.uid.clone();
@@ -490,7 +492,10 @@ impl Owner {
                     }
                 }
                 None => {
-                    tracing::info!(pod = %pod_ref, %uid, "a pod the API no longer has holds devices or claims; giving them back");
+                    let _pod = pod_ref.span("owner").entered();
+                    tracing::info!(
+                        "a pod the API no longer has holds devices or claims; giving them back"
+                    );
                     let tracked = Tracked::orphan(pod_ref, SystemTime::now());
                     self.tracked.insert(uid.clone(), tracked);
                     self.dirty.insert(uid);
@@ -510,17 +515,18 @@ impl Owner {
             return;
         };
         let pod = tracked.pod_ref().clone();
+        let _pod = pod.span("owner").entered();
         match outcome {
             Outcome::NotAdmitted(e) => {
                 let warning = tracked.not_admitted(&e, |n| backoff.delay(n), now);
                 if e.is_wait() {
-                    tracing::debug!(pod = %pod, error = %e, "pod waits");
+                    tracing::debug!(error = %e, "pod waits");
                     self.emit(EventKind::Waiting, &pod, Some(e.to_string()));
                 } else {
                     self.emit(EventKind::AdmissionFailed, &pod, Some(e.message()));
                 }
                 if let Some(warning) = warning {
-                    tracing::warn!(pod = %pod, reason = %warning.reason, message = %warning.message, "pod not admitted; trying again with backoff");
+                    tracing::warn!(reason = %warning.reason, message = %warning.message, "pod not admitted; trying again with backoff");
                     let warnings = self.warnings.clone();
                     let shutdown = self.shutdown.clone();
                     self.tasks.spawn(async move {
@@ -532,7 +538,7 @@ impl Owner {
                 }
             }
             Outcome::Released(Ok(())) => {
-                tracing::info!(pod = %pod, uid = %pod.uid, "what the pod held was given back");
+                tracing::info!("what the pod held was given back");
                 tracked.released();
                 self.emit(EventKind::PodReleased, &pod, None);
                 for (other, tracked) in &mut self.tracked {
@@ -543,12 +549,14 @@ impl Owner {
             }
             Outcome::AdmissionCut => tracked.admission_cancelled(),
             Outcome::RuntimeLost => {
-                tracing::warn!(pod = %pod, "the runtime lost the pod's sandbox (a reboot, or its state wiped): its devices are allocated and its claims prepared again before its containers are made again");
+                tracing::warn!(
+                    "the runtime lost the pod's sandbox (a reboot, or its state wiped): its devices are allocated and its claims prepared again before its containers are made again"
+                );
                 tracked.runtime_lost();
             }
             Outcome::Abandoned => tracked.worker_ended(None),
             Outcome::Released(Err(e)) => {
-                tracing::warn!(pod = %pod, uid = %pod.uid, error = %e, "what the pod held was not all given back; trying again with backoff");
+                tracing::warn!(error = %e, "what the pod held was not all given back; trying again with backoff");
                 tracked.not_released(&e, |n| backoff.delay(n), now);
                 self.emit(EventKind::ReleaseFailed, &pod, Some(e.to_string()));
             }
@@ -567,7 +575,8 @@ impl Owner {
             return;
         };
         self.dirty.insert(uid.clone());
-        tracing::error!(%uid, error = %error, "a pod's operation failed unexpectedly");
+        let _pod = tracked.pod_ref().span("owner").entered();
+        tracing::error!(error = %error, "a pod's operation failed unexpectedly");
         match next {
             Next::Admit => {
                 let message = format!("admission failed unexpectedly: {error}");
@@ -590,7 +599,12 @@ impl Owner {
                     return;
                 };
                 let pod = tracked.pod_ref().clone();
-                tracing::info!(pod = %pod, uid = %pod.uid, containers = admitted.containers.len(), restored = admitted.restored, "pod admitted");
+                let _pod = pod.span("owner").entered();
+                tracing::info!(
+                    containers = admitted.containers.len(),
+                    restored = admitted.restored,
+                    "pod admitted"
+                );
                 tracked.admitted(admitted.containers, admitted.restored, SystemTime::now());
                 tracked.started(Next::Run);
                 self.moved_on(&uid, Next::Run, false);
@@ -601,7 +615,8 @@ impl Owner {
                     return;
                 };
                 if let Some(phase) = ended {
-                    tracing::info!(pod = %tracked.pod_ref(), phase = phase.as_str(), "the pod ended");
+                    let _pod = tracked.pod_ref().span("owner").entered();
+                    tracing::info!(phase = phase.as_str(), "the pod ended");
                 }
                 tracked.worker_ended(ended);
                 tracked.started(Next::Release);
@@ -622,7 +637,8 @@ impl Owner {
                     if self.tracked.contains_key(&pod_ref.uid) {
                         continue;
                     }
-                    tracing::info!(pod = %pod_ref, uid = %pod_ref.uid, "the runtime runs a pod the API no longer has; stopping it");
+                    let _pod = pod_ref.span("owner").entered();
+                    tracing::info!("the runtime runs a pod the API no longer has; stopping it");
                     let uid = pod_ref.uid.clone();
                     self.tracked
                         .insert(uid.clone(), Tracked::orphan(pod_ref, SystemTime::now()));
