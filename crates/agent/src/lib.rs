@@ -44,6 +44,8 @@ pub mod pod_resources;
 pub mod pods;
 pub mod published;
 pub mod runtime;
+#[cfg(feature = "kube")]
+pub mod volumes;
 
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;

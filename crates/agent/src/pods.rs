@@ -100,6 +100,8 @@ pub use kube_events::{FAILED_PREPARE_DYNAMIC_RESOURCES, UNEXPECTED_ADMISSION_ERR
 pub use manager::PodsManager;
 pub(crate) use manual::unprepare_by_name;
 pub use pod::{ContainerDevices, PodClaims, PodRef, PreparedPod, UnpreparedPod};
+#[cfg(feature = "kube")]
+pub(crate) use run_options::env::expand;
 pub use snapshot::{PodPhase, PodStatus, PodsSnapshot};
 #[cfg(feature = "kube")]
 pub use teardown::release::ReleaseError;

@@ -107,6 +107,8 @@ async fn a_container_gets_what_the_kubelet_hands_a_runtime_and_its_lifecycle_is_
             container_path: "/plugin".into(),
             host_path: scratch.path().display().to_string(),
             read_only: true,
+            propagation: nodeplugins::runtime::MountPropagation::Private,
+            selinux_relabel: false,
         }],
         devices: vec![DeviceNodeSpec {
             container_path: "/dev/plugin0".into(),

@@ -56,6 +56,7 @@ use crate::pods::status::status_writer::StatusWriter;
 use crate::pods::teardown::release::Releaser;
 use crate::published::Publisher;
 use crate::runtime::ContainerRuntime;
+use crate::volumes::VolumeHandle;
 
 /// The pods owner's task. [`new`](Self::new) gives it with its
 /// [`PodsHandle`]; [`run`](Self::run) it.
@@ -70,6 +71,8 @@ pub struct PodsManager {
     writer: StatusWriter,
     /// The informers' writers, until `run` starts their watches.
     informer_writers: InformerWriters,
+    /// The volume manager, when pods get files (a real runtime).
+    volumes: Option<VolumeHandle>,
 }
 
 impl PodsManager {
@@ -102,7 +105,12 @@ impl PodsManager {
         };
         let writer = StatusWriter::new(connection.clone(), claims.limiter());
         let warnings = PodEvents::new(connection.clone(), config.node_name.clone());
+        let volumes = config
+            .pods_dir
+            .clone()
+            .map(|dir| VolumeHandle::new(dir, connection.clone()));
         let manager = Self {
+            volumes,
             admitter: Admitter {
                 devices,
                 dra,
@@ -170,6 +178,7 @@ impl PodsManager {
             shutdown.clone(),
         ));
         let (reports_tx, reports) = mpsc::unbounded_channel();
+        let volumes = self.volumes.clone();
         let worker_context = WorkerContext {
             runtime: self.runtime.clone(),
             node: Arc::new(NodeFacts::new(
@@ -184,6 +193,8 @@ impl PodsManager {
             pod_logs: self.config.pod_logs_dir.clone(),
             pods_dir: self.config.pods_dir.clone(),
             informers: self.admitter.informers.clone(),
+            volumes: volumes.clone(),
+            pod_events: self.warnings.clone(),
         };
         let releaser = Releaser {
             pods_dir: self.config.pods_dir.clone(),
@@ -191,6 +202,7 @@ impl PodsManager {
             devices: self.admitter.devices.clone(),
             dra: self.admitter.dra.clone(),
             writer: self.writer.clone(),
+            volumes: volumes.clone(),
         };
         tracing::info!(node = %self.config.node_name, "serving the node's pods");
         let backoff = Backoff::new(self.config.retry_initial, self.config.retry_max)

@@ -470,6 +470,18 @@ fn container_config(
                 container_path: m.container_path.clone(),
                 host_path: m.host_path.clone(),
                 readonly: m.read_only,
+                propagation: match m.propagation {
+                    crate::runtime::MountPropagation::Private => {
+                        cri::MountPropagation::PropagationPrivate as i32
+                    }
+                    crate::runtime::MountPropagation::HostToContainer => {
+                        cri::MountPropagation::PropagationHostToContainer as i32
+                    }
+                    crate::runtime::MountPropagation::Bidirectional => {
+                        cri::MountPropagation::PropagationBidirectional as i32
+                    }
+                },
+                selinux_relabel: m.selinux_relabel,
                 ..Default::default()
             })
             .collect(),

@@ -16,6 +16,25 @@ pub struct MountSpec {
     pub host_path: String,
     /// Mounted read-only.
     pub read_only: bool,
+    /// How mounts below it propagate.
+    #[serde(default)]
+    pub propagation: MountPropagation,
+    /// The runtime relabels it for the container (SELinux).
+    #[serde(default)]
+    pub selinux_relabel: bool,
+}
+
+/// How mounts propagate between the host and a container's mount (CRI's
+/// `MountPropagation`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum MountPropagation {
+    /// None (rprivate).
+    #[default]
+    Private,
+    /// The host's mounts below it reach the container (rslave).
+    HostToContainer,
+    /// Both ways (rshared; privileged containers only).
+    Bidirectional,
 }
 
 /// A device node made available in the container.

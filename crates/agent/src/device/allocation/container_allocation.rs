@@ -65,6 +65,8 @@ impl ContainerAllocation {
                     container_path: m.container_path,
                     host_path: m.host_path,
                     read_only: m.read_only,
+                    propagation: crate::runtime::MountPropagation::Private,
+                    selinux_relabel: false,
                 })
                 .collect(),
             device_specs: response

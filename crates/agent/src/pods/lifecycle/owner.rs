@@ -502,6 +502,30 @@ impl Owner {
                 }
             }
         }
+        // Volumes on disk of a pod the API no longer has (gone while the
+        // agent was away, or left by the kubelet before it).
+        let on_disk = self
+            .operations
+            .releaser
+            .volumes
+            .as_ref()
+            .map(|v| v.pods_on_disk())
+            .unwrap_or_default();
+        for uid in on_disk {
+            if self.tracked.contains_key(&uid) {
+                continue;
+            }
+            let pod_ref = PodRef {
+                namespace: String::new(),
+                name: String::new(),
+                uid: uid.clone(),
+            };
+            let _pod = pod_ref.span("owner").entered();
+            tracing::info!("a pod the API no longer has left volumes on disk; tearing them down");
+            let tracked = Tracked::orphan(pod_ref, SystemTime::now());
+            self.tracked.insert(uid.clone(), tracked);
+            self.dirty.insert(uid);
+        }
     }
 
     fn on_done(&mut self, id: Id, outcome: Outcome) {

@@ -36,6 +36,7 @@ use crate::dra::DraHandle;
 use crate::pods::admit::container::ContainerResources;
 use crate::pods::admit::spec::{containers, is_active};
 use crate::pods::informers::Informers;
+use crate::pods::kube_events::PodEvents;
 use crate::pods::lifecycle::report::Report;
 use crate::pods::pod::PodRef;
 use crate::pods::run::crash_backoff::CrashBackoff;
@@ -47,6 +48,7 @@ use crate::pods::run_options::runtime_spec::sandbox_spec;
 use crate::pods::status::api_status::{StatusInputs, api_status};
 use crate::pods::status::status_writer::StatusWriter;
 use crate::runtime::{ContainerRuntime, RuntimeError, SandboxSpec};
+use crate::volumes::{FAILED_MOUNT, PodVolumes, VolumeError, VolumeHandle};
 
 /// A failed sandbox or container start is tried again this long after, or
 /// sooner on a change: the kubelet's pod worker back-off
@@ -59,6 +61,18 @@ const SYNC_BACKOFF: Backoff =
 /// jittered likewise).
 const TRANSIENT_BACKOFF: Backoff =
     Backoff::new(Duration::from_secs(1), Duration::from_secs(1)).with_jitter(0.5);
+/// A pod's volumes that failed to be set up are tried again on the
+/// kubelet's operation backoff (`exponentialbackoff`: 500 ms doubling to
+/// 2m2s).
+const VOLUME_BACKOFF: Backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(122));
+/// How long a pod waits for its volumes before the kubelet says it could
+/// not mount them (`podAttachAndMountTimeout`).
+const ATTACH_AND_MOUNT_TIMEOUT: Duration = Duration::from_secs(123);
+/// How often a pod's volumes are written again from their objects and
+/// tokens (the kubelet's pod resync, `syncFrequency`, jittered by up to
+/// half).
+const VOLUME_RESYNC: Backoff =
+    Backoff::new(Duration::from_secs(60), Duration::from_secs(60)).with_jitter(0.5);
 
 /// How a worker ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,6 +105,10 @@ pub(crate) struct WorkerContext {
     pub(crate) pods_dir: Option<PathBuf>,
     /// The node's Node and the cluster's Services.
     pub(crate) informers: Informers,
+    /// The volume manager, with a real runtime.
+    pub(crate) volumes: Option<VolumeHandle>,
+    /// Events on pods (a volume that cannot be set up).
+    pub(crate) pod_events: PodEvents,
 }
 
 /// What the status of every pod names, learnt when first needed (not at
@@ -165,6 +183,17 @@ pub(crate) struct Worker {
     adopting: bool,
     /// The health of what its containers hold, as last worked out.
     resource_health: BTreeMap<String, Value>,
+    /// Its volumes, once set up (none without a volume manager).
+    volumes: Option<PodVolumes>,
+    /// Setting up its volumes: failures in a row, the next try, the last
+    /// error (said once as a `FailedMount` Event).
+    volume_setup: Retry<VolumeError>,
+    /// When its volumes first failed to be set up, while they fail (the
+    /// kubelet's `Unable to attach or mount volumes` after 2m3s).
+    /// and whether that was said.
+    volumes_failing_since: Option<(tokio::time::Instant, bool)>,
+    /// When its volumes' content is written again (the pod resync).
+    volumes_resync_at: Option<tokio::time::Instant>,
 }
 
 impl Worker {
@@ -214,6 +243,10 @@ impl Worker {
             service_env: None,
             adopting,
             resource_health: BTreeMap::new(),
+            volumes: None,
+            volume_setup: Retry::default(),
+            volumes_failing_since: None,
+            volumes_resync_at: None,
         }
     }
 
@@ -354,6 +387,12 @@ impl Worker {
         let now = SystemTime::now();
         let mut decided = plan(&pod, &observed, &self.backoff, &self.start_errors, now);
         let mut retry = None;
+        if !self.volumes_ready(&pod).await {
+            // Nothing is made before its volumes are set up.
+            decided.sandbox = None;
+            decided.start.clear();
+            retry = self.volume_setup.due_at();
+        }
         if let Some(attempt) = decided.sandbox {
             let spec = self.sandbox_spec(&pod, attempt);
             if let Some(dir) = &self.context.pod_logs {
@@ -431,8 +470,77 @@ impl Worker {
             })
             .into_iter()
             .chain(retry)
+            .chain(self.volumes_resync_at)
             .min();
         Ok((phase, wake))
+    }
+
+    /// Whether the pod's volumes are set up: set up now when they are not
+    /// (or written again when their resync is due). A failure is said
+    /// once as the kubelet's `FailedMount` Event, and tried again on its
+    /// backoff.
+    async fn volumes_ready(&mut self, pod: &Pod) -> bool {
+        let Some(handle) = self.context.volumes.clone() else {
+            return true;
+        };
+        let now = tokio::time::Instant::now();
+        let due = match (&self.volumes, self.volumes_resync_at) {
+            (None, _) => !self.volume_setup.waiting(now),
+            (Some(_), Some(at)) => at <= now,
+            (Some(_), None) => true,
+        };
+        if !due {
+            return self.volumes.is_some();
+        }
+        let allocatable = self
+            .context
+            .informers
+            .node_allocatable()
+            .await
+            .unwrap_or_default();
+        match handle.set_up(pod, &allocatable).await {
+            Ok(volumes) => {
+                if self.volumes.is_none() && !volumes.is_empty() {
+                    tracing::info!(volumes = volumes.len(), "the pod's volumes are set up");
+                }
+                self.volume_setup.succeeded();
+                self.volumes_failing_since = None;
+                self.volumes = Some(volumes);
+                self.volumes_resync_at = Some(now + VOLUME_RESYNC.delay(1));
+                true
+            }
+            Err(e) if self.volumes.is_some() => {
+                // Set up before: what the containers have stays; written
+                // again at the next resync.
+                tracing::warn!(error = %e, "cannot write the pod's volumes again; they keep what they hold");
+                self.volumes_resync_at = Some(now + VOLUME_RESYNC.delay(1));
+                true
+            }
+            Err(e) => {
+                let (since, said) = self.volumes_failing_since.get_or_insert((now, false));
+                let timed_out = !*said && now.duration_since(*since) >= ATTACH_AND_MOUNT_TIMEOUT;
+                if timed_out {
+                    *said = true;
+                }
+                let message = e.to_string();
+                let unable = e.unable_to_mount();
+                if self.volume_setup.failed(e, &VOLUME_BACKOFF, now) == Said::NewError {
+                    tracing::warn!(error = %message, "cannot set up the pod's volumes; trying again with backoff");
+                    self.event(FAILED_MOUNT, message);
+                }
+                if timed_out {
+                    self.event(FAILED_MOUNT, unable);
+                }
+                false
+            }
+        }
+    }
+
+    /// Records a `Warning` Event on the pod, on a task of its own.
+    fn event(&self, reason: &'static str, message: String) {
+        let events = self.context.pod_events.clone();
+        let pod = self.pod_ref.clone();
+        tokio::spawn(async move { events.warning(&pod, reason, &message).await });
     }
 
     /// The pod's sandbox of `attempt`.

@@ -6,8 +6,10 @@
 //! pod), into the runtime's own vocabulary; then made into the container's
 //! spec (`runtime_spec`). Nothing else adds to a container.
 //!
-//! Mounts come in the kubelet's order: the device plugins', then the pod's
-//! files (its hosts file, the container's termination log).
+//! Mounts come in the kubelet's order: the device plugins', then the
+//! container's volumes (`volumeMounts`, in its order), then the pod's files
+//! (its hosts file, unless a volume is mounted at `/etc/hosts`; the
+//! container's termination log).
 
 use std::fmt;
 
@@ -16,9 +18,10 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use crate::pods::admit::container::ContainerResources;
 use crate::pods::run_options::env::container_env;
 use crate::pods::run_options::options::RunContainerOptions;
-use crate::pods::run_options::pod_files::PodFiles;
+use crate::pods::run_options::pod_files::{ETC_HOSTS, PodFiles};
 use crate::pods::run_options::runtime_spec::container_spec;
 use crate::runtime::ContainerSpec;
+use crate::volumes::{MountError, PodVolumes, container_mounts};
 
 /// What the node adds to every container of one pod, gathered before its
 /// containers are made.
@@ -27,6 +30,9 @@ pub(crate) struct NodeGiven<'a> {
     pub(crate) service_env: &'a [(String, String)],
     /// The pod's directory of files, when the node keeps one.
     pub(crate) pod_files: Option<&'a PodFiles>,
+    /// The pod's volumes as the volume manager set them up, when it has
+    /// one.
+    pub(crate) volumes: Option<&'a PodVolumes>,
 }
 
 /// Why a container's run options could not be made (the kubelet's
@@ -35,12 +41,15 @@ pub(crate) struct NodeGiven<'a> {
 pub(crate) enum RunOptionsError {
     /// The pod's files could not be made.
     PodFiles(std::io::Error),
+    /// A volume mount could not be made.
+    Mounts(MountError),
 }
 
 impl fmt::Display for RunOptionsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::PodFiles(e) => write!(f, "cannot make the container's files: {e}"),
+            Self::Mounts(e) => write!(f, "{e}"),
         }
     }
 }
@@ -49,6 +58,7 @@ impl std::error::Error for RunOptionsError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::PodFiles(e) => Some(e),
+            Self::Mounts(e) => Some(e),
         }
     }
 }
@@ -74,15 +84,28 @@ pub(crate) fn run_options(
     admitted: &ContainerResources,
     node: &NodeGiven<'_>,
 ) -> Result<RunContainerOptions, RunOptionsError> {
+    let envs = container_env(pod, container, &admitted.envs, node.service_env);
     let mut mounts = admitted.mounts.clone();
+    if let Some(volumes) = node.volumes {
+        mounts
+            .extend(container_mounts(container, volumes, &envs).map_err(RunOptionsError::Mounts)?);
+    }
+    let hosts_mounted = container
+        .volume_mounts
+        .iter()
+        .flatten()
+        .any(|m| m.mount_path == ETC_HOSTS);
     if let Some(files) = node.pod_files {
+        let files = files
+            .mounts(
+                &container.name,
+                container.termination_message_path.as_deref(),
+            )
+            .map_err(RunOptionsError::PodFiles)?;
         mounts.extend(
             files
-                .mounts(
-                    &container.name,
-                    container.termination_message_path.as_deref(),
-                )
-                .map_err(RunOptionsError::PodFiles)?,
+                .into_iter()
+                .filter(|m| !(hosts_mounted && m.container_path == ETC_HOSTS)),
         );
     }
     let mut cdi_devices = admitted.claim_cdi_devices.clone();
@@ -92,7 +115,7 @@ pub(crate) fn run_options(
         }
     }
     Ok(RunContainerOptions {
-        envs: container_env(pod, container, &admitted.envs, node.service_env),
+        envs,
         mounts,
         devices: admitted.device_specs.clone(),
         cdi_devices,

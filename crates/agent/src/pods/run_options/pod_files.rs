@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use crate::runtime::MountSpec;
 
 /// The node's hosts file.
-const ETC_HOSTS: &str = "/etc/hosts";
+pub(crate) const ETC_HOSTS: &str = "/etc/hosts";
 /// The kubelet's header of a host-network pod's hosts file.
 const HOSTS_HEADER: &str = "# Kubernetes-managed hosts file (host network).\n";
 /// Where a container's termination message goes by default.
@@ -51,6 +51,8 @@ impl PodFiles {
                 container_path: ETC_HOSTS.into(),
                 host_path: hosts.display().to_string(),
                 read_only: false,
+                propagation: crate::runtime::MountPropagation::Private,
+                selinux_relabel: false,
             },
             MountSpec {
                 container_path: termination_path
@@ -59,6 +61,8 @@ impl PodFiles {
                     .into(),
                 host_path: log.display().to_string(),
                 read_only: false,
+                propagation: crate::runtime::MountPropagation::Private,
+                selinux_relabel: false,
             },
         ])
     }

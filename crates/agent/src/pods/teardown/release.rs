@@ -1,6 +1,8 @@
 //! Giving back what a pod held, once it ended or went, in the kubelet's
 //! order: first everything it runs stopped (its containers within the
-//! grace period, then its sandbox stopped and removed), then its claims
+//! grace period, then its sandbox stopped and removed), then its volumes
+//! torn down (a volume that cannot be keeps the pod, as the kubelet keeps
+//! a pod whose volumes may be mounted), then its claims
 //! unprepared (a claim with its last pod; the others only forget it), then
 //! its devices released; last, for a pod being deleted, the pod deleted
 //! with no grace period, which ends its graceful deletion. While a driver
@@ -30,6 +32,9 @@ pub enum ReleaseError {
     /// The DRA manager refused.
     #[error(transparent)]
     Dra(#[from] DraError),
+    /// Its volumes could not all be torn down.
+    #[error(transparent)]
+    Volumes(#[from] crate::volumes::VolumeError),
     /// Drivers failed to unprepare claims; they stay recorded for the pod.
     #[error("{}", .0.join("; "))]
     Unprepare(Vec<String>),
@@ -66,6 +71,8 @@ pub(crate) struct Releaser {
     pub(crate) devices: DeviceHandle,
     pub(crate) dra: DraHandle,
     pub(crate) writer: StatusWriter,
+    /// The volume manager, with a real runtime.
+    pub(crate) volumes: Option<crate::volumes::VolumeHandle>,
 }
 
 impl Releaser {
@@ -82,6 +89,9 @@ impl Releaser {
         .map_err(|e| ReleaseError::Runtime(Arc::new(e)))?;
         if stopped > 0 {
             tracing::info!(containers = stopped, grace = ?ending.grace, "the pod's containers stopped");
+        }
+        if let Some(volumes) = &self.volumes {
+            volumes.tear_down(&pod.uid).await?;
         }
         if let Some(dir) = &self.pods_dir
             && let Err(e) =

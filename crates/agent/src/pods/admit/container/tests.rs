@@ -87,6 +87,8 @@ fn allocation(
             container_path: path.into(),
             host_path: format!("/host/{resource}"),
             read_only: true,
+            propagation: crate::runtime::MountPropagation::Private,
+            selinux_relabel: false,
         }],
         device_specs: vec![DeviceNodeSpec {
             container_path: "/dev/shared".into(),

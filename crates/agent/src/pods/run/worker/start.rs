@@ -71,6 +71,7 @@ impl Worker {
         let node = NodeGiven {
             service_env: &service_env,
             pod_files: pod_files.as_ref(),
+            volumes: self.volumes.as_ref(),
         };
         let spec = run_container_spec(pod, container, &resources, &node, attempt)
             .map_err(|e| ("CreateContainerConfigError".to_string(), e.to_string()))?;

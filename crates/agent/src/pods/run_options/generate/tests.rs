@@ -15,6 +15,8 @@ fn resources() -> ContainerResources {
             container_path: "/var/run/example-device".into(),
             host_path: "/var/run/example-device".into(),
             read_only: true,
+            propagation: crate::runtime::MountPropagation::Private,
+            selinux_relabel: false,
         }],
         device_specs: vec![DeviceNodeSpec {
             container_path: "/dev/dev-0".into(),
@@ -42,6 +44,7 @@ fn a_container_gets_the_plugins_answers_and_its_own_settings_as_the_kubelet_send
     let node = NodeGiven {
         service_env: &[],
         pod_files: None,
+        volumes: None,
     };
     let spec = run_container_spec(&pod, main, &resources(), &node, 2).unwrap();
     assert_eq!(spec.attempt, 2);
@@ -103,6 +106,7 @@ fn the_services_follow_the_containers_own_variables_and_the_pods_files_the_plugi
     let node = NodeGiven {
         service_env: &services,
         pod_files: Some(&files),
+        volumes: None,
     };
     let options = run_options(&pod, main, &resources(), &node).unwrap();
     let names: Vec<&str> = options.envs.iter().map(|(k, _)| k.as_str()).collect();

@@ -1,0 +1,46 @@
+//! The volume manager: a pod's volumes set up before its sandbox is made
+//! and torn down after its containers stopped, as the kubelet's volume
+//! manager does, on disk in the kubelet's own layout (so a node moves
+//! between the kubelet and this agent, and a restart finds what is set up
+//! from disk, with no record of its own).
+//!
+//! | room | file | what it holds |
+//! |---|---|---|
+//! | | `handle.rs` | the door: set up a pod's volumes, tear them down, what is on disk |
+//! | | `plan.rs` | the volumes a pod's containers mount, and their kinds |
+//! | | `set_up.rs` | one volume set up or torn down, by its kind |
+//! | | `mounts.rs` | a container's volume mounts (`makeMounts`) |
+//! | | `layout.rs` | the kubelet's directories of a pod's volumes |
+//! | | `book.rs` | what is set up, by pod, for `nodeplugins pods` |
+//! | | `error.rs` | the kubelet's words for what failed |
+//! | `content/` | `payload.rs` | a configMap's, secret's, downwardAPI's or projected volume's files |
+//! | | `atomic_writer.rs` | the files swapped in at once (`..data`) |
+//! | | `objects.rs` | one watch per ConfigMap or Secret a pod names |
+//! | | `token.rs` | the pods' service-account tokens, renewed at 80% of their life |
+//! | `kinds/` | `empty_dir.rs` | an emptyDir, on disk or a tmpfs |
+//! | | `host_path.rs` | a hostPath and its type's checks |
+//! | | `tmpfs.rs` | the tmpfs of memory-backed volumes, and the mount table |
+//! | | `ownership.rs` | the pod's fsGroup over a volume |
+//!
+//! Supported: `emptyDir` (disk and `medium: Memory`), `hostPath` (every
+//! type), `configMap`, `secret`, `downwardAPI` and `projected` (the
+//! service-account token, configMap, secret and downwardAPI sources: the
+//! `kube-api-access-*` volume every pod has). Other kinds (CSI, PVCs,
+//! ephemeral, image) fail to mount with a `FailedMount` Event naming them,
+//! and the pod waits.
+
+mod book;
+mod content;
+mod error;
+mod handle;
+mod kinds;
+mod layout;
+mod mounts;
+mod plan;
+mod set_up;
+
+pub use book::{VolumeRecord, VolumeState};
+pub use error::{FAILED_MOUNT, VolumeError, VolumeFailure};
+pub use handle::VolumeHandle;
+pub(crate) use mounts::container_mounts;
+pub use mounts::{MountError, PodVolume, PodVolumes};

@@ -1,0 +1,7 @@
+//! What the content volumes hold: their files, written atomically, from
+//! the objects and tokens the node reads for its pods.
+
+pub(super) mod atomic_writer;
+pub(super) mod objects;
+pub(super) mod payload;
+pub(super) mod token;

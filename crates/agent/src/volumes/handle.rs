@@ -1,0 +1,325 @@
+//! The volume manager's door: what a pod's operation asks of it. Its
+//! worker asks for the pod's volumes before the pod's sandbox is made
+//! (and again at each resync, which writes changed objects and renewed
+//! tokens into them), and its release asks for them to be torn down once
+//! its containers stopped and before its claims and devices are given
+//! back. Everything is on disk in the kubelet's layout; nothing else is
+//! kept across restarts.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use nodeplugins_api::quantity;
+use tokio::sync::watch;
+
+use crate::kube_api::Connection;
+use crate::volumes::book::{Book, VolumeRecord, VolumeState};
+use crate::volumes::content::objects::ObjectWatches;
+use crate::volumes::content::payload::{Owners, Sources};
+use crate::volumes::content::token::TokenManager;
+use crate::volumes::error::{VolumeError, VolumeFailure};
+use crate::volumes::layout::PodDirs;
+use crate::volumes::mounts::PodVolumes;
+use crate::volumes::plan::{VolumeKind, plan};
+use crate::volumes::set_up::{PodContext, set_up, tear_down};
+
+/// The volume manager, shared by every pod's operation.
+#[derive(Clone)]
+pub struct VolumeHandle {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pods_dir: PathBuf,
+    config_maps: ObjectWatches<ConfigMap>,
+    secrets: ObjectWatches<Secret>,
+    tokens: TokenManager,
+    book: Mutex<Book>,
+}
+
+impl VolumeHandle {
+    /// Volumes of pods under `pods_dir`, their objects and tokens read
+    /// through `connection`'s client.
+    pub fn new(pods_dir: PathBuf, connection: watch::Receiver<Connection>) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                pods_dir,
+                config_maps: ObjectWatches::new("configmap", connection.clone()),
+                secrets: ObjectWatches::new("secret", connection.clone()),
+                tokens: TokenManager::new(connection),
+                book: Mutex::new(Book::default()),
+            }),
+        }
+    }
+
+    /// Sets up the volumes of `pod` its containers mount (again: what is
+    /// set up stays, changed content is written), the node's allocatable
+    /// resources being `allocatable`. The volumes set up, or every one that
+    /// failed and why (the others stay set up).
+    #[tracing::instrument(skip_all)]
+    pub(crate) async fn set_up(
+        &self,
+        pod: &Pod,
+        allocatable: &BTreeMap<String, String>,
+    ) -> Result<PodVolumes, VolumeError> {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let dirs = PodDirs::new(&self.inner.pods_dir, &uid);
+        let planned = plan(pod);
+        if let Err(e) = dirs.make() {
+            return Err(VolumeError::SetUp(
+                planned
+                    .iter()
+                    .map(|v| VolumeFailure {
+                        volume: v.name.clone(),
+                        error: format!("cannot make the pod's directories: {e}"),
+                    })
+                    .collect(),
+            ));
+        }
+        self.register_objects(pod, &uid);
+        let ctx = PodContext {
+            dirs: &dirs,
+            pod,
+            sources: Sources {
+                config_maps: &self.inner.config_maps,
+                secrets: &self.inner.secrets,
+                tokens: &self.inner.tokens,
+                allocatable,
+            },
+            owners: owners(pod),
+            memory: (
+                allocatable.get("memory").and_then(|q| quantity::value(q)),
+                pod_memory_limit(pod),
+            ),
+        };
+        let mut volumes = PodVolumes::new();
+        let mut failures = Vec::new();
+        let mut records = Vec::new();
+        for volume in &planned {
+            match set_up(&ctx, volume).await {
+                Ok(set) => {
+                    records.push(VolumeRecord {
+                        name: volume.name.clone(),
+                        kind: volume.kind.name().into(),
+                        path: set.host_path.display().to_string(),
+                        state: VolumeState::Mounted,
+                    });
+                    volumes.insert(volume.name.clone(), set);
+                }
+                Err(error) => {
+                    records.push(VolumeRecord {
+                        name: volume.name.clone(),
+                        kind: volume.kind.name().into(),
+                        path: dirs
+                            .volume(volume.kind.plugin(), &volume.name)
+                            .display()
+                            .to_string(),
+                        state: VolumeState::Failed(error.clone()),
+                    });
+                    failures.push(VolumeFailure {
+                        volume: volume.name.clone(),
+                        error,
+                    });
+                }
+            }
+        }
+        if let Ok(mut book) = self.inner.book.lock() {
+            book.set(&uid, records);
+        }
+        if failures.is_empty() {
+            Ok(volumes)
+        } else {
+            Err(VolumeError::SetUp(failures))
+        }
+    }
+
+    /// Tears down every volume pod `uid` has on disk, then what is left of
+    /// its volume directories; the objects and tokens only it used are
+    /// forgotten. A volume that cannot be torn down keeps the pod's
+    /// directory (and is tried again).
+    #[tracing::instrument(skip_all)]
+    pub(crate) async fn tear_down(&self, uid: &str) -> Result<(), VolumeError> {
+        let inner = self.inner.clone();
+        let pod_uid = uid.to_string();
+        let done = tokio::task::spawn_blocking(move || {
+            let dirs = PodDirs::new(&inner.pods_dir, &pod_uid);
+            let found = dirs.volumes_on_disk().map_err(|e| {
+                vec![VolumeFailure {
+                    volume: String::new(),
+                    error: format!("cannot read the pod's volumes: {e}"),
+                }]
+            })?;
+            let mut failures = Vec::new();
+            for (plugin, name) in found {
+                if let Err(error) = tear_down(&dirs, &plugin, &name) {
+                    failures.push(VolumeFailure {
+                        volume: name,
+                        error,
+                    });
+                }
+            }
+            if failures.is_empty()
+                && let Err(e) = dirs.remove_volume_dirs()
+            {
+                failures.push(VolumeFailure {
+                    volume: String::new(),
+                    error: e.to_string(),
+                });
+            }
+            if failures.is_empty() {
+                Ok(())
+            } else {
+                Err(failures)
+            }
+        })
+        .await
+        .unwrap_or_else(|e| {
+            Err(vec![VolumeFailure {
+                volume: String::new(),
+                error: format!("tearing down failed unexpectedly: {e}"),
+            }])
+        });
+        match done {
+            Ok(()) => {
+                self.inner.config_maps.unregister_pod(uid);
+                self.inner.secrets.unregister_pod(uid);
+                self.inner.tokens.forget_pod(uid);
+                if let Ok(mut book) = self.inner.book.lock() {
+                    book.remove(uid);
+                }
+                Ok(())
+            }
+            Err(failures) => Err(VolumeError::TearDown(failures)),
+        }
+    }
+
+    /// The pods that have volumes on disk (their UIDs).
+    pub(crate) fn pods_on_disk(&self) -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(&self.inner.pods_dir) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter_map(|e| {
+                let uid = e.file_name().to_string_lossy().into_owned();
+                let dirs = PodDirs::new(&self.inner.pods_dir, &uid);
+                dirs.volumes_on_disk()
+                    .is_ok_and(|v| !v.is_empty())
+                    .then_some(uid)
+            })
+            .collect()
+    }
+
+    /// Pod `uid`'s volumes as last set up.
+    pub fn volumes_of(&self, uid: &str) -> Vec<VolumeRecord> {
+        self.inner
+            .book
+            .lock()
+            .map(|b| b.of(uid))
+            .unwrap_or_default()
+    }
+
+    /// Where the pods' directories are.
+    pub fn pods_dir(&self) -> &Path {
+        &self.inner.pods_dir
+    }
+
+    /// How many ConfigMaps and Secrets are watched for the node's pods.
+    pub fn objects_watched(&self) -> usize {
+        self.inner.config_maps.watched() + self.inner.secrets.watched()
+    }
+
+    /// Starts the watches of the objects `pod`'s volumes name.
+    fn register_objects(&self, pod: &Pod, uid: &str) {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        for volume in plan(pod) {
+            match &volume.kind {
+                VolumeKind::ConfigMap(source) => {
+                    self.inner
+                        .config_maps
+                        .register(namespace, &source.name, uid);
+                }
+                VolumeKind::Secret(source) => {
+                    if let Some(name) = &source.secret_name {
+                        self.inner.secrets.register(namespace, name, uid);
+                    }
+                }
+                VolumeKind::Projected(source) => {
+                    for projection in source.sources.iter().flatten() {
+                        if let Some(map) = &projection.config_map {
+                            self.inner.config_maps.register(namespace, &map.name, uid);
+                        }
+                        if let Some(secret) = &projection.secret {
+                            self.inner.secrets.register(namespace, &secret.name, uid);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Who `pod`'s files belong to: its `fsGroup`, and the one user all its
+/// containers run as (`FsUserFrom`).
+fn owners(pod: &Pod) -> Owners {
+    let Some(spec) = pod.spec.as_ref() else {
+        return Owners::default();
+    };
+    let pod_user = spec.security_context.as_ref().and_then(|s| s.run_as_user);
+    let users: std::collections::BTreeSet<Option<i64>> = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(spec.containers.iter())
+        .map(|c| {
+            c.security_context
+                .as_ref()
+                .and_then(|s| s.run_as_user)
+                .or(pod_user)
+        })
+        .collect();
+    let fs_user = match users.into_iter().collect::<Vec<_>>().as_slice() {
+        [Some(user)] => u32::try_from(*user).ok(),
+        _ => None,
+    };
+    Owners {
+        fs_user,
+        fs_group: spec
+            .security_context
+            .as_ref()
+            .and_then(|s| s.fs_group)
+            .and_then(|g| u32::try_from(g).ok()),
+    }
+}
+
+/// The memory limit of `pod`: its containers' limits summed, or its
+/// largest init container's when that is more (none set: none).
+fn pod_memory_limit(pod: &Pod) -> Option<i64> {
+    let spec = pod.spec.as_ref()?;
+    let limit = |c: &k8s_openapi::api::core::v1::Container| {
+        c.resources
+            .as_ref()?
+            .limits
+            .as_ref()?
+            .get("memory")
+            .and_then(|q| quantity::value(&q.0))
+    };
+    let sum: Option<i64> = spec
+        .containers
+        .iter()
+        .filter_map(limit)
+        .reduce(|a, b| a.saturating_add(b));
+    let init = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .filter_map(limit)
+        .max();
+    match (sum, init) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}

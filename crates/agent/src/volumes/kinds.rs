@@ -1,0 +1,7 @@
+//! The volume kinds' own ways: an emptyDir, a hostPath, a tmpfs, and the
+//! pod's fsGroup over a volume.
+
+pub(super) mod empty_dir;
+pub(super) mod host_path;
+pub(super) mod ownership;
+pub(super) mod tmpfs;

@@ -1,0 +1,228 @@
+//! What a pod's volumes are to be, read from its spec alone: each volume
+//! some container mounts (through `volumeMounts` or `volumeDevices` of an
+//! init, regular or ephemeral container; the others are never set up, as
+//! the kubelet's desired-state populator skips them), its kind, and its
+//! plugin's place on disk.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::core::v1::{
+    ConfigMapVolumeSource, DownwardAPIVolumeSource, HostPathVolumeSource, Pod,
+    ProjectedVolumeSource, SecretVolumeSource, Volume,
+};
+
+use crate::volumes::layout;
+
+/// One volume to set up.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct PlannedVolume {
+    /// Its name in the pod.
+    pub(crate) name: String,
+    /// What it is.
+    pub(crate) kind: VolumeKind,
+}
+
+/// What a volume is.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum VolumeKind {
+    /// A directory of the pod's own, on the node's disk or (`memory`) a
+    /// tmpfs.
+    EmptyDir {
+        /// `medium: Memory`.
+        memory: bool,
+        /// `sizeLimit`, as written.
+        size_limit: Option<String>,
+    },
+    /// A path of the host.
+    HostPath(HostPathVolumeSource),
+    /// A ConfigMap's keys as files.
+    ConfigMap(ConfigMapVolumeSource),
+    /// A Secret's keys as files.
+    Secret(SecretVolumeSource),
+    /// The pod's own fields as files.
+    DownwardApi(DownwardAPIVolumeSource),
+    /// Several sources in one directory (the service-account token, a
+    /// ConfigMap's, a Secret's and the downward API's files).
+    Projected(ProjectedVolumeSource),
+    /// A kind the agent does not set up (named as the API names it).
+    Unsupported(&'static str),
+}
+
+impl VolumeKind {
+    /// Its plugin's name (its directory under `volumes/`, escaped).
+    pub(crate) fn plugin(&self) -> &'static str {
+        match self {
+            Self::EmptyDir { .. } => layout::EMPTY_DIR,
+            Self::HostPath(_) => layout::HOST_PATH,
+            Self::ConfigMap(_) => layout::CONFIG_MAP,
+            Self::Secret(_) => layout::SECRET,
+            Self::DownwardApi(_) => layout::DOWNWARD_API,
+            Self::Projected(_) => layout::PROJECTED,
+            Self::Unsupported(kind) => kind,
+        }
+    }
+
+    /// Its kind as the pod's spec names it.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Self::EmptyDir { .. } => "emptyDir",
+            Self::HostPath(_) => "hostPath",
+            Self::ConfigMap(_) => "configMap",
+            Self::Secret(_) => "secret",
+            Self::DownwardApi(_) => "downwardAPI",
+            Self::Projected(_) => "projected",
+            Self::Unsupported(kind) => kind,
+        }
+    }
+}
+
+/// The volumes of `pod` to set up, in the spec's order: those some
+/// container mounts.
+pub(crate) fn plan(pod: &Pod) -> Vec<PlannedVolume> {
+    let Some(spec) = pod.spec.as_ref() else {
+        return Vec::new();
+    };
+    let used = used_volumes(pod);
+    spec.volumes
+        .iter()
+        .flatten()
+        .filter(|v| used.contains(v.name.as_str()))
+        .map(|v| PlannedVolume {
+            name: v.name.clone(),
+            kind: kind_of(v),
+        })
+        .collect()
+}
+
+/// The names of the volumes some container of `pod` mounts.
+fn used_volumes(pod: &Pod) -> BTreeSet<&str> {
+    let mut used = BTreeSet::new();
+    let Some(spec) = pod.spec.as_ref() else {
+        return used;
+    };
+    let containers = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(spec.containers.iter());
+    for container in containers {
+        for mount in container.volume_mounts.iter().flatten() {
+            used.insert(mount.name.as_str());
+        }
+        for device in container.volume_devices.iter().flatten() {
+            used.insert(device.name.as_str());
+        }
+    }
+    for container in spec.ephemeral_containers.iter().flatten() {
+        for mount in container.volume_mounts.iter().flatten() {
+            used.insert(mount.name.as_str());
+        }
+        for device in container.volume_devices.iter().flatten() {
+            used.insert(device.name.as_str());
+        }
+    }
+    used
+}
+
+/// What volume `volume` is.
+fn kind_of(volume: &Volume) -> VolumeKind {
+    if let Some(dir) = &volume.empty_dir {
+        return VolumeKind::EmptyDir {
+            memory: dir.medium.as_deref() == Some("Memory"),
+            size_limit: dir.size_limit.as_ref().map(|q| q.0.clone()),
+        };
+    }
+    if let Some(host) = &volume.host_path {
+        return VolumeKind::HostPath(host.clone());
+    }
+    if let Some(source) = &volume.config_map {
+        return VolumeKind::ConfigMap(source.clone());
+    }
+    if let Some(source) = &volume.secret {
+        return VolumeKind::Secret(source.clone());
+    }
+    if let Some(source) = &volume.downward_api {
+        return VolumeKind::DownwardApi(source.clone());
+    }
+    if let Some(source) = &volume.projected {
+        return VolumeKind::Projected(source.clone());
+    }
+    VolumeKind::Unsupported(unsupported_kind(volume))
+}
+
+/// The name of a kind the agent does not set up.
+fn unsupported_kind(volume: &Volume) -> &'static str {
+    let kinds: [(&'static str, bool); 8] = [
+        ("csi", volume.csi.is_some()),
+        (
+            "persistentVolumeClaim",
+            volume.persistent_volume_claim.is_some(),
+        ),
+        ("ephemeral", volume.ephemeral.is_some()),
+        ("image", volume.image.is_some()),
+        ("nfs", volume.nfs.is_some()),
+        ("iscsi", volume.iscsi.is_some()),
+        ("fc", volume.fc.is_some()),
+        ("gitRepo", volume.git_repo.is_some()),
+    ];
+    kinds
+        .into_iter()
+        .find(|(_, set)| *set)
+        .map_or("unknown", |(name, _)| name)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn pod(spec: serde_json::Value) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u1"},
+            "spec": spec,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn only_volumes_a_container_mounts_are_planned_in_the_specs_order() {
+        let pod = pod(serde_json::json!({
+            "initContainers": [{"name": "init", "volumeMounts": [{"name": "cfg", "mountPath": "/c"}]}],
+            "containers": [{"name": "main", "volumeMounts": [
+                {"name": "scratch", "mountPath": "/s"},
+                {"name": "token", "mountPath": "/t"},
+            ]}],
+            "volumes": [
+                {"name": "token", "projected": {"sources": []}},
+                {"name": "unused", "secret": {"secretName": "s"}},
+                {"name": "scratch", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+                {"name": "cfg", "configMap": {"name": "c"}},
+                {"name": "pvc", "persistentVolumeClaim": {"claimName": "c"}},
+            ],
+        }));
+        let planned = plan(&pod);
+        let names: Vec<&str> = planned.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["token", "scratch", "cfg"]);
+        assert_eq!(
+            planned[1].kind,
+            VolumeKind::EmptyDir {
+                memory: true,
+                size_limit: Some("1Mi".into())
+            }
+        );
+        assert_eq!(planned[2].kind.plugin(), "kubernetes.io/configmap");
+    }
+
+    #[test]
+    fn a_kind_not_set_up_here_is_named() {
+        let pod = pod(serde_json::json!({
+            "containers": [{"name": "main", "volumeMounts": [{"name": "data", "mountPath": "/d"}]}],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "c"}}],
+        }));
+        assert_eq!(
+            plan(&pod)[0].kind,
+            VolumeKind::Unsupported("persistentVolumeClaim")
+        );
+    }
+}

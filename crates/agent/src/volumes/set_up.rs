@@ -1,0 +1,162 @@
+//! One volume set up or torn down, by its kind: an emptyDir made (a tmpfs
+//! for `medium: Memory`), a hostPath checked, the files of a configMap,
+//! secret, downwardAPI or projected volume made first (so that a missing
+//! object mounts nothing) and written atomically onto their wrapped
+//! emptyDir; the pod's fsGroup over what the kubelet manages. A volume
+//! set up already is set up again in place: a tmpfs stays mounted and
+//! unchanged files are not written again.
+
+use std::path::PathBuf;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::volumes::content::atomic_writer::{self, Payload};
+use crate::volumes::content::payload::{self, DEFAULT_MODE, Owners, Sources};
+use crate::volumes::kinds::{empty_dir, host_path, ownership};
+use crate::volumes::layout::{self, PodDirs};
+use crate::volumes::mounts::PodVolume;
+use crate::volumes::plan::{PlannedVolume, VolumeKind};
+
+/// What setting up one of a pod's volumes needs.
+pub(crate) struct PodContext<'a> {
+    pub(crate) dirs: &'a PodDirs,
+    pub(crate) pod: &'a Pod,
+    pub(crate) sources: Sources<'a>,
+    pub(crate) owners: Owners,
+    /// The size of its memory-backed volumes' tmpfs, before `sizeLimit`.
+    pub(crate) memory: (Option<i64>, Option<i64>),
+}
+
+fn default_mode(mode: Option<i32>) -> u32 {
+    u32::try_from(mode.unwrap_or(DEFAULT_MODE)).unwrap_or(0o644) & 0o7777
+}
+
+/// Sets up `volume` of the pod.
+pub(crate) async fn set_up(
+    ctx: &PodContext<'_>,
+    volume: &PlannedVolume,
+) -> Result<PodVolume, String> {
+    let namespace = ctx.pod.metadata.namespace.clone().unwrap_or_default();
+    let name = volume.name.as_str();
+    let payload = match &volume.kind {
+        VolumeKind::EmptyDir { memory, size_limit } => {
+            let dir = ctx.dirs.volume(layout::EMPTY_DIR, name);
+            let limit = size_limit
+                .as_deref()
+                .and_then(nodeplugins_api::quantity::value);
+            let size = empty_dir::memory_size(ctx.memory.0, ctx.memory.1, limit);
+            empty_dir::set_up(ctx.dirs, &dir, name, *memory, size).map_err(|e| e.to_string())?;
+            if let Some(gid) = ctx.owners.fs_group {
+                ownership::apply(&dir, gid, false).map_err(|e| e.to_string())?;
+            }
+            return Ok(PodVolume {
+                host_path: dir,
+                read_only: false,
+                managed: true,
+            });
+        }
+        VolumeKind::HostPath(source) => {
+            host_path::check(&source.path, source.type_.as_deref()).map_err(|e| e.to_string())?;
+            return Ok(PodVolume {
+                host_path: PathBuf::from(&source.path),
+                read_only: false,
+                managed: false,
+            });
+        }
+        VolumeKind::Unsupported(kind) => {
+            return Err(format!("{kind} volumes are not set up by this node"));
+        }
+        VolumeKind::ConfigMap(source) => payload::config_map(
+            &ctx.sources,
+            &namespace,
+            &source.name,
+            source.items.as_ref(),
+            default_mode(source.default_mode),
+            source.optional.unwrap_or(false),
+        )
+        .await
+        .map_err(|e| e.to_string())?,
+        VolumeKind::Secret(source) => payload::secret(
+            &ctx.sources,
+            &namespace,
+            source.secret_name.as_deref().unwrap_or_default(),
+            source.items.as_ref(),
+            default_mode(source.default_mode),
+            source.optional.unwrap_or(false),
+        )
+        .await
+        .map_err(|e| e.to_string())?,
+        VolumeKind::DownwardApi(source) => payload::downward_api(
+            ctx.pod,
+            source.items.as_deref().unwrap_or_default(),
+            default_mode(source.default_mode),
+            ctx.sources.allocatable,
+        )
+        .map_err(|e| e.to_string())?,
+        VolumeKind::Projected(source) => {
+            payload::projected(&ctx.sources, ctx.pod, source, ctx.owners)
+                .await
+                .map_err(|e| e.to_string())?
+        }
+    };
+    let dir = ctx.dirs.volume(volume.kind.plugin(), name);
+    // A configMap's files stay on the node's disk; the others' never do.
+    let memory = !matches!(volume.kind, VolumeKind::ConfigMap(_));
+    write_content(ctx, &dir, name, memory, &payload)?;
+    Ok(PodVolume {
+        host_path: dir,
+        read_only: true,
+        managed: true,
+    })
+}
+
+/// Writes `payload` onto the wrapped emptyDir at `dir`.
+fn write_content(
+    ctx: &PodContext<'_>,
+    dir: &std::path::Path,
+    name: &str,
+    memory: bool,
+    payload: &Payload,
+) -> Result<(), String> {
+    let size = memory
+        .then(|| empty_dir::memory_size(ctx.memory.0, ctx.memory.1, None))
+        .flatten();
+    empty_dir::set_up(ctx.dirs, dir, &format!("wrapped_{name}"), memory, size)
+        .map_err(|e| e.to_string())?;
+    let gid = ctx.owners.fs_group;
+    atomic_writer::write(dir, payload, |ts| match gid {
+        Some(gid) => ownership::apply(ts, gid, true),
+        None => Ok(()),
+    })
+    .map_err(|e| e.to_string())?;
+    if let Some(gid) = gid {
+        std::os::unix::fs::lchown(dir, None, Some(gid)).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Tears down volume `name` of plugin `plugin` found on disk.
+pub(crate) fn tear_down(dirs: &PodDirs, plugin: &str, name: &str) -> Result<(), String> {
+    let dir = dirs.volume(plugin, name);
+    match plugin {
+        layout::EMPTY_DIR => {
+            empty_dir::tear_down(&dir).map_err(|e| e.to_string())?;
+            remove_ready(dirs, name)
+        }
+        layout::CONFIG_MAP | layout::SECRET | layout::DOWNWARD_API | layout::PROJECTED => {
+            empty_dir::tear_down(&dir).map_err(|e| e.to_string())?;
+            remove_ready(dirs, &format!("wrapped_{name}"))
+        }
+        _ => Err(format!(
+            "volumes of plugin {plugin} are not torn down by this node"
+        )),
+    }
+}
+
+fn remove_ready(dirs: &PodDirs, ready_name: &str) -> Result<(), String> {
+    let ready = dirs.empty_dir_ready(ready_name);
+    match ready.parent().map(std::fs::remove_dir_all) {
+        Some(Err(e)) if e.kind() != std::io::ErrorKind::NotFound => Err(e.to_string()),
+        _ => Ok(()),
+    }
+}
