@@ -880,3 +880,337 @@ async fn a_pods_lifecycle_on_our_agent_is_the_real_kubelets() {
         );
     }
 }
+
+/// What a container prints of its volumes: each path's mode, owner, group
+/// and kind (and a symlink's target), the files' contents, the mounts
+/// (mount point, ro or rw, file system), and the service-account token.
+const VOLUMES_REPORT: &str = r#"echo BEGIN
+for d in /v/cfg /v/sec /v/down /v/proj /v/scratch /v/mem /v/host /var/run/secrets/kubernetes.io/serviceaccount; do
+  find "$d" | sort | while read f; do stat -c '%A %u %g %F %N' "$f"; done
+done
+echo CONTENT
+for f in /v/cfg/a /v/cfg/dir/b.txt /v/sec/user /v/down/labels /v/down/name /v/down/note /v/down/mem_mi /v/proj/ns /v/proj/cfg-a /var/run/secrets/kubernetes.io/serviceaccount/namespace /var/run/secrets/kubernetes.io/serviceaccount/ca.crt; do
+  echo "$f: $(cat $f | tr '\n' '|')"
+done
+echo MOUNTS
+sed -n 's/^[^ ]* [^ ]* [^ ]* [^ ]* \([^ ]*\) \(r[ow]\)[^ ]*.* - \([^ ]*\) .*/\1 \2 \3/p' /proc/self/mountinfo | grep -E '^/v/|serviceaccount' | sort
+echo TOKEN
+cat /var/run/secrets/kubernetes.io/serviceaccount/token; echo
+echo END
+exec sleep 3600"#;
+
+/// A pod with a volume of each in-tree kind, its service-account token
+/// projected by the API server (`kube-api-access-*`), and an fsGroup.
+fn volumes_pod(name: &str, node: &str) -> Value {
+    let mut main = busybox("main", 0, &[], VOLUMES_REPORT);
+    main["resources"] = json!({"limits": {"memory": "64Mi"}});
+    main["volumeMounts"] = json!([
+        {"name": "cfg", "mountPath": "/v/cfg"},
+        {"name": "sec", "mountPath": "/v/sec"},
+        {"name": "down", "mountPath": "/v/down"},
+        {"name": "proj", "mountPath": "/v/proj"},
+        {"name": "scratch", "mountPath": "/v/scratch"},
+        {"name": "mem", "mountPath": "/v/mem"},
+        {"name": "host", "mountPath": "/v/host", "readOnly": true},
+    ]);
+    let mut pod = on_host(pod(name, node, vec![main]));
+    pod["metadata"]["labels"] = json!({"app": "volumes", "tier": "front"});
+    pod["metadata"]["annotations"] = json!({"note": "a \"quoted\" one\nover two lines"});
+    pod["spec"]["automountServiceAccountToken"] = json!(true);
+    pod["spec"]["securityContext"] = json!({"fsGroup": 2000});
+    pod["spec"]["volumes"] = json!([
+        {"name": "cfg", "configMap": {"name": "volumes-cfg", "items": [
+            {"key": "a", "path": "a"}, {"key": "b", "path": "dir/b.txt", "mode": 0o600}]}},
+        {"name": "sec", "secret": {"secretName": "volumes-sec", "defaultMode": 0o440}},
+        {"name": "down", "downwardAPI": {"items": [
+            {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
+            {"path": "name", "fieldRef": {"fieldPath": "metadata.name"}},
+            {"path": "note", "fieldRef": {"fieldPath": "metadata.annotations['note']"}},
+            {"path": "mem_mi", "resourceFieldRef": {"containerName": "main", "resource": "limits.memory", "divisor": "1Mi"}},
+        ]}},
+        {"name": "proj", "projected": {"sources": [
+            {"configMap": {"name": "volumes-cfg", "items": [{"key": "a", "path": "cfg-a"}]}},
+            {"downwardAPI": {"items": [{"path": "ns", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
+            {"secret": {"name": "volumes-missing", "optional": true}},
+        ]}},
+        {"name": "scratch", "emptyDir": {}},
+        {"name": "mem", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+        {"name": "host", "hostPath": {"path": "/var/run/example-device", "type": "Directory"}},
+        {"name": "unused", "secret": {"secretName": "nowhere"}},
+    ]);
+    pod
+}
+
+/// The claims of a service-account token (its JWT's middle part), those
+/// that do not differ between two nodes' pods: audience, issuer, subject,
+/// and the namespace, pod and service account it is bound to.
+fn token_claims(token: &str, names: &[(String, &str)]) -> Value {
+    use base64::Engine;
+    let payload = token.split('.').nth(1).unwrap_or_default();
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .unwrap_or_else(|e| panic!("the token {token:?} is no JWT: {e}"));
+    let claims: Value = serde_json::from_slice(&bytes).unwrap();
+    let k8s = &claims["kubernetes.io"];
+    let claims = json!({
+        "aud": claims["aud"],
+        "iss": claims["iss"],
+        "sub": claims["sub"],
+        "namespace": k8s["namespace"],
+        "pod": k8s["pod"]["name"],
+        "serviceaccount": k8s["serviceaccount"]["name"],
+        "node": k8s["node"]["name"],
+        "lifetime": claims["exp"].as_i64().zip(claims["iat"].as_i64()).map(|(e, i)| e - i),
+    });
+    serde_json::from_str(&normalize(&claims.to_string(), names)).unwrap()
+}
+
+/// `text` with the name of the token's volume made alike: the API server
+/// names it `kube-api-access-` and 5 random characters.
+fn hide_token_volume(text: &str) -> String {
+    let mut text = text.to_string();
+    if let Some(at) = text.find("kube-api-access-") {
+        let start = at + "kube-api-access-".len();
+        let end = (start + 5).min(text.len());
+        text.replace_range(start..end, "<ID>");
+    }
+    text
+}
+
+/// A volume report with what is free between nodes made alike: the
+/// timestamped directories' names (and so the length of the links to
+/// them), the token's size, and a disk's file system (both are disks).
+fn volumes_view(lines: &[String], names: &[(String, &str)]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut section = "";
+    for line in lines {
+        let line = normalize(line, names);
+        if ["CONTENT", "MOUNTS", "TOKEN"].contains(&line.as_str()) {
+            section = if line == "TOKEN" { "TOKEN" } else { "" };
+            out.push(line);
+            continue;
+        }
+        if section == "TOKEN" {
+            continue;
+        }
+        let mut words: Vec<String> = line.split(' ').map(str::to_string).collect();
+        for word in &mut words {
+            *word = hide_token_volume(word);
+            if let Some(at) = word.find("..20") {
+                let end = word[at..]
+                    .find(|c: char| c == '\'' || c == '/')
+                    .map_or(word.len(), |e| at + e);
+                word.replace_range(at..end, "..<TS>");
+            }
+        }
+        if line.starts_with('/') && words.len() == 3 && words[2] != "tmpfs" {
+            words[2] = "<disk>".into();
+        }
+        out.push(words.join(" "));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pods_volumes_on_our_agent_are_what_the_real_kubelet_makes() {
+    let two = TwoNodes::start(1).await;
+    let cluster = &two.cluster;
+    let ca = std::fs::read_to_string(cluster.api.ca_file()).unwrap();
+    for object in [
+        (
+            "configmaps",
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "kube-root-ca.crt"}, "data": {"ca.crt": ca}}),
+        ),
+        (
+            "configmaps",
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "volumes-cfg"}, "data": {"a": "1", "b": "two\nlines"}}),
+        ),
+        (
+            "secrets",
+            json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "volumes-sec"}, "stringData": {"user": "admin"}}),
+        ),
+    ] {
+        cluster
+            .api
+            .admin(
+                "POST",
+                &format!("/api/v1/namespaces/default/{}", object.0),
+                Some(&object.1),
+            )
+            .await;
+    }
+    two.create_both("volumes", |name, node, _| volumes_pod(name, node))
+        .await;
+
+    let mut views = Vec::new();
+    for (name, logs, root, containerd, diagnose) in [
+        (
+            "k-volumes",
+            two.kubelet.pod_logs(),
+            two.kubelet.root(),
+            &two.kubelet_containerd,
+            two.kubelet_tail(),
+        ),
+        (
+            "o-volumes",
+            two.our_logs.clone(),
+            two.node.root().to_path_buf(),
+            &two.our_containerd,
+            String::new(),
+        ),
+    ] {
+        let pod = eventually(&format!("{name} running"), LONG, || async {
+            let pod = cluster.pod(name).await;
+            (pod["status"]["phase"] == "Running").then_some(pod)
+        })
+        .await;
+        let uid = pod["metadata"]["uid"].as_str().unwrap().to_string();
+        let log = logs
+            .join(format!("default_{name}_{uid}"))
+            .join("main/0.log");
+        let lines = eventually(&format!("{name}'s report"), LONG, || async {
+            let lines = cri_log_lines(&log);
+            lines.iter().any(|l| l == "END").then_some(lines)
+        })
+        .await;
+        let begin = lines.iter().position(|l| l == "BEGIN").unwrap();
+        let end = lines.iter().position(|l| l == "END").unwrap();
+        let report = lines[begin + 1..end].to_vec();
+        let names = vec![
+            (uid.clone(), "<UID>"),
+            (root.display().to_string(), "<ROOT>"),
+            (name.to_string(), "<POD>"),
+            (
+                if name.starts_with("k-") {
+                    KUBELET_NODE
+                } else {
+                    OUR_NODE
+                }
+                .to_string(),
+                "<NODE>",
+            ),
+        ];
+        let token = report
+            .iter()
+            .skip_while(|l| *l != "TOKEN")
+            .nth(1)
+            .cloned()
+            .unwrap_or_default();
+        // The volume mounts containerd was asked for, as the OCI spec has
+        // them: destination, source, type and options.
+        let id = pod["status"]["containerStatuses"][0]["containerID"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("containerd://")
+            .to_string();
+        let out = containerd.ctr(&["containers", "info", &id]).await;
+        assert!(out.status.success(), "ctr containers info {id}");
+        let info: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let oci: Vec<String> = info["Spec"]["mounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| {
+                let to = m["destination"].as_str().unwrap_or_default();
+                to.starts_with("/v/") || to.contains("serviceaccount") || to == "/etc/hosts"
+            })
+            .map(|m| {
+                let mut options: Vec<String> = m["options"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|o| o.as_str().unwrap_or_default().to_string())
+                    .collect();
+                options.sort();
+                hide_token_volume(&normalize(
+                    &format!(
+                        "{} {} {} {}",
+                        m["destination"],
+                        m["source"],
+                        m["type"],
+                        options.join(",")
+                    ),
+                    &names,
+                ))
+            })
+            .collect();
+        let mut view = volumes_view(&report, &names);
+        view.push("OCI".into());
+        view.extend(oci);
+        views.push((view, token_claims(&token, &names), diagnose));
+        // What the node keeps of the pod's volumes, on disk.
+        let volumes = root.join("pods").join(&uid).join("volumes");
+        assert!(
+            volumes.join("kubernetes.io~projected").is_dir(),
+            "{name}: the kube-api-access volume under {}",
+            volumes.display()
+        );
+        assert!(
+            !volumes.join("kubernetes.io~secret/unused").exists(),
+            "{name}: a volume no container mounts is not set up"
+        );
+    }
+    let (theirs, their_claims, diagnose) = &views[0];
+    let (ours, our_claims, _) = &views[1];
+    let only_ours: Vec<&String> = ours.iter().filter(|l| !theirs.contains(l)).collect();
+    let only_theirs: Vec<&String> = theirs.iter().filter(|l| !ours.contains(l)).collect();
+    assert_eq!(
+        ours, theirs,
+        "what the container sees of its volumes: only ours {only_ours:#?}\nonly theirs {only_theirs:#?}\n{diagnose}"
+    );
+    assert_eq!(our_claims, their_claims, "the token's claims");
+
+    // Deleted: every volume torn down and the pod's directory gone before
+    // the pod object is.
+    for name in ["k-volumes", "o-volumes"] {
+        let pod = cluster.pod(name).await;
+        let uid = pod["metadata"]["uid"].as_str().unwrap().to_string();
+        cluster
+            .api
+            .admin(
+                "DELETE",
+                &format!("/api/v1/namespaces/default/pods/{name}"),
+                None,
+            )
+            .await;
+        let root = if name.starts_with("k-") {
+            two.kubelet.root()
+        } else {
+            two.node.root().to_path_buf()
+        };
+        eventually(&format!("{name} gone"), LONG, || async {
+            let answer = cluster
+                .api
+                .request(
+                    nodeplugins_test_support::kube_api::Identity::Admin,
+                    "GET",
+                    &format!("/api/v1/namespaces/default/pods/{name}"),
+                    None,
+                )
+                .await;
+            (answer.status == 404).then_some(())
+        })
+        .await;
+        let volumes = root.join("pods").join(&uid).join("volumes");
+        if name.starts_with("o-") {
+            assert!(!volumes.exists(), "{name}: its volumes are gone before it");
+        } else {
+            // The kubelet removes the emptied directories in its
+            // housekeeping, after the pod.
+            eventually(
+                &format!("{name}'s volume directories gone"),
+                LONG,
+                || async { (!volumes.exists()).then_some(()) },
+            )
+            .await;
+        }
+        let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        assert!(
+            !table.contains(&uid),
+            "{name}: nothing of it is left mounted"
+        );
+    }
+}

@@ -130,7 +130,8 @@ fn write_content(
     })
     .map_err(|e| e.to_string())?;
     if let Some(gid) = gid {
-        std::os::unix::fs::lchown(dir, None, Some(gid)).map_err(|e| e.to_string())?;
+        // The whole volume, its root and links too, as the kubelet's walk.
+        ownership::apply(dir, gid, true).map_err(|e| e.to_string())?;
     }
     Ok(())
 }
