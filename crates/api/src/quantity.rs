@@ -29,6 +29,47 @@ pub fn nano_units(text: &str) -> Option<i128> {
     }
 }
 
+/// Whether `text` is written with a binary suffix (`Ki` .. `Ei`): a sum
+/// keeps the way its first term is written.
+pub fn is_binary(text: &str) -> bool {
+    let text = text.trim();
+    ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"]
+        .iter()
+        .any(|suffix| text.ends_with(suffix))
+}
+
+/// A value of `nano` billionths as the API writes it (`Quantity.String()`
+/// in canonical form): with a binary suffix when `binary` and the value is
+/// a whole number of at least 1024 (`1536Mi`, `1Gi`), else with the
+/// largest decimal suffix that keeps the number whole (`100m`, `1500`,
+/// `2k`).
+pub fn canonical(nano: i128, binary: bool) -> String {
+    const GIGA: i128 = 1_000_000_000;
+    if nano == 0 {
+        return "0".into();
+    }
+    let (sign, magnitude) = if nano < 0 { ("-", -nano) } else { ("", nano) };
+    if binary && magnitude % GIGA == 0 && magnitude / GIGA >= 1024 {
+        let mut units = magnitude / GIGA;
+        let mut suffix = 0;
+        while suffix < 6 && units % 1024 == 0 {
+            units /= 1024;
+            suffix += 1;
+        }
+        let suffixes = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+        return format!("{sign}{units}{}", suffixes[suffix]);
+    }
+    // Exponents of ten, in thousands, from n (10^-9) to E (10^18).
+    let suffixes = ["n", "u", "m", "", "k", "M", "G", "T", "P", "E"];
+    let mut mantissa = magnitude;
+    let mut step = 0;
+    while step < suffixes.len() - 1 && mantissa % 1000 == 0 {
+        mantissa /= 1000;
+        step += 1;
+    }
+    format!("{sign}{mantissa}{}", suffixes[step])
+}
+
 /// `text`'s value times 10^`digits`, rounded up.
 fn scaled_up(text: &str, digits: u32) -> Option<i64> {
     let (mantissa, exponent10) = exact(text.trim())?;
@@ -112,6 +153,25 @@ mod tests {
         ] {
             assert_eq!(value(text), want, "{text}");
         }
+    }
+
+    #[test]
+    fn sums_are_written_as_the_api_writes_quantities() {
+        let sum = |a: &str, b: &str| {
+            canonical(
+                nano_units(a).unwrap() + nano_units(b).unwrap(),
+                is_binary(a),
+            )
+        };
+        assert_eq!(sum("64Mi", "0"), "64Mi");
+        assert_eq!(sum("1Gi", "512Mi"), "1536Mi");
+        assert_eq!(sum("100m", "200m"), "300m");
+        assert_eq!(sum("1", "500m"), "1500m");
+        assert_eq!(sum("1", "1"), "2");
+        assert_eq!(sum("500", "500"), "1k");
+        assert_eq!(sum("512", "256"), "768");
+        assert_eq!(sum("1Ki", "1"), "1025");
+        assert_eq!(canonical(0, true), "0");
     }
 
     #[test]

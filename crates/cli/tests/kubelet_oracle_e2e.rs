@@ -997,9 +997,7 @@ fn volumes_view(lines: &[String], names: &[(String, &str)]) -> Vec<String> {
         for word in &mut words {
             *word = hide_token_volume(word);
             if let Some(at) = word.find("..20") {
-                let end = word[at..]
-                    .find(|c: char| c == '\'' || c == '/')
-                    .map_or(word.len(), |e| at + e);
+                let end = word[at..].find(['\'', '/']).map_or(word.len(), |e| at + e);
                 word.replace_range(at..end, "..<TS>");
             }
         }
@@ -1162,6 +1160,70 @@ async fn a_pods_volumes_on_our_agent_are_what_the_real_kubelet_makes() {
         "what the container sees of its volumes: only ours {only_ours:#?}\nonly theirs {only_theirs:#?}\n{diagnose}"
     );
     assert_eq!(our_claims, their_claims, "the token's claims");
+    two.same_status("volumes", |pod| pod["status"]["phase"] == "Running")
+        .await;
+    let mounts = |pod: Value| {
+        hide_token_volume(&pod["status"]["containerStatuses"][0]["volumeMounts"].to_string())
+    };
+    assert_eq!(
+        mounts(cluster.pod("o-volumes").await),
+        mounts(cluster.pod("k-volumes").await),
+        "the container status's volume mounts"
+    );
+    assert_eq!(
+        cluster.pod("o-volumes").await["status"]["allocatedResources"],
+        cluster.pod("k-volumes").await["status"]["allocatedResources"],
+        "the pod's allocated resources (its memory request written as the API writes it)"
+    );
+
+    // A pod whose ConfigMap is not there yet waits, with the kubelet's
+    // FailedMount Event, and runs once the ConfigMap is made.
+    two.create_both("waits", |name, node, _| {
+        let mut main = busybox("main", 0, &[], "exec sleep 3600");
+        main["volumeMounts"] = json!([{"name": "later", "mountPath": "/v/later"}]);
+        let mut pod = on_host(pod(name, node, vec![main]));
+        pod["spec"]["volumes"] = json!([{"name": "later", "configMap": {"name": "volumes-later"}}]);
+        pod
+    })
+    .await;
+    let mut messages = Vec::new();
+    for name in ["k-waits", "o-waits"] {
+        let message = eventually(&format!("{name}'s FailedMount Event"), LONG, || async {
+            let events = cluster
+                .api
+                .admin(
+                    "GET",
+                    &format!(
+                        "/api/v1/namespaces/default/events?fieldSelector=involvedObject.name={name},reason=FailedMount"
+                    ),
+                    None,
+                )
+                .await;
+            events["items"][0]["message"].as_str().map(str::to_string)
+        })
+        .await;
+        messages.push(message);
+    }
+    assert_eq!(messages[1], messages[0], "the FailedMount Event's message");
+    assert_eq!(
+        messages[0],
+        "MountVolume.SetUp failed for volume \"later\" : configmap \"volumes-later\" not found"
+    );
+    two.same_status("waits", |pod| {
+        pod["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "ContainerCreating"
+    })
+    .await;
+    cluster
+        .api
+        .admin(
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            Some(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "volumes-later"}, "data": {"x": "1"}})),
+        )
+        .await;
+    two.same_status("waits", |pod| pod["status"]["phase"] == "Running")
+        .await;
 
     // Deleted: every volume torn down and the pod's directory gone before
     // the pod object is.

@@ -162,6 +162,8 @@ pub(crate) fn plan(
     if !sandbox_ready {
         plan.sandbox = Some(observed.sandbox.as_ref().map_or(0, |s| s.attempt + 1));
         let has_init = all.iter().any(|(_, k)| *k != ContainerKind::App);
+        // With no init container to run, the pod is initialized already.
+        plan.initialized = !has_init;
         for (container, kind) in &all {
             let reason = if *kind != ContainerKind::App || has_init {
                 POD_INITIALIZING

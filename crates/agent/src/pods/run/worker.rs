@@ -387,13 +387,12 @@ impl Worker {
         let now = SystemTime::now();
         let mut decided = plan(&pod, &observed, &self.backoff, &self.start_errors, now);
         let mut retry = None;
-        if !self.volumes_ready(&pod).await {
-            // Nothing is made before its volumes are set up.
-            decided.sandbox = None;
-            decided.start.clear();
+        // Nothing is made before its volumes are set up.
+        let hold = !self.volumes_ready(&pod).await;
+        if hold {
             retry = self.volume_setup.due_at();
         }
-        if let Some(attempt) = decided.sandbox {
+        if let Some(attempt) = decided.sandbox.filter(|_| !hold) {
             let spec = self.sandbox_spec(&pod, attempt);
             if let Some(dir) = &self.context.pod_logs {
                 let dir = dir.join(&spec.log_directory);
@@ -422,6 +421,7 @@ impl Worker {
         }
         let mut started = false;
         if decided.sandbox.is_none()
+            && !hold
             && let Some(sandbox) =
                 observed_sandbox(self.context.runtime.as_ref(), &self.pod_ref.uid).await?
         {

@@ -13,6 +13,7 @@ use std::time::SystemTime;
 use k8s_openapi::api::core::v1::{Container, Pod, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::jiff::Timestamp;
+use nodeplugins_api::quantity;
 use serde_json::{Value, json};
 
 use crate::pods::admit::container::ContainerKind;
@@ -251,6 +252,28 @@ fn container_status(
         }
         status["resources"] = serde_json::to_value(&resources).unwrap_or_else(|_| json!({}));
     }
+    // Its volume mounts as its spec names them, the read-only ones with
+    // whether they are read-only all the way down (the kubelet's
+    // RecursiveReadOnlyMounts; asked for only with `Enabled`).
+    let mounts: Vec<Value> = spec
+        .into_iter()
+        .flat_map(|c| c.volume_mounts.iter().flatten())
+        .map(|m| {
+            let mut mount = json!({"name": m.name, "mountPath": m.mount_path});
+            if m.read_only == Some(true) {
+                mount["readOnly"] = json!(true);
+                let recursive = match m.recursive_read_only.as_deref() {
+                    Some("Enabled") => "Enabled",
+                    _ => "Disabled",
+                };
+                mount["recursiveReadOnly"] = json!(recursive);
+            }
+            mount
+        })
+        .collect();
+    if !mounts.is_empty() {
+        status["volumeMounts"] = json!(mounts);
+    }
     if let Some(user) = shown
         .or(view.current.as_ref())
         .and_then(|c| c.user.as_ref())
@@ -315,55 +338,82 @@ fn pod_totals(
     pod: &Pod,
     of: impl Fn(&ResourceRequirements) -> Option<&BTreeMap<String, Quantity>>,
 ) -> BTreeMap<String, String> {
-    let amounts = |c: &Container| -> BTreeMap<String, Option<u64>> {
+    // Each amount in billionths, with whether it is written in binary
+    // suffixes (a sum is written as its first term).
+    type Amounts = BTreeMap<String, Option<(i128, bool)>>;
+    let amounts = |c: &Container| -> Amounts {
         c.resources
             .as_ref()
             .and_then(&of)
             .into_iter()
             .flatten()
-            .map(|(name, q)| (name.clone(), q.0.parse::<u64>().ok()))
+            .map(|(name, q)| {
+                let amount = quantity::nano_units(&q.0).map(|n| (n, quantity::is_binary(&q.0)));
+                (name.clone(), amount)
+            })
             .collect()
     };
-    let mut totals: BTreeMap<String, Option<u64>> = BTreeMap::new();
-    let add = |into: &mut BTreeMap<String, Option<u64>>, from: &BTreeMap<String, Option<u64>>| {
+    // A sum: a name first met takes the amount; one that could not be
+    // read stays unreadable.
+    let add = |into: &mut Amounts, from: &Amounts| {
         for (name, amount) in from {
-            let entry = into.entry(name.clone()).or_insert(Some(0));
-            *entry = match (*entry, amount) {
-                (Some(a), Some(b)) => Some(a + b),
-                _ => None,
-            };
+            match into.get_mut(name) {
+                None => {
+                    into.insert(name.clone(), *amount);
+                }
+                Some(entry) => {
+                    *entry = match (*entry, amount) {
+                        (Some((a, binary)), Some((b, _))) => Some((a + b, binary)),
+                        _ => None,
+                    };
+                }
+            }
         }
     };
-    let mut sidecars: BTreeMap<String, Option<u64>> = BTreeMap::new();
-    let mut init_peak: BTreeMap<String, Option<u64>> = BTreeMap::new();
+    // The larger of the two, likewise.
+    let raise =
+        |into: &mut Amounts, name: &str, amount: Option<(i128, bool)>| match into.get_mut(name) {
+            None => {
+                into.insert(name.to_string(), amount);
+            }
+            Some(entry) => {
+                *entry = match (*entry, amount) {
+                    (Some(x), Some(y)) => Some(if y.0 > x.0 { y } else { x }),
+                    _ => None,
+                };
+            }
+        };
+    let mut totals = Amounts::new();
+    let mut sidecars = Amounts::new();
+    let mut init_peak = Amounts::new();
     for (c, kind) in containers(pod) {
         match kind {
             ContainerKind::App => add(&mut totals, &amounts(c)),
             ContainerKind::Sidecar => {
                 add(&mut sidecars, &amounts(c));
                 for (name, amount) in &sidecars {
-                    let peak = init_peak.entry(name.clone()).or_insert(Some(0));
-                    *peak = peak.zip(*amount).map(|(a, b)| a.max(b));
+                    raise(&mut init_peak, name, *amount);
                 }
             }
             ContainerKind::Init => {
                 let mut during = sidecars.clone();
                 add(&mut during, &amounts(c));
                 for (name, amount) in during {
-                    let peak = init_peak.entry(name).or_insert(Some(0));
-                    *peak = peak.zip(amount).map(|(a, b)| a.max(b));
+                    raise(&mut init_peak, &name, amount);
                 }
             }
         }
     }
     add(&mut totals, &sidecars);
     for (name, peak) in init_peak {
-        let total = totals.entry(name).or_insert(Some(0));
-        *total = total.zip(peak).map(|(a, b)| a.max(b));
+        raise(&mut totals, &name, peak);
     }
     totals
         .into_iter()
-        .filter_map(|(name, amount)| Some((name, amount?.to_string())))
+        .filter_map(|(name, amount)| {
+            let (nano, binary) = amount?;
+            Some((name, quantity::canonical(nano, binary)))
+        })
         .collect()
 }
 
