@@ -17,7 +17,11 @@
 //!   changed; or the same with the boot id unchanged: the sandbox is gone),
 //!   the pod's device is allocated and its claim prepared again, and its
 //!   container made again;
-//! - a Job runs to completion and a Deployment to its ready replicas.
+//! - a Job runs to completion and a Deployment to its ready replicas;
+//! - a pod's volumes (a configMap, a downwardAPI, a memory emptyDir) stay
+//!   as they are across an agent's restart, nothing mounted twice; deleted
+//!   while the agent is away, the pod's volumes are torn down when it comes
+//!   back, and so are the volumes another kubelet left of a pod gone.
 
 // Test code: a failed unwrap is a failed test with a precise location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -557,4 +561,107 @@ async fn prepared_at(node: &Node) -> u64 {
     assert_eq!(claims.len(), 1, "{claims:?}");
     assert_eq!(claims[0]["prepared"], true, "{claims:?}");
     claims[0]["prepared_at_unix_ms"].as_u64().unwrap()
+}
+
+/// The mounts of the host whose mount point is under `dir`.
+fn mounts_under(dir: &Path) -> Vec<String> {
+    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let dir = dir.display().to_string();
+    table
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .filter(|point| point.starts_with(&dir))
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pods_volumes_survive_an_agent_restart_and_go_with_the_pod_even_deleted_while_it_is_away() {
+    let cluster = Cluster::start(&[NODE]).await;
+    let containerd = Containerd::start().await;
+    let logs = TempDir::new().unwrap();
+    let mut node = runtime_node(&cluster, &containerd, logs.path(), 1, 0).await;
+    cluster
+        .api
+        .admin(
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            Some(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "settings"}, "data": {"level": "3"}})),
+        )
+        .await;
+    let mut main = busybox(
+        "main",
+        0,
+        &[],
+        "cat /v/cfg/level; echo; cat /v/down/name; echo; echo ready; exec sleep 3600",
+    );
+    main["volumeMounts"] = json!([
+        {"name": "cfg", "mountPath": "/v/cfg"},
+        {"name": "down", "mountPath": "/v/down"},
+        {"name": "mem", "mountPath": "/v/mem"},
+    ]);
+    let mut steady = pod("steady", NODE, vec![main]);
+    steady["spec"]["hostNetwork"] = json!(true);
+    steady["spec"]["volumes"] = json!([
+        {"name": "cfg", "configMap": {"name": "settings"}},
+        {"name": "down", "downwardAPI": {"items": [
+            {"path": "name", "fieldRef": {"fieldPath": "metadata.name"}}]}},
+        {"name": "mem", "emptyDir": {"medium": "Memory"}},
+    ]);
+    cluster.create(&steady).await;
+    let before = api_pod_when(&cluster, "steady", "Running", running).await;
+    let uid = before["metadata"]["uid"].as_str().unwrap().to_string();
+    let id = container_id(&before, 0);
+    let pod_dir = node.root().join("pods").join(&uid);
+    let log = logs
+        .path()
+        .join(format!("default_steady_{uid}"))
+        .join("main/0.log");
+    let lines = eventually("the container's output", LONG, || async {
+        let lines = cri_log_lines(&log);
+        lines.iter().any(|l| l == "ready").then_some(lines)
+    })
+    .await;
+    assert_eq!(lines[..2], ["3".to_string(), "steady".to_string()], "{lines:?}");
+    let mounted = mounts_under(&pod_dir);
+    assert_eq!(
+        mounted.len(),
+        2,
+        "the downwardAPI volume and the memory emptyDir are tmpfs mounts: {mounted:?}"
+    );
+
+    node.kill_agent().await;
+    node.start_agent().await;
+    node.pod_when("steady", "running again", |p| p["pod_phase"] == "Running")
+        .await;
+    assert_eq!(container_id(&cluster.pod("steady").await, 0), id);
+    assert_eq!(
+        mounts_under(&pod_dir),
+        mounted,
+        "set up again in place: nothing mounted twice"
+    );
+
+    // Deleted while the agent is away; and volumes another kubelet left of
+    // a pod the API does not have, one of them a tmpfs.
+    node.kill_agent().await;
+    cluster.delete("steady").await;
+    let left = node.root().join("pods/0f0f0f0f-left-by-a-kubelet");
+    let left_volume = left.join("volumes/kubernetes.io~empty-dir/cache");
+    std::fs::create_dir_all(&left_volume).unwrap();
+    let status = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "tmpfs"])
+        .arg(&left_volume)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    node.start_agent().await;
+    eventually("the gone pods' volumes torn down", LONG, || async {
+        (mounts_under(&pod_dir).is_empty()
+            && mounts_under(&left).is_empty()
+            && !pod_dir.join("volumes").exists()
+            && !left.join("volumes").exists())
+        .then_some(())
+    })
+    .await;
 }
