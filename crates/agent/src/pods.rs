@@ -102,6 +102,6 @@ pub(crate) use manual::unprepare_by_name;
 pub use pod::{ContainerDevices, PodClaims, PodRef, PreparedPod, UnpreparedPod};
 #[cfg(feature = "kube")]
 pub(crate) use run_options::env::expand;
-pub use snapshot::{PodPhase, PodStatus, PodsSnapshot};
+pub use snapshot::{PodPhase, PodStatus, PodsSnapshot, VolumeStatus};
 #[cfg(feature = "kube")]
 pub use teardown::release::ReleaseError;

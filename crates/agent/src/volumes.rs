@@ -39,7 +39,6 @@ mod mounts;
 mod plan;
 mod set_up;
 
-pub use book::{VolumeRecord, VolumeState};
 pub use error::{FAILED_MOUNT, VolumeError, VolumeFailure};
 pub use handle::VolumeHandle;
 pub(crate) use mounts::container_mounts;

@@ -576,7 +576,8 @@ fn mounts_under(dir: &Path) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_pods_volumes_survive_an_agent_restart_and_go_with_the_pod_even_deleted_while_it_is_away() {
+async fn a_pods_volumes_survive_an_agent_restart_and_go_with_the_pod_even_deleted_while_it_is_away()
+{
     let cluster = Cluster::start(&[NODE]).await;
     let containerd = Containerd::start().await;
     let logs = TempDir::new().unwrap();
@@ -623,7 +624,25 @@ async fn a_pods_volumes_survive_an_agent_restart_and_go_with_the_pod_even_delete
         lines.iter().any(|l| l == "ready").then_some(lines)
     })
     .await;
-    assert_eq!(lines[..2], ["3".to_string(), "steady".to_string()], "{lines:?}");
+    assert_eq!(
+        lines[..2],
+        ["3".to_string(), "steady".to_string()],
+        "{lines:?}"
+    );
+    // `nodeplugins pods steady` shows each volume, its kind and its path.
+    let row = node
+        .pod_when("steady", "showing its volumes", |p| {
+            p["volumes"].as_array().is_some_and(|v| v.len() == 3)
+        })
+        .await;
+    assert_eq!(row["volumes"][2]["kind"], "emptyDir", "{row}");
+    assert_eq!(
+        row["volumes"][2]["path"],
+        pod_dir
+            .join("volumes/kubernetes.io~empty-dir/mem")
+            .display()
+            .to_string()
+    );
     let mounted = mounts_under(&pod_dir);
     assert_eq!(
         mounted.len(),

@@ -312,6 +312,7 @@ mod tests {
                         ..ContainerResources::default()
                     })
                     .collect(),
+                volumes: Vec::new(),
             };
             (uid.to_string(), Arc::new(status))
         };

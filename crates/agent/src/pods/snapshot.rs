@@ -84,6 +84,23 @@ pub struct PodStatus {
     /// got.
     #[serde(default)]
     pub containers: Vec<ContainerResources>,
+    /// Its volumes as the volume manager last set them up.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<VolumeStatus>,
+}
+
+/// One volume of a pod.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct VolumeStatus {
+    /// Its name in the pod.
+    pub name: String,
+    /// Its kind, as the pod's spec names it (`projected`, `emptyDir`).
+    pub kind: String,
+    /// Where it is on the host.
+    pub path: String,
+    /// Why it is not set up; none: it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// Every pod the owner follows, after its latest change.

@@ -4,39 +4,17 @@
 
 use std::collections::BTreeMap;
 
-/// A volume's state.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum VolumeState {
-    /// Set up and mounted into the containers that use it.
-    Mounted,
-    /// Not set up: why.
-    Failed(String),
-}
-
-/// One volume of a pod.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct VolumeRecord {
-    /// Its name in the pod.
-    pub name: String,
-    /// Its kind, as the pod's spec names it (`projected`, `emptyDir`).
-    pub kind: String,
-    /// Where it is on the host.
-    pub path: String,
-    /// Its state.
-    pub state: VolumeState,
-}
+use crate::pods::VolumeStatus;
 
 /// The volumes of each pod, by UID.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Book {
-    pods: BTreeMap<String, Vec<VolumeRecord>>,
+    pods: BTreeMap<String, Vec<VolumeStatus>>,
 }
 
 impl Book {
     /// Records pod `uid`'s volumes as set up now.
-    pub(crate) fn set(&mut self, uid: &str, volumes: Vec<VolumeRecord>) {
+    pub(crate) fn set(&mut self, uid: &str, volumes: Vec<VolumeStatus>) {
         self.pods.insert(uid.to_string(), volumes);
     }
 
@@ -46,7 +24,7 @@ impl Book {
     }
 
     /// Pod `uid`'s volumes.
-    pub(crate) fn of(&self, uid: &str) -> Vec<VolumeRecord> {
+    pub(crate) fn of(&self, uid: &str) -> Vec<VolumeStatus> {
         self.pods.get(uid).cloned().unwrap_or_default()
     }
 }

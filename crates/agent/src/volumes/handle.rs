@@ -15,7 +15,8 @@ use nodeplugins_api::quantity;
 use tokio::sync::watch;
 
 use crate::kube_api::Connection;
-use crate::volumes::book::{Book, VolumeRecord, VolumeState};
+use crate::pods::VolumeStatus;
+use crate::volumes::book::Book;
 use crate::volumes::content::objects::ObjectWatches;
 use crate::volumes::content::payload::{Owners, Sources};
 use crate::volumes::content::token::TokenManager;
@@ -100,23 +101,23 @@ impl VolumeHandle {
         for volume in &planned {
             match set_up(&ctx, volume).await {
                 Ok(set) => {
-                    records.push(VolumeRecord {
+                    records.push(VolumeStatus {
                         name: volume.name.clone(),
                         kind: volume.kind.name().into(),
                         path: set.host_path.display().to_string(),
-                        state: VolumeState::Mounted,
+                        error: None,
                     });
                     volumes.insert(volume.name.clone(), set);
                 }
                 Err(error) => {
-                    records.push(VolumeRecord {
+                    records.push(VolumeStatus {
                         name: volume.name.clone(),
                         kind: volume.kind.name().into(),
                         path: dirs
                             .volume(volume.kind.plugin(), &volume.name)
                             .display()
                             .to_string(),
-                        state: VolumeState::Failed(error.clone()),
+                        error: Some(error.clone()),
                     });
                     failures.push(VolumeFailure {
                         volume: volume.name.clone(),
@@ -213,7 +214,7 @@ impl VolumeHandle {
     }
 
     /// Pod `uid`'s volumes as last set up.
-    pub fn volumes_of(&self, uid: &str) -> Vec<VolumeRecord> {
+    pub fn volumes_of(&self, uid: &str) -> Vec<VolumeStatus> {
         self.inner
             .book
             .lock()

@@ -125,6 +125,20 @@ fn pod_detail(pod: &PodStatus, out: &mut impl Write) -> anyhow::Result<()> {
     for container in &pod.containers {
         container_detail(container, out)?;
     }
+    for volume in &pod.volumes {
+        match &volume.error {
+            None => writeln!(
+                out,
+                "  volume {} ({}): set up at {}",
+                volume.name, volume.kind, volume.path
+            )?,
+            Some(error) => writeln!(
+                out,
+                "  volume {} ({}): not set up: {error}",
+                volume.name, volume.kind
+            )?,
+        }
+    }
     Ok(())
 }
 
@@ -175,7 +189,7 @@ fn container_detail(c: &ContainerResources, out: &mut impl Write) -> anyhow::Res
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nodeplugins::pods::{PodPhase, PodRef};
+    use nodeplugins::pods::{PodPhase, PodRef, VolumeStatus};
     use std::collections::BTreeMap;
 
     fn pod(phase: PodPhase) -> PodStatus {
@@ -200,11 +214,25 @@ mod tests {
                 claim_cdi_devices: vec!["dra.example.com/gpu=gpu-1".into()],
                 ..ContainerResources::default()
             }],
+            volumes: vec![
+                VolumeStatus {
+                    name: "kube-api-access-x7k2p".into(),
+                    kind: "projected".into(),
+                    path: "/var/lib/kubelet/pods/u1/volumes/kubernetes.io~projected/kube-api-access-x7k2p".into(),
+                    error: None,
+                },
+                VolumeStatus {
+                    name: "data".into(),
+                    kind: "persistentVolumeClaim".into(),
+                    path: String::new(),
+                    error: Some("persistentVolumeClaim volumes are not set up by this node".into()),
+                },
+            ],
         }
     }
 
     #[test]
-    fn a_row_counts_devices_and_cdi_and_one_pod_shows_its_containers() {
+    fn a_row_counts_devices_and_cdi_and_one_pod_shows_its_containers_and_volumes() {
         let reply = PodsReply {
             serving: true,
             listed: true,
@@ -223,6 +251,14 @@ mod tests {
         assert!(text.contains("devices example.com/gpu: gpu-0"), "{text}");
         assert!(
             text.contains("CDI device dra.example.com/gpu=gpu-1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("volume kube-api-access-x7k2p (projected): set up at /var/lib/kubelet/pods/u1/volumes/kubernetes.io~projected/kube-api-access-x7k2p"),
+            "{text}"
+        );
+        assert!(
+            text.contains("volume data (persistentVolumeClaim): not set up: persistentVolumeClaim volumes are not set up by this node"),
             "{text}"
         );
     }

@@ -696,7 +696,11 @@ impl Owner {
         for uid in std::mem::take(&mut self.dirty) {
             match self.tracked.get(&uid) {
                 Some(tracked) => {
-                    self.rows.insert(uid, Arc::new(tracked.status()));
+                    let mut status = tracked.status();
+                    if let Some(volumes) = &self.operations.releaser.volumes {
+                        status.volumes = volumes.volumes_of(&uid);
+                    }
+                    self.rows.insert(uid, Arc::new(status));
                 }
                 None => {
                     self.rows.remove(&uid);

@@ -433,6 +433,7 @@ impl Tracked {
             in_api: self.in_api,
             pod_phase: self.api_phase.map(|p| p.as_str().to_string()),
             containers: self.containers.clone(),
+            volumes: Vec::new(),
         }
     }
 }
