@@ -33,7 +33,8 @@ mod writes;
 pub use client::credentials::Connection;
 pub(crate) use client::deadline::passed_deadline;
 pub use config::{
-    CSINODE_RECHECK, KubeApiConfig, KubeConfigSource, POD_RECONCILE_PERIOD, default_node_name,
+    CSINODE_RECHECK, KubeApiConfig, KubeConfigSource, POD_RECONCILE_PERIOD, SYNC_FREQUENCY,
+    default_node_name,
 };
 pub(crate) use config::{KUBE_API_BURST, KUBE_API_QPS};
 pub use error::KubeApiError;

@@ -165,6 +165,10 @@ settings! {
     /// How often what pods no longer active hold is given back even when
     /// nothing changed [default: 60s].
     pod_reconcile_period: Duration, "NODEPLUGINS_POD_RECONCILE_PERIOD", parse_go_duration;
+    /// How often a running pod is synced again without a change: its
+    /// volumes' ConfigMaps, Secrets and tokens written again, as the
+    /// kubelet's --sync-frequency (up to half longer at random) [default: 1m].
+    sync_frequency: Duration, "NODEPLUGINS_SYNC_FREQUENCY", parse_go_duration;
     /// The container runtime the node's pods run on, as the kubelet's
     /// --container-runtime-endpoint (unix:///run/containerd/containerd.sock,
     /// or a socket path), or simulated: containers "run" from their start
@@ -362,6 +366,7 @@ impl Settings {
                 let mut kube = KubeApiConfig::new(source, node_name.clone());
                 kube.serve_pods = c.pods.is_none_or(|Switch(on)| on);
                 set(&mut kube.pod_reconcile_period, c.pod_reconcile_period);
+                set(&mut kube.sync_frequency, c.sync_frequency);
                 set(&mut kube.csinode_recheck, c.csinode_recheck);
                 Some(kube)
             }
@@ -430,6 +435,14 @@ impl Settings {
                         .map_or(nodeplugins::kube_api::POD_RECONCILE_PERIOD, |k| {
                             k.pod_reconcile_period
                         }),
+                ),
+            ),
+            (
+                "sync_frequency",
+                human(
+                    self.kube
+                        .as_ref()
+                        .map_or(nodeplugins::kube_api::SYNC_FREQUENCY, |k| k.sync_frequency),
                 ),
             ),
             (

@@ -18,8 +18,9 @@
 //!   the pod's device is allocated and its claim prepared again, and its
 //!   container made again;
 //! - a Job runs to completion and a Deployment to its ready replicas;
-//! - a pod's volumes (a configMap, a downwardAPI, a memory emptyDir) stay
-//!   as they are across an agent's restart, nothing mounted twice; deleted
+//! - a pod's volumes (a configMap, a downwardAPI, a memory emptyDir) show
+//!   their ConfigMap's change at the next resync, stay as they are across
+//!   an agent's restart, nothing mounted twice; deleted
 //!   while the agent is away, the pod's volumes are torn down when it comes
 //!   back, and so are the volumes another kubelet left of a pod gone.
 
@@ -581,7 +582,19 @@ async fn a_pods_volumes_survive_an_agent_restart_and_go_with_the_pod_even_delete
     let cluster = Cluster::start(&[NODE]).await;
     let containerd = Containerd::start().await;
     let logs = TempDir::new().unwrap();
-    let mut node = runtime_node(&cluster, &containerd, logs.path(), 1, 0).await;
+    std::fs::create_dir_all("/var/run/example-device").unwrap();
+    containerd.write_example_cdi_spec(RESOURCE, 1);
+    let endpoint = containerd.endpoint();
+    // Resynced every second or so, for a ConfigMap's change to show soon.
+    let args = [
+        "--container-runtime-endpoint",
+        endpoint.as_str(),
+        "--pod-logs-dir",
+        logs.path().to_str().unwrap(),
+        "--sync-frequency",
+        "1s",
+    ];
+    let mut node = Node::start_full(&cluster, NODE, 1, 0, &args, Some(&containerd.cdi_dir())).await;
     cluster
         .api
         .admin(
@@ -595,7 +608,8 @@ async fn a_pods_volumes_survive_an_agent_restart_and_go_with_the_pod_even_delete
         "main",
         0,
         &[],
-        "cat /v/cfg/level; echo; cat /v/down/name; echo; echo ready; exec sleep 3600",
+        "cat /v/cfg/level; echo; cat /v/down/name; echo; echo ready; \
+         while true; do echo \"level $(cat /v/cfg/level)\"; sleep 1; done",
     );
     main["volumeMounts"] = json!([
         {"name": "cfg", "mountPath": "/v/cfg"},
@@ -643,6 +657,23 @@ async fn a_pods_volumes_survive_an_agent_restart_and_go_with_the_pod_even_delete
             .display()
             .to_string()
     );
+    // The ConfigMap changed: its volume shows it at the next resync.
+    cluster
+        .api
+        .admin(
+            "PUT",
+            "/api/v1/namespaces/default/configmaps/settings",
+            Some(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "settings"}, "data": {"level": "4"}})),
+        )
+        .await;
+    eventually("the ConfigMap's change in the container", LONG, || async {
+        cri_log_lines(&log)
+            .iter()
+            .any(|l| l == "level 4")
+            .then_some(())
+    })
+    .await;
     let mounted = mounts_under(&pod_dir);
     assert_eq!(
         mounted.len(),

@@ -37,6 +37,10 @@ pub(super) const REFUSED_RETRY_MAX: Duration = Duration::from_secs(5 * 60);
 /// How often the pods owner gives back what pods no longer active hold
 /// (the kubelet DRA manager's `reconcileLoop` period).
 pub const POD_RECONCILE_PERIOD: Duration = Duration::from_secs(60);
+/// How often a running pod is synced again without a change: its volumes
+/// written again from their objects and tokens (the kubelet's
+/// `syncFrequency`, jittered by up to half).
+pub const SYNC_FREQUENCY: Duration = Duration::from_secs(60);
 
 /// How often the CSINode is read when the credentials may not watch it
 /// (the kubelet's node status report period), by default.
@@ -111,6 +115,10 @@ pub struct KubeApiConfig {
     /// CSINode deleted or changed by another writer is repaired within
     /// this long. Default: 5 min (the kubelet's node status report period).
     pub csinode_recheck: Duration,
+    /// How often a running pod is synced again without a change (its
+    /// volumes' ConfigMaps, Secrets and tokens written again), up to half
+    /// longer at random. Default: 1 min (the kubelet's `syncFrequency`).
+    pub sync_frequency: Duration,
     /// Notices the credentials' files changing (the agent shares one among
     /// all its parts).
     pub fs_watcher: FsWatcher,
@@ -132,6 +140,7 @@ impl KubeApiConfig {
             serve_pods: true,
             pod_reconcile_period: POD_RECONCILE_PERIOD,
             csinode_recheck: CSINODE_RECHECK,
+            sync_frequency: SYNC_FREQUENCY,
             fs_watcher: FsWatcher::new(),
         }
     }

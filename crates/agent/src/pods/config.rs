@@ -58,6 +58,10 @@ pub struct PodsConfig {
     /// pod (the kubelet's `<root>/pods`); `None` with the simulated
     /// runtime. Default: `None`.
     pub pods_dir: Option<PathBuf>,
+    /// How often a running pod is synced again without a change (its
+    /// volumes written again), up to half longer at random. Default: the
+    /// API settings' (1 min).
+    pub sync_frequency: Duration,
 }
 
 impl PodsConfig {
@@ -75,6 +79,7 @@ impl PodsConfig {
             node_ip: None,
             boot_record: None,
             pods_dir: None,
+            sync_frequency: kube.sync_frequency,
         }
     }
 }

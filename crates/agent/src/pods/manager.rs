@@ -195,6 +195,8 @@ impl PodsManager {
             informers: self.admitter.informers.clone(),
             volumes: volumes.clone(),
             pod_events: self.warnings.clone(),
+            resync: Backoff::new(self.config.sync_frequency, self.config.sync_frequency)
+                .with_jitter(0.5),
         };
         let releaser = Releaser {
             pods_dir: self.config.pods_dir.clone(),

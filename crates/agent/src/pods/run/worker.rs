@@ -68,11 +68,6 @@ const VOLUME_BACKOFF: Backoff = Backoff::new(Duration::from_millis(500), Duratio
 /// How long a pod waits for its volumes before the kubelet says it could
 /// not mount them (`podAttachAndMountTimeout`).
 const ATTACH_AND_MOUNT_TIMEOUT: Duration = Duration::from_secs(123);
-/// How often a pod's volumes are written again from their objects and
-/// tokens (the kubelet's pod resync, `syncFrequency`, jittered by up to
-/// half).
-const VOLUME_RESYNC: Backoff =
-    Backoff::new(Duration::from_secs(60), Duration::from_secs(60)).with_jitter(0.5);
 
 /// How a worker ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,6 +104,10 @@ pub(crate) struct WorkerContext {
     pub(crate) volumes: Option<VolumeHandle>,
     /// Events on pods (a volume that cannot be set up).
     pub(crate) pod_events: PodEvents,
+    /// How often a pod's volumes are written again from their objects and
+    /// tokens (the kubelet's pod resync, `syncFrequency`, jittered by up
+    /// to half).
+    pub(crate) resync: Backoff,
 }
 
 /// What the status of every pod names, learnt when first needed (not at
@@ -506,14 +505,14 @@ impl Worker {
                 self.volume_setup.succeeded();
                 self.volumes_failing_since = None;
                 self.volumes = Some(volumes);
-                self.volumes_resync_at = Some(now + VOLUME_RESYNC.delay(1));
+                self.volumes_resync_at = Some(now + self.context.resync.delay(1));
                 true
             }
             Err(e) if self.volumes.is_some() => {
                 // Set up before: what the containers have stays; written
                 // again at the next resync.
                 tracing::warn!(error = %e, "cannot write the pod's volumes again; they keep what they hold");
-                self.volumes_resync_at = Some(now + VOLUME_RESYNC.delay(1));
+                self.volumes_resync_at = Some(now + self.context.resync.delay(1));
                 true
             }
             Err(e) => {
