@@ -18,6 +18,13 @@
 //! resident memory and the CPU time it uses over 10 s are read from
 //! `/proc`.
 //!
+//! Then the same with the volume every real pod has: the
+//! `kube-api-access-*` projected volume the API server adds (its
+//! service-account token from the TokenRequest API, the `kube-root-ca.crt`
+//! ConfigMap, the namespace), one pod at a time and 50 at once on each
+//! node, with the API requests each node sent per pod of the burst
+//! (`apiserver_request_total`, the bindings left out).
+//!
 //! Run: `cargo bench -p nodeplugins-cli --bench pod_start` (builds the Go
 //! programs of `interop/` and installs Debian's runc first where missing,
 //! as the tests do).
@@ -119,15 +126,14 @@ fn is_running(pod: &Pod) -> bool {
         && containers.iter().all(|c| c.ready)
 }
 
-/// Pod `name`, not bound yet.
-async fn unbound_pod(api: &KubeApi, name: &str) {
+/// Pod `name`, not bound yet, with its API access volume (`api_access`)
+/// or none.
+async fn unbound_pod(api: &KubeApi, name: &str, api_access: bool) {
     let pod = json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": "default"},
         "spec": {
-            // No API access volume: no controller-manager makes its
-            // ConfigMap here (and our agent mounts no volumes).
-            "automountServiceAccountToken": false,
+            "automountServiceAccountToken": api_access,
             "hostNetwork": true,
             "terminationGracePeriodSeconds": 2,
             "tolerations": [{"operator": "Exists"}],
@@ -327,7 +333,7 @@ async fn main() {
     // A first pod on each: the sandbox image and busybox unpacked.
     for (node, containerd, _) in nodes {
         let name = vec![format!("warm-{node}")];
-        unbound_pod(&api, &name[0]).await;
+        unbound_pod(&api, &name[0], false).await;
         bind(&pods, &name[0], node).await;
         running.all(&name).await;
         delete_all(&api, containerd, &name).await;
@@ -343,7 +349,7 @@ async fn main() {
         };
         for (node, containerd, _) in order {
             let name = vec![format!("one-{node}-{round}")];
-            unbound_pod(&api, &name[0]).await;
+            unbound_pod(&api, &name[0], false).await;
             let sent = [(name[0].clone(), bind(&pods, &name[0], node).await)].into();
             let ready = running.all(&name).await;
             one.entry(node)
@@ -372,7 +378,7 @@ async fn main() {
                 .map(|i| format!("burst-{round}-{node}-{i:02}"))
                 .collect();
             for name in &names {
-                unbound_pod(&api, name).await;
+                unbound_pod(&api, name, false).await;
             }
             let binds = names.iter().map(|name| {
                 let pods = &pods;
@@ -390,6 +396,62 @@ async fn main() {
             }
             delete_all(&api, containerd, &names).await;
         }
+    }
+
+    // With the API access volume: no controller-manager runs here, so the
+    // namespace's root CA ConfigMap is made as its publisher would.
+    let ca = std::fs::read_to_string(api.ca_file()).unwrap();
+    api.admin(
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        Some(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "kube-root-ca.crt"}, "data": {"ca.crt": ca}})),
+    )
+    .await;
+    let mut one_volume: BTreeMap<&str, Vec<Duration>> = BTreeMap::new();
+    for round in 0..ROUNDS / 2 {
+        let order = if round % 2 == 0 {
+            [nodes[0], nodes[1]]
+        } else {
+            [nodes[1], nodes[0]]
+        };
+        for (node, containerd, _) in order {
+            let name = vec![format!("vol-{node}-{round}")];
+            unbound_pod(&api, &name[0], true).await;
+            let sent = [(name[0].clone(), bind(&pods, &name[0], node).await)].into();
+            let ready = running.all(&name).await;
+            one_volume
+                .entry(node)
+                .or_default()
+                .extend(latencies(&sent, &ready));
+            delete_all(&api, containerd, &name).await;
+        }
+    }
+    let mut burst_volume: BTreeMap<&str, Vec<Duration>> = BTreeMap::new();
+    let mut requests: BTreeMap<&str, String> = BTreeMap::new();
+    for (node, containerd, _) in nodes {
+        let names: Vec<String> = (0..BURST)
+            .map(|i| format!("vol-burst-{node}-{i:02}"))
+            .collect();
+        for name in &names {
+            unbound_pod(&api, name, true).await;
+        }
+        let before = api.request_counts().await;
+        let binds = names.iter().map(|name| {
+            let pods = &pods;
+            async move { (name.clone(), bind(pods, name, node).await) }
+        });
+        let sent: BTreeMap<String, SystemTime> =
+            futures::future::join_all(binds).await.into_iter().collect();
+        let ready = running.all(&names).await;
+        let after = api.request_counts().await;
+        let ignore = [("POST pods/binding", BURST as f64)];
+        requests.insert(node, after.since(&before, &ignore).per(BURST as f64));
+        burst_volume
+            .entry(node)
+            .or_default()
+            .extend(latencies(&sent, &ready));
+        delete_all(&api, containerd, &names).await;
     }
 
     println!("from binding to Running with every container ready, as a watch of the API shows it:");
@@ -429,4 +491,25 @@ async fn main() {
             cpu.as_secs_f64() / IDLE.as_secs_f64() * 100.0
         );
     }
+    println!("with the kube-api-access volume (token, root CA, namespace):");
+    for (label, node) in [("kubelet v1.37.2", REFERENCE), ("nodeplugins    ", OURS)] {
+        println!(
+            "{}",
+            percentiles_ms(&format!("one pod,       {label}"), one_volume[node].clone())
+        );
+    }
+    for (label, node) in [("kubelet v1.37.2", REFERENCE), ("nodeplugins    ", OURS)] {
+        println!(
+            "{}",
+            percentiles_ms(
+                &format!("{BURST} at once, {label}"),
+                burst_volume[node].clone()
+            )
+        );
+    }
+    println!(
+        "API requests per pod of the {BURST} at once with the volume (apiserver_request_total):"
+    );
+    println!("  kubelet v1.37.2: {}", requests[REFERENCE]);
+    println!("  nodeplugins:     {}", requests[OURS]);
 }
