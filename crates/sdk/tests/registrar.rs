@@ -186,3 +186,49 @@ async fn answers_get_info_sent_with_a_path_valued_authority() {
         client.output().join("\n")
     );
 }
+
+/// Collects the names and fields of the spans made.
+#[derive(Clone, Default)]
+struct Spans(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Spans {
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        _id: &tracing::span::Id,
+        _ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        struct Fields(String);
+        impl tracing::field::Visit for Fields {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                self.0.push_str(&format!(" {}={:?}", field.name(), value));
+            }
+        }
+        let mut fields = Fields(attrs.metadata().name().to_string());
+        attrs.record(&mut fields);
+        self.0.lock().unwrap().push(fields.0);
+    }
+}
+
+#[tokio::test]
+async fn a_served_call_runs_in_a_span_naming_its_server_and_method() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let spans = Spans::default();
+    let subscriber = tracing_subscriber::registry().with(spans.clone());
+    let _default = tracing::subscriber::set_default(subscriber);
+
+    let dir = tempfile::tempdir().unwrap();
+    let registrar = Registrar::builder(info())
+        .registry_dir(dir.path())
+        .start(CancellationToken::new())
+        .await
+        .unwrap();
+    fake_kubelet::get_info(registrar.socket()).await.unwrap();
+    let want = format!(
+        "grpc_call server={} method=/pluginregistration.Registration/GetInfo",
+        registrar.socket().display()
+    );
+    registrar.stop().await.unwrap();
+    let spans = spans.0.lock().unwrap().clone();
+    assert!(spans.contains(&want), "{want} not among {spans:?}");
+}
