@@ -10,7 +10,6 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
-use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::Api;
 use kube::api::PostParams;
@@ -110,23 +109,28 @@ impl TokenManager {
     async fn request(&self, key: &TokenKey) -> Result<Token, TokenError> {
         let client = self.connection.borrow().client.clone();
         let accounts: Api<ServiceAccount> = Api::namespaced(client, &key.namespace);
-        let request = TokenRequest {
-            spec: Some(TokenRequestSpec {
-                audiences: (!key.audience.is_empty()).then(|| vec![key.audience.clone()]),
-                expiration_seconds: Some(key.expiration_seconds),
-                bound_object_ref: Some(BoundObjectReference {
-                    api_version: Some("v1".into()),
-                    kind: Some("Pod".into()),
-                    name: Some(key.pod_name.clone()),
-                    uid: Some(key.pod_uid.clone()),
-                }),
-                ..TokenRequestSpec::default()
-            }),
-            ..TokenRequest::default()
-        };
+        // Written as JSON: the TokenRequest types' optional fields differ
+        // between the Kubernetes versions an application may pick.
+        let mut spec = serde_json::json!({
+            "expirationSeconds": key.expiration_seconds,
+            "boundObjectRef": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": key.pod_name,
+                "uid": key.pod_uid,
+            },
+        });
+        if !key.audience.is_empty() {
+            spec["audiences"] = serde_json::json!([key.audience]);
+        }
+        let request = serde_json::json!({
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": spec,
+        });
         let issued = SystemTime::now();
-        let answer: TokenRequest = accounts
-            .create_subresource::<TokenRequest, TokenRequest>(
+        let answer: serde_json::Value = accounts
+            .create_subresource(
                 "token",
                 &key.service_account,
                 &PostParams::default(),
@@ -134,13 +138,17 @@ impl TokenManager {
             )
             .await
             .map_err(|e| TokenError(e.to_string()))?;
-        let status = answer
-            .status
-            .ok_or_else(|| TokenError("the API server answered no token".into()))?;
-        let (Some(token), Some(expires)) = (status.token, status.expiration_timestamp) else {
+        let status = &answer["status"];
+        let (Some(token), Some(expires)) = (
+            status["token"].as_str(),
+            status["expirationTimestamp"]
+                .as_str()
+                .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok()),
+        ) else {
             return Err(TokenError("the API server answered no token".into()));
         };
-        let expires = SystemTime::from(expires.0);
+        let expires = SystemTime::from(expires);
+        let token = token.to_string();
         Ok(Token {
             token,
             issued,
