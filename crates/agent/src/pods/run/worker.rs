@@ -18,6 +18,7 @@
 //! back what it held is the release's.
 
 mod start;
+mod volumes;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -48,7 +49,7 @@ use crate::pods::run_options::runtime_spec::sandbox_spec;
 use crate::pods::status::api_status::{StatusInputs, api_status};
 use crate::pods::status::status_writer::StatusWriter;
 use crate::runtime::{ContainerRuntime, RuntimeError, SandboxSpec};
-use crate::volumes::{FAILED_MOUNT, PodVolumes, VolumeError, VolumeHandle};
+use crate::volumes::{PodVolumes, VolumeError, VolumeHandle};
 
 /// A failed sandbox or container start is tried again this long after, or
 /// sooner on a change: the kubelet's pod worker back-off
@@ -61,13 +62,6 @@ const SYNC_BACKOFF: Backoff =
 /// jittered likewise).
 const TRANSIENT_BACKOFF: Backoff =
     Backoff::new(Duration::from_secs(1), Duration::from_secs(1)).with_jitter(0.5);
-/// A pod's volumes that failed to be set up are tried again on the
-/// kubelet's operation backoff (`exponentialbackoff`: 500 ms doubling to
-/// 2m2s).
-const VOLUME_BACKOFF: Backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(122));
-/// How long a pod waits for its volumes before the kubelet says it could
-/// not mount them (`podAttachAndMountTimeout`).
-const ATTACH_AND_MOUNT_TIMEOUT: Duration = Duration::from_secs(123);
 
 /// How a worker ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -472,74 +466,6 @@ impl Worker {
             .chain(self.volumes_resync_at)
             .min();
         Ok((phase, wake))
-    }
-
-    /// Whether the pod's volumes are set up: set up now when they are not
-    /// (or written again when their resync is due). A failure is said
-    /// once as the kubelet's `FailedMount` Event, and tried again on its
-    /// backoff.
-    async fn volumes_ready(&mut self, pod: &Pod) -> bool {
-        let Some(handle) = self.context.volumes.clone() else {
-            return true;
-        };
-        let now = tokio::time::Instant::now();
-        let due = match (&self.volumes, self.volumes_resync_at) {
-            (None, _) => !self.volume_setup.waiting(now),
-            (Some(_), Some(at)) => at <= now,
-            (Some(_), None) => true,
-        };
-        if !due {
-            return self.volumes.is_some();
-        }
-        let allocatable = self
-            .context
-            .informers
-            .node_allocatable()
-            .await
-            .unwrap_or_default();
-        match handle.set_up(pod, &allocatable).await {
-            Ok(volumes) => {
-                if self.volumes.is_none() && !volumes.is_empty() {
-                    tracing::info!(volumes = volumes.len(), "the pod's volumes are set up");
-                }
-                self.volume_setup.succeeded();
-                self.volumes_failing_since = None;
-                self.volumes = Some(volumes);
-                self.volumes_resync_at = Some(now + self.context.resync.delay(1));
-                true
-            }
-            Err(e) if self.volumes.is_some() => {
-                // Set up before: what the containers have stays; written
-                // again at the next resync.
-                tracing::warn!(error = %e, "cannot write the pod's volumes again; they keep what they hold");
-                self.volumes_resync_at = Some(now + self.context.resync.delay(1));
-                true
-            }
-            Err(e) => {
-                let (since, said) = self.volumes_failing_since.get_or_insert((now, false));
-                let timed_out = !*said && now.duration_since(*since) >= ATTACH_AND_MOUNT_TIMEOUT;
-                if timed_out {
-                    *said = true;
-                }
-                let message = e.to_string();
-                let unable = e.unable_to_mount();
-                if self.volume_setup.failed(e, &VOLUME_BACKOFF, now) == Said::NewError {
-                    tracing::warn!(error = %message, "cannot set up the pod's volumes; trying again with backoff");
-                    self.event(FAILED_MOUNT, message);
-                }
-                if timed_out {
-                    self.event(FAILED_MOUNT, unable);
-                }
-                false
-            }
-        }
-    }
-
-    /// Records a `Warning` Event on the pod, on a task of its own.
-    fn event(&self, reason: &'static str, message: String) {
-        let events = self.context.pod_events.clone();
-        let pod = self.pod_ref.clone();
-        tokio::spawn(async move { events.warning(&pod, reason, &message).await });
     }
 
     /// The pod's sandbox of `attempt`.

@@ -144,6 +144,26 @@ fn secret_keys(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
     keys
 }
 
+/// The files of an object's `keys` (`None`: the object is not there, which
+/// is nothing when `optional`).
+fn object_files(
+    keys: Option<BTreeMap<String, Vec<u8>>>,
+    name: &str,
+    items: Option<&Vec<KeyToPath>>,
+    default: u32,
+    optional: bool,
+    (kind, what): (&'static str, &'static str),
+) -> Result<Payload, PayloadError> {
+    match keys {
+        Some(keys) => keyed(&keys, items, default, optional, kind, what),
+        None if optional => Ok(Payload::new()),
+        None => Err(PayloadError::NotFound {
+            kind,
+            name: name.to_string(),
+        }),
+    }
+}
+
 /// A ConfigMap's files.
 pub(crate) async fn config_map(
     sources: &Sources<'_>,
@@ -153,21 +173,16 @@ pub(crate) async fn config_map(
     default: u32,
     optional: bool,
 ) -> Result<Payload, PayloadError> {
-    match sources.config_maps.get(namespace, name).await? {
-        Some(map) => keyed(
-            &config_map_keys(&map),
-            items,
-            default,
-            optional,
-            "configmap",
-            "config",
-        ),
-        None if optional => Ok(Payload::new()),
-        None => Err(PayloadError::NotFound {
-            kind: "configmap",
-            name: name.to_string(),
-        }),
-    }
+    let keys = sources.config_maps.get(namespace, name).await?;
+    let keys = keys.map(|map| config_map_keys(&map));
+    object_files(
+        keys,
+        name,
+        items,
+        default,
+        optional,
+        ("configmap", "config"),
+    )
 }
 
 /// A Secret's files.
@@ -179,21 +194,9 @@ pub(crate) async fn secret(
     default: u32,
     optional: bool,
 ) -> Result<Payload, PayloadError> {
-    match sources.secrets.get(namespace, name).await? {
-        Some(secret) => keyed(
-            &secret_keys(&secret),
-            items,
-            default,
-            optional,
-            "secret",
-            "secret",
-        ),
-        None if optional => Ok(Payload::new()),
-        None => Err(PayloadError::NotFound {
-            kind: "secret",
-            name: name.to_string(),
-        }),
-    }
+    let keys = sources.secrets.get(namespace, name).await?;
+    let keys = keys.map(|secret| secret_keys(&secret));
+    object_files(keys, name, items, default, optional, ("secret", "secret"))
 }
 
 /// The downward API's files.
