@@ -279,6 +279,7 @@ impl Agent {
             pods_config,
             agent.devices_handle.clone(),
             agent.dra_handle.clone(),
+            agent.csi.drivers(),
             runtime,
             &handle,
         ));

@@ -17,6 +17,12 @@
 //! | | `atomic_writer.rs` | the files swapped in at once (`..data`) |
 //! | | `objects.rs` | one watch per ConfigMap or Secret a pod names |
 //! | | `token.rs` | the pods' service-account tokens, renewed at 80% of their life |
+//! | `csi/` | `plugin.rs` | CSI volumes: the door, what is staged and published |
+//! | | `source.rs` | an inline volume, or a claim's PersistentVolume, checked |
+//! | | `stage.rs`, `publish.rs` | staged on the node and published into the pod, and back |
+//! | | `calls.rs`, `requests.rs` | the driver's node calls, filled as the kubelet fills them |
+//! | | `driver_objects.rs` | the CSIDriver objects and what each asks of the node |
+//! | | `names.rs`, `vol_data.rs`, `node_affinity.rs` | the kubelet's names, marks and checks |
 //! | `kinds/` | `empty_dir.rs` | an emptyDir, on disk or a tmpfs |
 //! | | `host_path.rs` | a hostPath and its type's checks |
 //! | | `tmpfs.rs` | the tmpfs of memory-backed volumes, and the mount table |
@@ -25,12 +31,16 @@
 //! Supported: `emptyDir` (disk and `medium: Memory`), `hostPath` (every
 //! type), `configMap`, `secret`, `downwardAPI` and `projected` (the
 //! service-account token, configMap, secret and downwardAPI sources: the
-//! `kube-api-access-*` volume every pod has). Other kinds (CSI, PVCs,
-//! ephemeral, image) fail to mount with a `FailedMount` Event naming them,
-//! and the pod waits.
+//! `kube-api-access-*` volume every pod has), CSI inline volumes, and
+//! claims (`persistentVolumeClaim`, generic `ephemeral`) bound to a CSI
+//! driver's PersistentVolume whose driver needs no attaching. Other kinds
+//! (an `image` volume, in-tree network volumes, a driver that needs
+//! attaching) fail to mount with a `FailedMount` Event naming them, and
+//! the pod waits.
 
 mod book;
 mod content;
+mod csi;
 mod error;
 mod handle;
 mod kinds;

@@ -24,6 +24,11 @@
 //! grace period its container ignores (Allocate, NodePrepareResources,
 //! PreStartContainer, then NodeUnprepareResources only once the grace
 //! period is over and the container is gone).
+//!
+//! And a pod's CSI volumes, the SDK's example driver on each node
+//! registered by the CSI registrar: the driver's calls (capabilities,
+//! stage, publish, unpublish, unstage, each request field) are the same
+//! from both, for a claim's volume and for an inline one.
 
 // Test code: a failed unwrap is a failed test with a precise location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -1275,4 +1280,196 @@ async fn a_pods_volumes_on_our_agent_are_what_the_real_kubelet_makes() {
             "{name}: nothing of it is left mounted"
         );
     }
+}
+
+/// A pod for `node` mounting `volume` (named `data`), printing what it
+/// holds.
+fn csi_pod(name: &str, node: &str, volume: Value) -> Value {
+    let mut main = busybox(
+        "main",
+        0,
+        &[],
+        "cat /data/hello; echo ready > /data/by-$HOSTNAME || true; exec sleep 3600",
+    );
+    main["volumeMounts"] = json!([{"name": "data", "mountPath": "/data"}]);
+    let mut pod = on_host(pod(name, node, vec![main]));
+    let mut volume = volume;
+    volume["name"] = json!("data");
+    pod["spec"]["volumes"] = json!([volume]);
+    pod
+}
+
+/// The driver's calls, each `method request error` with `names` replaced
+/// by their placeholders and an inline volume's handle (derived from its
+/// pod's UID) as `<HANDLE>`; the volume stats the kubelet asks for now
+/// and then (`NodeGetVolumeStats`, and the capabilities call before it)
+/// left out.
+fn normalized_calls(calls: &[Value], names: &[(String, &str)]) -> Vec<String> {
+    let mut kept: Vec<&Value> = Vec::new();
+    for call in calls {
+        if call["method"] == "NodeGetVolumeStats" {
+            if kept
+                .last()
+                .is_some_and(|c| c["method"] == "NodeGetCapabilities")
+            {
+                kept.pop();
+            }
+            continue;
+        }
+        kept.push(call);
+    }
+    kept.into_iter()
+        .map(|call| {
+            let mut request = call["request"].clone();
+            let handle = request["volume_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            if handle.starts_with("csi-") {
+                request["volume_id"] = json!("<HANDLE>");
+            }
+            normalize(
+                &format!("{} {} {}", call["method"], request, call["error"]),
+                names,
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pods_csi_volumes_get_the_same_driver_calls_from_our_agent_as_from_the_real_kubelet() {
+    let two = TwoNodes::start(1).await;
+    let cluster = &two.cluster;
+    let dir = TempDir::new().unwrap();
+    let sides = [
+        ("k", KUBELET_NODE, two.kubelet.root()),
+        ("o", OUR_NODE, two.node.root().to_path_buf()),
+    ];
+    let log_of = |side: &str| dir.path().join(format!("calls-{side}.jsonl"));
+    let mut drivers = Vec::new();
+    for (side, node, root) in &sides {
+        let state = dir.path().join(format!("state-{side}"));
+        std::fs::create_dir_all(state.join("vol-1")).unwrap();
+        std::fs::write(state.join("vol-1/hello"), "from the driver").unwrap();
+        drivers.push(start_csi_driver(root, node, &state, &log_of(side)));
+        eventually(
+            &format!("the CSI driver registered on {node}"),
+            LONG,
+            || async {
+                let n = cluster
+                    .api
+                    .admin("GET", &format!("/api/v1/nodes/{node}"), None)
+                    .await;
+                n["metadata"]["annotations"]["csi.volume.kubernetes.io/nodeid"]
+                    .as_str()
+                    .is_some_and(|a| a.contains("csi.example.com"))
+                    .then_some(())
+            },
+        )
+        .await;
+        bind_static_volume(
+            &cluster.api,
+            &format!("data-{side}"),
+            &format!("pv-{side}"),
+            "vol-1",
+        )
+        .await;
+    }
+    create_csi_driver_object(&cluster.api).await;
+
+    // One volume at a time: the kubelet sets up a pod's volumes in
+    // parallel, so two of one pod would interleave their calls.
+    let steps: [(&str, &str, usize); 4] = [
+        ("claim", "NodePublishVolume", 1),
+        ("inline", "NodePublishVolume", 2),
+        ("claim", "NodeUnstageVolume", 1),
+        ("inline", "NodeUnpublishVolume", 2),
+    ];
+    let names_of = |side: &str, node: &str, root: &Path| -> Vec<(String, &'static str)> {
+        let mut names = Vec::new();
+        for kind in ["claim", "inline"] {
+            let pod = format!("{side}-{kind}");
+            let uid =
+                std::fs::read_to_string(dir.path().join(format!("{pod}.uid"))).unwrap_or_default();
+            names.push((
+                uid,
+                if kind == "claim" {
+                    "<UID-CLAIM>"
+                } else {
+                    "<UID-INLINE>"
+                },
+            ));
+            names.push((
+                pod,
+                if kind == "claim" {
+                    "<POD-CLAIM>"
+                } else {
+                    "<POD-INLINE>"
+                },
+            ));
+        }
+        names.push((root.display().to_string(), "<ROOT>"));
+        names.push((format!("pv-{side}"), "<PV>"));
+        names.push((format!("data-{side}"), "<PVC>"));
+        names.push((node.to_string(), "<NODE>"));
+        names
+    };
+    for (step, (kind, until, count)) in steps.iter().enumerate() {
+        let creating = step < 2;
+        if creating {
+            let volume = if *kind == "claim" {
+                json!({"persistentVolumeClaim": {"claimName": "PVC"}})
+            } else {
+                json!({"csi": {"driver": "csi.example.com", "volumeAttributes": {"size": "1Mi"}}})
+            };
+            two.create_both(kind, |name, node, _| {
+                let text = volume
+                    .to_string()
+                    .replace("PVC", &format!("data-{}", &name[..1]));
+                csi_pod(name, node, serde_json::from_str(&text).unwrap())
+            })
+            .await;
+        }
+        for (side, ..) in &sides {
+            let name = format!("{side}-{kind}");
+            if creating {
+                let pod = eventually(&format!("{name} running"), LONG, || async {
+                    let pod = cluster.pod(&name).await;
+                    (pod["status"]["phase"] == "Running").then_some(pod)
+                })
+                .await;
+                let uid = pod["metadata"]["uid"].as_str().unwrap();
+                std::fs::write(dir.path().join(format!("{name}.uid")), uid).unwrap();
+            } else {
+                cluster
+                    .api
+                    .admin(
+                        "DELETE",
+                        &format!("/api/v1/namespaces/default/pods/{name}"),
+                        None,
+                    )
+                    .await;
+            }
+            eventually(&format!("{name}: {count} {until}"), LONG, || async {
+                let calls = csi_calls(&log_of(side));
+                (methods(&calls).iter().filter(|m| *m == until).count() >= *count).then_some(())
+            })
+            .await;
+        }
+        let theirs = normalized_calls(
+            &csi_calls(&log_of("k")),
+            &names_of("k", KUBELET_NODE, &sides[0].2),
+        );
+        let ours = normalized_calls(
+            &csi_calls(&log_of("o")),
+            &names_of("o", OUR_NODE, &sides[1].2),
+        );
+        assert_eq!(
+            ours,
+            theirs,
+            "after the {kind} pods' {until}: the calls our agent made (left) and the kubelet's (right)\n{}",
+            two.kubelet_tail()
+        );
+    }
+    drop(drivers);
 }

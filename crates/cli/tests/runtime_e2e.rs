@@ -22,7 +22,13 @@
 //!   their ConfigMap's change at the next resync, stay as they are across
 //!   an agent's restart, nothing mounted twice; deleted
 //!   while the agent is away, the pod's volumes are torn down when it comes
-//!   back, and so are the volumes another kubelet left of a pod gone.
+//!   back, and so are the volumes another kubelet left of a pod gone;
+//! - a pod's CSI volumes (a claim's, staged then published; an inline one,
+//!   published) from the SDK's example driver, registered by the CSI
+//!   registrar: the kubelet's calls in its order, the container sees the
+//!   driver's files, resyncs and an agent restart call nothing again;
+//!   deleted while the driver is down, the pod stays until the driver is
+//!   back and its volumes are unpublished and unstaged.
 
 // Test code: a failed unwrap is a failed test with a precise location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -714,4 +720,280 @@ async fn a_pods_volumes_survive_an_agent_restart_and_go_with_the_pod_even_delete
         .then_some(())
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_csi_driver_stages_and_publishes_a_pods_volumes_once_and_unpublishes_them_only_when_it_can()
+ {
+    let cluster = Cluster::start(&[NODE]).await;
+    let containerd = Containerd::start().await;
+    let logs = TempDir::new().unwrap();
+    let driver_dir = TempDir::new().unwrap();
+    let state = driver_dir.path().join("state");
+    let calls_log = driver_dir.path().join("calls.jsonl");
+    std::fs::create_dir_all("/var/run/example-device").unwrap();
+    containerd.write_example_cdi_spec(RESOURCE, 1);
+    let endpoint = containerd.endpoint();
+    let args = [
+        "--container-runtime-endpoint",
+        endpoint.as_str(),
+        "--pod-logs-dir",
+        logs.path().to_str().unwrap(),
+        "--sync-frequency",
+        "1s",
+    ];
+    let mut node = Node::start_full(&cluster, NODE, 1, 0, &args, Some(&containerd.cdi_dir())).await;
+    let mut csi = Some(start_csi_driver(node.root(), NODE, &state, &calls_log));
+    node.wait_node(&cluster, "the CSI driver's node id on the Node", |n| {
+        n["metadata"]["annotations"]["csi.volume.kubernetes.io/nodeid"]
+            .as_str()
+            .is_some_and(|a| a.contains("csi.example.com"))
+    })
+    .await;
+    let api = &cluster.api;
+    create_csi_driver_object(api).await;
+    bind_static_volume(api, "data", "pv-data", "vol-1").await;
+    // What the driver's volume holds before any pod.
+    std::fs::create_dir_all(state.join("vol-1")).unwrap();
+    std::fs::write(state.join("vol-1/hello"), "from the driver").unwrap();
+
+    let mut main = busybox(
+        "main",
+        0,
+        &[],
+        "cat /data/hello; echo; echo inline > /scratch/x && echo ready; \
+         trap 'exit 0' TERM; while true; do sleep 1; done",
+    );
+    main["volumeMounts"] = json!([
+        {"name": "data", "mountPath": "/data"},
+        {"name": "scratch", "mountPath": "/scratch"},
+    ]);
+    let mut reader = pod("reader", NODE, vec![main]);
+    reader["spec"]["hostNetwork"] = json!(true);
+    reader["spec"]["volumes"] = json!([
+        {"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
+        {"name": "scratch", "csi": {"driver": "csi.example.com", "volumeAttributes": {"size": "1Mi"}}},
+    ]);
+    cluster.create(&reader).await;
+    let running_pod = api_pod_when(&cluster, "reader", "Running", running).await;
+    let uid = running_pod["metadata"]["uid"].as_str().unwrap().to_string();
+    let id = container_id(&running_pod, 0);
+    let log = logs
+        .path()
+        .join(format!("default_reader_{uid}"))
+        .join("main/0.log");
+    let lines = eventually("the container's output", LONG, || async {
+        let lines = cri_log_lines(&log);
+        lines.iter().any(|l| l == "ready").then_some(lines)
+    })
+    .await;
+    assert_eq!(lines[0], "from the driver", "{lines:?}");
+
+    // The kubelet's layout, and its calls in its order: the claim's volume
+    // staged (capabilities asked before each step), then published; the
+    // inline volume published straight.
+    let root = node.root().to_path_buf();
+    let pod_dir = root.join("pods").join(&uid);
+    let published = pod_dir.join("volumes/kubernetes.io~csi/pv-data/mount");
+    let inline = pod_dir.join("volumes/kubernetes.io~csi/scratch/mount");
+    assert_eq!(mounts_under(&pod_dir), {
+        let mut both = vec![
+            published.display().to_string(),
+            inline.display().to_string(),
+        ];
+        both.sort();
+        both
+    });
+    let data: Value = serde_json::from_str(
+        &std::fs::read_to_string(pod_dir.join("volumes/kubernetes.io~csi/pv-data/vol_data.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(data["specVolID"], "pv-data");
+    assert_eq!(data["volumeHandle"], "vol-1");
+    assert_eq!(data["volumeLifecycleMode"], "Persistent");
+    assert_eq!(data["nodeName"], NODE);
+    let calls = csi_calls(&calls_log);
+    assert_eq!(
+        methods(&calls),
+        [
+            "NodeGetCapabilities",
+            "NodeGetCapabilities",
+            "NodeGetCapabilities",
+            "NodeStageVolume",
+            "NodeGetCapabilities",
+            "NodeGetCapabilities",
+            "NodeGetCapabilities",
+            "NodePublishVolume",
+            "NodeGetCapabilities",
+            "NodeGetCapabilities",
+            "NodePublishVolume",
+        ],
+        "{calls:#?}"
+    );
+    let stage = &calls[3]["request"];
+    let staging = stage["staging_target_path"].as_str().unwrap();
+    assert!(
+        staging.starts_with(&format!(
+            "{}/plugins/kubernetes.io/csi/csi.example.com/",
+            root.display()
+        )),
+        "{stage}"
+    );
+    assert!(staging.ends_with("/globalmount"), "{stage}");
+    assert_eq!(
+        stage["volume_capability"]["access_mode"],
+        "SINGLE_NODE_WRITER"
+    );
+    assert_eq!(
+        stage["volume_capability"]["access_type"]["mount"]["fs_type"],
+        "ext4"
+    );
+    assert_eq!(
+        stage["volume_capability"]["access_type"]["mount"]["mount_flags"],
+        json!(["noatime"])
+    );
+    assert_eq!(
+        stage["volume_context"],
+        json!({"kind": "static"}),
+        "no pod info when staging"
+    );
+    let publish = &calls[7]["request"];
+    assert_eq!(publish["target_path"], published.display().to_string());
+    assert_eq!(publish["staging_target_path"], staging);
+    assert_eq!(publish["readonly"], false);
+    assert_eq!(
+        publish["volume_context"]["csi.storage.k8s.io/pod.name"],
+        "reader"
+    );
+    assert_eq!(
+        publish["volume_context"]["csi.storage.k8s.io/pod.uid"],
+        uid.as_str()
+    );
+    assert_eq!(
+        publish["volume_context"]["csi.storage.k8s.io/ephemeral"],
+        "false"
+    );
+    assert_eq!(publish["volume_context"]["kind"], "static");
+    let ephemeral = &calls[10]["request"];
+    assert_eq!(ephemeral["staging_target_path"], "");
+    assert_eq!(
+        ephemeral["volume_context"]["csi.storage.k8s.io/ephemeral"],
+        "true"
+    );
+    assert_eq!(ephemeral["volume_context"]["size"], "1Mi");
+    assert_eq!(
+        ephemeral["volume_capability"]["access_type"]["mount"]["mount_flags"],
+        json!([])
+    );
+    assert!(ephemeral["volume_id"].as_str().unwrap().starts_with("csi-"));
+    assert!(
+        Path::new(staging)
+            .parent()
+            .unwrap()
+            .join("vol_data.json")
+            .is_file()
+    );
+
+    // Resyncs (every second here) and a restart of the agent publish
+    // nothing again that still is.
+    let resynced = node
+        .pod_when("reader", "its volumes shown", |p| {
+            p["volumes"].as_array().is_some_and(|v| v.len() == 2)
+        })
+        .await;
+    assert_eq!(
+        resynced["volumes"][0]["kind"], "persistentVolumeClaim",
+        "{resynced}"
+    );
+    node.kill_agent().await;
+    node.start_agent().await;
+    node.pod_when("reader", "running again", |p| p["pod_phase"] == "Running")
+        .await;
+    eventually("a resync after the restart", LONG, || async {
+        let row = node.pod_when("reader", "listed", |_| true).await;
+        row["volumes"]
+            .as_array()
+            .is_some_and(|v| v.len() == 2)
+            .then_some(())
+    })
+    .await;
+    assert_eq!(container_id(&cluster.pod("reader").await, 0), id);
+    assert_eq!(
+        methods(&csi_calls(&calls_log)).len(),
+        11,
+        "no call after the first publishes"
+    );
+
+    // Deleted while its driver is down: the pod stays until its volumes
+    // are unpublished.
+    let (mut driver, mut registrar) = csi.take().unwrap();
+    common::signal(&registrar, "-TERM").await;
+    registrar.wait(LONG).await;
+    common::signal(&driver, "-KILL").await;
+    driver.wait(LONG).await;
+    let answer = api
+        .request(
+            Identity::Admin,
+            "DELETE",
+            &format!("{PODS}/reader?gracePeriodSeconds=2"),
+            None,
+        )
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    eventually("the container stopped", LONG, || async {
+        let out = containerd.ctr(&["-n", "k8s.io", "tasks", "ls"]).await;
+        (!String::from_utf8_lossy(&out.stdout).contains(&id)).then_some(())
+    })
+    .await;
+    let row = node
+        .pod_when("reader", "unable to unpublish", |p| {
+            p["message"]
+                .as_str()
+                .is_some_and(|e| e.contains("not found in the list of registered CSI drivers"))
+        })
+        .await;
+    assert!(
+        !gone(&cluster, "reader").await,
+        "the pod waits for its volumes: {row}"
+    );
+    assert!(published.exists() && inline.exists());
+
+    let _csi = start_csi_driver(node.root(), NODE, &state, &calls_log);
+    eventually("the pod gone once its volumes are", LONG, || async {
+        gone(&cluster, "reader").await.then_some(())
+    })
+    .await;
+    assert!(!pod_dir.join("volumes").exists());
+    assert!(
+        !Path::new(staging).parent().unwrap().exists(),
+        "unstaged and its directory removed"
+    );
+    let after: Vec<String> = methods(&csi_calls(&calls_log))
+        .into_iter()
+        .skip(11)
+        .collect();
+    assert_eq!(
+        after
+            .iter()
+            .filter(|m| *m != "NodeGetCapabilities")
+            .cloned()
+            .collect::<Vec<_>>(),
+        [
+            "NodeUnpublishVolume",
+            "NodeUnpublishVolume",
+            "NodeUnstageVolume"
+        ],
+        "{after:?}"
+    );
+    assert!(
+        !state
+            .join(ephemeral["volume_id"].as_str().unwrap())
+            .exists(),
+        "the inline volume went with its pod"
+    );
+    assert_eq!(
+        std::fs::read_to_string(state.join("vol-1/hello")).unwrap(),
+        "from the driver"
+    );
 }

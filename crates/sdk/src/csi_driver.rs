@@ -1,13 +1,25 @@
-//! A minimal CSI node driver server: Identity (GetPluginInfo,
-//! GetPluginCapabilities, Probe) and the node-registration part of Node
-//! (NodeGetCapabilities, NodeGetInfo), from a plain description. Used by
-//! `example-csi-driver`, the fleet benchmark and tests.
+//! A small CSI node driver server: Identity (GetPluginInfo,
+//! GetPluginCapabilities, Probe) and Node, from a plain description:
+//! registration (NodeGetCapabilities, NodeGetInfo) always, and with
+//! [`volumes`](CsiNodeDriver::volumes) real volumes, each a directory of
+//! the driver's staged and published by a bind mount, with their stats.
+//! Used by `example-csi-driver`, the fleet benchmark and tests; with
+//! [`call_log`](CsiNodeDriver::call_log) it writes every node call it
+//! serves, for tests that compare what two nodes asked.
+
+mod call_log;
+mod volumes;
 
 use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use nodeplugins_api::csi::v1 as csi;
 use tonic::transport::server::Router;
 use tonic::{Request, Response, Status};
+
+use call_log::{CallLog, Logged};
+use volumes::Volumes;
 
 /// What the driver reports.
 #[derive(Debug, Clone, Default)]
@@ -19,6 +31,10 @@ pub struct CsiNodeDriver {
     topology: HashMap<String, String>,
     /// Answer NodeGetInfo with UNAVAILABLE, for tests of failure handling.
     fail_node_get_info: bool,
+    /// The volumes it serves, if any.
+    volumes: Option<Arc<Volumes>>,
+    /// Where the node calls are written, if anywhere.
+    call_log: Option<Arc<CallLog>>,
 }
 
 impl CsiNodeDriver {
@@ -50,6 +66,22 @@ impl CsiNodeDriver {
     pub fn topology(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.topology.insert(key.into(), value.into());
         self
+    }
+
+    /// Serves volumes, each a directory under `state_dir` bind-mounted
+    /// where the node publishes it; `stages` advertises
+    /// `STAGE_UNSTAGE_VOLUME` (a persistent volume must then be staged
+    /// before it is published).
+    pub fn volumes(mut self, state_dir: impl Into<PathBuf>, stages: bool) -> Self {
+        self.volumes = Some(Arc::new(Volumes::new(state_dir.into(), stages)));
+        self
+    }
+
+    /// Appends every node call it serves to `path`, one JSON line each:
+    /// `{"method", "request", "error"}` (secrets by key only).
+    pub fn call_log(mut self, path: impl Into<PathBuf>) -> std::io::Result<Self> {
+        self.call_log = Some(Arc::new(CallLog::open(&path.into())?));
+        Ok(self)
     }
 
     /// Answers NodeGetInfo with UNAVAILABLE, to exercise failure handling.
@@ -111,30 +143,134 @@ impl csi::identity_server::Identity for CsiNodeDriver {
     }
 }
 
+impl CsiNodeDriver {
+    fn logged<T>(
+        &self,
+        method: &str,
+        request: &dyn Logged,
+        answer: Result<T, Status>,
+    ) -> Result<Response<T>, Status> {
+        if let Some(log) = &self.call_log {
+            log.write(method, request, answer.as_ref().err());
+        }
+        answer.map(Response::new)
+    }
+
+    fn served_volumes(&self) -> Result<&Volumes, Status> {
+        self.volumes
+            .as_deref()
+            .ok_or_else(|| Status::unimplemented("this driver serves no volumes"))
+    }
+}
+
 #[tonic::async_trait]
 impl csi::node_server::Node for CsiNodeDriver {
     async fn node_get_capabilities(
         &self,
-        _: Request<csi::NodeGetCapabilitiesRequest>,
+        request: Request<csi::NodeGetCapabilitiesRequest>,
     ) -> Result<Response<csi::NodeGetCapabilitiesResponse>, Status> {
-        Ok(Response::new(csi::NodeGetCapabilitiesResponse {
-            capabilities: vec![],
-        }))
+        use csi::node_service_capability::{Rpc, Type, rpc};
+        let mut types = Vec::new();
+        if let Some(volumes) = &self.volumes {
+            if volumes.stages {
+                types.push(rpc::Type::StageUnstageVolume);
+            }
+            types.push(rpc::Type::GetVolumeStats);
+        }
+        let capabilities = types
+            .into_iter()
+            .map(|t| csi::NodeServiceCapability {
+                r#type: Some(Type::Rpc(Rpc { r#type: t as i32 })),
+            })
+            .collect();
+        let answer = Ok(csi::NodeGetCapabilitiesResponse { capabilities });
+        self.logged("NodeGetCapabilities", request.get_ref(), answer)
     }
 
     async fn node_get_info(
         &self,
-        _: Request<csi::NodeGetInfoRequest>,
+        request: Request<csi::NodeGetInfoRequest>,
     ) -> Result<Response<csi::NodeGetInfoResponse>, Status> {
-        if self.fail_node_get_info {
-            return Err(Status::unavailable("node not ready"));
-        }
-        Ok(Response::new(csi::NodeGetInfoResponse {
-            node_id: self.node_id.clone(),
-            max_volumes_per_node: self.max_volumes_per_node,
-            accessible_topology: (!self.topology.is_empty()).then(|| csi::Topology {
-                segments: self.topology.clone(),
-            }),
-        }))
+        let answer = if self.fail_node_get_info {
+            Err(Status::unavailable("node not ready"))
+        } else {
+            Ok(csi::NodeGetInfoResponse {
+                node_id: self.node_id.clone(),
+                max_volumes_per_node: self.max_volumes_per_node,
+                accessible_topology: (!self.topology.is_empty()).then(|| csi::Topology {
+                    segments: self.topology.clone(),
+                }),
+            })
+        };
+        self.logged("NodeGetInfo", request.get_ref(), answer)
+    }
+
+    async fn node_stage_volume(
+        &self,
+        request: Request<csi::NodeStageVolumeRequest>,
+    ) -> Result<Response<csi::NodeStageVolumeResponse>, Status> {
+        let request = request.into_inner();
+        let answer = self
+            .served_volumes()
+            .and_then(|v| v.stage(&request))
+            .map(|()| csi::NodeStageVolumeResponse {});
+        self.logged("NodeStageVolume", &request, answer)
+    }
+
+    async fn node_unstage_volume(
+        &self,
+        request: Request<csi::NodeUnstageVolumeRequest>,
+    ) -> Result<Response<csi::NodeUnstageVolumeResponse>, Status> {
+        let request = request.into_inner();
+        let answer = self
+            .served_volumes()
+            .and_then(|v| v.unstage(&request))
+            .map(|()| csi::NodeUnstageVolumeResponse {});
+        self.logged("NodeUnstageVolume", &request, answer)
+    }
+
+    async fn node_publish_volume(
+        &self,
+        request: Request<csi::NodePublishVolumeRequest>,
+    ) -> Result<Response<csi::NodePublishVolumeResponse>, Status> {
+        let request = request.into_inner();
+        let answer = self
+            .served_volumes()
+            .and_then(|v| v.publish(&request))
+            .map(|()| csi::NodePublishVolumeResponse {});
+        self.logged("NodePublishVolume", &request, answer)
+    }
+
+    async fn node_unpublish_volume(
+        &self,
+        request: Request<csi::NodeUnpublishVolumeRequest>,
+    ) -> Result<Response<csi::NodeUnpublishVolumeResponse>, Status> {
+        let request = request.into_inner();
+        let answer = self
+            .served_volumes()
+            .and_then(|v| v.unpublish(&request))
+            .map(|()| csi::NodeUnpublishVolumeResponse {});
+        self.logged("NodeUnpublishVolume", &request, answer)
+    }
+
+    async fn node_get_volume_stats(
+        &self,
+        request: Request<csi::NodeGetVolumeStatsRequest>,
+    ) -> Result<Response<csi::NodeGetVolumeStatsResponse>, Status> {
+        let request = request.into_inner();
+        let answer = self
+            .served_volumes()
+            .and_then(|v| v.stats(&request))
+            .map(|usage| csi::NodeGetVolumeStatsResponse { usage });
+        self.logged("NodeGetVolumeStats", &request, answer)
+    }
+
+    async fn node_expand_volume(
+        &self,
+        request: Request<csi::NodeExpandVolumeRequest>,
+    ) -> Result<Response<csi::NodeExpandVolumeResponse>, Status> {
+        let request = request.into_inner();
+        let answer = Err(Status::unimplemented("this driver does not expand volumes"));
+        self.logged("NodeExpandVolume", &request, answer)
     }
 }

@@ -38,6 +38,7 @@ use super::config::PodsConfig;
 use super::handle::PodsHandle;
 use super::informers::{InformerWriters, Informers};
 use super::kube_events::PodEvents;
+use crate::csi::CsiDriverStore;
 use crate::device::DeviceHandle;
 use crate::dra::DraHandle;
 use crate::event::AgentEvent;
@@ -77,13 +78,15 @@ pub struct PodsManager {
 
 impl PodsManager {
     /// The owner of the pods bound to `config`'s node, admitting them with
-    /// `devices` and `dra`, running them on `runtime`, reading and writing
+    /// `devices` and `dra`, their CSI volumes set up by the drivers of
+    /// `csi_drivers`, running them on `runtime`, reading and writing
     /// them with `kube`'s client and reading the node's Node from `kube`'s
     /// watch of it (the publisher must run), and its handle.
     pub fn new(
         config: PodsConfig,
         devices: DeviceHandle,
         dra: DraHandle,
+        csi_drivers: CsiDriverStore,
         runtime: Arc<dyn ContainerRuntime>,
         kube: &KubeApiHandle,
     ) -> (Self, PodsHandle) {
@@ -105,10 +108,14 @@ impl PodsManager {
         };
         let writer = StatusWriter::new(connection.clone(), claims.limiter());
         let warnings = PodEvents::new(connection.clone(), config.node_name.clone());
-        let volumes = config
-            .pods_dir
-            .clone()
-            .map(|dir| VolumeHandle::new(dir, connection.clone()));
+        let volumes = config.pods_dir.clone().map(|dir| {
+            VolumeHandle::new(
+                dir,
+                config.node_name.clone(),
+                connection.clone(),
+                csi_drivers,
+            )
+        });
         let manager = Self {
             volumes,
             admitter: Admitter {

@@ -10,16 +10,19 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
 use nodeplugins_api::quantity;
 use tokio::sync::watch;
 
+use crate::csi::CsiDriverStore;
 use crate::kube_api::Connection;
 use crate::pods::VolumeStatus;
 use crate::volumes::book::Book;
 use crate::volumes::content::objects::ObjectWatches;
 use crate::volumes::content::payload::{Owners, Sources};
 use crate::volumes::content::token::TokenManager;
+use crate::volumes::csi::names as csi_names;
+use crate::volumes::csi::plugin::CsiPlugin;
 use crate::volumes::error::{VolumeError, VolumeFailure};
 use crate::volumes::layout::PodDirs;
 use crate::volumes::mounts::PodVolumes;
@@ -37,15 +40,23 @@ struct Inner {
     config_maps: ObjectWatches<ConfigMap>,
     secrets: ObjectWatches<Secret>,
     tokens: TokenManager,
+    csi: CsiPlugin,
     book: Mutex<Book>,
 }
 
 impl VolumeHandle {
-    /// Volumes of pods under `pods_dir`, their objects and tokens read
-    /// through `connection`'s client.
-    pub fn new(pods_dir: PathBuf, connection: watch::Receiver<Connection>) -> Self {
+    /// Volumes of node `node_name`'s pods under `pods_dir`, their objects
+    /// and tokens read through `connection`'s client, their CSI volumes
+    /// set up by the drivers of `csi_drivers`.
+    pub fn new(
+        pods_dir: PathBuf,
+        node_name: String,
+        connection: watch::Receiver<Connection>,
+        csi_drivers: CsiDriverStore,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
+                csi: CsiPlugin::new(&pods_dir, node_name, csi_drivers, connection.clone()),
                 pods_dir,
                 config_maps: ObjectWatches::new("configmap", connection.clone()),
                 secrets: ObjectWatches::new("secret", connection.clone()),
@@ -56,15 +67,25 @@ impl VolumeHandle {
     }
 
     /// Sets up the volumes of `pod` its containers mount (again: what is
-    /// set up stays, changed content is written), the node's allocatable
-    /// resources being `allocatable`. The volumes set up, or every one that
-    /// failed and why (the others stay set up).
+    /// set up stays, changed content is written), on the node `node` (its
+    /// allocatable resources, its labels). The volumes set up, or every
+    /// one that failed and why (the others stay set up).
     #[tracing::instrument(skip_all)]
     pub(crate) async fn set_up(
         &self,
         pod: &Pod,
-        allocatable: &BTreeMap<String, String>,
+        node: Option<&Node>,
     ) -> Result<PodVolumes, VolumeError> {
+        let allocatable: BTreeMap<String, String> = node
+            .and_then(|n| n.status.as_ref()?.allocatable.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(resource, quantity)| (resource, quantity.0))
+            .collect();
+        let allocatable = &allocatable;
+        let labels = node
+            .and_then(|n| n.metadata.labels.clone())
+            .unwrap_or_default();
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let dirs = PodDirs::new(&self.inner.pods_dir, &uid);
         let planned = plan(pod);
@@ -94,6 +115,8 @@ impl VolumeHandle {
                 allocatable.get("memory").and_then(|q| quantity::value(q)),
                 pod_memory_limit(pod),
             ),
+            csi: &self.inner.csi,
+            labels: &labels,
         };
         let mut volumes = PodVolumes::new();
         let mut failures = Vec::new();
@@ -136,64 +159,63 @@ impl VolumeHandle {
         }
     }
 
-    /// Tears down every volume pod `uid` has on disk, then what is left of
+    /// Tears down every volume pod `uid` has on disk (a CSI volume
+    /// unpublished, and unstaged after its last pod), then what is left of
     /// its volume directories; the objects and tokens only it used are
     /// forgotten. A volume that cannot be torn down keeps the pod's
     /// directory (and is tried again).
     #[tracing::instrument(skip_all)]
     pub(crate) async fn tear_down(&self, uid: &str) -> Result<(), VolumeError> {
-        let inner = self.inner.clone();
-        let pod_uid = uid.to_string();
-        let done = tokio::task::spawn_blocking(move || {
-            let dirs = PodDirs::new(&inner.pods_dir, &pod_uid);
-            let found = dirs.volumes_on_disk().map_err(|e| {
-                vec![VolumeFailure {
-                    volume: String::new(),
-                    error: format!("cannot read the pod's volumes: {e}"),
-                }]
-            })?;
-            let mut failures = Vec::new();
-            for (plugin, name) in found {
-                if let Err(error) = tear_down(&dirs, &plugin, &name) {
-                    failures.push(VolumeFailure {
-                        volume: name,
-                        error,
-                    });
-                }
-            }
-            if failures.is_empty()
-                && let Err(e) = dirs.remove_volume_dirs()
-            {
-                failures.push(VolumeFailure {
-                    volume: String::new(),
-                    error: e.to_string(),
-                });
-            }
-            if failures.is_empty() {
-                Ok(())
+        let dirs = PodDirs::new(&self.inner.pods_dir, uid);
+        let failure = |volume: String, error: String| VolumeFailure { volume, error };
+        let found = {
+            let dirs = dirs.clone();
+            tokio::task::spawn_blocking(move || dirs.volumes_on_disk())
+                .await
+                .map_err(std::io::Error::other)
+                .and_then(|r| r)
+        };
+        let found = found.map_err(|e| {
+            VolumeError::TearDown(vec![failure(
+                String::new(),
+                format!("cannot read the pod's volumes: {e}"),
+            )])
+        })?;
+        let mut failures = Vec::new();
+        for (plugin, name) in found {
+            let done = if plugin == csi_names::PLUGIN {
+                self.inner.csi.tear_down(&dirs, &name).await
             } else {
-                Err(failures)
+                let dirs = dirs.clone();
+                let volume = name.clone();
+                tokio::task::spawn_blocking(move || tear_down(&dirs, &plugin, &volume))
+                    .await
+                    .unwrap_or_else(|e| Err(format!("tearing down failed unexpectedly: {e}")))
+            };
+            if let Err(error) = done {
+                failures.push(failure(name, error));
             }
-        })
-        .await
-        .unwrap_or_else(|e| {
-            Err(vec![VolumeFailure {
-                volume: String::new(),
-                error: format!("tearing down failed unexpectedly: {e}"),
-            }])
-        });
-        match done {
-            Ok(()) => {
-                self.inner.config_maps.unregister_pod(uid);
-                self.inner.secrets.unregister_pod(uid);
-                self.inner.tokens.forget_pod(uid);
-                if let Ok(mut book) = self.inner.book.lock() {
-                    book.remove(uid);
-                }
-                Ok(())
-            }
-            Err(failures) => Err(VolumeError::TearDown(failures)),
         }
+        if failures.is_empty() {
+            let dirs = dirs.clone();
+            let removed = tokio::task::spawn_blocking(move || dirs.remove_volume_dirs())
+                .await
+                .map_err(std::io::Error::other)
+                .and_then(|r| r);
+            if let Err(e) = removed {
+                failures.push(failure(String::new(), e.to_string()));
+            }
+        }
+        if !failures.is_empty() {
+            return Err(VolumeError::TearDown(failures));
+        }
+        self.inner.config_maps.unregister_pod(uid);
+        self.inner.secrets.unregister_pod(uid);
+        self.inner.tokens.forget_pod(uid);
+        if let Ok(mut book) = self.inner.book.lock() {
+            book.remove(uid);
+        }
+        Ok(())
     }
 
     /// The pods that have volumes on disk (their UIDs).

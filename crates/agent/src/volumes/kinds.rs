@@ -3,5 +3,5 @@
 
 pub(super) mod empty_dir;
 pub(super) mod host_path;
-pub(super) mod ownership;
-pub(super) mod tmpfs;
+pub(crate) mod ownership;
+pub(crate) mod tmpfs;

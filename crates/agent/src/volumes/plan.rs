@@ -7,10 +7,11 @@
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{
-    ConfigMapVolumeSource, DownwardAPIVolumeSource, HostPathVolumeSource, Pod,
+    CSIVolumeSource, ConfigMapVolumeSource, DownwardAPIVolumeSource, HostPathVolumeSource, Pod,
     ProjectedVolumeSource, SecretVolumeSource, Volume,
 };
 
+use crate::volumes::csi::names as csi_names;
 use crate::volumes::layout;
 
 /// One volume to set up.
@@ -44,6 +45,19 @@ pub(crate) enum VolumeKind {
     /// Several sources in one directory (the service-account token, a
     /// ConfigMap's, a Secret's and the downward API's files).
     Projected(ProjectedVolumeSource),
+    /// A CSI driver's inline volume.
+    Csi(CSIVolumeSource),
+    /// A claim of the pod's namespace: its PersistentVolume's (a CSI
+    /// driver's). A generic ephemeral volume is one too, of the claim made
+    /// for the pod.
+    Claim {
+        /// The claim's name.
+        name: String,
+        /// The pod mounts it read-only.
+        read_only: bool,
+        /// A generic ephemeral volume: the claim must be the pod's own.
+        ephemeral: bool,
+    },
     /// A kind the agent does not set up (named as the API names it).
     Unsupported(&'static str),
 }
@@ -58,6 +72,7 @@ impl VolumeKind {
             Self::Secret(_) => layout::SECRET,
             Self::DownwardApi(_) => layout::DOWNWARD_API,
             Self::Projected(_) => layout::PROJECTED,
+            Self::Csi(_) | Self::Claim { .. } => csi_names::PLUGIN,
             Self::Unsupported(kind) => kind,
         }
     }
@@ -71,6 +86,13 @@ impl VolumeKind {
             Self::Secret(_) => "secret",
             Self::DownwardApi(_) => "downwardAPI",
             Self::Projected(_) => "projected",
+            Self::Csi(_) => "csi",
+            Self::Claim {
+                ephemeral: false, ..
+            } => "persistentVolumeClaim",
+            Self::Claim {
+                ephemeral: true, ..
+            } => "ephemeral",
             Self::Unsupported(kind) => kind,
         }
     }
@@ -89,7 +111,7 @@ pub(crate) fn plan(pod: &Pod) -> Vec<PlannedVolume> {
         .filter(|v| used.contains(v.name.as_str()))
         .map(|v| PlannedVolume {
             name: v.name.clone(),
-            kind: kind_of(v),
+            kind: kind_of(pod, v),
         })
         .collect()
 }
@@ -124,8 +146,8 @@ fn used_volumes(pod: &Pod) -> BTreeSet<&str> {
     used
 }
 
-/// What volume `volume` is.
-fn kind_of(volume: &Volume) -> VolumeKind {
+/// What volume `volume` of pod `pod` is.
+fn kind_of(pod: &Pod, volume: &Volume) -> VolumeKind {
     if let Some(dir) = &volume.empty_dir {
         return VolumeKind::EmptyDir {
             memory: dir.medium.as_deref() == Some("Memory"),
@@ -147,18 +169,31 @@ fn kind_of(volume: &Volume) -> VolumeKind {
     if let Some(source) = &volume.projected {
         return VolumeKind::Projected(source.clone());
     }
+    if let Some(source) = &volume.csi {
+        return VolumeKind::Csi(source.clone());
+    }
+    if let Some(claim) = &volume.persistent_volume_claim {
+        return VolumeKind::Claim {
+            name: claim.claim_name.clone(),
+            read_only: claim.read_only.unwrap_or(false),
+            ephemeral: false,
+        };
+    }
+    if volume.ephemeral.is_some() {
+        // The claim the ephemeral volume controller makes for the pod.
+        let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
+        return VolumeKind::Claim {
+            name: format!("{pod_name}-{}", volume.name),
+            read_only: false,
+            ephemeral: true,
+        };
+    }
     VolumeKind::Unsupported(unsupported_kind(volume))
 }
 
 /// The name of a kind the agent does not set up.
 fn unsupported_kind(volume: &Volume) -> &'static str {
-    let kinds: [(&'static str, bool); 8] = [
-        ("csi", volume.csi.is_some()),
-        (
-            "persistentVolumeClaim",
-            volume.persistent_volume_claim.is_some(),
-        ),
-        ("ephemeral", volume.ephemeral.is_some()),
+    let kinds: [(&'static str, bool); 5] = [
         ("image", volume.image.is_some()),
         ("nfs", volume.nfs.is_some()),
         ("iscsi", volume.iscsi.is_some()),
@@ -218,11 +253,40 @@ mod tests {
     fn a_kind_not_set_up_here_is_named() {
         let pod = pod(serde_json::json!({
             "containers": [{"name": "main", "volumeMounts": [{"name": "data", "mountPath": "/d"}]}],
-            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "c"}}],
+            "volumes": [{"name": "data", "image": {"reference": "busybox"}}],
         }));
+        assert_eq!(plan(&pod)[0].kind, VolumeKind::Unsupported("image"));
+    }
+
+    #[test]
+    fn claims_and_generic_ephemeral_volumes_are_the_pods_claims() {
+        let pod = pod(serde_json::json!({
+            "containers": [{"name": "main", "volumeMounts": [
+                {"name": "data", "mountPath": "/d"},
+                {"name": "scratch", "mountPath": "/s"},
+            ]}],
+            "volumes": [
+                {"name": "data", "persistentVolumeClaim": {"claimName": "c", "readOnly": true}},
+                {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}},
+            ],
+        }));
+        let planned = plan(&pod);
         assert_eq!(
-            plan(&pod)[0].kind,
-            VolumeKind::Unsupported("persistentVolumeClaim")
+            planned[0].kind,
+            VolumeKind::Claim {
+                name: "c".into(),
+                read_only: true,
+                ephemeral: false
+            }
         );
+        assert_eq!(
+            planned[1].kind,
+            VolumeKind::Claim {
+                name: "p-scratch".into(),
+                read_only: false,
+                ephemeral: true
+            }
+        );
+        assert_eq!(planned[1].kind.plugin(), "kubernetes.io/csi");
     }
 }

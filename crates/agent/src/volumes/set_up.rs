@@ -6,12 +6,15 @@
 //! set up already is set up again in place: a tmpfs stays mounted and
 //! unchanged files are not written again.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::volumes::content::atomic_writer::{self, Payload};
 use crate::volumes::content::payload::{self, DEFAULT_MODE, Owners, Sources};
+use crate::volumes::csi::plugin::{CsiPlugin, CsiPod, CsiSpec};
+use crate::volumes::csi::source::ClaimUse;
 use crate::volumes::kinds::{empty_dir, host_path, ownership};
 use crate::volumes::layout::{self, PodDirs};
 use crate::volumes::mounts::PodVolume;
@@ -25,6 +28,22 @@ pub(crate) struct PodContext<'a> {
     pub(crate) owners: Owners,
     /// The size of its memory-backed volumes' tmpfs, before `sizeLimit`.
     pub(crate) memory: (Option<i64>, Option<i64>),
+    /// The CSI plugin.
+    pub(crate) csi: &'a CsiPlugin,
+    /// The node's labels.
+    pub(crate) labels: &'a BTreeMap<String, String>,
+}
+
+impl PodContext<'_> {
+    fn csi_pod(&self) -> CsiPod<'_> {
+        CsiPod {
+            pod: self.pod,
+            dirs: self.dirs,
+            fs_group: self.owners.fs_group,
+            labels: self.labels,
+            tokens: self.sources.tokens,
+        }
+    }
 }
 
 fn default_mode(mode: Option<i32>) -> u32 {
@@ -62,6 +81,27 @@ pub(crate) async fn set_up(
                 read_only: false,
                 managed: false,
             });
+        }
+        VolumeKind::Csi(source) => {
+            return ctx
+                .csi
+                .set_up(&ctx.csi_pod(), name, CsiSpec::Inline(source))
+                .await;
+        }
+        VolumeKind::Claim {
+            name: claim,
+            read_only,
+            ephemeral,
+        } => {
+            let claim = ClaimUse {
+                name: claim,
+                read_only: *read_only,
+                ephemeral: *ephemeral,
+            };
+            return ctx
+                .csi
+                .set_up(&ctx.csi_pod(), name, CsiSpec::Claim(claim))
+                .await;
         }
         VolumeKind::Unsupported(kind) => {
             return Err(format!("{kind} volumes are not set up by this node"));

@@ -504,3 +504,110 @@ pub fn log_lines(log: &Path, message: &str) -> usize {
         .filter(|l| l["fields"]["message"] == message)
         .count()
 }
+
+/// The CSI driver's calls of the node's pods: each line's method and
+/// request, `NodeGetInfo` (its registration's) left out.
+pub fn csi_calls(log: &Path) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|call| call["method"] != "NodeGetInfo")
+        .collect()
+}
+
+pub fn methods(calls: &[Value]) -> Vec<String> {
+    calls
+        .iter()
+        .map(|c| c["method"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The SDK's example CSI driver `csi.example.com` serving volumes under
+/// `state` (staging them) as node `node_id`, its calls in `log`,
+/// registered with the node (the agent or a kubelet) at `root` by the CSI
+/// registrar.
+pub fn start_csi_driver(
+    root: &Path,
+    node_id: &str,
+    state: &Path,
+    log: &Path,
+) -> (ChildProcess, ChildProcess) {
+    let socket = root.join("plugins/csi.example.com/csi.sock");
+    let mut driver =
+        tokio::process::Command::new(binary("nodeplugins-sdk-bins", "example-csi-driver"));
+    driver
+        .arg(format!("--endpoint=unix://{}", socket.display()))
+        .arg(format!("--node-id={node_id}"))
+        .arg(format!("--state-dir={}", state.display()))
+        .arg("--stage")
+        .arg(format!("--call-log={}", log.display()));
+    let driver = ChildProcess::spawn("example-csi-driver", driver);
+    std::fs::create_dir_all(root.join("plugins_registry")).unwrap();
+    let mut registrar =
+        tokio::process::Command::new(binary("nodeplugins-sdk-bins", "nodeplugins-csi-registrar"));
+    registrar
+        .arg(format!("--csi-address={}", socket.display()))
+        .arg(format!("--kubelet-registration-path={}", socket.display()))
+        .arg(format!(
+            "--plugin-registration-path={}",
+            root.join("plugins_registry").display()
+        ))
+        .arg("--timeout=10s");
+    let registrar = ChildProcess::spawn("nodeplugins-csi-registrar", registrar);
+    (driver, registrar)
+}
+
+/// The CSIDriver object of the example CSI driver: no attaching, the
+/// pod's identity in its volumes' context, fsGroup applied by the node,
+/// inline and persistent volumes.
+pub async fn create_csi_driver_object(api: &KubeApi) {
+    api.admin(
+        "POST",
+        "/apis/storage.k8s.io/v1/csidrivers",
+        Some(
+            &json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
+            "metadata": {"name": "csi.example.com"},
+            "spec": {"attachRequired": false, "podInfoOnMount": true, "fsGroupPolicy": "File",
+                     "volumeLifecycleModes": ["Persistent", "Ephemeral"]}}),
+        ),
+    )
+    .await;
+}
+
+/// Claim `default/CLAIM` bound to a new PersistentVolume `PV` of the
+/// example CSI driver (its volume `handle`), by hand as the binder would
+/// bind them (none runs here): the claim names the volume, the volume the
+/// claim's UID, the claim's status `Bound`.
+pub async fn bind_static_volume(api: &KubeApi, claim: &str, pv: &str, handle: &str) {
+    let made = api
+        .admin(
+            "POST",
+            "/api/v1/namespaces/default/persistentvolumeclaims",
+            Some(&json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": claim},
+                "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": pv,
+                         "storageClassName": "",
+                         "resources": {"requests": {"storage": "1Gi"}}}})),
+        )
+        .await;
+    let claim_uid = made["metadata"]["uid"].as_str().unwrap();
+    api.admin(
+        "POST",
+        "/api/v1/persistentvolumes",
+        Some(&json!({"apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": pv},
+            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                     "storageClassName": "", "mountOptions": ["noatime"],
+                     "claimRef": {"namespace": "default", "name": claim, "uid": claim_uid},
+                     "csi": {"driver": "csi.example.com", "volumeHandle": handle, "fsType": "ext4",
+                             "volumeAttributes": {"kind": "static"}}}})),
+    )
+    .await;
+    let path = format!("/api/v1/namespaces/default/persistentvolumeclaims/{claim}");
+    let mut bound = api.admin("GET", &path, None).await;
+    bound["status"] = json!({"phase": "Bound", "accessModes": ["ReadWriteOnce"],
+                             "capacity": {"storage": "1Gi"}});
+    api.admin("PUT", &format!("{path}/status"), Some(&bound))
+        .await;
+}

@@ -1,5 +1,7 @@
-//! `example-csi-driver`: a minimal CSI node driver (Identity and the node
-//! registration part of Node), for trying the CSI registrar and agent.
+//! `example-csi-driver`: a small CSI node driver (Identity and Node), for
+//! trying the CSI registrar and agent: with `--state-dir` it serves
+//! volumes, each a directory there bind-mounted where the node publishes
+//! it (staged first with `--stage`).
 
 use std::path::PathBuf;
 
@@ -28,6 +30,16 @@ struct Flags {
     /// The node's zone, reported as accessible topology.
     #[arg(long, default_value = "zone-a")]
     zone: String,
+    /// Serve volumes, each a directory under this one.
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// Advertise STAGE_UNSTAGE_VOLUME: persistent volumes are staged before
+    /// they are published.
+    #[arg(long, requires = "state_dir")]
+    stage: bool,
+    /// Append every node call served to this file, one JSON line each.
+    #[arg(long)]
+    call_log: Option<PathBuf>,
     #[command(flatten)]
     log: LogFlags,
 }
@@ -41,9 +53,16 @@ fn main() -> anyhow::Result<()> {
             .strip_prefix("unix://")
             .unwrap_or(&flags.endpoint),
     );
-    let driver = CsiNodeDriver::new(&flags.driver_name, flags.node_id)
+    let mut driver = CsiNodeDriver::new(&flags.driver_name, flags.node_id)
         .max_volumes_per_node(flags.max_volumes)
         .topology(format!("topology.{}/zone", flags.driver_name), flags.zone);
+    if let Some(dir) = &flags.state_dir {
+        std::fs::create_dir_all(dir)?;
+        driver = driver.volumes(dir, flags.stage);
+    }
+    if let Some(log) = &flags.call_log {
+        driver = driver.call_log(log)?;
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

@@ -74,25 +74,31 @@ impl TokenManager {
     /// The token for `key`: the one kept while it is fresh, else a new
     /// one (or the one kept, while it has not expired, when asking fails).
     pub(crate) async fn token(&self, key: &TokenKey) -> Result<String, TokenError> {
+        self.issued(key).await.map(|(token, _)| token)
+    }
+
+    /// The token for `key`, as [`token`](Self::token) gives it, and when it
+    /// expires.
+    pub(crate) async fn issued(&self, key: &TokenKey) -> Result<(String, SystemTime), TokenError> {
         let now = SystemTime::now();
         let kept = self.tokens.lock().ok().and_then(|t| t.get(key).cloned());
         if let Some(kept) = &kept
             && !kept.requires_refresh(now)
         {
-            return Ok(kept.token.clone());
+            return Ok((kept.token.clone(), kept.expires));
         }
         match self.request(key).await {
             Ok(token) => {
-                let text = token.token.clone();
+                let issued = (token.token.clone(), token.expires);
                 if let Ok(mut tokens) = self.tokens.lock() {
                     tokens.insert(key.clone(), token);
                 }
-                Ok(text)
+                Ok(issued)
             }
             Err(e) => match kept {
                 Some(kept) if kept.expires > now => {
                     tracing::warn!(service_account = %key.service_account, error = %e, "cannot renew a pod's token; using the one it has until it expires");
-                    Ok(kept.token)
+                    Ok((kept.token, kept.expires))
                 }
                 _ => Err(e),
             },

@@ -40,13 +40,8 @@ impl Worker {
         if !due {
             return self.volumes.is_some();
         }
-        let allocatable = self
-            .context
-            .informers
-            .node_allocatable()
-            .await
-            .unwrap_or_default();
-        match handle.set_up(pod, &allocatable).await {
+        let node = self.context.informers.node().await.ok().flatten();
+        match handle.set_up(pod, node.as_deref()).await {
             Ok(volumes) => {
                 if self.volumes.is_none() && !volumes.is_empty() {
                     tracing::info!(volumes = volumes.len(), "the pod's volumes are set up");

@@ -1,0 +1,35 @@
+//! CSI volumes, as the kubelet's CSI plugin sets them up: an inline
+//! (ephemeral) volume published straight into the pod, a persistent one
+//! (a pod's claim, bound to a PersistentVolume of a CSI driver) staged
+//! once on the node and then published into each pod that mounts it; torn
+//! down in reverse (unpublished from each pod, unstaged after its last
+//! pod). Each step is the kubelet's calls in the kubelet's order, its
+//! `NodeGetCapabilities` calls included, each through the call layer
+//! (deadline, span), on a connection of its own; what the kubelet writes
+//! on disk (`vol_data.json`, the staging directory) is written the same,
+//! so that a restart (or a move from the kubelet) finds from disk what is
+//! staged and published, and publishes nothing again that still is.
+//!
+//! | file | what it holds |
+//! |---|---|
+//! | `source.rs` | what a pod's CSI volume is: inline, or its claim's PersistentVolume, checked |
+//! | `node_affinity.rs` | a PersistentVolume's node affinity against the node's labels |
+//! | `driver_objects.rs` | the cluster's CSIDriver objects, and what each asks of the node |
+//! | `calls.rs` | the driver's node calls and their capabilities |
+//! | `requests.rs` | each call's request, filled as the kubelet fills it |
+//! | `names.rs` | the names the kubelet derives: handles, attachment IDs, the staging path |
+//! | `vol_data.rs` | `vol_data.json`, what is set up written beside it |
+//! | `plugin.rs` | the door, and what is staged and published, found again from disk |
+//! | `stage.rs` | a persistent volume staged on the node, and unstaged |
+//! | `publish.rs` | a volume published into a pod, and unpublished |
+
+pub(crate) mod calls;
+pub(crate) mod driver_objects;
+pub(crate) mod names;
+pub(crate) mod node_affinity;
+pub(crate) mod plugin;
+pub(crate) mod publish;
+pub(crate) mod requests;
+pub(crate) mod source;
+pub(crate) mod stage;
+pub(crate) mod vol_data;

@@ -1,0 +1,348 @@
+//! What one of a pod's CSI volumes is, as the kubelet's desired-state
+//! populator makes its spec: an inline volume straight from the pod (its
+//! handle derived from the pod and the volume), or a claim read from the
+//! API on every pass (as the kubelet reads it on every pod sync) with the
+//! PersistentVolume it is bound to, both checked as the kubelet checks
+//! them (bound, the volume bound back to the claim, the claim not being
+//! deleted unprotected, the volume's node affinity met by the node).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{CSIVolumeSource, PersistentVolume, PersistentVolumeClaim, Pod};
+use kube::Api;
+
+use crate::volumes::csi::names;
+use crate::volumes::csi::node_affinity;
+
+/// The finalizer that protects a claim in use from deletion.
+const PVC_PROTECTION: &str = "kubernetes.io/pvc-protection";
+
+/// How a CSI volume lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lifecycle {
+    /// A PersistentVolume's: staged on the node, outlives its pods.
+    Persistent,
+    /// An inline volume's: published into its pod only, gone with it.
+    Ephemeral,
+}
+
+impl Lifecycle {
+    /// As `volumeLifecycleModes` and `vol_data.json` name it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Persistent => "Persistent",
+            Self::Ephemeral => "Ephemeral",
+        }
+    }
+}
+
+/// A secret a driver's call is given, by namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SecretRef {
+    pub(crate) namespace: String,
+    pub(crate) name: String,
+}
+
+/// One of a pod's CSI volumes, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CsiVolume {
+    /// Its name on disk (`specVolID`): the PersistentVolume's, or the pod's
+    /// name of an inline volume.
+    pub(crate) spec_name: String,
+    /// The driver's name.
+    pub(crate) driver: String,
+    /// The volume's handle in the driver.
+    pub(crate) handle: String,
+    pub(crate) lifecycle: Lifecycle,
+    /// Published read-only (the pod's claim says so, or the inline volume).
+    pub(crate) read_only: bool,
+    pub(crate) fs_type: String,
+    /// `volumeAttributes`.
+    pub(crate) attributes: BTreeMap<String, String>,
+    /// The PersistentVolume's `mountOptions` (none inline).
+    pub(crate) mount_options: Vec<String>,
+    /// The PersistentVolume's access modes (none inline: ReadWriteOnce).
+    pub(crate) access_modes: Vec<String>,
+    /// `nodeStageSecretRef`.
+    pub(crate) stage_secret: Option<SecretRef>,
+    /// `nodePublishSecretRef`.
+    pub(crate) publish_secret: Option<SecretRef>,
+}
+
+/// Why a pod's claim gives no volume yet.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum SourceError {
+    #[error("failed to fetch PVC from API server: {0}")]
+    FetchClaim(String),
+    #[error("PVC is being deleted")]
+    ClaimDeleted,
+    #[error("PVC is not bound")]
+    NotBound,
+    #[error("PVC has empty pvc.Spec.VolumeName")]
+    NoVolumeName,
+    #[error("failed to fetch PV {name} from API server: {error}")]
+    FetchVolume { name: String, error: String },
+    #[error(
+        "found PV object {0} but it has a nil pv.Spec.ClaimRef indicating it is not yet bound to the claim"
+    )]
+    NoClaimRef(String),
+    #[error(
+        "found PV object {name} but its pv.Spec.ClaimRef.UID {bound} does not point to claim.UID {claim}"
+    )]
+    OtherClaim {
+        name: String,
+        bound: String,
+        claim: String,
+    },
+    #[error(
+        "PersistentVolume {0} is not a CSI volume; only CSI persistent volumes are set up by this node"
+    )]
+    NotCsi(String),
+    #[error("PVC {claim} was not created for pod {pod} (pod is not owner)")]
+    NotPodsOwn { claim: String, pod: String },
+    #[error("{0}")]
+    Affinity(#[from] node_affinity::AffinityError),
+}
+
+/// Pod `pod`'s inline CSI volume `name`.
+pub(crate) fn inline(pod: &Pod, name: &str, source: &CSIVolumeSource) -> CsiVolume {
+    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    CsiVolume {
+        spec_name: name.to_string(),
+        driver: source.driver.clone(),
+        handle: names::inline_handle(uid, name),
+        lifecycle: Lifecycle::Ephemeral,
+        read_only: source.read_only.unwrap_or(false),
+        fs_type: source.fs_type.clone().unwrap_or_default(),
+        attributes: source.volume_attributes.clone().unwrap_or_default(),
+        mount_options: Vec::new(),
+        access_modes: Vec::new(),
+        stage_secret: None,
+        publish_secret: source.node_publish_secret_ref.as_ref().map(|r| SecretRef {
+            namespace,
+            name: r.name.clone(),
+        }),
+    }
+}
+
+/// How a pod refers to a claim.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClaimUse<'a> {
+    /// The claim's name, in the pod's namespace.
+    pub(crate) name: &'a str,
+    /// The pod mounts it read-only.
+    pub(crate) read_only: bool,
+    /// Through a generic ephemeral volume: the claim must be the pod's.
+    pub(crate) ephemeral: bool,
+}
+
+/// The volume of `pod`'s claim `claim` (read through `client`), on a node
+/// with `labels`.
+pub(crate) async fn persistent(
+    client: kube::Client,
+    pod: &Pod,
+    claim: ClaimUse<'_>,
+    labels: &BTreeMap<String, String>,
+) -> Result<CsiVolume, SourceError> {
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
+    let pvc = claims
+        .get(claim.name)
+        .await
+        .map_err(|e| SourceError::FetchClaim(e.to_string()))?;
+    if claim.ephemeral {
+        pods_own(&pvc, pod)?;
+    }
+    let read_only = claim.read_only;
+    let volume_name = checked_claim(&pvc)?;
+    let volumes: Api<PersistentVolume> = Api::all(client);
+    let pv = volumes
+        .get(&volume_name)
+        .await
+        .map_err(|e| SourceError::FetchVolume {
+            name: volume_name.clone(),
+            error: e.to_string(),
+        })?;
+    let volume = of_volume(
+        &pv,
+        pvc.metadata.uid.as_deref().unwrap_or_default(),
+        read_only,
+    )?;
+    node_affinity::check(&pv, labels)?;
+    Ok(volume)
+}
+
+/// Whether `pvc` is controlled by `pod` (`VolumeIsForPod`).
+fn pods_own(pvc: &PersistentVolumeClaim, pod: &Pod) -> Result<(), SourceError> {
+    let uid = pod.metadata.uid.as_deref();
+    let controlled = pvc
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == uid);
+    if controlled {
+        return Ok(());
+    }
+    let name = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        format!(
+            "{}/{}",
+            m.namespace.as_deref().unwrap_or_default(),
+            m.name.as_deref().unwrap_or_default()
+        )
+    };
+    Err(SourceError::NotPodsOwn {
+        claim: name(&pvc.metadata),
+        pod: name(&pod.metadata),
+    })
+}
+
+/// The name of the volume `pvc` is bound to, if it may be used.
+fn checked_claim(pvc: &PersistentVolumeClaim) -> Result<String, SourceError> {
+    let protected = pvc
+        .metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == PVC_PROTECTION);
+    if pvc.metadata.deletion_timestamp.is_some() && !protected {
+        return Err(SourceError::ClaimDeleted);
+    }
+    if pvc.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Bound") {
+        return Err(SourceError::NotBound);
+    }
+    match pvc.spec.as_ref().and_then(|s| s.volume_name.clone()) {
+        Some(name) if !name.is_empty() => Ok(name),
+        _ => Err(SourceError::NoVolumeName),
+    }
+}
+
+/// The CSI volume `pv` is, if it is bound to the claim of UID `claim_uid`.
+fn of_volume(
+    pv: &PersistentVolume,
+    claim_uid: &str,
+    read_only: bool,
+) -> Result<CsiVolume, SourceError> {
+    let name = pv.metadata.name.clone().unwrap_or_default();
+    let spec = pv.spec.clone().unwrap_or_default();
+    let Some(claim_ref) = spec.claim_ref.as_ref() else {
+        return Err(SourceError::NoClaimRef(name));
+    };
+    let bound = claim_ref.uid.clone().unwrap_or_default();
+    if bound != claim_uid {
+        return Err(SourceError::OtherClaim {
+            name,
+            bound,
+            claim: claim_uid.to_string(),
+        });
+    }
+    let Some(source) = spec.csi else {
+        return Err(SourceError::NotCsi(name));
+    };
+    let secret = |r: &Option<k8s_openapi::api::core::v1::SecretReference>| {
+        r.as_ref().map(|r| SecretRef {
+            namespace: r.namespace.clone().unwrap_or_default(),
+            name: r.name.clone().unwrap_or_default(),
+        })
+    };
+    Ok(CsiVolume {
+        spec_name: name,
+        driver: source.driver.clone(),
+        handle: source.volume_handle.clone(),
+        lifecycle: Lifecycle::Persistent,
+        // The pod's claim says; the volume's own readOnly is not read.
+        read_only,
+        fs_type: source.fs_type.clone().unwrap_or_default(),
+        attributes: source.volume_attributes.clone().unwrap_or_default(),
+        mount_options: spec.mount_options.clone().unwrap_or_default(),
+        access_modes: spec.access_modes.clone().unwrap_or_default(),
+        stage_secret: secret(&source.node_stage_secret_ref),
+        publish_secret: secret(&source.node_publish_secret_ref),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn an_inline_volumes_handle_is_derived_from_its_pod_and_name() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u1"},
+        }))
+        .unwrap();
+        let source: CSIVolumeSource = serde_json::from_value(serde_json::json!({
+            "driver": "d", "readOnly": true, "volumeAttributes": {"size": "1Mi"},
+            "nodePublishSecretRef": {"name": "s"},
+        }))
+        .unwrap();
+        let volume = inline(&pod, "data", &source);
+        assert_eq!(volume.handle, names::inline_handle("u1", "data"));
+        assert_eq!(volume.lifecycle, Lifecycle::Ephemeral);
+        assert!(volume.read_only);
+        assert_eq!(
+            volume.publish_secret,
+            Some(SecretRef {
+                namespace: "ns".into(),
+                name: "s".into()
+            })
+        );
+    }
+
+    #[test]
+    fn a_claim_must_be_bound_and_its_volume_bound_back() {
+        let claim = |phase: &str, deleting: bool, finalizer: bool| -> PersistentVolumeClaim {
+            let mut meta = serde_json::json!({"name": "c", "namespace": "ns", "uid": "c1"});
+            if deleting {
+                meta["deletionTimestamp"] = "2026-12-01T00:00:00Z".into();
+            }
+            if finalizer {
+                meta["finalizers"] = serde_json::json!([PVC_PROTECTION]);
+            }
+            serde_json::from_value(serde_json::json!({
+                "metadata": meta,
+                "spec": {"volumeName": "pv"},
+                "status": {"phase": phase},
+            }))
+            .unwrap()
+        };
+        assert_eq!(checked_claim(&claim("Bound", false, false)).unwrap(), "pv");
+        assert_eq!(checked_claim(&claim("Bound", true, true)).unwrap(), "pv");
+        assert!(matches!(
+            checked_claim(&claim("Bound", true, false)),
+            Err(SourceError::ClaimDeleted)
+        ));
+        assert!(matches!(
+            checked_claim(&claim("Pending", false, false)),
+            Err(SourceError::NotBound)
+        ));
+
+        let pv: PersistentVolume = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "pv"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "mountOptions": ["noatime"],
+                "claimRef": {"uid": "c1"},
+                "csi": {"driver": "d", "volumeHandle": "h", "fsType": "ext4", "readOnly": true,
+                        "nodeStageSecretRef": {"namespace": "sec", "name": "stage"}},
+            },
+        }))
+        .unwrap();
+        let volume = of_volume(&pv, "c1", false).unwrap();
+        assert_eq!(
+            (volume.spec_name.as_str(), volume.handle.as_str()),
+            ("pv", "h")
+        );
+        assert!(!volume.read_only, "the pod's claim decides, not the volume");
+        assert_eq!(volume.mount_options, ["noatime"]);
+        assert_eq!(volume.stage_secret.unwrap().namespace, "sec");
+        let message = of_volume(&pv, "other", false).unwrap_err().to_string();
+        assert_eq!(
+            message,
+            "found PV object pv but its pv.Spec.ClaimRef.UID c1 does not point to claim.UID other"
+        );
+    }
+}
