@@ -577,15 +577,17 @@ pub async fn create_csi_driver_object(api: &KubeApi) {
 
 /// Claim `default/CLAIM` bound to a new PersistentVolume `PV` of the
 /// example CSI driver (its volume `handle`), by hand as the binder would
-/// bind them (none runs here): the claim names the volume, the volume the
-/// claim's UID, the claim's status `Bound`.
+/// bind them (none runs here): the claim names the volume and says the
+/// binding is complete (the scheduler looks for that), the volume names
+/// the claim's UID, both are `Bound`.
 pub async fn bind_static_volume(api: &KubeApi, claim: &str, pv: &str, handle: &str) {
     let made = api
         .admin(
             "POST",
             "/api/v1/namespaces/default/persistentvolumeclaims",
             Some(&json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                "metadata": {"name": claim},
+                "metadata": {"name": claim,
+                    "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
                 "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": pv,
                          "storageClassName": "",
                          "resources": {"requests": {"storage": "1Gi"}}}})),
@@ -604,6 +606,11 @@ pub async fn bind_static_volume(api: &KubeApi, claim: &str, pv: &str, handle: &s
                              "volumeAttributes": {"kind": "static"}}}})),
     )
     .await;
+    let pv_path = format!("/api/v1/persistentvolumes/{pv}");
+    let mut made_pv = api.admin("GET", &pv_path, None).await;
+    made_pv["status"] = json!({"phase": "Bound"});
+    api.admin("PUT", &format!("{pv_path}/status"), Some(&made_pv))
+        .await;
     let path = format!("/api/v1/namespaces/default/persistentvolumeclaims/{claim}");
     let mut bound = api.admin("GET", &path, None).await;
     bound["status"] = json!({"phase": "Bound", "accessModes": ["ReadWriteOnce"],
