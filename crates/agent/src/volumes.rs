@@ -17,7 +17,8 @@
 //! | | `atomic_writer.rs` | the files swapped in at once (`..data`) |
 //! | | `objects.rs` | one watch per ConfigMap or Secret a pod names |
 //! | | `token.rs` | the pods' service-account tokens, renewed at 80% of their life |
-//! | `csi/` | `plugin.rs` | CSI volumes: the door, what is staged and published |
+//! | `csi/` | `plugin.rs` | CSI volumes: the door, one lock per volume |
+//! | | `context.rs`, `mount_dir.rs` | what the steps share (what is staged and published); the directories made and removed |
 //! | | `source.rs` | an inline volume, or a claim's PersistentVolume, checked |
 //! | | `stage.rs`, `publish.rs` | staged on the node and published into the pod, and back |
 //! | | `calls.rs`, `requests.rs` | the driver's node calls, filled as the kubelet fills them |

@@ -19,12 +19,16 @@
 //! | `requests.rs` | each call's request, filled as the kubelet fills it |
 //! | `names.rs` | the names the kubelet derives: handles, attachment IDs, the staging path |
 //! | `vol_data.rs` | `vol_data.json`, what is set up written beside it |
-//! | `plugin.rs` | the door, and what is staged and published, found again from disk |
+//! | `plugin.rs` | the door: a volume checked, staged and published, one lock per volume |
+//! | `context.rs` | what the steps share: the drivers, the client, what is staged and published |
+//! | `mount_dir.rs` | the directories made for a volume, and removed once nothing is mounted |
 //! | `stage.rs` | a persistent volume staged on the node, and unstaged |
 //! | `publish.rs` | a volume published into a pod, and unpublished |
 
 pub(crate) mod calls;
+pub(crate) mod context;
 pub(crate) mod driver_objects;
+pub(crate) mod mount_dir;
 pub(crate) mod names;
 pub(crate) mod node_affinity;
 pub(crate) mod plugin;

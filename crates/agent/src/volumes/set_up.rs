@@ -13,7 +13,8 @@ use k8s_openapi::api::core::v1::Pod;
 
 use crate::volumes::content::atomic_writer::{self, Payload};
 use crate::volumes::content::payload::{self, DEFAULT_MODE, Owners, Sources};
-use crate::volumes::csi::plugin::{CsiPlugin, CsiPod, CsiSpec};
+use crate::volumes::csi::plugin::{CsiPlugin, CsiSpec};
+use crate::volumes::csi::publish::CsiPod;
 use crate::volumes::csi::source::ClaimUse;
 use crate::volumes::kinds::{empty_dir, host_path, ownership};
 use crate::volumes::layout::{self, PodDirs};

@@ -1,28 +1,25 @@
-//! The CSI plugin's door and what it keeps between calls: the registered
-//! drivers, the CSIDriver objects, which volumes are staged and published
-//! (found again from disk after a restart, by the kubelet's marks: a
-//! published volume's `vol_data.json` beside a mount, a staged one's
-//! beside its staging directory), and one lock per persistent volume, so
-//! that two pods of the node never stage or unstage the same volume at
-//! once.
+//! The CSI plugin's door: a pod's CSI volume resolved, checked against
+//! its driver's CSIDriver object, staged and published (or unpublished
+//! and unstaged), under one lock per volume, so that two pods of the
+//! node never stage or unstage the same volume at once.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use k8s_openapi::api::core::v1::{CSIVolumeSource, Pod, Secret};
-use kube::Api;
+use k8s_openapi::api::core::v1::CSIVolumeSource;
 use tokio::sync::watch;
 
 use crate::csi::CsiDriverStore;
 use crate::kube_api::Connection;
-use crate::volumes::content::token::TokenManager;
 use crate::volumes::csi::calls::DriverCalls;
+use crate::volumes::csi::context::CsiContext;
 use crate::volumes::csi::driver_objects::{DriverObjects, DriverPolicy};
 use crate::volumes::csi::names;
-use crate::volumes::csi::source::{self, CsiVolume, Lifecycle, SecretRef};
+use crate::volumes::csi::publish::{self, CsiPod};
+use crate::volumes::csi::source::{self, CsiVolume, Lifecycle};
+use crate::volumes::csi::stage;
 use crate::volumes::csi::vol_data;
-use crate::volumes::csi::{publish, stage};
 use crate::volumes::layout::{self, PodDirs};
 use crate::volumes::mounts::PodVolume;
 
@@ -35,38 +32,12 @@ pub(crate) enum CsiSpec<'a> {
     Claim(source::ClaimUse<'a>),
 }
 
-/// The pod a CSI volume is set up for.
-pub(crate) struct CsiPod<'a> {
-    pub(crate) pod: &'a Pod,
-    pub(crate) dirs: &'a PodDirs,
-    pub(crate) fs_group: Option<u32>,
-    /// The node's labels, for the volumes' node affinity.
-    pub(crate) labels: &'a BTreeMap<String, String>,
-    pub(crate) tokens: &'a TokenManager,
-}
-
 /// The CSI plugin, shared by every pod's volumes.
 pub(crate) struct CsiPlugin {
-    /// The node's state directory (the kubelet's root).
-    pub(crate) root: PathBuf,
+    context: CsiContext,
     pods_dir: PathBuf,
-    pub(crate) node_name: String,
-    drivers: CsiDriverStore,
     objects: DriverObjects,
-    pub(crate) connection: watch::Receiver<Connection>,
-    state: Mutex<State>,
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-}
-
-#[derive(Default)]
-struct State {
-    /// Target paths published.
-    published: HashSet<PathBuf>,
-    /// Staging paths staged.
-    staged: HashSet<PathBuf>,
-    /// Staging paths whose stage call may still be at work: staged again
-    /// before use, though their marks are on disk.
-    uncertain: HashSet<PathBuf>,
 }
 
 impl CsiPlugin {
@@ -79,13 +50,14 @@ impl CsiPlugin {
         connection: watch::Receiver<Connection>,
     ) -> Self {
         Self {
-            root: pods_dir.parent().unwrap_or(pods_dir).to_path_buf(),
+            context: CsiContext::new(
+                pods_dir.parent().unwrap_or(pods_dir).to_path_buf(),
+                node_name,
+                drivers,
+                connection.clone(),
+            ),
             pods_dir: pods_dir.to_path_buf(),
-            node_name,
-            drivers,
-            objects: DriverObjects::new(connection.clone()),
-            connection,
-            state: Mutex::new(State::default()),
+            objects: DriverObjects::new(connection),
             locks: Mutex::new(HashMap::new()),
         }
     }
@@ -101,9 +73,11 @@ impl CsiPlugin {
     ) -> Result<PodVolume, String> {
         let volume = match spec {
             CsiSpec::Inline(source) => source::inline(pod.pod, name, source),
-            CsiSpec::Claim(claim) => source::persistent(self.client(), pod.pod, claim, pod.labels)
-                .await
-                .map_err(|e| e.to_string())?,
+            CsiSpec::Claim(claim) => {
+                source::persistent(self.context.client(), pod.pod, claim, pod.labels)
+                    .await
+                    .map_err(|e| e.to_string())?
+            }
         };
         let policy = self
             .objects
@@ -123,21 +97,21 @@ impl CsiPlugin {
                 }
             ));
         }
-        let calls = DriverCalls::of(&self.drivers, &volume.driver).map_err(|e| {
+        let calls = DriverCalls::of(self.context.drivers(), &volume.driver).map_err(|e| {
             format!("kubernetes.io/csi: mounter.SetUpAt failed to get CSI client: {e}")
         })?;
         let lock = self.lock(&volume);
         let _held = lock.lock().await;
         if volume.lifecycle == Lifecycle::Persistent {
-            stage::mount_device(self, &calls, &volume, pod.fs_group).await?;
+            stage::mount_device(&self.context, &calls, &volume, pod.fs_group).await?;
         }
-        publish::set_up(self, &calls, pod, &volume, &policy).await
+        publish::set_up(&self.context, &calls, pod, &volume, &policy).await
     }
 
     /// Tears down the pod's CSI volume `name` found on disk: unpublished,
     /// then unstaged when no other pod of the node has it published.
     pub(crate) async fn tear_down(&self, dirs: &PodDirs, name: &str) -> Result<(), String> {
-        let Some(published) = publish::tear_down(self, dirs, name).await? else {
+        let Some(published) = publish::tear_down(&self.context, dirs, name).await? else {
             return Ok(());
         };
         if published.lifecycle != Lifecycle::Persistent {
@@ -149,101 +123,7 @@ impl CsiPlugin {
         if self.published_elsewhere(&published.driver, &published.handle) {
             return Ok(());
         }
-        stage::unmount_device(self, &published.driver, &published.handle).await
-    }
-
-    /// The API client of the moment.
-    pub(crate) fn client(&self) -> kube::Client {
-        self.connection.borrow().client.clone()
-    }
-
-    /// The data of secret `secret`, for a call of `what` (`NodeStageSecretRef`).
-    pub(crate) async fn secret(
-        &self,
-        what: &str,
-        secret: &SecretRef,
-    ) -> Result<BTreeMap<String, String>, String> {
-        let secrets: Api<Secret> = Api::namespaced(self.client(), &secret.namespace);
-        let found = secrets.get(&secret.name).await.map_err(|e| {
-            format!(
-                "fetching {what} {}/{} failed: {e}",
-                secret.namespace, secret.name
-            )
-        })?;
-        Ok(found
-            .data
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
-            .collect())
-    }
-
-    /// The drivers registered on the node.
-    pub(crate) fn drivers(&self) -> &CsiDriverStore {
-        &self.drivers
-    }
-
-    /// Whether `target` is published (in memory, or found so on disk: its
-    /// `vol_data.json` beside a mount), remembered if found.
-    pub(crate) fn is_published(&self, target: &Path) -> bool {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if state.published.contains(target) {
-            return true;
-        }
-        let found = target
-            .parent()
-            .is_some_and(|dir| dir.join(vol_data::FILE).is_file())
-            && crate::volumes::kinds::tmpfs::is_mount_point(target);
-        if found {
-            state.published.insert(target.to_path_buf());
-        }
-        found
-    }
-
-    /// Records whether `target` is published.
-    pub(crate) fn set_published(&self, target: &Path, published: bool) {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if published {
-            state.published.insert(target.to_path_buf());
-        } else {
-            state.published.remove(target);
-        }
-    }
-
-    /// Whether `staging` is staged (in memory, or found so on disk: its
-    /// `vol_data.json` beside it, unless its stage call may still be at
-    /// work), remembered if found.
-    pub(crate) fn is_staged(&self, staging: &Path) -> bool {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if state.staged.contains(staging) {
-            return true;
-        }
-        if state.uncertain.contains(staging) {
-            return false;
-        }
-        let found = staging
-            .parent()
-            .is_some_and(|dir| dir.join(vol_data::FILE).is_file());
-        if found {
-            state.staged.insert(staging.to_path_buf());
-        }
-        found
-    }
-
-    /// Records `staging` staged, not staged, or possibly staged.
-    pub(crate) fn set_staged(&self, staging: &Path, staged: Staged) {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        state.staged.remove(staging);
-        state.uncertain.remove(staging);
-        match staged {
-            Staged::Yes => {
-                state.staged.insert(staging.to_path_buf());
-            }
-            Staged::Uncertain => {
-                state.uncertain.insert(staging.to_path_buf());
-            }
-            Staged::No => {}
-        }
+        stage::unmount_device(&self.context, &published.driver, &published.handle).await
     }
 
     /// Whether a pod of the node has volume `handle` of `driver` published:
@@ -276,15 +156,6 @@ impl CsiPlugin {
         locks.retain(|_, lock| Arc::strong_count(lock) > 1);
         locks.entry(key.to_string()).or_default().clone()
     }
-}
-
-/// A staging path's state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Staged {
-    Yes,
-    No,
-    /// The stage call may still be at work.
-    Uncertain,
 }
 
 /// Whether `policy`'s driver serves volumes of `volume`'s lifecycle

@@ -12,16 +12,17 @@
 //! then the directory removed once nothing is mounted there.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
-use crate::volumes::content::token::TokenKey;
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::volumes::content::token::{TokenKey, TokenManager};
 use crate::volumes::csi::calls::DriverCalls;
+use crate::volumes::csi::context::CsiContext;
 use crate::volumes::csi::driver_objects::DriverPolicy;
+use crate::volumes::csi::mount_dir::{make_dirs, remove_mount_dir};
 use crate::volumes::csi::names;
-use crate::volumes::csi::plugin::{CsiPlugin, CsiPod};
 use crate::volumes::csi::requests::{self, PublishExtras};
 use crate::volumes::csi::source::{CsiVolume, Lifecycle};
-use crate::volumes::csi::stage::make_dirs;
 use crate::volumes::csi::vol_data::{self, VolData};
 use crate::volumes::kinds::{ownership, tmpfs};
 use crate::volumes::layout::PodDirs;
@@ -30,6 +31,16 @@ use crate::volumes::mounts::PodVolume;
 /// A token asked for with no lifetime lives this long (the API server's
 /// default).
 const DEFAULT_TOKEN_SECONDS: i64 = 3600;
+
+/// The pod a CSI volume is set up for.
+pub(crate) struct CsiPod<'a> {
+    pub(crate) pod: &'a Pod,
+    pub(crate) dirs: &'a PodDirs,
+    pub(crate) fs_group: Option<u32>,
+    /// The node's labels, for the volumes' node affinity.
+    pub(crate) labels: &'a BTreeMap<String, String>,
+    pub(crate) tokens: &'a TokenManager,
+}
 
 /// What a volume torn down was, from its `vol_data.json`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,7 +52,7 @@ pub(crate) struct Unpublished {
 
 /// Publishes `volume` into `pod` (staged already when persistent).
 pub(crate) async fn set_up(
-    plugin: &CsiPlugin,
+    plugin: &CsiContext,
     calls: &DriverCalls,
     pod: &CsiPod<'_>,
     volume: &CsiVolume,
@@ -213,7 +224,7 @@ async fn tokens(pod: &CsiPod<'_>, policy: &DriverPolicy) -> Result<String, Strin
 /// Unpublishes the pod's CSI volume `name` found on disk, and removes its
 /// directory; what it was, or nothing if it held no volume.
 pub(crate) async fn tear_down(
-    plugin: &CsiPlugin,
+    plugin: &CsiContext,
     dirs: &PodDirs,
     name: &str,
 ) -> Result<Option<Unpublished>, String> {
@@ -259,51 +270,4 @@ pub(crate) async fn tear_down(
         handle,
         lifecycle,
     }))
-}
-
-/// Removes `mount` (a publish target or a staging directory), the
-/// `vol_data.json` beside it and their directory, unless something is
-/// still mounted there (`removeMountDir`).
-pub(crate) fn remove_mount_dir(mount: &Path) -> std::io::Result<()> {
-    if tmpfs::is_mount_point(mount) {
-        return Ok(());
-    }
-    let gone = |r: std::io::Result<()>| match r {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
-    };
-    gone(std::fs::remove_dir(mount))?;
-    if let Some(dir) = mount.parent() {
-        vol_data::remove(dir)?;
-        gone(std::fs::remove_dir(dir))?;
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-
-    use super::*;
-
-    #[test]
-    fn a_mount_dir_is_removed_with_its_data_and_directory_once_nothing_is_mounted() {
-        let root = tempfile::tempdir().unwrap();
-        let dir = root.path().join("pv");
-        std::fs::create_dir_all(dir.join("mount")).unwrap();
-        vol_data::save(&dir, &VolData::new()).unwrap();
-        remove_mount_dir(&dir.join("mount")).unwrap();
-        assert!(!dir.exists());
-        remove_mount_dir(&dir.join("mount")).unwrap();
-    }
-
-    #[test]
-    fn a_mount_dir_with_content_is_kept() {
-        let root = tempfile::tempdir().unwrap();
-        let mount = root.path().join("pv").join("mount");
-        std::fs::create_dir_all(&mount).unwrap();
-        std::fs::write(mount.join("data"), b"x").unwrap();
-        assert!(remove_mount_dir(&mount).is_err());
-        assert!(mount.join("data").exists());
-    }
 }

@@ -7,38 +7,17 @@
 //! still be at work on keeps its marks, so that it is unstaged all the
 //! same, and is staged again before the next use.
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
-
 use crate::volumes::csi::calls::DriverCalls;
+use crate::volumes::csi::context::{CsiContext, Staged};
+use crate::volumes::csi::mount_dir::{make_dirs, remove_mount_dir};
 use crate::volumes::csi::names;
-use crate::volumes::csi::plugin::{CsiPlugin, Staged};
-use crate::volumes::csi::publish::remove_mount_dir;
 use crate::volumes::csi::requests;
 use crate::volumes::csi::source::CsiVolume;
 use crate::volumes::csi::vol_data::{self, VolData};
 
-/// The mode of the directories the kubelet makes for a volume.
-pub(crate) const DIR_MODE: u32 = 0o750;
-
-/// Makes `dir` and its missing parents, each 0750.
-pub(crate) fn make_dirs(dir: &Path) -> std::io::Result<()> {
-    if dir.is_dir() {
-        return Ok(());
-    }
-    if let Some(parent) = dir.parent() {
-        make_dirs(parent)?;
-    }
-    match std::fs::create_dir(dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
-        _ => {}
-    }
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(DIR_MODE))
-}
-
 /// Stages `volume` on the node, unless it is staged already.
 pub(crate) async fn mount_device(
-    plugin: &CsiPlugin,
+    plugin: &CsiContext,
     calls: &DriverCalls,
     volume: &CsiVolume,
     fs_group: Option<u32>,
@@ -131,7 +110,7 @@ pub(crate) async fn mount_device(
 /// driver stages (its `vol_data.json` says it was staged), then the
 /// staging directory removed if nothing is mounted there.
 pub(crate) async fn unmount_device(
-    plugin: &CsiPlugin,
+    plugin: &CsiContext,
     driver: &str,
     handle: &str,
 ) -> Result<(), String> {
