@@ -352,6 +352,10 @@ impl Agent {
                 if let Some(kube) = &kube {
                     sources.push(Arc::new(kube.metrics().clone()));
                 }
+                #[cfg(feature = "kube")]
+                if let Some(stats) = pods_handle.as_ref().and_then(|p| p.volume_stats()) {
+                    sources.push(Arc::new(stats));
+                }
                 let endpoint = MetricsEndpoint {
                     sources,
                     readiness: vec![Arc::new(plugins.clone()), Arc::new(devices.clone())],

@@ -50,6 +50,7 @@ mod mounts;
 mod plan;
 mod set_up;
 
+pub use csi::stats::{VOLUME_STATS_AGG_PERIOD, VolumeStats};
 pub use error::{FAILED_MOUNT, VolumeError, VolumeFailure};
 pub use handle::VolumeHandle;
 pub(crate) use mounts::container_mounts;

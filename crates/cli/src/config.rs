@@ -169,6 +169,10 @@ settings! {
     /// volumes' ConfigMaps, Secrets and tokens written again, as the
     /// kubelet's --sync-frequency (up to half longer at random) [default: 1m].
     sync_frequency: Duration, "NODEPLUGINS_SYNC_FREQUENCY", parse_go_duration;
+    /// How often the usage of the pods' claimed CSI volumes is read (the
+    /// kubelet_volume_stats_* metrics), as the kubelet's
+    /// volumeStatsAggPeriod (up to twice as long at random) [default: 1m].
+    volume_stats_agg_period: Duration, "NODEPLUGINS_VOLUME_STATS_AGG_PERIOD", parse_go_duration;
     /// The container runtime the node's pods run on, as the kubelet's
     /// --container-runtime-endpoint (unix:///run/containerd/containerd.sock,
     /// or a socket path), or simulated: containers "run" from their start
@@ -367,6 +371,7 @@ impl Settings {
                 kube.serve_pods = c.pods.is_none_or(|Switch(on)| on);
                 set(&mut kube.pod_reconcile_period, c.pod_reconcile_period);
                 set(&mut kube.sync_frequency, c.sync_frequency);
+                set(&mut kube.volume_stats_agg_period, c.volume_stats_agg_period);
                 set(&mut kube.csinode_recheck, c.csinode_recheck);
                 Some(kube)
             }
@@ -443,6 +448,16 @@ impl Settings {
                     self.kube
                         .as_ref()
                         .map_or(nodeplugins::kube_api::SYNC_FREQUENCY, |k| k.sync_frequency),
+                ),
+            ),
+            (
+                "volume_stats_agg_period",
+                human(
+                    self.kube
+                        .as_ref()
+                        .map_or(nodeplugins::volumes::VOLUME_STATS_AGG_PERIOD, |k| {
+                            k.volume_stats_agg_period
+                        }),
                 ),
             ),
             (

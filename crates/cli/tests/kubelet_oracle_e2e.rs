@@ -1301,24 +1301,10 @@ fn csi_pod(name: &str, node: &str, volume: Value) -> Value {
 
 /// The driver's calls, each `method request error` with `names` replaced
 /// by their placeholders and an inline volume's handle (derived from its
-/// pod's UID) as `<HANDLE>`; the volume stats the kubelet asks for now
-/// and then (`NodeGetVolumeStats`, and the capabilities call before it)
-/// left out.
+/// pod's UID) as `<HANDLE>`.
 fn normalized_calls(calls: &[Value], names: &[(String, &str)]) -> Vec<String> {
-    let mut kept: Vec<&Value> = Vec::new();
-    for call in calls {
-        if call["method"] == "NodeGetVolumeStats" {
-            if kept
-                .last()
-                .is_some_and(|c| c["method"] == "NodeGetCapabilities")
-            {
-                kept.pop();
-            }
-            continue;
-        }
-        kept.push(call);
-    }
-    kept.into_iter()
+    calls
+        .iter()
         .map(|call| {
             let mut request = call["request"].clone();
             let handle = request["volume_id"]

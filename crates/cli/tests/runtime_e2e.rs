@@ -741,6 +741,8 @@ async fn a_csi_driver_stages_and_publishes_a_pods_volumes_once_and_unpublishes_t
         logs.path().to_str().unwrap(),
         "--sync-frequency",
         "1s",
+        "--volume-stats-agg-period",
+        "1s",
     ];
     let mut node = Node::start_full(&cluster, NODE, 1, 0, &args, Some(&containerd.cdi_dir())).await;
     let mut csi = Some(start_csi_driver(node.root(), NODE, &state, &calls_log));
@@ -906,6 +908,36 @@ async fn a_csi_driver_stages_and_publishes_a_pods_volumes_once_and_unpublishes_t
         resynced["volumes"][0]["kind"], "persistentVolumeClaim",
         "{resynced}"
     );
+    // The claim's volume's usage, read from the driver, as the kubelet's
+    // gauges (the inline volume has no claim: none).
+    let metrics = eventually("the claim's volume stats", LONG, || async {
+        let status = common::status_json(node.root()).await?;
+        let (_, metrics) = common::http_get(status["metrics_addr"].as_str()?, "/metrics").await;
+        metrics
+            .contains("kubelet_volume_stats_capacity_bytes{namespace=\"default\",persistentvolumeclaim=\"data\"}")
+            .then_some(metrics)
+    })
+    .await;
+    for gauge in [
+        "available_bytes",
+        "used_bytes",
+        "inodes",
+        "inodes_free",
+        "inodes_used",
+    ] {
+        assert!(
+            metrics.contains(&format!("kubelet_volume_stats_{gauge}{{namespace=\"default\",persistentvolumeclaim=\"data\"}}")),
+            "{gauge}: {metrics}"
+        );
+    }
+    assert_eq!(
+        metrics
+            .matches("kubelet_volume_stats_capacity_bytes{")
+            .count(),
+        1,
+        "{metrics}"
+    );
+
     node.kill_agent().await;
     node.start_agent().await;
     node.pod_when("reader", "running again", |p| p["pod_phase"] == "Running")

@@ -119,6 +119,10 @@ pub struct KubeApiConfig {
     /// volumes' ConfigMaps, Secrets and tokens written again), up to half
     /// longer at random. Default: 1 min (the kubelet's `syncFrequency`).
     pub sync_frequency: Duration,
+    /// How often the usage of the pods' claimed volumes is read (up to
+    /// twice as long at random). Default: 1 min (the kubelet's
+    /// `volumeStatsAggPeriod`).
+    pub volume_stats_agg_period: Duration,
     /// Notices the credentials' files changing (the agent shares one among
     /// all its parts).
     pub fs_watcher: FsWatcher,
@@ -141,6 +145,7 @@ impl KubeApiConfig {
             pod_reconcile_period: POD_RECONCILE_PERIOD,
             csinode_recheck: CSINODE_RECHECK,
             sync_frequency: SYNC_FREQUENCY,
+            volume_stats_agg_period: crate::volumes::VOLUME_STATS_AGG_PERIOD,
             fs_watcher: FsWatcher::new(),
         }
     }

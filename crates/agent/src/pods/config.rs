@@ -62,6 +62,9 @@ pub struct PodsConfig {
     /// volumes written again), up to half longer at random. Default: the
     /// API settings' (1 min).
     pub sync_frequency: Duration,
+    /// How often the usage of the pods' claimed volumes is read, up to
+    /// twice as long at random. Default: the API settings' (1 min).
+    pub volume_stats_agg_period: Duration,
 }
 
 impl PodsConfig {
@@ -80,6 +83,7 @@ impl PodsConfig {
             boot_record: None,
             pods_dir: None,
             sync_frequency: kube.sync_frequency,
+            volume_stats_agg_period: kube.volume_stats_agg_period,
         }
     }
 }

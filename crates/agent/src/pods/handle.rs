@@ -46,9 +46,17 @@ pub struct PodsHandle {
     pub(crate) events: broadcast::Sender<AgentEvent>,
     pub(crate) claims: PodClaimsReader,
     pub(crate) dra: DraHandle,
+    /// The claimed volumes' usage, when pods get volumes.
+    pub(crate) volume_stats: Option<crate::volumes::VolumeStats>,
 }
 
 impl PodsHandle {
+    /// The usage of the pods' claimed volumes (the kubelet's
+    /// `kubelet_volume_stats_*`), when pods get volumes (a real runtime).
+    pub fn volume_stats(&self) -> Option<crate::volumes::VolumeStats> {
+        self.volume_stats.clone()
+    }
+
     /// Whether the node's pods are served from the API.
     pub fn serving(&self) -> bool {
         self.serving

@@ -105,6 +105,7 @@ impl PodsManager {
             events: events.clone(),
             claims: claims.clone(),
             dra: dra.clone(),
+            volume_stats: None,
         };
         let writer = StatusWriter::new(connection.clone(), claims.limiter());
         let warnings = PodEvents::new(connection.clone(), config.node_name.clone());
@@ -114,8 +115,13 @@ impl PodsManager {
                 config.node_name.clone(),
                 connection.clone(),
                 csi_drivers,
+                config.volume_stats_agg_period,
             )
         });
+        let handle = PodsHandle {
+            volume_stats: volumes.as_ref().map(VolumeHandle::stats),
+            ..handle
+        };
         let manager = Self {
             volumes,
             admitter: Admitter {

@@ -24,6 +24,7 @@
 //! | `mount_dir.rs` | the directories made for a volume, and removed once nothing is mounted |
 //! | `stage.rs` | a persistent volume staged on the node, and unstaged |
 //! | `publish.rs` | a volume published into a pod, and unpublished |
+//! | `stats.rs` | the claimed volumes' usage (`NodeGetVolumeStats`), the kubelet's `kubelet_volume_stats_*` |
 
 pub(crate) mod calls;
 pub(crate) mod context;
@@ -36,4 +37,5 @@ pub(crate) mod publish;
 pub(crate) mod requests;
 pub(crate) mod source;
 pub(crate) mod stage;
+pub(crate) mod stats;
 pub(crate) mod vol_data;

@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
 use nodeplugins_api::quantity;
@@ -23,6 +24,7 @@ use crate::volumes::content::payload::{Owners, Sources};
 use crate::volumes::content::token::TokenManager;
 use crate::volumes::csi::names as csi_names;
 use crate::volumes::csi::plugin::CsiPlugin;
+use crate::volumes::csi::stats::VolumeStats;
 use crate::volumes::error::{VolumeError, VolumeFailure};
 use crate::volumes::layout::PodDirs;
 use crate::volumes::mounts::PodVolumes;
@@ -41,22 +43,33 @@ struct Inner {
     secrets: ObjectWatches<Secret>,
     tokens: TokenManager,
     csi: CsiPlugin,
+    stats: VolumeStats,
     book: Mutex<Book>,
 }
 
 impl VolumeHandle {
     /// Volumes of node `node_name`'s pods under `pods_dir`, their objects
     /// and tokens read through `connection`'s client, their CSI volumes
-    /// set up by the drivers of `csi_drivers`.
+    /// set up by the drivers of `csi_drivers` (the claimed ones' usage
+    /// read every `stats_period`, up to twice as long).
     pub fn new(
         pods_dir: PathBuf,
         node_name: String,
         connection: watch::Receiver<Connection>,
         csi_drivers: CsiDriverStore,
+        stats_period: Duration,
     ) -> Self {
+        let stats = VolumeStats::default();
         Self {
             inner: Arc::new(Inner {
-                csi: CsiPlugin::new(&pods_dir, node_name, csi_drivers, connection.clone()),
+                csi: CsiPlugin::new(
+                    &pods_dir,
+                    node_name,
+                    csi_drivers,
+                    connection.clone(),
+                    (stats_period, stats.clone()),
+                ),
+                stats,
                 pods_dir,
                 config_maps: ObjectWatches::new("configmap", connection.clone()),
                 secrets: ObjectWatches::new("secret", connection.clone()),
@@ -242,6 +255,11 @@ impl VolumeHandle {
             .lock()
             .map(|b| b.of(uid))
             .unwrap_or_default()
+    }
+
+    /// The claimed volumes' usage, for `/metrics`.
+    pub fn stats(&self) -> VolumeStats {
+        self.inner.stats.clone()
     }
 
     /// Where the pods' directories are.

@@ -185,6 +185,25 @@ impl DriverCalls {
         .map_err(|e| CallFailure::of(&e))
     }
 
+    /// `NodeGetVolumeStats` of `volume_id` published at `volume_path`.
+    pub(crate) async fn volume_stats(
+        &self,
+        volume_id: &str,
+        volume_path: &str,
+    ) -> Result<Vec<csi::VolumeUsage>, CallFailure> {
+        let mut client = self.client().await?;
+        call::answer(
+            client.node_get_volume_stats(csi::NodeGetVolumeStatsRequest {
+                volume_id: volume_id.to_string(),
+                volume_path: volume_path.to_string(),
+                staging_target_path: String::new(),
+            }),
+        )
+        .await
+        .map(|answer| answer.usage)
+        .map_err(|e| CallFailure::of(&e))
+    }
+
     /// `NodeUnstageVolume` of `volume_id` at `staging_target_path`.
     pub(crate) async fn unstage(
         &self,

@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use crate::csi::CsiDriverStore;
 use crate::kube_api::Connection;
 use crate::volumes::csi::source::SecretRef;
+use crate::volumes::csi::stats::StatsCollector;
 use crate::volumes::csi::vol_data;
 
 /// What the CSI plugin's steps share.
@@ -25,6 +26,8 @@ pub(crate) struct CsiContext {
     drivers: CsiDriverStore,
     connection: watch::Receiver<Connection>,
     state: Mutex<State>,
+    /// The claimed volumes whose usage is read.
+    pub(crate) stats: std::sync::Arc<StatsCollector>,
 }
 
 #[derive(Default)]
@@ -46,6 +49,7 @@ impl CsiContext {
         node_name: String,
         drivers: CsiDriverStore,
         connection: watch::Receiver<Connection>,
+        stats: std::sync::Arc<StatsCollector>,
     ) -> Self {
         Self {
             root,
@@ -53,6 +57,7 @@ impl CsiContext {
             drivers,
             connection,
             state: Mutex::new(State::default()),
+            stats,
         }
     }
 

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::CSIVolumeSource;
 use tokio::sync::watch;
@@ -19,6 +20,7 @@ use crate::volumes::csi::names;
 use crate::volumes::csi::publish::{self, CsiPod};
 use crate::volumes::csi::source::{self, CsiVolume, Lifecycle};
 use crate::volumes::csi::stage;
+use crate::volumes::csi::stats::{StatsCollector, VolumeStats};
 use crate::volumes::csi::vol_data;
 use crate::volumes::layout::{self, PodDirs};
 use crate::volumes::mounts::PodVolume;
@@ -42,19 +44,22 @@ pub(crate) struct CsiPlugin {
 
 impl CsiPlugin {
     /// The plugin for pods under `pods_dir` of node `node_name`, calling
-    /// `drivers` and reading the API through `connection`.
+    /// `drivers` and reading the API through `connection`, the claimed
+    /// volumes' usage read every `stats.0` into `stats.1`.
     pub(crate) fn new(
         pods_dir: &Path,
         node_name: String,
         drivers: CsiDriverStore,
         connection: watch::Receiver<Connection>,
+        stats: (Duration, VolumeStats),
     ) -> Self {
         Self {
             context: CsiContext::new(
                 pods_dir.parent().unwrap_or(pods_dir).to_path_buf(),
                 node_name,
-                drivers,
+                drivers.clone(),
                 connection.clone(),
+                StatsCollector::new(drivers, stats.0, stats.1),
             ),
             pods_dir: pods_dir.to_path_buf(),
             objects: DriverObjects::new(connection),

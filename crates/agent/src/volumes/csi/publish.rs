@@ -23,6 +23,7 @@ use crate::volumes::csi::mount_dir::{make_dirs, remove_mount_dir};
 use crate::volumes::csi::names;
 use crate::volumes::csi::requests::{self, PublishExtras};
 use crate::volumes::csi::source::{CsiVolume, Lifecycle};
+use crate::volumes::csi::stats::StatsTarget;
 use crate::volumes::csi::vol_data::{self, VolData};
 use crate::volumes::kinds::{ownership, tmpfs};
 use crate::volumes::layout::PodDirs;
@@ -160,6 +161,17 @@ pub(crate) async fn set_up(
         return Err(e.to_string());
     }
     plugin.set_published(&target, true);
+    if let Some((namespace, claim)) = &volume.claim {
+        plugin.stats.track(
+            &target,
+            StatsTarget {
+                namespace: namespace.clone(),
+                claim: claim.clone(),
+                driver: volume.driver.clone(),
+                handle: volume.handle.clone(),
+            },
+        );
+    }
     if !remount {
         tracing::info!(volume = %volume.spec_name, driver = %volume.driver, target = %target.display(), "volume published");
     }
@@ -258,6 +270,7 @@ pub(crate) async fn tear_down(
         .await
         .map_err(|e| format!("kubernetes.io/csi: Unmounter.TearDownAt failed: {e}"))?;
     plugin.set_published(&target, false);
+    plugin.stats.forget(&target);
     tracing::info!(volume = %name, %driver, target = %target.display(), "volume unpublished");
     remove_mount_dir(&target).map_err(|e| {
         format!(

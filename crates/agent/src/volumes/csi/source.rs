@@ -67,6 +67,8 @@ pub(crate) struct CsiVolume {
     pub(crate) stage_secret: Option<SecretRef>,
     /// `nodePublishSecretRef`.
     pub(crate) publish_secret: Option<SecretRef>,
+    /// The claim it is the volume of (namespace, name), if any.
+    pub(crate) claim: Option<(String, String)>,
 }
 
 /// Why a pod's claim gives no volume yet.
@@ -123,6 +125,7 @@ pub(crate) fn inline(pod: &Pod, name: &str, source: &CSIVolumeSource) -> CsiVolu
             namespace,
             name: r.name.clone(),
         }),
+        claim: None,
     }
 }
 
@@ -164,11 +167,12 @@ pub(crate) async fn persistent(
             name: volume_name.clone(),
             error: e.to_string(),
         })?;
-    let volume = of_volume(
+    let mut volume = of_volume(
         &pv,
         pvc.metadata.uid.as_deref().unwrap_or_default(),
         read_only,
     )?;
+    volume.claim = Some((namespace.to_string(), claim.name.to_string()));
     node_affinity::check(&pv, labels)?;
     Ok(volume)
 }
@@ -259,6 +263,7 @@ fn of_volume(
         access_modes: spec.access_modes.clone().unwrap_or_default(),
         stage_secret: secret(&source.node_stage_secret_ref),
         publish_secret: secret(&source.node_publish_secret_ref),
+        claim: None,
     })
 }
 
