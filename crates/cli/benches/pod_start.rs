@@ -23,7 +23,10 @@
 //! service-account token from the TokenRequest API, the `kube-root-ca.crt`
 //! ConfigMap, the namespace), one pod at a time and 50 at once on each
 //! node, with the API requests each node sent per pod of the burst
-//! (`apiserver_request_total`, the bindings left out).
+//! (`apiserver_request_total`, the bindings left out). And then with a
+//! CSI volume besides: an inline volume of the SDK's example CSI driver
+//! (one on each node, registered by the CSI registrar, its volumes bind
+//! mounts), published before the sandbox is made.
 //!
 //! Run: `cargo bench -p nodeplugins-cli --bench pod_start` (builds the Go
 //! programs of `interop/` and installs Debian's runc first where missing,
@@ -127,9 +130,9 @@ fn is_running(pod: &Pod) -> bool {
 }
 
 /// Pod `name`, not bound yet, with its API access volume (`api_access`)
-/// or none.
-async fn unbound_pod(api: &KubeApi, name: &str, api_access: bool) {
-    let pod = json!({
+/// or none, and an inline volume of the example CSI driver (`csi`) or none.
+async fn unbound_pod(api: &KubeApi, name: &str, api_access: bool, csi: bool) {
+    let mut pod = json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": "default"},
         "spec": {
@@ -145,7 +148,35 @@ async fn unbound_pod(api: &KubeApi, name: &str, api_access: bool) {
             }],
         },
     });
+    if csi {
+        pod["spec"]["volumes"] = json!([{"name": "data",
+            "csi": {"driver": "csi.example.com", "volumeAttributes": {"size": "1Mi"}}}]);
+        pod["spec"]["containers"][0]["volumeMounts"] =
+            json!([{"name": "data", "mountPath": "/data"}]);
+    }
     api.admin("POST", PODS, Some(&pod)).await;
+}
+
+/// The SDK's example CSI driver serving volumes under `state` on the node
+/// whose state is under `root`, registered there by the CSI registrar.
+fn csi_driver(root: &std::path::Path, node: &str, state: &std::path::Path) -> [ChildProcess; 2] {
+    let socket = root.join("plugins/csi.example.com/csi.sock");
+    let mut driver = Command::new(binary("nodeplugins-sdk-bins", "example-csi-driver"));
+    driver
+        .arg(format!("--endpoint=unix://{}", socket.display()))
+        .arg(format!("--node-id={node}"))
+        .arg(format!("--state-dir={}", state.display()));
+    let registry = root.join("plugins_registry");
+    std::fs::create_dir_all(&registry).unwrap();
+    let mut registrar = Command::new(binary("nodeplugins-sdk-bins", "nodeplugins-csi-registrar"));
+    registrar
+        .arg(format!("--csi-address={}", socket.display()))
+        .arg(format!("--kubelet-registration-path={}", socket.display()))
+        .arg(format!("--plugin-registration-path={}", registry.display()));
+    [
+        ChildProcess::spawn("example-csi-driver", driver),
+        ChildProcess::spawn("nodeplugins-csi-registrar", registrar),
+    ]
 }
 
 /// Deletes `names` as a user does (their grace period), and returns once
@@ -333,7 +364,7 @@ async fn main() {
     // A first pod on each: the sandbox image and busybox unpacked.
     for (node, containerd, _) in nodes {
         let name = vec![format!("warm-{node}")];
-        unbound_pod(&api, &name[0], false).await;
+        unbound_pod(&api, &name[0], false, false).await;
         bind(&pods, &name[0], node).await;
         running.all(&name).await;
         delete_all(&api, containerd, &name).await;
@@ -349,7 +380,7 @@ async fn main() {
         };
         for (node, containerd, _) in order {
             let name = vec![format!("one-{node}-{round}")];
-            unbound_pod(&api, &name[0], false).await;
+            unbound_pod(&api, &name[0], false, false).await;
             let sent = [(name[0].clone(), bind(&pods, &name[0], node).await)].into();
             let ready = running.all(&name).await;
             one.entry(node)
@@ -378,7 +409,7 @@ async fn main() {
                 .map(|i| format!("burst-{round}-{node}-{i:02}"))
                 .collect();
             for name in &names {
-                unbound_pod(&api, name, false).await;
+                unbound_pod(&api, name, false, false).await;
             }
             let binds = names.iter().map(|name| {
                 let pods = &pods;
@@ -417,7 +448,7 @@ async fn main() {
         };
         for (node, containerd, _) in order {
             let name = vec![format!("vol-{node}-{round}")];
-            unbound_pod(&api, &name[0], true).await;
+            unbound_pod(&api, &name[0], true, false).await;
             let sent = [(name[0].clone(), bind(&pods, &name[0], node).await)].into();
             let ready = running.all(&name).await;
             one_volume
@@ -434,7 +465,7 @@ async fn main() {
             .map(|i| format!("vol-burst-{node}-{i:02}"))
             .collect();
         for name in &names {
-            unbound_pod(&api, name, true).await;
+            unbound_pod(&api, name, true, false).await;
         }
         let before = api.request_counts().await;
         let binds = names.iter().map(|name| {
@@ -448,6 +479,92 @@ async fn main() {
         let ignore = [("POST pods/binding", BURST as f64)];
         requests.insert(node, after.since(&before, &ignore).per(BURST as f64));
         burst_volume
+            .entry(node)
+            .or_default()
+            .extend(latencies(&sent, &ready));
+        delete_all(&api, containerd, &names).await;
+    }
+
+    // With a CSI volume besides: the example driver on each node.
+    let csi_state = tempfile::tempdir().unwrap();
+    let _drivers = [
+        csi_driver(root.path(), OURS, &csi_state.path().join("ours")),
+        csi_driver(
+            &kubelet.root(),
+            REFERENCE,
+            &csi_state.path().join("kubelet"),
+        ),
+    ];
+    api.admin(
+        "POST",
+        "/apis/storage.k8s.io/v1/csidrivers",
+        Some(
+            &json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
+            "metadata": {"name": "csi.example.com"},
+            "spec": {"attachRequired": false, "podInfoOnMount": true,
+                     "volumeLifecycleModes": ["Ephemeral"]}}),
+        ),
+    )
+    .await;
+    for node in [OURS, REFERENCE] {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let n = api
+                .admin("GET", &format!("/api/v1/nodes/{node}"), None)
+                .await;
+            let registered = n["metadata"]["annotations"]["csi.volume.kubernetes.io/nodeid"]
+                .as_str()
+                .is_some_and(|a| a.contains("csi.example.com"));
+            if registered {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the CSI driver never registered on {node}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let mut one_csi: BTreeMap<&str, Vec<Duration>> = BTreeMap::new();
+    for round in 0..ROUNDS / 2 {
+        let order = if round % 2 == 0 {
+            [nodes[0], nodes[1]]
+        } else {
+            [nodes[1], nodes[0]]
+        };
+        for (node, containerd, _) in order {
+            let name = vec![format!("csi-{node}-{round}")];
+            unbound_pod(&api, &name[0], true, true).await;
+            let sent = [(name[0].clone(), bind(&pods, &name[0], node).await)].into();
+            let ready = running.all(&name).await;
+            one_csi
+                .entry(node)
+                .or_default()
+                .extend(latencies(&sent, &ready));
+            delete_all(&api, containerd, &name).await;
+        }
+    }
+    let mut burst_csi: BTreeMap<&str, Vec<Duration>> = BTreeMap::new();
+    let mut csi_requests: BTreeMap<&str, String> = BTreeMap::new();
+    for (node, containerd, _) in nodes {
+        let names: Vec<String> = (0..BURST)
+            .map(|i| format!("csi-burst-{node}-{i:02}"))
+            .collect();
+        for name in &names {
+            unbound_pod(&api, name, true, true).await;
+        }
+        let before = api.request_counts().await;
+        let binds = names.iter().map(|name| {
+            let pods = &pods;
+            async move { (name.clone(), bind(pods, name, node).await) }
+        });
+        let sent: BTreeMap<String, SystemTime> =
+            futures::future::join_all(binds).await.into_iter().collect();
+        let ready = running.all(&names).await;
+        let after = api.request_counts().await;
+        let ignore = [("POST pods/binding", BURST as f64)];
+        csi_requests.insert(node, after.since(&before, &ignore).per(BURST as f64));
+        burst_csi
             .entry(node)
             .or_default()
             .extend(latencies(&sent, &ready));
@@ -512,4 +629,25 @@ async fn main() {
     );
     println!("  kubelet v1.37.2: {}", requests[REFERENCE]);
     println!("  nodeplugins:     {}", requests[OURS]);
+    println!("with the kube-api-access volume and an inline CSI volume (the example driver):");
+    for (label, node) in [("kubelet v1.37.2", REFERENCE), ("nodeplugins    ", OURS)] {
+        println!(
+            "{}",
+            percentiles_ms(&format!("one pod,       {label}"), one_csi[node].clone())
+        );
+    }
+    for (label, node) in [("kubelet v1.37.2", REFERENCE), ("nodeplugins    ", OURS)] {
+        println!(
+            "{}",
+            percentiles_ms(
+                &format!("{BURST} at once, {label}"),
+                burst_csi[node].clone()
+            )
+        );
+    }
+    println!(
+        "API requests per pod of the {BURST} at once with both volumes (apiserver_request_total):"
+    );
+    println!("  kubelet v1.37.2: {}", csi_requests[REFERENCE]);
+    println!("  nodeplugins:     {}", csi_requests[OURS]);
 }
