@@ -14,7 +14,8 @@
 //!   rolling updates ([`dra_driver::DraDriverServer::builder`]).
 //! - [`csi_registrar`]: a replacement for the node-driver-registrar sidecar
 //!   ([`csi_registrar::CsiRegistrar::builder`]).
-//! - [`csi_driver`]: a minimal CSI node driver server.
+//! - [`csi_driver`]: a small CSI node driver server (registration, and
+//!   volumes as bind mounts, staged and published, with their stats).
 //! - [`cdi`]: what a container gets for a device, written as the CDI spec
 //!   files the container runtime reads (by the DRA driver server for its
 //!   prepared claims, and by the device plugin server for its devices).
