@@ -1337,7 +1337,7 @@ async fn a_pods_csi_volumes_get_the_same_driver_calls_from_our_agent_as_from_the
         let state = dir.path().join(format!("state-{side}"));
         std::fs::create_dir_all(state.join("vol-1")).unwrap();
         std::fs::write(state.join("vol-1/hello"), "from the driver").unwrap();
-        drivers.push(start_csi_driver(root, node, &state, &log_of(side)));
+        drivers.push(start_csi_driver(root, node, &state, &log_of(side), &[]));
         eventually(
             &format!("the CSI driver registered on {node}"),
             LONG,

@@ -28,7 +28,9 @@
 //!   registrar: the kubelet's calls in its order, the container sees the
 //!   driver's files, resyncs and an agent restart call nothing again;
 //!   deleted while the driver is down, the pod stays until the driver is
-//!   back and its volumes are unpublished and unstaged.
+//!   back and its volumes are unpublished and unstaged; a publish the
+//!   driver does not finish in time keeps the volume's marks, and the pod
+//!   deleted before it ran gets the volume unpublished all the same.
 
 // Test code: a failed unwrap is a failed test with a precise location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -745,7 +747,7 @@ async fn a_csi_driver_stages_and_publishes_a_pods_volumes_once_and_unpublishes_t
         "1s",
     ];
     let mut node = Node::start_full(&cluster, NODE, 1, 0, &args, Some(&containerd.cdi_dir())).await;
-    let mut csi = Some(start_csi_driver(node.root(), NODE, &state, &calls_log));
+    let mut csi = Some(start_csi_driver(node.root(), NODE, &state, &calls_log, &[]));
     node.wait_node(&cluster, "the CSI driver's node id on the Node", |n| {
         n["metadata"]["annotations"]["csi.volume.kubernetes.io/nodeid"]
             .as_str()
@@ -991,7 +993,7 @@ async fn a_csi_driver_stages_and_publishes_a_pods_volumes_once_and_unpublishes_t
     );
     assert!(published.exists() && inline.exists());
 
-    let _csi = start_csi_driver(node.root(), NODE, &state, &calls_log);
+    let (mut driver, mut registrar) = start_csi_driver(node.root(), NODE, &state, &calls_log, &[]);
     eventually("the pod gone once its volumes are", LONG, || async {
         gone(&cluster, "reader").await.then_some(())
     })
@@ -1027,4 +1029,77 @@ async fn a_csi_driver_stages_and_publishes_a_pods_volumes_once_and_unpublishes_t
         std::fs::read_to_string(state.join("vol-1/hello")).unwrap(),
         "from the driver"
     );
+
+    // A driver that does not answer a publish in time may still be at work
+    // on it: the volume's marks stay, and the pod, deleted before it ever
+    // ran, gets the volume unpublished all the same.
+    common::signal(&registrar, "-TERM").await;
+    registrar.wait(LONG).await;
+    common::signal(&driver, "-KILL").await;
+    driver.wait(LONG).await;
+    let _failing = start_csi_driver(
+        node.root(),
+        NODE,
+        &state,
+        &calls_log,
+        &["--fail=NodePublishVolume=DeadlineExceeded"],
+    );
+    let before = csi_calls(&calls_log).len();
+    let mut main = busybox("main", 0, &[], "sleep 3600");
+    main["volumeMounts"] = json!([{"name": "scratch", "mountPath": "/scratch"}]);
+    let mut unsure = pod("unsure", NODE, vec![main]);
+    unsure["spec"]["hostNetwork"] = json!(true);
+    unsure["spec"]["volumes"] = json!([
+        {"name": "scratch", "csi": {"driver": "csi.example.com"}},
+    ]);
+    cluster.create(&unsure).await;
+    eventually("a publish the driver did not finish", LONG, || async {
+        csi_calls(&calls_log)[before..]
+            .iter()
+            .any(|c| {
+                c["method"] == "NodePublishVolume"
+                    && c["error"]
+                        .as_str()
+                        .is_some_and(|e| e.starts_with("DeadlineExceeded"))
+            })
+            .then_some(())
+    })
+    .await;
+    let uid = cluster.pod("unsure").await["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let volume_dir = root
+        .join("pods")
+        .join(&uid)
+        .join("volumes/kubernetes.io~csi/scratch");
+    assert!(
+        volume_dir.join("vol_data.json").is_file(),
+        "an unfinished publish keeps its marks"
+    );
+    let answer = api
+        .request(
+            Identity::Admin,
+            "DELETE",
+            &format!("{PODS}/unsure?gracePeriodSeconds=2"),
+            None,
+        )
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    eventually(
+        "the pod gone once its volume is unpublished",
+        LONG,
+        || async { gone(&cluster, "unsure").await.then_some(()) },
+    )
+    .await;
+    let target = volume_dir.join("mount").display().to_string();
+    let calls = csi_calls(&calls_log);
+    assert!(
+        calls[before..]
+            .iter()
+            .any(|c| c["method"] == "NodeUnpublishVolume"
+                && c["request"]["target_path"] == target.as_str()),
+        "{calls:#?}"
+    );
+    assert!(!volume_dir.exists());
 }

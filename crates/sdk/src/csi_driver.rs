@@ -35,6 +35,8 @@ pub struct CsiNodeDriver {
     volumes: Option<Arc<Volumes>>,
     /// Where the node calls are written, if anywhere.
     call_log: Option<Arc<CallLog>>,
+    /// Node methods answered with an error, whatever is asked.
+    failures: HashMap<String, tonic::Code>,
 }
 
 impl CsiNodeDriver {
@@ -82,6 +84,15 @@ impl CsiNodeDriver {
     pub fn call_log(mut self, path: impl Into<PathBuf>) -> std::io::Result<Self> {
         self.call_log = Some(Arc::new(CallLog::open(&path.into())?));
         Ok(self)
+    }
+
+    /// Answers every call of node method `method` (`NodePublishVolume`...)
+    /// with `code`, to try how a node handles a driver that fails: a
+    /// `DeadlineExceeded` leaves the node unsure whether the call did its
+    /// work, an `InvalidArgument` tells it that it did not.
+    pub fn fail(mut self, method: impl Into<String>, code: tonic::Code) -> Self {
+        self.failures.insert(method.into(), code);
+        self
     }
 
     /// Answers NodeGetInfo with UNAVAILABLE, to exercise failure handling.
@@ -156,7 +167,13 @@ impl CsiNodeDriver {
         answer.map(Response::new)
     }
 
-    fn served_volumes(&self) -> Result<&Volumes, Status> {
+    fn served_volumes(&self, method: &str) -> Result<&Volumes, Status> {
+        if let Some(code) = self.failures.get(method) {
+            return Err(Status::new(
+                *code,
+                format!("{method} fails here on purpose"),
+            ));
+        }
         self.volumes
             .as_deref()
             .ok_or_else(|| Status::unimplemented("this driver serves no volumes"))
@@ -211,7 +228,7 @@ impl csi::node_server::Node for CsiNodeDriver {
     ) -> Result<Response<csi::NodeStageVolumeResponse>, Status> {
         let request = request.into_inner();
         let answer = self
-            .served_volumes()
+            .served_volumes("NodeStageVolume")
             .and_then(|v| v.stage(&request))
             .map(|()| csi::NodeStageVolumeResponse {});
         self.logged("NodeStageVolume", &request, answer)
@@ -223,7 +240,7 @@ impl csi::node_server::Node for CsiNodeDriver {
     ) -> Result<Response<csi::NodeUnstageVolumeResponse>, Status> {
         let request = request.into_inner();
         let answer = self
-            .served_volumes()
+            .served_volumes("NodeUnstageVolume")
             .and_then(|v| v.unstage(&request))
             .map(|()| csi::NodeUnstageVolumeResponse {});
         self.logged("NodeUnstageVolume", &request, answer)
@@ -235,7 +252,7 @@ impl csi::node_server::Node for CsiNodeDriver {
     ) -> Result<Response<csi::NodePublishVolumeResponse>, Status> {
         let request = request.into_inner();
         let answer = self
-            .served_volumes()
+            .served_volumes("NodePublishVolume")
             .and_then(|v| v.publish(&request))
             .map(|()| csi::NodePublishVolumeResponse {});
         self.logged("NodePublishVolume", &request, answer)
@@ -247,7 +264,7 @@ impl csi::node_server::Node for CsiNodeDriver {
     ) -> Result<Response<csi::NodeUnpublishVolumeResponse>, Status> {
         let request = request.into_inner();
         let answer = self
-            .served_volumes()
+            .served_volumes("NodeUnpublishVolume")
             .and_then(|v| v.unpublish(&request))
             .map(|()| csi::NodeUnpublishVolumeResponse {});
         self.logged("NodeUnpublishVolume", &request, answer)
@@ -259,7 +276,7 @@ impl csi::node_server::Node for CsiNodeDriver {
     ) -> Result<Response<csi::NodeGetVolumeStatsResponse>, Status> {
         let request = request.into_inner();
         let answer = self
-            .served_volumes()
+            .served_volumes("NodeGetVolumeStats")
             .and_then(|v| v.stats(&request))
             .map(|usage| csi::NodeGetVolumeStatsResponse { usage });
         self.logged("NodeGetVolumeStats", &request, answer)

@@ -540,12 +540,13 @@ pub fn methods(calls: &[Value]) -> Vec<String> {
 /// The SDK's example CSI driver `csi.example.com` serving volumes under
 /// `state` (staging them) as node `node_id`, its calls in `log`,
 /// registered with the node (the agent or a kubelet) at `root` by the CSI
-/// registrar.
+/// registrar; the driver given `more` flags.
 pub fn start_csi_driver(
     root: &Path,
     node_id: &str,
     state: &Path,
     log: &Path,
+    more: &[&str],
 ) -> (ChildProcess, ChildProcess) {
     let socket = root.join("plugins/csi.example.com/csi.sock");
     let mut driver =
@@ -555,7 +556,8 @@ pub fn start_csi_driver(
         .arg(format!("--node-id={node_id}"))
         .arg(format!("--state-dir={}", state.display()))
         .arg("--stage")
-        .arg(format!("--call-log={}", log.display()));
+        .arg(format!("--call-log={}", log.display()))
+        .args(more);
     let driver = ChildProcess::spawn("example-csi-driver", driver);
     std::fs::create_dir_all(root.join("plugins_registry")).unwrap();
     let mut registrar =

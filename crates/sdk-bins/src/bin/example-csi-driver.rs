@@ -40,8 +40,42 @@ struct Flags {
     /// Append every node call served to this file, one JSON line each.
     #[arg(long)]
     call_log: Option<PathBuf>,
+    /// Answer every call of a node method with an error, to try a node's
+    /// failure handling: METHOD=CODE (NodePublishVolume=DeadlineExceeded).
+    #[arg(long, value_parser = parse_failure)]
+    fail: Vec<(String, nodeplugins_sdk::tonic::Code)>,
     #[command(flatten)]
     log: LogFlags,
+}
+
+/// `METHOD=CODE`, the code by its gRPC name.
+fn parse_failure(text: &str) -> Result<(String, nodeplugins_sdk::tonic::Code), String> {
+    use nodeplugins_sdk::tonic::Code;
+    let (method, code) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?}: not METHOD=CODE"))?;
+    let code = [
+        Code::Cancelled,
+        Code::Unknown,
+        Code::InvalidArgument,
+        Code::DeadlineExceeded,
+        Code::NotFound,
+        Code::AlreadyExists,
+        Code::PermissionDenied,
+        Code::ResourceExhausted,
+        Code::FailedPrecondition,
+        Code::Aborted,
+        Code::OutOfRange,
+        Code::Unimplemented,
+        Code::Internal,
+        Code::Unavailable,
+    ]
+    .into_iter()
+    .find(|c| format!("{c:?}") == code)
+    .ok_or_else(|| {
+        format!("{code:?}: not a gRPC code name (DeadlineExceeded, InvalidArgument...)")
+    })?;
+    Ok((method.to_string(), code))
 }
 
 fn main() -> anyhow::Result<()> {
@@ -62,6 +96,9 @@ fn main() -> anyhow::Result<()> {
     }
     if let Some(log) = &flags.call_log {
         driver = driver.call_log(log)?;
+    }
+    for (method, code) in flags.fail.iter().cloned() {
+        driver = driver.fail(method, code);
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
