@@ -879,6 +879,22 @@ async fn a_csi_driver_stages_and_publishes_a_pods_volumes_once_and_unpublishes_t
         "false"
     );
     assert_eq!(publish["volume_context"]["kind"], "static");
+    let tokens: Value = serde_json::from_str(
+        publish["volume_context"]["csi.storage.k8s.io/serviceAccount.tokens"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        tokens["csi.example.com"]["token"]
+            .as_str()
+            .is_some_and(|t| t.split('.').count() == 3),
+        "a service-account token for the driver's audience: {tokens}"
+    );
+    assert!(
+        tokens["csi.example.com"]["expirationTimestamp"].is_string(),
+        "{tokens}"
+    );
     let ephemeral = &calls[10]["request"];
     assert_eq!(ephemeral["staging_target_path"], "");
     assert_eq!(

@@ -575,7 +575,8 @@ pub fn start_csi_driver(
 }
 
 /// The CSIDriver object of the example CSI driver: no attaching, the
-/// pod's identity in its volumes' context, fsGroup applied by the node,
+/// pod's identity in its volumes' context and a token of the pod's service
+/// account for audience `csi.example.com`, fsGroup applied by the node,
 /// inline and persistent volumes.
 pub async fn create_csi_driver_object(api: &KubeApi) {
     api.admin(
@@ -585,7 +586,8 @@ pub async fn create_csi_driver_object(api: &KubeApi) {
             &json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
             "metadata": {"name": "csi.example.com"},
             "spec": {"attachRequired": false, "podInfoOnMount": true, "fsGroupPolicy": "File",
-                     "volumeLifecycleModes": ["Persistent", "Ephemeral"]}}),
+                     "volumeLifecycleModes": ["Persistent", "Ephemeral"],
+                     "tokenRequests": [{"audience": "csi.example.com", "expirationSeconds": 600}]}}),
         ),
     )
     .await;

@@ -411,7 +411,9 @@ pub(crate) async fn projected(
                     .and_then(|s| s.service_account_name.clone())
                     .unwrap_or_else(|| "default".into()),
                 audience: token.audience.clone().unwrap_or_default(),
-                expiration_seconds: token.expiration_seconds.unwrap_or(DEFAULT_TOKEN_EXPIRATION),
+                expiration_seconds: Some(
+                    token.expiration_seconds.unwrap_or(DEFAULT_TOKEN_EXPIRATION),
+                ),
                 pod_name: pod.metadata.name.clone().unwrap_or_default(),
                 pod_uid: pod.metadata.uid.clone().unwrap_or_default(),
             };

@@ -28,7 +28,8 @@ pub(crate) struct TokenKey {
     pub(crate) namespace: String,
     pub(crate) service_account: String,
     pub(crate) audience: String,
-    pub(crate) expiration_seconds: i64,
+    /// Its lifetime; none asked for: the API server's default (an hour).
+    pub(crate) expiration_seconds: Option<i64>,
     pub(crate) pod_name: String,
     pub(crate) pod_uid: String,
 }
@@ -118,7 +119,6 @@ impl TokenManager {
         // Written as JSON: the TokenRequest types' optional fields differ
         // between the Kubernetes versions an application may pick.
         let mut spec = serde_json::json!({
-            "expirationSeconds": key.expiration_seconds,
             "boundObjectRef": {
                 "apiVersion": "v1",
                 "kind": "Pod",
@@ -126,6 +126,9 @@ impl TokenManager {
                 "uid": key.pod_uid,
             },
         });
+        if let Some(seconds) = key.expiration_seconds {
+            spec["expirationSeconds"] = serde_json::json!(seconds);
+        }
         if !key.audience.is_empty() {
             spec["audiences"] = serde_json::json!([key.audience]);
         }

@@ -29,10 +29,6 @@ use crate::volumes::kinds::{ownership, tmpfs};
 use crate::volumes::layout::PodDirs;
 use crate::volumes::mounts::PodVolume;
 
-/// A token asked for with no lifetime lives this long (the API server's
-/// default).
-const DEFAULT_TOKEN_SECONDS: i64 = 3600;
-
 /// The pod a CSI volume is set up for.
 pub(crate) struct CsiPod<'a> {
     pub(crate) pod: &'a Pod,
@@ -221,7 +217,7 @@ async fn tokens(pod: &CsiPod<'_>, policy: &DriverPolicy) -> Result<String, Strin
                 .and_then(|s| s.service_account_name.clone())
                 .unwrap_or_default(),
             audience: request.audience.clone(),
-            expiration_seconds: request.expiration_seconds.unwrap_or(DEFAULT_TOKEN_SECONDS),
+            expiration_seconds: request.expiration_seconds,
             pod_name: meta.name.clone().unwrap_or_default(),
             pod_uid: meta.uid.clone().unwrap_or_default(),
         };
