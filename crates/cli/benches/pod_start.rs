@@ -157,6 +157,68 @@ async fn unbound_pod(api: &KubeApi, name: &str, api_access: bool, csi: bool) {
     api.admin("POST", PODS, Some(&pod)).await;
 }
 
+/// Latencies by node.
+type ByNode = BTreeMap<&'static str, Vec<Duration>>;
+
+/// Pods with their API access volume (and an inline CSI volume, `csi`):
+/// `ROUNDS / 2` one at a time on each node, taking turns at going first,
+/// then `BURST` at once on each; the latencies of both, and the API
+/// requests each node sent per pod of its burst (the bindings left out).
+/// Pods are named `<prefix>-<node>-<round>` and `<prefix>-burst-<node>-<i>`.
+async fn with_volumes(
+    api: &KubeApi,
+    pods: &Api<Pod>,
+    running: &Running,
+    nodes: [(&'static str, &Containerd, u32); 2],
+    prefix: &str,
+    csi: bool,
+) -> (ByNode, ByNode, BTreeMap<&'static str, String>) {
+    let mut one: ByNode = BTreeMap::new();
+    for round in 0..ROUNDS / 2 {
+        let order = if round % 2 == 0 {
+            [nodes[0], nodes[1]]
+        } else {
+            [nodes[1], nodes[0]]
+        };
+        for (node, containerd, _) in order {
+            let name = vec![format!("{prefix}-{node}-{round}")];
+            unbound_pod(api, &name[0], true, csi).await;
+            let sent = [(name[0].clone(), bind(pods, &name[0], node).await)].into();
+            let ready = running.all(&name).await;
+            one.entry(node)
+                .or_default()
+                .extend(latencies(&sent, &ready));
+            delete_all(api, containerd, &name).await;
+        }
+    }
+    let mut burst: ByNode = BTreeMap::new();
+    let mut requests = BTreeMap::new();
+    for (node, containerd, _) in nodes {
+        let names: Vec<String> = (0..BURST)
+            .map(|i| format!("{prefix}-burst-{node}-{i:02}"))
+            .collect();
+        for name in &names {
+            unbound_pod(api, name, true, csi).await;
+        }
+        let before = api.request_counts().await;
+        let binds = names
+            .iter()
+            .map(|name| async move { (name.clone(), bind(pods, name, node).await) });
+        let sent: BTreeMap<String, SystemTime> =
+            futures::future::join_all(binds).await.into_iter().collect();
+        let ready = running.all(&names).await;
+        let after = api.request_counts().await;
+        let ignore = [("POST pods/binding", BURST as f64)];
+        requests.insert(node, after.since(&before, &ignore).per(BURST as f64));
+        burst
+            .entry(node)
+            .or_default()
+            .extend(latencies(&sent, &ready));
+        delete_all(api, containerd, &names).await;
+    }
+    (one, burst, requests)
+}
+
 /// The SDK's example CSI driver serving volumes under `state` on the node
 /// whose state is under `root`, registered there by the CSI registrar.
 fn csi_driver(root: &std::path::Path, node: &str, state: &std::path::Path) -> [ChildProcess; 2] {
@@ -439,51 +501,8 @@ async fn main() {
             "metadata": {"name": "kube-root-ca.crt"}, "data": {"ca.crt": ca}})),
     )
     .await;
-    let mut one_volume: BTreeMap<&str, Vec<Duration>> = BTreeMap::new();
-    for round in 0..ROUNDS / 2 {
-        let order = if round % 2 == 0 {
-            [nodes[0], nodes[1]]
-        } else {
-            [nodes[1], nodes[0]]
-        };
-        for (node, containerd, _) in order {
-            let name = vec![format!("vol-{node}-{round}")];
-            unbound_pod(&api, &name[0], true, false).await;
-            let sent = [(name[0].clone(), bind(&pods, &name[0], node).await)].into();
-            let ready = running.all(&name).await;
-            one_volume
-                .entry(node)
-                .or_default()
-                .extend(latencies(&sent, &ready));
-            delete_all(&api, containerd, &name).await;
-        }
-    }
-    let mut burst_volume: BTreeMap<&str, Vec<Duration>> = BTreeMap::new();
-    let mut requests: BTreeMap<&str, String> = BTreeMap::new();
-    for (node, containerd, _) in nodes {
-        let names: Vec<String> = (0..BURST)
-            .map(|i| format!("vol-burst-{node}-{i:02}"))
-            .collect();
-        for name in &names {
-            unbound_pod(&api, name, true, false).await;
-        }
-        let before = api.request_counts().await;
-        let binds = names.iter().map(|name| {
-            let pods = &pods;
-            async move { (name.clone(), bind(pods, name, node).await) }
-        });
-        let sent: BTreeMap<String, SystemTime> =
-            futures::future::join_all(binds).await.into_iter().collect();
-        let ready = running.all(&names).await;
-        let after = api.request_counts().await;
-        let ignore = [("POST pods/binding", BURST as f64)];
-        requests.insert(node, after.since(&before, &ignore).per(BURST as f64));
-        burst_volume
-            .entry(node)
-            .or_default()
-            .extend(latencies(&sent, &ready));
-        delete_all(&api, containerd, &names).await;
-    }
+    let (one_volume, burst_volume, requests) =
+        with_volumes(&api, &pods, &running, nodes, "vol", false).await;
 
     // With a CSI volume besides: the example driver on each node.
     let csi_state = tempfile::tempdir().unwrap();
@@ -525,51 +544,8 @@ async fn main() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
-    let mut one_csi: BTreeMap<&str, Vec<Duration>> = BTreeMap::new();
-    for round in 0..ROUNDS / 2 {
-        let order = if round % 2 == 0 {
-            [nodes[0], nodes[1]]
-        } else {
-            [nodes[1], nodes[0]]
-        };
-        for (node, containerd, _) in order {
-            let name = vec![format!("csi-{node}-{round}")];
-            unbound_pod(&api, &name[0], true, true).await;
-            let sent = [(name[0].clone(), bind(&pods, &name[0], node).await)].into();
-            let ready = running.all(&name).await;
-            one_csi
-                .entry(node)
-                .or_default()
-                .extend(latencies(&sent, &ready));
-            delete_all(&api, containerd, &name).await;
-        }
-    }
-    let mut burst_csi: BTreeMap<&str, Vec<Duration>> = BTreeMap::new();
-    let mut csi_requests: BTreeMap<&str, String> = BTreeMap::new();
-    for (node, containerd, _) in nodes {
-        let names: Vec<String> = (0..BURST)
-            .map(|i| format!("csi-burst-{node}-{i:02}"))
-            .collect();
-        for name in &names {
-            unbound_pod(&api, name, true, true).await;
-        }
-        let before = api.request_counts().await;
-        let binds = names.iter().map(|name| {
-            let pods = &pods;
-            async move { (name.clone(), bind(pods, name, node).await) }
-        });
-        let sent: BTreeMap<String, SystemTime> =
-            futures::future::join_all(binds).await.into_iter().collect();
-        let ready = running.all(&names).await;
-        let after = api.request_counts().await;
-        let ignore = [("POST pods/binding", BURST as f64)];
-        csi_requests.insert(node, after.since(&before, &ignore).per(BURST as f64));
-        burst_csi
-            .entry(node)
-            .or_default()
-            .extend(latencies(&sent, &ready));
-        delete_all(&api, containerd, &names).await;
-    }
+    let (one_csi, burst_csi, csi_requests) =
+        with_volumes(&api, &pods, &running, nodes, "csi", true).await;
 
     println!("from binding to Running with every container ready, as a watch of the API shows it:");
     println!(

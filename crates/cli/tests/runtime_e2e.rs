@@ -60,15 +60,28 @@ async fn runtime_node(
     devices: usize,
     gpus: usize,
 ) -> Node {
+    runtime_node_with(cluster, containerd, logs, devices, gpus, &[]).await
+}
+
+/// [`runtime_node`], the agent given `more` flags.
+async fn runtime_node_with(
+    cluster: &Cluster,
+    containerd: &Containerd,
+    logs: &Path,
+    devices: usize,
+    gpus: usize,
+    more: &[&str],
+) -> Node {
     std::fs::create_dir_all("/var/run/example-device").unwrap();
     containerd.write_example_cdi_spec(RESOURCE, devices);
     let endpoint = containerd.endpoint();
-    let args = [
+    let mut args = vec![
         "--container-runtime-endpoint",
         endpoint.as_str(),
         "--pod-logs-dir",
         logs.to_str().unwrap(),
     ];
+    args.extend_from_slice(more);
     Node::start_full(
         cluster,
         NODE,
@@ -590,19 +603,16 @@ async fn a_pods_volumes_survive_an_agent_restart_and_go_with_the_pod_even_delete
     let cluster = Cluster::start(&[NODE]).await;
     let containerd = Containerd::start().await;
     let logs = TempDir::new().unwrap();
-    std::fs::create_dir_all("/var/run/example-device").unwrap();
-    containerd.write_example_cdi_spec(RESOURCE, 1);
-    let endpoint = containerd.endpoint();
     // Resynced every second or so, for a ConfigMap's change to show soon.
-    let args = [
-        "--container-runtime-endpoint",
-        endpoint.as_str(),
-        "--pod-logs-dir",
-        logs.path().to_str().unwrap(),
-        "--sync-frequency",
-        "1s",
-    ];
-    let mut node = Node::start_full(&cluster, NODE, 1, 0, &args, Some(&containerd.cdi_dir())).await;
+    let mut node = runtime_node_with(
+        &cluster,
+        &containerd,
+        logs.path(),
+        1,
+        0,
+        &["--sync-frequency", "1s"],
+    )
+    .await;
     cluster
         .api
         .admin(
@@ -733,20 +743,15 @@ async fn a_csi_driver_stages_and_publishes_a_pods_volumes_once_and_unpublishes_t
     let driver_dir = TempDir::new().unwrap();
     let state = driver_dir.path().join("state");
     let calls_log = driver_dir.path().join("calls.jsonl");
-    std::fs::create_dir_all("/var/run/example-device").unwrap();
-    containerd.write_example_cdi_spec(RESOURCE, 1);
-    let endpoint = containerd.endpoint();
-    let args = [
-        "--container-runtime-endpoint",
-        endpoint.as_str(),
-        "--pod-logs-dir",
-        logs.path().to_str().unwrap(),
-        "--sync-frequency",
-        "1s",
-        "--volume-stats-agg-period",
-        "1s",
-    ];
-    let mut node = Node::start_full(&cluster, NODE, 1, 0, &args, Some(&containerd.cdi_dir())).await;
+    let mut node = runtime_node_with(
+        &cluster,
+        &containerd,
+        logs.path(),
+        1,
+        0,
+        &["--sync-frequency", "1s", "--volume-stats-agg-period", "1s"],
+    )
+    .await;
     let mut csi = Some(start_csi_driver(node.root(), NODE, &state, &calls_log, &[]));
     node.wait_node(&cluster, "the CSI driver's node id on the Node", |n| {
         n["metadata"]["annotations"]["csi.volume.kubernetes.io/nodeid"]
