@@ -20,7 +20,10 @@ fn sample_checkpoint() -> DeviceCheckpoint {
     DeviceCheckpoint {
         allocations: Vec::new(),
         registered_devices: BTreeMap::from([
-            ("example.com/gpu".to_string(), vec!["gpu-0".into(), "gpu-1".into()]),
+            (
+                "example.com/gpu".to_string(),
+                vec!["gpu-0".into(), "gpu-1".into()],
+            ),
             ("example.com/nic".to_string(), vec!["nic-0".into()]),
         ]),
     }
@@ -99,7 +102,10 @@ fn random_name(rng: &mut StdRng) -> String {
 fn check_names(parts: &[String]) {
     let first = parts[0].as_str();
     if is_plain_socket_name(first) {
-        assert!(!first.contains('/') && first != "." && first != "..", "{first:?}");
+        assert!(
+            !first.contains('/') && first != "." && first != "..",
+            "{first:?}"
+        );
     }
     if is_dns_subdomain(first) {
         assert!(first.len() <= 253 && first.is_ascii(), "{first:?}");
