@@ -4,6 +4,8 @@
 //! checkpoint, and each validator of what plugins send holds its promise.
 //! The coverage-guided runs of the same targets are `scripts/fuzz`'s.
 
+#![allow(clippy::expect_used)]
+
 use std::collections::BTreeMap;
 use std::path::Path;
 
