@@ -40,6 +40,7 @@ pub(crate) use config::{KUBE_API_BURST, KUBE_API_QPS};
 pub use error::KubeApiError;
 pub(crate) use error::request;
 pub use metrics::KubeApiMetrics;
+pub(crate) use node::volumes_in_use::VolumesInUse;
 pub(crate) use observe::reflected::reflect;
 pub use publisher::{KubeApi, KubeApiHandle};
 pub use resource_slices::ResourceSliceCleanup;

@@ -320,7 +320,13 @@ struct TwoNodes {
 
 impl TwoNodes {
     async fn start(devices: usize) -> Self {
-        let cluster = Cluster::start(&[OUR_NODE]).await;
+        Self::start_with(devices, &[]).await
+    }
+
+    /// [`start`](Self::start), with more controllers of the
+    /// controller-manager.
+    async fn start_with(devices: usize, controllers: &[&str]) -> Self {
+        let cluster = Cluster::start_with(&[OUR_NODE], controllers).await;
         std::fs::create_dir_all("/var/run/example-device").unwrap();
         let logs = TempDir::new().unwrap();
 
@@ -1469,5 +1475,170 @@ async fn a_pods_csi_volumes_get_the_same_driver_calls_from_our_agent_as_from_the
             two.kubelet_tail()
         );
     }
+    drop(drivers);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_attached_volume_is_waited_for_and_given_its_publish_context_as_the_real_kubelet_does() {
+    // The attach/detach controller attaches the claimed volumes of each
+    // node annotated for it (the kubelet annotates its own; our agent its
+    // own), once the node says them in use; the test's attacher marks
+    // each VolumeAttachment attached, as a driver's attacher would. Each
+    // node has a volume of its own (`vol-k`, `vol-o`): one volume of a
+    // driver is attached to one node at a time.
+    let two = TwoNodes::start_with(1, &["persistentvolume-attach-detach-controller"]).await;
+    let cluster = &two.cluster;
+    let attacher = start_attacher(&cluster.api).await;
+    let dir = TempDir::new().unwrap();
+    let sides = [
+        ("k", KUBELET_NODE, two.kubelet.root()),
+        ("o", OUR_NODE, two.node.root().to_path_buf()),
+    ];
+    let log_of = |side: &str| dir.path().join(format!("calls-{side}.jsonl"));
+    let mut drivers = Vec::new();
+    for (side, node, root) in &sides {
+        let state = dir.path().join(format!("state-{side}"));
+        let handle = format!("vol-{side}");
+        std::fs::create_dir_all(state.join(&handle)).unwrap();
+        std::fs::write(state.join(&handle).join("hello"), "from the driver").unwrap();
+        drivers.push(start_csi_driver(root, node, &state, &log_of(side), &[]));
+        bind_static_volume(
+            &cluster.api,
+            &format!("data-{side}"),
+            &format!("pv-{side}"),
+            &handle,
+        )
+        .await;
+    }
+    create_csi_driver_object_with(&cluster.api, true).await;
+    // Read while the volumes are staged: their staging directories'
+    // names (the handles' SHA-256) are among the names.
+    let names_of = |side: &str, node: &str, root: &Path| -> Vec<(String, &'static str)> {
+        let pod = format!("{side}-attached");
+        let uid =
+            std::fs::read_to_string(dir.path().join(format!("{pod}.uid"))).unwrap_or_default();
+        let mut names = vec![
+            (uid, "<UID>"),
+            (pod, "<POD>"),
+            (root.display().to_string(), "<ROOT>"),
+            (format!("pv-{side}"), "<PV>"),
+            (format!("data-{side}"), "<PVC>"),
+            (format!("vol-{side}"), "<VOL>"),
+            (node.to_string(), "<NODE>"),
+        ];
+        let staged = root.join("plugins/kubernetes.io/csi/csi.example.com");
+        for entry in std::fs::read_dir(staged).unwrap().flatten() {
+            names.push((entry.file_name().to_string_lossy().into_owned(), "<SHA>"));
+        }
+        names
+    };
+    let mut names: Vec<Vec<(String, &'static str)>> = Vec::new();
+    let compare = |when: &str, names: &[Vec<(String, &'static str)>]| {
+        let theirs = normalized_calls(&csi_calls(&log_of("k")), &names[0]);
+        let ours = normalized_calls(&csi_calls(&log_of("o")), &names[1]);
+        assert_eq!(
+            ours,
+            theirs,
+            "{when}: the calls our agent made (left) and the kubelet's (right)\n{}",
+            two.kubelet_tail()
+        );
+        ours
+    };
+
+    two.create_both("attached", |name, node, _| {
+        csi_pod(
+            name,
+            node,
+            json!({"persistentVolumeClaim": {"claimName": format!("data-{}", &name[..1])}}),
+        )
+    })
+    .await;
+    for (side, node, _) in &sides {
+        let name = format!("{side}-attached");
+        let pod = eventually(&format!("{name} running"), LONG, || async {
+            let pod = cluster.pod(&name).await;
+            (pod["status"]["phase"] == "Running").then_some(pod)
+        })
+        .await;
+        std::fs::write(
+            dir.path().join(format!("{name}.uid")),
+            pod["metadata"]["uid"].as_str().unwrap(),
+        )
+        .unwrap();
+        let shown = cluster
+            .api
+            .admin("GET", &format!("/api/v1/nodes/{node}"), None)
+            .await;
+        assert_eq!(
+            shown["metadata"]["annotations"]["volumes.kubernetes.io/controller-managed-attach-detach"],
+            "true",
+            "{node}"
+        );
+        let unique = format!("kubernetes.io/csi/csi.example.com^vol-{side}");
+        assert_eq!(shown["status"]["volumesInUse"], json!([unique]), "{node}");
+        assert_eq!(
+            shown["status"]["volumesAttached"][0]["name"],
+            unique.as_str(),
+            "{node}"
+        );
+    }
+    for (side, node, root) in &sides {
+        names.push(names_of(side, node, root));
+    }
+    let calls = compare("with the pods running", &names);
+    assert!(
+        calls
+            .iter()
+            .any(|c| c.starts_with("\"NodeStageVolume\"") && c.contains("/dev/attached/<PV>")),
+        "the stage call has the attachment's metadata: {calls:#?}"
+    );
+
+    for (side, node, _) in &sides {
+        let name = format!("{side}-attached");
+        cluster
+            .api
+            .admin(
+                "DELETE",
+                &format!("/api/v1/namespaces/default/pods/{name}"),
+                None,
+            )
+            .await;
+        eventually(&format!("{name}'s volume unstaged"), LONG, || async {
+            methods(&csi_calls(&log_of(side)))
+                .iter()
+                .any(|m| m == "NodeUnstageVolume")
+                .then_some(())
+        })
+        .await;
+        // No longer in use, the volume is detached: its VolumeAttachment
+        // goes, and the Node no longer lists it attached.
+        eventually(&format!("{node}'s volume detached"), LONG, || async {
+            let shown = cluster
+                .api
+                .admin("GET", &format!("/api/v1/nodes/{node}"), None)
+                .await;
+            let attachments = cluster
+                .api
+                .admin("GET", "/apis/storage.k8s.io/v1/volumeattachments", None)
+                .await;
+            let on_node = attachments["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|a| a["spec"]["nodeName"] == *node)
+                .count();
+            (shown["status"]["volumesInUse"]
+                .as_array()
+                .is_none_or(Vec::is_empty)
+                && shown["status"]["volumesAttached"]
+                    .as_array()
+                    .is_none_or(Vec::is_empty)
+                && on_node == 0)
+                .then_some(())
+        })
+        .await;
+    }
+    compare("with the pods gone", &names);
+    attacher.abort();
     drop(drivers);
 }

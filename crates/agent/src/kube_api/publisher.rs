@@ -37,6 +37,7 @@ use crate::kube_api::client::credentials::{Connection, Credentials};
 use crate::kube_api::client::identity::IdentityCheck;
 use crate::kube_api::csi::csi_node_writer::CsiNodeWriter;
 use crate::kube_api::node::node_status_writer::NodeStatusWriter;
+use crate::kube_api::node::volumes_in_use::VolumesInUse;
 use crate::kube_api::observe::observed::{self, NodeSeen};
 use crate::kube_api::writes::report::Reporter;
 use crate::kube_api::writes::write_state::RetryPolicy;
@@ -56,6 +57,7 @@ pub struct KubeApi {
     reporter: Reporter,
     /// The Node store the Node watch keeps current.
     node_mirror: Writer<Node>,
+    volumes_in_use: VolumesInUse,
 }
 
 impl KubeApi {
@@ -81,6 +83,7 @@ impl KubeApi {
         let (status, store) = Publisher::new(status);
         let (node_store, node_mirror) = reflector::store();
         let events = broadcast::channel(256).0;
+        let volumes_in_use = VolumesInUse::new();
         let metrics = KubeApiMetrics::default();
         let reporter = Reporter::new(
             events.clone(),
@@ -98,6 +101,7 @@ impl KubeApi {
             node_store,
             reporter: reporter.clone(),
             wipe_failures: WipeFailures::default(),
+            volumes_in_use: volumes_in_use.clone(),
         };
         let publisher = Self {
             credentials,
@@ -107,6 +111,7 @@ impl KubeApi {
             connection,
             config,
             node_mirror,
+            volumes_in_use,
         };
         Ok((publisher, handle))
     }
@@ -143,6 +148,7 @@ impl KubeApi {
             config.settle,
             policy,
             self.devices.store(),
+            &self.volumes_in_use,
             self.reporter.clone(),
         );
         let writing = node_status.run(self.connection.clone(), seen.clone(), stop.clone());
@@ -205,6 +211,7 @@ pub struct KubeApiHandle {
     node_store: reflector::Store<Node>,
     reporter: Reporter,
     wipe_failures: WipeFailures,
+    volumes_in_use: VolumesInUse,
 }
 
 impl KubeApiHandle {
@@ -239,6 +246,12 @@ impl KubeApiHandle {
     /// ready, until the publisher runs and lists it.
     pub fn node(&self) -> reflector::Store<Node> {
         self.node_store.clone()
+    }
+
+    /// Where the volume manager says the volumes in use, for the Node's
+    /// status.
+    pub(crate) fn volumes_in_use(&self) -> VolumesInUse {
+        self.volumes_in_use.clone()
     }
 
     /// The DRA cleanup hook that deletes the node's ResourceSlices; what it

@@ -113,7 +113,7 @@ impl PodsManager {
             VolumeHandle::new(
                 dir,
                 config.node_name.clone(),
-                connection.clone(),
+                kube,
                 csi_drivers,
                 config.volume_stats_agg_period,
             )
@@ -192,6 +192,9 @@ impl PodsManager {
         ));
         let (reports_tx, reports) = mpsc::unbounded_channel();
         let volumes = self.volumes.clone();
+        if let Some(volumes) = volumes.clone() {
+            tasks.spawn(async move { volumes.sync().await });
+        }
         let worker_context = WorkerContext {
             runtime: self.runtime.clone(),
             node: Arc::new(NodeFacts::new(

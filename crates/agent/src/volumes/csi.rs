@@ -8,13 +8,16 @@
 //! (deadline, span), on a connection of its own; what the kubelet writes
 //! on disk (`vol_data.json`, the staging directory) is written the same,
 //! so that a restart (or a move from the kubelet) finds from disk what is
-//! staged and published, and publishes nothing again that still is.
+//! staged and published, and publishes nothing again that still is. A
+//! persistent volume whose driver needs it attached is waited for until
+//! the attach/detach controller has attached it, as the kubelet waits.
 //!
 //! | file | what it holds |
 //! |---|---|
 //! | `source.rs` | what a pod's CSI volume is: inline, or its claim's PersistentVolume, checked |
 //! | `node_affinity.rs` | a PersistentVolume's node affinity against the node's labels |
 //! | `driver_objects.rs` | the cluster's CSIDriver objects, and what each asks of the node |
+//! | `attach.rs` | the node's part of attaching: the volumes in use, the wait for the Node to show them attached, the VolumeAttachment's metadata |
 //! | `calls.rs` | the driver's node calls and their capabilities |
 //! | `requests.rs` | each call's request, filled as the kubelet fills it |
 //! | `names.rs` | the names the kubelet derives: handles, attachment IDs, the staging path |
@@ -26,6 +29,7 @@
 //! | `publish.rs` | a volume published into a pod, and unpublished |
 //! | `stats.rs` | the claimed volumes' usage (`NodeGetVolumeStats`), the kubelet's `kubelet_volume_stats_*` |
 
+pub(crate) mod attach;
 pub(crate) mod calls;
 pub(crate) mod context;
 pub(crate) mod driver_objects;

@@ -13,15 +13,15 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
 use nodeplugins_api::quantity;
-use tokio::sync::watch;
 
 use crate::csi::CsiDriverStore;
-use crate::kube_api::Connection;
+use crate::kube_api::KubeApiHandle;
 use crate::pods::VolumeStatus;
 use crate::volumes::book::Book;
 use crate::volumes::content::objects::ObjectWatches;
 use crate::volumes::content::payload::{Owners, Sources};
 use crate::volumes::content::token::TokenManager;
+use crate::volumes::csi::attach::Attachments;
 use crate::volumes::csi::names as csi_names;
 use crate::volumes::csi::plugin::CsiPlugin;
 use crate::volumes::csi::stats::VolumeStats;
@@ -49,17 +49,21 @@ struct Inner {
 
 impl VolumeHandle {
     /// Volumes of node `node_name`'s pods under `pods_dir`, their objects
-    /// and tokens read through `connection`'s client, their CSI volumes
-    /// set up by the drivers of `csi_drivers` (the claimed ones' usage
-    /// read every `stats_period`, up to twice as long).
+    /// and tokens read through `kube`'s client, their CSI volumes set up by
+    /// the drivers of `csi_drivers` (the claimed ones' usage read every
+    /// `stats_period`, up to twice as long), the attachable ones said in
+    /// use in the Node's status that `kube` writes, and waited for until
+    /// its Node shows them attached.
     pub fn new(
         pods_dir: PathBuf,
         node_name: String,
-        connection: watch::Receiver<Connection>,
+        kube: &KubeApiHandle,
         csi_drivers: CsiDriverStore,
         stats_period: Duration,
     ) -> Self {
         let stats = VolumeStats::default();
+        let connection = kube.connection();
+        let attachments = Attachments::new(node_name.clone(), kube.node(), kube.volumes_in_use());
         Self {
             inner: Arc::new(Inner {
                 csi: CsiPlugin::new(
@@ -67,6 +71,7 @@ impl VolumeHandle {
                     node_name,
                     csi_drivers,
                     connection.clone(),
+                    attachments,
                     (stats_period, stats.clone()),
                 ),
                 stats,
@@ -225,10 +230,18 @@ impl VolumeHandle {
         self.inner.config_maps.unregister_pod(uid);
         self.inner.secrets.unregister_pod(uid);
         self.inner.tokens.forget_pod(uid);
+        self.inner.csi.forget_pod(uid);
         if let Ok(mut book) = self.inner.book.lock() {
             book.remove(uid);
         }
         Ok(())
+    }
+
+    /// Learns what is mounted on the node from disk (the attachable volumes
+    /// staged), and from then on says the volumes in use in the Node's
+    /// status. Called once, as the pods are first served.
+    pub(crate) async fn sync(&self) {
+        self.inner.csi.sync().await;
     }
 
     /// The pods that have volumes on disk (their UIDs).

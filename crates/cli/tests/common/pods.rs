@@ -508,10 +508,15 @@ pub fn log_lines(log: &Path, message: &str) -> usize {
 /// The CSI driver's calls of the node's pods: each line's method and
 /// request, `NodeGetInfo` (its registration's) left out, and so are the
 /// volume stats read now and then (`NodeGetVolumeStats`, and the
-/// capabilities call just before it).
+/// capabilities call just before it). The log is read as it stands while
+/// the driver writes on: a line not yet ended is not read, and the
+/// capabilities calls at its end are left out, as the call they come
+/// before (a stats read's, the next step's) is not there yet.
 pub fn csi_calls(log: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let ended = text.rfind('\n').map_or("", |end| &text[..end]);
     let mut kept: Vec<Value> = Vec::new();
-    for line in std::fs::read_to_string(log).unwrap_or_default().lines() {
+    for line in ended.lines() {
         let call: Value = serde_json::from_str(line).unwrap();
         if call["method"] == "NodeGetInfo" {
             continue;
@@ -526,6 +531,12 @@ pub fn csi_calls(log: &Path) -> Vec<Value> {
             continue;
         }
         kept.push(call);
+    }
+    while kept
+        .last()
+        .is_some_and(|c| c["method"] == "NodeGetCapabilities")
+    {
+        kept.pop();
     }
     kept
 }
@@ -579,18 +590,65 @@ pub fn start_csi_driver(
 /// account for audience `csi.example.com`, fsGroup applied by the node,
 /// inline and persistent volumes.
 pub async fn create_csi_driver_object(api: &KubeApi) {
+    create_csi_driver_object_with(api, false).await;
+}
+
+/// [`create_csi_driver_object`], its volumes attached first when
+/// `attach_required` (by the attach/detach controller and
+/// [`start_attacher`]).
+pub async fn create_csi_driver_object_with(api: &KubeApi, attach_required: bool) {
     api.admin(
         "POST",
         "/apis/storage.k8s.io/v1/csidrivers",
         Some(
             &json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
             "metadata": {"name": "csi.example.com"},
-            "spec": {"attachRequired": false, "podInfoOnMount": true, "fsGroupPolicy": "File",
+            "spec": {"attachRequired": attach_required, "podInfoOnMount": true, "fsGroupPolicy": "File",
                      "volumeLifecycleModes": ["Persistent", "Ephemeral"],
                      "tokenRequests": [{"audience": "csi.example.com", "expirationSeconds": 600}]}}),
         ),
     )
     .await;
+}
+
+/// The part of a CSI driver's external attacher the node sees, for every
+/// VolumeAttachment of the cluster (the attach/detach controller makes
+/// them): each one not yet attached is marked attached, with
+/// `devicePath: /dev/attached/<its PersistentVolume>` as its metadata, the
+/// node's publish context. Polls the API until the handle is dropped (the
+/// peer it stands in for watches).
+pub async fn start_attacher(api: &KubeApi) -> tokio::task::JoinHandle<()> {
+    use k8s_openapi::api::storage::v1::VolumeAttachment;
+    use kube::api::{Api, ListParams, Patch, PatchParams};
+    let attachments: Api<VolumeAttachment> = Api::all(api.client(Identity::Admin).await);
+    tokio::spawn(async move {
+        loop {
+            for attachment in attachments
+                .list(&ListParams::default())
+                .await
+                .map(|l| l.items)
+                .unwrap_or_default()
+            {
+                let attached = attachment.status.as_ref().is_some_and(|s| s.attached);
+                if attached || attachment.metadata.deletion_timestamp.is_some() {
+                    continue;
+                }
+                let pv = attachment
+                    .spec
+                    .source
+                    .persistent_volume_name
+                    .clone()
+                    .unwrap_or_default();
+                let status = json!({"status": {"attached": true,
+                    "attachmentMetadata": {"devicePath": format!("/dev/attached/{pv}")}}});
+                let name = attachment.metadata.name.clone().unwrap_or_default();
+                let _ = attachments
+                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                    .await;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
 }
 
 /// Claim `default/CLAIM` bound to a new PersistentVolume `PV` of the

@@ -15,6 +15,13 @@
 //! agent watches its Node, and writes again whenever what the Node shows
 //! for these keys differs from what it should show: a Node deleted and made
 //! again, another writer, a lost write.
+//!
+//! When the agent serves the node's pods, the same write holds
+//! `status.volumesInUse` (a list the agent then owns whole; written once
+//! the volume manager knows what is mounted), and the Node is annotated
+//! `volumes.kubernetes.io/controller-managed-attach-detach: "true"`, as
+//! the kubelet annotates it, so that the attach/detach controller attaches
+//! the volumes of the node's pods.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -32,6 +39,29 @@ pub(in crate::kube_api) const FIELD_MANAGER: &str = "nodeplugins";
 /// Per resource: (capacity, allocatable).
 pub(in crate::kube_api) type NodeResources = BTreeMap<String, (usize, usize)>;
 
+/// The annotation that hands the node's attaching and detaching to the
+/// attach/detach controller.
+pub(crate) const CONTROLLER_MANAGED_ATTACH_DETACH: &str =
+    "volumes.kubernetes.io/controller-managed-attach-detach";
+
+/// What the agent writes into its Node.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(in crate::kube_api) struct NodeStatusWant {
+    /// The device plugins' resources.
+    pub(in crate::kube_api) resources: NodeResources,
+    /// The volumes in use, sorted (`None`: the agent does not serve pods,
+    /// or does not know yet; the list is left alone).
+    pub(in crate::kube_api) volumes_in_use: Option<Vec<String>>,
+}
+
+impl NodeStatusWant {
+    /// Whether the Node is annotated for the attach/detach controller:
+    /// when the agent serves its pods' volumes.
+    fn annotates(&self) -> bool {
+        self.volumes_in_use.is_some()
+    }
+}
+
 /// What the Node's status should show for `resources`, with 0 for every
 /// resource in `published` that is no longer known.
 pub(in crate::kube_api) fn desired(
@@ -48,28 +78,60 @@ pub(in crate::kube_api) fn desired(
     desired
 }
 
-/// The apply configuration that writes `resources` to Node `node`.
-pub(in crate::kube_api) fn apply(node: &str, resources: &NodeResources) -> Value {
+/// The apply configuration that writes `want` to Node `node`'s status.
+pub(in crate::kube_api) fn apply(node: &str, want: &NodeStatusWant) -> Value {
     let mut capacity = Map::new();
     let mut allocatable = Map::new();
-    for (name, (cap, alloc)) in resources {
+    for (name, (cap, alloc)) in &want.resources {
         capacity.insert(name.clone(), Value::String(cap.to_string()));
         allocatable.insert(name.clone(), Value::String(alloc.to_string()));
+    }
+    let mut status = json!({"capacity": capacity, "allocatable": allocatable});
+    // An empty list is left out: the field the agent owned goes with it.
+    if let Some(volumes) = want.volumes_in_use.as_ref().filter(|v| !v.is_empty()) {
+        status["volumesInUse"] = json!(volumes);
     }
     json!({
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": node},
-        "status": {"capacity": capacity, "allocatable": allocatable},
+        "status": status,
     })
 }
 
-/// Whether `node` shows `resources` as they should be.
-pub(in crate::kube_api) fn shows(node: &Node, resources: &NodeResources) -> bool {
+/// The apply configuration of Node `node`'s annotation for the
+/// attach/detach controller.
+fn annotation(node: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": node, "annotations": {CONTROLLER_MANAGED_ATTACH_DETACH: "true"}},
+    })
+}
+
+/// Whether `node` is annotated for the attach/detach controller.
+fn annotated(node: &Node) -> bool {
+    node.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(CONTROLLER_MANAGED_ATTACH_DETACH))
+        .is_some_and(|v| v == "true")
+}
+
+/// Whether `node` shows `want` as it should be.
+pub(in crate::kube_api) fn shows(node: &Node, want: &NodeStatusWant) -> bool {
     let status = node.status.as_ref();
+    if let Some(volumes) = &want.volumes_in_use {
+        let shown = status
+            .and_then(|s| s.volumes_in_use.as_deref())
+            .unwrap_or_default();
+        if shown != volumes.as_slice() || !annotated(node) {
+            return false;
+        }
+    }
     let capacity = status.and_then(|s| s.capacity.as_ref());
     let allocatable = status.and_then(|s| s.allocatable.as_ref());
-    resources.iter().all(|(name, (cap, alloc))| {
+    want.resources.iter().all(|(name, (cap, alloc))| {
         let value = |list: Option<&BTreeMap<String, Quantity>>| {
             list.and_then(|l| l.get(name))
                 .and_then(|q| q.0.parse::<usize>().ok())
@@ -104,20 +166,38 @@ pub(in crate::kube_api) fn owned(node: &Node) -> BTreeSet<String> {
     owned
 }
 
-/// Writes `resources` to the status of Node `node`; the Node as stored.
+/// Writes `want` to Node `node` (`seen`: the Node as last seen, whose
+/// annotation is written only when it lacks it); the Node as stored.
 pub(crate) async fn write(
     client: &kube::Client,
     node: &str,
-    resources: &NodeResources,
+    want: &NodeStatusWant,
+    seen: Option<&Node>,
 ) -> Result<Node, KubeApiError> {
     let nodes: Api<Node> = Api::all(client.clone());
-    let apply = apply(node, resources);
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    let result = request(
-        || format!("apply node {node} status"),
-        nodes.patch_status(node, &params, &Patch::Apply(&apply)),
-    )
-    .await;
+    let marked = if want.annotates() && !seen.is_some_and(annotated) {
+        let annotation = annotation(node);
+        request(
+            || format!("apply node {node} annotation {CONTROLLER_MANAGED_ATTACH_DETACH}"),
+            nodes.patch(node, &params, &Patch::Apply(&annotation)),
+        )
+        .await
+        .map(drop)
+    } else {
+        Ok(())
+    };
+    let result = match marked {
+        Ok(()) => {
+            let apply = apply(node, want);
+            request(
+                || format!("apply node {node} status"),
+                nodes.patch_status(node, &params, &Patch::Apply(&apply)),
+            )
+            .await
+        }
+        Err(e) => Err(e),
+    };
     match result {
         Err(e) if e.is_not_found() => Err(KubeApiError::NoNode(node.to_string())),
         other => other,
@@ -144,7 +224,10 @@ mod tests {
     #[test]
     fn a_resource_once_published_stays_as_zero() {
         let published: BTreeSet<String> = ["example.com/gone".to_string()].into();
-        let got = desired(&[resource("example.com/gpu", 4, 3)], &published);
+        let got = NodeStatusWant {
+            resources: desired(&[resource("example.com/gpu", 4, 3)], &published),
+            volumes_in_use: None,
+        };
         assert_eq!(
             apply("node-1", &got)["status"],
             json!({
@@ -164,7 +247,10 @@ mod tests {
 
     #[test]
     fn a_node_shows_the_resources_only_with_both_values_right() {
-        let want: NodeResources = [("example.com/gpu".to_string(), (4, 3))].into();
+        let want = NodeStatusWant {
+            resources: [("example.com/gpu".to_string(), (4, 3))].into(),
+            volumes_in_use: None,
+        };
         let right = node(
             json!({"capacity": {"example.com/gpu": "4", "cpu": "8"},
                    "allocatable": {"example.com/gpu": "3"}}),
@@ -177,6 +263,54 @@ mod tests {
         );
         assert!(!shows(&overwritten, &want), "another writer's allocatable");
         assert!(!shows(&node(json!({}), json!([])), &want), "a new Node");
+    }
+
+    #[test]
+    fn volumes_in_use_are_written_whole_and_shown_only_with_the_annotation() {
+        let want = NodeStatusWant {
+            resources: NodeResources::new(),
+            volumes_in_use: Some(vec!["kubernetes.io/csi/csi.example.com^vol-1".into()]),
+        };
+        assert_eq!(
+            apply("node-1", &want)["status"]["volumesInUse"],
+            json!(["kubernetes.io/csi/csi.example.com^vol-1"])
+        );
+        let status = json!({"volumesInUse": ["kubernetes.io/csi/csi.example.com^vol-1"]});
+        assert!(
+            !shows(&node(status.clone(), json!([])), &want),
+            "not annotated"
+        );
+        let mut annotated = node(status, json!([]));
+        annotated.metadata.annotations = Some(
+            [(
+                CONTROLLER_MANAGED_ATTACH_DETACH.to_string(),
+                "true".to_string(),
+            )]
+            .into(),
+        );
+        assert!(shows(&annotated, &want));
+        let none_now = NodeStatusWant {
+            volumes_in_use: Some(Vec::new()),
+            ..want.clone()
+        };
+        assert!(!shows(&annotated, &none_now), "a volume no longer in use");
+        assert!(
+            apply("node-1", &none_now)["status"]
+                .get("volumesInUse")
+                .is_none(),
+            "an empty list is left out, and the field goes with it"
+        );
+        let not_serving = NodeStatusWant {
+            volumes_in_use: None,
+            ..want
+        };
+        assert!(
+            apply("node-1", &not_serving)["status"]
+                .get("volumesInUse")
+                .is_none()
+                && shows(&node(json!({}), json!([])), &not_serving),
+            "an agent that serves no pods leaves the list alone"
+        );
     }
 
     #[test]

@@ -19,7 +19,8 @@ use tokio_util::sync::CancellationToken;
 use crate::device::DeviceSnapshot;
 use crate::kube_api::client::credentials::Connection;
 use crate::kube_api::error::KubeApiError;
-use crate::kube_api::node::node_status::{self, NodeResources};
+use crate::kube_api::node::node_status::{self, NodeStatusWant};
+use crate::kube_api::node::volumes_in_use::VolumesInUse;
 use crate::kube_api::observe::observed::{NodeSeen, newer};
 use crate::kube_api::status::WriteKind;
 use crate::kube_api::writes::report::{Reporter, Standing};
@@ -33,7 +34,7 @@ pub(in crate::kube_api) enum Ended {
     Unchanged,
     /// `desired` was sent; the Node as the write left it, or why it failed.
     Wrote {
-        desired: NodeResources,
+        desired: NodeStatusWant,
         result: Result<Box<Node>, KubeApiError>,
     },
 }
@@ -46,7 +47,9 @@ pub(in crate::kube_api) struct NodeStatusWriter {
     /// The device manager's published state.
     devices: Store<DeviceSnapshot>,
     reporter: Reporter,
-    pub(in crate::kube_api) write: WriteState<NodeResources>,
+    /// The volume manager's volumes in use.
+    volumes_in_use: watch::Receiver<Option<BTreeSet<String>>>,
+    pub(in crate::kube_api) write: WriteState<NodeStatusWant>,
     /// Every resource written by the agent, this run or before (from the
     /// Node's managed fields): written as 0 once it is gone.
     pub(in crate::kube_api) owned: BTreeSet<String>,
@@ -62,6 +65,7 @@ impl NodeStatusWriter {
         settle: Duration,
         policy: RetryPolicy,
         devices: Store<DeviceSnapshot>,
+        volumes_in_use: &VolumesInUse,
         reporter: Reporter,
     ) -> Self {
         Self {
@@ -69,6 +73,7 @@ impl NodeStatusWriter {
             settle,
             policy,
             devices,
+            volumes_in_use: volumes_in_use.subscribe(),
             reporter,
             write: WriteState::dirty_now(),
             owned: BTreeSet::new(),
@@ -76,8 +81,9 @@ impl NodeStatusWriter {
         }
     }
 
-    /// Writes until `shutdown`: a change of the devices, of the Node
-    /// (`node`) or of the credentials (`connection`) is the trigger.
+    /// Writes until `shutdown`: a change of the devices, of the volumes in
+    /// use, of the Node (`node`) or of the credentials (`connection`) is
+    /// the trigger.
     pub(in crate::kube_api) async fn run(
         mut self,
         mut connection: watch::Receiver<Connection>,
@@ -85,6 +91,7 @@ impl NodeStatusWriter {
         shutdown: CancellationToken,
     ) {
         let mut device_changes = self.devices.changes();
+        let mut in_use_changes = self.volumes_in_use.clone();
         let mut work: JoinSet<Ended> = JoinSet::new();
         loop {
             if let Some(write) = self.start_due(&connection.borrow().client, Instant::now()) {
@@ -99,6 +106,7 @@ impl NodeStatusWriter {
                     Err(e) => self.on_lost(&e),
                 },
                 Ok(()) = device_changes.changed() => self.write.mark(Instant::now(), self.settle),
+                Ok(()) = in_use_changes.changed() => self.write.mark(Instant::now(), self.settle),
                 Ok(()) = node.changed() => {
                     let seen = node.borrow_and_update().clone();
                     self.on_node(seen);
@@ -128,6 +136,11 @@ impl NodeStatusWriter {
         let owned = self.owned.clone();
         let written = self.write.written.clone();
         let seen = self.node.clone();
+        let volumes_in_use = self
+            .volumes_in_use
+            .borrow()
+            .as_ref()
+            .map(|names| names.iter().cloned().collect::<Vec<_>>());
         let (client, node) = (client.clone(), self.node_name.clone());
         Some(async move {
             // The device manager's published snapshot, once it has read
@@ -136,14 +149,17 @@ impl NodeStatusWriter {
                 return Ended::Unchanged;
             };
             let resources = snapshot.status_at(Instant::now());
-            let desired = node_status::desired(&resources, &owned);
+            let desired = NodeStatusWant {
+                resources: node_status::desired(&resources, &owned),
+                volumes_in_use,
+            };
             let shown = seen
                 .as_deref()
                 .is_none_or(|n| node_status::shows(n, &desired));
             if written.as_ref() == Some(&desired) && shown {
                 return Ended::Unchanged;
             }
-            let result = node_status::write(&client, &node, &desired)
+            let result = node_status::write(&client, &node, &desired, seen.as_deref())
                 .await
                 .map(Box::new);
             Ended::Wrote { desired, result }
@@ -156,7 +172,7 @@ impl NodeStatusWriter {
             Ended::Unchanged => self.write.unchanged(),
             Ended::Wrote { desired, result } => {
                 if let Ok(node) = &result {
-                    self.owned.extend(desired.keys().cloned());
+                    self.owned.extend(desired.resources.keys().cloned());
                     self.node = Some(Arc::new((**node).clone()));
                 }
                 let said =
@@ -242,6 +258,7 @@ pub(in crate::kube_api) mod tests {
             Duration::ZERO,
             POLICY,
             devices.store(),
+            &VolumesInUse::new(),
             reporter,
         );
         (writer, events)
@@ -278,8 +295,11 @@ pub(in crate::kube_api) mod tests {
         NodeSeen::Now(Some(Arc::new(node)))
     }
 
-    fn resources() -> NodeResources {
-        [("example.com/gpu".to_string(), (2, 2))].into()
+    fn resources() -> NodeStatusWant {
+        NodeStatusWant {
+            resources: [("example.com/gpu".to_string(), (2, 2))].into(),
+            volumes_in_use: None,
+        }
     }
 
     /// A write starts and ends with `result`.

@@ -59,6 +59,32 @@ pub(crate) fn unique_name(driver: &str, handle: &str) -> String {
     format!("{PLUGIN}/{driver}^{handle}")
 }
 
+/// The volumes staged on the node whose state is under `root`, as their
+/// staging `vol_data.json` names them: (driver, handle).
+pub(crate) fn staged_on_disk(root: &Path) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    let Ok(drivers) = std::fs::read_dir(root.join("plugins").join(PLUGIN)) else {
+        return found;
+    };
+    for driver in drivers.flatten() {
+        let Ok(volumes) = std::fs::read_dir(driver.path()) else {
+            continue;
+        };
+        for volume in volumes.flatten() {
+            let Ok(data) = super::vol_data::load(&volume.path()) else {
+                continue;
+            };
+            if let (Some(driver), Some(handle)) = (
+                data.get(super::vol_data::DRIVER_NAME),
+                data.get(super::vol_data::VOLUME_HANDLE),
+            ) {
+                found.push((driver.clone(), handle.clone()));
+            }
+        }
+    }
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

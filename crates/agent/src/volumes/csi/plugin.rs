@@ -1,9 +1,10 @@
 //! The CSI plugin's door: a pod's CSI volume resolved, checked against
-//! its driver's CSIDriver object, staged and published (or unpublished
-//! and unstaged), under one lock per volume, so that two pods of the
-//! node never stage or unstage the same volume at once.
+//! its driver's CSIDriver object, waited for until it is attached when its
+//! driver needs that, staged and published (or unpublished and unstaged),
+//! under one lock per volume, so that two pods of the node never stage or
+//! unstage the same volume at once.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -13,6 +14,7 @@ use tokio::sync::watch;
 
 use crate::csi::CsiDriverStore;
 use crate::kube_api::Connection;
+use crate::volumes::csi::attach::Attachments;
 use crate::volumes::csi::calls::DriverCalls;
 use crate::volumes::csi::context::CsiContext;
 use crate::volumes::csi::driver_objects::{DriverObjects, DriverPolicy};
@@ -39,21 +41,25 @@ pub(crate) struct CsiPlugin {
     context: CsiContext,
     pods_dir: PathBuf,
     objects: DriverObjects,
+    attachments: Attachments,
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl CsiPlugin {
     /// The plugin for pods under `pods_dir` of node `node_name`, calling
-    /// `drivers` and reading the API through `connection`, the claimed
-    /// volumes' usage read every `stats.0` into `stats.1`.
+    /// `drivers` and reading the API through `connection`, its attachable
+    /// volumes waited for through `attachments`, the claimed volumes'
+    /// usage read every `stats.0` into `stats.1`.
     pub(crate) fn new(
         pods_dir: &Path,
         node_name: String,
         drivers: CsiDriverStore,
         connection: watch::Receiver<Connection>,
+        attachments: Attachments,
         stats: (Duration, VolumeStats),
     ) -> Self {
         Self {
+            attachments,
             context: CsiContext::new(
                 pods_dir.parent().unwrap_or(pods_dir).to_path_buf(),
                 node_name,
@@ -76,7 +82,7 @@ impl CsiPlugin {
         name: &str,
         spec: CsiSpec<'_>,
     ) -> Result<PodVolume, String> {
-        let volume = match spec {
+        let mut volume = match spec {
             CsiSpec::Inline(source) => source::inline(pod.pod, name, source),
             CsiSpec::Claim(claim) => {
                 source::persistent(self.context.client(), pod.pod, claim, pod.labels)
@@ -90,17 +96,10 @@ impl CsiPlugin {
             .await
             .map_err(|e| e.to_string())?;
         lifecycle_allowed(&volume, &policy)?;
-        if volume.lifecycle == Lifecycle::Persistent && policy.attach_required {
-            return Err(format!(
-                "volume {} of driver {} must be attached first (its CSIDriver {}), and this node does not attach volumes yet",
-                volume.handle,
-                volume.driver,
-                if policy.exists {
-                    "has attachRequired"
-                } else {
-                    "object is missing, which means attachRequired"
-                }
-            ));
+        let attachable = volume.lifecycle == Lifecycle::Persistent && policy.attach_required;
+        let unique = names::unique_name(&volume.driver, &volume.handle);
+        if attachable {
+            self.attach(pod, &mut volume, &policy, &unique).await?;
         }
         let calls = DriverCalls::of(self.context.drivers(), &volume.driver).map_err(|e| {
             format!("kubernetes.io/csi: mounter.SetUpAt failed to get CSI client: {e}")
@@ -109,8 +108,84 @@ impl CsiPlugin {
         let _held = lock.lock().await;
         if volume.lifecycle == Lifecycle::Persistent {
             stage::mount_device(&self.context, &calls, &volume, pod.fs_group).await?;
+            if attachable {
+                self.attachments.mounted(&unique, true);
+            }
         }
         publish::set_up(&self.context, &calls, pod, &volume, &policy).await
+    }
+
+    /// The attach handshake of the attachable `volume`: said in use by the
+    /// pod, waited for until the Node shows it attached, and its
+    /// VolumeAttachment's metadata read into its publish context, unless it
+    /// is staged and published for the pod already (and its driver does
+    /// not ask to be published again).
+    async fn attach(
+        &self,
+        pod: &CsiPod<'_>,
+        volume: &mut CsiVolume,
+        policy: &DriverPolicy,
+        unique: &str,
+    ) -> Result<(), String> {
+        let uid = pod.pod.metadata.uid.as_deref().unwrap_or_default();
+        self.attachments.want(uid, unique);
+        let staging = names::staging_path(&self.context.root, &volume.driver, &volume.handle);
+        let target = pod
+            .dirs
+            .volume(names::PLUGIN, &volume.spec_name)
+            .join(names::MOUNT_DIR);
+        if self.context.is_staged(&staging)
+            && self.context.is_published(&target)
+            && !policy.requires_republish
+        {
+            return Ok(());
+        }
+        self.attachments
+            .wait_attached(&volume.spec_name, unique)
+            .await?;
+        volume.publish_context = self
+            .attachments
+            .publish_context(self.context.client(), &volume.driver, &volume.handle)
+            .await
+            .map_err(|e| {
+                format!(
+                    "MountVolume.WaitForAttach failed for volume {:?} : {e}",
+                    volume.spec_name
+                )
+            })?;
+        Ok(())
+    }
+
+    /// Pod `uid` is gone: the attachable volumes it wanted are no longer
+    /// in use for it.
+    pub(crate) fn forget_pod(&self, uid: &str) {
+        self.attachments.forget_pod(uid);
+    }
+
+    /// Finds the attachable volumes staged on the node (their staging
+    /// `vol_data.json`, with a driver whose CSIDriver asks for attaching,
+    /// or that cannot be read yet), so that they stay in use until they are
+    /// unstaged; from then on the volumes in use are said.
+    pub(crate) async fn sync(&self) {
+        let staged = names::staged_on_disk(&self.context.root);
+        let mut found = BTreeSet::new();
+        for (driver, handle) in staged {
+            let attachable = match self.objects.policy(&driver).await {
+                Ok(policy) => policy.attach_required,
+                // Not known yet: kept in use, so as not to be detached.
+                Err(_) => true,
+            };
+            if attachable {
+                found.insert(names::unique_name(&driver, &handle));
+            }
+        }
+        if !found.is_empty() {
+            tracing::info!(
+                volumes = found.len(),
+                "attachable volumes found staged on the node"
+            );
+        }
+        self.attachments.synced(found);
     }
 
     /// Tears down the pod's CSI volume `name` found on disk: unpublished,
@@ -128,7 +203,9 @@ impl CsiPlugin {
         if self.published_elsewhere(&published.driver, &published.handle) {
             return Ok(());
         }
-        stage::unmount_device(&self.context, &published.driver, &published.handle).await
+        stage::unmount_device(&self.context, &published.driver, &published.handle).await?;
+        self.attachments.mounted(&key, false);
+        Ok(())
     }
 
     /// Whether a pod of the node has volume `handle` of `driver` published:

@@ -86,7 +86,7 @@ pub(crate) fn stage(
 ) -> csi::NodeStageVolumeRequest {
     csi::NodeStageVolumeRequest {
         volume_id: volume.handle.clone(),
-        publish_context: Default::default(),
+        publish_context: volume.publish_context.clone().into_iter().collect(),
         staging_target_path: staging_path.to_string(),
         volume_capability: Some(capability(
             volume,
@@ -121,7 +121,7 @@ pub(crate) fn publish(volume: &CsiVolume, extras: PublishExtras) -> csi::NodePub
     };
     csi::NodePublishVolumeRequest {
         volume_id: volume.handle.clone(),
-        publish_context: Default::default(),
+        publish_context: volume.publish_context.clone().into_iter().collect(),
         staging_target_path: extras.staging_path.unwrap_or_default(),
         target_path: extras.target_path,
         volume_capability: Some(capability(

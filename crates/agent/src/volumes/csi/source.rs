@@ -69,6 +69,9 @@ pub(crate) struct CsiVolume {
     pub(crate) publish_secret: Option<SecretRef>,
     /// The claim it is the volume of (namespace, name), if any.
     pub(crate) claim: Option<(String, String)>,
+    /// Its VolumeAttachment's `attachmentMetadata`, when it is attached
+    /// (the stage and publish calls' `publish_context`).
+    pub(crate) publish_context: BTreeMap<String, String>,
 }
 
 /// Why a pod's claim gives no volume yet.
@@ -126,6 +129,7 @@ pub(crate) fn inline(pod: &Pod, name: &str, source: &CSIVolumeSource) -> CsiVolu
             name: r.name.clone(),
         }),
         claim: None,
+        publish_context: BTreeMap::new(),
     }
 }
 
@@ -264,6 +268,7 @@ fn of_volume(
         stage_secret: secret(&source.node_stage_secret_ref),
         publish_secret: secret(&source.node_publish_secret_ref),
         claim: None,
+        publish_context: BTreeMap::new(),
     })
 }
 
