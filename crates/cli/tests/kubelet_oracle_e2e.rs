@@ -417,6 +417,15 @@ impl TwoNodes {
         }
     }
 
+    /// Each node as (the prefix of its objects' names, its name, its
+    /// root): the kubelet's first.
+    fn sides(&self) -> [(&'static str, &'static str, PathBuf); 2] {
+        [
+            ("k", KUBELET_NODE, self.kubelet.root()),
+            ("o", OUR_NODE, self.node.root().to_path_buf()),
+        ]
+    }
+
     /// The last lines of the kubelet's log, for a failure's message.
     fn kubelet_tail(&self) -> String {
         let log = self.kubelet.log();
@@ -1345,10 +1354,7 @@ async fn a_pods_csi_volumes_get_the_same_driver_calls_from_our_agent_as_from_the
     let two = TwoNodes::start(1).await;
     let cluster = &two.cluster;
     let dir = TempDir::new().unwrap();
-    let sides = [
-        ("k", KUBELET_NODE, two.kubelet.root()),
-        ("o", OUR_NODE, two.node.root().to_path_buf()),
-    ];
+    let sides = two.sides();
     let log_of = |side: &str| dir.path().join(format!("calls-{side}.jsonl"));
     let mut drivers = Vec::new();
     for (side, node, root) in &sides {
@@ -1490,10 +1496,7 @@ async fn an_attached_volume_is_waited_for_and_given_its_publish_context_as_the_r
     let cluster = &two.cluster;
     let attacher = start_attacher(&cluster.api).await;
     let dir = TempDir::new().unwrap();
-    let sides = [
-        ("k", KUBELET_NODE, two.kubelet.root()),
-        ("o", OUR_NODE, two.node.root().to_path_buf()),
-    ];
+    let sides = two.sides();
     let log_of = |side: &str| dir.path().join(format!("calls-{side}.jsonl"));
     let mut drivers = Vec::new();
     for (side, node, root) in &sides {
