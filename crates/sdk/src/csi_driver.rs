@@ -2,7 +2,8 @@
 //! GetPluginCapabilities, Probe) and Node, from a plain description:
 //! registration (NodeGetCapabilities, NodeGetInfo) always, and with
 //! [`volumes`](CsiNodeDriver::volumes) real volumes, each a directory of
-//! the driver's staged and published by a bind mount, with their stats.
+//! the driver's staged and published by a bind mount, with their stats
+//! (and, with [`expands`](CsiNodeDriver::expands), grown on the node).
 //! Used by `example-csi-driver`, the fleet benchmark and tests; with
 //! [`call_log`](CsiNodeDriver::call_log) it writes every node call it
 //! serves, for tests that compare what two nodes asked.
@@ -33,6 +34,8 @@ pub struct CsiNodeDriver {
     fail_node_get_info: bool,
     /// The volumes it serves, if any.
     volumes: Option<Arc<Volumes>>,
+    /// Whether it grows them on the node.
+    expands: bool,
     /// Where the node calls are written, if anywhere.
     call_log: Option<Arc<CallLog>>,
     /// Node methods answered with an error, whatever is asked.
@@ -76,6 +79,14 @@ impl CsiNodeDriver {
     /// before it is published).
     pub fn volumes(mut self, state_dir: impl Into<PathBuf>, stages: bool) -> Self {
         self.volumes = Some(Arc::new(Volumes::new(state_dir.into(), stages)));
+        self
+    }
+
+    /// Grows its volumes on the node (advertises `EXPAND_VOLUME`): a
+    /// `NodeExpandVolume` of a volume it serves records the size asked.
+    /// Only with [`volumes`](Self::volumes).
+    pub fn expands(mut self) -> Self {
+        self.expands = true;
         self
     }
 
@@ -193,6 +204,9 @@ impl csi::node_server::Node for CsiNodeDriver {
                 types.push(rpc::Type::StageUnstageVolume);
             }
             types.push(rpc::Type::GetVolumeStats);
+            if self.expands {
+                types.push(rpc::Type::ExpandVolume);
+            }
         }
         let capabilities = types
             .into_iter()
@@ -287,7 +301,13 @@ impl csi::node_server::Node for CsiNodeDriver {
         request: Request<csi::NodeExpandVolumeRequest>,
     ) -> Result<Response<csi::NodeExpandVolumeResponse>, Status> {
         let request = request.into_inner();
-        let answer = Err(Status::unimplemented("this driver does not expand volumes"));
+        let answer = if self.expands {
+            self.served_volumes("NodeExpandVolume")
+                .and_then(|v| v.expand(&request))
+                .map(|capacity_bytes| csi::NodeExpandVolumeResponse { capacity_bytes })
+        } else {
+            Err(Status::unimplemented("this driver does not expand volumes"))
+        };
         self.logged("NodeExpandVolume", &request, answer)
     }
 }

@@ -10,7 +10,9 @@
 //! so that a restart (or a move from the kubelet) finds from disk what is
 //! staged and published, and publishes nothing again that still is. A
 //! persistent volume whose driver needs it attached is waited for until
-//! the attach/detach controller has attached it, as the kubelet waits.
+//! the attach/detach controller has attached it, as the kubelet waits,
+//! and one whose claim was grown is grown on the node as the kubelet's
+//! node expander grows it.
 //!
 //! | file | what it holds |
 //! |---|---|
@@ -28,11 +30,13 @@
 //! | `stage.rs` | a persistent volume staged on the node, and unstaged |
 //! | `publish.rs` | a volume published into a pod, and unpublished |
 //! | `stats.rs` | the claimed volumes' usage (`NodeGetVolumeStats`), the kubelet's `kubelet_volume_stats_*` |
+//! | `expand.rs` | a claimed volume grown on the node when its claim grew (`NodeExpandVolume`), the claim's status |
 
 pub(crate) mod attach;
 pub(crate) mod calls;
 pub(crate) mod context;
 pub(crate) mod driver_objects;
+pub(crate) mod expand;
 pub(crate) mod mount_dir;
 pub(crate) mod names;
 pub(crate) mod node_affinity;

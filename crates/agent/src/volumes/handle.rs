@@ -244,6 +244,12 @@ impl VolumeHandle {
         self.inner.csi.sync().await;
     }
 
+    /// What is to be said on pod `uid` about its volumes (a volume that
+    /// failed to grow while in use) since last asked.
+    pub(crate) fn take_warnings(&self, uid: &str) -> Vec<crate::volumes::csi::expand::Warning> {
+        self.inner.csi.take_warnings(uid)
+    }
+
     /// The pods that have volumes on disk (their UIDs).
     pub(crate) fn pods_on_disk(&self) -> Vec<String> {
         let Ok(entries) = std::fs::read_dir(&self.inner.pods_dir) else {

@@ -1,7 +1,7 @@
 //! `example-csi-driver`: a small CSI node driver (Identity and Node), for
 //! trying the CSI registrar and agent: with `--state-dir` it serves
 //! volumes, each a directory there bind-mounted where the node publishes
-//! it (staged first with `--stage`).
+//! it (staged first with `--stage`, grown on the node with `--expand`).
 
 use std::path::PathBuf;
 
@@ -37,6 +37,10 @@ struct Flags {
     /// they are published.
     #[arg(long, requires = "state_dir")]
     stage: bool,
+    /// Advertise EXPAND_VOLUME: a volume grown on the node records the
+    /// size asked.
+    #[arg(long, requires = "state_dir")]
+    expand: bool,
     /// Append every node call served to this file, one JSON line each.
     #[arg(long)]
     call_log: Option<PathBuf>,
@@ -93,6 +97,9 @@ fn main() -> anyhow::Result<()> {
     if let Some(dir) = &flags.state_dir {
         std::fs::create_dir_all(dir)?;
         driver = driver.volumes(dir, flags.stage);
+        if flags.expand {
+            driver = driver.expands();
+        }
     }
     if let Some(log) = &flags.call_log {
         driver = driver.call_log(log)?;

@@ -114,6 +114,7 @@ impl Logged for csi::NodeExpandVolumeRequest {
             "staging_target_path": self.staging_target_path,
             "required_bytes": self.capacity_range.as_ref().map(|c| c.required_bytes),
             "volume_capability": capability(self.volume_capability.as_ref()),
+            "secrets": secret_keys(&self.secrets),
         })
     }
 }

@@ -220,6 +220,37 @@ impl Volumes {
         Ok(())
     }
 
+    /// `NodeExpandVolume`: a volume the driver has, published at the path,
+    /// takes the size asked (a directory has no size of its own: the size
+    /// is recorded beside its data, `<volume>.size`, and answered).
+    pub(crate) fn expand(&self, request: &csi::NodeExpandVolumeRequest) -> Result<i64, Status> {
+        let id = required(&request.volume_id, "volume ID")?;
+        let path = PathBuf::from(required(&request.volume_path, "volume path")?);
+        let data = self.data_dir(id);
+        if !data.is_dir() {
+            return Err(Status::not_found(format!("volume {id} not found")));
+        }
+        if !path.is_dir() {
+            return Err(Status::not_found(format!(
+                "volume path {} does not exist",
+                path.display()
+            )));
+        }
+        let bytes = request
+            .capacity_range
+            .as_ref()
+            .map(|c| c.required_bytes)
+            .unwrap_or(0);
+        if bytes < 0 {
+            return Err(Status::out_of_range(format!(
+                "required bytes {bytes} is negative"
+            )));
+        }
+        let size = self.state_dir.join(format!("{}.size", file_name(id)));
+        std::fs::write(&size, bytes.to_string()).map_err(|e| internal("cannot write", &size, e))?;
+        Ok(bytes)
+    }
+
     /// `NodeGetVolumeStats`: the file system's bytes and inodes under the
     /// path.
     pub(crate) fn stats(

@@ -187,6 +187,8 @@ pub(crate) struct Worker {
     volumes_failing_since: Option<(tokio::time::Instant, bool)>,
     /// When its volumes' content is written again (the pod resync).
     volumes_resync_at: Option<tokio::time::Instant>,
+    /// The pod as last seen, to tell an update from a status write.
+    last_seen: Arc<Pod>,
 }
 
 impl Worker {
@@ -217,10 +219,10 @@ impl Worker {
                 .collect();
             (start, conditions)
         };
+        let last_seen = pod.borrow().clone();
         Self {
             context,
             pod_ref,
-            pod,
             resources: resources
                 .iter()
                 .map(|r| (r.name.clone(), r.clone()))
@@ -240,6 +242,8 @@ impl Worker {
             volume_setup: Retry::default(),
             volumes_failing_since: None,
             volumes_resync_at: None,
+            last_seen,
+            pod,
         }
     }
 
@@ -309,6 +313,7 @@ impl Worker {
                     if changed.is_err() {
                         return WorkerEnd::Stopped;
                     }
+                    self.pod_updated();
                 }
                 () = next_event(&mut events, &uid) => {}
                 () = nodeplugins_api::timer::sleep_until(next) => {}

@@ -204,6 +204,19 @@ impl DriverCalls {
         .map_err(|e| CallFailure::of(&e))
     }
 
+    /// `NodeExpandVolume`; the failure keeps its gRPC code, which tells
+    /// the kubelet's expander how to record it.
+    pub(crate) async fn expand(
+        &self,
+        request: csi::NodeExpandVolumeRequest,
+    ) -> Result<(), (Option<Code>, CallFailure)> {
+        let mut client = self.client().await.map_err(|e| (None, e))?;
+        call::answer(client.node_expand_volume(request))
+            .await
+            .map(|_| ())
+            .map_err(|e| (Some(e.code()), CallFailure::of(&e)))
+    }
+
     /// `NodeUnstageVolume` of `volume_id` at `staging_target_path`.
     pub(crate) async fn unstage(
         &self,

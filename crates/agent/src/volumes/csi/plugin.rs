@@ -18,6 +18,7 @@ use crate::volumes::csi::attach::Attachments;
 use crate::volumes::csi::calls::DriverCalls;
 use crate::volumes::csi::context::CsiContext;
 use crate::volumes::csi::driver_objects::{DriverObjects, DriverPolicy};
+use crate::volumes::csi::expand::{Expander, Warning};
 use crate::volumes::csi::names;
 use crate::volumes::csi::publish::{self, CsiPod};
 use crate::volumes::csi::source::{self, CsiVolume, Lifecycle};
@@ -42,6 +43,7 @@ pub(crate) struct CsiPlugin {
     pods_dir: PathBuf,
     objects: DriverObjects,
     attachments: Attachments,
+    expander: Expander,
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
@@ -69,13 +71,15 @@ impl CsiPlugin {
             ),
             pods_dir: pods_dir.to_path_buf(),
             objects: DriverObjects::new(connection),
+            expander: Expander::default(),
             locks: Mutex::new(HashMap::new()),
         }
     }
 
     /// Sets up the pod's CSI volume `name` of `spec`: staged first when it
     /// is persistent, then published (nothing called of what is both
-    /// already, unless its driver asks to be published again).
+    /// already, unless its driver asks to be published again), then grown
+    /// on the node when its claim was grown.
     pub(crate) async fn set_up(
         &self,
         pod: &CsiPod<'_>,
@@ -112,7 +116,32 @@ impl CsiPlugin {
                 self.attachments.mounted(&unique, true);
             }
         }
-        publish::set_up(&self.context, &calls, pod, &volume, &policy).await
+        let target = pod
+            .dirs
+            .volume(names::PLUGIN, &volume.spec_name)
+            .join(names::MOUNT_DIR);
+        let mounted_before = self.context.is_published(&target);
+        let set = publish::set_up(&self.context, &calls, pod, &volume, &policy).await?;
+        if volume.lifecycle == Lifecycle::Persistent {
+            let uid = pod.pod.metadata.uid.as_deref().unwrap_or_default();
+            self.expander
+                .grow(
+                    &self.context,
+                    &calls,
+                    &volume,
+                    uid,
+                    &target.to_string_lossy(),
+                    !mounted_before,
+                )
+                .await?;
+        }
+        Ok(set)
+    }
+
+    /// The warnings about pod `uid`'s volumes since last asked (a volume
+    /// that failed to grow while in use).
+    pub(crate) fn take_warnings(&self, uid: &str) -> Vec<Warning> {
+        self.expander.take_warnings(uid)
     }
 
     /// The attach handshake of the attachable `volume`: said in use by the
@@ -157,9 +186,10 @@ impl CsiPlugin {
     }
 
     /// Pod `uid` is gone: the attachable volumes it wanted are no longer
-    /// in use for it.
+    /// in use for it, and what was kept for it is forgotten.
     pub(crate) fn forget_pod(&self, uid: &str) {
         self.attachments.forget_pod(uid);
+        self.expander.forget_pod(uid);
     }
 
     /// Finds the attachable volumes staged on the node (their staging
@@ -205,6 +235,7 @@ impl CsiPlugin {
         }
         stage::unmount_device(&self.context, &published.driver, &published.handle).await?;
         self.attachments.mounted(&key, false);
+        self.expander.forget_volume(&key);
         Ok(())
     }
 

@@ -4,7 +4,8 @@
 //! the volume's fsType and mount options (a block one for fsType `block`),
 //! the fsGroup as the mount group when the driver applies it, and the
 //! volume context with what the CSIDriver asks for: the pod's own
-//! identity, and its service-account tokens.
+//! identity, and its service-account tokens; an expansion's request with
+//! the new size.
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;
@@ -133,6 +134,34 @@ pub(crate) fn publish(volume: &CsiVolume, extras: PublishExtras) -> csi::NodePub
         readonly: volume.read_only,
         secrets: extras.secrets.into_iter().collect(),
         volume_context: extras.context.into_iter().collect(),
+    }
+}
+
+/// `NodeExpandVolume` of `volume` published at `volume_path` (and staged
+/// at `staging_path`) to `bytes`: its mount options, no mount group.
+pub(crate) fn expand(
+    volume: &CsiVolume,
+    volume_path: &str,
+    staging_path: &str,
+    bytes: i64,
+    secrets: BTreeMap<String, String>,
+    single_node_multi_writer: bool,
+) -> csi::NodeExpandVolumeRequest {
+    csi::NodeExpandVolumeRequest {
+        volume_id: volume.handle.clone(),
+        volume_path: volume_path.to_string(),
+        capacity_range: Some(csi::CapacityRange {
+            required_bytes: bytes,
+            limit_bytes: 0,
+        }),
+        staging_target_path: staging_path.to_string(),
+        volume_capability: Some(capability(
+            volume,
+            volume.mount_options.clone(),
+            None,
+            single_node_multi_writer,
+        )),
+        secrets: secrets.into_iter().collect(),
     }
 }
 

@@ -72,6 +72,13 @@ pub(crate) struct CsiVolume {
     /// Its VolumeAttachment's `attachmentMetadata`, when it is attached
     /// (the stage and publish calls' `publish_context`).
     pub(crate) publish_context: BTreeMap<String, String>,
+    /// The PersistentVolume's `capacity` of storage, in bytes: the size it
+    /// is to have on the node (none inline).
+    pub(crate) capacity: Option<i64>,
+    /// The claim's `status.capacity` of storage, in bytes: the size it has.
+    pub(crate) claim_capacity: Option<i64>,
+    /// `nodeExpandSecretRef`.
+    pub(crate) expand_secret: Option<SecretRef>,
 }
 
 /// Why a pod's claim gives no volume yet.
@@ -130,7 +137,19 @@ pub(crate) fn inline(pod: &Pod, name: &str, source: &CSIVolumeSource) -> CsiVolu
         }),
         claim: None,
         publish_context: BTreeMap::new(),
+        capacity: None,
+        claim_capacity: None,
+        expand_secret: None,
     }
+}
+
+/// The storage quantity of `resources`, in bytes.
+pub(crate) fn storage(
+    resources: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+) -> Option<i64> {
+    resources?
+        .get("storage")
+        .and_then(|q| nodeplugins_api::quantity::value(&q.0))
 }
 
 /// How a pod refers to a claim.
@@ -177,6 +196,7 @@ pub(crate) async fn persistent(
         read_only,
     )?;
     volume.claim = Some((namespace.to_string(), claim.name.to_string()));
+    volume.claim_capacity = storage(pvc.status.as_ref().and_then(|s| s.capacity.as_ref()));
     node_affinity::check(&pv, labels)?;
     Ok(volume)
 }
@@ -269,6 +289,9 @@ fn of_volume(
         publish_secret: secret(&source.node_publish_secret_ref),
         claim: None,
         publish_context: BTreeMap::new(),
+        capacity: storage(spec.capacity.as_ref()),
+        claim_capacity: None,
+        expand_secret: secret(&source.node_expand_secret_ref),
     })
 }
 

@@ -41,7 +41,11 @@ impl Worker {
             return self.volumes.is_some();
         }
         let node = self.context.informers.node().await.ok().flatten();
-        match handle.set_up(pod, node.as_deref()).await {
+        let set_up = handle.set_up(pod, node.as_deref()).await;
+        for warning in handle.take_warnings(&self.pod_ref.uid) {
+            self.event(warning.reason, warning.message);
+        }
+        match set_up {
             Ok(volumes) => {
                 if self.volumes.is_none() && !volumes.is_empty() {
                     tracing::info!(volumes = volumes.len(), "the pod's volumes are set up");
@@ -77,6 +81,22 @@ impl Worker {
                 false
             }
         }
+    }
+
+    /// The pod's object changed: an update (its spec, labels or
+    /// annotations, not its status alone) makes its volumes due at once,
+    /// as an update makes the kubelet sync the pod and its volume manager
+    /// read the pod's volumes again (a grown claim, changed content).
+    pub(super) fn pod_updated(&mut self) {
+        let pod = self.pod.borrow().clone();
+        let (old, new) = (&self.last_seen, &pod);
+        let updated = old.spec != new.spec
+            || old.metadata.labels != new.metadata.labels
+            || old.metadata.annotations != new.metadata.annotations;
+        if updated && self.volumes.is_some() {
+            self.volumes_resync_at = Some(tokio::time::Instant::now());
+        }
+        self.last_seen = pod;
     }
 
     /// Records a `Warning` Event on the pod, on a task of its own.
