@@ -53,5 +53,5 @@ mod set_up;
 pub use csi::stats::{VOLUME_STATS_AGG_PERIOD, VolumeStats};
 pub use error::{FAILED_MOUNT, VolumeError, VolumeFailure};
 pub use handle::VolumeHandle;
-pub(crate) use mounts::container_mounts;
 pub use mounts::{MountError, PodVolume, PodVolumes};
+pub(crate) use mounts::{container_mounts, recursive_read_only};

@@ -109,6 +109,7 @@ async fn a_container_gets_what_the_kubelet_hands_a_runtime_and_its_lifecycle_is_
             read_only: true,
             propagation: nodeplugins::runtime::MountPropagation::Private,
             selinux_relabel: false,
+            recursive_read_only: false,
         }],
         devices: vec![DeviceNodeSpec {
             container_path: "/dev/plugin0".into(),

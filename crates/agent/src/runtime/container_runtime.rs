@@ -27,6 +27,13 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     /// Its name and versions.
     async fn version(&self) -> Result<RuntimeVersion, RuntimeError>;
 
+    /// Whether its default handler can mount read-only volumes
+    /// recursively read-only (its status's handler features; none says
+    /// so: no).
+    async fn supports_recursive_read_only(&self) -> Result<bool, RuntimeError> {
+        Ok(false)
+    }
+
     /// The reference of `image`, pulled first when `policy` says so (for a
     /// container of `sandbox`'s pod).
     async fn ensure_image(

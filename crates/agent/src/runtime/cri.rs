@@ -112,6 +112,22 @@ impl ContainerRuntime for CriRuntime {
         })
     }
 
+    async fn supports_recursive_read_only(&self) -> Result<bool, RuntimeError> {
+        let answer = self
+            .runtime
+            .clone()
+            .status(cri::StatusRequest { verbose: false })
+            .await
+            .map_err(failed("Status"))?
+            .into_inner();
+        Ok(answer
+            .runtime_handlers
+            .iter()
+            .find(|h| h.name.is_empty())
+            .and_then(|h| h.features.as_ref())
+            .is_some_and(|f| f.recursive_read_only_mounts))
+    }
+
     async fn ensure_image(
         &self,
         image: &str,
@@ -482,6 +498,7 @@ fn container_config(
                     }
                 },
                 selinux_relabel: m.selinux_relabel,
+                recursive_read_only: m.recursive_read_only,
                 ..Default::default()
             })
             .collect(),

@@ -22,6 +22,10 @@ pub struct MountSpec {
     /// The runtime relabels it for the container (SELinux).
     #[serde(default)]
     pub selinux_relabel: bool,
+    /// Read-only all the way down: the mounts below it too (CRI's
+    /// `recursive_read_only`; only with `read_only`).
+    #[serde(default)]
+    pub recursive_read_only: bool,
 }
 
 /// How mounts propagate between the host and a container's mount (CRI's

@@ -1,15 +1,16 @@
 //! A container's volume mounts, as the kubelet's `makeMounts` makes them:
 //! one per `volumeMount`, in the container's order, from the volume set up
 //! for the pod; read-only when the mount says so or the volume always is;
-//! the mount's propagation (none: private); the SELinux relabel on every
-//! volume whose files the kubelet manages; a `subPath` (or a `subPathExpr`
+//! the mount's propagation (none: private); read-only all the way down
+//! when the mount asks (`recursiveReadOnly`) and the runtime can; the
+//! SELinux relabel on every volume whose files the kubelet manages; a `subPath` (or a `subPathExpr`
 //! expanded from the container's environment) relative and never climbing
 //! out, made when missing.
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
-use k8s_openapi::api::core::v1::Container;
+use k8s_openapi::api::core::v1::{Container, VolumeMount};
 
 use crate::runtime::{MountPropagation, MountSpec};
 
@@ -41,6 +42,9 @@ pub enum MountError {
     /// A subPath is absolute or climbs out of its volume.
     #[error("invalid subPath {0:?}: must be a relative path that does not contain \"..\"")]
     InvalidSubPath(String),
+    /// A mount asks to be read-only all the way down and cannot be.
+    #[error("{0}")]
+    RecursiveReadOnly(String),
     /// A subPath could not be made.
     #[error("cannot make subPath {path}: {error}")]
     SubPath {
@@ -51,12 +55,50 @@ pub enum MountError {
     },
 }
 
+/// Whether `mount` is to be read-only all the way down, on a runtime that
+/// can (`supported`) or not (the kubelet's `resolveRecursiveReadOnly`).
+pub(crate) fn recursive_read_only(
+    mount: &VolumeMount,
+    supported: bool,
+) -> Result<bool, MountError> {
+    let refused = |why: String| {
+        Err(MountError::RecursiveReadOnly(format!(
+            "volume {:?} requested recursive read-only mode, but {why}",
+            mount.name
+        )))
+    };
+    let mode = match mount.recursive_read_only.as_deref() {
+        None | Some("Disabled") => return Ok(false),
+        Some(mode) => mode,
+    };
+    if mount.read_only != Some(true) {
+        return refused("it is not read-only".into());
+    }
+    if let Some(propagation) = mount.mount_propagation.as_deref()
+        && propagation != "None"
+    {
+        return refused(format!(
+            "it is not compatible with propagation {propagation:?}"
+        ));
+    }
+    match mode {
+        "IfPossible" => Ok(supported),
+        "Enabled" if supported => Ok(true),
+        "Enabled" => refused("it is not supported by the runtime".into()),
+        other => Err(MountError::RecursiveReadOnly(format!(
+            "unknown recursive read-only mode {other:?}"
+        ))),
+    }
+}
+
 /// Container `container`'s volume mounts from `volumes`, its environment
-/// `env` expanding `subPathExpr`.
+/// `env` expanding `subPathExpr`, on a runtime that can make mounts
+/// read-only all the way down or not (`recursive_supported`).
 pub(crate) fn container_mounts(
     container: &Container,
     volumes: &PodVolumes,
     env: &[(String, String)],
+    recursive_supported: bool,
 ) -> Result<Vec<MountSpec>, MountError> {
     let mut mounts = Vec::new();
     for mount in container.volume_mounts.iter().flatten() {
@@ -81,6 +123,7 @@ pub(crate) fn container_mounts(
             sub_path_of(&volume.host_path, &sub_path)?
         };
         let read_only = mount.read_only.unwrap_or(false) || volume.read_only;
+        let recursive = recursive_read_only(mount, recursive_supported)?;
         let propagation = match mount.mount_propagation.as_deref() {
             Some("HostToContainer") => MountPropagation::HostToContainer,
             Some("Bidirectional") => MountPropagation::Bidirectional,
@@ -92,6 +135,7 @@ pub(crate) fn container_mounts(
             read_only,
             propagation,
             selinux_relabel: volume.managed,
+            recursive_read_only: recursive,
         });
     }
     Ok(mounts)
@@ -161,6 +205,7 @@ mod tests {
             ])),
             &volumes,
             &[("POD".to_string(), "p1".to_string())],
+            false,
         )
         .unwrap();
         assert_eq!(mounts[0].container_path, "/h");
@@ -193,6 +238,7 @@ mod tests {
             &container(serde_json::json!([{"name": "v", "mountPath": "/v", "subPath": "../etc"}])),
             &volumes,
             &[],
+            false,
         )
         .unwrap_err();
         assert!(matches!(err, MountError::InvalidSubPath(_)), "{err}");
@@ -200,11 +246,47 @@ mod tests {
             &container(serde_json::json!([{"name": "w", "mountPath": "/w"}])),
             &volumes,
             &[],
+            false,
         )
         .unwrap_err();
         assert_eq!(
             err.to_string(),
             "cannot find volume \"w\" to mount into container \"main\""
         );
+    }
+
+    #[test]
+    fn recursive_read_only_is_resolved_as_the_kubelet_resolves_it() {
+        let mount =
+            |json: serde_json::Value| -> VolumeMount { serde_json::from_value(json).unwrap() };
+        let ro = |mode: &str| {
+            mount(
+                serde_json::json!({"name": "v", "mountPath": "/v", "readOnly": true, "recursiveReadOnly": mode}),
+            )
+        };
+        assert!(!recursive_read_only(&ro("Disabled"), true).unwrap());
+        assert!(recursive_read_only(&ro("IfPossible"), true).unwrap());
+        assert!(!recursive_read_only(&ro("IfPossible"), false).unwrap());
+        assert!(recursive_read_only(&ro("Enabled"), true).unwrap());
+        assert_eq!(
+            recursive_read_only(&ro("Enabled"), false)
+                .unwrap_err()
+                .to_string(),
+            "volume \"v\" requested recursive read-only mode, but it is not supported by the runtime"
+        );
+        let writable = mount(
+            serde_json::json!({"name": "v", "mountPath": "/v", "recursiveReadOnly": "Enabled"}),
+        );
+        assert_eq!(
+            recursive_read_only(&writable, true)
+                .unwrap_err()
+                .to_string(),
+            "volume \"v\" requested recursive read-only mode, but it is not read-only"
+        );
+        let propagated = mount(
+            serde_json::json!({"name": "v", "mountPath": "/v", "readOnly": true,
+            "recursiveReadOnly": "IfPossible", "mountPropagation": "HostToContainer"}),
+        );
+        assert!(recursive_read_only(&propagated, true).is_err());
     }
 }

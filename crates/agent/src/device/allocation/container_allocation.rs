@@ -67,6 +67,7 @@ impl ContainerAllocation {
                     read_only: m.read_only,
                     propagation: crate::runtime::MountPropagation::Private,
                     selinux_relabel: false,
+                    recursive_read_only: false,
                 })
                 .collect(),
             device_specs: response

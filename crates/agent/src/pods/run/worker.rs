@@ -106,10 +106,11 @@ pub(crate) struct WorkerContext {
 
 /// What the status of every pod names, learnt when first needed (not at
 /// start, which must not wait on a runtime or an API server away): the
-/// runtime's name, the scheme of container ids (`containerd://`), and the
-/// node's address.
+/// runtime's name, the scheme of container ids (`containerd://`), whether
+/// it makes mounts read-only all the way down, and the node's address.
 pub(crate) struct NodeFacts {
     runtime_name: tokio::sync::OnceCell<String>,
+    recursive_read_only: tokio::sync::OnceCell<bool>,
     node_ip: tokio::sync::OnceCell<Option<String>>,
     configured_ip: Option<String>,
     informers: Informers,
@@ -121,6 +122,7 @@ impl NodeFacts {
     pub(crate) fn new(configured_ip: Option<String>, informers: Informers) -> Self {
         Self {
             runtime_name: tokio::sync::OnceCell::new(),
+            recursive_read_only: tokio::sync::OnceCell::new(),
             node_ip: tokio::sync::OnceCell::new(),
             configured_ip,
             informers,
@@ -137,6 +139,20 @@ impl NodeFacts {
             })
             .await
             .cloned()
+    }
+
+    /// Whether the runtime's default handler makes read-only mounts
+    /// read-only all the way down, once it answered (no, until then).
+    pub(crate) async fn recursive_read_only(&self, runtime: &dyn ContainerRuntime) -> bool {
+        self.recursive_read_only
+            .get_or_try_init(|| async {
+                let supported = runtime.supports_recursive_read_only().await?;
+                tracing::info!(supported, "the runtime's recursive read-only mounts");
+                Ok::<bool, RuntimeError>(supported)
+            })
+            .await
+            .copied()
+            .unwrap_or(false)
     }
 
     /// The node's address, once read (none when the Node has none).
@@ -503,8 +519,14 @@ impl Worker {
         };
         let node_ip = self.context.node.node_ip().await;
         let resource_health = self.current_resource_health(pod);
+        let recursive_read_only = self
+            .context
+            .node
+            .recursive_read_only(self.context.runtime.as_ref())
+            .await;
         let inputs = StatusInputs {
             runtime: &runtime_name,
+            recursive_read_only,
             node_ip: node_ip.as_deref(),
             start_time: self.start_time,
             generation: pod.metadata.generation,

@@ -33,6 +33,8 @@ pub(crate) struct NodeGiven<'a> {
     /// The pod's volumes as the volume manager set them up, when it has
     /// one.
     pub(crate) volumes: Option<&'a PodVolumes>,
+    /// Whether the runtime makes mounts read-only all the way down.
+    pub(crate) recursive_read_only: bool,
 }
 
 /// Why a container's run options could not be made (the kubelet's
@@ -87,8 +89,10 @@ pub(crate) fn run_options(
     let envs = container_env(pod, container, &admitted.envs, node.service_env);
     let mut mounts = admitted.mounts.clone();
     if let Some(volumes) = node.volumes {
-        mounts
-            .extend(container_mounts(container, volumes, &envs).map_err(RunOptionsError::Mounts)?);
+        mounts.extend(
+            container_mounts(container, volumes, &envs, node.recursive_read_only)
+                .map_err(RunOptionsError::Mounts)?,
+        );
     }
     let hosts_mounted = container
         .volume_mounts

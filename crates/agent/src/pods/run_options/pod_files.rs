@@ -53,6 +53,7 @@ impl PodFiles {
                 read_only: false,
                 propagation: crate::runtime::MountPropagation::Private,
                 selinux_relabel: false,
+                recursive_read_only: false,
             },
             MountSpec {
                 container_path: termination_path
@@ -63,6 +64,7 @@ impl PodFiles {
                 read_only: false,
                 propagation: crate::runtime::MountPropagation::Private,
                 selinux_relabel: false,
+                recursive_read_only: false,
             },
         ])
     }

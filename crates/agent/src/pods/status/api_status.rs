@@ -20,11 +20,14 @@ use crate::pods::admit::container::ContainerKind;
 use crate::pods::admit::spec::containers;
 use crate::pods::run::pod_sync::{ApiPhase, ContainerView, SyncPlan};
 use crate::runtime::{ContainerState, ContainerStatus};
+use crate::volumes::recursive_read_only;
 
 /// What the status is made from besides the plan.
 pub(crate) struct StatusInputs<'a> {
     /// The runtime's name, the scheme of container ids (`containerd`).
     pub(crate) runtime: &'a str,
+    /// Whether it makes mounts read-only all the way down.
+    pub(crate) recursive_read_only: bool,
     /// The node's address, the pod's too.
     pub(crate) node_ip: Option<&'a str>,
     /// When the pod was first seen running here.
@@ -254,7 +257,7 @@ fn container_status(
     }
     // Its volume mounts as its spec names them, the read-only ones with
     // whether they are read-only all the way down (the kubelet's
-    // RecursiveReadOnlyMounts; asked for only with `Enabled`).
+    // RecursiveReadOnlyMounts, resolved as for the container's mounts).
     let mounts: Vec<Value> = spec
         .into_iter()
         .flat_map(|c| c.volume_mounts.iter().flatten())
@@ -262,8 +265,8 @@ fn container_status(
             let mut mount = json!({"name": m.name, "mountPath": m.mount_path});
             if m.read_only == Some(true) {
                 mount["readOnly"] = json!(true);
-                let recursive = match m.recursive_read_only.as_deref() {
-                    Some("Enabled") => "Enabled",
+                let recursive = match recursive_read_only(m, inputs.recursive_read_only) {
+                    Ok(true) => "Enabled",
                     _ => "Disabled",
                 };
                 mount["recursiveReadOnly"] = json!(recursive);

@@ -89,6 +89,7 @@ fn allocation(
             read_only: true,
             propagation: crate::runtime::MountPropagation::Private,
             selinux_relabel: false,
+            recursive_read_only: false,
         }],
         device_specs: vec![DeviceNodeSpec {
             container_path: "/dev/shared".into(),

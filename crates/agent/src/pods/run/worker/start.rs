@@ -72,6 +72,7 @@ impl Worker {
             service_env: &service_env,
             pod_files: pod_files.as_ref(),
             volumes: self.volumes.as_ref(),
+            recursive_read_only: self.context.node.recursive_read_only(runtime).await,
         };
         let spec = run_container_spec(pod, container, &resources, &node, attempt)
             .map_err(|e| ("CreateContainerConfigError".to_string(), e.to_string()))?;

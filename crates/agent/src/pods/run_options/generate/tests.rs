@@ -17,6 +17,7 @@ fn resources() -> ContainerResources {
             read_only: true,
             propagation: crate::runtime::MountPropagation::Private,
             selinux_relabel: false,
+            recursive_read_only: false,
         }],
         device_specs: vec![DeviceNodeSpec {
             container_path: "/dev/dev-0".into(),
@@ -45,6 +46,7 @@ fn a_container_gets_the_plugins_answers_and_its_own_settings_as_the_kubelet_send
         service_env: &[],
         pod_files: None,
         volumes: None,
+        recursive_read_only: false,
     };
     let spec = run_container_spec(&pod, main, &resources(), &node, 2).unwrap();
     assert_eq!(spec.attempt, 2);
@@ -107,6 +109,7 @@ fn the_services_follow_the_containers_own_variables_and_the_pods_files_the_plugi
         service_env: &services,
         pod_files: Some(&files),
         volumes: None,
+        recursive_read_only: false,
     };
     let options = run_options(&pod, main, &resources(), &node).unwrap();
     let names: Vec<&str> = options.envs.iter().map(|(k, _)| k.as_str()).collect();
