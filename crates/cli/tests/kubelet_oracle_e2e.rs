@@ -28,7 +28,11 @@
 //! And a pod's CSI volumes, the SDK's example driver on each node
 //! registered by the CSI registrar: the driver's calls (capabilities,
 //! stage, publish, unpublish, unstage, each request field) are the same
-//! from both, for a claim's volume and for an inline one.
+//! from both, for a claim's volume and for an inline one; for a volume the
+//! attach/detach controller attaches; and for a claim grown while in use
+//! (the claim's status each node leaves compared too). And the same for
+//! the Kubernetes end-to-end suite's CSI mock driver, unmodified, whose
+//! first unstage fails.
 
 // Test code: a failed unwrap is a failed test with a precise location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -931,7 +935,7 @@ fn volumes_pod(name: &str, node: &str) -> Value {
         {"name": "proj", "mountPath": "/v/proj"},
         {"name": "scratch", "mountPath": "/v/scratch"},
         {"name": "mem", "mountPath": "/v/mem"},
-        {"name": "host", "mountPath": "/v/host", "readOnly": true},
+        {"name": "host", "mountPath": "/v/host", "readOnly": true, "recursiveReadOnly": "IfPossible"},
     ]);
     let mut pod = on_host(pod(name, node, vec![main]));
     pod["metadata"]["labels"] = json!({"app": "volumes", "tier": "front"});
@@ -1362,21 +1366,7 @@ async fn a_pods_csi_volumes_get_the_same_driver_calls_from_our_agent_as_from_the
         std::fs::create_dir_all(state.join("vol-1")).unwrap();
         std::fs::write(state.join("vol-1/hello"), "from the driver").unwrap();
         drivers.push(start_csi_driver(root, node, &state, &log_of(side), &[]));
-        eventually(
-            &format!("the CSI driver registered on {node}"),
-            LONG,
-            || async {
-                let n = cluster
-                    .api
-                    .admin("GET", &format!("/api/v1/nodes/{node}"), None)
-                    .await;
-                n["metadata"]["annotations"]["csi.volume.kubernetes.io/nodeid"]
-                    .as_str()
-                    .is_some_and(|a| a.contains("csi.example.com"))
-                    .then_some(())
-            },
-        )
-        .await;
+        driver_registered(cluster, node, "csi.example.com").await;
         bind_static_volume(
             &cluster.api,
             &format!("data-{side}"),
@@ -1386,21 +1376,97 @@ async fn a_pods_csi_volumes_get_the_same_driver_calls_from_our_agent_as_from_the
         .await;
     }
     create_csi_driver_object(&cluster.api).await;
-
-    // One volume at a time: the kubelet sets up a pod's volumes in
-    // parallel, so two of one pod would interleave their calls.
-    let steps: [(&str, &str, usize); 4] = [
+    let steps = [
         ("claim", "NodePublishVolume", 1),
         ("inline", "NodePublishVolume", 2),
         ("claim", "NodeUnstageVolume", 1),
         ("inline", "NodeUnpublishVolume", 2),
     ];
+    let inline = json!({"csi": {"driver": "csi.example.com", "volumeAttributes": {"size": "1Mi"}}});
+    claim_and_inline_calls_alike(&two, dir.path(), Some(&inline), &steps).await;
+    drop(drivers);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_e2e_mock_drivers_volumes_get_the_same_calls_from_our_agent_as_from_the_real_kubelet() {
+    // The Kubernetes end-to-end suite's CSI mock driver, unmodified, on
+    // each node, with its own volume "1" as the claim's; its first
+    // NodeUnstageVolume fails, so that the retry is compared too. Claims
+    // only: the mock fails on an inline volume's publish (it looks up a
+    // volume it does not have).
+    let two = TwoNodes::start(1).await;
+    let cluster = &two.cluster;
+    let dir = TempDir::new().unwrap();
+    let mut drivers = Vec::new();
+    for (side, node, root) in &two.sides() {
+        let log = dir.path().join(format!("calls-{side}.jsonl"));
+        drivers.push(start_csi_mock(
+            root,
+            &log,
+            &["--fail", "NodeUnstageVolume=Internal:1"],
+        ));
+        driver_registered(cluster, node, MOCK_DRIVER).await;
+        bind_static_volume_of(
+            &cluster.api,
+            MOCK_DRIVER,
+            &format!("data-{side}"),
+            &format!("pv-{side}"),
+            "1",
+        )
+        .await;
+    }
+    create_mock_driver_object(&cluster.api).await;
+    let steps = [
+        ("claim", "NodePublishVolume", 1),
+        ("claim", "NodeUnstageVolume", 2),
+    ];
+    claim_and_inline_calls_alike(&two, dir.path(), None, &steps).await;
+    drop(drivers);
+}
+
+/// Waits until CSI driver `driver` registered on `node` (its Node has the
+/// driver's node id).
+async fn driver_registered(cluster: &Cluster, node: &str, driver: &str) {
+    eventually(
+        &format!("CSI driver {driver} registered on {node}"),
+        LONG,
+        || async {
+            let n = cluster
+                .api
+                .admin("GET", &format!("/api/v1/nodes/{node}"), None)
+                .await;
+            n["metadata"]["annotations"]["csi.volume.kubernetes.io/nodeid"]
+                .as_str()
+                .is_some_and(|a| a.contains(driver))
+                .then_some(())
+        },
+    )
+    .await;
+}
+
+/// Runs a pod with a claim's volume (`data-k` on the kubelet's node,
+/// `data-o` on ours) and one with the inline volume `inline` (if any), on both
+/// nodes, then deletes them, one step at a time: each step
+/// (`(kind, method, count)`: the pod of `kind` (`claim` or `inline`) made
+/// at its kind's first step, deleted at the next,
+/// until its driver's log in `dir` (`calls-k.jsonl`, `calls-o.jsonl`) has
+/// `count` calls of `method`) ends with both drivers' calls compared. One
+/// volume at a time: the kubelet sets up a pod's volumes in parallel, so
+/// two of one pod would interleave their calls.
+async fn claim_and_inline_calls_alike(
+    two: &TwoNodes,
+    dir: &Path,
+    inline: Option<&Value>,
+    steps: &[(&str, &str, usize)],
+) {
+    let cluster = &two.cluster;
+    let sides = two.sides();
+    let log_of = |side: &str| dir.join(format!("calls-{side}.jsonl"));
     let names_of = |side: &str, node: &str, root: &Path| -> Vec<(String, &'static str)> {
         let mut names = Vec::new();
         for kind in ["claim", "inline"] {
             let pod = format!("{side}-{kind}");
-            let uid =
-                std::fs::read_to_string(dir.path().join(format!("{pod}.uid"))).unwrap_or_default();
+            let uid = std::fs::read_to_string(dir.join(format!("{pod}.uid"))).unwrap_or_default();
             names.push((
                 uid,
                 if kind == "claim" {
@@ -1425,12 +1491,15 @@ async fn a_pods_csi_volumes_get_the_same_driver_calls_from_our_agent_as_from_the
         names
     };
     for (step, (kind, until, count)) in steps.iter().enumerate() {
-        let creating = step < 2;
+        // A kind's first step makes its pods, the next deletes them.
+        let creating = !steps[..step].iter().any(|(k, ..)| k == kind);
         if creating {
             let volume = if *kind == "claim" {
                 json!({"persistentVolumeClaim": {"claimName": "PVC"}})
             } else {
-                json!({"csi": {"driver": "csi.example.com", "volumeAttributes": {"size": "1Mi"}}})
+                inline
+                    .expect("an inline volume for the inline steps")
+                    .clone()
             };
             two.create_both(kind, |name, node, _| {
                 let text = volume
@@ -1449,7 +1518,7 @@ async fn a_pods_csi_volumes_get_the_same_driver_calls_from_our_agent_as_from_the
                 })
                 .await;
                 let uid = pod["metadata"]["uid"].as_str().unwrap();
-                std::fs::write(dir.path().join(format!("{name}.uid")), uid).unwrap();
+                std::fs::write(dir.join(format!("{name}.uid")), uid).unwrap();
             } else {
                 cluster
                     .api
@@ -1481,7 +1550,6 @@ async fn a_pods_csi_volumes_get_the_same_driver_calls_from_our_agent_as_from_the
             two.kubelet_tail()
         );
     }
-    drop(drivers);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -1643,5 +1711,154 @@ async fn an_attached_volume_is_waited_for_and_given_its_publish_context_as_the_r
     }
     compare("with the pods gone", &names);
     attacher.abort();
+    drop(drivers);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_grown_claim_is_grown_on_the_node_as_the_real_kubelet_grows_it() {
+    // The test plays the external resizer: the claim gets the size asked
+    // (`allocatedResources`) with `NodeResizePending`, then its volume the
+    // new capacity. Each node then grows the volume in use (the driver
+    // advertises EXPAND_VOLUME and records the size asked) and writes the
+    // claim's new capacity. An update of each pod makes its node look at
+    // once, as a kubelet syncs a pod when it changes.
+    let two = TwoNodes::start(1).await;
+    let cluster = &two.cluster;
+    let dir = TempDir::new().unwrap();
+    let sides = two.sides();
+    let log_of = |side: &str| dir.path().join(format!("calls-{side}.jsonl"));
+    let state_of = |side: &str| dir.path().join(format!("state-{side}"));
+    let mut drivers = Vec::new();
+    for (side, node, root) in &sides {
+        std::fs::create_dir_all(state_of(side).join("vol-1")).unwrap();
+        drivers.push(start_csi_driver(
+            root,
+            node,
+            &state_of(side),
+            &log_of(side),
+            &["--expand"],
+        ));
+        bind_static_volume(
+            &cluster.api,
+            &format!("data-{side}"),
+            &format!("pv-{side}"),
+            "vol-1",
+        )
+        .await;
+    }
+    create_csi_driver_object(&cluster.api).await;
+    two.create_both("grown", |name, node, _| {
+        csi_pod(
+            name,
+            node,
+            json!({"persistentVolumeClaim": {"claimName": format!("data-{}", &name[..1])}}),
+        )
+    })
+    .await;
+    for (side, ..) in &sides {
+        let name = format!("{side}-grown");
+        let pod = eventually(&format!("{name} running"), LONG, || async {
+            let pod = cluster.pod(&name).await;
+            (pod["status"]["phase"] == "Running").then_some(pod)
+        })
+        .await;
+        std::fs::write(
+            dir.path().join(format!("{name}.uid")),
+            pod["metadata"]["uid"].as_str().unwrap(),
+        )
+        .unwrap();
+    }
+
+    for (side, ..) in &sides {
+        let claim = format!("/api/v1/namespaces/default/persistentvolumeclaims/data-{side}");
+        cluster
+            .api
+            .admin(
+                "PATCH",
+                &format!("{claim}/status"),
+                Some(&json!({"status": {
+                    "allocatedResources": {"storage": "2Gi"},
+                    "allocatedResourceStatuses": {"storage": "NodeResizePending"}}})),
+            )
+            .await;
+        cluster
+            .api
+            .admin(
+                "PATCH",
+                &format!("/api/v1/persistentvolumes/pv-{side}"),
+                Some(&json!({"spec": {"capacity": {"storage": "2Gi"}}})),
+            )
+            .await;
+        cluster
+            .api
+            .admin(
+                "PATCH",
+                &format!("/api/v1/namespaces/default/pods/{side}-grown"),
+                Some(&json!({"metadata": {"annotations": {"resized": "2Gi"}}})),
+            )
+            .await;
+    }
+    let mut statuses = Vec::new();
+    for (side, node, _) in &sides {
+        let claim = format!("/api/v1/namespaces/default/persistentvolumeclaims/data-{side}");
+        let status = eventually(&format!("{node} grew data-{side}"), LONG, || async {
+            let pvc = cluster.api.admin("GET", &claim, None).await;
+            (pvc["status"]["capacity"]["storage"] == "2Gi").then(|| pvc["status"].clone())
+        })
+        .await;
+        assert_eq!(
+            std::fs::read_to_string(state_of(side).join("vol-1.size")).unwrap(),
+            (2u64 << 30).to_string(),
+            "{node}: the driver was asked for the new size"
+        );
+        statuses.push(status);
+    }
+    assert_eq!(
+        statuses[1], statuses[0],
+        "the claim's status as our agent left it (left) and as the kubelet did (right)"
+    );
+    assert!(
+        statuses[0].get("allocatedResourceStatuses").is_none(),
+        "the resize mark is cleared: {}",
+        statuses[0]
+    );
+
+    let names_of = |side: &str, node: &str, root: &Path| -> Vec<(String, &'static str)> {
+        let pod = format!("{side}-grown");
+        let uid =
+            std::fs::read_to_string(dir.path().join(format!("{pod}.uid"))).unwrap_or_default();
+        let mut names = vec![
+            (uid, "<UID>"),
+            (pod, "<POD>"),
+            (root.display().to_string(), "<ROOT>"),
+            (format!("pv-{side}"), "<PV>"),
+            (format!("data-{side}"), "<PVC>"),
+            (node.to_string(), "<NODE>"),
+        ];
+        let staged = root.join("plugins/kubernetes.io/csi/csi.example.com");
+        for entry in std::fs::read_dir(staged).unwrap().flatten() {
+            names.push((entry.file_name().to_string_lossy().into_owned(), "<SHA>"));
+        }
+        names
+    };
+    let theirs = normalized_calls(
+        &csi_calls(&log_of("k")),
+        &names_of("k", KUBELET_NODE, &sides[0].2),
+    );
+    let ours = normalized_calls(
+        &csi_calls(&log_of("o")),
+        &names_of("o", OUR_NODE, &sides[1].2),
+    );
+    assert_eq!(
+        ours,
+        theirs,
+        "the calls our agent made (left) and the kubelet's (right)\n{}",
+        two.kubelet_tail()
+    );
+    assert!(
+        ours.iter()
+            .any(|c| c.starts_with("\"NodeExpandVolume\"") && c.contains("2147483648")),
+        "{ours:#?}"
+    );
     drop(drivers);
 }

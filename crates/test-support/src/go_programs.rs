@@ -1,6 +1,7 @@
 //! The Go programs of `interop/`: the kubelet's own plugin manager, DRA
 //! plugin manager and device-plugin server, its example plugins and stubs,
-//! a DRA driver on the official Go helper, the kubelet's DRA manager, etcd,
+//! the end-to-end suite's CSI mock driver, a DRA driver on the official Go
+//! helper, the kubelet's DRA manager, etcd,
 //! kube-apiserver, kube-scheduler and kube-controller-manager, all built
 //! from the Kubernetes Go modules pinned in `interop/go.mod`; and the
 //! container runtime, containerd with its `ctr` client and runc shim, from
@@ -27,6 +28,7 @@ pub const PROGRAMS: &[&str] = &[
     "podresources-client",
     "kubelet-dra",
     "kubelet-pods",
+    "csi-mock",
     "etcd",
     "kube-apiserver",
     "kube-scheduler",

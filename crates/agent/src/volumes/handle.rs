@@ -199,10 +199,17 @@ impl VolumeHandle {
                 format!("cannot read the pod's volumes: {e}"),
             )])
         })?;
-        let mut failures = Vec::new();
+        let mut failures: Vec<VolumeFailure> = self
+            .inner
+            .csi
+            .unstage_pending(uid)
+            .await
+            .into_iter()
+            .map(|(handle, error)| failure(handle, error))
+            .collect();
         for (plugin, name) in found {
             let done = if plugin == csi_names::PLUGIN {
-                self.inner.csi.tear_down(&dirs, &name).await
+                self.inner.csi.tear_down(uid, &dirs, &name).await
             } else {
                 let dirs = dirs.clone();
                 let volume = name.clone();

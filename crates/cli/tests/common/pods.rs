@@ -585,6 +585,53 @@ pub fn start_csi_driver(
     (driver, registrar)
 }
 
+/// The name the Kubernetes end-to-end CSI mock driver registers.
+pub const MOCK_DRIVER: &str = "io.kubernetes.storage.mock";
+
+/// The Kubernetes end-to-end CSI mock driver (`interop/cmd/csi-mock`),
+/// its node calls in `log`, registered with the node at `root` by the CSI
+/// registrar; the mock given `more` flags (`--fail`, `--hang`).
+pub fn start_csi_mock(root: &Path, log: &Path, more: &[&str]) -> (ChildProcess, ChildProcess) {
+    let socket = root.join(format!("plugins/{MOCK_DRIVER}/csi.sock"));
+    let mut driver = tokio::process::Command::new(
+        nodeplugins_test_support::go_programs::go_program("csi-mock"),
+    );
+    driver
+        .arg(format!("--endpoint=unix://{}", socket.display()))
+        .arg(format!("--call-log={}", log.display()))
+        .args(more);
+    let driver = ChildProcess::spawn("csi-mock", driver);
+    std::fs::create_dir_all(root.join("plugins_registry")).unwrap();
+    let mut registrar =
+        tokio::process::Command::new(binary("nodeplugins-sdk-bins", "nodeplugins-csi-registrar"));
+    registrar
+        .arg(format!("--csi-address={}", socket.display()))
+        .arg(format!("--kubelet-registration-path={}", socket.display()))
+        .arg(format!(
+            "--plugin-registration-path={}",
+            root.join("plugins_registry").display()
+        ))
+        .arg("--timeout=10s");
+    let registrar = ChildProcess::spawn("nodeplugins-csi-registrar", registrar);
+    (driver, registrar)
+}
+
+/// The CSIDriver object of the mock driver: no attaching, the pod's
+/// identity in its volumes' context, inline and persistent volumes.
+pub async fn create_mock_driver_object(api: &KubeApi) {
+    api.admin(
+        "POST",
+        "/apis/storage.k8s.io/v1/csidrivers",
+        Some(
+            &json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
+            "metadata": {"name": MOCK_DRIVER},
+            "spec": {"attachRequired": false, "podInfoOnMount": true,
+                     "volumeLifecycleModes": ["Persistent", "Ephemeral"]}}),
+        ),
+    )
+    .await;
+}
+
 /// The CSIDriver object of the example CSI driver: no attaching, the
 /// pod's identity in its volumes' context and a token of the pod's service
 /// account for audience `csi.example.com`, fsGroup applied by the node,
@@ -657,6 +704,17 @@ pub async fn start_attacher(api: &KubeApi) -> tokio::task::JoinHandle<()> {
 /// binding is complete (the scheduler looks for that), the volume names
 /// the claim's UID, both are `Bound`.
 pub async fn bind_static_volume(api: &KubeApi, claim: &str, pv: &str, handle: &str) {
+    bind_static_volume_of(api, "csi.example.com", claim, pv, handle).await;
+}
+
+/// [`bind_static_volume`] of driver `driver`.
+pub async fn bind_static_volume_of(
+    api: &KubeApi,
+    driver: &str,
+    claim: &str,
+    pv: &str,
+    handle: &str,
+) {
     let made = api
         .admin(
             "POST",
@@ -678,7 +736,7 @@ pub async fn bind_static_volume(api: &KubeApi, claim: &str, pv: &str, handle: &s
             "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
                      "storageClassName": "", "mountOptions": ["noatime"],
                      "claimRef": {"namespace": "default", "name": claim, "uid": claim_uid},
-                     "csi": {"driver": "csi.example.com", "volumeHandle": handle, "fsType": "ext4",
+                     "csi": {"driver": driver, "volumeHandle": handle, "fsType": "ext4",
                              "volumeAttributes": {"kind": "static"}}}})),
     )
     .await;

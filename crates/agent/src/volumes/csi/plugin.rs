@@ -44,6 +44,11 @@ pub(crate) struct CsiPlugin {
     objects: DriverObjects,
     attachments: Attachments,
     expander: Expander,
+    /// Persistent volumes a pod's tear-down unpublished but failed to
+    /// unstage, by the pod's UID (driver, handle): unstaged again at its
+    /// next tear-down, as the kubelet keeps unmounting a device until it
+    /// is done (the pod's own directory for the volume is gone by then).
+    unstage_pending: Mutex<HashMap<String, BTreeSet<(String, String)>>>,
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
@@ -72,6 +77,7 @@ impl CsiPlugin {
             pods_dir: pods_dir.to_path_buf(),
             objects: DriverObjects::new(connection),
             expander: Expander::default(),
+            unstage_pending: Mutex::new(HashMap::new()),
             locks: Mutex::new(HashMap::new()),
         }
     }
@@ -218,24 +224,75 @@ impl CsiPlugin {
         self.attachments.synced(found);
     }
 
-    /// Tears down the pod's CSI volume `name` found on disk: unpublished,
-    /// then unstaged when no other pod of the node has it published.
-    pub(crate) async fn tear_down(&self, dirs: &PodDirs, name: &str) -> Result<(), String> {
+    /// Tears down pod `uid`'s CSI volume `name` found on disk (in `dirs`):
+    /// unpublished, then unstaged when no other pod of the node has it
+    /// published.
+    pub(crate) async fn tear_down(
+        &self,
+        uid: &str,
+        dirs: &PodDirs,
+        name: &str,
+    ) -> Result<(), String> {
         let Some(published) = publish::tear_down(&self.context, dirs, name).await? else {
             return Ok(());
         };
         if published.lifecycle != Lifecycle::Persistent {
             return Ok(());
         }
-        let key = names::unique_name(&published.driver, &published.handle);
+        self.unstage_unused(uid, &published.driver, &published.handle)
+            .await
+    }
+
+    /// Unstages again what pod `uid`'s last tear-down unpublished and
+    /// failed to unstage; why each that still fails does, by handle.
+    pub(crate) async fn unstage_pending(&self, uid: &str) -> Vec<(String, String)> {
+        let pending: Vec<(String, String)> = self
+            .unstage_pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(uid)
+            .map(|p| p.iter().cloned().collect())
+            .unwrap_or_default();
+        let mut failures = Vec::new();
+        for (driver, handle) in pending {
+            if let Err(e) = self.unstage_unused(uid, &driver, &handle).await {
+                failures.push((handle, e));
+            }
+        }
+        failures
+    }
+
+    /// Unstages volume `handle` of `driver`, unpublished from pod `uid`,
+    /// unless another pod of the node has it published; a failure is kept
+    /// for the pod's next tear-down.
+    async fn unstage_unused(&self, uid: &str, driver: &str, handle: &str) -> Result<(), String> {
+        let key = names::unique_name(driver, handle);
         let lock = self.lock_key(&key);
         let _held = lock.lock().await;
-        if self.published_elsewhere(&published.driver, &published.handle) {
-            return Ok(());
+        let pending = (driver.to_string(), handle.to_string());
+        if !self.published_elsewhere(driver, handle) {
+            if let Err(e) = stage::unmount_device(&self.context, driver, handle).await {
+                self.unstage_pending
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .entry(uid.to_string())
+                    .or_default()
+                    .insert(pending);
+                return Err(e);
+            }
+            self.attachments.mounted(&key, false);
+            self.expander.forget_volume(&key);
         }
-        stage::unmount_device(&self.context, &published.driver, &published.handle).await?;
-        self.attachments.mounted(&key, false);
-        self.expander.forget_volume(&key);
+        let mut all = self
+            .unstage_pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(of_pod) = all.get_mut(uid) {
+            of_pod.remove(&pending);
+            if of_pod.is_empty() {
+                all.remove(uid);
+            }
+        }
         Ok(())
     }
 
