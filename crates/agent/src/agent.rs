@@ -356,6 +356,10 @@ impl Agent {
                 if let Some(stats) = pods_handle.as_ref().and_then(|p| p.volume_stats()) {
                     sources.push(Arc::new(stats));
                 }
+                #[cfg(feature = "kube")]
+                if let Some(operations) = pods_handle.as_ref().and_then(|p| p.csi_operations()) {
+                    sources.push(Arc::new(operations));
+                }
                 let endpoint = MetricsEndpoint {
                     sources,
                     readiness: vec![Arc::new(plugins.clone()), Arc::new(devices.clone())],

@@ -8,6 +8,7 @@
 //! | `kubelet_device_plugin_alloc_duration_seconds` | histogram | `resource_name` |
 //! | `dra_operations_duration_seconds` | histogram | `operation_name`, `is_error` |
 //! | `dra_grpc_operations_duration_seconds` | histogram | `driver_name`, `method_name`, `grpc_status_code` |
+//! | `csi_operations_seconds` | histogram | `driver_name`, `method_name`, `grpc_status_code`, `migrated` (volumes) |
 //!
 //! Each part of the agent owns its families (`prometheus-client`) and
 //! registers them in the registry a scrape encodes ([`MetricsSource`]), the
@@ -17,10 +18,12 @@
 //! re-exports `prometheus_client`.
 
 mod family;
+mod grpc_code;
 mod server;
 mod source;
 
 pub(crate) use family::{CounterVec, DEFAULT_BUCKETS, HistogramVec};
+pub(crate) use grpc_code::grpc_code_name;
 pub use server::{MetricsEndpoint, serve_metrics};
 pub use source::{MetricsSource, ReadinessCheck};
 

@@ -49,9 +49,11 @@ mod layout;
 mod mounts;
 mod plan;
 mod set_up;
+mod sub_path;
 
+pub use csi::operations::CsiOperations;
 pub use csi::stats::{VOLUME_STATS_AGG_PERIOD, VolumeStats};
 pub use error::{FAILED_MOUNT, VolumeError, VolumeFailure};
 pub use handle::VolumeHandle;
 pub use mounts::{MountError, PodVolume, PodVolumes};
-pub(crate) use mounts::{container_mounts, recursive_read_only};
+pub(crate) use mounts::{MountSources, container_mounts, recursive_read_only};

@@ -40,6 +40,14 @@ pub trait CallMetrics: Send + Sync {
     /// A call of `method` (the gRPC method name, `RunPodSandbox`) ended
     /// after `elapsed`, failed or not.
     fn observed(&self, method: &str, elapsed: Duration, failed: bool);
+
+    /// The same, with how it ended: the peer's gRPC status code (`Ok` when
+    /// it answered), `DeadlineExceeded` when this side's deadline passed,
+    /// and `None` when the call failed before the peer could answer (the
+    /// connection). By default, [`observed`](Self::observed).
+    fn observed_status(&self, method: &str, elapsed: Duration, code: Option<tonic::Code>) {
+        self.observed(method, elapsed, code != Some(tonic::Code::Ok));
+    }
 }
 
 /// The policy: who the peer is, each method's deadline, and where the
@@ -182,16 +190,22 @@ where
                     },
                     None => call.await.map_err(Into::into),
                 };
-                let failed = match &answered {
-                    Err(_) => true,
+                let code = match &answered {
+                    Err(error) => error
+                        .downcast_ref::<tonic::Status>()
+                        .map(tonic::Status::code),
                     // A failure without a body puts its status in the headers.
-                    Ok(response) => response
-                        .headers()
-                        .get("grpc-status")
-                        .is_some_and(|status| status.as_bytes() != b"0"),
+                    Ok(response) => Some(
+                        response
+                            .headers()
+                            .get("grpc-status")
+                            .and_then(|status| std::str::from_utf8(status.as_bytes()).ok())
+                            .and_then(|status| status.parse::<i32>().ok())
+                            .map_or(tonic::Code::Ok, tonic::Code::from),
+                    ),
                 };
                 if let Some(metrics) = &policy.metrics {
-                    metrics.observed(&method, started.elapsed(), failed);
+                    metrics.observed_status(&method, started.elapsed(), code);
                 }
                 if let Err(error) = &answered {
                     tracing::debug!(%error, "call failed");

@@ -32,7 +32,8 @@
 //! attach/detach controller attaches; and for a claim grown while in use
 //! (the claim's status each node leaves compared too). And the same for
 //! the Kubernetes end-to-end suite's CSI mock driver, unmodified, whose
-//! first unstage fails.
+//! first unstage fails, and whose stage never ends (the volume unstaged
+//! with its pod all the same).
 
 // Test code: a failed unwrap is a failed test with a precise location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -45,8 +46,10 @@ use std::process::Stdio;
 
 use common::pods::*;
 use nodeplugins_test_support::binaries::binary;
+use nodeplugins_test_support::client_certificates::ClientCa;
 use nodeplugins_test_support::containerd::{Containerd, cri_log_lines};
 use nodeplugins_test_support::oci_image::BUSYBOX;
+use nodeplugins_test_support::process::ChildProcess;
 use nodeplugins_test_support::real_kubelet::{DEVICE_PLUGINS, RealKubelet};
 use nodeplugins_test_support::wait::eventually;
 use serde_json::{Value, json};
@@ -445,6 +448,42 @@ impl TwoNodes {
         let ours = make(&format!("o-{name}"), OUR_NODE, "gpu-o");
         self.cluster.create(&theirs).await;
         self.cluster.create(&ours).await;
+    }
+
+    /// The e2e CSI mock driver on both nodes, given `flags`, its calls in
+    /// `dir` (`calls-k.jsonl`, `calls-o.jsonl`), registered; each node's
+    /// claim (`data-k`, `data-o`) bound to the mock's volume "1", and the
+    /// mock's CSIDriver object made.
+    async fn start_mocks(&self, dir: &Path, flags: &[&str]) -> Vec<(ChildProcess, ChildProcess)> {
+        let mut drivers = Vec::new();
+        for (side, node, root) in &self.sides() {
+            let log = dir.join(format!("calls-{side}.jsonl"));
+            drivers.push(start_csi_mock(root, &log, flags));
+            driver_registered(&self.cluster, node, MOCK_DRIVER).await;
+            bind_static_volume_of(
+                &self.cluster.api,
+                MOCK_DRIVER,
+                &format!("data-{side}"),
+                &format!("pv-{side}"),
+                "1",
+            )
+            .await;
+        }
+        create_mock_driver_object(&self.cluster.api).await;
+        drivers
+    }
+
+    /// Creates [`csi_pod`] `NAME` on both nodes, each mounting its node's
+    /// claim (`data-k`, `data-o`).
+    async fn create_claim_pods(&self, name: &str) {
+        self.create_both(name, |name, node, _| {
+            csi_pod(
+                name,
+                node,
+                json!({"persistentVolumeClaim": {"claimName": format!("data-{}", &name[..1])}}),
+            )
+        })
+        .await;
     }
 
     /// Waits until `k-NAME` and `o-NAME` both reached what `reached` looks
@@ -909,11 +948,11 @@ async fn a_pods_lifecycle_on_our_agent_is_the_real_kubelets() {
 /// and kind (and a symlink's target), the files' contents, the mounts
 /// (mount point, ro or rw, file system), and the service-account token.
 const VOLUMES_REPORT: &str = r#"echo BEGIN
-for d in /v/cfg /v/sec /v/down /v/proj /v/scratch /v/mem /v/host /var/run/secrets/kubernetes.io/serviceaccount; do
+for d in /v/cfg /v/sec /v/down /v/proj /v/scratch /v/mem /v/host /v/made /var/run/secrets/kubernetes.io/serviceaccount; do
   find "$d" | sort | while read f; do stat -c '%A %u %g %F %N' "$f"; done
 done
 echo CONTENT
-for f in /v/cfg/a /v/cfg/dir/b.txt /v/sec/user /v/down/labels /v/down/name /v/down/note /v/down/mem_mi /v/proj/ns /v/proj/cfg-a /var/run/secrets/kubernetes.io/serviceaccount/namespace /var/run/secrets/kubernetes.io/serviceaccount/ca.crt; do
+for f in /v/cfg/a /v/cfg-a /v/cfg/dir/b.txt /v/sec/user /v/down/labels /v/down/name /v/down/note /v/down/annotations /v/down/mem_mi /v/proj/ns /v/proj/cfg-a /v/proj/ctb-name.pem /v/proj/ctb-signer.pem /v/proj/ctb-missing.pem /var/run/secrets/kubernetes.io/serviceaccount/namespace /var/run/secrets/kubernetes.io/serviceaccount/ca.crt; do
   echo "$f: $(cat $f | tr '\n' '|')"
 done
 echo MOUNTS
@@ -936,6 +975,8 @@ fn volumes_pod(name: &str, node: &str) -> Value {
         {"name": "scratch", "mountPath": "/v/scratch"},
         {"name": "mem", "mountPath": "/v/mem"},
         {"name": "host", "mountPath": "/v/host", "readOnly": true, "recursiveReadOnly": "IfPossible"},
+        {"name": "cfg", "mountPath": "/v/cfg-a", "subPath": "a"},
+        {"name": "scratch", "mountPath": "/v/made", "subPath": "new/dir"},
     ]);
     let mut pod = on_host(pod(name, node, vec![main]));
     pod["metadata"]["labels"] = json!({"app": "volumes", "tier": "front"});
@@ -950,12 +991,17 @@ fn volumes_pod(name: &str, node: &str) -> Value {
             {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
             {"path": "name", "fieldRef": {"fieldPath": "metadata.name"}},
             {"path": "note", "fieldRef": {"fieldPath": "metadata.annotations['note']"}},
+            {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}},
             {"path": "mem_mi", "resourceFieldRef": {"containerName": "main", "resource": "limits.memory", "divisor": "1Mi"}},
         ]}},
         {"name": "proj", "projected": {"sources": [
             {"configMap": {"name": "volumes-cfg", "items": [{"key": "a", "path": "cfg-a"}]}},
             {"downwardAPI": {"items": [{"path": "ns", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
             {"secret": {"name": "volumes-missing", "optional": true}},
+            {"clusterTrustBundle": {"name": "volumes-ctb", "path": "ctb-name.pem"}},
+            {"clusterTrustBundle": {"signerName": "example.com/volumes",
+                "labelSelector": {"matchLabels": {"trust": "yes"}}, "path": "ctb-signer.pem"}},
+            {"clusterTrustBundle": {"name": "volumes-ctb-missing", "optional": true, "path": "ctb-missing.pem"}},
         ]}},
         {"name": "scratch", "emptyDir": {}},
         {"name": "mem", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
@@ -1017,6 +1063,16 @@ fn volumes_view(lines: &[String], names: &[(String, &str)]) -> Vec<String> {
         if section == "TOKEN" {
             continue;
         }
+        // When each node first saw its pod (the kubelet's own annotation,
+        // which the downward API shows).
+        let line = match line.find("config.seen=\"") {
+            Some(at) => {
+                let start = at + "config.seen=\"".len();
+                let end = line[start..].find('"').map_or(line.len(), |e| start + e);
+                format!("{}<SEEN>{}", &line[..start], &line[end..])
+            }
+            None => line,
+        };
         let mut words: Vec<String> = line.split(' ').map(str::to_string).collect();
         for word in &mut words {
             *word = hide_token_volume(word);
@@ -1061,6 +1117,40 @@ async fn a_pods_volumes_on_our_agent_are_what_the_real_kubelet_makes() {
                 "POST",
                 &format!("/api/v1/namespaces/default/{}", object.0),
                 Some(&object.1),
+            )
+            .await;
+    }
+    // Trust bundles: one by name, one of a signer that a label selects
+    // (and one of that signer that it does not), each a CA of its own.
+    let (by_name, by_signer, unselected) = (ClientCa::new(), ClientCa::new(), ClientCa::new());
+    for (name, signer, labels, ca) in [
+        ("volumes-ctb", None, json!({}), &by_name),
+        (
+            "example.com:volumes:one",
+            Some("example.com/volumes"),
+            json!({"trust": "yes"}),
+            &by_signer,
+        ),
+        (
+            "example.com:volumes:two",
+            Some("example.com/volumes"),
+            json!({"trust": "no"}),
+            &unselected,
+        ),
+    ] {
+        let mut spec = json!({"trustBundle": ca.pem()});
+        if let Some(signer) = signer {
+            spec["signerName"] = json!(signer);
+        }
+        cluster
+            .api
+            .admin(
+                "POST",
+                "/apis/certificates.k8s.io/v1/clustertrustbundles",
+                Some(
+                    &json!({"apiVersion": "certificates.k8s.io/v1", "kind": "ClusterTrustBundle",
+                    "metadata": {"name": name, "labels": labels}, "spec": spec}),
+                ),
             )
             .await;
     }
@@ -1184,6 +1274,25 @@ async fn a_pods_volumes_on_our_agent_are_what_the_real_kubelet_makes() {
         "what the container sees of its volumes: only ours {only_ours:#?}\nonly theirs {only_theirs:#?}\n{diagnose}"
     );
     assert_eq!(our_claims, their_claims, "the token's claims");
+    let content = |file: &str| {
+        ours.iter()
+            .find_map(|l| l.strip_prefix(&format!("{file}: ")))
+            .unwrap_or_default()
+            .to_string()
+    };
+    for file in ["/v/proj/ctb-name.pem", "/v/proj/ctb-signer.pem"] {
+        assert_eq!(
+            content(file).matches("-----BEGIN CERTIFICATE-----").count(),
+            1,
+            "{file}: the one bundle's certificate: {}",
+            content(file)
+        );
+    }
+    assert!(
+        ours.iter()
+            .any(|l| l.trim_end() == "/v/proj/ctb-missing.pem:"),
+        "an optional bundle missing is an empty file"
+    );
     two.same_status("volumes", |pod| pod["status"]["phase"] == "Running")
         .await;
     let mounts = |pod: Value| {
@@ -1267,19 +1376,7 @@ async fn a_pods_volumes_on_our_agent_are_what_the_real_kubelet_makes() {
         } else {
             two.node.root().to_path_buf()
         };
-        eventually(&format!("{name} gone"), LONG, || async {
-            let answer = cluster
-                .api
-                .request(
-                    nodeplugins_test_support::kube_api::Identity::Admin,
-                    "GET",
-                    &format!("/api/v1/namespaces/default/pods/{name}"),
-                    None,
-                )
-                .await;
-            (answer.status == 404).then_some(())
-        })
-        .await;
+        pod_gone(cluster, name).await;
         let volumes = root.join("pods").join(&uid).join("volumes");
         if name.starts_with("o-") {
             assert!(!volumes.exists(), "{name}: its volumes are gone before it");
@@ -1395,33 +1492,100 @@ async fn the_e2e_mock_drivers_volumes_get_the_same_calls_from_our_agent_as_from_
     // only: the mock fails on an inline volume's publish (it looks up a
     // volume it does not have).
     let two = TwoNodes::start(1).await;
-    let cluster = &two.cluster;
     let dir = TempDir::new().unwrap();
-    let mut drivers = Vec::new();
-    for (side, node, root) in &two.sides() {
-        let log = dir.path().join(format!("calls-{side}.jsonl"));
-        drivers.push(start_csi_mock(
-            root,
-            &log,
-            &["--fail", "NodeUnstageVolume=Internal:1"],
-        ));
-        driver_registered(cluster, node, MOCK_DRIVER).await;
-        bind_static_volume_of(
-            &cluster.api,
-            MOCK_DRIVER,
-            &format!("data-{side}"),
-            &format!("pv-{side}"),
-            "1",
-        )
+    let drivers = two
+        .start_mocks(dir.path(), &["--fail", "NodeUnstageVolume=Internal:1"])
         .await;
-    }
-    create_mock_driver_object(&cluster.api).await;
     let steps = [
         ("claim", "NodePublishVolume", 1),
         ("claim", "NodeUnstageVolume", 2),
     ];
     claim_and_inline_calls_alike(&two, dir.path(), None, &steps).await;
     drop(drivers);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_volume_whose_stage_may_have_been_done_is_unstaged_with_its_pod_as_the_real_kubelet_does()
+{
+    // Every NodeStageVolume of the mock answers DeadlineExceeded: the
+    // driver may still be at work, so the volume may be staged. The pod
+    // waits; once it is deleted, each node unstages the volume all the
+    // same. How many stages each tried depends on its back-off: what is
+    // compared is what each called after its last one.
+    let two = TwoNodes::start(1).await;
+    let cluster = &two.cluster;
+    let dir = TempDir::new().unwrap();
+    let sides = two.sides();
+    let log_of = |side: &str| dir.path().join(format!("calls-{side}.jsonl"));
+    let drivers = two
+        .start_mocks(dir.path(), &["--fail", "NodeStageVolume=DeadlineExceeded"])
+        .await;
+    two.create_claim_pods("unsure").await;
+    for (side, ..) in &sides {
+        eventually(&format!("{side}-unsure's stage tried"), LONG, || async {
+            methods(&csi_calls(&log_of(side)))
+                .iter()
+                .any(|m| m == "NodeStageVolume")
+                .then_some(())
+        })
+        .await;
+        cluster
+            .api
+            .admin(
+                "DELETE",
+                &format!("/api/v1/namespaces/default/pods/{side}-unsure"),
+                None,
+            )
+            .await;
+    }
+    let after_stages = |side: &str, node: &str, root: &Path| {
+        let calls = csi_calls(&log_of(side));
+        let last = calls
+            .iter()
+            .rposition(|c| c["method"] == "NodeStageVolume")
+            .unwrap();
+        let names = vec![
+            (root.display().to_string(), "<ROOT>"),
+            (format!("pv-{side}"), "<PV>"),
+            (node.to_string(), "<NODE>"),
+        ];
+        normalized_calls(&calls[last + 1..], &names)
+    };
+    for (side, node, root) in &sides {
+        eventually(&format!("{node} unstaged the volume"), LONG, || async {
+            let after = after_stages(side, node, root);
+            after
+                .iter()
+                .any(|c| c.starts_with("\"NodeUnstageVolume\""))
+                .then_some(())
+        })
+        .await;
+        pod_gone(cluster, &format!("{side}-unsure")).await;
+    }
+    assert_eq!(
+        after_stages("o", OUR_NODE, &sides[1].2),
+        after_stages("k", KUBELET_NODE, &sides[0].2),
+        "after the last stage: the calls our agent made (left) and the kubelet's (right)\n{}",
+        two.kubelet_tail()
+    );
+    drop(drivers);
+}
+
+/// Waits until pod `name` is gone from the API.
+async fn pod_gone(cluster: &Cluster, name: &str) {
+    eventually(&format!("{name} gone"), LONG, || async {
+        let answer = cluster
+            .api
+            .request(
+                nodeplugins_test_support::kube_api::Identity::Admin,
+                "GET",
+                &format!("/api/v1/namespaces/default/pods/{name}"),
+                None,
+            )
+            .await;
+        (answer.status == 404).then_some(())
+    })
+    .await;
 }
 
 /// Waits until CSI driver `driver` registered on `node` (its Node has the
@@ -1616,14 +1780,7 @@ async fn an_attached_volume_is_waited_for_and_given_its_publish_context_as_the_r
         ours
     };
 
-    two.create_both("attached", |name, node, _| {
-        csi_pod(
-            name,
-            node,
-            json!({"persistentVolumeClaim": {"claimName": format!("data-{}", &name[..1])}}),
-        )
-    })
-    .await;
+    two.create_claim_pods("attached").await;
     for (side, node, _) in &sides {
         let name = format!("{side}-attached");
         let pod = eventually(&format!("{name} running"), LONG, || async {
@@ -1747,14 +1904,7 @@ async fn a_grown_claim_is_grown_on_the_node_as_the_real_kubelet_grows_it() {
         .await;
     }
     create_csi_driver_object(&cluster.api).await;
-    two.create_both("grown", |name, node, _| {
-        csi_pod(
-            name,
-            node,
-            json!({"persistentVolumeClaim": {"claimName": format!("data-{}", &name[..1])}}),
-        )
-    })
-    .await;
+    two.create_claim_pods("grown").await;
     for (side, ..) in &sides {
         let name = format!("{side}-grown");
         let pod = eventually(&format!("{name} running"), LONG, || async {

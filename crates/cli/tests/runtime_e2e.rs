@@ -960,6 +960,13 @@ async fn a_csi_driver_stages_and_publishes_a_pods_volumes_once_and_unpublishes_t
         1,
         "{metrics}"
     );
+    // Every driver call timed, as the kubelet's CSI client times it.
+    for method in ["NodeStageVolume", "NodePublishVolume", "NodeGetVolumeStats"] {
+        let labels = format!(
+            "csi_operations_seconds_count{{driver_name=\"csi.example.com\",method_name=\"/csi.v1.Node/{method}\",grpc_status_code=\"OK\",migrated=\"false\"}}"
+        );
+        assert!(metrics.contains(&labels), "{labels}: {metrics}");
+    }
 
     node.kill_agent().await;
     node.start_agent().await;

@@ -47,6 +47,11 @@ impl ClientCa {
         }
     }
 
+    /// The CA's certificate, PEM.
+    pub fn pem(&self) -> &str {
+        &self.cert_pem
+    }
+
     /// Writes the CA certificate to `path`, for `--client-ca-file`.
     pub fn write(&self, path: &Path) {
         std::fs::write(path, &self.cert_pem)

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::metrics::{DEFAULT_BUCKETS, HistogramVec, MetricsSource};
+use crate::metrics::{DEFAULT_BUCKETS, HistogramVec, MetricsSource, grpc_code_name};
 use nodeplugins_api::dra_client::DraService;
 
 /// `dra_operations_duration_seconds` and `dra_grpc_operations_duration_seconds`.
@@ -60,29 +60,5 @@ impl MetricsSource for DraMetrics {
     fn register(&self, registry: &mut prometheus_client::registry::Registry) {
         self.operations.register(registry);
         self.grpc_operations.register(registry);
-    }
-}
-
-/// The name grpc-go gives a status code, as the kubelet's metrics label it.
-fn grpc_code_name(code: tonic::Code) -> &'static str {
-    use tonic::Code;
-    match code {
-        Code::Ok => "OK",
-        Code::Cancelled => "Canceled",
-        Code::Unknown => "Unknown",
-        Code::InvalidArgument => "InvalidArgument",
-        Code::DeadlineExceeded => "DeadlineExceeded",
-        Code::NotFound => "NotFound",
-        Code::AlreadyExists => "AlreadyExists",
-        Code::PermissionDenied => "PermissionDenied",
-        Code::ResourceExhausted => "ResourceExhausted",
-        Code::FailedPrecondition => "FailedPrecondition",
-        Code::Aborted => "Aborted",
-        Code::OutOfRange => "OutOfRange",
-        Code::Unimplemented => "Unimplemented",
-        Code::Internal => "Internal",
-        Code::Unavailable => "Unavailable",
-        Code::DataLoss => "DataLoss",
-        Code::Unauthenticated => "Unauthenticated",
     }
 }

@@ -48,6 +48,8 @@ pub struct PodsHandle {
     pub(crate) dra: DraHandle,
     /// The claimed volumes' usage, when pods get volumes.
     pub(crate) volume_stats: Option<crate::volumes::VolumeStats>,
+    /// The CSI node calls' durations, when pods get volumes.
+    pub(crate) csi_operations: Option<crate::volumes::CsiOperations>,
 }
 
 impl PodsHandle {
@@ -55,6 +57,12 @@ impl PodsHandle {
     /// `kubelet_volume_stats_*`), when pods get volumes (a real runtime).
     pub fn volume_stats(&self) -> Option<crate::volumes::VolumeStats> {
         self.volume_stats.clone()
+    }
+
+    /// The durations of the CSI node calls made for the pods' volumes
+    /// (the kubelet's `csi_operations_seconds`), when pods get volumes.
+    pub fn csi_operations(&self) -> Option<crate::volumes::CsiOperations> {
+        self.csi_operations.clone()
     }
 
     /// Whether the node's pods are served from the API.

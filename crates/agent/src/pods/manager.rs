@@ -106,6 +106,7 @@ impl PodsManager {
             claims: claims.clone(),
             dra: dra.clone(),
             volume_stats: None,
+            csi_operations: None,
         };
         let writer = StatusWriter::new(connection.clone(), claims.limiter());
         let warnings = PodEvents::new(connection.clone(), config.node_name.clone());
@@ -120,6 +121,7 @@ impl PodsManager {
         });
         let handle = PodsHandle {
             volume_stats: volumes.as_ref().map(VolumeHandle::stats),
+            csi_operations: volumes.as_ref().map(VolumeHandle::csi_operations),
             ..handle
         };
         let manager = Self {

@@ -5,3 +5,4 @@ pub(super) mod atomic_writer;
 pub(super) mod objects;
 pub(super) mod payload;
 pub(super) mod token;
+pub(super) mod trust_bundles;

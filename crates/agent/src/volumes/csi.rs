@@ -21,6 +21,7 @@
 //! | `driver_objects.rs` | the cluster's CSIDriver objects, and what each asks of the node |
 //! | `attach.rs` | the node's part of attaching: the volumes in use, the wait for the Node to show them attached, the VolumeAttachment's metadata |
 //! | `calls.rs` | the driver's node calls and their capabilities |
+//! | `operations.rs` | every node call's duration, the kubelet's `csi_operations_seconds` |
 //! | `requests.rs` | each call's request, filled as the kubelet fills it |
 //! | `names.rs` | the names the kubelet derives: handles, attachment IDs, the staging path |
 //! | `vol_data.rs` | `vol_data.json`, what is set up written beside it |
@@ -40,6 +41,7 @@ pub(crate) mod expand;
 pub(crate) mod mount_dir;
 pub(crate) mod names;
 pub(crate) mod node_affinity;
+pub(crate) mod operations;
 pub(crate) mod plugin;
 pub(crate) mod publish;
 pub(crate) mod requests;

@@ -6,7 +6,7 @@
 //! back. Everything is on disk in the kubelet's layout; nothing else is
 //! kept across restarts.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,8 +21,10 @@ use crate::volumes::book::Book;
 use crate::volumes::content::objects::ObjectWatches;
 use crate::volumes::content::payload::{Owners, Sources};
 use crate::volumes::content::token::TokenManager;
+use crate::volumes::content::trust_bundles::TrustBundles;
 use crate::volumes::csi::attach::Attachments;
 use crate::volumes::csi::names as csi_names;
+use crate::volumes::csi::operations::CsiOperations;
 use crate::volumes::csi::plugin::CsiPlugin;
 use crate::volumes::csi::stats::VolumeStats;
 use crate::volumes::error::{VolumeError, VolumeFailure};
@@ -30,6 +32,7 @@ use crate::volumes::layout::PodDirs;
 use crate::volumes::mounts::PodVolumes;
 use crate::volumes::plan::{VolumeKind, plan};
 use crate::volumes::set_up::{PodContext, set_up, tear_down};
+use crate::volumes::sub_path;
 
 /// The volume manager, shared by every pod's operation.
 #[derive(Clone)]
@@ -42,10 +45,21 @@ struct Inner {
     config_maps: ObjectWatches<ConfigMap>,
     secrets: ObjectWatches<Secret>,
     tokens: TokenManager,
+    trust_bundles: TrustBundles,
     csi: CsiPlugin,
     stats: VolumeStats,
+    operations: CsiOperations,
     book: Mutex<Book>,
+    /// When each pod was first seen, by UID (the kubelet's
+    /// `kubernetes.io/config.seen`).
+    first_seen: Mutex<HashMap<String, String>>,
 }
+
+/// The annotation the kubelet adds to every pod it is given: when it first
+/// saw it (RFC 3339, to the nanosecond).
+const CONFIG_SEEN: &str = "kubernetes.io/config.seen";
+/// ... and where it came from (`api`).
+const CONFIG_SOURCE: &str = "kubernetes.io/config.source";
 
 impl VolumeHandle {
     /// Volumes of node `node_name`'s pods under `pods_dir`, their objects
@@ -62,6 +76,7 @@ impl VolumeHandle {
         stats_period: Duration,
     ) -> Self {
         let stats = VolumeStats::default();
+        let operations = CsiOperations::default();
         let connection = kube.connection();
         let attachments = Attachments::new(node_name.clone(), kube.node(), kube.volumes_in_use());
         Self {
@@ -69,17 +84,20 @@ impl VolumeHandle {
                 csi: CsiPlugin::new(
                     &pods_dir,
                     node_name,
-                    csi_drivers,
+                    (csi_drivers, operations.clone()),
                     connection.clone(),
                     attachments,
                     (stats_period, stats.clone()),
                 ),
                 stats,
+                operations,
                 pods_dir,
                 config_maps: ObjectWatches::new("configmap", connection.clone()),
                 secrets: ObjectWatches::new("secret", connection.clone()),
+                trust_bundles: TrustBundles::new(connection.clone()),
                 tokens: TokenManager::new(connection),
                 book: Mutex::new(Book::default()),
+                first_seen: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -105,6 +123,7 @@ impl VolumeHandle {
             .and_then(|n| n.metadata.labels.clone())
             .unwrap_or_default();
         let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let pod = &self.as_given(pod, &uid);
         let dirs = PodDirs::new(&self.inner.pods_dir, &uid);
         let planned = plan(pod);
         if let Err(e) = dirs.make() {
@@ -126,6 +145,7 @@ impl VolumeHandle {
                 config_maps: &self.inner.config_maps,
                 secrets: &self.inner.secrets,
                 tokens: &self.inner.tokens,
+                trust_bundles: &self.inner.trust_bundles,
                 allocatable,
             },
             owners: owners(pod),
@@ -207,6 +227,19 @@ impl VolumeHandle {
             .into_iter()
             .map(|(handle, error)| failure(handle, error))
             .collect();
+        // The containers' subPath mounts go first, as the kubelet cleans
+        // them before it tears down their volumes.
+        let pod_dir = self.inner.pods_dir.join(uid);
+        let cleaned = tokio::task::spawn_blocking(move || sub_path::clean(&pod_dir))
+            .await
+            .map_err(std::io::Error::other)
+            .and_then(|r| r);
+        if let Err(e) = cleaned {
+            return Err(VolumeError::TearDown(vec![failure(
+                String::new(),
+                format!("error cleaning subPath mounts: {e}"),
+            )]));
+        }
         for (plugin, name) in found {
             let done = if plugin == csi_names::PLUGIN {
                 self.inner.csi.tear_down(uid, &dirs, &name).await
@@ -240,6 +273,9 @@ impl VolumeHandle {
         self.inner.csi.forget_pod(uid);
         if let Ok(mut book) = self.inner.book.lock() {
             book.remove(uid);
+        }
+        if let Ok(mut seen) = self.inner.first_seen.lock() {
+            seen.remove(uid);
         }
         Ok(())
     }
@@ -288,6 +324,11 @@ impl VolumeHandle {
         self.inner.stats.clone()
     }
 
+    /// The CSI node calls' durations, for `/metrics`.
+    pub fn csi_operations(&self) -> CsiOperations {
+        self.inner.operations.clone()
+    }
+
     /// Where the pods' directories are.
     pub fn pods_dir(&self) -> &Path {
         &self.inner.pods_dir
@@ -296,6 +337,27 @@ impl VolumeHandle {
     /// How many ConfigMaps and Secrets are watched for the node's pods.
     pub fn objects_watched(&self) -> usize {
         self.inner.config_maps.watched() + self.inner.secrets.watched()
+    }
+
+    /// `pod` as the kubelet holds it: with its own annotations of where it
+    /// came from and when it was first seen, which the downward API's
+    /// `metadata.annotations` shows.
+    fn as_given(&self, pod: &Pod, uid: &str) -> Pod {
+        let seen = self
+            .inner
+            .first_seen
+            .lock()
+            .map(|mut all| {
+                all.entry(uid.to_string())
+                    .or_insert_with(|| k8s_openapi::jiff::Timestamp::now().to_string())
+                    .clone()
+            })
+            .unwrap_or_default();
+        let mut given = pod.clone();
+        let annotations = given.metadata.annotations.get_or_insert_with(BTreeMap::new);
+        annotations.insert(CONFIG_SOURCE.into(), "api".into());
+        annotations.insert(CONFIG_SEEN.into(), seen);
+        given
     }
 
     /// Starts the watches of the objects `pod`'s volumes name.

@@ -3,9 +3,10 @@
 //! for the pod; read-only when the mount says so or the volume always is;
 //! the mount's propagation (none: private); read-only all the way down
 //! when the mount asks (`recursiveReadOnly`) and the runtime can; the
-//! SELinux relabel on every volume whose files the kubelet manages; a `subPath` (or a `subPathExpr`
-//! expanded from the container's environment) relative and never climbing
-//! out, made when missing.
+//! SELinux relabel on every volume whose files the kubelet manages; a
+//! `subPath` (or a `subPathExpr` expanded from the container's
+//! environment) relative and never climbing out, made when missing and
+//! bound under the pod's `volume-subpaths` (`sub_path.rs`).
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -13,6 +14,7 @@ use std::path::{Component, Path, PathBuf};
 use k8s_openapi::api::core::v1::{Container, VolumeMount};
 
 use crate::runtime::{MountPropagation, MountSpec};
+use crate::volumes::sub_path::SubPath;
 
 /// A volume of the pod as its containers mount it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +25,9 @@ pub struct PodVolume {
     pub read_only: bool,
     /// Whether the kubelet manages its files (their SELinux labels).
     pub managed: bool,
+    /// Its name in the pod's directories: the pod's name of it, or its
+    /// PersistentVolume's (the kubelet's inner volume name).
+    pub name_on_disk: String,
 }
 
 /// The pod's volumes set up, by name.
@@ -43,15 +48,16 @@ pub enum MountError {
     #[error("invalid subPath {0:?}: must be a relative path that does not contain \"..\"")]
     InvalidSubPath(String),
     /// A mount asks to be read-only all the way down and cannot be.
-    #[error("{0}")]
+    #[error("failed to resolve recursive read-only mode: {0}")]
     RecursiveReadOnly(String),
-    /// A subPath could not be made.
-    #[error("cannot make subPath {path}: {error}")]
+    /// A subPath could not be made or bound (the kubelet tells the pod no
+    /// more: the details, which may tell of the host, are logged).
+    #[error("failed to prepare subPath for volumeMount {mount:?} of container {container:?}")]
     SubPath {
-        /// The subPath on the host.
-        path: String,
-        /// Why.
-        error: String,
+        /// The mount's name.
+        mount: String,
+        /// The container's name.
+        container: String,
     },
 }
 
@@ -91,17 +97,26 @@ pub(crate) fn recursive_read_only(
     }
 }
 
-/// Container `container`'s volume mounts from `volumes`, its environment
-/// `env` expanding `subPathExpr`, on a runtime that can make mounts
-/// read-only all the way down or not (`recursive_supported`).
+/// What a container's mounts are made from.
+pub(crate) struct MountSources<'a> {
+    /// The pod's volumes as set up.
+    pub(crate) volumes: &'a PodVolumes,
+    /// The pod's directory (`pods/<uid>`), where subPaths are bound.
+    pub(crate) pod_dir: &'a Path,
+    /// Whether the runtime makes mounts read-only all the way down.
+    pub(crate) recursive_supported: bool,
+}
+
+/// Container `container`'s volume mounts from `sources`, its environment
+/// `env` expanding `subPathExpr`.
 pub(crate) fn container_mounts(
     container: &Container,
-    volumes: &PodVolumes,
+    sources: &MountSources<'_>,
     env: &[(String, String)],
-    recursive_supported: bool,
 ) -> Result<Vec<MountSpec>, MountError> {
+    let volumes = sources.volumes;
     let mut mounts = Vec::new();
-    for mount in container.volume_mounts.iter().flatten() {
+    for (index, mount) in container.volume_mounts.iter().flatten().enumerate() {
         let Some(volume) = volumes.get(&mount.name) else {
             return Err(MountError::NoVolume {
                 volume: mount.name.clone(),
@@ -120,10 +135,26 @@ pub(crate) fn container_mounts(
         let host_path = if sub_path.is_empty() {
             volume.host_path.clone()
         } else {
-            sub_path_of(&volume.host_path, &sub_path)?
+            checked_sub_path(&sub_path)?;
+            let bound = SubPath {
+                volume: &volume.host_path,
+                volume_name: &volume.name_on_disk,
+                path: Path::new(&sub_path),
+                pod_dir: sources.pod_dir,
+                container: &container.name,
+                index,
+            }
+            .prepare();
+            bound.map_err(|e| {
+                tracing::warn!(container = %container.name, mount = %mount.name, error = %e, "cannot prepare the subPath of a volume mount");
+                MountError::SubPath {
+                    mount: mount.name.clone(),
+                    container: container.name.clone(),
+                }
+            })?
         };
         let read_only = mount.read_only.unwrap_or(false) || volume.read_only;
-        let recursive = recursive_read_only(mount, recursive_supported)?;
+        let recursive = recursive_read_only(mount, sources.recursive_supported)?;
         let propagation = match mount.mount_propagation.as_deref() {
             Some("HostToContainer") => MountPropagation::HostToContainer,
             Some("Bidirectional") => MountPropagation::Bidirectional,
@@ -141,9 +172,9 @@ pub(crate) fn container_mounts(
     Ok(mounts)
 }
 
-/// `sub_path` of the volume at `root`, made (with the root's mode) when
-/// missing.
-fn sub_path_of(root: &Path, sub_path: &str) -> Result<PathBuf, MountError> {
+/// Whether `sub_path` stays within its volume as written: relative, and
+/// never climbing out.
+fn checked_sub_path(sub_path: &str) -> Result<(), MountError> {
     let relative = Path::new(sub_path);
     let climbs = relative
         .components()
@@ -151,19 +182,7 @@ fn sub_path_of(root: &Path, sub_path: &str) -> Result<PathBuf, MountError> {
     if relative.is_absolute() || climbs {
         return Err(MountError::InvalidSubPath(sub_path.to_string()));
     }
-    let path = root.join(relative);
-    if std::fs::symlink_metadata(&path).is_err() {
-        let made = std::fs::create_dir_all(&path).and_then(|()| {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(root)?.permissions().mode();
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode & 0o7777))
-        });
-        made.map_err(|e| MountError::SubPath {
-            path: path.display().to_string(),
-            error: e.to_string(),
-        })?;
-    }
-    Ok(path)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -186,6 +205,7 @@ mod tests {
                     host_path: root.path().join("token"),
                     read_only: true,
                     managed: true,
+                    name_on_disk: "token".into(),
                 },
             ),
             (
@@ -194,28 +214,43 @@ mod tests {
                     host_path: root.path().join("host"),
                     read_only: false,
                     managed: false,
+                    name_on_disk: "host".into(),
                 },
             ),
         ]);
         std::fs::create_dir_all(root.path().join("host")).unwrap();
+        let pod_dir = root.path().join("pod");
+        let sources = MountSources {
+            volumes: &volumes,
+            pod_dir: &pod_dir,
+            recursive_supported: false,
+        };
         let mounts = container_mounts(
             &container(serde_json::json!([
                 {"name": "host", "mountPath": "/h", "mountPropagation": "HostToContainer", "subPathExpr": "$(POD)/logs"},
                 {"name": "token", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": false},
             ])),
-            &volumes,
+            &sources,
             &[("POD".to_string(), "p1".to_string())],
-            false,
         )
         .unwrap();
         assert_eq!(mounts[0].container_path, "/h");
-        assert_eq!(
-            mounts[0].host_path,
-            root.path().join("host/p1/logs").display().to_string()
-        );
+        let bound = pod_dir.join("volume-subpaths/host/main/0");
+        assert_eq!(mounts[0].host_path, bound.display().to_string());
         assert!(
             root.path().join("host/p1/logs").is_dir(),
             "a missing subPath is made"
+        );
+        std::fs::write(root.path().join("host/p1/logs/seen"), "x").unwrap();
+        assert!(
+            bound.join("seen").exists(),
+            "the subPath is bound where the container mounts it"
+        );
+        crate::volumes::sub_path::clean(&pod_dir).unwrap();
+        assert!(!pod_dir.join("volume-subpaths").exists());
+        assert!(
+            root.path().join("host/p1/logs/seen").exists(),
+            "cleaning leaves the volume"
         );
         assert_eq!(mounts[0].propagation, MountPropagation::HostToContainer);
         assert!(!mounts[0].read_only && !mounts[0].selinux_relabel);
@@ -232,21 +267,25 @@ mod tests {
                 host_path: PathBuf::from("/nonexistent"),
                 read_only: false,
                 managed: true,
+                name_on_disk: "v".into(),
             },
         )]);
+        let sources = MountSources {
+            volumes: &volumes,
+            pod_dir: Path::new("/nonexistent-pod"),
+            recursive_supported: false,
+        };
         let err = container_mounts(
             &container(serde_json::json!([{"name": "v", "mountPath": "/v", "subPath": "../etc"}])),
-            &volumes,
+            &sources,
             &[],
-            false,
         )
         .unwrap_err();
         assert!(matches!(err, MountError::InvalidSubPath(_)), "{err}");
         let err = container_mounts(
             &container(serde_json::json!([{"name": "w", "mountPath": "/w"}])),
-            &volumes,
+            &sources,
             &[],
-            false,
         )
         .unwrap_err();
         assert_eq!(
@@ -272,7 +311,7 @@ mod tests {
             recursive_read_only(&ro("Enabled"), false)
                 .unwrap_err()
                 .to_string(),
-            "volume \"v\" requested recursive read-only mode, but it is not supported by the runtime"
+            "failed to resolve recursive read-only mode: volume \"v\" requested recursive read-only mode, but it is not supported by the runtime"
         );
         let writable = mount(
             serde_json::json!({"name": "v", "mountPath": "/v", "recursiveReadOnly": "Enabled"}),
@@ -281,7 +320,7 @@ mod tests {
             recursive_read_only(&writable, true)
                 .unwrap_err()
                 .to_string(),
-            "volume \"v\" requested recursive read-only mode, but it is not read-only"
+            "failed to resolve recursive read-only mode: volume \"v\" requested recursive read-only mode, but it is not read-only"
         );
         let propagated = mount(
             serde_json::json!({"name": "v", "mountPath": "/v", "readOnly": true,

@@ -73,6 +73,7 @@ pub(crate) async fn set_up(
                 host_path: dir,
                 read_only: false,
                 managed: true,
+                name_on_disk: name.to_string(),
             });
         }
         VolumeKind::HostPath(source) => {
@@ -81,6 +82,7 @@ pub(crate) async fn set_up(
                 host_path: PathBuf::from(&source.path),
                 read_only: false,
                 managed: false,
+                name_on_disk: name.to_string(),
             });
         }
         VolumeKind::Csi(source) => {
@@ -148,6 +150,7 @@ pub(crate) async fn set_up(
         host_path: dir,
         read_only: true,
         managed: true,
+        name_on_disk: name.to_string(),
     })
 }
 

@@ -12,6 +12,7 @@
 //! container's termination log).
 
 use std::fmt;
+use std::path::Path;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
@@ -21,7 +22,7 @@ use crate::pods::run_options::options::RunContainerOptions;
 use crate::pods::run_options::pod_files::{ETC_HOSTS, PodFiles};
 use crate::pods::run_options::runtime_spec::container_spec;
 use crate::runtime::ContainerSpec;
-use crate::volumes::{MountError, PodVolumes, container_mounts};
+use crate::volumes::{MountError, MountSources, PodVolumes, container_mounts};
 
 /// What the node adds to every container of one pod, gathered before its
 /// containers are made.
@@ -31,8 +32,8 @@ pub(crate) struct NodeGiven<'a> {
     /// The pod's directory of files, when the node keeps one.
     pub(crate) pod_files: Option<&'a PodFiles>,
     /// The pod's volumes as the volume manager set them up, when it has
-    /// one.
-    pub(crate) volumes: Option<&'a PodVolumes>,
+    /// one, and the pod's directory of them (`pods/<uid>`).
+    pub(crate) volumes: Option<(&'a PodVolumes, &'a Path)>,
     /// Whether the runtime makes mounts read-only all the way down.
     pub(crate) recursive_read_only: bool,
 }
@@ -88,11 +89,14 @@ pub(crate) fn run_options(
 ) -> Result<RunContainerOptions, RunOptionsError> {
     let envs = container_env(pod, container, &admitted.envs, node.service_env);
     let mut mounts = admitted.mounts.clone();
-    if let Some(volumes) = node.volumes {
-        mounts.extend(
-            container_mounts(container, volumes, &envs, node.recursive_read_only)
-                .map_err(RunOptionsError::Mounts)?,
-        );
+    if let Some((volumes, pod_dir)) = node.volumes {
+        let sources = MountSources {
+            volumes,
+            pod_dir,
+            recursive_supported: node.recursive_read_only,
+        };
+        mounts
+            .extend(container_mounts(container, &sources, &envs).map_err(RunOptionsError::Mounts)?);
     }
     let hosts_mounted = container
         .volume_mounts

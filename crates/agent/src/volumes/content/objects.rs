@@ -93,29 +93,8 @@ where
         let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
         let kind = self.kind;
         let (ns, object) = (namespace.to_string(), name.to_string());
-        let stopped = stop.clone();
-        tokio::spawn(async move {
-            let stream = watcher(api, config)
-                .default_backoff()
-                .reflect(writer)
-                .applied_objects();
-            futures::pin_mut!(stream);
-            let mut failing = false;
-            loop {
-                tokio::select! {
-                    () = stopped.cancelled() => return,
-                    item = stream.next() => match item {
-                        None => return,
-                        Some(Ok(_)) => failing = false,
-                        Some(Err(e)) => {
-                            if !failing {
-                                tracing::warn!(kind, namespace = %ns, name = %object, error = %e, "watching an object a pod's volume refers to failed; watching again with backoff");
-                            }
-                            failing = true;
-                        }
-                    },
-                }
-            }
+        spawn_watch(api, config, writer, stop.clone(), move |e| {
+            tracing::warn!(kind, namespace = %ns, name = %object, error = %e, "watching an object a pod's volume refers to failed; watching again with backoff");
         });
         let mut pods = BTreeSet::new();
         pods.insert(uid.to_string());
@@ -168,6 +147,43 @@ where
     pub(crate) fn watched(&self) -> usize {
         self.watches.lock().map_or(0, |w| w.len())
     }
+}
+
+/// Runs `api`'s watch (with `config`) into `writer` on a task of its own
+/// until `stop`, with the watcher's backoff; the first failure of a run of
+/// them is told to `failed`.
+pub(crate) fn spawn_watch<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    writer: reflector::store::Writer<K>,
+    stop: CancellationToken,
+    failed: impl Fn(&watcher::Error) + Send + 'static,
+) where
+    K: kube::Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    tokio::spawn(async move {
+        let stream = watcher(api, config)
+            .default_backoff()
+            .reflect(writer)
+            .applied_objects();
+        futures::pin_mut!(stream);
+        let mut failing = false;
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                item = stream.next() => match item {
+                    None => return,
+                    Some(Ok(_)) => failing = false,
+                    Some(Err(e)) => {
+                        if !failing {
+                            failed(&e);
+                        }
+                        failing = true;
+                    }
+                },
+            }
+        }
+    });
 }
 
 impl<K> Drop for ObjectWatches<K>

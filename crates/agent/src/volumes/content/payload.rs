@@ -21,6 +21,7 @@ use nodeplugins_api::quantity;
 use crate::volumes::content::atomic_writer::{FileProjection, Payload};
 use crate::volumes::content::objects::{ObjectError, ObjectWatches};
 use crate::volumes::content::token::{TokenError, TokenKey, TokenManager};
+use crate::volumes::content::trust_bundles::{TrustBundleError, TrustBundles};
 
 /// The API's default file mode of these volumes.
 pub(crate) const DEFAULT_MODE: i32 = 0o644;
@@ -46,6 +47,9 @@ pub(crate) enum PayloadError {
     /// The token could not be had.
     #[error(transparent)]
     Token(#[from] TokenError),
+    /// The trust bundle could not be had.
+    #[error(transparent)]
+    TrustBundle(#[from] TrustBundleError),
     /// A downward-API item the agent cannot read.
     #[error("unsupported {0}")]
     Unsupported(String),
@@ -56,6 +60,7 @@ pub(crate) struct Sources<'a> {
     pub(crate) config_maps: &'a ObjectWatches<ConfigMap>,
     pub(crate) secrets: &'a ObjectWatches<Secret>,
     pub(crate) tokens: &'a TokenManager,
+    pub(crate) trust_bundles: &'a TrustBundles,
     /// The node's allocatable resources: a container's limit when it sets
     /// none.
     pub(crate) allocatable: &'a BTreeMap<String, String>,
@@ -432,10 +437,29 @@ pub(crate) async fn projected(
                 },
             );
         }
-        if projection.cluster_trust_bundle.is_some() {
-            return Err(PayloadError::Unsupported(
-                "clusterTrustBundle projection".into(),
-            ));
+        if let Some(bundle) = &projection.cluster_trust_bundle {
+            let pem = sources
+                .trust_bundles
+                .certificates(
+                    bundle.name.as_deref(),
+                    bundle.signer_name.as_deref(),
+                    bundle.label_selector.as_ref(),
+                    bundle.optional.unwrap_or(false),
+                )
+                .await?;
+            let mode = if owners.fs_user.is_some() || owners.fs_group.is_some() {
+                0o600
+            } else {
+                default
+            };
+            payload.insert(
+                bundle.path.clone(),
+                FileProjection {
+                    data: pem,
+                    mode,
+                    fs_user: owners.fs_user,
+                },
+            );
         }
         if projection.pod_certificate.is_some() {
             return Err(PayloadError::Unsupported(

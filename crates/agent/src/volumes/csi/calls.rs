@@ -18,6 +18,7 @@ use tonic::Code;
 use tonic::transport::Channel;
 
 use crate::csi::CsiDriverStore;
+use crate::volumes::csi::operations::CsiOperations;
 
 /// Every node call's deadline (`csiTimeout`).
 pub(crate) const CSI_TIMEOUT: Duration = Duration::from_secs(120);
@@ -81,16 +82,23 @@ pub(crate) struct NodeCapabilities {
 pub(crate) struct DriverCalls {
     driver: String,
     endpoint: String,
+    operations: CsiOperations,
 }
 
 impl DriverCalls {
     /// Driver `name`'s node service, when it is registered (the kubelet's
-    /// words when not: a transient failure).
-    pub(crate) fn of(drivers: &CsiDriverStore, name: &str) -> Result<Self, CallFailure> {
+    /// words when not: a transient failure), its calls measured in
+    /// `operations`.
+    pub(crate) fn of(
+        drivers: &CsiDriverStore,
+        name: &str,
+        operations: &CsiOperations,
+    ) -> Result<Self, CallFailure> {
         match drivers.get(name) {
             Some(driver) => Ok(Self {
                 driver: name.to_string(),
                 endpoint: driver.endpoint,
+                operations: operations.clone(),
             }),
             None => Err(CallFailure::unfinished(format!(
                 "driver name {name} not found in the list of registered CSI drivers"
@@ -113,7 +121,9 @@ impl DriverCalls {
                 root_cause(&e)
             ))
         })?;
-        let layer = CallLayer::new("CSI driver", &self.endpoint).deadline(CSI_TIMEOUT);
+        let layer = CallLayer::new("CSI driver", &self.endpoint)
+            .deadline(CSI_TIMEOUT)
+            .metrics(self.operations.of_driver(&self.driver));
         Ok(NodeClient::new(layer.service(channel)))
     }
 

@@ -14,6 +14,7 @@ use tokio::sync::watch;
 
 use crate::csi::CsiDriverStore;
 use crate::kube_api::Connection;
+use crate::volumes::csi::operations::CsiOperations;
 use crate::volumes::csi::source::SecretRef;
 use crate::volumes::csi::stats::StatsCollector;
 use crate::volumes::csi::vol_data;
@@ -28,6 +29,8 @@ pub(crate) struct CsiContext {
     state: Mutex<State>,
     /// The claimed volumes whose usage is read.
     pub(crate) stats: std::sync::Arc<StatsCollector>,
+    /// Where every driver call is measured.
+    pub(crate) operations: CsiOperations,
 }
 
 #[derive(Default)]
@@ -50,6 +53,7 @@ impl CsiContext {
         drivers: CsiDriverStore,
         connection: watch::Receiver<Connection>,
         stats: std::sync::Arc<StatsCollector>,
+        operations: CsiOperations,
     ) -> Self {
         Self {
             root,
@@ -58,6 +62,7 @@ impl CsiContext {
             connection,
             state: Mutex::new(State::default()),
             stats,
+            operations,
         }
     }
 
@@ -137,6 +142,12 @@ impl CsiContext {
             state.staged.insert(staging.to_path_buf());
         }
         found
+    }
+
+    /// Whether `staging`'s last stage call may still be at work.
+    pub(crate) fn stage_uncertain(&self, staging: &Path) -> bool {
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.uncertain.contains(staging)
     }
 
     /// Records `staging` staged, not staged, or possibly staged.

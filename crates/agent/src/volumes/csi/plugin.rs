@@ -20,6 +20,7 @@ use crate::volumes::csi::context::CsiContext;
 use crate::volumes::csi::driver_objects::{DriverObjects, DriverPolicy};
 use crate::volumes::csi::expand::{Expander, Warning};
 use crate::volumes::csi::names;
+use crate::volumes::csi::operations::CsiOperations;
 use crate::volumes::csi::publish::{self, CsiPod};
 use crate::volumes::csi::source::{self, CsiVolume, Lifecycle};
 use crate::volumes::csi::stage;
@@ -44,23 +45,26 @@ pub(crate) struct CsiPlugin {
     objects: DriverObjects,
     attachments: Attachments,
     expander: Expander,
-    /// Persistent volumes a pod's tear-down unpublished but failed to
-    /// unstage, by the pod's UID (driver, handle): unstaged again at its
-    /// next tear-down, as the kubelet keeps unmounting a device until it
-    /// is done (the pod's own directory for the volume is gone by then).
+    /// Persistent volumes to unstage at a pod's tear-down though the pod
+    /// has no directory for them, by the pod's UID (driver, handle): one
+    /// its tear-down unpublished but failed to unstage (tried again, as
+    /// the kubelet keeps unmounting a device until it is done), or one
+    /// whose stage for it may have been done (as the kubelet unmounts a
+    /// device whose mount is uncertain).
     unstage_pending: Mutex<HashMap<String, BTreeSet<(String, String)>>>,
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl CsiPlugin {
     /// The plugin for pods under `pods_dir` of node `node_name`, calling
-    /// `drivers` and reading the API through `connection`, its attachable
-    /// volumes waited for through `attachments`, the claimed volumes'
-    /// usage read every `stats.0` into `stats.1`.
+    /// `drivers` (each call measured in `operations`) and reading the API
+    /// through `connection`, its attachable volumes waited for through
+    /// `attachments`, the claimed volumes' usage read every `stats.0` into
+    /// `stats.1`.
     pub(crate) fn new(
         pods_dir: &Path,
         node_name: String,
-        drivers: CsiDriverStore,
+        (drivers, operations): (CsiDriverStore, CsiOperations),
         connection: watch::Receiver<Connection>,
         attachments: Attachments,
         stats: (Duration, VolumeStats),
@@ -72,7 +76,8 @@ impl CsiPlugin {
                 node_name,
                 drivers.clone(),
                 connection.clone(),
-                StatsCollector::new(drivers, stats.0, stats.1),
+                StatsCollector::new(drivers, operations.clone(), stats.0, stats.1),
+                operations,
             ),
             pods_dir: pods_dir.to_path_buf(),
             objects: DriverObjects::new(connection),
@@ -111,13 +116,28 @@ impl CsiPlugin {
         if attachable {
             self.attach(pod, &mut volume, &policy, &unique).await?;
         }
-        let calls = DriverCalls::of(self.context.drivers(), &volume.driver).map_err(|e| {
-            format!("kubernetes.io/csi: mounter.SetUpAt failed to get CSI client: {e}")
-        })?;
+        let calls = DriverCalls::of(
+            self.context.drivers(),
+            &volume.driver,
+            &self.context.operations,
+        )
+        .map_err(|e| format!("kubernetes.io/csi: mounter.SetUpAt failed to get CSI client: {e}"))?;
         let lock = self.lock(&volume);
         let _held = lock.lock().await;
         if volume.lifecycle == Lifecycle::Persistent {
-            stage::mount_device(&self.context, &calls, &volume, pod.fs_group).await?;
+            let staged = stage::mount_device(&self.context, &calls, &volume, pod.fs_group).await;
+            if staged.is_err() {
+                let staging =
+                    names::staging_path(&self.context.root, &volume.driver, &volume.handle);
+                if self.context.stage_uncertain(&staging) {
+                    // The driver may have staged it: unstaged with the pod
+                    // if nothing else has it by then, as the kubelet
+                    // unmounts a device whose mount it is unsure of.
+                    let uid = pod.pod.metadata.uid.as_deref().unwrap_or_default();
+                    self.keep_for_unstage(uid, &volume.driver, &volume.handle);
+                }
+            }
+            staged?;
             if attachable {
                 self.attachments.mounted(&unique, true);
             }
@@ -262,6 +282,17 @@ impl CsiPlugin {
         failures
     }
 
+    /// Keeps volume `handle` of `driver` to be unstaged at pod `uid`'s
+    /// tear-down.
+    fn keep_for_unstage(&self, uid: &str, driver: &str, handle: &str) {
+        self.unstage_pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(uid.to_string())
+            .or_default()
+            .insert((driver.to_string(), handle.to_string()));
+    }
+
     /// Unstages volume `handle` of `driver`, unpublished from pod `uid`,
     /// unless another pod of the node has it published; a failure is kept
     /// for the pod's next tear-down.
@@ -272,12 +303,7 @@ impl CsiPlugin {
         let pending = (driver.to_string(), handle.to_string());
         if !self.published_elsewhere(driver, handle) {
             if let Err(e) = stage::unmount_device(&self.context, driver, handle).await {
-                self.unstage_pending
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .entry(uid.to_string())
-                    .or_default()
-                    .insert(pending);
+                self.keep_for_unstage(uid, driver, handle);
                 return Err(e);
             }
             self.attachments.mounted(&key, false);

@@ -61,6 +61,7 @@ pub(crate) async fn set_up(
         host_path: target.clone(),
         read_only: volume.read_only,
         managed: !volume.read_only,
+        name_on_disk: volume.spec_name.clone(),
     };
     let remount = plugin.is_published(&target);
     if remount && !policy.requires_republish {
@@ -258,7 +259,7 @@ pub(crate) async fn tear_down(
         "Ephemeral" => Lifecycle::Ephemeral,
         _ => Lifecycle::Persistent,
     };
-    let calls = DriverCalls::of(plugin.drivers(), &driver).map_err(|e| {
+    let calls = DriverCalls::of(plugin.drivers(), &driver, &plugin.operations).map_err(|e| {
         format!("kubernetes.io/csi: Unmounter.TearDownAt failed to get CSI client: {e}")
     })?;
     calls

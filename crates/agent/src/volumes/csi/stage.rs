@@ -128,7 +128,7 @@ pub(crate) async fn unmount_device(
         }
         Err(e) => return Err(failed(e.to_string())),
     }
-    let calls = DriverCalls::of(plugin.drivers(), driver).map_err(|e| {
+    let calls = DriverCalls::of(plugin.drivers(), driver, &plugin.operations).map_err(|e| {
         failed(format!(
             "kubernetes.io/csi: attacher.UnmountDevice failed to create newCsiDriverClient: {e}"
         ))

@@ -22,6 +22,7 @@ use prometheus_client::registry::Registry;
 use crate::csi::CsiDriverStore;
 use crate::metrics::MetricsSource;
 use crate::volumes::csi::calls::DriverCalls;
+use crate::volumes::csi::operations::CsiOperations;
 
 /// How often the volumes' usage is read (`volumeStatsAggPeriod`).
 pub const VOLUME_STATS_AGG_PERIOD: Duration = Duration::from_secs(60);
@@ -144,6 +145,7 @@ impl Collector for VolumeStats {
 /// Reads the usage of the volumes tracked, on a task of its own.
 pub(crate) struct StatsCollector {
     drivers: CsiDriverStore,
+    operations: CsiOperations,
     period: Duration,
     targets: Mutex<BTreeMap<PathBuf, StatsTarget>>,
     stats: VolumeStats,
@@ -151,10 +153,17 @@ pub(crate) struct StatsCollector {
 }
 
 impl StatsCollector {
-    /// A collector calling `drivers` every `period` (up to twice as long).
-    pub(crate) fn new(drivers: CsiDriverStore, period: Duration, stats: VolumeStats) -> Arc<Self> {
+    /// A collector calling `drivers` (measured in `operations`) every
+    /// `period` (up to twice as long).
+    pub(crate) fn new(
+        drivers: CsiDriverStore,
+        operations: CsiOperations,
+        period: Duration,
+        stats: VolumeStats,
+    ) -> Arc<Self> {
         Arc::new(Self {
             drivers,
+            operations,
             period,
             targets: Mutex::new(BTreeMap::new()),
             stats,
@@ -199,7 +208,8 @@ impl StatsCollector {
         for (path, target) in targets {
             let key = (target.namespace.clone(), target.claim.clone());
             let usage = async {
-                let calls = DriverCalls::of(&self.drivers, &target.driver).ok()?;
+                let calls =
+                    DriverCalls::of(&self.drivers, &target.driver, &self.operations).ok()?;
                 if !calls.capabilities().await.ok()?.volume_stats {
                     return None;
                 }

@@ -68,10 +68,15 @@ impl Worker {
             .pods_dir
             .as_deref()
             .map(|dir| PodFiles::new(dir, &self.pod_ref.uid));
+        let volumes_dir = self
+            .context
+            .volumes
+            .as_ref()
+            .map(|v| v.pods_dir().join(&self.pod_ref.uid));
         let node = NodeGiven {
             service_env: &service_env,
             pod_files: pod_files.as_ref(),
-            volumes: self.volumes.as_ref(),
+            volumes: self.volumes.as_ref().zip(volumes_dir.as_deref()),
             recursive_read_only: self.context.node.recursive_read_only(runtime).await,
         };
         let spec = run_container_spec(pod, container, &resources, &node, attempt)
