@@ -147,6 +147,17 @@ pub struct Node {
     pub root: TempDir,
 }
 
+/// The agent stops first; then what the node's pods left mounted under
+/// its root (a test that ends with pods running: their CSI volumes, their
+/// subPaths) is unmounted, so that the root can be removed and nothing
+/// outlives the test.
+impl Drop for Node {
+    fn drop(&mut self) {
+        drop(self.agent.take());
+        nodeplugins_test_support::mounts::unmount_below(self.root.path());
+    }
+}
+
 impl Node {
     /// Node `name` of `cluster` with `devices` devices of [`RESOURCE`] and
     /// `gpus` GPUs of [`DRIVER`]; returns once the Node's allocatable and
