@@ -49,6 +49,7 @@ mod layout;
 mod mounts;
 mod plan;
 mod set_up;
+mod shared_root;
 mod sub_path;
 
 pub use csi::operations::CsiOperations;

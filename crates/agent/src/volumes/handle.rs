@@ -32,7 +32,7 @@ use crate::volumes::layout::PodDirs;
 use crate::volumes::mounts::PodVolumes;
 use crate::volumes::plan::{VolumeKind, plan};
 use crate::volumes::set_up::{PodContext, set_up, tear_down};
-use crate::volumes::sub_path;
+use crate::volumes::{shared_root, sub_path};
 
 /// The volume manager, shared by every pod's operation.
 #[derive(Clone)]
@@ -62,7 +62,8 @@ const CONFIG_SEEN: &str = "kubernetes.io/config.seen";
 const CONFIG_SOURCE: &str = "kubernetes.io/config.source";
 
 impl VolumeHandle {
-    /// Volumes of node `node_name`'s pods under `pods_dir`, their objects
+    /// Volumes of node `node_name`'s pods under `pods_dir` (whose parent,
+    /// the node's root, is made a shared mount first), their objects
     /// and tokens read through `kube`'s client, their CSI volumes set up by
     /// the drivers of `csi_drivers` (the claimed ones' usage read every
     /// `stats_period`, up to twice as long), the attachable ones said in
@@ -75,6 +76,11 @@ impl VolumeHandle {
         csi_drivers: CsiDriverStore,
         stats_period: Duration,
     ) -> Self {
+        if let Some(root) = pods_dir.parent()
+            && let Err(e) = shared_root::make_rshared(root)
+        {
+            tracing::warn!(root = %root.display(), error = %e, "cannot make the node's root a shared mount; volumes mounted under it will not propagate to containers that ask for it");
+        }
         let stats = VolumeStats::default();
         let operations = CsiOperations::default();
         let connection = kube.connection();
