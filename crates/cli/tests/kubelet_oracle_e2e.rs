@@ -1571,6 +1571,33 @@ async fn a_volume_whose_stage_may_have_been_done_is_unstaged_with_its_pod_as_the
     drop(drivers);
 }
 
+/// The names that differ between the two nodes' calls for `pod` of
+/// `side` (its UID written in `dir` as `<pod>.uid`), its node's claim and
+/// volume, the node and its root, and the staging directories of the
+/// example driver (the handles' SHA-256), with their placeholders.
+fn claim_pod_names(
+    dir: &Path,
+    pod: &str,
+    side: &str,
+    node: &str,
+    root: &Path,
+) -> Vec<(String, &'static str)> {
+    let uid = std::fs::read_to_string(dir.join(format!("{pod}.uid"))).unwrap_or_default();
+    let mut names = vec![
+        (uid, "<UID>"),
+        (pod.to_string(), "<POD>"),
+        (root.display().to_string(), "<ROOT>"),
+        (format!("pv-{side}"), "<PV>"),
+        (format!("data-{side}"), "<PVC>"),
+        (node.to_string(), "<NODE>"),
+    ];
+    let staged = root.join("plugins/kubernetes.io/csi/csi.example.com");
+    for entry in std::fs::read_dir(staged).unwrap().flatten() {
+        names.push((entry.file_name().to_string_lossy().into_owned(), "<SHA>"));
+    }
+    names
+}
+
 /// Waits until pod `name` is gone from the API.
 async fn pod_gone(cluster: &Cluster, name: &str) {
     eventually(&format!("{name} gone"), LONG, || async {
@@ -1749,22 +1776,8 @@ async fn an_attached_volume_is_waited_for_and_given_its_publish_context_as_the_r
     // Read while the volumes are staged: their staging directories'
     // names (the handles' SHA-256) are among the names.
     let names_of = |side: &str, node: &str, root: &Path| -> Vec<(String, &'static str)> {
-        let pod = format!("{side}-attached");
-        let uid =
-            std::fs::read_to_string(dir.path().join(format!("{pod}.uid"))).unwrap_or_default();
-        let mut names = vec![
-            (uid, "<UID>"),
-            (pod, "<POD>"),
-            (root.display().to_string(), "<ROOT>"),
-            (format!("pv-{side}"), "<PV>"),
-            (format!("data-{side}"), "<PVC>"),
-            (format!("vol-{side}"), "<VOL>"),
-            (node.to_string(), "<NODE>"),
-        ];
-        let staged = root.join("plugins/kubernetes.io/csi/csi.example.com");
-        for entry in std::fs::read_dir(staged).unwrap().flatten() {
-            names.push((entry.file_name().to_string_lossy().into_owned(), "<SHA>"));
-        }
+        let mut names = claim_pod_names(dir.path(), &format!("{side}-attached"), side, node, root);
+        names.push((format!("vol-{side}"), "<VOL>"));
         names
     };
     let mut names: Vec<Vec<(String, &'static str)>> = Vec::new();
@@ -1973,23 +1986,8 @@ async fn a_grown_claim_is_grown_on_the_node_as_the_real_kubelet_grows_it() {
         statuses[0]
     );
 
-    let names_of = |side: &str, node: &str, root: &Path| -> Vec<(String, &'static str)> {
-        let pod = format!("{side}-grown");
-        let uid =
-            std::fs::read_to_string(dir.path().join(format!("{pod}.uid"))).unwrap_or_default();
-        let mut names = vec![
-            (uid, "<UID>"),
-            (pod, "<POD>"),
-            (root.display().to_string(), "<ROOT>"),
-            (format!("pv-{side}"), "<PV>"),
-            (format!("data-{side}"), "<PVC>"),
-            (node.to_string(), "<NODE>"),
-        ];
-        let staged = root.join("plugins/kubernetes.io/csi/csi.example.com");
-        for entry in std::fs::read_dir(staged).unwrap().flatten() {
-            names.push((entry.file_name().to_string_lossy().into_owned(), "<SHA>"));
-        }
-        names
+    let names_of = |side: &str, node: &str, root: &Path| {
+        claim_pod_names(dir.path(), &format!("{side}-grown"), side, node, root)
     };
     let theirs = normalized_calls(
         &csi_calls(&log_of("k")),

@@ -581,6 +581,12 @@ pub fn start_csi_driver(
         .arg(format!("--call-log={}", log.display()))
         .args(more);
     let driver = ChildProcess::spawn("example-csi-driver", driver);
+    (driver, start_registrar(root, &socket))
+}
+
+/// The CSI registrar of the driver at `socket`, registering it with the
+/// node (the agent or a kubelet) at `root`.
+fn start_registrar(root: &Path, socket: &Path) -> ChildProcess {
     std::fs::create_dir_all(root.join("plugins_registry")).unwrap();
     let mut registrar =
         tokio::process::Command::new(binary("nodeplugins-sdk-bins", "nodeplugins-csi-registrar"));
@@ -592,8 +598,7 @@ pub fn start_csi_driver(
             root.join("plugins_registry").display()
         ))
         .arg("--timeout=10s");
-    let registrar = ChildProcess::spawn("nodeplugins-csi-registrar", registrar);
-    (driver, registrar)
+    ChildProcess::spawn("nodeplugins-csi-registrar", registrar)
 }
 
 /// The name the Kubernetes end-to-end CSI mock driver registers.
@@ -612,19 +617,7 @@ pub fn start_csi_mock(root: &Path, log: &Path, more: &[&str]) -> (ChildProcess, 
         .arg(format!("--call-log={}", log.display()))
         .args(more);
     let driver = ChildProcess::spawn("csi-mock", driver);
-    std::fs::create_dir_all(root.join("plugins_registry")).unwrap();
-    let mut registrar =
-        tokio::process::Command::new(binary("nodeplugins-sdk-bins", "nodeplugins-csi-registrar"));
-    registrar
-        .arg(format!("--csi-address={}", socket.display()))
-        .arg(format!("--kubelet-registration-path={}", socket.display()))
-        .arg(format!(
-            "--plugin-registration-path={}",
-            root.join("plugins_registry").display()
-        ))
-        .arg("--timeout=10s");
-    let registrar = ChildProcess::spawn("nodeplugins-csi-registrar", registrar);
-    (driver, registrar)
+    (driver, start_registrar(root, &socket))
 }
 
 /// The CSIDriver object of the mock driver: no attaching, the pod's
