@@ -25,6 +25,7 @@ use std::path::{Component, Path, PathBuf};
 use rustix::fs::{CWD, FileType, Mode, OFlags};
 use rustix::mount::UnmountFlags;
 
+use crate::volumes::csi::mount_dir::make_dirs;
 use crate::volumes::kinds::tmpfs;
 
 /// The directory under a pod's directory that holds its subPath mounts.
@@ -149,20 +150,6 @@ fn clean_one(target: &Path) -> io::Result<()> {
 fn same_file(a: &Path, b: &Path) -> io::Result<bool> {
     let (a, b) = (std::fs::metadata(a)?, std::fs::metadata(b)?);
     Ok(a.dev() == b.dev() && a.ino() == b.ino())
-}
-
-/// Makes `dir` and its missing parents, each 0750.
-fn make_dirs(dir: &Path) -> io::Result<()> {
-    if dir.is_dir() {
-        return Ok(());
-    }
-    if let Some(parent) = dir.parent() {
-        make_dirs(parent)?;
-    }
-    match std::fs::create_dir(dir) {
-        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => Err(e),
-        _ => std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o750)),
-    }
 }
 
 /// The components of `relative`, each a plain name.
