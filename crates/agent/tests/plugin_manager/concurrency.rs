@@ -114,12 +114,15 @@ async fn slots_scenario(
 async fn registrations_beyond_the_slots_wait_for_one() {
     // One slot, never given up early: the second plugin registers only once
     // the first (hanging in GetInfo) has failed.
+    // Once failed it is retried after its backoff (20 ms here), so by the time
+    // the other plugin shows registered the stuck one may be pending again:
+    // what it keeps is the failure it counted.
     let (_h, stuck, table) =
         slots_scenario(1, Duration::from_secs(60), Duration::from_millis(300), 1).await;
-    assert_eq!(
-        row(&table, stuck[0].socket()).map(|r| r.state),
-        Some(PluginState::Failed),
-        "the slot was taken until the stuck registration failed"
+    let stuck_row = row(&table, stuck[0].socket());
+    assert!(
+        stuck_row.is_some_and(|r| r.failures >= 1 && r.state != PluginState::Registered),
+        "the slot was taken until the stuck registration failed: {stuck_row:?}"
     );
 }
 
