@@ -37,7 +37,7 @@ pub use metrics::{RUNTIME_REQUEST_TIMEOUT, RuntimeMetrics};
 pub use simulated::SimulatedRuntime;
 pub use spec::{
     CONTAINER_NAME_LABEL, ContainerEvent, ContainerEventKind, ContainerSpec, ContainerState,
-    ContainerStatus, ContainerUser, DeviceNodeSpec, DnsSpec, LinuxResources, MountPropagation,
-    MountSpec, POD_LOGS_DIR, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL, PodIdentity,
-    PullPolicy, SandboxSpec, SandboxStatus,
+    ContainerStatus, ContainerUser, DeviceNodeSpec, DnsSpec, LinuxResources, MountImage,
+    MountPropagation, MountSpec, POD_LOGS_DIR, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL,
+    PodIdentity, PullPolicy, SandboxSpec, SandboxStatus,
 };

@@ -23,21 +23,24 @@
 //! | | `stage.rs`, `publish.rs` | staged on the node and published into the pod, and back |
 //! | | `calls.rs`, `requests.rs` | the driver's node calls, filled as the kubelet fills them |
 //! | | `driver_objects.rs` | the CSIDriver objects and what each asks of the node |
-//! | | `names.rs`, `vol_data.rs`, `node_affinity.rs` | the kubelet's names, marks and checks |
+//! | | `names.rs`, `vol_data.rs` | the kubelet's names and marks |
+//! | `csi/source/` | `migration.rs`, `node_affinity.rs` | the in-tree cloud kinds translated; a PersistentVolume's node affinity |
 //! | `kinds/` | `empty_dir.rs` | an emptyDir, on disk or a tmpfs |
 //! | | `host_path.rs` | a hostPath and its type's checks |
+//! | | `local.rs` | a local PersistentVolume's directory, bound into the pod |
 //! | | `tmpfs.rs` | the tmpfs of memory-backed volumes, and the mount table |
 //! | | `ownership.rs` | the pod's fsGroup over a volume |
 //!
 //! Supported: `emptyDir` (disk and `medium: Memory`), `hostPath` (every
 //! type), `configMap`, `secret`, `downwardAPI` and `projected` (the
-//! service-account token, configMap, secret and downwardAPI sources: the
-//! `kube-api-access-*` volume every pod has), CSI inline volumes, and
-//! claims (`persistentVolumeClaim`, generic `ephemeral`) bound to a CSI
-//! driver's PersistentVolume whose driver needs no attaching. Other kinds
-//! (an `image` volume, in-tree network volumes, a driver that needs
-//! attaching) fail to mount with a `FailedMount` Event naming them, and
-//! the pod waits.
+//! service-account token, configMap, secret, downwardAPI and
+//! clusterTrustBundle sources: the `kube-api-access-*` volume every pod
+//! has), `image` (mounted by the runtime), CSI inline volumes, the in-tree
+//! cloud kinds translated into volumes of their CSI drivers, and claims
+//! (`persistentVolumeClaim`, generic `ephemeral`) bound to a CSI,
+//! `hostPath` or `local` PersistentVolume. Other kinds (`nfs`, `iscsi`,
+//! `fc`; `gitRepo`, refused as the kubelet refuses it) fail to mount with a
+//! `FailedMount` Event naming them, and the pod waits.
 
 mod book;
 mod content;
@@ -56,5 +59,5 @@ pub use csi::operations::CsiOperations;
 pub use csi::stats::{VOLUME_STATS_AGG_PERIOD, VolumeStats};
 pub use error::{FAILED_MOUNT, VolumeError, VolumeFailure};
 pub use handle::VolumeHandle;
-pub use mounts::{MountError, PodVolume, PodVolumes};
+pub use mounts::{MountError, PodVolume, PodVolumes, VolumeImage};
 pub(crate) use mounts::{MountSources, container_mounts, recursive_read_only};

@@ -110,6 +110,7 @@ async fn a_container_gets_what_the_kubelet_hands_a_runtime_and_its_lifecycle_is_
             propagation: nodeplugins::runtime::MountPropagation::Private,
             selinux_relabel: false,
             recursive_read_only: false,
+            image: None,
         }],
         devices: vec![DeviceNodeSpec {
             container_path: "/dev/plugin0".into(),

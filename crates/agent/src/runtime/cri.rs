@@ -499,6 +499,16 @@ fn container_config(
                 },
                 selinux_relabel: m.selinux_relabel,
                 recursive_read_only: m.recursive_read_only,
+                image: m.image.as_ref().map(|i| cri::ImageSpec {
+                    image: i.image.clone(),
+                    user_specified_image: i.user_specified_image.clone(),
+                    ..Default::default()
+                }),
+                image_sub_path: m
+                    .image
+                    .as_ref()
+                    .map(|i| i.sub_path.clone())
+                    .unwrap_or_default(),
                 ..Default::default()
             })
             .collect(),

@@ -26,6 +26,22 @@ pub struct MountSpec {
     /// `recursive_read_only`; only with `read_only`).
     #[serde(default)]
     pub recursive_read_only: bool,
+    /// An image mounted in place of a host path (an `image` volume; CRI's
+    /// `image` and `image_sub_path`): `host_path` is then empty.
+    #[serde(default)]
+    pub image: Option<MountImage>,
+}
+
+/// The image an `image` volume mounts.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MountImage {
+    /// The image as pulled (its reference on the runtime).
+    pub image: String,
+    /// The image as the pod names it.
+    pub user_specified_image: String,
+    /// A path in the image to mount in its place (empty: its root).
+    #[serde(default)]
+    pub sub_path: String,
 }
 
 /// How mounts propagate between the host and a container's mount (CRI's

@@ -16,8 +16,7 @@
 //!
 //! | file | what it holds |
 //! |---|---|
-//! | `source.rs` | what a pod's CSI volume is: inline, or its claim's PersistentVolume, checked |
-//! | `node_affinity.rs` | a PersistentVolume's node affinity against the node's labels |
+//! | `source.rs` | what a pod's CSI volume is: inline, or its claim's PersistentVolume, checked (`source/`: the in-tree kinds' translation, node affinity) |
 //! | `driver_objects.rs` | the cluster's CSIDriver objects, and what each asks of the node |
 //! | `attach.rs` | the node's part of attaching: the volumes in use, the wait for the Node to show them attached, the VolumeAttachment's metadata |
 //! | `calls.rs` | the driver's node calls and their capabilities |
@@ -40,7 +39,6 @@ pub(crate) mod driver_objects;
 pub(crate) mod expand;
 pub(crate) mod mount_dir;
 pub(crate) mod names;
-pub(crate) mod node_affinity;
 pub(crate) mod operations;
 pub(crate) mod plugin;
 pub(crate) mod publish;

@@ -13,8 +13,61 @@ pub const FAILED_MOUNT: &str = "FailedMount";
 pub struct VolumeFailure {
     /// The volume's name in the pod.
     pub volume: String,
-    /// Why.
+    /// Why, in the kubelet's words: of a set-up, the whole sentence of its
+    /// Event (`MountVolume.SetUp failed for volume "cfg" : ...`); of a
+    /// tear-down, the reason.
     pub error: String,
+}
+
+/// Why one volume is not set up, before it is put in the kubelet's words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SetUpError {
+    /// Its SetUp failed for this reason: the kubelet says `MountVolume.SetUp
+    /// failed for volume "<its spec's name>" : <reason>`.
+    SetUp(String),
+    /// A step before its SetUp failed (the node affinity or mount option
+    /// check, the attach wait, the stage, the expansion at mount), said
+    /// whole as the kubelet says it (`MountVolume.MountDevice failed for
+    /// volume "pv" : ...`).
+    Said(String),
+}
+
+impl SetUpError {
+    /// The kubelet's sentence, `spec` the name its volume spec has (the
+    /// PersistentVolume's for a claim, the pod's volume's otherwise).
+    pub(crate) fn said(self, spec: &str) -> String {
+        match self {
+            Self::SetUp(reason) => {
+                format!("MountVolume.SetUp failed for volume {spec:?} : {reason}")
+            }
+            Self::Said(sentence) => sentence,
+        }
+    }
+
+    /// A failure of step `step` (`MountVolume.NodeAffinity check`) of
+    /// volume spec `spec`.
+    pub(crate) fn of_step(step: &str, spec: &str, reason: impl std::fmt::Display) -> Self {
+        Self::Said(format!("{step} failed for volume {spec:?} : {reason}"))
+    }
+
+    /// Said for spec `spec` now, when the spec's name is not the pod's
+    /// volume's.
+    pub(crate) fn for_spec(self, spec: &str) -> Self {
+        Self::Said(self.said(spec))
+    }
+}
+
+impl From<String> for SetUpError {
+    fn from(reason: String) -> Self {
+        Self::SetUp(reason)
+    }
+}
+
+impl std::fmt::Display for SetUpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (Self::SetUp(text) | Self::Said(text)) = self;
+        f.write_str(text)
+    }
 }
 
 /// Why a pod's volumes are not all set up (or not all torn down).
@@ -31,12 +84,7 @@ pub enum VolumeError {
 fn setup_message(failures: &[VolumeFailure]) -> String {
     failures
         .iter()
-        .map(|f| {
-            format!(
-                "MountVolume.SetUp failed for volume \"{}\" : {}",
-                f.volume, f.error
-            )
-        })
+        .map(|f| f.error.as_str())
         .collect::<Vec<_>>()
         .join("; ")
 }
@@ -85,7 +133,7 @@ mod tests {
     fn messages_read_as_the_kubelets() {
         let e = VolumeError::SetUp(vec![VolumeFailure {
             volume: "cfg".into(),
-            error: "configmap \"missing\" not found".into(),
+            error: SetUpError::from("configmap \"missing\" not found".to_string()).said("cfg"),
         }]);
         assert_eq!(
             e.to_string(),
@@ -94,6 +142,22 @@ mod tests {
         assert_eq!(
             e.unable_to_mount(),
             "Unable to attach or mount volumes: unmounted volumes=[cfg], unattached volumes=[cfg], failed to process volumes=[]: timed out waiting for the condition"
+        );
+    }
+
+    #[test]
+    fn a_step_before_set_up_is_said_as_its_own_and_a_claims_volume_by_its_spec() {
+        let stage = SetUpError::of_step("MountVolume.MountDevice", "pv-1", "rpc error");
+        assert_eq!(
+            stage.clone().said("data"),
+            "MountVolume.MountDevice failed for volume \"pv-1\" : rpc error"
+        );
+        assert_eq!(stage.clone().for_spec("pv-2"), stage);
+        assert_eq!(
+            SetUpError::from("not a directory".to_string())
+                .for_spec("pv-1")
+                .said("data"),
+            "MountVolume.SetUp failed for volume \"pv-1\" : not a directory"
         );
     }
 }

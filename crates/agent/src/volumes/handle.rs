@@ -27,7 +27,7 @@ use crate::volumes::csi::names as csi_names;
 use crate::volumes::csi::operations::CsiOperations;
 use crate::volumes::csi::plugin::CsiPlugin;
 use crate::volumes::csi::stats::VolumeStats;
-use crate::volumes::error::{VolumeError, VolumeFailure};
+use crate::volumes::error::{SetUpError, VolumeError, VolumeFailure};
 use crate::volumes::layout::PodDirs;
 use crate::volumes::mounts::PodVolumes;
 use crate::volumes::plan::{VolumeKind, plan};
@@ -138,7 +138,8 @@ impl VolumeHandle {
                     .iter()
                     .map(|v| VolumeFailure {
                         volume: v.name.clone(),
-                        error: format!("cannot make the pod's directories: {e}"),
+                        error: SetUpError::from(format!("cannot make the pod's directories: {e}"))
+                            .said(&v.name),
                     })
                     .collect(),
             ));
@@ -184,11 +185,11 @@ impl VolumeHandle {
                             .volume(volume.kind.plugin(), &volume.name)
                             .display()
                             .to_string(),
-                        error: Some(error.clone()),
+                        error: Some(error.to_string()),
                     });
                     failures.push(VolumeFailure {
                         volume: volume.name.clone(),
-                        error,
+                        error: error.said(&volume.name),
                     });
                 }
             }

@@ -25,6 +25,8 @@ pub(crate) const SECRET: &str = "kubernetes.io/secret";
 pub(crate) const DOWNWARD_API: &str = "kubernetes.io/downward-api";
 /// The projected plugin.
 pub(crate) const PROJECTED: &str = "kubernetes.io/projected";
+/// The image plugin's name (it keeps nothing on disk).
+pub(crate) const IMAGE: &str = "kubernetes.io/image";
 
 /// The mode of the pod's directories.
 const POD_DIR_MODE: u32 = 0o750;
@@ -52,6 +54,11 @@ impl PodDirs {
         Self {
             pod: pods_dir.join(uid),
         }
+    }
+
+    /// `<uid>`.
+    pub(crate) fn pod_dir(&self) -> &Path {
+        &self.pod
     }
 
     /// `<uid>/volumes`.

@@ -13,7 +13,7 @@ use std::path::{Component, Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Container, VolumeMount};
 
-use crate::runtime::{MountPropagation, MountSpec};
+use crate::runtime::{MountImage, MountPropagation, MountSpec};
 use crate::volumes::sub_path::SubPath;
 
 /// A volume of the pod as its containers mount it.
@@ -28,6 +28,19 @@ pub struct PodVolume {
     /// Its name in the pod's directories: the pod's name of it, or its
     /// PersistentVolume's (the kubelet's inner volume name).
     pub name_on_disk: String,
+    /// The image of an `image` volume, which the runtime mounts (then no
+    /// `host_path`).
+    pub image: Option<VolumeImage>,
+}
+
+/// The image an `image` volume is of, as the pod names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VolumeImage {
+    /// The image's reference.
+    pub reference: String,
+    /// Its pull policy (`Always`, `IfNotPresent`, `Never`; none: the
+    /// image's default).
+    pub pull_policy: Option<String>,
 }
 
 /// The pod's volumes set up, by name.
@@ -50,6 +63,9 @@ pub enum MountError {
     /// A mount asks to be read-only all the way down and cannot be.
     #[error("failed to resolve recursive read-only mode: {0}")]
     RecursiveReadOnly(String),
+    /// An `image` volume whose image was not pulled for the container.
+    #[error("image volume {0:?} has no image pulled")]
+    ImageNotPulled(String),
     /// A subPath could not be made or bound (the kubelet tells the pod no
     /// more: the details, which may tell of the host, are logged).
     #[error("failed to prepare subPath for volumeMount {mount:?} of container {container:?}")]
@@ -105,6 +121,8 @@ pub(crate) struct MountSources<'a> {
     pub(crate) pod_dir: &'a Path,
     /// Whether the runtime makes mounts read-only all the way down.
     pub(crate) recursive_supported: bool,
+    /// The images of the pod's `image` volumes as pulled, by volume.
+    pub(crate) images: &'a BTreeMap<String, String>,
 }
 
 /// Container `container`'s volume mounts from `sources`, its environment
@@ -123,7 +141,7 @@ pub(crate) fn container_mounts(
                 container: container.name.clone(),
             });
         };
-        let sub_path = match (&mount.sub_path, &mount.sub_path_expr) {
+        let mut sub_path = match (&mount.sub_path, &mount.sub_path_expr) {
             (Some(path), _) if !path.is_empty() => path.clone(),
             (_, Some(expr)) if !expr.is_empty() => {
                 let known: BTreeMap<&str, &str> =
@@ -132,10 +150,25 @@ pub(crate) fn container_mounts(
             }
             _ => String::new(),
         };
+        if !sub_path.is_empty() {
+            checked_sub_path(&sub_path)?;
+        }
+        let image = match &volume.image {
+            Some(source) => Some(MountImage {
+                image: sources
+                    .images
+                    .get(&mount.name)
+                    .cloned()
+                    .ok_or_else(|| MountError::ImageNotPulled(mount.name.clone()))?,
+                user_specified_image: source.reference.clone(),
+                // The runtime mounts the image's path itself.
+                sub_path: std::mem::take(&mut sub_path),
+            }),
+            None => None,
+        };
         let host_path = if sub_path.is_empty() {
             volume.host_path.clone()
         } else {
-            checked_sub_path(&sub_path)?;
             let bound = SubPath {
                 volume: &volume.host_path,
                 volume_name: &volume.name_on_disk,
@@ -167,6 +200,7 @@ pub(crate) fn container_mounts(
             propagation,
             selinux_relabel: volume.managed,
             recursive_read_only: recursive,
+            image,
         });
     }
     Ok(mounts)
@@ -206,6 +240,7 @@ mod tests {
                     read_only: true,
                     managed: true,
                     name_on_disk: "token".into(),
+                    image: None,
                 },
             ),
             (
@@ -215,6 +250,7 @@ mod tests {
                     read_only: false,
                     managed: false,
                     name_on_disk: "host".into(),
+                    image: None,
                 },
             ),
         ]);
@@ -224,6 +260,7 @@ mod tests {
             volumes: &volumes,
             pod_dir: &pod_dir,
             recursive_supported: false,
+            images: &BTreeMap::new(),
         };
         let mounts = container_mounts(
             &container(serde_json::json!([
@@ -268,12 +305,14 @@ mod tests {
                 read_only: false,
                 managed: true,
                 name_on_disk: "v".into(),
+                image: None,
             },
         )]);
         let sources = MountSources {
             volumes: &volumes,
             pod_dir: Path::new("/nonexistent-pod"),
             recursive_supported: false,
+            images: &BTreeMap::new(),
         };
         let err = container_mounts(
             &container(serde_json::json!([{"name": "v", "mountPath": "/v", "subPath": "../etc"}])),
@@ -292,6 +331,61 @@ mod tests {
             err.to_string(),
             "cannot find volume \"w\" to mount into container \"main\""
         );
+    }
+
+    #[test]
+    fn an_image_volume_is_the_runtimes_to_mount_read_only_its_sub_path_too() {
+        let volumes = PodVolumes::from([(
+            "img".to_string(),
+            PodVolume {
+                host_path: PathBuf::new(),
+                read_only: true,
+                managed: false,
+                name_on_disk: "img".into(),
+                image: Some(VolumeImage {
+                    reference: "busybox:1".into(),
+                    pull_policy: None,
+                }),
+            },
+        )]);
+        let pulled = BTreeMap::from([("img".to_string(), "sha256:abc".to_string())]);
+        let sources = MountSources {
+            volumes: &volumes,
+            pod_dir: Path::new("/nonexistent-pod"),
+            recursive_supported: false,
+            images: &pulled,
+        };
+        let mounts = container_mounts(
+            &container(serde_json::json!([
+                {"name": "img", "mountPath": "/i"},
+                {"name": "img", "mountPath": "/b", "subPath": "bin"}])),
+            &sources,
+            &[],
+        )
+        .unwrap();
+        let image = |sub_path: &str| MountImage {
+            image: "sha256:abc".into(),
+            user_specified_image: "busybox:1".into(),
+            sub_path: sub_path.into(),
+        };
+        assert_eq!(
+            mounts
+                .iter()
+                .map(|m| (m.host_path.as_str(), m.read_only, m.image.clone()))
+                .collect::<Vec<_>>(),
+            [("", true, Some(image(""))), ("", true, Some(image("bin")))]
+        );
+        let not_pulled = MountSources {
+            images: &BTreeMap::new(),
+            ..sources
+        };
+        let err = container_mounts(
+            &container(serde_json::json!([{"name": "img", "mountPath": "/i"}])),
+            &not_pulled,
+            &[],
+        )
+        .unwrap_err();
+        assert!(matches!(err, MountError::ImageNotPulled(_)), "{err}");
     }
 
     #[test]

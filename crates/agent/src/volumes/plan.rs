@@ -7,11 +7,12 @@
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{
-    CSIVolumeSource, ConfigMapVolumeSource, DownwardAPIVolumeSource, HostPathVolumeSource, Pod,
-    ProjectedVolumeSource, SecretVolumeSource, Volume,
+    CSIVolumeSource, ConfigMapVolumeSource, DownwardAPIVolumeSource, HostPathVolumeSource,
+    ImageVolumeSource, Pod, ProjectedVolumeSource, SecretVolumeSource, Volume,
 };
 
 use crate::volumes::csi::names as csi_names;
+use crate::volumes::csi::source::migration::InTree;
 use crate::volumes::layout;
 
 /// One volume to set up.
@@ -47,6 +48,9 @@ pub(crate) enum VolumeKind {
     Projected(ProjectedVolumeSource),
     /// A CSI driver's inline volume.
     Csi(CSIVolumeSource),
+    /// An inline volume of an in-tree plugin whose volumes a CSI driver
+    /// now serves (`awsElasticBlockStore`, …), translated when set up.
+    Migrated(InTree, Box<Volume>),
     /// A claim of the pod's namespace: its PersistentVolume's (a CSI
     /// driver's). A generic ephemeral volume is one too, of the claim made
     /// for the pod.
@@ -58,6 +62,9 @@ pub(crate) enum VolumeKind {
         /// A generic ephemeral volume: the claim must be the pod's own.
         ephemeral: bool,
     },
+    /// An OCI image's files, mounted by the runtime (nothing on the
+    /// node's disk: the kubelet's image plugin sets up nothing).
+    Image(ImageVolumeSource),
     /// A kind the agent does not set up (named as the API names it).
     Unsupported(&'static str),
 }
@@ -72,7 +79,8 @@ impl VolumeKind {
             Self::Secret(_) => layout::SECRET,
             Self::DownwardApi(_) => layout::DOWNWARD_API,
             Self::Projected(_) => layout::PROJECTED,
-            Self::Csi(_) | Self::Claim { .. } => csi_names::PLUGIN,
+            Self::Csi(_) | Self::Migrated(..) | Self::Claim { .. } => csi_names::PLUGIN,
+            Self::Image(_) => layout::IMAGE,
             Self::Unsupported(kind) => kind,
         }
     }
@@ -87,12 +95,14 @@ impl VolumeKind {
             Self::DownwardApi(_) => "downwardAPI",
             Self::Projected(_) => "projected",
             Self::Csi(_) => "csi",
+            Self::Migrated(plugin, _) => plugin.kind(),
             Self::Claim {
                 ephemeral: false, ..
             } => "persistentVolumeClaim",
             Self::Claim {
                 ephemeral: true, ..
             } => "ephemeral",
+            Self::Image(_) => "image",
             Self::Unsupported(kind) => kind,
         }
     }
@@ -172,6 +182,12 @@ fn kind_of(pod: &Pod, volume: &Volume) -> VolumeKind {
     if let Some(source) = &volume.csi {
         return VolumeKind::Csi(source.clone());
     }
+    if let Some(source) = &volume.image {
+        return VolumeKind::Image(source.clone());
+    }
+    if let Some(plugin) = InTree::of_volume(volume) {
+        return VolumeKind::Migrated(plugin, Box::new(volume.clone()));
+    }
     if let Some(claim) = &volume.persistent_volume_claim {
         return VolumeKind::Claim {
             name: claim.claim_name.clone(),
@@ -193,8 +209,7 @@ fn kind_of(pod: &Pod, volume: &Volume) -> VolumeKind {
 
 /// The name of a kind the agent does not set up.
 fn unsupported_kind(volume: &Volume) -> &'static str {
-    let kinds: [(&'static str, bool); 5] = [
-        ("image", volume.image.is_some()),
+    let kinds: [(&'static str, bool); 4] = [
         ("nfs", volume.nfs.is_some()),
         ("iscsi", volume.iscsi.is_some()),
         ("fc", volume.fc.is_some()),
@@ -250,12 +265,22 @@ mod tests {
     }
 
     #[test]
-    fn a_kind_not_set_up_here_is_named() {
+    fn an_image_volume_is_planned_and_a_kind_not_set_up_here_is_named() {
         let pod = pod(serde_json::json!({
-            "containers": [{"name": "main", "volumeMounts": [{"name": "data", "mountPath": "/d"}]}],
-            "volumes": [{"name": "data", "image": {"reference": "busybox"}}],
+            "containers": [{"name": "main", "volumeMounts": [
+                {"name": "data", "mountPath": "/d"}, {"name": "share", "mountPath": "/s"}]}],
+            "volumes": [{"name": "data", "image": {"reference": "busybox"}},
+                        {"name": "share", "nfs": {"server": "s", "path": "/x"}}],
         }));
-        assert_eq!(plan(&pod)[0].kind, VolumeKind::Unsupported("image"));
+        let planned = plan(&pod);
+        assert_eq!(
+            planned[0].kind,
+            VolumeKind::Image(ImageVolumeSource {
+                reference: Some("busybox".into()),
+                pull_policy: None,
+            })
+        );
+        assert_eq!(planned[1].kind, VolumeKind::Unsupported("nfs"));
     }
 
     #[test]

@@ -15,10 +15,11 @@ use crate::volumes::content::atomic_writer::{self, Payload};
 use crate::volumes::content::payload::{self, DEFAULT_MODE, Owners, Sources};
 use crate::volumes::csi::plugin::{CsiPlugin, CsiSpec};
 use crate::volumes::csi::publish::CsiPod;
-use crate::volumes::csi::source::ClaimUse;
-use crate::volumes::kinds::{empty_dir, host_path, ownership};
+use crate::volumes::csi::source::{self, ClaimUse, Claimed};
+use crate::volumes::error::SetUpError;
+use crate::volumes::kinds::{empty_dir, host_path, local, ownership};
 use crate::volumes::layout::{self, PodDirs};
-use crate::volumes::mounts::PodVolume;
+use crate::volumes::mounts::{PodVolume, VolumeImage};
 use crate::volumes::plan::{PlannedVolume, VolumeKind};
 
 /// What setting up one of a pod's volumes needs.
@@ -41,11 +42,13 @@ impl PodContext<'_> {
             pod: self.pod,
             dirs: self.dirs,
             fs_group: self.owners.fs_group,
-            labels: self.labels,
             tokens: self.sources.tokens,
         }
     }
 }
+
+/// The kubelet's refusal of a `gitRepo` volume.
+const GIT_REPO_DISABLED: &str = "git-repo volume plugin has been disabled; if necessary, it may be re-enabled by enabling the feature-gate `GitRepoVolumeDriver`";
 
 fn default_mode(mode: Option<i32>) -> u32 {
     u32::try_from(mode.unwrap_or(DEFAULT_MODE)).unwrap_or(0o644) & 0o7777
@@ -55,7 +58,7 @@ fn default_mode(mode: Option<i32>) -> u32 {
 pub(crate) async fn set_up(
     ctx: &PodContext<'_>,
     volume: &PlannedVolume,
-) -> Result<PodVolume, String> {
+) -> Result<PodVolume, SetUpError> {
     let namespace = ctx.pod.metadata.namespace.clone().unwrap_or_default();
     let name = volume.name.as_str();
     let payload = match &volume.kind {
@@ -74,6 +77,7 @@ pub(crate) async fn set_up(
                 read_only: false,
                 managed: true,
                 name_on_disk: name.to_string(),
+                image: None,
             });
         }
         VolumeKind::HostPath(source) => {
@@ -83,12 +87,34 @@ pub(crate) async fn set_up(
                 read_only: false,
                 managed: false,
                 name_on_disk: name.to_string(),
+                image: None,
+            });
+        }
+        VolumeKind::Image(source) => {
+            // The kubelet's image plugin: nothing to set up, read-only;
+            // the image is pulled and mounted by the runtime at each
+            // container's start.
+            return Ok(PodVolume {
+                host_path: PathBuf::new(),
+                read_only: true,
+                managed: false,
+                name_on_disk: name.to_string(),
+                image: Some(VolumeImage {
+                    reference: source.reference.clone().unwrap_or_default(),
+                    pull_policy: source.pull_policy.clone(),
+                }),
             });
         }
         VolumeKind::Csi(source) => {
             return ctx
                 .csi
                 .set_up(&ctx.csi_pod(), name, CsiSpec::Inline(source))
+                .await;
+        }
+        VolumeKind::Migrated(_, volume) => {
+            return ctx
+                .csi
+                .set_up(&ctx.csi_pod(), name, CsiSpec::Migrated(volume))
                 .await;
         }
         VolumeKind::Claim {
@@ -101,13 +127,15 @@ pub(crate) async fn set_up(
                 read_only: *read_only,
                 ephemeral: *ephemeral,
             };
-            return ctx
-                .csi
-                .set_up(&ctx.csi_pod(), name, CsiSpec::Claim(claim))
-                .await;
+            let claimed = source::claimed(ctx.csi.client(), ctx.pod, claim, ctx.labels).await?;
+            return set_up_claimed(ctx, name, claimed).await;
+        }
+        VolumeKind::Unsupported("gitRepo") => {
+            // The kubelet's plugin, its feature gate locked off since 1.36.
+            return Err(GIT_REPO_DISABLED.to_string().into());
         }
         VolumeKind::Unsupported(kind) => {
-            return Err(format!("{kind} volumes are not set up by this node"));
+            return Err(format!("{kind} volumes are not set up by this node").into());
         }
         VolumeKind::ConfigMap(source) => payload::config_map(
             &ctx.sources,
@@ -151,7 +179,72 @@ pub(crate) async fn set_up(
         read_only: true,
         managed: true,
         name_on_disk: name.to_string(),
+        image: None,
     })
+}
+
+/// Sets up the pod's volume `name` of a claim bound to `claimed`.
+async fn set_up_claimed(
+    ctx: &PodContext<'_>,
+    name: &str,
+    claimed: Claimed,
+) -> Result<PodVolume, SetUpError> {
+    match claimed {
+        Claimed::Csi(volume) => {
+            ctx.csi
+                .set_up(&ctx.csi_pod(), name, CsiSpec::Claimed(volume))
+                .await
+        }
+        Claimed::HostPath {
+            volume,
+            source,
+            read_only,
+        } => {
+            host_path::check(&source.path, source.type_.as_deref())
+                .map_err(|e| SetUpError::from(e.to_string()).for_spec(&volume))?;
+            Ok(PodVolume {
+                host_path: PathBuf::from(&source.path),
+                read_only,
+                managed: false,
+                name_on_disk: volume,
+                image: None,
+            })
+        }
+        Claimed::Local {
+            volume,
+            path,
+            read_only,
+            mount_options,
+        } => {
+            let dirs = ctx.dirs.clone();
+            let fs_group = ctx.owners.fs_group;
+            let name_on_disk = volume.clone();
+            let spec = volume.clone();
+            let dir = tokio::task::spawn_blocking(move || {
+                local::set_up(
+                    &dirs,
+                    &local::LocalMount {
+                        volume: &volume,
+                        path: &path,
+                        read_only,
+                        mount_options: &mount_options,
+                        fs_group,
+                    },
+                )
+            })
+            .await
+            .map_err(|e| format!("setting up failed unexpectedly: {e}"))
+            .and_then(|set| set)
+            .map_err(|e| SetUpError::from(e).for_spec(&spec))?;
+            Ok(PodVolume {
+                host_path: dir,
+                read_only,
+                managed: !read_only,
+                name_on_disk,
+                image: None,
+            })
+        }
+    }
 }
 
 /// Writes `payload` onto the wrapped emptyDir at `dir`.
@@ -188,6 +281,7 @@ pub(crate) fn tear_down(dirs: &PodDirs, plugin: &str, name: &str) -> Result<(), 
             empty_dir::tear_down(&dir).map_err(|e| e.to_string())?;
             remove_ready(dirs, name)
         }
+        local::PLUGIN => local::tear_down(&dir),
         layout::CONFIG_MAP | layout::SECRET | layout::DOWNWARD_API | layout::PROJECTED => {
             empty_dir::tear_down(&dir).map_err(|e| e.to_string())?;
             remove_ready(dirs, &format!("wrapped_{name}"))

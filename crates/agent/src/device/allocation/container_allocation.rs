@@ -68,6 +68,7 @@ impl ContainerAllocation {
                     propagation: crate::runtime::MountPropagation::Private,
                     selinux_relabel: false,
                     recursive_read_only: false,
+                    image: None,
                 })
                 .collect(),
             device_specs: response

@@ -11,6 +11,7 @@
 //! (its hosts file, unless a volume is mounted at `/etc/hosts`; the
 //! container's termination log).
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
@@ -36,6 +37,9 @@ pub(crate) struct NodeGiven<'a> {
     pub(crate) volumes: Option<(&'a PodVolumes, &'a Path)>,
     /// Whether the runtime makes mounts read-only all the way down.
     pub(crate) recursive_read_only: bool,
+    /// The images of the pod's `image` volumes the container mounts, as
+    /// pulled for it, by volume.
+    pub(crate) images: &'a BTreeMap<String, String>,
 }
 
 /// Why a container's run options could not be made (the kubelet's
@@ -94,6 +98,7 @@ pub(crate) fn run_options(
             volumes,
             pod_dir,
             recursive_supported: node.recursive_read_only,
+            images: node.images,
         };
         mounts
             .extend(container_mounts(container, &sources, &envs).map_err(RunOptionsError::Mounts)?);

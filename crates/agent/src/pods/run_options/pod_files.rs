@@ -54,6 +54,7 @@ impl PodFiles {
                 propagation: crate::runtime::MountPropagation::Private,
                 selinux_relabel: false,
                 recursive_read_only: false,
+                image: None,
             },
             MountSpec {
                 container_path: termination_path
@@ -65,6 +66,7 @@ impl PodFiles {
                 propagation: crate::runtime::MountPropagation::Private,
                 selinux_relabel: false,
                 recursive_read_only: false,
+                image: None,
             },
         ])
     }

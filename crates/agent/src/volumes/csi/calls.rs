@@ -83,6 +83,8 @@ pub(crate) struct DriverCalls {
     driver: String,
     endpoint: String,
     operations: CsiOperations,
+    /// The calls are for a migrated in-tree volume.
+    migrated: bool,
 }
 
 impl DriverCalls {
@@ -99,11 +101,20 @@ impl DriverCalls {
                 driver: name.to_string(),
                 endpoint: driver.endpoint,
                 operations: operations.clone(),
+                migrated: false,
             }),
             None => Err(CallFailure::unfinished(format!(
                 "driver name {name} not found in the list of registered CSI drivers"
             ))),
         }
+    }
+
+    /// The same calls, counted as those of a migrated in-tree volume when
+    /// `migrated` (the kubelet counts so its stage, publish and expand
+    /// calls of one; never its unpublish or unstage, which know no spec).
+    pub(crate) fn migrated(mut self, migrated: bool) -> Self {
+        self.migrated = migrated;
+        self
     }
 
     /// A client on a connection of its own.
@@ -123,7 +134,7 @@ impl DriverCalls {
         })?;
         let layer = CallLayer::new("CSI driver", &self.endpoint)
             .deadline(CSI_TIMEOUT)
-            .metrics(self.operations.of_driver(&self.driver));
+            .metrics(self.operations.of_driver(&self.driver, self.migrated));
         Ok(NodeClient::new(layer.service(channel)))
     }
 

@@ -5,7 +5,8 @@
 //! driver's client. The method is the full gRPC method
 //! (`/csi.v1.Node/NodeStageVolume`), the code Go's name of it (`OK`,
 //! `DeadlineExceeded`; `unknown-non-grpc` when the call never reached the
-//! driver), and `migrated` is `false`: no in-tree volume is migrated here.
+//! driver), and `migrated` `true` for the stage, publish and expand calls
+//! of an in-tree volume served by its CSI driver.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,11 +48,13 @@ impl Default for CsiOperations {
 }
 
 impl CsiOperations {
-    /// Where the calls to driver `driver` are reported.
-    pub(crate) fn of_driver(&self, driver: &str) -> Arc<dyn CallMetrics> {
+    /// Where the calls to driver `driver` are reported, for a migrated
+    /// in-tree volume when `migrated`.
+    pub(crate) fn of_driver(&self, driver: &str, migrated: bool) -> Arc<dyn CallMetrics> {
         Arc::new(DriverOperations {
             seconds: self.seconds.clone(),
             driver: driver.to_string(),
+            migrated: if migrated { "true" } else { "false" },
         })
     }
 }
@@ -66,6 +69,7 @@ impl MetricsSource for CsiOperations {
 struct DriverOperations {
     seconds: Arc<HistogramVec>,
     driver: String,
+    migrated: &'static str,
 }
 
 impl CallMetrics for DriverOperations {
@@ -78,7 +82,7 @@ impl CallMetrics for DriverOperations {
         let method = format!("/csi.v1.Node/{method}");
         let code = code.map_or("unknown-non-grpc", grpc_code_name);
         self.seconds
-            .observe(&[&self.driver, &method, code, "false"], elapsed);
+            .observe(&[&self.driver, &method, code, self.migrated], elapsed);
     }
 }
 
@@ -93,7 +97,7 @@ mod tests {
     #[test]
     fn each_call_is_counted_with_the_kubelets_labels() {
         let operations = CsiOperations::default();
-        let driver = operations.of_driver("csi.example.com");
+        let driver = operations.of_driver("csi.example.com", false);
         driver.observed_status("NodeStageVolume", Duration::from_millis(30), Some(Code::Ok));
         driver.observed_status(
             "NodePublishVolume",
@@ -101,6 +105,9 @@ mod tests {
             Some(Code::DeadlineExceeded),
         );
         driver.observed_status("NodeUnstageVolume", Duration::from_millis(1), None);
+        operations
+            .of_driver("ebs.csi.aws.com", true)
+            .observed_status("NodeStageVolume", Duration::from_millis(5), Some(Code::Ok));
         let mut registry = Registry::default();
         operations.register(&mut registry);
         let mut text = String::new();
@@ -109,6 +116,7 @@ mod tests {
             r#"driver_name="csi.example.com",method_name="/csi.v1.Node/NodeStageVolume",grpc_status_code="OK",migrated="false""#,
             r#"driver_name="csi.example.com",method_name="/csi.v1.Node/NodePublishVolume",grpc_status_code="DeadlineExceeded",migrated="false""#,
             r#"grpc_status_code="unknown-non-grpc""#,
+            r#"driver_name="ebs.csi.aws.com",method_name="/csi.v1.Node/NodeStageVolume",grpc_status_code="OK",migrated="true""#,
         ] {
             assert!(text.contains(labels), "{labels} in {text}");
         }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::CSIVolumeSource;
+use k8s_openapi::api::core::v1::{CSIVolumeSource, Volume};
 use tokio::sync::watch;
 
 use crate::csi::CsiDriverStore;
@@ -26,16 +26,19 @@ use crate::volumes::csi::source::{self, CsiVolume, Lifecycle};
 use crate::volumes::csi::stage;
 use crate::volumes::csi::stats::{StatsCollector, VolumeStats};
 use crate::volumes::csi::vol_data;
+use crate::volumes::error::SetUpError;
 use crate::volumes::layout::{self, PodDirs};
 use crate::volumes::mounts::PodVolume;
 
 /// What a pod's CSI volume is in its spec.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) enum CsiSpec<'a> {
     /// An inline volume.
     Inline(&'a CSIVolumeSource),
-    /// A claim of the pod's namespace.
-    Claim(source::ClaimUse<'a>),
+    /// An inline volume of a migrated in-tree plugin.
+    Migrated(&'a Volume),
+    /// A claim of the pod's namespace, bound to a CSI volume.
+    Claimed(Box<CsiVolume>),
 }
 
 /// The CSI plugin, shared by every pod's volumes.
@@ -96,15 +99,26 @@ impl CsiPlugin {
         pod: &CsiPod<'_>,
         name: &str,
         spec: CsiSpec<'_>,
-    ) -> Result<PodVolume, String> {
-        let mut volume = match spec {
+    ) -> Result<PodVolume, SetUpError> {
+        let volume = match spec {
             CsiSpec::Inline(source) => source::inline(pod.pod, name, source),
-            CsiSpec::Claim(claim) => {
-                source::persistent(self.context.client(), pod.pod, claim, pod.labels)
-                    .await
-                    .map_err(|e| e.to_string())?
+            CsiSpec::Migrated(volume) => {
+                source::migrated_inline(pod.pod, volume).map_err(|e| e.to_string())?
             }
+            CsiSpec::Claimed(volume) => *volume,
         };
+        let spec_name = volume.spec_name.clone();
+        self.set_up_volume(pod, volume)
+            .await
+            .map_err(|e| e.for_spec(&spec_name))
+    }
+
+    /// [`set_up`](Self::set_up) of `volume`, known.
+    async fn set_up_volume(
+        &self,
+        pod: &CsiPod<'_>,
+        mut volume: CsiVolume,
+    ) -> Result<PodVolume, SetUpError> {
         let policy = self
             .objects
             .policy(&volume.driver)
@@ -114,14 +128,17 @@ impl CsiPlugin {
         let attachable = volume.lifecycle == Lifecycle::Persistent && policy.attach_required;
         let unique = names::unique_name(&volume.driver, &volume.handle);
         if attachable {
-            self.attach(pod, &mut volume, &policy, &unique).await?;
+            self.attach(pod, &mut volume, &policy, &unique)
+                .await
+                .map_err(SetUpError::Said)?;
         }
         let calls = DriverCalls::of(
             self.context.drivers(),
             &volume.driver,
             &self.context.operations,
         )
-        .map_err(|e| format!("kubernetes.io/csi: mounter.SetUpAt failed to get CSI client: {e}"))?;
+        .map_err(|e| format!("kubernetes.io/csi: mounter.SetUpAt failed to get CSI client: {e}"))?
+        .migrated(volume.migrated);
         let lock = self.lock(&volume);
         let _held = lock.lock().await;
         if volume.lifecycle == Lifecycle::Persistent {
@@ -137,14 +154,14 @@ impl CsiPlugin {
                     self.keep_for_unstage(uid, &volume.driver, &volume.handle);
                 }
             }
-            staged?;
+            staged.map_err(SetUpError::Said)?;
             if attachable {
                 self.attachments.mounted(&unique, true);
             }
         }
         let target = pod
             .dirs
-            .volume(names::PLUGIN, &volume.spec_name)
+            .volume(names::PLUGIN, &volume.dir_name())
             .join(names::MOUNT_DIR);
         let mounted_before = self.context.is_published(&target);
         let set = publish::set_up(&self.context, &calls, pod, &volume, &policy).await?;
@@ -159,9 +176,15 @@ impl CsiPlugin {
                     &target.to_string_lossy(),
                     !mounted_before,
                 )
-                .await?;
+                .await
+                .map_err(SetUpError::Said)?;
         }
         Ok(set)
+    }
+
+    /// The client of the API, to read the pods' claims with.
+    pub(crate) fn client(&self) -> kube::Client {
+        self.context.client()
     }
 
     /// The warnings about pod `uid`'s volumes since last asked (a volume
@@ -187,7 +210,7 @@ impl CsiPlugin {
         let staging = names::staging_path(&self.context.root, &volume.driver, &volume.handle);
         let target = pod
             .dirs
-            .volume(names::PLUGIN, &volume.spec_name)
+            .volume(names::PLUGIN, &volume.dir_name())
             .join(names::MOUNT_DIR);
         if self.context.is_staged(&staging)
             && self.context.is_published(&target)

@@ -34,8 +34,6 @@ pub(crate) struct CsiPod<'a> {
     pub(crate) pod: &'a Pod,
     pub(crate) dirs: &'a PodDirs,
     pub(crate) fs_group: Option<u32>,
-    /// The node's labels, for the volumes' node affinity.
-    pub(crate) labels: &'a BTreeMap<String, String>,
     pub(crate) tokens: &'a TokenManager,
 }
 
@@ -55,13 +53,14 @@ pub(crate) async fn set_up(
     volume: &CsiVolume,
     policy: &DriverPolicy,
 ) -> Result<PodVolume, String> {
-    let dir = pod.dirs.volume(names::PLUGIN, &volume.spec_name);
+    let dir = pod.dirs.volume(names::PLUGIN, &volume.dir_name());
     let target = dir.join(names::MOUNT_DIR);
     let set = PodVolume {
         host_path: target.clone(),
         read_only: volume.read_only,
         managed: !volume.read_only,
         name_on_disk: volume.spec_name.clone(),
+        image: None,
     };
     let remount = plugin.is_published(&target);
     if remount && !policy.requires_republish {

@@ -5,14 +5,24 @@
 //! PersistentVolume it is bound to, both checked as the kubelet checks
 //! them (bound, the volume bound back to the claim, the claim not being
 //! deleted unprotected, the volume's node affinity met by the node).
+//!
+//! | file | what it holds |
+//! |---|---|
+//! | `source/migration.rs` | the in-tree cloud volumes translated into volumes of the CSI drivers that replaced them |
+//! | `source/node_affinity.rs` | a PersistentVolume's node affinity against the node's labels |
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{CSIVolumeSource, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{
+    CSIVolumeSource, HostPathVolumeSource, PersistentVolume, PersistentVolumeClaim, Pod, Volume,
+};
 use kube::Api;
 
 use crate::volumes::csi::names;
-use crate::volumes::csi::node_affinity;
+use crate::volumes::error::SetUpError;
+
+pub(crate) mod migration;
+pub(crate) mod node_affinity;
 
 /// The finalizer that protects a claim in use from deletion.
 const PVC_PROTECTION: &str = "kubernetes.io/pvc-protection";
@@ -79,6 +89,16 @@ pub(crate) struct CsiVolume {
     pub(crate) claim_capacity: Option<i64>,
     /// `nodeExpandSecretRef`.
     pub(crate) expand_secret: Option<SecretRef>,
+    /// An in-tree volume translated into one of its CSI driver.
+    pub(crate) migrated: bool,
+}
+
+impl CsiVolume {
+    /// Its directory's name under the pod's CSI volumes: its spec name,
+    /// escaped (a migrated Azure disk is named by its URI).
+    pub(crate) fn dir_name(&self) -> String {
+        crate::volumes::layout::escape(&self.spec_name)
+    }
 }
 
 /// Why a pod's claim gives no volume yet.
@@ -107,13 +127,65 @@ pub(crate) enum SourceError {
         claim: String,
     },
     #[error(
-        "PersistentVolume {0} is not a CSI volume; only CSI persistent volumes are set up by this node"
+        "PersistentVolume {0} is of a kind this node does not set up (CSI, hostPath, local and the migrated in-tree cloud kinds are)"
     )]
     NotCsi(String),
+    #[error("{0}")]
+    Translation(#[from] migration::TranslationError),
     #[error("PVC {claim} was not created for pod {pod} (pod is not owner)")]
     NotPodsOwn { claim: String, pod: String },
-    #[error("{0}")]
-    Affinity(#[from] node_affinity::AffinityError),
+    /// The kubelet's `NodeAffinity` check of PersistentVolume `volume`.
+    #[error("{error}")]
+    Affinity {
+        volume: String,
+        error: node_affinity::AffinityError,
+    },
+    /// The kubelet's `MountOptionSupport` check: a hostPath
+    /// PersistentVolume (`.0`) takes no mount options.
+    #[error("mount options are not supported for this volume type")]
+    MountOptions(String),
+}
+
+/// A claim's failure, in the kubelet's words: its volume's checks as the
+/// steps before SetUp that they are upstream.
+impl From<SourceError> for SetUpError {
+    fn from(e: SourceError) -> Self {
+        match &e {
+            SourceError::Affinity { volume, .. } => {
+                SetUpError::of_step("MountVolume.NodeAffinity check", volume, &e)
+            }
+            SourceError::MountOptions(volume) => {
+                SetUpError::of_step("MountVolume.MountOptionSupport check", volume, &e)
+            }
+            _ => SetUpError::SetUp(e.to_string()),
+        }
+    }
+}
+
+/// The kubelet's annotation of a PersistentVolume's mount options (read
+/// before `spec.mountOptions`; comma-separated).
+const MOUNT_OPTIONS_ANNOTATION: &str = "volume.beta.kubernetes.io/mount-options";
+
+/// `pv`'s mount options as the kubelet's `MountOptionFromSpec` reads them
+/// for its in-tree plugins: the annotation's when it has one, else the
+/// spec's; each once, sorted, none empty.
+fn mount_options_of(pv: &PersistentVolume) -> Vec<String> {
+    let annotated = pv
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(MOUNT_OPTIONS_ANNOTATION));
+    let options: std::collections::BTreeSet<String> = match annotated {
+        Some(list) => list.split(',').map(str::to_string).collect(),
+        None => pv
+            .spec
+            .as_ref()
+            .and_then(|s| s.mount_options.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .collect(),
+    };
+    options.into_iter().filter(|o| !o.is_empty()).collect()
 }
 
 /// Pod `pod`'s inline CSI volume `name`.
@@ -140,7 +212,25 @@ pub(crate) fn inline(pod: &Pod, name: &str, source: &CSIVolumeSource) -> CsiVolu
         capacity: None,
         claim_capacity: None,
         expand_secret: None,
+        migrated: false,
     }
+}
+
+/// A pod's inline in-tree volume `volume` (of a migrated plugin), as the
+/// persistent volume of its CSI driver the kubelet translates it into:
+/// named as the translation names it, never read-only for the publish
+/// call (the kubelet's spec of it is not), its access modes the
+/// translation's.
+pub(crate) fn migrated_inline(pod: &Pod, volume: &Volume) -> Result<CsiVolume, SourceError> {
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let pv = match migration::inline(volume, namespace) {
+        Some(translated) => translated?,
+        None => return Err(SourceError::NotCsi(volume.name.clone())),
+    };
+    let mut volume = of_csi_volume(&pv, false)?;
+    volume.migrated = true;
+    volume.capacity = None;
+    Ok(volume)
 }
 
 /// The storage quantity of `resources`, in bytes.
@@ -163,14 +253,42 @@ pub(crate) struct ClaimUse<'a> {
     pub(crate) ephemeral: bool,
 }
 
-/// The volume of `pod`'s claim `claim` (read through `client`), on a node
-/// with `labels`.
-pub(crate) async fn persistent(
+/// What a pod's claim is bound to.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Claimed {
+    /// A CSI driver's volume (an in-tree cloud volume translated into
+    /// one).
+    Csi(Box<CsiVolume>),
+    /// A path of the host (`hostPath`).
+    HostPath {
+        /// The PersistentVolume's name.
+        volume: String,
+        source: HostPathVolumeSource,
+        /// The pod's claim is read-only.
+        read_only: bool,
+    },
+    /// A directory of the node (`local`).
+    Local {
+        /// The PersistentVolume's name.
+        volume: String,
+        /// `local.path`.
+        path: String,
+        /// The pod's claim is read-only.
+        read_only: bool,
+        /// The PersistentVolume's mount options (its annotation's, or its
+        /// spec's), sorted.
+        mount_options: Vec<String>,
+    },
+}
+
+/// What `pod`'s claim `claim` (read through `client`) is bound to, on a
+/// node with `labels`.
+pub(crate) async fn claimed(
     client: kube::Client,
     pod: &Pod,
     claim: ClaimUse<'_>,
     labels: &BTreeMap<String, String>,
-) -> Result<CsiVolume, SourceError> {
+) -> Result<Claimed, SourceError> {
     let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
     let pvc = claims
@@ -190,15 +308,44 @@ pub(crate) async fn persistent(
             name: volume_name.clone(),
             error: e.to_string(),
         })?;
-    let mut volume = of_volume(
-        &pv,
-        pvc.metadata.uid.as_deref().unwrap_or_default(),
-        read_only,
-    )?;
-    volume.claim = Some((namespace.to_string(), claim.name.to_string()));
-    volume.claim_capacity = storage(pvc.status.as_ref().and_then(|s| s.capacity.as_ref()));
-    node_affinity::check(&pv, labels)?;
-    Ok(volume)
+    // An in-tree volume of a migrated plugin is its driver's, its node
+    // affinity too.
+    let (pv, migrated) = match migration::persistent(&pv) {
+        Some(translated) => (translated?, true),
+        None => (pv, false),
+    };
+    let claim_uid = pvc.metadata.uid.as_deref().unwrap_or_default();
+    bound_to(&pv, claim_uid)?;
+    let spec = pv.spec.clone().unwrap_or_default();
+    // The kubelet's order: node affinity, then mount options.
+    node_affinity::check(&pv, labels).map_err(|error| SourceError::Affinity {
+        volume: volume_name.clone(),
+        error,
+    })?;
+    let claimed = if let Some(source) = spec.host_path {
+        if !mount_options_of(&pv).is_empty() {
+            return Err(SourceError::MountOptions(volume_name));
+        }
+        Claimed::HostPath {
+            volume: volume_name,
+            source,
+            read_only,
+        }
+    } else if let Some(local) = spec.local {
+        Claimed::Local {
+            volume: volume_name,
+            path: local.path,
+            read_only,
+            mount_options: mount_options_of(&pv),
+        }
+    } else {
+        let mut volume = of_csi_volume(&pv, read_only)?;
+        volume.migrated = migrated;
+        volume.claim = Some((namespace.to_string(), claim.name.to_string()));
+        volume.claim_capacity = storage(pvc.status.as_ref().and_then(|s| s.capacity.as_ref()));
+        Claimed::Csi(Box::new(volume))
+    };
+    Ok(claimed)
 }
 
 /// Whether `pvc` is controlled by `pod` (`VolumeIsForPod`).
@@ -246,15 +393,11 @@ fn checked_claim(pvc: &PersistentVolumeClaim) -> Result<String, SourceError> {
     }
 }
 
-/// The CSI volume `pv` is, if it is bound to the claim of UID `claim_uid`.
-fn of_volume(
-    pv: &PersistentVolume,
-    claim_uid: &str,
-    read_only: bool,
-) -> Result<CsiVolume, SourceError> {
+/// Whether `pv` is bound to the claim of UID `claim_uid`.
+fn bound_to(pv: &PersistentVolume, claim_uid: &str) -> Result<(), SourceError> {
     let name = pv.metadata.name.clone().unwrap_or_default();
-    let spec = pv.spec.clone().unwrap_or_default();
-    let Some(claim_ref) = spec.claim_ref.as_ref() else {
+    let claim_ref = pv.spec.as_ref().and_then(|s| s.claim_ref.as_ref());
+    let Some(claim_ref) = claim_ref else {
         return Err(SourceError::NoClaimRef(name));
     };
     let bound = claim_ref.uid.clone().unwrap_or_default();
@@ -265,6 +408,13 @@ fn of_volume(
             claim: claim_uid.to_string(),
         });
     }
+    Ok(())
+}
+
+/// The CSI volume `pv` is, published read-only when `read_only`.
+fn of_csi_volume(pv: &PersistentVolume, read_only: bool) -> Result<CsiVolume, SourceError> {
+    let name = pv.metadata.name.clone().unwrap_or_default();
+    let spec = pv.spec.clone().unwrap_or_default();
     let Some(source) = spec.csi else {
         return Err(SourceError::NotCsi(name));
     };
@@ -292,6 +442,7 @@ fn of_volume(
         capacity: storage(spec.capacity.as_ref()),
         claim_capacity: None,
         expand_secret: secret(&source.node_expand_secret_ref),
+        migrated: false,
     })
 }
 
@@ -300,6 +451,30 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    #[test]
+    fn mount_options_are_the_annotations_before_the_specs_each_once_and_sorted() {
+        let pv = |annotations: serde_json::Value| -> PersistentVolume {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "pv", "annotations": annotations},
+                "spec": {"mountOptions": ["sync", "noatime", "sync"]},
+            }))
+            .unwrap()
+        };
+        assert_eq!(
+            mount_options_of(&pv(serde_json::json!({}))),
+            ["noatime", "sync"]
+        );
+        assert_eq!(
+            mount_options_of(&pv(
+                serde_json::json!({MOUNT_OPTIONS_ANNOTATION: "ro,,debug,ro"})
+            )),
+            ["debug", "ro"]
+        );
+        assert!(
+            mount_options_of(&pv(serde_json::json!({MOUNT_OPTIONS_ANNOTATION: ""}))).is_empty()
+        );
+    }
 
     #[test]
     fn an_inline_volumes_handle_is_derived_from_its_pod_and_name() {
@@ -364,7 +539,8 @@ mod tests {
             },
         }))
         .unwrap();
-        let volume = of_volume(&pv, "c1", false).unwrap();
+        bound_to(&pv, "c1").unwrap();
+        let volume = of_csi_volume(&pv, false).unwrap();
         assert_eq!(
             (volume.spec_name.as_str(), volume.handle.as_str()),
             ("pv", "h")
@@ -372,7 +548,7 @@ mod tests {
         assert!(!volume.read_only, "the pod's claim decides, not the volume");
         assert_eq!(volume.mount_options, ["noatime"]);
         assert_eq!(volume.stage_secret.unwrap().namespace, "sec");
-        let message = of_volume(&pv, "other", false).unwrap_err().to_string();
+        let message = bound_to(&pv, "other").unwrap_err().to_string();
         assert_eq!(
             message,
             "found PV object pv but its pv.Spec.ClaimRef.UID c1 does not point to claim.UID other"

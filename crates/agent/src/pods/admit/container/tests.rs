@@ -90,6 +90,7 @@ fn allocation(
             propagation: crate::runtime::MountPropagation::Private,
             selinux_relabel: false,
             recursive_read_only: false,
+            image: None,
         }],
         device_specs: vec![DeviceNodeSpec {
             container_path: "/dev/shared".into(),

@@ -4,6 +4,8 @@
 //! variables read once per worker), then create and start; the containers
 //! older than the one before it removed.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::Worker;
@@ -11,6 +13,7 @@ use crate::pods::run_options::generate::{NodeGiven, run_container_spec};
 use crate::pods::run_options::pod_files::PodFiles;
 use crate::pods::run_options::service_env;
 use crate::runtime::{PullPolicy, SandboxSpec};
+use crate::volumes::VolumeImage;
 
 impl Worker {
     /// Makes and starts container `container` of `pod` in sandbox
@@ -25,19 +28,26 @@ impl Worker {
         attempt: u32,
     ) -> Result<(), (String, String)> {
         let runtime = self.context.runtime.as_ref();
+        // The images of the image volumes it mounts, before its own (as
+        // the kubelet pulls them before its containers start).
+        let mut images = BTreeMap::new();
+        for (name, source) in self.image_volumes(container) {
+            let reference = source.reference;
+            let policy = PullPolicy::of(source.pull_policy.as_deref(), &reference);
+            let pulled = tokio::select! {
+                () = self.stop.cancelled() => return Err(("Stopping".into(), String::new())),
+                pulled = runtime.ensure_image(&reference, policy, sandbox) => pulled,
+            }
+            .map_err(|e| pull_failure(policy, &reference, &e))?;
+            images.insert(name, pulled);
+        }
         let image = container.image.clone().unwrap_or_default();
         let policy = PullPolicy::of(container.image_pull_policy.as_deref(), &image);
         let image_ref = tokio::select! {
             () = self.stop.cancelled() => return Err(("Stopping".into(), String::new())),
             pulled = runtime.ensure_image(&image, policy, sandbox) => pulled,
         }
-        .map_err(|e| match policy {
-            PullPolicy::Never => (
-                "ErrImageNeverPull".to_string(),
-                format!("Container image \"{image}\" is not present with pull policy of Never"),
-            ),
-            _ => ("ErrImagePull".to_string(), e.to_string()),
-        })?;
+        .map_err(|e| pull_failure(policy, &image, &e))?;
         let resources = self
             .resources
             .get(&container.name)
@@ -78,6 +88,7 @@ impl Worker {
             pod_files: pod_files.as_ref(),
             volumes: self.volumes.as_ref().zip(volumes_dir.as_deref()),
             recursive_read_only: self.context.node.recursive_read_only(runtime).await,
+            images: &images,
         };
         let spec = run_container_spec(pod, container, &resources, &node, attempt)
             .map_err(|e| ("CreateContainerConfigError".to_string(), e.to_string()))?;
@@ -99,5 +110,34 @@ impl Worker {
             }
         }
         Ok(())
+    }
+
+    /// The image volumes `container` mounts, by name, as set up for the
+    /// pod.
+    fn image_volumes(&self, container: &Container) -> Vec<(String, VolumeImage)> {
+        let Some(volumes) = self.volumes.as_ref() else {
+            return Vec::new();
+        };
+        let mut found: Vec<(String, VolumeImage)> = Vec::new();
+        for mount in container.volume_mounts.iter().flatten() {
+            if let Some(source) = volumes.get(&mount.name).and_then(|v| v.image.clone())
+                && !found.iter().any(|(name, _)| name == &mount.name)
+            {
+                found.push((mount.name.clone(), source));
+            }
+        }
+        found
+    }
+}
+
+/// The kubelet's (reason, message) of image `image` that could not be
+/// pulled under `policy`.
+fn pull_failure(policy: PullPolicy, image: &str, e: &impl std::fmt::Display) -> (String, String) {
+    match policy {
+        PullPolicy::Never => (
+            "ErrImageNeverPull".to_string(),
+            format!("Container image \"{image}\" is not present with pull policy of Never"),
+        ),
+        _ => ("ErrImagePull".to_string(), e.to_string()),
     }
 }

@@ -18,6 +18,7 @@ fn resources() -> ContainerResources {
             propagation: crate::runtime::MountPropagation::Private,
             selinux_relabel: false,
             recursive_read_only: false,
+            image: None,
         }],
         device_specs: vec![DeviceNodeSpec {
             container_path: "/dev/dev-0".into(),
@@ -47,6 +48,7 @@ fn a_container_gets_the_plugins_answers_and_its_own_settings_as_the_kubelet_send
         pod_files: None,
         volumes: None,
         recursive_read_only: false,
+        images: &BTreeMap::new(),
     };
     let spec = run_container_spec(&pod, main, &resources(), &node, 2).unwrap();
     assert_eq!(spec.attempt, 2);
@@ -110,6 +112,7 @@ fn the_services_follow_the_containers_own_variables_and_the_pods_files_the_plugi
         pod_files: Some(&files),
         volumes: None,
         recursive_read_only: false,
+        images: &BTreeMap::new(),
     };
     let options = run_options(&pod, main, &resources(), &node).unwrap();
     let names: Vec<&str> = options.envs.iter().map(|(k, _)| k.as_str()).collect();
