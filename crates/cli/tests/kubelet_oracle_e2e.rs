@@ -48,7 +48,7 @@ use common::pods::*;
 use nodeplugins_test_support::binaries::binary;
 use nodeplugins_test_support::client_certificates::ClientCa;
 use nodeplugins_test_support::containerd::{Containerd, cri_log_lines};
-use nodeplugins_test_support::oci_image::BUSYBOX;
+use nodeplugins_test_support::oci_image::{BUSYBOX, PAUSE};
 use nodeplugins_test_support::process::ChildProcess;
 use nodeplugins_test_support::real_kubelet::{DEVICE_PLUGINS, RealKubelet};
 use nodeplugins_test_support::wait::eventually;
@@ -441,6 +441,32 @@ impl TwoNodes {
         lines.join("\n")
     }
 
+    /// Pod `name` once Running; on timeout, a failure naming its status
+    /// and the kubelet's last lines.
+    async fn running(&self, name: &str) -> Value {
+        self.reach(name, |pod| pod["status"]["phase"] == "Running")
+            .await
+    }
+
+    /// Pod `name` once it reached what `reached` looks for; on timeout, a
+    /// failure naming its status and the kubelet's last lines.
+    async fn reach(&self, name: &str, reached: impl Fn(&Value) -> bool) -> Value {
+        let deadline = tokio::time::Instant::now() + LONG;
+        loop {
+            let pod = self.cluster.pod(name).await;
+            if reached(&pod) {
+                return pod;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{name} never reached what the test waits for: {:#}\n{}",
+                pod["status"],
+                self.kubelet_tail()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+
     /// Creates `make(name, node, claim)` on both nodes: `k-NAME` on the
     /// kubelet's with claim `gpu-k`, `o-NAME` on ours with `gpu-o`.
     async fn create_both(&self, name: &str, make: impl Fn(&str, &str, &str) -> Value) {
@@ -508,20 +534,7 @@ impl TwoNodes {
         let theirs = format!("k-{name}");
         let ours = format!("o-{name}");
         for pod in [&theirs, &ours] {
-            let deadline = tokio::time::Instant::now() + LONG;
-            loop {
-                let now = self.cluster.pod(pod).await;
-                if reached(&now) {
-                    break;
-                }
-                assert!(
-                    tokio::time::Instant::now() < deadline,
-                    "{pod} never reached what the test waits for: {:#}\n{}",
-                    now["status"],
-                    self.kubelet_tail()
-                );
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-            }
+            self.reach(pod, &reached).await;
         }
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
         let mut first = None;
@@ -948,13 +961,15 @@ async fn a_pods_lifecycle_on_our_agent_is_the_real_kubelets() {
 /// and kind (and a symlink's target), the files' contents, the mounts
 /// (mount point, ro or rw, file system), and the service-account token.
 const VOLUMES_REPORT: &str = r#"echo BEGIN
-for d in /v/cfg /v/sec /v/down /v/proj /v/scratch /v/mem /v/host /v/made /var/run/secrets/kubernetes.io/serviceaccount; do
+for d in /v/cfg /v/sec /v/down /v/proj /v/scratch /v/mem /v/host /v/made /v/local /v/hostpv /var/run/secrets/kubernetes.io/serviceaccount; do
   find "$d" | sort | while read f; do stat -c '%A %u %g %F %N' "$f"; done
 done
 echo CONTENT
-for f in /v/cfg/a /v/cfg-a /v/cfg/dir/b.txt /v/sec/user /v/down/labels /v/down/name /v/down/note /v/down/annotations /v/down/mem_mi /v/proj/ns /v/proj/cfg-a /v/proj/ctb-name.pem /v/proj/ctb-signer.pem /v/proj/ctb-missing.pem /var/run/secrets/kubernetes.io/serviceaccount/namespace /var/run/secrets/kubernetes.io/serviceaccount/ca.crt; do
+for f in /v/local/disk-file /v/hostpv/host-file /v/cfg/a /v/cfg-a /v/cfg/dir/b.txt /v/sec/user /v/down/labels /v/down/name /v/down/note /v/down/annotations /v/down/mem_mi /v/proj/ns /v/proj/cfg-a /v/proj/ctb-name.pem /v/proj/ctb-signer.pem /v/proj/ctb-missing.pem /var/run/secrets/kubernetes.io/serviceaccount/namespace /var/run/secrets/kubernetes.io/serviceaccount/ca.crt; do
   echo "$f: $(cat $f | tr '\n' '|')"
 done
+echo "/v/image: $(ls /v/image | tr '\n' '|')"
+echo "/v/image-bin/busybox: $(stat -c '%A %F' /v/image-bin/busybox)"
 echo MOUNTS
 sed -n 's/^[^ ]* [^ ]* [^ ]* [^ ]* \([^ ]*\) \(r[ow]\)[^ ]*.* - \([^ ]*\) .*/\1 \2 \3/p' /proc/self/mountinfo | grep -E '^/v/|serviceaccount' | sort
 echo TOKEN
@@ -962,8 +977,47 @@ cat /var/run/secrets/kubernetes.io/serviceaccount/token; echo
 echo END
 exec sleep 3600"#;
 
-/// A pod with a volume of each in-tree kind, its service-account token
-/// projected by the API server (`kube-api-access-*`), and an fsGroup.
+/// The message of pod `name`'s first FailedMount Event, once it has one;
+/// on timeout, a failure naming the pod's status and Events.
+async fn failed_mount(cluster: &Cluster, name: &str) -> String {
+    let deadline = tokio::time::Instant::now() + LONG;
+    loop {
+        let events = cluster
+            .api
+            .admin(
+                "GET",
+                &format!(
+                    "/api/v1/namespaces/default/events?fieldSelector=involvedObject.name={name}"
+                ),
+                None,
+            )
+            .await;
+        let items = events["items"].as_array().cloned().unwrap_or_default();
+        if let Some(message) = items
+            .iter()
+            .find(|e| e["reason"] == "FailedMount")
+            .and_then(|e| e["message"].as_str())
+        {
+            return message.to_string();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{name} never had a FailedMount Event: {:#}\n{:#?}",
+            cluster.pod(name).await["status"],
+            items
+                .iter()
+                .map(|e| format!("{} {}", e["reason"], e["message"]))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+/// A pod with a volume of each in-tree kind (claims of a `local` and of a
+/// `hostPath` PersistentVolume too: `lpvc-<side>`, `hpvc-<side>`; an
+/// `image` volume of the sandbox image, whole and by a subPath), its
+/// service-account token projected by the API server
+/// (`kube-api-access-*`), and an fsGroup.
 fn volumes_pod(name: &str, node: &str) -> Value {
     let mut main = busybox("main", 0, &[], VOLUMES_REPORT);
     main["resources"] = json!({"limits": {"memory": "64Mi"}});
@@ -977,7 +1031,12 @@ fn volumes_pod(name: &str, node: &str) -> Value {
         {"name": "host", "mountPath": "/v/host", "readOnly": true, "recursiveReadOnly": "IfPossible"},
         {"name": "cfg", "mountPath": "/v/cfg-a", "subPath": "a"},
         {"name": "scratch", "mountPath": "/v/made", "subPath": "new/dir"},
+        {"name": "local", "mountPath": "/v/local"},
+        {"name": "hostpv", "mountPath": "/v/hostpv"},
+        {"name": "img", "mountPath": "/v/image"},
+        {"name": "img", "mountPath": "/v/image-bin", "subPath": "bin"},
     ]);
+    let side = &name[..1];
     let mut pod = on_host(pod(name, node, vec![main]));
     pod["metadata"]["labels"] = json!({"app": "volumes", "tier": "front"});
     pod["metadata"]["annotations"] = json!({"note": "a \"quoted\" one\nover two lines"});
@@ -1006,6 +1065,9 @@ fn volumes_pod(name: &str, node: &str) -> Value {
         {"name": "scratch", "emptyDir": {}},
         {"name": "mem", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
         {"name": "host", "hostPath": {"path": "/var/run/example-device", "type": "Directory"}},
+        {"name": "local", "persistentVolumeClaim": {"claimName": format!("lpvc-{side}")}},
+        {"name": "hostpv", "persistentVolumeClaim": {"claimName": format!("hpvc-{side}"), "readOnly": true}},
+        {"name": "img", "image": {"reference": PAUSE, "pullPolicy": "Never"}},
         {"name": "unused", "secret": {"secretName": "nowhere"}},
     ]);
     pod
@@ -1045,6 +1107,20 @@ fn hide_token_volume(text: &str) -> String {
         text.replace_range(start..end, "<ID>");
     }
     text
+}
+
+/// `text` with the directory containerd mounts an image volume from (its
+/// state directory and the pod sandbox's id) hidden: `<IMAGE-VOLUMES>/`,
+/// then the image's own directory.
+fn hide_image_volume_dir(text: &str) -> String {
+    const DIR: &str = "/io.containerd.grpc.v1.cri/image-volumes/";
+    let Some(at) = text.find(DIR) else {
+        return text.to_string();
+    };
+    let start = text[..at].rfind('"').map_or(0, |q| q + 1);
+    let after = at + DIR.len();
+    let end = text[after..].find('/').map_or(text.len(), |e| after + e);
+    format!("{}<IMAGE-VOLUMES>{}", &text[..start], &text[end..])
 }
 
 /// A volume report with what is free between nodes made alike: the
@@ -1154,6 +1230,48 @@ async fn a_pods_volumes_on_our_agent_are_what_the_real_kubelet_makes() {
             )
             .await;
     }
+    // Each node's claims of a local volume (a directory of the node, its
+    // node affinity a label both nodes are given) and of a hostPath
+    // volume, the latter mounted read-only by the pod's claim.
+    let disks = TempDir::new().unwrap();
+    for (side, node, _) in two.sides() {
+        cluster
+            .api
+            .admin(
+                "PATCH",
+                &format!("/api/v1/nodes/{node}"),
+                Some(&json!({"metadata": {"labels": {"example.com/disk": "yes"}}})),
+            )
+            .await;
+        let disk = disks.path().join(format!("disk-{side}"));
+        let host = disks.path().join(format!("hostpv-{side}"));
+        for (dir, file) in [(&disk, "disk-file"), (&host, "host-file")] {
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::write(dir.join(file), "on the node").unwrap();
+        }
+        let local = json!({
+            "local": {"path": disk},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "example.com/disk", "operator": "In", "values": ["yes"]}]}]}},
+        });
+        bind_volume(
+            &cluster.api,
+            &format!("lpvc-{side}"),
+            &format!("lpv-{side}"),
+            &local,
+        )
+        .await;
+        // No mount options: the kubelet refuses them on a hostPath volume.
+        let host_path = json!({"hostPath": {"path": host, "type": "Directory"},
+                               "mountOptions": null});
+        bind_volume(
+            &cluster.api,
+            &format!("hpvc-{side}"),
+            &format!("hpv-{side}"),
+            &host_path,
+        )
+        .await;
+    }
     two.create_both("volumes", |name, node, _| volumes_pod(name, node))
         .await;
 
@@ -1174,11 +1292,7 @@ async fn a_pods_volumes_on_our_agent_are_what_the_real_kubelet_makes() {
             String::new(),
         ),
     ] {
-        let pod = eventually(&format!("{name} running"), LONG, || async {
-            let pod = cluster.pod(name).await;
-            (pod["status"]["phase"] == "Running").then_some(pod)
-        })
-        .await;
+        let pod = two.running(name).await;
         let uid = pod["metadata"]["uid"].as_str().unwrap().to_string();
         let log = logs
             .join(format!("default_{name}_{uid}"))
@@ -1205,6 +1319,28 @@ async fn a_pods_volumes_on_our_agent_are_what_the_real_kubelet_makes() {
                 "<NODE>",
             ),
         ];
+        let side = &name[..1];
+        let mut names = names;
+        names.extend([
+            (
+                disks
+                    .path()
+                    .join(format!("disk-{side}"))
+                    .display()
+                    .to_string(),
+                "<DISK>",
+            ),
+            (
+                disks
+                    .path()
+                    .join(format!("hostpv-{side}"))
+                    .display()
+                    .to_string(),
+                "<HOSTPV>",
+            ),
+            (format!("lpv-{side}"), "<LPV>"),
+            (format!("hpv-{side}"), "<HPV>"),
+        ]);
         let token = report
             .iter()
             .skip_while(|l| *l != "TOKEN")
@@ -1237,7 +1373,7 @@ async fn a_pods_volumes_on_our_agent_are_what_the_real_kubelet_makes() {
                     .map(|o| o.as_str().unwrap_or_default().to_string())
                     .collect();
                 options.sort();
-                hide_token_volume(&normalize(
+                hide_image_volume_dir(&hide_token_volume(&normalize(
                     &format!(
                         "{} {} {} {}",
                         m["destination"],
@@ -1246,7 +1382,7 @@ async fn a_pods_volumes_on_our_agent_are_what_the_real_kubelet_makes() {
                         options.join(",")
                     ),
                     &names,
-                ))
+                )))
             })
             .collect();
         let mut view = volumes_view(&report, &names);
@@ -1319,29 +1455,103 @@ async fn a_pods_volumes_on_our_agent_are_what_the_real_kubelet_makes() {
         pod
     })
     .await;
-    let mut messages = Vec::new();
-    for name in ["k-waits", "o-waits"] {
-        let message = eventually(&format!("{name}'s FailedMount Event"), LONG, || async {
-            let events = cluster
-                .api
-                .admin(
-                    "GET",
-                    &format!(
-                        "/api/v1/namespaces/default/events?fieldSelector=involvedObject.name={name},reason=FailedMount"
-                    ),
-                    None,
-                )
-                .await;
-            events["items"][0]["message"].as_str().map(str::to_string)
-        })
-        .await;
-        messages.push(message);
-    }
+    let messages = [
+        failed_mount(cluster, "k-waits").await,
+        failed_mount(cluster, "o-waits").await,
+    ];
     assert_eq!(messages[1], messages[0], "the FailedMount Event's message");
     assert_eq!(
         messages[0],
         "MountVolume.SetUp failed for volume \"later\" : configmap \"volumes-later\" not found"
     );
+
+    // Volumes the kubelet refuses, each with its own words: a gitRepo (its
+    // plugin locked off), a hostPath PersistentVolume with mount options,
+    // a local one whose node affinity the node does not meet.
+    for (side, _, _) in two.sides() {
+        let host = json!({"hostPath": {"path": "/tmp", "type": "Directory"}});
+        bind_volume(
+            &cluster.api,
+            &format!("optspvc-{side}"),
+            &format!("optspv-{side}"),
+            &host,
+        )
+        .await;
+        let away = json!({
+            "local": {"path": "/tmp"},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "example.com/disk", "operator": "In", "values": ["elsewhere"]}]}]}},
+        });
+        bind_volume(
+            &cluster.api,
+            &format!("awaypvc-{side}"),
+            &format!("awaypv-{side}"),
+            &away,
+        )
+        .await;
+    }
+    let refused = [
+        (
+            "git",
+            json!({"gitRepo": {"repository": "https://example.com/repo.git"}}),
+            "MountVolume.SetUp failed for volume \"refused\" : git-repo volume plugin has been disabled; if necessary, it may be re-enabled by enabling the feature-gate `GitRepoVolumeDriver`",
+        ),
+        (
+            "opts",
+            json!({"persistentVolumeClaim": {"claimName": "optspvc-<SIDE>"}}),
+            "MountVolume.MountOptionSupport check failed for volume \"optspv-<SIDE>\" : mount options are not supported for this volume type",
+        ),
+        (
+            "away",
+            json!({"persistentVolumeClaim": {"claimName": "awaypvc-<SIDE>"}}),
+            "MountVolume.NodeAffinity check failed for volume \"awaypv-<SIDE>\" : no matching NodeSelectorTerms",
+        ),
+    ];
+    for (what, volume, expected) in refused {
+        two.create_both(&format!("refused-{what}"), |name, node, _| {
+            let mut main = busybox("main", 0, &[], "exec sleep 3600");
+            main["volumeMounts"] = json!([{"name": "refused", "mountPath": "/v/refused"}]);
+            let mut pod = on_host(pod(name, node, vec![main]));
+            let mut volume = volume.clone();
+            if let Some(claim) = volume.pointer_mut("/persistentVolumeClaim/claimName") {
+                *claim = json!(claim.as_str().unwrap().replace("<SIDE>", &name[..1]));
+            }
+            volume["name"] = json!("refused");
+            pod["spec"]["volumes"] = json!([volume]);
+            // Bound by hand: the scheduler would not place a pod whose
+            // volume's node affinity no node meets, and the node's own
+            // check is what is compared.
+            pod["spec"]["nodeName"] = json!(node);
+            pod
+        })
+        .await;
+        let mut said = Vec::new();
+        for side in ["k", "o"] {
+            let message = failed_mount(cluster, &format!("{side}-refused-{what}")).await;
+            said.push(message.replace(&format!("-{side}\""), "-<SIDE>\""));
+        }
+        assert_eq!(said[1], said[0], "the FailedMount Event of a {what} volume");
+        assert_eq!(
+            said[0], expected,
+            "the kubelet's FailedMount Event of a {what} volume"
+        );
+    }
+
+    // An image volume whose image is not there, with pull policy Never:
+    // the container waits as for its own image.
+    two.create_both("noimage", |name, node, _| {
+        let mut main = busybox("main", 0, &[], "exec sleep 3600");
+        main["volumeMounts"] = json!([{"name": "img", "mountPath": "/v/img"}]);
+        let mut pod = on_host(pod(name, node, vec![main]));
+        pod["spec"]["volumes"] = json!([{"name": "img", "image":
+            {"reference": "nodeplugins.local/absent:1", "pullPolicy": "Never"}}]);
+        pod
+    })
+    .await;
+    two.same_status("noimage", |pod| {
+        pod["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "ErrImageNeverPull"
+    })
+    .await;
     two.same_status("waits", |pod| {
         pod["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "ContainerCreating"
     })
@@ -1480,6 +1690,74 @@ async fn a_pods_csi_volumes_get_the_same_driver_calls_from_our_agent_as_from_the
         ("inline", "NodeUnpublishVolume", 2),
     ];
     let inline = json!({"csi": {"driver": "csi.example.com", "volumeAttributes": {"size": "1Mi"}}});
+    claim_and_inline_calls_alike(&two, dir.path(), Some(&inline), &steps).await;
+    drop(drivers);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_in_tree_ebs_volume_is_served_by_its_csi_driver_as_the_real_kubelet_serves_it() {
+    // The example driver registered as `ebs.csi.aws.com` (reporting its
+    // zone under the driver's topology key, as the EBS driver does) on
+    // each node; a claim bound to an in-tree `awsElasticBlockStore`
+    // PersistentVolume whose node affinity names the GA zone key, and a
+    // pod's inline `awsElasticBlockStore` named by its `aws://` id. Both
+    // nodes must translate each into a volume of the driver (handle,
+    // attributes, access mode, the affinity moved to the driver's key),
+    // stage it and publish it alike.
+    let two = TwoNodes::start(1).await;
+    let cluster = &two.cluster;
+    let dir = TempDir::new().unwrap();
+    let sides = two.sides();
+    let log_of = |side: &str| dir.path().join(format!("calls-{side}.jsonl"));
+    let mut drivers = Vec::new();
+    for (side, node, root) in &sides {
+        let state = dir.path().join(format!("state-{side}"));
+        for volume in ["vol-c", "vol-i"] {
+            std::fs::create_dir_all(state.join(volume)).unwrap();
+            std::fs::write(state.join(volume).join("hello"), "from the driver").unwrap();
+        }
+        drivers.push(start_csi_driver(
+            root,
+            node,
+            &state,
+            &log_of(side),
+            &["--driver-name=ebs.csi.aws.com"],
+        ));
+        driver_registered(cluster, node, "ebs.csi.aws.com").await;
+        let source = json!({
+            "awsElasticBlockStore": {"volumeID": "vol-c", "fsType": "ext4", "partition": 1},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-a"]}]}]}},
+        });
+        bind_volume(
+            &cluster.api,
+            &format!("data-{side}"),
+            &format!("pv-{side}"),
+            &source,
+        )
+        .await;
+    }
+    cluster
+        .api
+        .admin(
+            "POST",
+            "/apis/storage.k8s.io/v1/csidrivers",
+            Some(
+                &json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
+                "metadata": {"name": "ebs.csi.aws.com"},
+                "spec": {"attachRequired": false, "podInfoOnMount": false,
+                         "volumeLifecycleModes": ["Persistent"]}}),
+            ),
+        )
+        .await;
+    let steps = [
+        ("claim", "NodePublishVolume", 1),
+        ("inline", "NodePublishVolume", 2),
+        ("claim", "NodeUnstageVolume", 1),
+        ("inline", "NodeUnstageVolume", 2),
+    ];
+    let inline =
+        json!({"awsElasticBlockStore": {"volumeID": "aws://zone-a/vol-i", "fsType": "ext4"}});
     claim_and_inline_calls_alike(&two, dir.path(), Some(&inline), &steps).await;
     drop(drivers);
 }

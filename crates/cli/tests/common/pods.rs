@@ -719,6 +719,15 @@ pub async fn bind_static_volume_of(
     pv: &str,
     handle: &str,
 ) {
+    let source = json!({"csi": {"driver": driver, "volumeHandle": handle, "fsType": "ext4",
+                                "volumeAttributes": {"kind": "static"}}});
+    bind_volume(api, claim, pv, &source).await;
+}
+
+/// [`bind_static_volume`] of a PersistentVolume whose spec has `source`
+/// too (its volume source, its node affinity; a key of `null` drops the
+/// default, as `"mountOptions": null`).
+pub async fn bind_volume(api: &KubeApi, claim: &str, pv: &str, source: &Value) {
     let made = api
         .admin(
             "POST",
@@ -732,16 +741,17 @@ pub async fn bind_static_volume_of(
         )
         .await;
     let claim_uid = made["metadata"]["uid"].as_str().unwrap();
+    let mut spec = json!({"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                          "storageClassName": "", "mountOptions": ["noatime"],
+                          "claimRef": {"namespace": "default", "name": claim, "uid": claim_uid}});
+    for (key, value) in source.as_object().unwrap() {
+        spec[key] = value.clone();
+    }
     api.admin(
         "POST",
         "/api/v1/persistentvolumes",
         Some(&json!({"apiVersion": "v1", "kind": "PersistentVolume",
-            "metadata": {"name": pv},
-            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
-                     "storageClassName": "", "mountOptions": ["noatime"],
-                     "claimRef": {"namespace": "default", "name": claim, "uid": claim_uid},
-                     "csi": {"driver": driver, "volumeHandle": handle, "fsType": "ext4",
-                             "volumeAttributes": {"kind": "static"}}}})),
+            "metadata": {"name": pv}, "spec": spec})),
     )
     .await;
     let pv_path = format!("/api/v1/persistentvolumes/{pv}");
