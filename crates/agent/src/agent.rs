@@ -360,6 +360,13 @@ impl Agent {
                 if let Some(operations) = pods_handle.as_ref().and_then(|p| p.csi_operations()) {
                     sources.push(Arc::new(operations));
                 }
+                #[cfg(feature = "kube")]
+                if let Some(states) = pods_handle
+                    .as_ref()
+                    .and_then(|p| p.pod_certificate_states())
+                {
+                    sources.push(Arc::new(states));
+                }
                 let endpoint = MetricsEndpoint {
                     sources,
                     readiness: vec![Arc::new(plugins.clone()), Arc::new(devices.clone())],

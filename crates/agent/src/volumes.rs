@@ -17,6 +17,9 @@
 //! | | `atomic_writer.rs` | the files swapped in at once (`..data`) |
 //! | | `objects.rs` | one watch per ConfigMap or Secret a pod names |
 //! | | `token.rs` | the pods' service-account tokens, renewed at 80% of their life |
+//! | | `trust_bundles.rs` | the ClusterTrustBundles of `clusterTrustBundle` projections |
+//! | | `pod_certificates.rs`, `certificate_key.rs` | `podCertificate` projections: a key and a PodCertificateRequest each |
+//! | | `pem.rs`, `go_quote.rs` | PEM and `%q` as Go reads and writes them |
 //! | `csi/` | `plugin.rs` | CSI volumes: the door, one lock per volume |
 //! | | `context.rs`, `mount_dir.rs` | what the steps share (what is staged and published); the directories made and removed |
 //! | | `source.rs` | an inline volume, or a claim's PersistentVolume, checked |
@@ -33,9 +36,9 @@
 //!
 //! Supported: `emptyDir` (disk and `medium: Memory`), `hostPath` (every
 //! type), `configMap`, `secret`, `downwardAPI` and `projected` (the
-//! service-account token, configMap, secret, downwardAPI and
-//! clusterTrustBundle sources: the `kube-api-access-*` volume every pod
-//! has), `image` (mounted by the runtime), CSI inline volumes, the in-tree
+//! service-account token, configMap, secret, downwardAPI,
+//! clusterTrustBundle and podCertificate sources: the `kube-api-access-*`
+//! volume every pod has), `image` (mounted by the runtime), CSI inline volumes, the in-tree
 //! cloud kinds translated into volumes of their CSI drivers, and claims
 //! (`persistentVolumeClaim`, generic `ephemeral`) bound to a CSI,
 //! `hostPath` or `local` PersistentVolume. Other kinds (`nfs`, `iscsi`,
@@ -55,6 +58,7 @@ mod set_up;
 mod shared_root;
 mod sub_path;
 
+pub use content::pod_certificates::PodCertificateStates;
 pub use csi::operations::CsiOperations;
 pub use csi::stats::{VOLUME_STATS_AGG_PERIOD, VolumeStats};
 pub use error::{FAILED_MOUNT, VolumeError, VolumeFailure};

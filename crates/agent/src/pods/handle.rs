@@ -50,6 +50,8 @@ pub struct PodsHandle {
     pub(crate) volume_stats: Option<crate::volumes::VolumeStats>,
     /// The CSI node calls' durations, when pods get volumes.
     pub(crate) csi_operations: Option<crate::volumes::CsiOperations>,
+    /// The pods' certificates by signer and state, when pods get volumes.
+    pub(crate) pod_certificate_states: Option<crate::volumes::PodCertificateStates>,
 }
 
 impl PodsHandle {
@@ -63,6 +65,13 @@ impl PodsHandle {
     /// (the kubelet's `csi_operations_seconds`), when pods get volumes.
     pub fn csi_operations(&self) -> Option<crate::volumes::CsiOperations> {
         self.csi_operations.clone()
+    }
+
+    /// How many of the pods' podCertificate projections are in each state,
+    /// by signer (the kubelet's `kubelet_podcertificate_states`), when pods
+    /// get volumes.
+    pub fn pod_certificate_states(&self) -> Option<crate::volumes::PodCertificateStates> {
+        self.pod_certificate_states.clone()
     }
 
     /// Whether the node's pods are served from the API.

@@ -107,6 +107,7 @@ impl PodsManager {
             dra: dra.clone(),
             volume_stats: None,
             csi_operations: None,
+            pod_certificate_states: None,
         };
         let writer = StatusWriter::new(connection.clone(), claims.limiter());
         let warnings = PodEvents::new(connection.clone(), config.node_name.clone());
@@ -122,6 +123,7 @@ impl PodsManager {
         let handle = PodsHandle {
             volume_stats: volumes.as_ref().map(VolumeHandle::stats),
             csi_operations: volumes.as_ref().map(VolumeHandle::csi_operations),
+            pod_certificate_states: volumes.as_ref().map(VolumeHandle::pod_certificate_states),
             ..handle
         };
         let manager = Self {

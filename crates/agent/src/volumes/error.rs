@@ -125,6 +125,14 @@ impl Classify for VolumeError {
     }
 }
 
+/// A warning about one of a pod's volumes, for an Event on the pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Warning {
+    /// The kubelet's reason (`VolumeResizeFailed`, `CertificateExpired`).
+    pub(crate) reason: &'static str,
+    pub(crate) message: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,6 +20,7 @@ use crate::pods::VolumeStatus;
 use crate::volumes::book::Book;
 use crate::volumes::content::objects::ObjectWatches;
 use crate::volumes::content::payload::{Owners, Sources};
+use crate::volumes::content::pod_certificates::{PodCertificateStates, PodCertificates};
 use crate::volumes::content::token::TokenManager;
 use crate::volumes::content::trust_bundles::TrustBundles;
 use crate::volumes::csi::attach::Attachments;
@@ -46,6 +47,7 @@ struct Inner {
     secrets: ObjectWatches<Secret>,
     tokens: TokenManager,
     trust_bundles: TrustBundles,
+    pod_certificates: Arc<PodCertificates>,
     csi: CsiPlugin,
     stats: VolumeStats,
     operations: CsiOperations,
@@ -85,8 +87,11 @@ impl VolumeHandle {
         let operations = CsiOperations::default();
         let connection = kube.connection();
         let attachments = Attachments::new(node_name.clone(), kube.node(), kube.volumes_in_use());
+        let pod_certificates =
+            Arc::new(PodCertificates::new(connection.clone(), node_name.clone()));
         Self {
             inner: Arc::new(Inner {
+                pod_certificates,
                 csi: CsiPlugin::new(
                     &pods_dir,
                     node_name,
@@ -153,6 +158,8 @@ impl VolumeHandle {
                 secrets: &self.inner.secrets,
                 tokens: &self.inner.tokens,
                 trust_bundles: &self.inner.trust_bundles,
+                pod_certificates: &self.inner.pod_certificates,
+                node,
                 allocatable,
             },
             owners: owners(pod),
@@ -277,6 +284,7 @@ impl VolumeHandle {
         self.inner.config_maps.unregister_pod(uid);
         self.inner.secrets.unregister_pod(uid);
         self.inner.tokens.forget_pod(uid);
+        self.inner.pod_certificates.forget_pod(uid);
         self.inner.csi.forget_pod(uid);
         if let Ok(mut book) = self.inner.book.lock() {
             book.remove(uid);
@@ -296,8 +304,10 @@ impl VolumeHandle {
 
     /// What is to be said on pod `uid` about its volumes (a volume that
     /// failed to grow while in use) since last asked.
-    pub(crate) fn take_warnings(&self, uid: &str) -> Vec<crate::volumes::csi::expand::Warning> {
-        self.inner.csi.take_warnings(uid)
+    pub(crate) fn take_warnings(&self, uid: &str) -> Vec<crate::volumes::error::Warning> {
+        let mut warnings = self.inner.csi.take_warnings(uid);
+        warnings.extend(self.inner.pod_certificates.take_warnings(uid));
+        warnings
     }
 
     /// The pods that have volumes on disk (their UIDs).
@@ -329,6 +339,11 @@ impl VolumeHandle {
     /// The claimed volumes' usage, for `/metrics`.
     pub fn stats(&self) -> VolumeStats {
         self.inner.stats.clone()
+    }
+
+    /// The pods' certificates by signer and state, for `/metrics`.
+    pub fn pod_certificate_states(&self) -> PodCertificateStates {
+        PodCertificateStates(self.inner.pod_certificates.clone())
     }
 
     /// The CSI node calls' durations, for `/metrics`.

@@ -165,7 +165,7 @@ pub(crate) async fn set_up(
         )
         .map_err(|e| e.to_string())?,
         VolumeKind::Projected(source) => {
-            payload::projected(&ctx.sources, ctx.pod, source, ctx.owners)
+            payload::projected(&ctx.sources, ctx.pod, name, source, ctx.owners)
                 .await
                 .map_err(|e| e.to_string())?
         }

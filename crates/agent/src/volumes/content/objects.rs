@@ -93,9 +93,10 @@ where
         let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
         let kind = self.kind;
         let (ns, object) = (namespace.to_string(), name.to_string());
-        spawn_watch(api, config, writer, stop.clone(), move |e| {
+        let failed = move |e: &watcher::Error| {
             tracing::warn!(kind, namespace = %ns, name = %object, error = %e, "watching an object a pod's volume refers to failed; watching again with backoff");
-        });
+        };
+        spawn_watch(api, config, writer, stop.clone(), (|| {}, failed));
         let mut pods = BTreeSet::new();
         pods.insert(uid.to_string());
         watches.insert(key, Watched { store, pods, stop });
@@ -150,14 +151,17 @@ where
 }
 
 /// Runs `api`'s watch (with `config`) into `writer` on a task of its own
-/// until `stop`, with the watcher's backoff; the first failure of a run of
-/// them is told to `failed`.
+/// until `stop`, with the watcher's backoff; each object it applies is
+/// told to `applied`, the first failure of a run of them to `failed`.
 pub(crate) fn spawn_watch<K>(
     api: Api<K>,
     config: watcher::Config,
     writer: reflector::store::Writer<K>,
     stop: CancellationToken,
-    failed: impl Fn(&watcher::Error) + Send + 'static,
+    (applied, failed): (
+        impl Fn() + Send + 'static,
+        impl Fn(&watcher::Error) + Send + 'static,
+    ),
 ) where
     K: kube::Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
@@ -173,7 +177,10 @@ pub(crate) fn spawn_watch<K>(
                 () = stop.cancelled() => return,
                 item = stream.next() => match item {
                     None => return,
-                    Some(Ok(_)) => failing = false,
+                    Some(Ok(_)) => {
+                        failing = false;
+                        applied();
+                    }
                     Some(Err(e)) => {
                         if !failing {
                             failed(&e);

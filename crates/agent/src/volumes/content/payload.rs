@@ -19,7 +19,9 @@ use k8s_openapi::api::core::v1::{
 use nodeplugins_api::quantity;
 
 use crate::volumes::content::atomic_writer::{FileProjection, Payload};
+use crate::volumes::content::go_quote::go_quote;
 use crate::volumes::content::objects::{ObjectError, ObjectWatches};
+use crate::volumes::content::pod_certificates::{PodCertificateError, PodCertificates};
 use crate::volumes::content::token::{TokenError, TokenKey, TokenManager};
 use crate::volumes::content::trust_bundles::{TrustBundleError, TrustBundles};
 
@@ -50,6 +52,9 @@ pub(crate) enum PayloadError {
     /// The trust bundle could not be had.
     #[error(transparent)]
     TrustBundle(#[from] TrustBundleError),
+    /// The pod's certificate is not there.
+    #[error(transparent)]
+    PodCertificate(#[from] PodCertificateError),
     /// A downward-API item the agent cannot read.
     #[error("unsupported {0}")]
     Unsupported(String),
@@ -61,6 +66,9 @@ pub(crate) struct Sources<'a> {
     pub(crate) secrets: &'a ObjectWatches<Secret>,
     pub(crate) tokens: &'a TokenManager,
     pub(crate) trust_bundles: &'a TrustBundles,
+    pub(crate) pod_certificates: &'a PodCertificates,
+    /// The node (its UID names it in a PodCertificateRequest).
+    pub(crate) node: Option<&'a k8s_openapi::api::core::v1::Node>,
     /// The node's allocatable resources: a container's limit when it sets
     /// none.
     pub(crate) allocatable: &'a BTreeMap<String, String>,
@@ -276,31 +284,6 @@ fn format_map(map: Option<&BTreeMap<String, String>>) -> String {
         .join("\n")
 }
 
-/// `text` in double quotes, escaped as Go's `strconv.Quote`.
-fn go_quote(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 /// A container's resource as the downward API writes it: its limit (the
 /// node's allocatable when it sets none) or request, divided by `divisor`
 /// and rounded up.
@@ -357,18 +340,19 @@ fn resource_field(
     }
 }
 
-/// A projected volume's files, each source's in order (a later path
-/// wins).
+/// Projected volume `volume`'s files, each source's in order (a later
+/// path wins).
 pub(crate) async fn projected(
     sources: &Sources<'_>,
     pod: &Pod,
+    volume: &str,
     source: &k8s_openapi::api::core::v1::ProjectedVolumeSource,
     owners: Owners,
 ) -> Result<Payload, PayloadError> {
     let default = mode_of(source.default_mode, DEFAULT_MODE);
     let namespace = pod.metadata.namespace.clone().unwrap_or_default();
     let mut payload = Payload::new();
-    for projection in source.sources.iter().flatten() {
+    for (index, projection) in source.sources.iter().flatten().enumerate() {
         if let Some(ConfigMapProjection {
             name,
             items,
@@ -461,10 +445,41 @@ pub(crate) async fn projected(
                 },
             );
         }
-        if projection.pod_certificate.is_some() {
-            return Err(PayloadError::Unsupported(
-                "podCertificate projection".into(),
-            ));
+        if let Some(certificate) = &projection.pod_certificate {
+            let (key, chain) = sources
+                .pod_certificates
+                .credential_bundle(pod, volume, index, certificate, sources.node)
+                .await?;
+            let mode = if owners.fs_user.is_some() || owners.fs_group.is_some() {
+                0o600
+            } else {
+                default
+            };
+            let file = |data: Vec<u8>| FileProjection {
+                data,
+                mode,
+                fs_user: owners.fs_user,
+            };
+            if let Some(path) = certificate
+                .credential_bundle_path
+                .as_deref()
+                .filter(|p| !p.is_empty())
+            {
+                payload.insert(
+                    path.to_string(),
+                    file([key.clone(), chain.clone()].concat()),
+                );
+            }
+            if let Some(path) = certificate.key_path.as_deref().filter(|p| !p.is_empty()) {
+                payload.insert(path.to_string(), file(key));
+            }
+            if let Some(path) = certificate
+                .certificate_chain_path
+                .as_deref()
+                .filter(|p| !p.is_empty())
+            {
+                payload.insert(path.to_string(), file(chain));
+            }
         }
     }
     Ok(payload)

@@ -15,7 +15,6 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use base64::Engine;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -26,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::kube_api::Connection;
 use crate::volumes::content::objects::spawn_watch;
+use crate::volumes::content::pem::{pem, pem_blocks};
 
 /// How long a read waits for the bundles' first listing.
 const FIRST_LISTING: Duration = Duration::from_secs(1);
@@ -186,7 +186,10 @@ impl TrustBundles {
         }
         let mut order: Vec<&Vec<u8>> = certificates.iter().collect();
         order.shuffle(&mut rand::rng());
-        let pem: Vec<u8> = order.into_iter().flat_map(|der| pem_block(der)).collect();
+        let pem: Vec<u8> = order
+            .into_iter()
+            .flat_map(|der| pem("CERTIFICATE", der))
+            .collect();
         made.insert(
             key,
             Made {
@@ -210,9 +213,16 @@ impl TrustBundles {
         let (store, writer) = reflector::store();
         let stop = CancellationToken::new();
         let api: Api<ClusterTrustBundle> = Api::all(self.connection.borrow().client.clone());
-        spawn_watch(api, watcher::Config::default(), writer, stop.clone(), |e| {
+        let failed = |e: &watcher::Error| {
             tracing::warn!(error = %e, "watching the cluster's trust bundles failed; watching again with backoff");
-        });
+        };
+        spawn_watch(
+            api,
+            watcher::Config::default(),
+            writer,
+            stop.clone(),
+            (|| {}, failed),
+        );
         *watch = Some((store.clone(), stop));
         store
     }
@@ -263,71 +273,11 @@ fn selects(
     Ok(true)
 }
 
-/// The contents (DER) of each PEM block of `text`, as Go's `pem.Decode`
-/// reads them one after another (a block that does not decode ends it).
-fn pem_blocks(text: &str) -> Vec<Vec<u8>> {
-    let text = text.replace("\r\n", "\n");
-    let mut blocks = Vec::new();
-    let mut rest = text.as_str();
-    while let Some(begin) = rest.find("-----BEGIN ") {
-        let after = &rest[begin..];
-        let Some(header_end) = after.find("-----\n").map(|i| i + "-----\n".len()) else {
-            break;
-        };
-        let Some(end) = after.find("-----END ") else {
-            break;
-        };
-        if end < header_end {
-            break;
-        }
-        let body: String = after[header_end..end]
-            .lines()
-            .filter(|l| !l.contains(':'))
-            .collect::<Vec<_>>()
-            .concat();
-        let Ok(der) = base64::engine::general_purpose::STANDARD.decode(body.trim()) else {
-            break;
-        };
-        blocks.push(der);
-        let tail = &after[end..];
-        rest = match tail.find("-----\n").or_else(|| tail.rfind("-----")) {
-            Some(i) => &tail[(i + 5).min(tail.len())..],
-            None => "",
-        };
-    }
-    blocks
-}
-
-/// `der` as one PEM `CERTIFICATE` block, 64 characters a line (Go's
-/// `pem.EncodeToMemory`).
-fn pem_block(der: &[u8]) -> Vec<u8> {
-    let text = base64::engine::general_purpose::STANDARD.encode(der);
-    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
-    for line in text.as_bytes().chunks(64) {
-        out.push_str(&String::from_utf8_lossy(line));
-        out.push('\n');
-    }
-    out.push_str("-----END CERTIFICATE-----\n");
-    out.into_bytes()
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-
-    #[test]
-    fn pem_blocks_are_read_and_written_as_go_reads_and_writes_them() {
-        let der: Vec<u8> = (0u8..=100).collect();
-        let pem = String::from_utf8(pem_block(&der)).unwrap();
-        assert!(pem.starts_with("-----BEGIN CERTIFICATE-----\n"));
-        assert!(pem.lines().all(|l| l.len() <= 64));
-        let two = format!("{pem}junk between\n{pem}");
-        assert_eq!(pem_blocks(&two), vec![der.clone(), der.clone()]);
-        assert_eq!(pem_blocks(&pem.replace('\n', "\r\n")), vec![der]);
-        assert!(pem_blocks("no block at all").is_empty());
-    }
 
     #[test]
     fn a_selector_matches_as_the_apis_label_selectors() {

@@ -33,6 +33,7 @@ use crate::volumes::csi::context::CsiContext;
 use crate::volumes::csi::names;
 use crate::volumes::csi::requests;
 use crate::volumes::csi::source::{CsiVolume, storage};
+use crate::volumes::error::Warning;
 
 /// The claim's resize status while the node is to grow it.
 const NODE_RESIZE_PENDING: &str = "NodeResizePending";
@@ -62,14 +63,6 @@ struct Known {
     in_use: bool,
     /// The driver failed to grow it for good.
     failed: bool,
-}
-
-/// A warning about one of a pod's volumes, for an Event on the pod.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Warning {
-    /// The kubelet's reason (`VolumeResizeFailed`).
-    pub(crate) reason: &'static str,
-    pub(crate) message: String,
 }
 
 /// How an expansion ended.

@@ -18,7 +18,7 @@ use crate::volumes::csi::attach::Attachments;
 use crate::volumes::csi::calls::DriverCalls;
 use crate::volumes::csi::context::CsiContext;
 use crate::volumes::csi::driver_objects::{DriverObjects, DriverPolicy};
-use crate::volumes::csi::expand::{Expander, Warning};
+use crate::volumes::csi::expand::Expander;
 use crate::volumes::csi::names;
 use crate::volumes::csi::operations::CsiOperations;
 use crate::volumes::csi::publish::{self, CsiPod};
@@ -27,6 +27,7 @@ use crate::volumes::csi::stage;
 use crate::volumes::csi::stats::{StatsCollector, VolumeStats};
 use crate::volumes::csi::vol_data;
 use crate::volumes::error::SetUpError;
+use crate::volumes::error::Warning;
 use crate::volumes::layout::{self, PodDirs};
 use crate::volumes::mounts::PodVolume;
 
