@@ -34,6 +34,12 @@
 //! the Kubernetes end-to-end suite's CSI mock driver, unmodified, whose
 //! first unstage fails, and whose stage never ends (the volume unstaged
 //! with its pod all the same).
+//!
+//! And a pod's podCertificate projections, a key of each type, answered
+//! by the Kubernetes test suite's own signer: the files (read by Go's
+//! crypto as a workload reads them), their modes and the
+//! PodCertificateRequests each node made are the same, and a request
+//! denied holds the pod with the kubelet's FailedMount and Denied Events.
 
 // Test code: a failed unwrap is a failed test with a precise location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -1013,6 +1019,322 @@ async fn failed_mount(cluster: &Cluster, name: &str) -> String {
     }
 }
 
+/// The signer of the pods' certificates the Kubernetes test suite's
+/// signer answers.
+const POD_SIGNER: &str = "example.com/pods";
+/// A signer whose requests the test denies.
+const DENYING_SIGNER: &str = "example.com/denied";
+
+/// podCertificate projections on both nodes, answered by the Kubernetes
+/// test suite's own signer (`interop/cmd/podcert-signer`): a key of each
+/// type, and the PodCertificateRequests each node made, compared; then a
+/// request the test denies, with the kubelet's FailedMount and Denied
+/// Events.
+async fn pod_certificates(two: &TwoNodes) {
+    let cluster = &two.cluster;
+    let mut signer = Command::new(nodeplugins_test_support::go_programs::go_program(
+        "podcert-signer",
+    ));
+    signer
+        .arg("serve")
+        .arg(format!(
+            "--kubeconfig={}",
+            cluster.api.admin_kubeconfig().display()
+        ))
+        .arg(format!("--signer-name={POD_SIGNER}"));
+    let mut signer = ChildProcess::spawn("podcert-signer", signer);
+    signer
+        .wait_for_line(LONG, |l| l.contains("\"serving\""))
+        .await;
+    let key_types = [
+        "ECDSAP256",
+        "ECDSAP384",
+        "ECDSAP521",
+        "ED25519",
+        "RSA3072",
+        "RSA4096",
+    ];
+    two.create_both("certs", |name, node, _| {
+        let mut main = busybox("main", 0, &[], "exec sleep 3600");
+        main["volumeMounts"] = json!([{"name": "certs", "mountPath": "/v/certs"}]);
+        let mut pod = on_host(pod(name, node, vec![main]));
+        let mut sources: Vec<Value> = key_types
+            .iter()
+            .map(|key_type| {
+                let file = key_type.to_lowercase();
+                let mut source = json!({"signerName": POD_SIGNER, "keyType": key_type,
+                    "credentialBundlePath": format!("{file}.pem")});
+                if *key_type == "ECDSAP256" {
+                    source["keyPath"] = json!("p256.key");
+                    source["certificateChainPath"] = json!("p256.crt");
+                    source["userAnnotations"] = json!({"example.com/note": "for the test"});
+                }
+                if *key_type == "ED25519" {
+                    source["maxExpirationSeconds"] = json!(3600);
+                }
+                json!({"podCertificate": source})
+            })
+            .collect();
+        sources.push(json!({"clusterTrustBundle": {"signerName": POD_SIGNER,
+            "labelSelector": {}, "path": "ca.pem"}}));
+        pod["spec"]["volumes"] =
+            json!([{"name": "certs", "projected": {"defaultMode": 0o640, "sources": sources}}]);
+        pod
+    })
+    .await;
+    let mut views = Vec::new();
+    for (side, _, root) in two.sides() {
+        let name = format!("{side}-certs");
+        let pod = two.running(&name).await;
+        let uid = pod["metadata"]["uid"].as_str().unwrap();
+        let dir = root
+            .join("pods")
+            .join(uid)
+            .join("volumes/kubernetes.io~projected/certs");
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            let file = entry.file_name().to_string_lossy().into_owned();
+            if file.starts_with("..") {
+                continue;
+            }
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(entry.path())
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o7777;
+            files.push((file, mode));
+        }
+        files.sort();
+        let bundles: Vec<PathBuf> = files
+            .iter()
+            .filter(|(f, _)| (f.ends_with(".pem") && f != "ca.pem") || f.ends_with(".crt"))
+            .map(|(f, _)| dir.join(f))
+            .collect();
+        let out = Command::new(nodeplugins_test_support::go_programs::go_program(
+            "podcert-signer",
+        ))
+        .arg("check")
+        .args(&bundles)
+        .output()
+        .await
+        .unwrap();
+        assert!(out.status.success(), "podcert-signer check: {out:?}");
+        let checks: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| {
+                let mut check: Value = serde_json::from_str(l).unwrap();
+                let file = Path::new(check["file"].as_str().unwrap())
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                check["file"] = json!(file);
+                check.as_object_mut().unwrap().remove("ts");
+                check
+            })
+            .collect();
+        let key = std::fs::read_to_string(dir.join("p256.key")).unwrap();
+        let bundle = std::fs::read_to_string(dir.join("ecdsap256.pem")).unwrap();
+        let chain = std::fs::read_to_string(dir.join("p256.crt")).unwrap();
+        assert_eq!(
+            bundle,
+            format!("{key}{chain}"),
+            "{name}: the bundle is the key, then the chain"
+        );
+        views.push((files, checks));
+    }
+    assert_eq!(
+        views[1], views[0],
+        "the projection's files, their modes, and what Go reads of them"
+    );
+    for check in &views[1].1 {
+        if check["file"] != "p256.crt" {
+            assert_eq!(check["matches"], true, "the leaf holds the key: {check}");
+            assert_eq!(check["problems"], Value::Null, "{check}");
+        }
+    }
+    let kinds: BTreeSet<String> = views[1]
+        .1
+        .iter()
+        .filter_map(|c| c["key"].as_str().map(str::to_string))
+        .collect();
+    let want: BTreeSet<String> = [
+        "ECDSA P-256",
+        "ECDSA P-384",
+        "ECDSA P-521",
+        "Ed25519",
+        "RSA 3072",
+        "RSA 4096",
+    ]
+    .map(String::from)
+    .into();
+    assert_eq!(kinds, want, "a key of each type");
+    // The requests each node made, up to names and UIDs.
+    let requests = cluster
+        .api
+        .admin(
+            "GET",
+            "/apis/certificates.k8s.io/v1/namespaces/default/podcertificaterequests",
+            None,
+        )
+        .await;
+    let mut specs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for request in requests["items"].as_array().unwrap() {
+        let side = request["spec"]["podName"].as_str().unwrap()[..1].to_string();
+        assert!(
+            !request["spec"]["stubPKCS10Request"]
+                .as_str()
+                .unwrap_or_default()
+                .is_empty(),
+            "a stub request: {request}"
+        );
+        let mut spec = request["spec"].clone();
+        for field in [
+            "podName",
+            "podUID",
+            "nodeName",
+            "nodeUID",
+            "stubPKCS10Request",
+        ] {
+            spec[field] = json!(format!("<{field}>"));
+        }
+        let meta = &request["metadata"];
+        let owner = &meta["ownerReferences"][0];
+        specs.entry(side).or_default().push(format!(
+            "{} owner={}/{}/{:?}/{:?} {spec}",
+            meta["generateName"],
+            owner["apiVersion"],
+            owner["kind"],
+            owner.get("controller"),
+            owner.get("blockOwnerDeletion")
+        ));
+    }
+    for list in specs.values_mut() {
+        list.sort();
+    }
+    assert_eq!(specs.get("o"), specs.get("k"), "the PodCertificateRequests");
+    assert_eq!(specs.get("o").map(Vec::len), Some(key_types.len()));
+
+    // Denied: the pod waits, with the kubelet's words.
+    two.create_both("certs-denied", |name, node, _| {
+        let mut main = busybox("main", 0, &[], "exec sleep 3600");
+        main["volumeMounts"] = json!([{"name": "certs", "mountPath": "/v/certs"}]);
+        let mut pod = on_host(pod(name, node, vec![main]));
+        pod["spec"]["volumes"] = json!([{"name": "certs", "projected": {"sources": [
+            {"podCertificate": {"signerName": DENYING_SIGNER, "keyType": "ECDSAP256",
+                "credentialBundlePath": "bundle.pem"}}]}}]);
+        pod
+    })
+    .await;
+    let denied = std::sync::Mutex::new(BTreeSet::new());
+    eventually("both requests denied", LONG, || async {
+        let requests = cluster
+            .api
+            .admin(
+                "GET",
+                "/apis/certificates.k8s.io/v1/namespaces/default/podcertificaterequests",
+                None,
+            )
+            .await;
+        for request in requests["items"].as_array().into_iter().flatten() {
+            let name = request["metadata"]["name"].as_str().unwrap().to_string();
+            if request["spec"]["signerName"] != DENYING_SIGNER
+                || denied.lock().unwrap().contains(&name)
+            {
+                continue;
+            }
+            let now = OffsetDateTime::now_utc()
+                .replace_nanosecond(0)
+                .unwrap()
+                .format(&Rfc3339)
+                .unwrap();
+            let mut request = request.clone();
+            request["status"] = json!({"conditions": [{"type": "Denied", "status": "True",
+                "reason": "Policy", "message": "not \"this\" pod",
+                "lastTransitionTime": now}]});
+            cluster
+                .api
+                .admin(
+                    "PUT",
+                    &format!(
+                        "/apis/certificates.k8s.io/v1/namespaces/default/podcertificaterequests/{name}/status"
+                    ),
+                    Some(&request),
+                )
+                .await;
+            denied.lock().unwrap().insert(name);
+        }
+        (denied.lock().unwrap().len() == 2).then_some(())
+    })
+    .await;
+    let mut said = Vec::new();
+    for side in ["k", "o"] {
+        let name = format!("{side}-certs-denied");
+        let mount = event_with(cluster, &name, "FailedMount", "denied").await;
+        let event = event_with(cluster, &name, "Denied", "").await;
+        said.push((mount, hide_request_name(&event)));
+    }
+    assert_eq!(said[1], said[0], "the FailedMount and Denied Events");
+    assert_eq!(
+        said[0].0,
+        "MountVolume.SetUp failed for volume \"certs\" : PodCertificateRequest was permanently denied: reason=\"Policy\" message=\"not \\\"this\\\" pod\""
+    );
+    two.same_status("certs-denied", |pod| {
+        pod["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "ContainerCreating"
+    })
+    .await;
+    signer.kill().await;
+}
+
+/// The message of the first Event `reason` on pod `name` whose message
+/// holds `holding`, once there is one.
+async fn event_with(cluster: &Cluster, name: &str, reason: &str, holding: &str) -> String {
+    eventually(
+        &format!("{name}'s {reason} Event holding {holding:?}"),
+        LONG,
+        || async {
+            let events = cluster
+                .api
+                .admin(
+                    "GET",
+                    &format!(
+                        "/api/v1/namespaces/default/events?fieldSelector=involvedObject.name={name}"
+                    ),
+                    None,
+                )
+                .await;
+            events["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|e| e["reason"] == reason)
+                .filter_map(|e| e["message"].as_str())
+                .find(|m| m.contains(holding))
+                .map(str::to_string)
+        },
+    )
+    .await
+}
+
+/// `text` with PodCertificateRequest names (`req-xxxxx`) hidden.
+fn hide_request_name(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("/req-") {
+        out.push_str(&rest[..at]);
+        out.push_str("/req-<NAME>");
+        let after = &rest[at + "/req-".len()..];
+        let end = after
+            .find(|c: char| !c.is_ascii_alphanumeric())
+            .unwrap_or(after.len());
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// A pod with a volume of each in-tree kind (claims of a `local` and of a
 /// `hostPath` PersistentVolume too: `lpvc-<side>`, `hpvc-<side>`; an
 /// `image` volume of the sandbox image, whole and by a subPath), its
@@ -1536,6 +1858,8 @@ async fn a_pods_volumes_on_our_agent_are_what_the_real_kubelet_makes() {
             "the kubelet's FailedMount Event of a {what} volume"
         );
     }
+
+    pod_certificates(&two).await;
 
     // An image volume whose image is not there, with pull policy Never:
     // the container waits as for its own image.

@@ -29,6 +29,7 @@ pub const PROGRAMS: &[&str] = &[
     "kubelet-dra",
     "kubelet-pods",
     "csi-mock",
+    "podcert-signer",
     "etcd",
     "kube-apiserver",
     "kube-scheduler",
