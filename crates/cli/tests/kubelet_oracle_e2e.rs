@@ -1285,6 +1285,19 @@ async fn pod_certificates(two: &TwoNodes) {
         pod["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "ContainerCreating"
     })
     .await;
+    // Our node counts them as the kubelet's gauge does.
+    eventually("the pod certificates' states in /metrics", LONG, || async {
+        let status = common::status_json(two.node.root()).await?;
+        let (_, metrics) = common::http_get(status["metrics_addr"].as_str()?, "/metrics").await;
+        (metrics.contains(&format!(
+            "kubelet_podcertificate_states{{signer_name=\"{POD_SIGNER}\",state=\"fresh\"}} {}",
+            key_types.len()
+        )) && metrics.contains(&format!(
+            "kubelet_podcertificate_states{{signer_name=\"{DENYING_SIGNER}\",state=\"denied\"}} 1"
+        )))
+        .then_some(())
+    })
+    .await;
     signer.kill().await;
 }
 
