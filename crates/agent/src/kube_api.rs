@@ -40,6 +40,7 @@ pub(crate) use config::{KUBE_API_BURST, KUBE_API_QPS};
 pub use error::KubeApiError;
 pub(crate) use error::request;
 pub use metrics::KubeApiMetrics;
+pub use node::lease::{NODE_LEASE_DURATION, NODE_LEASE_NAMESPACE};
 pub(crate) use node::volumes_in_use::VolumesInUse;
 pub(crate) use observe::reflected::reflect;
 pub use publisher::{KubeApi, KubeApiHandle};

@@ -119,6 +119,12 @@ pub struct KubeApiConfig {
     /// volumes' ConfigMaps, Secrets and tokens written again), up to half
     /// longer at random. Default: 1 min (the kubelet's `syncFrequency`).
     pub sync_frequency: Duration,
+    /// How long the node's Lease (in `kube-node-lease`) holds; it is
+    /// renewed every quarter of it, while the pods are served
+    /// ([`serve_pods`](Self::serve_pods): the agent is the node's
+    /// kubelet). `None`: no Lease. Default: 40 s (the kubelet's
+    /// `nodeLeaseDurationSeconds`).
+    pub node_lease_duration: Option<Duration>,
     /// How often the usage of the pods' claimed volumes is read (up to
     /// twice as long at random). Default: 1 min (the kubelet's
     /// `volumeStatsAggPeriod`).
@@ -145,6 +151,7 @@ impl KubeApiConfig {
             pod_reconcile_period: POD_RECONCILE_PERIOD,
             csinode_recheck: CSINODE_RECHECK,
             sync_frequency: SYNC_FREQUENCY,
+            node_lease_duration: Some(super::node::lease::NODE_LEASE_DURATION),
             volume_stats_agg_period: crate::volumes::VOLUME_STATS_AGG_PERIOD,
             fs_watcher: FsWatcher::new(),
         }

@@ -9,6 +9,8 @@
 //! - the node status ([`NodeStatusWriter`]) and the CSI drivers
 //!   ([`CsiNodeWriter`]) are each written by a task of their own, on a
 //!   change of what they write or of what the server shows;
+//! - the node's Lease is renewed ([`NodeLease`]) while the pods are
+//!   served;
 //! - who the credentials are is asked and checked ([`IdentityCheck`]);
 //! - the ResourceSlice wipes are counted by the hook itself, in the
 //!   caller's task.
@@ -36,6 +38,7 @@ use crate::event::AgentEvent;
 use crate::kube_api::client::credentials::{Connection, Credentials};
 use crate::kube_api::client::identity::IdentityCheck;
 use crate::kube_api::csi::csi_node_writer::CsiNodeWriter;
+use crate::kube_api::node::lease::NodeLease;
 use crate::kube_api::node::node_status_writer::NodeStatusWriter;
 use crate::kube_api::node::volumes_in_use::VolumesInUse;
 use crate::kube_api::observe::observed::{self, NodeSeen};
@@ -161,8 +164,18 @@ impl KubeApi {
             self.csi,
             self.reporter.clone(),
         );
-        let writing = csi_node.run(self.connection.clone(), seen, stop.clone());
+        let writing = csi_node.run(self.connection.clone(), seen.clone(), stop.clone());
         tasks.spawn(writing.map(Ok));
+        if config.serve_pods
+            && let Some(duration) = config.node_lease_duration
+        {
+            let lease = NodeLease::new(config.node_name.clone(), duration);
+            tasks.spawn(
+                lease
+                    .run(self.connection.clone(), seen.clone(), stop.clone())
+                    .map(Ok),
+            );
+        }
         let identity = IdentityCheck::new(config.node_name.clone(), policy.backoff);
         tasks.spawn(identity.run(self.connection.clone(), self.reporter, stop.clone()));
         // The credentials are kept current beside the tasks, in this task;
