@@ -1,8 +1,10 @@
 //! Twenty simulated nodes against one real API server (each an agent with
 //! its node's own credentials, a device plugin, a CSI driver and a DRA
 //! driver): once everything is published and nothing changes, the nodes
-//! send the API server nothing but their open watches. The API server's own
-//! counters (`apiserver_request_total`) tell.
+//! send the API server nothing but their open watches and their heartbeats
+//! (each its Lease renewed every 10 s, as a kubelet renews it, and nothing
+//! else of it). The API server's own counters (`apiserver_request_total`)
+//! tell.
 
 // Test code: a failed unwrap is a failed test with a precise location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -98,6 +100,19 @@ async fn twenty_idle_nodes_send_nothing_beyond_their_watches() {
     assert_eq!(
         sent,
         RequestCounts::default(),
-        "requests by {NODES} idle nodes over {WINDOW:?}, beyond their watches"
+        "requests by {NODES} idle nodes over {WINDOW:?}, beyond their watches and heartbeats"
+    );
+    // The heartbeats: one Lease update per node every 10 s (up to 4% later),
+    // nothing read.
+    let heartbeats = after.since(&last, &[]).only_resources(&["leases"]);
+    let renewals = heartbeats.0.get("PUT leases").copied().unwrap_or(0.0);
+    let each = WINDOW.as_secs_f64() / 10.0;
+    let (least, most) = (
+        (NODES as f64) * (each / 1.04 - 1.0).floor(),
+        (NODES as f64) * (each + 1.0),
+    );
+    assert!(
+        (least..=most).contains(&renewals) && heartbeats.total() == renewals,
+        "{NODES} idle nodes' Lease requests over {WINDOW:?}: {heartbeats:?}"
     );
 }

@@ -730,6 +730,66 @@ async fn a_pod_on_our_agent_gets_what_it_gets_on_the_real_kubelet() {
         two.node.prepare_calls(),
         log_lines(&two.kubelet_driver_log, "prepared")
     );
+
+    // Each node's heartbeat: its Lease, owned by its Node, renewed.
+    let mut leases = Vec::new();
+    for (_, node, _) in two.sides() {
+        leases.push(renewed_lease(cluster, node).await);
+    }
+    assert_eq!(leases[1], leases[0], "the node's Lease");
+}
+
+/// Node `node`'s Lease in `kube-node-lease` once its `renewTime` moved
+/// on, up to the node's name and UID and the times.
+async fn renewed_lease(cluster: &Cluster, node: &str) -> Value {
+    let path = format!("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{node}");
+    let first = eventually(&format!("{node}'s Lease"), LONG, || async {
+        let answer = cluster
+            .api
+            .request(
+                nodeplugins_test_support::kube_api::Identity::Admin,
+                "GET",
+                &path,
+                None,
+            )
+            .await;
+        (answer.status == 200).then_some(answer.body)
+    })
+    .await;
+    let lease = eventually(&format!("{node}'s Lease renewed"), LONG, || async {
+        let lease = cluster.api.admin("GET", &path, None).await;
+        (lease["spec"]["renewTime"] != first["spec"]["renewTime"]).then_some(lease)
+    })
+    .await;
+    let uid = cluster
+        .api
+        .admin("GET", &format!("/api/v1/nodes/{node}"), None)
+        .await["metadata"]["uid"]
+        .clone();
+    assert_eq!(
+        lease["metadata"]["ownerReferences"][0]["uid"], uid,
+        "{node}'s Lease is owned by its Node"
+    );
+    let mut keys: Vec<&String> = lease["metadata"].as_object().unwrap().keys().collect();
+    keys.retain(|k| {
+        ![
+            "uid",
+            "resourceVersion",
+            "creationTimestamp",
+            "managedFields",
+        ]
+        .contains(&k.as_str())
+    });
+    let mut view = json!({
+        "metadata": keys,
+        "owner": lease["metadata"]["ownerReferences"],
+        "spec": lease["spec"],
+    });
+    view["owner"][0]["uid"] = json!("<UID>");
+    view["owner"][0]["name"] = json!(view["owner"][0]["name"] == node);
+    view["spec"]["holderIdentity"] = json!(view["spec"]["holderIdentity"] == node);
+    view["spec"]["renewTime"] = json!(view["spec"]["renewTime"].is_string());
+    view
 }
 
 /// The plugin calls in `logs` (JSON lines of the example device plugin and

@@ -123,6 +123,50 @@ async fn an_agents_token_writes_its_own_nodes_objects_and_is_refused_every_other
     let answer = send(&api, &token, "POST", csinodes, Some(&csinode(NODE))).await;
     assert_eq!(answer.status, 201, "{}", answer.body);
 
+    // node-2's Lease: not made. node-1's is, in kube-node-lease only.
+    let lease = |node: &str, namespace: &str| {
+        json!({
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": node, "namespace": namespace},
+            "spec": {"holderIdentity": node, "leaseDurationSeconds": 40},
+        })
+    };
+    let leases =
+        |namespace: &str| format!("/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases");
+    let answer = send(
+        &api,
+        &token,
+        "POST",
+        &leases("kube-node-lease"),
+        Some(&lease(OTHER, "kube-node-lease")),
+    )
+    .await;
+    assert!(refused(&answer, &why), "{} {}", answer.status, answer.body);
+    let answer = send(
+        &api,
+        &token,
+        "POST",
+        &leases("default"),
+        Some(&lease(NODE, "default")),
+    )
+    .await;
+    assert!(
+        refused(&answer, "no other Lease"),
+        "{} {}",
+        answer.status,
+        answer.body
+    );
+    let answer = send(
+        &api,
+        &token,
+        "POST",
+        &leases("kube-node-lease"),
+        Some(&lease(NODE, "kube-node-lease")),
+    )
+    .await;
+    assert_eq!(answer.status, 201, "{}", answer.body);
+
     // node-2's ResourceSlices: the agent's wipe of them is refused and they
     // stay; node-1's go.
     admin_slice(&api, "other", OTHER).await;
