@@ -33,14 +33,14 @@ mod writes;
 pub use client::credentials::Connection;
 pub(crate) use client::deadline::passed_deadline;
 pub use config::{
-    CSINODE_RECHECK, KubeApiConfig, KubeConfigSource, POD_RECONCILE_PERIOD, SYNC_FREQUENCY,
-    default_node_name,
+    CSINODE_RECHECK, KubeApiConfig, KubeConfigSource, NODE_LEASE_DURATION, POD_RECONCILE_PERIOD,
+    SYNC_FREQUENCY, default_node_name,
 };
 pub(crate) use config::{KUBE_API_BURST, KUBE_API_QPS};
 pub use error::KubeApiError;
 pub(crate) use error::request;
 pub use metrics::KubeApiMetrics;
-pub use node::lease::{NODE_LEASE_DURATION, NODE_LEASE_NAMESPACE};
+pub use node::lease::NODE_LEASE_NAMESPACE;
 pub(crate) use node::volumes_in_use::VolumesInUse;
 pub(crate) use observe::reflected::reflect;
 pub use publisher::{KubeApi, KubeApiHandle};

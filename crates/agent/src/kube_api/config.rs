@@ -42,6 +42,10 @@ pub const POD_RECONCILE_PERIOD: Duration = Duration::from_secs(60);
 /// `syncFrequency`, jittered by up to half).
 pub const SYNC_FREQUENCY: Duration = Duration::from_secs(60);
 
+/// How long the node's Lease holds by default (the kubelet's
+/// `nodeLeaseDurationSeconds`); it is renewed every quarter of it.
+pub const NODE_LEASE_DURATION: Duration = Duration::from_secs(40);
+
 /// How often the CSINode is read when the credentials may not watch it
 /// (the kubelet's node status report period), by default.
 pub const CSINODE_RECHECK: Duration = Duration::from_secs(5 * 60);
@@ -151,7 +155,7 @@ impl KubeApiConfig {
             pod_reconcile_period: POD_RECONCILE_PERIOD,
             csinode_recheck: CSINODE_RECHECK,
             sync_frequency: SYNC_FREQUENCY,
-            node_lease_duration: Some(super::node::lease::NODE_LEASE_DURATION),
+            node_lease_duration: Some(NODE_LEASE_DURATION),
             volume_stats_agg_period: crate::volumes::VOLUME_STATS_AGG_PERIOD,
             fs_watcher: FsWatcher::new(),
         }

@@ -34,8 +34,6 @@ use crate::kube_api::observe::observed::NodeSeen;
 
 /// The namespace of the nodes' Leases.
 pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
-/// The kubelet's `nodeLeaseDurationSeconds` default.
-pub const NODE_LEASE_DURATION: Duration = Duration::from_secs(40);
 /// A renewal is due after this fraction of the duration.
 const RENEW_FRACTION: f64 = 0.25;
 /// ...up to this fraction of it later, at random.
@@ -229,7 +227,7 @@ mod tests {
 
     #[test]
     fn a_new_lease_is_the_kubelets_and_owned_by_the_node_once_seen() {
-        let lease = NodeLease::new("n1".into(), NODE_LEASE_DURATION);
+        let lease = NodeLease::new("n1".into(), crate::kube_api::NODE_LEASE_DURATION);
         let (tell, seen) = watch::channel(NodeSeen::NotYet);
         let first = lease.renewed(None, &seen);
         assert_eq!(first.metadata.namespace.as_deref(), Some("kube-node-lease"));
