@@ -646,7 +646,7 @@ impl PodCertificates {
                 max_expiration_seconds: source.max_expiration_seconds,
                 stub_pkcs10_request: base64::engine::general_purpose::STANDARD
                     .encode(&made.request),
-                unverified_user_annotations: source.user_annotations.clone(),
+                unverified_user_annotations: user_annotations(source),
             },
             status: None,
         };
@@ -746,6 +746,14 @@ impl Collector for PodCertificateStates {
     }
 }
 
+/// The source's `userAnnotations`, read through its JSON: the API types
+/// of the oldest Kubernetes version an application may pick have no such
+/// field (there the pod's are lost when it is read, and none are sent).
+fn user_annotations(source: &PodCertificateProjection) -> Option<BTreeMap<String, String>> {
+    let json = serde_json::to_value(source).ok()?;
+    serde_json::from_value(json.get("userAnnotations")?.clone()).ok()
+}
+
 /// Up to five minutes, at random.
 fn jitter() -> Duration {
     let nanos = u64::try_from(JITTER.as_nanos()).unwrap_or(u64::MAX);
@@ -812,6 +820,26 @@ mod tests {
             issued(now + hour, now + 2 * hour).bundle().unwrap(),
             (b"k".to_vec(), b"c".to_vec())
         );
+    }
+
+    #[test]
+    fn the_sources_user_annotations_are_read_from_its_json() {
+        let source: PodCertificateProjection = serde_json::from_value(serde_json::json!({
+            "signerName": "example.com/s", "keyType": "ED25519",
+            "userAnnotations": {"example.com/a": "b"}}))
+        .unwrap();
+        assert_eq!(
+            user_annotations(&source),
+            Some(BTreeMap::from([(
+                "example.com/a".to_string(),
+                "b".to_string()
+            )]))
+        );
+        let none: PodCertificateProjection = serde_json::from_value(
+            serde_json::json!({"signerName": "example.com/s", "keyType": "ED25519"}),
+        )
+        .unwrap();
+        assert_eq!(user_annotations(&none), None);
     }
 
     #[test]
