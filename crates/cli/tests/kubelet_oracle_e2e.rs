@@ -1232,14 +1232,7 @@ async fn pod_certificates(two: &TwoNodes) {
     .into();
     assert_eq!(kinds, want, "a key of each type");
     // The requests each node made, up to names and UIDs.
-    let requests = cluster
-        .api
-        .admin(
-            "GET",
-            "/apis/certificates.k8s.io/v1/namespaces/default/podcertificaterequests",
-            None,
-        )
-        .await;
+    let requests = pod_certificate_requests(cluster).await;
     let mut specs: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for request in requests["items"].as_array().unwrap() {
         let side = request["spec"]["podName"].as_str().unwrap()[..1].to_string();
@@ -1290,14 +1283,7 @@ async fn pod_certificates(two: &TwoNodes) {
     .await;
     let denied = std::sync::Mutex::new(BTreeSet::new());
     eventually("both requests denied", LONG, || async {
-        let requests = cluster
-            .api
-            .admin(
-                "GET",
-                "/apis/certificates.k8s.io/v1/namespaces/default/podcertificaterequests",
-                None,
-            )
-            .await;
+        let requests = pod_certificate_requests(cluster).await;
         for request in requests["items"].as_array().into_iter().flatten() {
             let name = request["metadata"]["name"].as_str().unwrap().to_string();
             if request["spec"]["signerName"] != DENYING_SIGNER
@@ -1359,6 +1345,18 @@ async fn pod_certificates(two: &TwoNodes) {
     })
     .await;
     signer.kill().await;
+}
+
+/// The PodCertificateRequests of the namespace `default`.
+async fn pod_certificate_requests(cluster: &Cluster) -> Value {
+    cluster
+        .api
+        .admin(
+            "GET",
+            "/apis/certificates.k8s.io/v1/namespaces/default/podcertificaterequests",
+            None,
+        )
+        .await
 }
 
 /// The message of the first Event `reason` on pod `name` whose message

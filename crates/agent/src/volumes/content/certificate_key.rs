@@ -48,53 +48,33 @@ const SHA256_WITH_RSA: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01,
 /// `id-Ed25519` (RFC 8410).
 const ED25519: &[u8] = &[0x2b, 0x65, 0x70];
 
+/// An ECDSA key of curve crate `$curve`, signed with its own digest
+/// (`$algorithm`): the same steps for each curve, whose types differ.
+macro_rules! ecdsa_key {
+    ($curve:ident, $name:literal, $algorithm:expr) => {{
+        let key = $curve::ecdsa::SigningKey::try_generate_from_rng(&mut SysRng)
+            .map_err(|e| failed($name, e))?;
+        let public = key.verifying_key().to_public_key_der();
+        let public = public.map_err(|e| failed($name, e))?;
+        let info = request_info(public.as_bytes());
+        let signature: $curve::ecdsa::Signature =
+            $curve::ecdsa::signature::Signer::sign(&key, &info);
+        let pkcs8 = key.to_pkcs8_der().map_err(|e| failed($name, e))?;
+        Ok(KeyAndProof {
+            key_pem: pem("PRIVATE KEY", pkcs8.as_bytes()),
+            request: request(info, $algorithm, false, signature.to_der().as_bytes()),
+        })
+    }};
+}
+
 /// A new key of `key_type` and its stub request.
 pub(crate) fn generate(key_type: &str) -> Result<KeyAndProof, KeyError> {
     match key_type {
         "RSA3072" => rsa_key(3072, "RSA 3072"),
         "RSA4096" => rsa_key(4096, "RSA 4096"),
-        "ECDSAP256" => {
-            let key = p256::ecdsa::SigningKey::try_generate_from_rng(&mut SysRng)
-                .map_err(|e| failed("ECDSA P256", e))?;
-            let public = key.verifying_key().to_public_key_der();
-            let public = public.map_err(|e| failed("ECDSA P256", e))?;
-            let info = request_info(public.as_bytes());
-            let signature: p256::ecdsa::Signature =
-                p256::ecdsa::signature::Signer::sign(&key, &info);
-            let pkcs8 = key.to_pkcs8_der().map_err(|e| failed("ECDSA P256", e))?;
-            Ok(KeyAndProof {
-                key_pem: pem("PRIVATE KEY", pkcs8.as_bytes()),
-                request: request(info, ECDSA_SHA256, false, signature.to_der().as_bytes()),
-            })
-        }
-        "ECDSAP384" => {
-            let key = p384::ecdsa::SigningKey::try_generate_from_rng(&mut SysRng)
-                .map_err(|e| failed("ECDSA P384", e))?;
-            let public = key.verifying_key().to_public_key_der();
-            let public = public.map_err(|e| failed("ECDSA P384", e))?;
-            let info = request_info(public.as_bytes());
-            let signature: p384::ecdsa::Signature =
-                p384::ecdsa::signature::Signer::sign(&key, &info);
-            let pkcs8 = key.to_pkcs8_der().map_err(|e| failed("ECDSA P384", e))?;
-            Ok(KeyAndProof {
-                key_pem: pem("PRIVATE KEY", pkcs8.as_bytes()),
-                request: request(info, ECDSA_SHA384, false, signature.to_der().as_bytes()),
-            })
-        }
-        "ECDSAP521" => {
-            let key = p521::ecdsa::SigningKey::try_generate_from_rng(&mut SysRng)
-                .map_err(|e| failed("ECDSA P521", e))?;
-            let public = key.verifying_key().to_public_key_der();
-            let public = public.map_err(|e| failed("ECDSA P521", e))?;
-            let info = request_info(public.as_bytes());
-            let signature: p521::ecdsa::Signature =
-                p521::ecdsa::signature::Signer::sign(&key, &info);
-            let pkcs8 = key.to_pkcs8_der().map_err(|e| failed("ECDSA P521", e))?;
-            Ok(KeyAndProof {
-                key_pem: pem("PRIVATE KEY", pkcs8.as_bytes()),
-                request: request(info, ECDSA_SHA512, false, signature.to_der().as_bytes()),
-            })
-        }
+        "ECDSAP256" => ecdsa_key!(p256, "ECDSA P256", ECDSA_SHA256),
+        "ECDSAP384" => ecdsa_key!(p384, "ECDSA P384", ECDSA_SHA384),
+        "ECDSAP521" => ecdsa_key!(p521, "ECDSA P521", ECDSA_SHA512),
         "ED25519" => {
             let mut seed = [0u8; 32];
             getrandom::fill(&mut seed).map_err(|e| failed("Ed25519", e))?;
