@@ -19,6 +19,7 @@
 //! | | `token.rs` | the pods' service-account tokens, renewed at 80% of their life |
 //! | | `trust_bundles.rs` | the ClusterTrustBundles of `clusterTrustBundle` projections |
 //! | | `pod_certificates.rs`, `certificate_key.rs` | `podCertificate` projections: a key and a PodCertificateRequest each |
+//! | | `certificates_v1.rs` | the `certificates.k8s.io/v1` objects, in types of their own |
 //! | | `pem.rs`, `go_quote.rs` | PEM and `%q` as Go reads and writes them |
 //! | `csi/` | `plugin.rs` | CSI volumes: the door, one lock per volume |
 //! | | `context.rs`, `mount_dir.rs` | what the steps share (what is staged and published); the directories made and removed |

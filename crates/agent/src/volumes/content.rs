@@ -3,6 +3,7 @@
 
 pub(super) mod atomic_writer;
 pub(super) mod certificate_key;
+pub(super) mod certificates_v1;
 pub(super) mod go_quote;
 pub(super) mod objects;
 pub(super) mod payload;

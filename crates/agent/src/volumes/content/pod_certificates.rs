@@ -56,6 +56,9 @@ use prometheus_client::registry::Registry;
 use crate::kube_api::Connection;
 use crate::metrics::MetricsSource;
 use crate::volumes::content::certificate_key;
+use crate::volumes::content::certificates_v1::{
+    PodCertificateRequest, RequestCondition, RequestSpec,
+};
 use crate::volumes::content::go_quote::go_quote;
 use crate::volumes::content::objects::spawn_watch;
 use crate::volumes::content::pem::{pem, pem_blocks};
@@ -100,94 +103,6 @@ pub(crate) enum PodCertificateError {
         go_quote(message)
     )]
     Failed { reason: String, message: String },
-}
-
-/// A PodCertificateRequest of `certificates.k8s.io/v1`, the parts written
-/// and read here (the library builds on Kubernetes versions whose API
-/// types have no v1 of it).
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-struct PodCertificateRequest {
-    metadata: ObjectMeta,
-    spec: RequestSpec,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    status: Option<RequestStatus>,
-}
-
-/// A request's `spec`.
-#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RequestSpec {
-    signer_name: String,
-    pod_name: String,
-    #[serde(rename = "podUID")]
-    pod_uid: String,
-    service_account_name: String,
-    #[serde(rename = "serviceAccountUID")]
-    service_account_uid: String,
-    node_name: String,
-    #[serde(rename = "nodeUID")]
-    node_uid: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    max_expiration_seconds: Option<i32>,
-    /// Base64, as the API writes bytes.
-    #[serde(rename = "stubPKCS10Request", default)]
-    stub_pkcs10_request: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    unverified_user_annotations: Option<BTreeMap<String, String>>,
-}
-
-/// A request's `status`.
-#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RequestStatus {
-    #[serde(default)]
-    conditions: Vec<RequestCondition>,
-    #[serde(default)]
-    certificate_chain: Option<String>,
-    #[serde(default)]
-    begin_refresh_at: Option<k8s_openapi::jiff::Timestamp>,
-    #[serde(default)]
-    not_after: Option<k8s_openapi::jiff::Timestamp>,
-}
-
-/// One of a request's conditions.
-#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
-struct RequestCondition {
-    #[serde(rename = "type")]
-    type_: String,
-    #[serde(default)]
-    reason: String,
-    #[serde(default)]
-    message: String,
-}
-
-impl kube::Resource for PodCertificateRequest {
-    type DynamicType = ();
-    type Scope = k8s_openapi::NamespaceResourceScope;
-
-    fn kind((): &()) -> std::borrow::Cow<'_, str> {
-        "PodCertificateRequest".into()
-    }
-
-    fn group((): &()) -> std::borrow::Cow<'_, str> {
-        "certificates.k8s.io".into()
-    }
-
-    fn version((): &()) -> std::borrow::Cow<'_, str> {
-        "v1".into()
-    }
-
-    fn plural((): &()) -> std::borrow::Cow<'_, str> {
-        "podcertificaterequests".into()
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
 }
 
 /// One projection of one pod.
@@ -840,35 +755,5 @@ mod tests {
         )
         .unwrap();
         assert_eq!(user_annotations(&none), None);
-    }
-
-    #[test]
-    fn a_request_is_written_with_the_apis_field_names() {
-        let request = PodCertificateRequest {
-            metadata: ObjectMeta::default(),
-            spec: RequestSpec {
-                pod_uid: "u".into(),
-                service_account_uid: "s".into(),
-                node_uid: "n".into(),
-                stub_pkcs10_request: "AA==".into(),
-                ..RequestSpec::default()
-            },
-            status: None,
-        };
-        let json = serde_json::to_value(&request).unwrap();
-        for field in [
-            "signerName",
-            "podName",
-            "podUID",
-            "serviceAccountName",
-            "serviceAccountUID",
-            "nodeName",
-            "nodeUID",
-            "stubPKCS10Request",
-        ] {
-            assert!(json["spec"].get(field).is_some(), "{field} in {json}");
-        }
-        assert!(json["spec"].get("maxExpirationSeconds").is_none());
-        assert!(json.get("status").is_none());
     }
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
@@ -24,6 +24,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::kube_api::Connection;
+use crate::volumes::content::certificates_v1::ClusterTrustBundle;
 use crate::volumes::content::objects::spawn_watch;
 use crate::volumes::content::pem::{pem, pem_blocks};
 
@@ -52,54 +53,6 @@ pub(crate) enum TrustBundleError {
     /// The source names neither a bundle nor a signer.
     #[error("ClusterTrustBundle projection requires either name or signerName to be set")]
     Unnamed,
-}
-
-/// A ClusterTrustBundle of `certificates.k8s.io/v1`, the parts read here
-/// (the library builds on Kubernetes versions whose API types have no v1
-/// of it).
-#[derive(Debug, Clone, serde::Deserialize)]
-struct ClusterTrustBundle {
-    metadata: ObjectMeta,
-    spec: BundleSpec,
-}
-
-/// A bundle's `spec`.
-#[derive(Debug, Clone, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct BundleSpec {
-    #[serde(default)]
-    signer_name: Option<String>,
-    #[serde(default)]
-    trust_bundle: String,
-}
-
-impl kube::Resource for ClusterTrustBundle {
-    type DynamicType = ();
-    type Scope = k8s_openapi::ClusterResourceScope;
-
-    fn kind((): &()) -> std::borrow::Cow<'_, str> {
-        "ClusterTrustBundle".into()
-    }
-
-    fn group((): &()) -> std::borrow::Cow<'_, str> {
-        "certificates.k8s.io".into()
-    }
-
-    fn version((): &()) -> std::borrow::Cow<'_, str> {
-        "v1".into()
-    }
-
-    fn plural((): &()) -> std::borrow::Cow<'_, str> {
-        "clustertrustbundles".into()
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
 }
 
 /// What a file was made from, and when.
