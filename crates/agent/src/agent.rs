@@ -274,6 +274,7 @@ impl Agent {
             crate::kube_api::KubeApi::connect(kube, parts.devices.1.clone(), parts.csi.drivers())
                 .await
                 .map_err(AgentError::Kube)?;
+        let publisher = publisher.with_runtime(runtime.clone());
         let mut agent = parts.with_dra(config, Arc::new(handle.slice_cleanup()));
         agent.pods = Some(crate::pods::PodsManager::new(
             pods_config,

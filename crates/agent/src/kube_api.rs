@@ -40,7 +40,12 @@ pub(crate) use config::{KUBE_API_BURST, KUBE_API_QPS};
 pub use error::KubeApiError;
 pub(crate) use error::request;
 pub use metrics::KubeApiMetrics;
+pub use node::kubelet_status::KUBELET_VERSION;
 pub use node::lease::NODE_LEASE_NAMESPACE;
+pub use node::registration::{
+    DEFAULT_KUBELET_PORT, DEFAULT_MAX_PODS, NODE_STATUS_REPORT_FREQUENCY,
+    NODE_STATUS_UPDATE_FREQUENCY, NodeRegistration, validate_node_labels,
+};
 pub(crate) use node::volumes_in_use::VolumesInUse;
 pub(crate) use observe::reflected::reflect;
 pub use publisher::{KubeApi, KubeApiHandle};

@@ -30,7 +30,9 @@ mod metrics;
 mod simulated;
 mod spec;
 
-pub use container_runtime::{ContainerRuntime, RuntimeVersion};
+pub use container_runtime::{
+    ContainerRuntime, RuntimeCondition, RuntimeHandler, RuntimeStatus, RuntimeVersion,
+};
 pub use cri::CriRuntime;
 pub use error::RuntimeError;
 pub use metrics::{RUNTIME_REQUEST_TIMEOUT, RuntimeMetrics};

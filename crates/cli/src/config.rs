@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use nodeplugins::agent::{AgentConfig, DEFAULT_METRICS_ADDR};
-use nodeplugins::kube_api::{KubeApiConfig, KubeConfigSource, default_node_name};
+use nodeplugins::kube_api::{KubeApiConfig, KubeConfigSource, NodeRegistration, default_node_name};
 use nodeplugins_api::constants::layout::DEFAULT_ROOT_DIR;
 
 use nodeplugins_api::duration::parse_go_duration;
@@ -189,10 +189,110 @@ settings! {
     /// Mode of the pod-resources socket (octal; its directory gets the same
     /// plus search), or off to not serve it [default: 0600].
     pod_resources_mode: PodResourcesMode, "NODEPLUGINS_POD_RESOURCES_MODE", parse_pod_resources_mode;
+    /// With pods served, register the node and keep its status as the
+    /// kubelet's --register-node does: the Node made when missing, its
+    /// addresses, capacity, allocatable, nodeInfo and conditions (Ready
+    /// from the runtime's readiness) written [default: off].
+    register_node: Switch, "NODEPLUGINS_REGISTER_NODE", parse_switch;
+    /// The node's addresses, comma-separated, as the kubelet's --node-ip
+    /// (a loopback address is taken, with a warning) [default: found from
+    /// the host name, its DNS, or the default route].
+    node_ip: NodeIps, "NODEPLUGINS_NODE_IP", parse_node_ips;
+    /// Labels the registered Node gets, as the kubelet's --node-labels
+    /// (key=value,...; under kubernetes.io or k8s.io only those a
+    /// kubelet may set) [default: none].
+    node_labels: Labels, "NODEPLUGINS_NODE_LABELS", parse_node_labels;
+    /// Taints the Node is made with, as the kubelet's
+    /// --register-with-taints (key[=value]:Effect,...) [default: none].
+    register_with_taints: Taints, "NODEPLUGINS_REGISTER_WITH_TAINTS", parse_taints;
+    /// The pods the node takes, as the kubelet's --max-pods [default: 110].
+    max_pods: u32, "NODEPLUGINS_MAX_PODS", parse_max_pods;
     /// Threads running the agent: 1 runs it all on one thread, which saves
     /// the hand-offs between threads (its work is small and waits on
     /// sockets); more use a multi-threaded runtime [default: 1].
     worker_threads: usize, "NODEPLUGINS_WORKER_THREADS", parse_worker_threads;
+}
+
+/// The node's addresses (`--node-ip`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NodeIps(Vec<std::net::IpAddr>);
+
+fn parse_node_ips(text: &str) -> Result<NodeIps, String> {
+    if text.trim().is_empty() {
+        // None given: found as the kubelet finds them.
+        return Ok(NodeIps(Vec::new()));
+    }
+    let ips = text
+        .split(',')
+        .map(|ip| {
+            ip.trim()
+                .parse::<std::net::IpAddr>()
+                .map_err(|_| format!("{ip:?} is not an IP address"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    match ips.as_slice() {
+        [_] => Ok(NodeIps(ips)),
+        [a, b] if a.is_ipv4() != b.is_ipv4() => Ok(NodeIps(ips)),
+        _ => Err(format!(
+            "expected one IP address, or two of different families (dual-stack), got {text:?}"
+        )),
+    }
+}
+
+/// Labels (`--node-labels`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Labels(std::collections::BTreeMap<String, String>);
+
+fn parse_node_labels(text: &str) -> Result<Labels, String> {
+    let mut labels = std::collections::BTreeMap::new();
+    for pair in text.split(',').filter(|p| !p.trim().is_empty()) {
+        let Some((key, value)) = pair.split_once('=') else {
+            return Err(format!("{pair:?} is not key=value"));
+        };
+        labels.insert(key.trim().to_string(), value.trim().to_string());
+    }
+    nodeplugins::kube_api::validate_node_labels(&labels)?;
+    Ok(Labels(labels))
+}
+
+/// Taints (`--register-with-taints`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Taints(Vec<k8s_openapi::api::core::v1::Taint>);
+
+fn parse_taints(text: &str) -> Result<Taints, String> {
+    let mut taints = Vec::new();
+    for spec in text.split(',').filter(|p| !p.trim().is_empty()) {
+        let spec = spec.trim();
+        let Some((key_value, effect)) = spec.rsplit_once(':') else {
+            return Err(format!("{spec:?} is not key[=value]:Effect"));
+        };
+        if !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&effect) {
+            return Err(format!(
+                "{spec:?}: the effect must be NoSchedule, PreferNoSchedule or NoExecute"
+            ));
+        }
+        let (key, value) = match key_value.split_once('=') {
+            Some((k, v)) => (k, Some(v.to_string())),
+            None => (key_value, None),
+        };
+        if key.is_empty() {
+            return Err(format!("{spec:?} has no key"));
+        }
+        taints.push(k8s_openapi::api::core::v1::Taint {
+            key: key.to_string(),
+            value,
+            effect: effect.to_string(),
+            time_added: None,
+        });
+    }
+    Ok(Taints(taints))
+}
+
+fn parse_max_pods(text: &str) -> Result<u32, String> {
+    match text.parse::<u32>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("expected a number of pods above 0, got {text:?}")),
+    }
 }
 
 /// The container runtime: an endpoint, or the simulated one (`None`).
@@ -373,6 +473,22 @@ impl Settings {
                 set(&mut kube.sync_frequency, c.sync_frequency);
                 set(&mut kube.volume_stats_agg_period, c.volume_stats_agg_period);
                 set(&mut kube.csinode_recheck, c.csinode_recheck);
+                if c.register_node.is_some_and(|Switch(on)| on) {
+                    let mut registration = NodeRegistration::new(root_dir.clone());
+                    if let Some(NodeIps(ips)) = c.node_ip.clone() {
+                        registration.node_ips = ips;
+                    }
+                    if let Some(Labels(labels)) = c.node_labels.clone() {
+                        registration.labels = labels;
+                    }
+                    if let Some(Taints(taints)) = c.register_with_taints.clone() {
+                        registration.taints = taints;
+                    }
+                    if let Some(max_pods) = c.max_pods {
+                        registration.max_pods = max_pods;
+                    }
+                    kube.node_registration = Some(registration);
+                }
                 Some(kube)
             }
         };
@@ -402,6 +518,10 @@ impl Settings {
             // line's; the command line never makes one.
             Some(_) => "off".to_string(),
         };
+        let registration = self
+            .kube
+            .as_ref()
+            .and_then(|k| k.node_registration.as_ref());
         let lines = [
             ("root_dir", a.root_dir.display().to_string()),
             ("log_format", format.to_string()),
@@ -469,6 +589,49 @@ impl Settings {
                             k.csinode_recheck
                         }),
                 ),
+            ),
+            (
+                "register_node",
+                if registration.is_some() { "on" } else { "off" }.into(),
+            ),
+            (
+                "node_ip",
+                registration.map_or(String::new(), |r| {
+                    r.node_ips
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                }),
+            ),
+            (
+                "node_labels",
+                registration.map_or(String::new(), |r| {
+                    r.labels
+                        .iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                }),
+            ),
+            (
+                "register_with_taints",
+                registration.map_or(String::new(), |r| {
+                    r.taints
+                        .iter()
+                        .map(|t| match &t.value {
+                            Some(v) => format!("{}={v}:{}", t.key, t.effect),
+                            None => format!("{}:{}", t.key, t.effect),
+                        })
+                        .collect::<Vec<_>>()
+                        .join(",")
+                }),
+            ),
+            (
+                "max_pods",
+                registration
+                    .map_or(nodeplugins::kube_api::DEFAULT_MAX_PODS, |r| r.max_pods)
+                    .to_string(),
             ),
             (
                 "pod_resources_mode",

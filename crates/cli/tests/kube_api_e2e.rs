@@ -391,3 +391,181 @@ async fn the_agent_lists_its_node_once_for_the_publisher_and_the_pods_both() {
     assert_eq!(counts.0.get("LIST nodes"), Some(&1.0), "{counts:?}");
     plugin.kill().await;
 }
+
+/// Ready's status and reason on `node`.
+fn ready(node: &Value) -> (String, String) {
+    let conditions = node["status"]["conditions"].as_array();
+    let ready = conditions.and_then(|all| all.iter().find(|c| c["type"] == "Ready"));
+    (
+        ready.map_or(String::new(), |c| c["status"].as_str().unwrap_or("").into()),
+        ready.map_or(String::new(), |c| c["reason"].as_str().unwrap_or("").into()),
+    )
+}
+
+/// The keys of `node`'s taints.
+fn taint_keys(node: &Value) -> Vec<String> {
+    node["spec"]["taints"]
+        .as_array()
+        .map(|all| {
+            all.iter()
+                .map(|t| t["key"].as_str().unwrap_or("").to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_agent_registers_its_node_and_keeps_it_ready_past_the_grace_period() {
+    const REGISTERED: &str = "node-r";
+    nodeplugins_test_support::init_tracing();
+    let api = KubeApi::start(REGISTERED).await;
+    // The node lifecycle controller with a grace period past one Lease
+    // renewal (10 s), so that the Lease alone keeps the node healthy.
+    let _control = nodeplugins_test_support::control_plane::ControlPlane::start_with_args(
+        &api,
+        &["node-lifecycle-controller"],
+        &[
+            "--node-monitor-grace-period=16s",
+            "--node-monitor-period=1s",
+        ],
+    )
+    .await;
+    let root = tempfile::tempdir().unwrap();
+    let mut agent = publishing_agent_as(
+        &api.node_kubeconfig(),
+        REGISTERED,
+        root.path(),
+        &[
+            "--register-node",
+            "on",
+            "--node-ip",
+            "127.0.0.1",
+            "--node-labels",
+            "example.com/pool=a,node.kubernetes.io/role=test",
+            "--register-with-taints",
+            "example.com/dedicated=x:NoSchedule",
+            "--max-pods",
+            "50",
+        ],
+    );
+
+    // Made by the agent, as the kubelet makes its Node, and Ready once the
+    // runtime answered (the simulated one is ready with its network).
+    let node = eventually("node-r made, Ready and untainted", TIMEOUT, || async {
+        let answer = api
+            .request(
+                Identity::Admin,
+                "GET",
+                &format!("/api/v1/nodes/{REGISTERED}"),
+                None,
+            )
+            .await;
+        let n = answer.body;
+        (answer.status == 200
+            && ready(&n).0 == "True"
+            && !taint_keys(&n).contains(&"node.kubernetes.io/not-ready".into()))
+        .then_some(n)
+    })
+    .await;
+    let labels = &node["metadata"]["labels"];
+    assert_eq!(labels["kubernetes.io/hostname"], REGISTERED);
+    assert_eq!(labels["kubernetes.io/os"], "linux");
+    assert_eq!(labels["beta.kubernetes.io/os"], "linux");
+    assert!(labels["kubernetes.io/arch"].is_string());
+    assert_eq!(labels["example.com/pool"], "a");
+    assert_eq!(labels["node.kubernetes.io/role"], "test");
+    assert_eq!(
+        node["metadata"]["annotations"]["volumes.kubernetes.io/controller-managed-attach-detach"],
+        "true"
+    );
+    assert_eq!(taint_keys(&node), ["example.com/dedicated"]);
+    assert_eq!(
+        node["status"]["addresses"],
+        json!([
+            {"type": "InternalIP", "address": "127.0.0.1"},
+            {"type": "Hostname", "address": REGISTERED},
+        ])
+    );
+    let status = &node["status"];
+    for key in ["cpu", "memory", "pods", "ephemeral-storage"] {
+        assert!(
+            status["capacity"][key].is_string(),
+            "capacity {key}: {status}"
+        );
+        assert!(
+            status["allocatable"][key].is_string(),
+            "allocatable {key}: {status}"
+        );
+    }
+    assert_eq!(status["capacity"]["pods"], "50");
+    assert_ne!(
+        status["capacity"]["memory"],
+        status["allocatable"]["memory"]
+    );
+    let info = &status["nodeInfo"];
+    assert_eq!(info["kubeletVersion"], "v1.37.2");
+    assert_eq!(info["operatingSystem"], "linux");
+    assert!(
+        info["containerRuntimeVersion"]
+            .as_str()
+            .unwrap()
+            .starts_with("simulated://"),
+        "{info}"
+    );
+    assert!(!info["bootID"].as_str().unwrap().is_empty());
+    assert_eq!(status["daemonEndpoints"]["kubeletEndpoint"]["Port"], 10250);
+    let kinds: Vec<&str> = status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"]
+    );
+    assert_eq!(ready(&node).1, "KubeletReady");
+
+    // Well past the grace period (the Lease renewed, the status unchanged
+    // and not written): still Ready, never marked unreachable.
+    let since = std::time::Instant::now();
+    while since.elapsed() < std::time::Duration::from_secs(30) {
+        let now = get(&api, &format!("/api/v1/nodes/{REGISTERED}")).await;
+        assert_eq!(ready(&now).0, "True", "{now}");
+        assert!(
+            !taint_keys(&now).contains(&"node.kubernetes.io/unreachable".into()),
+            "{now}"
+        );
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    }
+
+    // Stopped past the grace period: Unknown and unreachable; resumed:
+    // Ready again within seconds.
+    let pid = agent.pid().unwrap().to_string();
+    let signal = |sig: &str| {
+        let status = std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    signal("-STOP");
+    // The last renewal up to 10 s old, then the grace period.
+    eventually(
+        "node-r Unknown and unreachable",
+        std::time::Duration::from_secs(60),
+        || async {
+            let n = get(&api, &format!("/api/v1/nodes/{REGISTERED}")).await;
+            (ready(&n) == ("Unknown".into(), "NodeStatusUnknown".into())
+                && taint_keys(&n).contains(&"node.kubernetes.io/unreachable".into()))
+            .then_some(())
+        },
+    )
+    .await;
+    signal("-CONT");
+    node_when(&api, REGISTERED, "Ready again, not unreachable", |n| {
+        ready(n).0 == "True" && !taint_keys(n).contains(&"node.kubernetes.io/unreachable".into())
+    })
+    .await;
+    agent.kill().await;
+}

@@ -2683,3 +2683,139 @@ async fn a_grown_claim_is_grown_on_the_node_as_the_real_kubelet_grows_it() {
     );
     drop(drivers);
 }
+
+/// The keys of `value` (an object), sorted.
+fn keys(value: &Value) -> BTreeSet<String> {
+    value
+        .as_object()
+        .map(|o| o.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// (type, status, reason, message) of each condition of `node`, in order.
+fn condition_rows(node: &Value) -> Vec<(String, String, String, String)> {
+    let text = |c: &Value, k: &str| c[k].as_str().unwrap_or_default().to_string();
+    node["status"]["conditions"]
+        .as_array()
+        .map(|all| {
+            all.iter()
+                .map(|c| {
+                    (
+                        text(c, "type"),
+                        text(c, "status"),
+                        text(c, "reason"),
+                        text(c, "message"),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The real kubelet and our agent each register their Node on one API
+/// server, each on a containerd of its own (with no CNI: neither network
+/// is ready). The two Nodes have the same shape: label and annotation
+/// keys, conditions with their statuses, reasons and messages, capacity
+/// and allocatable keys and the machine's capacity, address types and
+/// values but the host name, `nodeInfo` but the kubelet's version, and
+/// the kubelet's runtime handlers and features.
+#[tokio::test(flavor = "multi_thread")]
+async fn our_agent_registers_its_node_as_the_real_kubelet_registers_its_own() {
+    nodeplugins_test_support::init_tracing();
+    let api = nodeplugins_test_support::kube_api::KubeApi::start(OUR_NODE).await;
+    let kubelet_containerd = Containerd::start().await;
+    let kubelet_config = api.kubeconfig_of_node(KUBELET_NODE);
+    let _kubelet = RealKubelet::start(KUBELET_NODE, &kubelet_config, &kubelet_containerd).await;
+    let our_containerd = Containerd::start().await;
+    let root = TempDir::new().unwrap();
+    let endpoint = our_containerd.endpoint();
+    let _agent = common::kube::publishing_agent_as(
+        &api.node_kubeconfig(),
+        OUR_NODE,
+        root.path(),
+        &[
+            "--register-node",
+            "on",
+            "--container-runtime-endpoint",
+            &endpoint,
+        ],
+    );
+    let registered = |node: &'static str| {
+        let api = &api;
+        async move {
+            eventually(
+                &format!("{node} registered, its runtime answered"),
+                LONG,
+                || async {
+                    let answer = api
+                        .request(
+                            nodeplugins_test_support::kube_api::Identity::Admin,
+                            "GET",
+                            &format!("/api/v1/nodes/{node}"),
+                            None,
+                        )
+                        .await;
+                    let rows = condition_rows(&answer.body);
+                    (answer.status == 200
+                        && rows.iter().any(|r| {
+                            r.0 == "Ready" && r.3.starts_with("container runtime network not ready")
+                        }))
+                    .then_some(answer.body)
+                },
+            )
+            .await
+        }
+    };
+    let theirs = registered(KUBELET_NODE).await;
+    let ours = registered(OUR_NODE).await;
+
+    let meta = |n: &Value, field: &str| keys(&n["metadata"][field]);
+    assert_eq!(meta(&ours, "labels"), meta(&theirs, "labels"));
+    assert_eq!(meta(&ours, "annotations"), meta(&theirs, "annotations"));
+    assert_eq!(ours["spec"]["taints"], theirs["spec"]["taints"]);
+    assert_eq!(condition_rows(&ours), condition_rows(&theirs));
+    let status = |n: &Value, field: &str| n["status"][field].clone();
+    assert_eq!(
+        keys(&status(&ours, "capacity")),
+        keys(&status(&theirs, "capacity"))
+    );
+    assert_eq!(
+        keys(&status(&ours, "allocatable")),
+        keys(&status(&theirs, "allocatable"))
+    );
+    // The same machine: the same capacity (the two roots are on one
+    // filesystem).
+    assert_eq!(status(&ours, "capacity"), status(&theirs, "capacity"));
+    let addresses = |n: &Value| {
+        n["status"]["addresses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| {
+                let kind = a["type"].as_str().unwrap().to_string();
+                let value = if kind == "Hostname" {
+                    String::new()
+                } else {
+                    a["address"].as_str().unwrap().to_string()
+                };
+                (kind, value)
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(addresses(&ours), addresses(&theirs));
+    let mut our_info = status(&ours, "nodeInfo");
+    let mut their_info = status(&theirs, "nodeInfo");
+    assert_eq!(our_info["kubeletVersion"], "v1.37.2");
+    our_info["kubeletVersion"].take();
+    their_info["kubeletVersion"].take();
+    assert_eq!(our_info, their_info);
+    assert_eq!(
+        status(&ours, "runtimeHandlers"),
+        status(&theirs, "runtimeHandlers")
+    );
+    assert_eq!(status(&ours, "features"), status(&theirs, "features"));
+    assert_eq!(
+        keys(&status(&ours, "daemonEndpoints")),
+        keys(&status(&theirs, "daemonEndpoints"))
+    );
+}

@@ -64,6 +64,13 @@ impl ControlPlane {
     /// [`start`](Self::start), with more controllers of the
     /// controller-manager (`job-controller`, `deployment-controller`...).
     pub async fn start_with(api: &KubeApi, controllers: &[&str]) -> Self {
+        Self::start_with_args(api, controllers, &[]).await
+    }
+
+    /// [`start_with`](Self::start_with), with `args` added to the
+    /// controller-manager's command line (such as a shorter
+    /// `--node-monitor-grace-period`).
+    pub async fn start_with_args(api: &KubeApi, controllers: &[&str], args: &[&str]) -> Self {
         let (scheduler_bin, manager_bin) = tokio::task::spawn_blocking(|| {
             (
                 go_program("kube-scheduler"),
@@ -105,7 +112,8 @@ impl ControlPlane {
             .arg(format!("--controllers={}", enabled.join(",")))
             // Controllers act with the admin's credentials, not a service
             // account each: no service-account controller runs.
-            .arg("--use-service-account-credentials=false");
+            .arg("--use-service-account-credentials=false")
+            .args(args);
         let manager_log = dir.path().join("kube-controller-manager.log");
         let manager_child = spawn(&mut manager, &manager_log);
 

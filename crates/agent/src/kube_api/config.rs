@@ -133,6 +133,12 @@ pub struct KubeApiConfig {
     /// twice as long at random). Default: 1 min (the kubelet's
     /// `volumeStatsAggPeriod`).
     pub volume_stats_agg_period: Duration,
+    /// The node registered and its status kept as the kubelet's (the
+    /// kubelet's `registerNode`): the Node made when missing, its
+    /// addresses, capacity, allocatable, `nodeInfo` and conditions
+    /// written, while the pods are served. `None`: the Node is someone
+    /// else's to make and keep. Default: `None`.
+    pub node_registration: Option<crate::kube_api::NodeRegistration>,
     /// Notices the credentials' files changing (the agent shares one among
     /// all its parts).
     pub fs_watcher: FsWatcher,
@@ -157,6 +163,7 @@ impl KubeApiConfig {
             sync_frequency: SYNC_FREQUENCY,
             node_lease_duration: Some(NODE_LEASE_DURATION),
             volume_stats_agg_period: crate::volumes::VOLUME_STATS_AGG_PERIOD,
+            node_registration: None,
             fs_watcher: FsWatcher::new(),
         }
     }

@@ -10,7 +10,9 @@
 //!   ([`CsiNodeWriter`]) are each written by a task of their own, on a
 //!   change of what they write or of what the server shows;
 //! - the node's Lease is renewed ([`NodeLease`]) while the pods are
-//!   served;
+//!   served, and, when the agent registers the node, the Node is made
+//!   and the kubelet's part of its status kept ([`KubeletNode`]), with
+//!   the runtime's readiness asked every 5 s ([`RuntimeState`]);
 //! - who the credentials are is asked and checked ([`IdentityCheck`]);
 //! - the ResourceSlice wipes are counted by the hook itself, in the
 //!   caller's task.
@@ -38,13 +40,16 @@ use crate::event::AgentEvent;
 use crate::kube_api::client::credentials::{Connection, Credentials};
 use crate::kube_api::client::identity::IdentityCheck;
 use crate::kube_api::csi::csi_node_writer::CsiNodeWriter;
+use crate::kube_api::node::kubelet_node::KubeletNode;
 use crate::kube_api::node::lease::NodeLease;
 use crate::kube_api::node::node_status_writer::NodeStatusWriter;
+use crate::kube_api::node::runtime_state::RuntimeState;
 use crate::kube_api::node::volumes_in_use::VolumesInUse;
 use crate::kube_api::observe::observed::{self, NodeSeen};
 use crate::kube_api::writes::report::Reporter;
 use crate::kube_api::writes::write_state::RetryPolicy;
 use crate::published::{Publisher, Store};
+use crate::runtime::ContainerRuntime;
 
 /// The task that publishes the node's plugins to the API server.
 /// [`connect`](Self::connect) gives it with its [`KubeApiHandle`] (which
@@ -61,6 +66,9 @@ pub struct KubeApi {
     /// The Node store the Node watch keeps current.
     node_mirror: Writer<Node>,
     volumes_in_use: VolumesInUse,
+    /// The node's runtime, when the agent registers the node (its
+    /// readiness is the Node's Ready condition).
+    runtime: Option<Arc<dyn ContainerRuntime>>,
 }
 
 impl KubeApi {
@@ -115,8 +123,18 @@ impl KubeApi {
             config,
             node_mirror,
             volumes_in_use,
+            runtime: None,
         };
         Ok((publisher, handle))
+    }
+
+    /// The runtime the node's pods run on: with
+    /// [`KubeApiConfig::node_registration`], its readiness (asked every
+    /// 5 s), version and handlers go into the Node's status. Without it,
+    /// a registered node is never Ready.
+    pub fn with_runtime(mut self, runtime: Arc<dyn ContainerRuntime>) -> Self {
+        self.runtime = Some(runtime);
+        self
     }
 
     /// Publishes until `shutdown`. Ends early, with the error, when the
@@ -175,6 +193,23 @@ impl KubeApi {
                     .run(self.connection.clone(), seen.clone(), stop.clone())
                     .map(Ok),
             );
+        }
+        if config.serve_pods
+            && let Some(registration) = config.node_registration.clone()
+        {
+            let runtime_state = RuntimeState::new();
+            let node = KubeletNode::new(
+                config.node_name.clone(),
+                registration,
+                runtime_state.subscribe(),
+            );
+            tasks.spawn(
+                node.run(self.connection.clone(), seen.clone(), stop.clone())
+                    .map(Ok),
+            );
+            if let Some(runtime) = self.runtime.clone() {
+                tasks.spawn(runtime_state.poll(runtime, stop.clone()).map(Ok));
+            }
         }
         let identity = IdentityCheck::new(config.node_name.clone(), policy.backoff);
         tasks.spawn(identity.run(self.connection.clone(), self.reporter, stop.clone()));

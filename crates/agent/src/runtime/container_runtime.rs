@@ -21,17 +21,69 @@ pub struct RuntimeVersion {
     pub api_version: String,
 }
 
+/// One of a runtime's conditions (`RuntimeReady`, `NetworkReady`), as its
+/// status gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeCondition {
+    /// The condition (`RuntimeReady`, `NetworkReady`).
+    pub kind: String,
+    /// Whether it holds.
+    pub status: bool,
+    /// Why not, in a word.
+    pub reason: String,
+    /// Why not, in a sentence.
+    pub message: String,
+}
+
+/// A runtime handler and what it can do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeHandler {
+    /// Its name (empty: the default handler).
+    pub name: String,
+    /// Whether it mounts read-only volumes recursively read-only.
+    pub recursive_read_only_mounts: bool,
+    /// Whether it runs pods in user namespaces.
+    pub user_namespaces: bool,
+}
+
+/// What a runtime says of its state (the CRI's `Status`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuntimeStatus {
+    /// Its conditions.
+    pub conditions: Vec<RuntimeCondition>,
+    /// Its handlers.
+    pub handlers: Vec<RuntimeHandler>,
+    /// Whether it honours a pod's `supplementalGroupsPolicy`.
+    pub supplemental_groups_policy: bool,
+}
+
+impl RuntimeStatus {
+    /// The condition `kind`, if the runtime gives it.
+    pub fn condition(&self, kind: &str) -> Option<&RuntimeCondition> {
+        self.conditions.iter().find(|c| c.kind == kind)
+    }
+}
+
 /// A container runtime, as the pods owner uses it.
 #[async_trait::async_trait]
 pub trait ContainerRuntime: Send + Sync + 'static {
     /// Its name and versions.
     async fn version(&self) -> Result<RuntimeVersion, RuntimeError>;
 
+    /// Its conditions, handlers and features.
+    async fn status(&self) -> Result<RuntimeStatus, RuntimeError>;
+
     /// Whether its default handler can mount read-only volumes
     /// recursively read-only (its status's handler features; none says
     /// so: no).
     async fn supports_recursive_read_only(&self) -> Result<bool, RuntimeError> {
-        Ok(false)
+        Ok(self
+            .status()
+            .await?
+            .handlers
+            .iter()
+            .find(|h| h.name.is_empty())
+            .is_some_and(|h| h.recursive_read_only_mounts))
     }
 
     /// The reference of `image`, pulled first when `policy` says so (for a

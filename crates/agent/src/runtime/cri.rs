@@ -22,7 +22,9 @@ use nodeplugins_api::transport::dial_lazy;
 use tonic::transport::Channel;
 use tower::ServiceBuilder;
 
-use super::container_runtime::{ContainerRuntime, RuntimeVersion};
+use super::container_runtime::{
+    ContainerRuntime, RuntimeCondition, RuntimeHandler, RuntimeStatus, RuntimeVersion,
+};
 use super::error::RuntimeError;
 use super::metrics::RuntimeMetrics;
 use super::spec::{
@@ -112,7 +114,7 @@ impl ContainerRuntime for CriRuntime {
         })
     }
 
-    async fn supports_recursive_read_only(&self) -> Result<bool, RuntimeError> {
+    async fn status(&self) -> Result<RuntimeStatus, RuntimeError> {
         let answer = self
             .runtime
             .clone()
@@ -120,12 +122,35 @@ impl ContainerRuntime for CriRuntime {
             .await
             .map_err(failed("Status"))?
             .into_inner();
-        Ok(answer
-            .runtime_handlers
-            .iter()
-            .find(|h| h.name.is_empty())
-            .and_then(|h| h.features.as_ref())
-            .is_some_and(|f| f.recursive_read_only_mounts))
+        Ok(RuntimeStatus {
+            conditions: answer
+                .status
+                .map(|s| s.conditions)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|c| RuntimeCondition {
+                    kind: c.r#type,
+                    status: c.status,
+                    reason: c.reason,
+                    message: c.message,
+                })
+                .collect(),
+            handlers: answer
+                .runtime_handlers
+                .into_iter()
+                .map(|h| {
+                    let features = h.features.unwrap_or_default();
+                    RuntimeHandler {
+                        name: h.name,
+                        recursive_read_only_mounts: features.recursive_read_only_mounts,
+                        user_namespaces: features.user_namespaces,
+                    }
+                })
+                .collect(),
+            supplemental_groups_policy: answer
+                .features
+                .is_some_and(|f| f.supplemental_groups_policy),
+        })
     }
 
     async fn ensure_image(

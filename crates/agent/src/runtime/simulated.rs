@@ -23,7 +23,9 @@ use futures::stream::BoxStream;
 use tokio::sync::broadcast;
 use tokio_stream::wrappers::BroadcastStream;
 
-use super::container_runtime::{ContainerRuntime, RuntimeVersion};
+use super::container_runtime::{
+    ContainerRuntime, RuntimeCondition, RuntimeHandler, RuntimeStatus, RuntimeVersion,
+};
 use super::error::RuntimeError;
 use super::spec::{
     ContainerEvent, ContainerEventKind, ContainerSpec, ContainerState, ContainerStatus, PullPolicy,
@@ -172,6 +174,26 @@ impl ContainerRuntime for SimulatedRuntime {
             name: "simulated".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             api_version: "v1".into(),
+        })
+    }
+
+    /// Ready, with its network, and one default handler: it runs nothing
+    /// that could be not ready.
+    async fn status(&self) -> Result<RuntimeStatus, RuntimeError> {
+        let ready = |kind: &str| RuntimeCondition {
+            kind: kind.into(),
+            status: true,
+            reason: String::new(),
+            message: String::new(),
+        };
+        Ok(RuntimeStatus {
+            conditions: vec![ready("RuntimeReady"), ready("NetworkReady")],
+            handlers: vec![RuntimeHandler {
+                name: String::new(),
+                recursive_read_only_mounts: false,
+                user_namespaces: false,
+            }],
+            supplemental_groups_policy: false,
         })
     }
 

@@ -130,3 +130,56 @@ fn unknown_keys_and_bad_values_name_the_file_and_the_key() {
     let error = format!("{:#}", Settings::resolve(&args).unwrap_err());
     assert!(error.contains("unknown field"), "{error}");
 }
+
+#[test]
+fn registering_the_node_takes_the_kubelets_flags_and_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nodeplugins.toml");
+    let args = RunArgs {
+        kubeconfig: Some(KubeconfigSetting::Source(KubeConfigSource::Kubeconfig(
+            "/etc/kubernetes/kubelet.conf".into(),
+        ))),
+        node_name: Some("node-1".into()),
+        register_node: Some(Switch(true)),
+        node_ip: Some(parse_node_ips("10.0.0.5,fd00::5").unwrap()),
+        node_labels: Some(parse_node_labels("example.com/pool=a").unwrap()),
+        register_with_taints: Some(
+            parse_taints("example.com/x=y:NoSchedule,only-key:NoExecute").unwrap(),
+        ),
+        max_pods: Some(50),
+        ..Default::default()
+    };
+    let s = Settings::resolve(&args).unwrap();
+    let registration = s.kube.as_ref().unwrap().node_registration.as_ref().unwrap();
+    assert_eq!(registration.node_ips.len(), 2);
+    assert_eq!(registration.labels["example.com/pool"], "a");
+    assert_eq!(registration.taints[1].key, "only-key");
+    assert_eq!(registration.taints[1].value, None);
+    assert_eq!(registration.max_pods, 50);
+    std::fs::write(&path, s.to_toml()).unwrap();
+    let again = Settings::resolve(&RunArgs {
+        config: Some(path),
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(again.to_toml(), s.to_toml());
+    // Off by default: the Node is someone else's.
+    let plain = Settings::resolve(&RunArgs {
+        kubeconfig: args.kubeconfig.clone(),
+        node_name: Some("node-1".into()),
+        ..Default::default()
+    })
+    .unwrap();
+    assert!(plain.kube.unwrap().node_registration.is_none());
+}
+
+#[test]
+fn registration_flags_refuse_what_the_kubelet_refuses() {
+    assert!(parse_node_labels("node-role.kubernetes.io/master=").is_err());
+    assert!(parse_node_labels("novalue").is_err());
+    assert!(parse_node_ips("10.0.0.1,10.0.0.2").is_err());
+    assert!(parse_node_ips("not-an-ip").is_err());
+    assert!(parse_taints("k=v:Sometimes").is_err());
+    assert!(parse_taints("=v:NoSchedule").is_err());
+    assert!(parse_max_pods("0").is_err());
+}

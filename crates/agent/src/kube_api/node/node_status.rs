@@ -145,7 +145,11 @@ pub(in crate::kube_api) fn shows(node: &Node, want: &NodeStatusWant) -> bool {
 pub(in crate::kube_api) fn owned(node: &Node) -> BTreeSet<String> {
     let mut owned = BTreeSet::new();
     for entry in node.metadata.managed_fields.iter().flatten() {
+        // The apply's entry only: the agent's status patches as the
+        // node's kubelet (cpu, memory, ...) are updates of the same
+        // manager.
         if entry.manager.as_deref() != Some(FIELD_MANAGER)
+            || entry.operation.as_deref() != Some("Apply")
             || entry.subresource.as_deref() != Some("status")
         {
             continue;
