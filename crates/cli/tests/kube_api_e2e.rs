@@ -528,7 +528,7 @@ async fn the_agent_registers_its_node_and_keeps_it_ready_past_the_grace_period()
 
     // Well past the grace period (the Lease renewed, the status unchanged
     // and not written): still Ready, never marked unreachable.
-    let since = std::time::Instant::now();
+    let since = tokio::time::Instant::now();
     while since.elapsed() < std::time::Duration::from_secs(30) {
         let now = get(&api, &format!("/api/v1/nodes/{REGISTERED}")).await;
         assert_eq!(ready(&now).0, "True", "{now}");

@@ -64,7 +64,7 @@ pub(in crate::kube_api) fn binary_si(bytes: u64) -> String {
     }
     let mut number = bytes;
     let mut exponent = 0;
-    while exponent < SUFFIXES.len() - 1 && number % 1024 == 0 {
+    while exponent < SUFFIXES.len() - 1 && number.is_multiple_of(1024) {
         number /= 1024;
         exponent += 1;
     }
@@ -77,7 +77,7 @@ pub(in crate::kube_api) fn decimal_si(n: u64) -> String {
     const SUFFIXES: [&str; 7] = ["", "k", "M", "G", "T", "P", "E"];
     let mut number = n;
     let mut exponent = 0;
-    while number != 0 && exponent < SUFFIXES.len() - 1 && number % 1000 == 0 {
+    while number != 0 && exponent < SUFFIXES.len() - 1 && number.is_multiple_of(1000) {
         number /= 1000;
         exponent += 1;
     }
