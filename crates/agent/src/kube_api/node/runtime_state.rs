@@ -7,8 +7,8 @@
 //!   under 30 s old; before the first, "container runtime status check may
 //!   not have completed yet", after 30 s without one, "container runtime
 //!   is down".
-//! - `RuntimeReady` false (or missing): "container runtime not ready:
-//!   RuntimeReady=false reason:<r> message:<m>"; `NetworkReady` the same
+//! - `RuntimeReady` false (or missing): `container runtime not ready:
+//!   RuntimeReady=false reason:<r> message:<m>`; `NetworkReady` the same
 //!   as "container runtime network not ready: ...", and "network state
 //!   unknown" until the first answer.
 //! - A failed status call changes nothing (the last answer stands, and
