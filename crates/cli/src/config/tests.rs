@@ -1,5 +1,17 @@
 use super::*;
 
+/// What --print-config shows of `s`, written to `path`, reads back to the
+/// same settings.
+fn assert_reads_back(s: &Settings, path: &Path) {
+    std::fs::write(path, s.to_toml()).unwrap();
+    let again = Settings::resolve(&RunArgs {
+        config: Some(path.to_path_buf()),
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(again.to_toml(), s.to_toml());
+}
+
 #[test]
 fn flags_win_over_the_file_and_the_file_over_defaults() {
     let dir = tempfile::tempdir().unwrap();
@@ -20,14 +32,7 @@ fn flags_win_over_the_file_and_the_file_over_defaults() {
     assert_eq!(s.agent.metrics_addr, None);
     assert_eq!(s.log_format, LogFormat::Json);
     assert_eq!(s.agent.plugins.get_info_timeout, Duration::from_secs(1));
-    // What --print-config shows reads back to the same settings.
-    std::fs::write(&path, s.to_toml()).unwrap();
-    let again = Settings::resolve(&RunArgs {
-        config: Some(path),
-        ..Default::default()
-    })
-    .unwrap();
-    assert_eq!(again.to_toml(), s.to_toml());
+    assert_reads_back(&s, &path);
 }
 
 #[test]
@@ -156,13 +161,7 @@ fn registering_the_node_takes_the_kubelets_flags_and_reads_back() {
     assert_eq!(registration.taints[1].key, "only-key");
     assert_eq!(registration.taints[1].value, None);
     assert_eq!(registration.max_pods, 50);
-    std::fs::write(&path, s.to_toml()).unwrap();
-    let again = Settings::resolve(&RunArgs {
-        config: Some(path),
-        ..Default::default()
-    })
-    .unwrap();
-    assert_eq!(again.to_toml(), s.to_toml());
+    assert_reads_back(&s, &path);
     // Off by default: the Node is someone else's.
     let plain = Settings::resolve(&RunArgs {
         kubeconfig: args.kubeconfig.clone(),
