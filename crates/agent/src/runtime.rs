@@ -21,6 +21,7 @@
 //! | `cri` | CRI v1 over a Unix socket |
 //! | `metrics` | the kubelet's runtime operation metrics |
 //! | `simulated` | the runtime that runs nothing |
+//! | `streaming` | a user's session with a container: exec, attach, port-forward |
 //! | `error` | why a call failed |
 
 mod container_runtime;
@@ -29,6 +30,7 @@ mod error;
 mod metrics;
 mod simulated;
 mod spec;
+mod streaming;
 
 pub use container_runtime::{
     ContainerRuntime, RuntimeCondition, RuntimeHandler, RuntimeStatus, RuntimeVersion,
@@ -43,3 +45,4 @@ pub use spec::{
     MountPropagation, MountSpec, POD_LOGS_DIR, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL,
     PodIdentity, PullPolicy, SandboxSpec, SandboxStatus,
 };
+pub use streaming::{AttachRequest, EXEC_SYNC_DEFAULT_DEADLINE, ExecRequest, ExecSyncOutput};

@@ -9,6 +9,7 @@ use super::error::RuntimeError;
 use super::spec::{
     ContainerEvent, ContainerSpec, ContainerStatus, PullPolicy, SandboxSpec, SandboxStatus,
 };
+use super::streaming::{AttachRequest, ExecRequest, ExecSyncOutput};
 
 /// What a runtime says it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,4 +140,48 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     async fn container_events(
         &self,
     ) -> Result<BoxStream<'static, Result<ContainerEvent, RuntimeError>>, RuntimeError>;
+
+    /// A URL of the runtime's streaming server where `request` runs (CRI
+    /// `Exec`). A runtime that runs no process answers `Unimplemented`.
+    async fn exec(&self, request: &ExecRequest) -> Result<String, RuntimeError> {
+        let _ = request;
+        Err(unsupported("Exec"))
+    }
+
+    /// A URL of the runtime's streaming server attached to a container's
+    /// process (CRI `Attach`).
+    async fn attach(&self, request: &AttachRequest) -> Result<String, RuntimeError> {
+        let _ = request;
+        Err(unsupported("Attach"))
+    }
+
+    /// A URL of the runtime's streaming server forwarding to `ports` (none:
+    /// whichever the session asks for) in sandbox `sandbox_id`'s network
+    /// (CRI `PortForward`).
+    async fn port_forward(&self, sandbox_id: &str, ports: &[i32]) -> Result<String, RuntimeError> {
+        let _ = (sandbox_id, ports);
+        Err(unsupported("PortForward"))
+    }
+
+    /// Runs `cmd` in container `id` to its end, or until `timeout` (none:
+    /// no limit of the command's own), and gives its output (CRI
+    /// `ExecSync`).
+    async fn exec_sync(
+        &self,
+        id: &str,
+        cmd: &[String],
+        timeout: Option<Duration>,
+    ) -> Result<ExecSyncOutput, RuntimeError> {
+        let _ = (id, cmd, timeout);
+        Err(unsupported("ExecSync"))
+    }
+}
+
+/// The answer of a runtime without processes to a call that needs one.
+fn unsupported(operation: &'static str) -> RuntimeError {
+    RuntimeError::Call {
+        operation,
+        code: tonic::Code::Unimplemented,
+        message: "this runtime runs no processes".to_string(),
+    }
 }

@@ -32,6 +32,7 @@ use super::spec::{
     ContainerStatus, LinuxResources, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL,
     PodIdentity, PullPolicy, SandboxSpec, SandboxStatus,
 };
+use super::streaming::{AttachRequest, EXEC_SYNC_DEFAULT_DEADLINE, ExecRequest, ExecSyncOutput};
 use nodeplugins_api::call_layer::{CallLayer, CallService};
 
 /// Container events held for a reader that is behind.
@@ -346,6 +347,7 @@ impl ContainerRuntime for CriRuntime {
                     reason: String::new(),
                     message: String::new(),
                     user: None,
+                    log_path: String::new(),
                     id: c.id,
                     sandbox_id: c.pod_sandbox_id,
                 }
@@ -392,7 +394,86 @@ impl ContainerRuntime for CriRuntime {
                     supplemental_groups: l.supplemental_groups,
                 }),
             state,
+            log_path: status.log_path,
             id: status.id,
+        })
+    }
+
+    async fn exec(&self, request: &ExecRequest) -> Result<String, RuntimeError> {
+        let answer = self
+            .runtime
+            .clone()
+            .exec(cri::ExecRequest {
+                container_id: request.container_id.clone(),
+                cmd: request.cmd.clone(),
+                tty: request.tty,
+                stdin: request.stdin,
+                stdout: request.stdout,
+                stderr: request.stderr,
+            })
+            .await
+            .map_err(failed("Exec"))?
+            .into_inner();
+        Ok(answer.url)
+    }
+
+    async fn attach(&self, request: &AttachRequest) -> Result<String, RuntimeError> {
+        let answer = self
+            .runtime
+            .clone()
+            .attach(cri::AttachRequest {
+                container_id: request.container_id.clone(),
+                stdin: request.stdin,
+                tty: request.tty,
+                stdout: request.stdout,
+                stderr: request.stderr,
+            })
+            .await
+            .map_err(failed("Attach"))?
+            .into_inner();
+        Ok(answer.url)
+    }
+
+    async fn port_forward(&self, sandbox_id: &str, ports: &[i32]) -> Result<String, RuntimeError> {
+        let answer = self
+            .runtime
+            .clone()
+            .port_forward(cri::PortForwardRequest {
+                pod_sandbox_id: sandbox_id.to_string(),
+                port: ports.to_vec(),
+            })
+            .await
+            .map_err(failed("PortForward"))?
+            .into_inner();
+        Ok(answer.url)
+    }
+
+    async fn exec_sync(
+        &self,
+        id: &str,
+        cmd: &[String],
+        timeout: Option<Duration>,
+    ) -> Result<ExecSyncOutput, RuntimeError> {
+        // The command's own limit, and the call's: the kubelet gives the
+        // call the command's timeout past its request timeout.
+        let seconds = timeout.map_or(0, |t| i64::try_from(t.as_secs()).unwrap_or(i64::MAX));
+        let mut request = tonic::Request::new(cri::ExecSyncRequest {
+            container_id: id.to_string(),
+            cmd: cmd.to_vec(),
+            timeout: seconds,
+        });
+        request.set_timeout(timeout.map_or(EXEC_SYNC_DEFAULT_DEADLINE, |t| t + STOP_EXTRA));
+        let answer = self
+            .runtime
+            .clone()
+            .exec_sync(request)
+            .await
+            .map_err(failed("ExecSync"))?
+            .into_inner();
+        Ok(ExecSyncOutput {
+            stdout: answer.stdout,
+            stderr: answer.stderr,
+            exit_code: answer.exit_code,
         })
     }
 

@@ -300,6 +300,7 @@ impl ContainerRuntime for SimulatedRuntime {
                     reason: String::new(),
                     message: String::new(),
                     user: None,
+                    log_path: String::new(),
                 },
             );
             Ok(id)

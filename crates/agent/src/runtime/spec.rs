@@ -243,6 +243,10 @@ pub struct ContainerStatus {
     /// Who its process runs as, when the runtime tells it.
     #[serde(default)]
     pub user: Option<ContainerUser>,
+    /// Its log file, as its status names it (empty: not told, as in a
+    /// listing).
+    #[serde(default)]
+    pub log_path: String,
 }
 
 /// Who a container's process runs as.

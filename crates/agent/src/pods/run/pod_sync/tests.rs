@@ -66,6 +66,7 @@ fn container(
         reason: String::new(),
         message: String::new(),
         user: None,
+        log_path: String::new(),
     }
 }
 
