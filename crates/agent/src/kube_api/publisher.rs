@@ -283,6 +283,11 @@ impl KubeApiHandle {
         &self.metrics
     }
 
+    /// The node's name.
+    pub fn node_name(&self) -> &str {
+        &self.node
+    }
+
     /// The current client, and every one built after it (the credentials
     /// changed): for whatever else reads or writes as this node.
     pub fn connection(&self) -> watch::Receiver<Connection> {

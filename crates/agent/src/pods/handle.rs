@@ -42,6 +42,8 @@ pub enum PodsError {
 #[derive(Clone)]
 pub struct PodsHandle {
     pub(crate) serving: bool,
+    /// The pods bound to the node, as the API shows them.
+    pub(crate) bound: kube::runtime::reflector::Store<k8s_openapi::api::core::v1::Pod>,
     pub(crate) store: Store<PodsSnapshot>,
     pub(crate) events: broadcast::Sender<AgentEvent>,
     pub(crate) claims: PodClaimsReader,
@@ -55,6 +57,23 @@ pub struct PodsHandle {
 }
 
 impl PodsHandle {
+    /// Every pod bound to the node, as the API last showed it (none
+    /// before the first listing, or when pods are not served).
+    pub fn bound_pods(&self) -> Vec<Arc<k8s_openapi::api::core::v1::Pod>> {
+        self.bound.state()
+    }
+
+    /// The pod `namespace`/`name` bound to the node, as the API last
+    /// showed it.
+    pub fn bound_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Option<Arc<k8s_openapi::api::core::v1::Pod>> {
+        self.bound
+            .get(&kube::runtime::reflector::ObjectRef::new(name).within(namespace))
+    }
+
     /// The usage of the pods' claimed volumes (the kubelet's
     /// `kubelet_volume_stats_*`), when pods get volumes (a real runtime).
     pub fn volume_stats(&self) -> Option<crate::volumes::VolumeStats> {

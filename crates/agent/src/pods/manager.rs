@@ -74,6 +74,9 @@ pub struct PodsManager {
     informer_writers: InformerWriters,
     /// The volume manager, when pods get files (a real runtime).
     volumes: Option<VolumeHandle>,
+    /// The pods bound to the node, as the watch keeps them, and its writer.
+    pods: kube::runtime::reflector::Store<k8s_openapi::api::core::v1::Pod>,
+    pods_writer: kube::runtime::reflector::store::Writer<k8s_openapi::api::core::v1::Pod>,
 }
 
 impl PodsManager {
@@ -99,8 +102,10 @@ impl PodsManager {
             kube.node(),
             config.request_timeout,
         );
+        let (pods, pods_writer) = kube::runtime::reflector::store();
         let handle = PodsHandle {
             serving: config.serve,
+            bound: pods.clone(),
             store,
             events: events.clone(),
             claims: claims.clone(),
@@ -127,6 +132,8 @@ impl PodsManager {
             ..handle
         };
         let manager = Self {
+            pods,
+            pods_writer,
             volumes,
             admitter: Admitter {
                 devices,
@@ -180,11 +187,11 @@ impl PodsManager {
             .informers
             .start(self.informer_writers, &self.connection, &tasks, &shutdown);
         let (watch_tx, watch_rx) = mpsc::unbounded_channel();
-        let (pods, pods_writer) = kube::runtime::reflector::store();
+        let pods = self.pods;
         tasks.spawn(watch_pods(
             self.connection.clone(),
             self.config.node_name.clone(),
-            pods_writer,
+            self.pods_writer,
             watch_tx,
             shutdown.clone(),
         ));
