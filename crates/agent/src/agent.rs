@@ -58,6 +58,11 @@ pub struct AgentConfig {
     pub pod_logs_dir: PathBuf,
     /// The runtime calls' metrics (`kubelet_runtime_operations_*`).
     pub runtime_metrics: crate::runtime::RuntimeMetrics,
+    /// The kubelet's HTTPS API (logs, exec, attach, port-forward), served
+    /// when the agent has an API server; `None`: not served (the default).
+    /// A registered Node names its port as the kubelet endpoint's.
+    #[cfg(feature = "kubelet-server")]
+    pub kubelet_server: Option<crate::kubelet_server::KubeletServerConfig>,
 }
 
 /// The default metrics address: loopback only.
@@ -94,6 +99,8 @@ impl AgentConfig {
             container_runtime_endpoint: None,
             pod_logs_dir: PathBuf::from(crate::runtime::POD_LOGS_DIR),
             runtime_metrics: crate::runtime::RuntimeMetrics::default(),
+            #[cfg(feature = "kubelet-server")]
+            kubelet_server: None,
         }
     }
 }
@@ -137,6 +144,10 @@ pub enum AgentError {
     /// The container runtime endpoint is not usable.
     #[error("container runtime: {0}")]
     Runtime(#[source] crate::runtime::RuntimeError),
+    /// The kubelet's API could not be served.
+    #[cfg(feature = "kubelet-server")]
+    #[error(transparent)]
+    KubeletServer(crate::kubelet_server::KubeletServerError),
     /// The metrics address could not be bound.
     #[error("metrics endpoint {addr}: {source}")]
     Metrics {
@@ -164,6 +175,9 @@ pub struct Agent {
     /// Serves the node's pods, when the agent has an API server.
     #[cfg(feature = "kube")]
     pods: Option<(crate::pods::PodsManager, crate::pods::PodsHandle)>,
+    /// The runtime the pods run on, when the agent has an API server.
+    #[cfg(feature = "kube")]
+    runtime: Option<Arc<dyn crate::runtime::ContainerRuntime>>,
 }
 
 /// The parts every agent has before its DRA manager, which needs to know
@@ -212,6 +226,8 @@ impl Parts {
             kube: None,
             #[cfg(feature = "kube")]
             pods: None,
+            #[cfg(feature = "kube")]
+            runtime: None,
         }
     }
 }
@@ -266,10 +282,20 @@ impl Agent {
                     &crate::pods::current_boot_id(),
                 )),
             };
-        let kube = crate::kube_api::KubeApiConfig {
+        #[allow(unused_mut)]
+        let mut kube = crate::kube_api::KubeApiConfig {
             fs_watcher: config.fs_watcher.clone(),
             ..kube
         };
+        // The Node names the port the API server reaches the kubelet's
+        // API on.
+        #[cfg(feature = "kubelet-server")]
+        if let (Some(server), Some(registration)) =
+            (&config.kubelet_server, kube.node_registration.as_mut())
+            && server.addr.port() != 0
+        {
+            registration.kubelet_port = server.addr.port();
+        }
         let (publisher, handle) =
             crate::kube_api::KubeApi::connect(kube, parts.devices.1.clone(), parts.csi.drivers())
                 .await
@@ -281,9 +307,10 @@ impl Agent {
             agent.devices_handle.clone(),
             agent.dra_handle.clone(),
             agent.csi.drivers(),
-            runtime,
+            runtime.clone(),
             &handle,
         ));
+        agent.runtime = Some(runtime);
         agent.kube = Some((publisher, handle));
         Ok(agent)
     }
@@ -401,14 +428,53 @@ impl Agent {
             .map(crate::pods::PodsHandle::subscribe);
         #[cfg(not(feature = "kube"))]
         let pods_view = None;
+        #[cfg(feature = "kubelet-server")]
+        let kubelet_server = match (
+            self.config.kubelet_server.clone(),
+            &pods_handle,
+            self.kube.as_ref().map(|(_, handle)| handle),
+            &self.runtime,
+        ) {
+            (Some(config), Some(pods), Some(kube), Some(runtime)) => {
+                let parts = crate::kubelet_server::ServerParts {
+                    node_name: kube.node_name().to_string(),
+                    pods: pods.clone(),
+                    runtime: runtime.clone(),
+                    connection: kube.connection(),
+                    fs_watcher: self.config.fs_watcher.clone(),
+                };
+                let server = crate::kubelet_server::KubeletServer::bind(config, parts)
+                    .await
+                    .map_err(AgentError::KubeletServer)?;
+                if let Ok(addr) = server.local_addr() {
+                    tracing::info!(%addr, "serving the kubelet's API");
+                }
+                Some(server)
+            }
+            _ => None,
+        };
         #[cfg(feature = "kube")]
         let serving = {
             let shutdown = shutdown.clone();
             let pods = self.pods.map(|(manager, _)| manager);
-            async move {
-                if let Some(pods) = pods {
-                    pods.run(shutdown.clone()).await;
+            #[cfg(feature = "kubelet-server")]
+            let api = {
+                let shutdown = shutdown.clone();
+                async move {
+                    if let Some(server) = kubelet_server {
+                        server.serve(shutdown).await;
+                    }
                 }
+            };
+            #[cfg(not(feature = "kubelet-server"))]
+            let api = async {};
+            async move {
+                let pods = async {
+                    if let Some(pods) = pods {
+                        pods.run(shutdown.clone()).await;
+                    }
+                };
+                tokio::join!(pods, api);
                 shutdown.cancelled().await;
             }
         };

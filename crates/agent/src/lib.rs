@@ -37,6 +37,8 @@ pub mod event;
 pub mod fs_watch;
 #[cfg(feature = "kube")]
 pub mod kube_api;
+#[cfg(feature = "kubelet-server")]
+pub mod kubelet_server;
 pub mod metrics;
 mod plugin_description;
 pub mod plugin_manager;
