@@ -207,6 +207,32 @@ settings! {
     register_with_taints: Taints, "NODEPLUGINS_REGISTER_WITH_TAINTS", parse_taints;
     /// The pods the node takes, as the kubelet's --max-pods [default: 110].
     max_pods: u32, "NODEPLUGINS_MAX_PODS", parse_max_pods;
+    /// Where to serve the kubelet's HTTPS API (logs, exec, attach,
+    /// port-forward for the API server), as the kubelet's --address and
+    /// --port (HOST:PORT, such as 0.0.0.0:10250), or off; its port is the
+    /// registered Node's kubelet endpoint [default: off].
+    kubelet_server: ServerAddr, "NODEPLUGINS_KUBELET_SERVER", parse_server_addr;
+    /// The kubelet API's serving certificate (PEM, the leaf first), as
+    /// the kubelet's --tls-cert-file [default: a self-signed one made once
+    /// in the cert dir].
+    tls_cert_file: PathBuf, "NODEPLUGINS_TLS_CERT_FILE", parse_path;
+    /// Its key, as the kubelet's --tls-private-key-file.
+    tls_private_key_file: PathBuf, "NODEPLUGINS_TLS_PRIVATE_KEY_FILE", parse_path;
+    /// Where the self-signed serving certificate is kept, as the kubelet's
+    /// --cert-dir [default: <root>/pki].
+    cert_dir: PathBuf, "NODEPLUGINS_CERT_DIR", parse_path;
+    /// The CA client certificates of the kubelet's API must chain to, as
+    /// the kubelet's --client-ca-file (the API server's kubelet client
+    /// certificate is signed by it) [default: none, no client
+    /// certificates].
+    client_ca_file: PathBuf, "NODEPLUGINS_CLIENT_CA_FILE", parse_path;
+    /// Whether the kubelet's API takes requests without credentials as
+    /// system:anonymous, as the kubelet's --anonymous-auth [default: off].
+    anonymous_auth: Switch, "NODEPLUGINS_ANONYMOUS_AUTH", parse_switch;
+    /// How the kubelet's API authorizes requests, as the kubelet's
+    /// --authorization-mode: Webhook (a SubjectAccessReview on
+    /// nodes/<subresource>) or AlwaysAllow [default: Webhook].
+    authorization_mode: AuthzMode, "NODEPLUGINS_AUTHORIZATION_MODE", parse_authorization_mode;
     /// Threads running the agent: 1 runs it all on one thread, which saves
     /// the hand-offs between threads (its work is small and waits on
     /// sockets); more use a multi-threaded runtime [default: 1].
@@ -292,6 +318,32 @@ fn parse_max_pods(text: &str) -> Result<u32, String> {
     match text.parse::<u32>() {
         Ok(n) if n > 0 => Ok(n),
         _ => Err(format!("expected a number of pods above 0, got {text:?}")),
+    }
+}
+
+/// Where the kubelet's API is served, if anywhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ServerAddr(Option<std::net::SocketAddr>);
+
+fn parse_server_addr(text: &str) -> Result<ServerAddr, String> {
+    if text == "off" {
+        return Ok(ServerAddr(None));
+    }
+    text.parse()
+        .map(|addr| ServerAddr(Some(addr)))
+        .map_err(|_| format!("expected HOST:PORT (such as 0.0.0.0:10250) or off, got {text:?}"))
+}
+
+/// The kubelet API's authorization mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AuthzMode(nodeplugins::kubelet_server::AuthorizationMode);
+
+fn parse_authorization_mode(text: &str) -> Result<AuthzMode, String> {
+    use nodeplugins::kubelet_server::AuthorizationMode;
+    match text {
+        "Webhook" => Ok(AuthzMode(AuthorizationMode::Webhook)),
+        "AlwaysAllow" => Ok(AuthzMode(AuthorizationMode::AlwaysAllow)),
+        _ => Err(format!("expected Webhook or AlwaysAllow, got {text:?}")),
     }
 }
 
@@ -464,6 +516,26 @@ impl Settings {
             None => default_node_name()
                 .context("cannot read the host name for the node name; give --node-name")?,
         };
+        if let Some(ServerAddr(Some(addr))) = c.kubelet_server {
+            use nodeplugins::kubelet_server::{KubeletServerConfig, ServingCertificate};
+            let cert_dir = c.cert_dir.clone().unwrap_or_else(|| root_dir.join("pki"));
+            let mut server = KubeletServerConfig::new(addr, cert_dir, node_name.clone());
+            match (c.tls_cert_file.clone(), c.tls_private_key_file.clone()) {
+                (Some(cert), Some(key)) => {
+                    server.certificate = ServingCertificate::Files { cert, key };
+                }
+                (None, None) => {}
+                _ => anyhow::bail!(
+                    "tls_cert_file and tls_private_key_file go together: give both or neither"
+                ),
+            }
+            server.client_ca_file = c.client_ca_file.clone();
+            server.anonymous = c.anonymous_auth.is_some_and(|Switch(on)| on);
+            if let Some(AuthzMode(mode)) = c.authorization_mode {
+                server.authorization = mode;
+            }
+            agent.kubelet_server = Some(server);
+        }
         let kube = match c.kubeconfig {
             None | Some(KubeconfigSetting::Off) => None,
             Some(KubeconfigSetting::Source(source)) => {
@@ -504,7 +576,9 @@ impl Settings {
 
     /// The settings as a config file.
     pub(crate) fn to_toml(&self) -> String {
+        use nodeplugins::kubelet_server::{AuthorizationMode, ServingCertificate};
         let a = &self.agent;
+        let server = a.kubelet_server.as_ref();
         let format = match self.log_format {
             LogFormat::Text => "text",
             LogFormat::Json => "json",
@@ -638,6 +712,56 @@ impl Settings {
                 a.pod_resources
                     .as_ref()
                     .map_or("off".into(), |p| format!("{:04o}", p.mode)),
+            ),
+            (
+                "kubelet_server",
+                server.map_or("off".to_string(), |s| s.addr.to_string()),
+            ),
+            (
+                "tls_cert_file",
+                match server.map(|s| &s.certificate) {
+                    Some(ServingCertificate::Files { cert, .. }) => cert.display().to_string(),
+                    _ => String::new(),
+                },
+            ),
+            (
+                "tls_private_key_file",
+                match server.map(|s| &s.certificate) {
+                    Some(ServingCertificate::Files { key, .. }) => key.display().to_string(),
+                    _ => String::new(),
+                },
+            ),
+            (
+                "cert_dir",
+                match server.map(|s| &s.certificate) {
+                    Some(ServingCertificate::SelfSigned { cert_dir, .. }) => {
+                        cert_dir.display().to_string()
+                    }
+                    _ => a.root_dir.join("pki").display().to_string(),
+                },
+            ),
+            (
+                "client_ca_file",
+                server
+                    .and_then(|s| s.client_ca_file.as_ref())
+                    .map_or(String::new(), |p| p.display().to_string()),
+            ),
+            (
+                "anonymous_auth",
+                if server.is_some_and(|s| s.anonymous) {
+                    "on"
+                } else {
+                    "off"
+                }
+                .into(),
+            ),
+            (
+                "authorization_mode",
+                match server.map_or(AuthorizationMode::Webhook, |s| s.authorization) {
+                    AuthorizationMode::Webhook => "Webhook",
+                    AuthorizationMode::AlwaysAllow => "AlwaysAllow",
+                }
+                .into(),
             ),
             ("worker_threads", self.worker_threads.to_string()),
         ];

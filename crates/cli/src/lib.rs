@@ -20,6 +20,9 @@ use clap::Parser;
 /// runs the command, and returns its exit status.
 pub fn run() -> ExitCode {
     let cli = commands::Cli::parse();
+    // The TLS stack of the kubelet's API (the API client picks its own
+    // provider). Installed once per process; a second call only says so.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut builder = match commands::agent_threads(&cli) {
         // The agent on the main thread; blocking work still goes to the
         // blocking pool.
