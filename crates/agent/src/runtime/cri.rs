@@ -635,6 +635,9 @@ fn container_config(
         labels: labeled(&container.labels, &sandbox.pod, Some(&container.name)),
         annotations: container.annotations.clone().into_iter().collect(),
         log_path: container.log_path.clone(),
+        stdin: container.stdin,
+        stdin_once: container.stdin_once,
+        tty: container.tty,
         linux: Some(cri::LinuxContainerConfig {
             security_context: Some(cri::LinuxContainerSecurityContext {
                 namespace_options: Some(namespace_options()),

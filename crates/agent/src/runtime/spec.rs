@@ -158,6 +158,13 @@ pub struct ContainerSpec {
     pub runs_to_completion: bool,
     /// Its cgroup resources.
     pub resources: LinuxResources,
+    /// Its standard input is kept open for `attach` (`stdin`).
+    pub stdin: bool,
+    /// Its standard input is closed after the first attach ends
+    /// (`stdinOnce`).
+    pub stdin_once: bool,
+    /// It runs on a terminal (`tty`).
+    pub tty: bool,
 }
 
 /// A container's cgroup resources (CRI `LinuxContainerResources`), as the

@@ -170,6 +170,9 @@ pub(crate) fn container_spec(
         log_path: format!("{}/{restart_count}.log", container.name),
         runs_to_completion: runs_to_completion(pod, &container.name),
         resources: container_resources(pod, container, Host::this_machine()),
+        stdin: container.stdin.unwrap_or(false),
+        stdin_once: container.stdin_once.unwrap_or(false),
+        tty: container.tty.unwrap_or(false),
     }
 }
 
