@@ -34,6 +34,7 @@ pub const PROGRAMS: &[&str] = &[
     "kube-apiserver",
     "kube-scheduler",
     "kube-controller-manager",
+    "kubectl",
     "kubelet",
     "containerd",
     "ctr",
@@ -49,6 +50,8 @@ const KUBERNETES_PACKAGES: &[(&str, &str)] = &[
         "kube-controller-manager",
         "k8s.io/kubernetes/cmd/kube-controller-manager",
     ),
+    // The client of the kubelet's API: logs, exec, attach, port-forward.
+    ("kubectl", "k8s.io/kubernetes/cmd/kubectl"),
     // The real kubelet, the oracle for what a pod's containers get.
     ("kubelet", "k8s.io/kubernetes/cmd/kubelet"),
     // The device plugin the kubelet's own e2e tests run.

@@ -80,6 +80,7 @@ pub struct KubeApi {
 
 pub mod hand_allocated;
 mod kubeconfig;
+pub mod kubectl;
 pub mod requests;
 use crate::control_process::{free_port, next_event, spawn, startup_failed};
 

@@ -1,0 +1,413 @@
+//! The kubelet's API served by the agent (`--kubelet-server`), reached the
+//! way a cluster reaches it: `kubectl` (built from the Kubernetes module)
+//! through a real API server, which dials the node at the address and port
+//! the agent registered in its Node, authenticated by the API server's
+//! kubelet client certificate and authorized through SubjectAccessReview.
+//! The pods run on a real containerd, whose CRI streaming server the agent
+//! hands exec, attach and port-forward to:
+//!
+//! - `kubectl logs` with `--tail`, `--timestamps`, `--limit-bytes`, `-f`
+//!   (lines written after the request came) and `--previous` (the last
+//!   instance's log after a restart);
+//! - `kubectl exec` (the command's output, error and exit code; standard
+//!   input), `kubectl attach` to a container reading its stdin, and
+//!   `kubectl port-forward` to a port a container listens on;
+//! - the port itself refuses an anonymous client (401) and a client
+//!   certificate without the right (403, naming what was asked), and
+//!   serves `/healthz` and `/pods` to the API server's certificate.
+
+// Test code: a failed unwrap is a failed test with a precise location.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::kube::publishing_agent_as;
+use nodeplugins_test_support::client_certificates::ClientCa;
+use nodeplugins_test_support::containerd::Containerd;
+use nodeplugins_test_support::kube_api::{Identity, KubeApi};
+use nodeplugins_test_support::oci_image::BUSYBOX;
+use nodeplugins_test_support::process::ChildProcess;
+use nodeplugins_test_support::wait::{TIMEOUT, eventually};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+
+const NODE: &str = "node-ks";
+/// The user of the API server's kubelet client certificate.
+const API_SERVER_USER: &str = "kube-apiserver-kubelet-client";
+/// Long enough for a first image unpack and a crash-loop back-off of 10 s.
+const LONG: Duration = Duration::from_secs(120);
+
+/// A port nothing listens on now.
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// A busybox container running `script`.
+fn busybox(name: &str, script: &str) -> Value {
+    json!({
+        "name": name,
+        "image": BUSYBOX,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["sh", "-c", script],
+    })
+}
+
+/// A host-network pod bound to [`NODE`] (no scheduler: the node is named).
+fn pod(name: &str, containers: Vec<Value>) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeName": NODE,
+            "hostNetwork": true,
+            "automountServiceAccountToken": false,
+            "terminationGracePeriodSeconds": 1,
+            "containers": containers,
+        },
+    })
+}
+
+async fn pod_when(api: &KubeApi, name: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let path = format!("/api/v1/namespaces/default/pods/{name}");
+    eventually(&format!("pod {name} {what}"), LONG, || async {
+        let pod = api.admin("GET", &path, None).await;
+        pred(&pod).then_some(pod)
+    })
+    .await
+}
+
+fn all_running(pod: &Value) -> bool {
+    pod["status"]["phase"] == "Running"
+        && pod["status"]["containerStatuses"]
+            .as_array()
+            .is_some_and(|all| all.iter().all(|c| c["state"]["running"].is_object()))
+}
+
+/// `curl` to the kubelet port (its certificate is the agent's own
+/// self-signed one), as client certificate `cert` if given: the status
+/// and the body.
+async fn kubelet_get(port: u16, path: &str, cert: Option<&Path>) -> (u16, String) {
+    let mut command = Command::new("curl");
+    command
+        .args(["--silent", "--show-error", "--insecure", "--max-time", "10"])
+        .args(["--write-out", "\n%{http_code}"]);
+    if let Some(cert) = cert {
+        command.arg("--cert").arg(cert).arg("--key").arg(cert);
+    }
+    let output = command
+        .arg(format!("https://127.0.0.1:{port}{path}"))
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "curl {path}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8(output.stdout).unwrap();
+    let (body, code) = text.rsplit_once('\n').unwrap();
+    (code.parse().unwrap(), body.to_string())
+}
+
+/// The tick number of a `tick N` line.
+fn tick(line: &str) -> u64 {
+    line.strip_prefix("tick ")
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("not a tick line: {line:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kubectl_reaches_the_pods_of_the_agents_node_and_the_port_refuses_who_it_must() {
+    nodeplugins_test_support::init_tracing();
+    // The CA the agent trusts for client certificates, and the API
+    // server's certificate from it.
+    let certs = tempfile::tempdir().unwrap();
+    let kubelet_ca = ClientCa::new();
+    let ca_file = certs.path().join("kubelet-client-ca.crt");
+    kubelet_ca.write(&ca_file);
+    let day = Duration::from_secs(24 * 3600);
+    let api_server_cert = certs.path().join("apiserver-kubelet-client.pem");
+    kubelet_ca.issue(API_SERVER_USER, "", day, &api_server_cert);
+    let stranger_cert = certs.path().join("stranger.pem");
+    kubelet_ca.issue("stranger", "", day, &stranger_cert);
+    let cert_flag = |flag: &str| format!("--{flag}={}", api_server_cert.display());
+    let api = KubeApi::start_with(
+        NODE,
+        &[
+            &cert_flag("kubelet-client-certificate"),
+            &cert_flag("kubelet-client-key"),
+            "--kubelet-preferred-address-types=InternalIP",
+        ],
+    )
+    .await;
+    api.ensure_default_service_account("default").await;
+    api.admin(
+        "POST",
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        Some(&json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "apiserver-kubelet-api-admin"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": "system:kubelet-api-admin"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                          "name": API_SERVER_USER}],
+        })),
+    )
+    .await;
+
+    let containerd = Containerd::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let logs = root.path().join("pod-logs");
+    let kubelet_port = free_port();
+    let listen = format!("127.0.0.1:{kubelet_port}");
+    let endpoint = containerd.endpoint();
+    let _agent = publishing_agent_as(
+        &api.node_kubeconfig(),
+        NODE,
+        root.path(),
+        &[
+            "--register-node",
+            "on",
+            "--node-ip",
+            "127.0.0.1",
+            "--container-runtime-endpoint",
+            &endpoint,
+            "--pod-logs-dir",
+            logs.to_str().unwrap(),
+            "--kubelet-server",
+            &listen,
+            "--client-ca-file",
+            ca_file.to_str().unwrap(),
+        ],
+    );
+    // The API server finds the kubelet's port in the Node the agent made.
+    eventually("the Node names the kubelet's port", TIMEOUT, || async {
+        let answer = api
+            .request(
+                Identity::Admin,
+                "GET",
+                &format!("/api/v1/nodes/{NODE}"),
+                None,
+            )
+            .await;
+        (answer.body["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"] == kubelet_port)
+            .then_some(())
+    })
+    .await;
+
+    // The port refuses who it must, before anything else is asked of it.
+    assert_eq!(
+        kubelet_get(kubelet_port, "/pods", None).await,
+        (401, "Unauthorized".to_string()),
+        "anonymous access is off by default"
+    );
+    assert_eq!(
+        kubelet_get(kubelet_port, "/healthz", None).await.0,
+        401,
+        "every path needs authentication"
+    );
+    assert_eq!(
+        kubelet_get(kubelet_port, "/pods", Some(&stranger_cert)).await,
+        (
+            403,
+            "Forbidden (user=stranger, verb=get, resource=nodes, subresource(s)=[pods proxy])"
+                .to_string()
+        )
+    );
+    assert_eq!(
+        kubelet_get(kubelet_port, "/healthz", Some(&api_server_cert)).await,
+        (200, "ok".to_string())
+    );
+
+    let http_port = free_port();
+    let talker = pod(
+        "talker",
+        vec![
+            busybox(
+                "main",
+                &format!(
+                    "echo zero >&2; sleep 0.5; echo one; echo two; mkdir -p /tmp/www; \
+                     echo served > /tmp/www/index.html; \
+                     exec httpd -f -p 127.0.0.1:{http_port} -h /tmp/www"
+                ),
+            ),
+            busybox(
+                "ticker",
+                "i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.2; done",
+            ),
+            {
+                let mut reader = busybox(
+                    "reader",
+                    "while read line; do echo got $line; done; exec sleep 3600",
+                );
+                reader["stdin"] = json!(true);
+                reader
+            },
+        ],
+    );
+    let mut restarter = pod(
+        "restarter",
+        vec![busybox(
+            "main",
+            "n=$(cat /data/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > /data/n; \
+             echo run $n; if [ $n = 1 ]; then exit 1; fi; exec sleep 3600",
+        )],
+    );
+    restarter["spec"]["volumes"] = json!([{"name": "data", "emptyDir": {}}]);
+    restarter["spec"]["containers"][0]["volumeMounts"] =
+        json!([{"name": "data", "mountPath": "/data"}]);
+    for p in [&talker, &restarter] {
+        api.admin("POST", "/api/v1/namespaces/default/pods", Some(p))
+            .await;
+    }
+    pod_when(&api, "talker", "running", all_running).await;
+
+    // The API server's /pods through the kubelet port lists the pod.
+    let (status, body) = kubelet_get(kubelet_port, "/pods", Some(&api_server_cert)).await;
+    assert_eq!(status, 200, "{body}");
+    let list: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(list["kind"], "PodList");
+    assert!(
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["metadata"]["name"] == "talker"),
+        "{list}"
+    );
+
+    // Logs: the whole log once both lines are in, its tail, its timestamps
+    // and its first bytes.
+    let whole = eventually("talker's main logged its lines", TIMEOUT, || async {
+        let out = api.kubectl(&["logs", "talker", "-c", "main"], "").await;
+        (out.code == Some(0) && out.stdout.ends_with("two\n")).then_some(out.stdout)
+    })
+    .await;
+    assert_eq!(whole, "zero\none\ntwo\n");
+    let tail = api
+        .kubectl(&["logs", "talker", "-c", "main", "--tail=1"], "")
+        .await;
+    assert_eq!(tail.stdout, "two\n", "{}", tail.stderr);
+    let stamped = api
+        .kubectl(&["logs", "talker", "-c", "main", "--timestamps"], "")
+        .await;
+    let lines: Vec<&str> = stamped.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", stamped.stdout);
+    for (line, text) in lines.iter().zip(["zero", "one", "two"]) {
+        let (stamp, rest) = line.split_once(' ').unwrap();
+        assert_eq!(rest, text);
+        time::OffsetDateTime::parse(stamp, &time::format_description::well_known::Rfc3339)
+            .unwrap_or_else(|e| panic!("timestamp {stamp:?}: {e}"));
+    }
+    let first = api
+        .kubectl(&["logs", "talker", "-c", "main", "--limit-bytes=4"], "")
+        .await;
+    assert_eq!(first.stdout, "zero");
+
+    // Following: lines the container writes after the request came.
+    let last = api
+        .kubectl(&["logs", "talker", "-c", "ticker", "--tail=1"], "")
+        .await;
+    let before = tick(last.stdout.trim());
+    let mut follow = ChildProcess::spawn(
+        "kubectl logs -f",
+        api.kubectl_command(&["logs", "-f", "talker", "-c", "ticker", "--tail=1"]),
+    );
+    let later = follow
+        .wait_for_line(TIMEOUT, |line| tick(line) >= before + 5)
+        .await;
+    let seen: Vec<u64> = follow.output().iter().map(|l| tick(l)).collect();
+    assert!(
+        seen.windows(2).all(|w| w[1] == w[0] + 1),
+        "followed lines come in order, none lost: {seen:?} (until {later})"
+    );
+    follow.kill().await;
+
+    // Exec: output, error and exit code; then standard input.
+    let exec = api
+        .kubectl(
+            &[
+                "exec",
+                "talker",
+                "-c",
+                "main",
+                "--",
+                "sh",
+                "-c",
+                "echo out; echo err >&2; exit 3",
+            ],
+            "",
+        )
+        .await;
+    assert_eq!(exec.stdout, "out\n");
+    assert!(exec.stderr.contains("err\n"), "{}", exec.stderr);
+    assert_eq!(
+        exec.code,
+        Some(3),
+        "the command's exit code: {}",
+        exec.stderr
+    );
+    let cat = api
+        .kubectl(
+            &["exec", "-i", "talker", "-c", "main", "--", "cat"],
+            "hello\nworld\n",
+        )
+        .await;
+    assert_eq!(cat.stdout, "hello\nworld\n", "{}", cat.stderr);
+    assert_eq!(cat.code, Some(0), "{}", cat.stderr);
+
+    // Attach: what is typed reaches the container's stdin, and its output
+    // comes back.
+    let mut attach = ChildProcess::spawn_with_stdin(
+        "kubectl attach",
+        api.kubectl_command(&["attach", "-i", "talker", "-c", "reader"]),
+    );
+    attach.send_line("ping").await;
+    attach.wait_for_line(TIMEOUT, |l| l == "got ping").await;
+    attach.kill().await;
+
+    // Port-forward: a local port relays to the container's.
+    let mut forward = ChildProcess::spawn(
+        "kubectl port-forward",
+        api.kubectl_command(&["port-forward", "pod/talker", &format!(":{http_port}")]),
+    );
+    let line = forward
+        .wait_for_line(TIMEOUT, |l| l.starts_with("Forwarding from 127.0.0.1:"))
+        .await;
+    let local: u16 = line
+        .strip_prefix("Forwarding from 127.0.0.1:")
+        .and_then(|rest| rest.split_once(' '))
+        .and_then(|(port, _)| port.parse().ok())
+        .unwrap_or_else(|| panic!("no local port in {line:?}"));
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", local))
+        .await
+        .unwrap();
+    stream
+        .write_all(b"GET /index.html HTTP/1.0\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut response = String::new();
+    tokio::time::timeout(TIMEOUT, stream.read_to_string(&mut response))
+        .await
+        .expect("the forwarded answer")
+        .unwrap();
+    assert!(response.starts_with("HTTP/1."), "{response}");
+    assert!(response.ends_with("served\n"), "{response}");
+    forward.kill().await;
+
+    // Previous: the log of the instance before the restart.
+    pod_when(&api, "restarter", "restarted once and running", |p| {
+        let status = &p["status"]["containerStatuses"][0];
+        status["restartCount"] == 1 && status["state"]["running"].is_object()
+    })
+    .await;
+    let current = api.kubectl(&["logs", "restarter"], "").await;
+    assert_eq!(current.stdout, "run 2\n", "{}", current.stderr);
+    let previous = api.kubectl(&["logs", "restarter", "--previous"], "").await;
+    assert_eq!(previous.stdout, "run 1\n", "{}", previous.stderr);
+}
