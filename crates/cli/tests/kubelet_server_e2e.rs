@@ -15,6 +15,14 @@
 //! - the port itself refuses an anonymous client (401) and a client
 //!   certificate without the right (403, naming what was asked), and
 //!   serves `/healthz` and `/pods` to the API server's certificate.
+//!
+//! And the oracle: the real kubelet v1.37.2 serving its API with the same
+//! settings on a node of the same API server, the same pod on both. Both
+//! ports give the same answers (status and body) to the same requests of
+//! an anonymous client, of a certificate without rights and of the API
+//! server's (refusals, unknown paths, missing pods and containers,
+//! invalid log options, streaming requests without an upgrade, `/run`,
+//! a log's tail), and `kubectl logs` and `kubectl exec` print the same.
 
 // Test code: a failed unwrap is a failed test with a precise location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -30,8 +38,10 @@ use nodeplugins_test_support::containerd::Containerd;
 use nodeplugins_test_support::kube_api::{Identity, KubeApi};
 use nodeplugins_test_support::oci_image::BUSYBOX;
 use nodeplugins_test_support::process::ChildProcess;
+use nodeplugins_test_support::real_kubelet::{RealKubelet, Serving};
 use nodeplugins_test_support::wait::{TIMEOUT, eventually};
 use serde_json::{Value, json};
+use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
@@ -59,11 +69,16 @@ fn busybox(name: &str, script: &str) -> Value {
 
 /// A host-network pod bound to [`NODE`] (no scheduler: the node is named).
 fn pod(name: &str, containers: Vec<Value>) -> Value {
+    pod_on(NODE, name, containers)
+}
+
+/// A host-network pod bound to node `node`.
+fn pod_on(node: &str, name: &str, containers: Vec<Value>) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name},
         "spec": {
-            "nodeName": NODE,
+            "nodeName": node,
             "hostNetwork": true,
             "automountServiceAccountToken": false,
             "terminationGracePeriodSeconds": 1,
@@ -73,8 +88,18 @@ fn pod(name: &str, containers: Vec<Value>) -> Value {
 }
 
 async fn pod_when(api: &KubeApi, name: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-    let path = format!("/api/v1/namespaces/default/pods/{name}");
-    eventually(&format!("pod {name} {what}"), LONG, || async {
+    pod_in_when(api, "default", name, what, pred).await
+}
+
+async fn pod_in_when(
+    api: &KubeApi,
+    namespace: &str,
+    name: &str,
+    what: &str,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
+    let path = format!("/api/v1/namespaces/{namespace}/pods/{name}");
+    eventually(&format!("pod {namespace}/{name} {what}"), LONG, || async {
         let pod = api.admin("GET", &path, None).await;
         pred(&pod).then_some(pod)
     })
@@ -92,9 +117,20 @@ fn all_running(pod: &Value) -> bool {
 /// self-signed one), as client certificate `cert` if given: the status
 /// and the body.
 async fn kubelet_get(port: u16, path: &str, cert: Option<&Path>) -> (u16, String) {
+    kubelet_request(port, "GET", path, cert).await
+}
+
+/// [`kubelet_get`] with method `method`.
+async fn kubelet_request(
+    port: u16,
+    method: &str,
+    path: &str,
+    cert: Option<&Path>,
+) -> (u16, String) {
     let mut command = Command::new("curl");
     command
         .args(["--silent", "--show-error", "--insecure", "--max-time", "10"])
+        .args(["--request", method])
         .args(["--write-out", "\n%{http_code}"]);
     if let Some(cert) = cert {
         command.arg("--cert").arg(cert).arg("--key").arg(cert);
@@ -121,23 +157,32 @@ fn tick(line: &str) -> u64 {
         .unwrap_or_else(|| panic!("not a tick line: {line:?}"))
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn kubectl_reaches_the_pods_of_the_agents_node_and_the_port_refuses_who_it_must() {
-    nodeplugins_test_support::init_tracing();
-    // The CA the agent trusts for client certificates, and the API
-    // server's certificate from it.
-    let certs = tempfile::tempdir().unwrap();
+/// The certificates of a test: the CA the kubelet port trusts, the API
+/// server's client certificate (bound to `system:kubelet-api-admin`) and
+/// a stranger's (no rights), each with its key in one file.
+struct Certs {
+    ca_file: std::path::PathBuf,
+    api_server: std::path::PathBuf,
+    stranger: std::path::PathBuf,
+    _dir: TempDir,
+}
+
+/// An API server that reaches kubelets at their InternalIP with its
+/// kubelet client certificate (of [`Certs`]), the certificate's user
+/// allowed the kubelet API, and the default ServiceAccount.
+async fn api_with_kubelet_client(node: &str) -> (KubeApi, Certs) {
+    let dir = tempfile::tempdir().unwrap();
     let kubelet_ca = ClientCa::new();
-    let ca_file = certs.path().join("kubelet-client-ca.crt");
+    let ca_file = dir.path().join("kubelet-client-ca.crt");
     kubelet_ca.write(&ca_file);
     let day = Duration::from_secs(24 * 3600);
-    let api_server_cert = certs.path().join("apiserver-kubelet-client.pem");
-    kubelet_ca.issue(API_SERVER_USER, "", day, &api_server_cert);
-    let stranger_cert = certs.path().join("stranger.pem");
-    kubelet_ca.issue("stranger", "", day, &stranger_cert);
-    let cert_flag = |flag: &str| format!("--{flag}={}", api_server_cert.display());
+    let api_server = dir.path().join("apiserver-kubelet-client.pem");
+    kubelet_ca.issue(API_SERVER_USER, "", day, &api_server);
+    let stranger = dir.path().join("stranger.pem");
+    kubelet_ca.issue("stranger", "", day, &stranger);
+    let cert_flag = |flag: &str| format!("--{flag}={}", api_server.display());
     let api = KubeApi::start_with(
-        NODE,
+        node,
         &[
             &cert_flag("kubelet-client-certificate"),
             &cert_flag("kubelet-client-key"),
@@ -159,16 +204,32 @@ async fn kubectl_reaches_the_pods_of_the_agents_node_and_the_port_refuses_who_it
         })),
     )
     .await;
+    let certs = Certs {
+        ca_file,
+        api_server,
+        stranger,
+        _dir: dir,
+    };
+    (api, certs)
+}
 
-    let containerd = Containerd::start().await;
+/// The agent for node `node` on `containerd`, registering its Node at
+/// 127.0.0.1 and serving the kubelet's API on `port` to certificates of
+/// `ca_file`; its root goes with it.
+fn serving_agent(
+    api: &KubeApi,
+    node: &str,
+    containerd: &Containerd,
+    port: u16,
+    ca_file: &Path,
+) -> (ChildProcess, TempDir) {
     let root = tempfile::tempdir().unwrap();
     let logs = root.path().join("pod-logs");
-    let kubelet_port = free_port();
-    let listen = format!("127.0.0.1:{kubelet_port}");
+    let listen = format!("127.0.0.1:{port}");
     let endpoint = containerd.endpoint();
-    let _agent = publishing_agent_as(
+    let agent = publishing_agent_as(
         &api.node_kubeconfig(),
-        NODE,
+        node,
         root.path(),
         &[
             "--register-node",
@@ -185,6 +246,22 @@ async fn kubectl_reaches_the_pods_of_the_agents_node_and_the_port_refuses_who_it
             ca_file.to_str().unwrap(),
         ],
     );
+    (agent, root)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kubectl_reaches_the_pods_of_the_agents_node_and_the_port_refuses_who_it_must() {
+    nodeplugins_test_support::init_tracing();
+    let (api, certs) = api_with_kubelet_client(NODE).await;
+    let Certs {
+        ca_file,
+        api_server: api_server_cert,
+        stranger: stranger_cert,
+        ..
+    } = &certs;
+    let containerd = Containerd::start().await;
+    let kubelet_port = free_port();
+    let (_agent, _root) = serving_agent(&api, NODE, &containerd, kubelet_port, ca_file);
     // The API server finds the kubelet's port in the Node the agent made.
     eventually("the Node names the kubelet's port", TIMEOUT, || async {
         let answer = api
@@ -212,15 +289,15 @@ async fn kubectl_reaches_the_pods_of_the_agents_node_and_the_port_refuses_who_it
         "every path needs authentication"
     );
     assert_eq!(
-        kubelet_get(kubelet_port, "/pods", Some(&stranger_cert)).await,
+        kubelet_get(kubelet_port, "/pods", Some(stranger_cert)).await,
         (
             403,
-            "Forbidden (user=stranger, verb=get, resource=nodes, subresource(s)=[pods proxy])"
+            "Forbidden (user=stranger, verb=get, resource=nodes, subresource(s)=[pods proxy])\n"
                 .to_string()
         )
     );
     assert_eq!(
-        kubelet_get(kubelet_port, "/healthz", Some(&api_server_cert)).await,
+        kubelet_get(kubelet_port, "/healthz", Some(api_server_cert)).await,
         (200, "ok".to_string())
     );
 
@@ -268,7 +345,7 @@ async fn kubectl_reaches_the_pods_of_the_agents_node_and_the_port_refuses_who_it
     pod_when(&api, "talker", "running", all_running).await;
 
     // The API server's /pods through the kubelet port lists the pod.
-    let (status, body) = kubelet_get(kubelet_port, "/pods", Some(&api_server_cert)).await;
+    let (status, body) = kubelet_get(kubelet_port, "/pods", Some(api_server_cert)).await;
     assert_eq!(status, 200, "{body}");
     let list: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(list["kind"], "PodList");
@@ -410,4 +487,325 @@ async fn kubectl_reaches_the_pods_of_the_agents_node_and_the_port_refuses_who_it
     assert_eq!(current.stdout, "run 2\n", "{}", current.stderr);
     let previous = api.kubectl(&["logs", "restarter", "--previous"], "").await;
     assert_eq!(previous.stdout, "run 1\n", "{}", previous.stderr);
+}
+
+/// The node of the real kubelet in the oracle test, and ours.
+const KUBELET_NODE: &str = "kubelet-node";
+const OUR_NODE: &str = "agent-node";
+
+/// `text` with each run of 64 hex digits (a runtime's id) as `{id}`.
+fn without_ids(text: &str) -> String {
+    let mut out = String::new();
+    let mut run = String::new();
+    for c in text.chars().chain(std::iter::once(' ')) {
+        if c.is_ascii_hexdigit() {
+            run.push(c);
+            continue;
+        }
+        if run.len() == 64 {
+            out.push_str("{id}");
+        } else {
+            out.push_str(&run);
+        }
+        run.clear();
+        out.push(c);
+    }
+    out.pop();
+    out
+}
+
+/// Creates namespace `name` with its default ServiceAccount.
+async fn namespace(api: &KubeApi, name: &str) {
+    api.admin(
+        "POST",
+        "/api/v1/namespaces",
+        Some(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})),
+    )
+    .await;
+    api.ensure_default_service_account(name).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_agents_kubelet_port_answers_as_the_real_kubelets_own() {
+    nodeplugins_test_support::init_tracing();
+    let (api, certs) = api_with_kubelet_client(OUR_NODE).await;
+    let kubelet_containerd = Containerd::start().await;
+    let their_port = free_port();
+    let serving = Serving {
+        port: their_port,
+        client_ca_file: certs.ca_file.clone(),
+    };
+    let kubelet_config = api.kubeconfig_of_node(KUBELET_NODE);
+    let kubelet =
+        RealKubelet::start_serving(KUBELET_NODE, &kubelet_config, &kubelet_containerd, &serving)
+            .await;
+    let our_containerd = Containerd::start().await;
+    let our_port = free_port();
+    let (_agent, _root) = serving_agent(&api, OUR_NODE, &our_containerd, our_port, &certs.ca_file);
+
+    // The same pod on both nodes, in a namespace of each: the same paths
+    // but for the namespace.
+    let script = "echo zero >&2; sleep 0.5; echo one; echo two; exec sleep 3600";
+    for (ns, node) in [("theirs", KUBELET_NODE), ("ours", OUR_NODE)] {
+        namespace(&api, ns).await;
+        let talker = pod_on(node, "talker", vec![busybox("main", script)]);
+        api.admin(
+            "POST",
+            &format!("/api/v1/namespaces/{ns}/pods"),
+            Some(&talker),
+        )
+        .await;
+    }
+    for ns in ["theirs", "ours"] {
+        pod_in_when(&api, ns, "talker", "running", all_running).await;
+        eventually(
+            &format!("{ns}/talker logged its lines"),
+            TIMEOUT,
+            || async {
+                let out = api.kubectl(&["logs", "-n", ns, "talker"], "").await;
+                out.stdout.ends_with("two\n").then_some(())
+            },
+        )
+        .await;
+    }
+    let ports = [("theirs", their_port), ("ours", our_port)];
+    for (ns, port) in ports {
+        eventually(
+            &format!("the kubelet port of {ns} answers"),
+            TIMEOUT,
+            || async {
+                let (status, _) = kubelet_get(port, "/healthz", Some(&certs.api_server)).await;
+                (status == 200).then_some(())
+            },
+        )
+        .await;
+    }
+
+    // Who asks, how, and for what; `{ns}` is the pod's namespace.
+    let api_server = Some(certs.api_server.as_path());
+    let stranger = Some(certs.stranger.as_path());
+    let requests: &[(&str, Option<&Path>, &str, &str)] = &[
+        ("anonymous", None, "GET", "/pods"),
+        ("anonymous", None, "GET", "/healthz"),
+        ("anonymous", None, "GET", "/no/such/path"),
+        ("anonymous", None, "GET", "/healthz/nothing"),
+        ("anonymous", None, "GET", "/pods/"),
+        ("anonymous", None, "GET", "/podsx"),
+        ("anonymous", None, "GET", "/stats"),
+        ("anonymous", None, "GET", "/metrics/slis"),
+        ("anonymous", None, "GET", "/metrics/nothing"),
+        ("anonymous", None, "GET", "/debug/pprof/"),
+        ("anonymous", None, "GET", "/debug/flags/v"),
+        ("anonymous", None, "GET", "/flagz"),
+        ("anonymous", None, "GET", "/statusz"),
+        ("anonymous", None, "GET", "/runningpods/"),
+        ("anonymous", None, "GET", "/checkpoint/{ns}/talker/main"),
+        ("anonymous", None, "GET", "/logs"),
+        ("anonymous", None, "GET", "/cri/exec/x"),
+        ("anonymous", None, "GET", "/stats?x=1"),
+        ("anonymous", None, "POST", "/logs"),
+        ("anonymous", None, "GET", "/debug/pprof"),
+        ("anonymous", None, "GET", "/runningpods"),
+        ("anonymous", None, "GET", "/checkpoint"),
+        ("anonymous", None, "GET", "/containerLogs"),
+        ("anonymous", None, "GET", "/exec"),
+        ("anonymous", None, "GET", "/attach"),
+        ("anonymous", None, "GET", "/portForward"),
+        ("anonymous", None, "GET", "/run"),
+        ("anonymous", None, "GET", "/configz/"),
+        ("anonymous", None, "GET", "/metrics/"),
+        (
+            "anonymous",
+            None,
+            "POST",
+            "/exec/{ns}/talker/main?command=ls",
+        ),
+        ("stranger", stranger, "GET", "/pods"),
+        ("stranger", stranger, "GET", "/healthz"),
+        ("stranger", stranger, "GET", "/stats/summary"),
+        ("stranger", stranger, "GET", "/metrics/resource"),
+        ("stranger", stranger, "GET", "/logs/"),
+        ("stranger", stranger, "GET", "/configz"),
+        (
+            "stranger",
+            stranger,
+            "GET",
+            "/containerLogs/{ns}/talker/main",
+        ),
+        (
+            "stranger",
+            stranger,
+            "POST",
+            "/exec/{ns}/talker/main?command=ls",
+        ),
+        ("stranger", stranger, "PUT", "/run/{ns}/talker/main?cmd=ls"),
+        ("api server", api_server, "GET", "/healthz"),
+        ("api server", api_server, "GET", "/healthz/ping"),
+        ("api server", api_server, "GET", "/no/such/path"),
+        ("api server", api_server, "GET", "/pods/x"),
+        ("api server", api_server, "POST", "/pods"),
+        ("api server", api_server, "POST", "/healthz"),
+        (
+            "api server",
+            api_server,
+            "GET",
+            "/containerLogs/{ns}/talker/main",
+        ),
+        (
+            "api server",
+            api_server,
+            "GET",
+            "/containerLogs/{ns}/talker/main?tailLines=1",
+        ),
+        (
+            "api server",
+            api_server,
+            "GET",
+            "/containerLogs/{ns}/talker/main?limitBytes=4",
+        ),
+        (
+            "api server",
+            api_server,
+            "GET",
+            "/containerLogs/{ns}/talker/main?tail=2",
+        ),
+        (
+            "api server",
+            api_server,
+            "GET",
+            "/containerLogs/{ns}/talker/main?tailLines=x",
+        ),
+        (
+            "api server",
+            api_server,
+            "GET",
+            "/containerLogs/{ns}/talker/main?sinceSeconds=0",
+        ),
+        (
+            "api server",
+            api_server,
+            "GET",
+            "/containerLogs/{ns}/talker/main?previous=true",
+        ),
+        (
+            "api server",
+            api_server,
+            "GET",
+            "/containerLogs/{ns}/talker/nope",
+        ),
+        (
+            "api server",
+            api_server,
+            "GET",
+            "/containerLogs/{ns}/missing/main",
+        ),
+        (
+            "api server",
+            api_server,
+            "GET",
+            "/containerLogs/{ns}/talker",
+        ),
+        (
+            "api server",
+            api_server,
+            "POST",
+            "/run/{ns}/talker/main?cmd=echo+ran",
+        ),
+        (
+            "api server",
+            api_server,
+            "POST",
+            "/run/{ns}/missing/main?cmd=ls",
+        ),
+        (
+            "api server",
+            api_server,
+            "POST",
+            "/exec/{ns}/talker/main?command=ls&output=1",
+        ),
+        (
+            "api server",
+            api_server,
+            "POST",
+            "/exec/{ns}/missing/main?command=ls&output=1",
+        ),
+        (
+            "api server",
+            api_server,
+            "POST",
+            "/attach/{ns}/talker/main?output=1",
+        ),
+        ("api server", api_server, "POST", "/portForward/{ns}/talker"),
+    ];
+    let mut differences = Vec::new();
+    for (who, cert, method, path) in requests {
+        let mut answers = Vec::new();
+        for (ns, port) in ports {
+            let path = path.replace("{ns}", ns);
+            let (status, body) = kubelet_request(port, method, &path, *cert).await;
+            // The namespace and the node are the only names that differ.
+            let body = body
+                .replace(ns, "{ns}")
+                .replace(KUBELET_NODE, "{node}")
+                .replace(OUR_NODE, "{node}");
+            answers.push((status, body));
+        }
+        if answers[0] != answers[1] {
+            differences.push(format!(
+                "{who} {method} {path}:\n  kubelet: {:?}\n  ours:    {:?}",
+                answers[0], answers[1]
+            ));
+        }
+    }
+
+    // kubectl prints the same for the same pod on either node.
+    let commands: &[&[&str]] = &[
+        &["logs", "talker"],
+        &["logs", "talker", "--tail=1"],
+        &["logs", "talker", "--limit-bytes=6"],
+        &["logs", "talker", "--since=1h"],
+        &["logs", "talker", "--previous"],
+        &["logs", "talker", "-c", "nope"],
+        &[
+            "exec",
+            "talker",
+            "--",
+            "sh",
+            "-c",
+            "echo out; echo err >&2; exit 3",
+        ],
+        &["exec", "talker", "--", "no-such-command"],
+    ];
+    for command in commands {
+        let mut outputs = Vec::new();
+        for (ns, _) in ports {
+            let mut args = vec!["-n", ns];
+            args.extend_from_slice(command);
+            let out = api.kubectl(&args, "").await;
+            // The namespace differs, and the runtime's ids.
+            let clean = |text: &str| without_ids(&text.replace(ns, "{ns}"));
+            outputs.push((out.code, clean(&out.stdout), clean(&out.stderr)));
+        }
+        if outputs[0] != outputs[1] {
+            differences.push(format!(
+                "kubectl {}:\n  kubelet: {:?}\n  ours:    {:?}",
+                command.join(" "),
+                outputs[0],
+                outputs[1]
+            ));
+        }
+    }
+    assert!(
+        differences.is_empty(),
+        "{} answers differ:\n{}\n(the kubelet's log: {})",
+        differences.len(),
+        differences.join("\n"),
+        kubelet
+            .log()
+            .lines()
+            .rev()
+            .take(5)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }

@@ -27,6 +27,17 @@ use crate::go_programs::go_program;
 /// root directory.
 pub const DEVICE_PLUGINS: &str = "/var/lib/kubelet/device-plugins";
 
+/// The kubelet's HTTPS server as a cluster runs it: on `port`, clients
+/// authenticated by certificates of `client_ca_file` and by TokenReview,
+/// none anonymously, and authorized by SubjectAccessReview.
+#[derive(Debug, Clone)]
+pub struct Serving {
+    /// Its port, on every address.
+    pub port: u16,
+    /// The CA of the client certificates it accepts (`clientCAFile`).
+    pub client_ca_file: PathBuf,
+}
+
 /// A running kubelet.
 pub struct RealKubelet {
     // Dropped first: the kubelet before its lock and directory.
@@ -39,6 +50,25 @@ impl RealKubelet {
     /// Starts the kubelet for node `node` with `kubeconfig` (the node's
     /// identity) on `containerd`. Waits for the machine-wide lock first.
     pub async fn start(node: &str, kubeconfig: &Path, containerd: &Containerd) -> Self {
+        Self::start_with(node, kubeconfig, containerd, None).await
+    }
+
+    /// [`start`](Self::start), serving its HTTPS API as `serving` says.
+    pub async fn start_serving(
+        node: &str,
+        kubeconfig: &Path,
+        containerd: &Containerd,
+        serving: &Serving,
+    ) -> Self {
+        Self::start_with(node, kubeconfig, containerd, Some(serving)).await
+    }
+
+    async fn start_with(
+        node: &str,
+        kubeconfig: &Path,
+        containerd: &Containerd,
+        serving: Option<&Serving>,
+    ) -> Self {
         std::fs::create_dir_all(DEVICE_PLUGINS).expect("the kubelet's device plugin directory");
         let lock_path = Path::new(DEVICE_PLUGINS)
             .join("..")
@@ -60,8 +90,11 @@ impl RealKubelet {
             .tempdir()
             .expect("a directory for the kubelet");
         let config = dir.path().join("config.yaml");
-        std::fs::write(&config, configuration(dir.path(), &containerd.endpoint()))
-            .expect("write the kubelet's configuration");
+        std::fs::write(
+            &config,
+            configuration(dir.path(), &containerd.endpoint(), serving),
+        )
+        .expect("write the kubelet's configuration");
         let log = File::create(dir.path().join("kubelet.log")).expect("the kubelet's log");
         let mut command = Command::new(go_program("kubelet"));
         command
@@ -124,9 +157,35 @@ impl Drop for RealKubelet {
 }
 
 /// The kubelet's configuration for a directory `dir` and a runtime at
-/// `endpoint`.
-fn configuration(dir: &Path, endpoint: &str) -> String {
+/// `endpoint`, its API served as `serving` says (none: no HTTP port,
+/// anonymous access allowed).
+fn configuration(dir: &Path, endpoint: &str, serving: Option<&Serving>) -> String {
     let dir = dir.display();
+    let server = match serving {
+        None => "port: 0
+authentication:
+  anonymous:
+    enabled: true
+  webhook:
+    enabled: false
+authorization:
+  mode: AlwaysAllow"
+            .to_string(),
+        Some(serving) => format!(
+            "port: {}
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: true
+  x509:
+    clientCAFile: {}
+authorization:
+  mode: Webhook",
+            serving.port,
+            serving.client_ca_file.display()
+        ),
+    };
     format!(
         r#"apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -138,16 +197,9 @@ cgroupDriver: cgroupfs
 containerRuntimeEndpoint: {endpoint}
 imageServiceEndpoint: {endpoint}
 podLogsDir: {dir}/pod-logs
-port: 0
 readOnlyPort: 0
 healthzPort: 0
-authentication:
-  anonymous:
-    enabled: true
-  webhook:
-    enabled: false
-authorization:
-  mode: AlwaysAllow
+{server}
 evictionHard:
   memory.available: "0%"
   nodefs.available: "0%"

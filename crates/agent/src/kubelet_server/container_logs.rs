@@ -1,8 +1,10 @@
 //! `/containerLogs/{namespace}/{pod}/{container}`: the query read into the
 //! pod log options as the kubelet reads it (`tail` the legacy name of
-//! `tailLines`; `follow`, `previous`, `timestamps`, `sinceSeconds`,
-//! `sinceTime`, `tailLines`, `limitBytes`, `stream`), validated as the API
-//! validates them; the container's log chosen from the pod's status as
+//! `tailLines`, and ahead of it; `follow`, `previous`, `timestamps`,
+//! `sinceSeconds`, `sinceTime`, `tailLines`, `limitBytes`, `stream`),
+//! validated as the API validates them and refused with the kubelet's two
+//! answers (400 `Unable to decode query.`, 422 `Invalid request.`, the
+//! reason only in our log); the container's log chosen from the pod's status as
 //! the kubelet's `validateContainerLogStatus` chooses it; and its file,
 //! as the runtime names it, streamed.
 
@@ -27,21 +29,35 @@ pub(crate) struct LogQuery {
 /// Why a query is refused, and with which status.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct BadQuery {
+    /// 400 (the query does not decode) or 422 (it is invalid).
     pub(crate) status: StatusCode,
-    pub(crate) message: String,
+    /// What is wrong with it, for the log: the kubelet tells the client
+    /// only [`BadQuery::body`].
+    pub(crate) reason: String,
 }
 
-fn bad(message: String) -> BadQuery {
+impl BadQuery {
+    /// The kubelet's answer.
+    pub(crate) fn body(&self) -> &'static str {
+        if self.status == StatusCode::BAD_REQUEST {
+            r#"{"message": "Unable to decode query."}"#
+        } else {
+            r#"{"message": "Invalid request."}"#
+        }
+    }
+}
+
+fn bad(reason: String) -> BadQuery {
     BadQuery {
         status: StatusCode::BAD_REQUEST,
-        message,
+        reason,
     }
 }
 
 fn invalid(field: &str, value: &str, detail: &str) -> BadQuery {
     BadQuery {
         status: StatusCode::UNPROCESSABLE_ENTITY,
-        message: format!("{field}: Invalid value: {value}: {detail}"),
+        reason: format!("{field}: Invalid value: {value}: {detail}"),
     }
 }
 
@@ -74,11 +90,12 @@ pub(crate) fn parse_query(query: &str, now: Timestamp) -> Result<LogQuery, BadQu
         ..LogOptions::default()
     };
     let previous = flag(get("previous"));
-    // The legacy `tail` stands in for `tailLines` when that is absent.
-    let tail = match (get("tailLines"), get("tail")) {
-        (Some(lines), _) => Some(lines),
-        (None, Some("all")) | (None, None) => None,
-        (None, Some(lines)) => Some(lines),
+    // The legacy `tail`, when not empty, replaces `tailLines`; `all` is
+    // no tail at all.
+    let tail = match (get("tail"), get("tailLines")) {
+        (Some("all"), _) => None,
+        (Some(lines), _) if !lines.is_empty() => Some(lines),
+        (_, lines) => lines,
     };
     if let Some(tail) = tail {
         let lines = integer("tailLines", tail)?;
@@ -103,7 +120,7 @@ pub(crate) fn parse_query(query: &str, now: Timestamp) -> Result<LogQuery, BadQu
     if since_seconds.is_some() && since_time.is_some() {
         return Err(BadQuery {
             status: StatusCode::UNPROCESSABLE_ENTITY,
-            message: "at most one of `sinceTime` or `sinceSeconds` may be specified".to_string(),
+            reason: "at most one of `sinceTime` or `sinceSeconds` may be specified".to_string(),
         });
     }
     if let Some(seconds) = since_seconds {
@@ -125,9 +142,12 @@ pub(crate) fn parse_query(query: &str, now: Timestamp) -> Result<LogQuery, BadQu
     match get("stream") {
         None | Some("All") => {}
         Some(other) => {
-            return Err(bad(format!(
-                "stream: Forbidden: may not be specified (the PodLogsQuerySplitStreams feature is off), got {other:?}"
-            )));
+            return Err(BadQuery {
+                status: StatusCode::UNPROCESSABLE_ENTITY,
+                reason: format!(
+                    "stream: Forbidden: may not be specified (the PodLogsQuerySplitStreams feature is off), got {other:?}"
+                ),
+            });
         }
     }
     Ok(LogQuery { options, previous })
@@ -254,7 +274,10 @@ pub(crate) async fn serve(
     let now = Timestamp::now();
     let query = match parse_query(query, now) {
         Ok(query) => query,
-        Err(e) => return reply::text(e.status, e.message),
+        Err(e) => {
+            tracing::debug!(reason = %e.reason, pod = pod_name, "kubelet server: container log query refused");
+            return reply::text(e.status, e.body());
+        }
     };
     let Some(pod) = state.pods.bound_pod(namespace, pod_name) else {
         return reply::text(

@@ -25,7 +25,7 @@ use super::authn::Authenticator;
 use super::authz::{Authorizer, Decision, describe, request_attributes};
 use super::config::KubeletServerConfig;
 use super::reply::{self, Reply};
-use super::routes::route;
+use super::routes::{Mux, mux, not_found, redirect, route};
 use super::serving_cert::{self, CertError};
 use super::tls::{self, TlsError};
 use crate::fs_watch::FsWatcher;
@@ -239,6 +239,17 @@ async fn handle(
     certificates: &[CertificateDer<'static>],
     request: Request<Incoming>,
 ) -> Reply {
+    match mux(request.uri().path()) {
+        Mux::Handled => {}
+        Mux::Redirect => {
+            return redirect(
+                request.method(),
+                request.uri().path(),
+                request.uri().query(),
+            );
+        }
+        Mux::Unknown => return not_found(),
+    }
     let user = match state
         .authenticator
         .authenticate(certificates, request.headers())
@@ -255,9 +266,11 @@ async fn handle(
     match state.authorizer.authorize(&user, &attributes).await {
         Decision::Allow => {}
         Decision::Deny => {
+            // The kubelet's refusal ends with a newline; its other
+            // answers here do not.
             return reply::text(
                 StatusCode::FORBIDDEN,
-                describe("Forbidden", &user, &attributes),
+                format!("{}\n", describe("Forbidden", &user, &attributes)),
             );
         }
         Decision::Error(e) => {

@@ -87,12 +87,7 @@ struct Target {
     uid: String,
 }
 
-fn find_pod(
-    state: &State,
-    namespace: &str,
-    name: &str,
-    uid: Option<&str>,
-) -> Option<Target> {
+fn find_pod(state: &State, namespace: &str, name: &str, uid: Option<&str>) -> Option<Target> {
     let pod = state.pods.bound_pod(namespace, name)?;
     let actual = pod.metadata.uid.clone().unwrap_or_default();
     Some(Target {
