@@ -451,6 +451,13 @@ impl Agent {
                 }
                 Some(server)
             }
+            (Some(config), ..) => {
+                tracing::warn!(
+                    addr = %config.addr,
+                    "the kubelet's API is not served: it needs the API server, pods served and a container runtime"
+                );
+                None
+            }
             _ => None,
         };
         #[cfg(feature = "kube")]

@@ -22,7 +22,7 @@
 //! | `authn` | who a request comes from |
 //! | `authz` | the kubelet's attributes and the SubjectAccessReview |
 //! | `server` | the listener, connections and the filter chain |
-//! | `routes` | the endpoints |
+//! | `routes` | the endpoints, and which paths the kubelet has at all |
 //! | `container_logs` | `/containerLogs`: options and the container's file |
 //! | `log_reader` | the CRI log format, tail, since, limit, follow |
 //! | `streaming` | `/exec`, `/attach`, `/portForward`, `/run` |
