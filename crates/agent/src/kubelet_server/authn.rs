@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+use k8s_openapi::api::authentication::v1::TokenReview;
 use kube::Api;
 use kube::api::PostParams;
 use rustls::pki_types::{CertificateDer, UnixTime};
@@ -118,13 +118,15 @@ impl Authenticator {
                 return user.clone().ok_or(AuthnError::TokenRejected);
             }
         }
-        let review = TokenReview {
-            spec: TokenReviewSpec {
-                token: token.to_string(),
-                ..TokenReviewSpec::default()
-            },
-            ..TokenReview::default()
-        };
+        // Made from JSON: the spec's `token` is optional in the older
+        // Kubernetes versions an application may pick and required in
+        // the newer ones.
+        let review: TokenReview = serde_json::from_value(serde_json::json!({
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenReview",
+            "spec": {"token": token},
+        }))
+        .map_err(|e| AuthnError::TokenReview(e.to_string()))?;
         let client = connection.borrow().client.clone();
         let answer = Api::<TokenReview>::all(client)
             .create(&PostParams::default(), &review)
