@@ -22,6 +22,7 @@
 //! | `authn` | who a request comes from |
 //! | `authz` | the kubelet's attributes and the SubjectAccessReview |
 //! | `server` | the listener, connections and the filter chain |
+//! | `state` | what every request's handling reads |
 //! | `routes` | the endpoints, and which paths the kubelet has at all |
 //! | `container_logs` | `/containerLogs`: options and the container's file |
 //! | `log_reader` | the CRI log format, tail, since, limit, follow |
@@ -38,6 +39,7 @@ mod reply;
 mod routes;
 mod server;
 mod serving_cert;
+mod state;
 mod streaming;
 mod tls;
 mod upgrade_proxy;

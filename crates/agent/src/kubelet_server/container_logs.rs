@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 
 use super::log_reader::{LogOptions, read_logs};
 use super::reply::{self, Reply};
-use super::server::State;
+use super::state::State;
 use crate::runtime::ContainerState;
 
 /// The pod log options of a query, and whether the previous container's

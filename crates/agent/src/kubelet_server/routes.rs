@@ -16,7 +16,7 @@ use hyper::body::Incoming;
 
 use super::container_logs;
 use super::reply::{self, Reply};
-use super::server::State;
+use super::state::State;
 use super::streaming::{self, Session};
 
 /// The exact paths the kubelet's mux has handlers for (healthz checks,

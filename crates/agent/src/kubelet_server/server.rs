@@ -27,6 +27,7 @@ use super::config::KubeletServerConfig;
 use super::reply::{self, Reply};
 use super::routes::{Mux, mux, not_found, redirect, route};
 use super::serving_cert::{self, CertError};
+use super::state::State;
 use super::tls::{self, TlsError};
 use crate::fs_watch::FsWatcher;
 use crate::kube_api::Connection;
@@ -85,17 +86,6 @@ impl From<TlsError> for KubeletServerError {
     fn from(e: TlsError) -> Self {
         Self::Tls(e.to_string())
     }
-}
-
-/// What every request's handling reads.
-pub(crate) struct State {
-    pub(crate) node_name: String,
-    pub(crate) pods: PodsHandle,
-    pub(crate) runtime: Arc<dyn ContainerRuntime>,
-    pub(crate) fs_watcher: FsWatcher,
-    pub(crate) debugging_handlers: bool,
-    authenticator: Authenticator,
-    authorizer: Authorizer,
 }
 
 /// The kubelet's API, bound and ready to serve.

@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::container_logs::form_urlencoded;
 use super::reply::{self, Reply};
-use super::server::State;
+use super::state::State;
 use super::upgrade_proxy;
 use crate::runtime::{AttachRequest, ContainerState, ExecRequest, RuntimeError};
 
