@@ -136,7 +136,7 @@ where
         let path = socket.path().to_owned();
         let bound = identity(&path);
         let round = shutdown.child_token();
-        tracing::info!(socket = %path.display(), "serving {what}");
+        tracing::info!(socket = %path.display(), "serving the {what}");
         let serving = serve(socket, router(), round.clone());
         tokio::pin!(serving);
         tokio::select! {

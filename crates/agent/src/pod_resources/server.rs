@@ -244,7 +244,7 @@ pub async fn serve(
         socket,
         || bind(&config),
         router,
-        "the pod-resources API",
+        "pod-resources API",
         || metrics.socket_recreated(),
         shutdown.clone(),
     );
