@@ -28,6 +28,8 @@
 //! | `log_reader` | the CRI log format, tail, since, limit, follow |
 //! | `streaming` | `/exec`, `/attach`, `/portForward`, `/run` |
 //! | `upgrade_proxy` | splicing an upgraded connection to the runtime |
+//! | `resource_metrics` | `/metrics/resource`, in the Prometheus text format |
+//! | `node_usage` | the node's CPU time and working set from its root cgroup |
 //! | `reply` | answers and their bodies |
 
 mod authn;
@@ -35,7 +37,9 @@ mod authz;
 mod config;
 mod container_logs;
 mod log_reader;
+mod node_usage;
 mod reply;
+mod resource_metrics;
 mod routes;
 mod server;
 mod serving_cert;

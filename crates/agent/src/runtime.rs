@@ -30,6 +30,7 @@ mod error;
 mod metrics;
 mod simulated;
 mod spec;
+mod stats;
 mod streaming;
 
 pub use container_runtime::{
@@ -45,4 +46,5 @@ pub use spec::{
     MountPropagation, MountSpec, POD_LOGS_DIR, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL,
     PodIdentity, PullPolicy, SandboxSpec, SandboxStatus,
 };
+pub use stats::{ContainerStats, Sample, SandboxStats};
 pub use streaming::{AttachRequest, EXEC_SYNC_DEFAULT_DEADLINE, ExecRequest, ExecSyncOutput};

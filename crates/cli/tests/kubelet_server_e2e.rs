@@ -795,6 +795,25 @@ async fn the_agents_kubelet_port_answers_as_the_real_kubelets_own() {
             ));
         }
     }
+    // The resource metrics: the same families, with the same help and
+    // type, and the same labels on their samples, each with a timestamp
+    // where the kubelet gives one. But for the containers' and pods' swap:
+    // the kubelet's cAdvisor reads it from their cgroups, where the agent
+    // asks the runtime, and containerd measures no swap through the CRI.
+    let mut shapes = Vec::new();
+    for (ns, port) in ports {
+        let (status, body) = kubelet_get(port, "/metrics/resource", api_server).await;
+        assert_eq!(status, 200, "{ns}: {body}");
+        let mut shape = metric_shape(&body, ns);
+        shape.retain(|line| !line.contains("container_swap_") && !line.contains("pod_swap_"));
+        shapes.push(shape);
+    }
+    if shapes[0] != shapes[1] {
+        differences.push(format!(
+            "/metrics/resource:\n  kubelet: {:#?}\n  ours:    {:#?}",
+            shapes[0], shapes[1]
+        ));
+    }
     assert!(
         differences.is_empty(),
         "{} answers differ:\n{}\n(the kubelet's log: {})",
@@ -808,4 +827,28 @@ async fn the_agents_kubelet_port_answers_as_the_real_kubelets_own() {
             .collect::<Vec<_>>()
             .join("\n")
     );
+}
+
+/// The shape of a Prometheus text answer: its `# HELP` and `# TYPE` lines
+/// as they are, and of each sample its name, its labels (namespace `ns`
+/// written `{ns}`) and whether it has a timestamp; values left out.
+fn metric_shape(text: &str, ns: &str) -> std::collections::BTreeSet<String> {
+    text.lines()
+        .map(|line| {
+            if line.starts_with('#') {
+                return line.to_string();
+            }
+            let (series, rest) = match line.split_once('}') {
+                Some((series, rest)) => (format!("{series}}}"), rest.trim()),
+                None => line
+                    .split_once(' ')
+                    .map_or((line.to_string(), ""), |(s, r)| (s.to_string(), r)),
+            };
+            let stamped = rest.split(' ').count() == 2;
+            format!(
+                "{} timestamp={stamped}",
+                series.replace(&format!("\"{ns}\""), "\"{ns}\"")
+            )
+        })
+        .collect()
 }

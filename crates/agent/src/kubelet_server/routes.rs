@@ -1,6 +1,7 @@
 //! The endpoints, by path, once a request is authenticated and
 //! authorized: `/healthz` (and `/healthz/ping`, `/log`, `/syncloop`),
-//! `/pods` (the pods bound to the node, a `v1` `PodList`), and the
+//! `/pods` (the pods bound to the node, a `v1` `PodList`),
+//! `/metrics/resource` (what the metrics server scrapes), and the
 //! debugging handlers: `/containerLogs`, `/exec`, `/attach`,
 //! `/portForward`, `/run` (405 when they are off).
 //!
@@ -16,6 +17,7 @@ use hyper::body::Incoming;
 
 use super::container_logs;
 use super::reply::{self, Reply};
+use super::resource_metrics;
 use super::state::State;
 use super::streaming::{self, Session};
 
@@ -118,6 +120,7 @@ pub(crate) async fn route(state: &State, request: Request<Incoming>) -> Reply {
     match segments.as_slice() {
         // The health checks answer any method.
         ["healthz"] | ["healthz", "ping" | "log" | "syncloop"] => reply::text(StatusCode::OK, "ok"),
+        ["metrics", "resource"] => resource_metrics::serve(state).await,
         ["pods"] | ["pods", ""] => {
             if read_only {
                 pods(state)

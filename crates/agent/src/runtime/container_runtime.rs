@@ -9,6 +9,7 @@ use super::error::RuntimeError;
 use super::spec::{
     ContainerEvent, ContainerSpec, ContainerStatus, PullPolicy, SandboxSpec, SandboxStatus,
 };
+use super::stats::{ContainerStats, SandboxStats};
 use super::streaming::{AttachRequest, ExecRequest, ExecSyncOutput};
 
 /// What a runtime says it is.
@@ -161,6 +162,18 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     async fn port_forward(&self, sandbox_id: &str, ports: &[i32]) -> Result<String, RuntimeError> {
         let _ = (sandbox_id, ports);
         Err(unsupported("PortForward"))
+    }
+
+    /// The usage of every container the runtime measures (CRI
+    /// `ListContainerStats`). A runtime that runs nothing answers
+    /// `Unimplemented`.
+    async fn container_stats(&self) -> Result<Vec<ContainerStats>, RuntimeError> {
+        Err(unsupported("ListContainerStats"))
+    }
+
+    /// The usage of every sandbox (CRI `ListPodSandboxStats`).
+    async fn sandbox_stats(&self) -> Result<Vec<SandboxStats>, RuntimeError> {
+        Err(unsupported("ListPodSandboxStats"))
     }
 
     /// Runs `cmd` in container `id` to its end, or until `timeout` (none:

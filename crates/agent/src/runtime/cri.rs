@@ -32,6 +32,7 @@ use super::spec::{
     ContainerStatus, LinuxResources, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL,
     PodIdentity, PullPolicy, SandboxSpec, SandboxStatus,
 };
+use super::stats::{ContainerStats, Sample, SandboxStats};
 use super::streaming::{AttachRequest, EXEC_SYNC_DEFAULT_DEADLINE, ExecRequest, ExecSyncOutput};
 use nodeplugins_api::call_layer::{CallLayer, CallService};
 
@@ -448,6 +449,60 @@ impl ContainerRuntime for CriRuntime {
         Ok(answer.url)
     }
 
+    async fn container_stats(&self) -> Result<Vec<ContainerStats>, RuntimeError> {
+        let answer = self
+            .runtime
+            .clone()
+            .list_container_stats(cri::ListContainerStatsRequest { filter: None })
+            .await
+            .map_err(failed("ListContainerStats"))?
+            .into_inner();
+        Ok(answer
+            .stats
+            .into_iter()
+            .map(|stats| {
+                let attributes = stats.attributes.unwrap_or_default();
+                ContainerStats {
+                    pod: pod_of(&attributes.labels),
+                    name: attributes.metadata.unwrap_or_default().name,
+                    id: attributes.id,
+                    cpu: stats.cpu.as_ref().and_then(cpu_sample),
+                    memory_working_set: stats.memory.as_ref().and_then(memory_sample),
+                    swap: stats
+                        .swap
+                        .and_then(|swap| uint64_sample(swap.timestamp, swap.swap_usage_bytes)),
+                    swap_available: stats
+                        .swap
+                        .and_then(|swap| uint64_sample(swap.timestamp, swap.swap_available_bytes)),
+                }
+            })
+            .collect())
+    }
+
+    async fn sandbox_stats(&self) -> Result<Vec<SandboxStats>, RuntimeError> {
+        let answer = self
+            .runtime
+            .clone()
+            .list_pod_sandbox_stats(cri::ListPodSandboxStatsRequest { filter: None })
+            .await
+            .map_err(failed("ListPodSandboxStats"))?
+            .into_inner();
+        Ok(answer
+            .stats
+            .into_iter()
+            .map(|stats| {
+                let attributes = stats.attributes.unwrap_or_default();
+                let linux = stats.linux.unwrap_or_default();
+                SandboxStats {
+                    pod: pod_of(&attributes.labels),
+                    id: attributes.id,
+                    cpu: linux.cpu.as_ref().and_then(cpu_sample),
+                    memory_working_set: linux.memory.as_ref().and_then(memory_sample),
+                }
+            })
+            .collect())
+    }
+
     async fn exec_sync(
         &self,
         id: &str,
@@ -760,6 +815,24 @@ fn state(state: i32) -> ContainerState {
         Ok(cri::ContainerState::ContainerExited) => ContainerState::Exited,
         _ => ContainerState::Unknown,
     }
+}
+
+/// The cumulative CPU time of a CRI measurement, when it has one.
+fn cpu_sample(cpu: &cri::CpuUsage) -> Option<Sample> {
+    uint64_sample(cpu.timestamp, cpu.usage_core_nano_seconds)
+}
+
+/// The memory working set of a CRI measurement, when it has one.
+fn memory_sample(memory: &cri::MemoryUsage) -> Option<Sample> {
+    uint64_sample(memory.timestamp, memory.working_set_bytes)
+}
+
+/// A CRI value measured at `timestamp`, when there is one.
+fn uint64_sample(timestamp: i64, value: Option<cri::UInt64Value>) -> Option<Sample> {
+    value.map(|value| Sample {
+        at: from_unix_nanos(timestamp),
+        value: value.value,
+    })
 }
 
 fn from_unix_nanos(nanos: i64) -> SystemTime {
