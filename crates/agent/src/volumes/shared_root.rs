@@ -11,7 +11,10 @@ use std::path::Path;
 use rustix::mount::MountPropagationFlags;
 
 /// Makes `root` a shared mount, recursively, unless it already is on one.
+/// A root not made yet is made first, as the kubelet makes its data
+/// directories before it.
 pub(crate) fn make_rshared(root: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(root)?;
     let table = std::fs::read_to_string("/proc/self/mountinfo")?;
     if on_shared_mount(&table, root) {
         return Ok(());
