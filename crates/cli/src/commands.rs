@@ -37,6 +37,14 @@ enum Command {
     Demo(crate::demo::DemoArgs),
     /// Run the node agent until SIGTERM or SIGINT.
     Run(Box<RunArgs>),
+    /// Run the node agent as the kubelet: the kubelet's flags and its
+    /// KubeletConfiguration file (also when the binary is run as `kubelet`).
+    #[command(disable_help_flag = true)]
+    Kubelet {
+        /// The kubelet's command line (`--help` lists what is honoured).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Show device plugin resources: capacity, allocatable, allocated, devices, plugins.
     Resources {
         /// Root directory of the agent to ask.
@@ -245,6 +253,7 @@ enum BenchCommand {
 pub(crate) fn agent_threads(cli: &Cli) -> Option<usize> {
     match &cli.command {
         Command::Run(args) => Some(Settings::resolve(args).map_or(1, |s| s.worker_threads)),
+        Command::Kubelet { .. } => Some(1),
         Command::Bench(BenchCommand::Registrar(_) | BenchCommand::Probe(_)) => Some(1),
         _ => None,
     }
@@ -253,6 +262,7 @@ pub(crate) fn agent_threads(cli: &Cli) -> Option<usize> {
 pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Demo(args) => crate::demo::run(args).await,
+        Command::Kubelet { args } => crate::kubelet::run(&args).await,
         Command::Run(args) => {
             let settings = Settings::resolve(&args)?;
             if args.print_config {
@@ -419,7 +429,7 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-async fn run(config: AgentConfig, kube: Option<KubeApiConfig>) -> anyhow::Result<()> {
+pub(crate) async fn run(config: AgentConfig, kube: Option<KubeApiConfig>) -> anyhow::Result<()> {
     let root_dir = config.root_dir.clone();
     let shutdown = CancellationToken::new();
     let mut terminate = signal(SignalKind::terminate()).context("install SIGTERM handler")?;

@@ -468,7 +468,24 @@ impl Settings {
             }
             None => (FileConfig::default(), PathBuf::new()),
         };
-        let c = choose(args, &file, &path)?;
+        Self::resolve_with(args, &file, &path)
+    }
+
+    /// The settings `values` name (each as a config file writes it),
+    /// nothing else given; `origin` names where they came from in errors.
+    pub(crate) fn from_values(values: &[(&str, String)], origin: &str) -> anyhow::Result<Self> {
+        let table: toml::Table = values
+            .iter()
+            .map(|(name, value)| (name.to_string(), toml::Value::String(value.clone())))
+            .collect();
+        let file: FileConfig = toml::Value::Table(table)
+            .try_into()
+            .with_context(|| origin.to_string())?;
+        Self::resolve_with(&RunArgs::default(), &file, Path::new(origin))
+    }
+
+    fn resolve_with(args: &RunArgs, file: &FileConfig, path: &Path) -> anyhow::Result<Self> {
+        let c = choose(args, file, path)?;
         let root_dir = c
             .root_dir
             .unwrap_or_else(|| PathBuf::from(DEFAULT_ROOT_DIR));

@@ -9,6 +9,7 @@ mod config;
 mod conformance;
 mod demo;
 mod failure;
+mod kubelet;
 mod output;
 mod pod_resources;
 
@@ -19,7 +20,17 @@ use clap::Parser;
 /// Runs the `nodeplugins` command line: parses the process's arguments,
 /// runs the command, and returns its exit status.
 pub fn run() -> ExitCode {
-    let cli = commands::Cli::parse();
+    // Run under the name `kubelet` (a link, as a kubeadm node's unit
+    // starts it), the command line is the kubelet's.
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let invoked_as_kubelet = args
+        .first()
+        .and_then(|arg0| std::path::Path::new(arg0).file_name())
+        .is_some_and(|name| name == "kubelet");
+    if invoked_as_kubelet {
+        args.insert(1, "kubelet".into());
+    }
+    let cli = commands::Cli::parse_from(args);
     // The TLS stack of the kubelet's API (the API client picks its own
     // provider). Installed once per process; a second call only says so.
     let _ = rustls::crypto::ring::default_provider().install_default();

@@ -38,7 +38,7 @@ use nodeplugins_test_support::containerd::Containerd;
 use nodeplugins_test_support::kube_api::{Identity, KubeApi};
 use nodeplugins_test_support::oci_image::BUSYBOX;
 use nodeplugins_test_support::process::ChildProcess;
-use nodeplugins_test_support::real_kubelet::{RealKubelet, Serving};
+use nodeplugins_test_support::real_kubelet::{RealKubelet, Serving, kubelet_configuration};
 use nodeplugins_test_support::wait::{TIMEOUT, eventually};
 use serde_json::{Value, json};
 use tempfile::TempDir;
@@ -247,6 +247,37 @@ fn serving_agent(
         ],
     );
     (agent, root)
+}
+
+/// `nodeplugins kubelet` for node `node` with the real kubelet's command
+/// line and configuration shape, its API served as `serving` says.
+fn agent_as_kubelet(
+    api: &KubeApi,
+    node: &str,
+    containerd: &Containerd,
+    serving: &Serving,
+) -> (ChildProcess, TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        kubelet_configuration(dir.path(), &containerd.endpoint(), Some(serving)),
+    )
+    .unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_nodeplugins"));
+    command
+        .arg("kubelet")
+        .arg("--config")
+        .arg(&config)
+        .arg("--kubeconfig")
+        .arg(api.node_kubeconfig())
+        .arg("--root-dir")
+        .arg(dir.path().join("root"))
+        .arg("--cert-dir")
+        .arg(dir.path().join("pki"))
+        .args(["--hostname-override", node, "--v", "2"])
+        .env("RUST_LOG", "info");
+    (ChildProcess::spawn("nodeplugins kubelet", command), dir)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -539,9 +570,19 @@ async fn the_agents_kubelet_port_answers_as_the_real_kubelets_own() {
     let kubelet =
         RealKubelet::start_serving(KUBELET_NODE, &kubelet_config, &kubelet_containerd, &serving)
             .await;
+    // The agent started as the kubelet is: its command line and a
+    // configuration file of the same shape.
     let our_containerd = Containerd::start().await;
     let our_port = free_port();
-    let (_agent, _root) = serving_agent(&api, OUR_NODE, &our_containerd, our_port, &certs.ca_file);
+    let (_agent, _root) = agent_as_kubelet(
+        &api,
+        OUR_NODE,
+        &our_containerd,
+        &Serving {
+            port: our_port,
+            client_ca_file: certs.ca_file.clone(),
+        },
+    );
 
     // The same pod on both nodes, in a namespace of each: the same paths
     // but for the namespace.

@@ -92,7 +92,7 @@ impl RealKubelet {
         let config = dir.path().join("config.yaml");
         std::fs::write(
             &config,
-            configuration(dir.path(), &containerd.endpoint(), serving),
+            kubelet_configuration(dir.path(), &containerd.endpoint(), serving),
         )
         .expect("write the kubelet's configuration");
         let log = File::create(dir.path().join("kubelet.log")).expect("the kubelet's log");
@@ -158,8 +158,9 @@ impl Drop for RealKubelet {
 
 /// The kubelet's configuration for a directory `dir` and a runtime at
 /// `endpoint`, its API served as `serving` says (none: no HTTP port,
-/// anonymous access allowed).
-fn configuration(dir: &Path, endpoint: &str, serving: Option<&Serving>) -> String {
+/// anonymous access allowed); the agent started as a kubelet reads the
+/// same.
+pub fn kubelet_configuration(dir: &Path, endpoint: &str, serving: Option<&Serving>) -> String {
     let dir = dir.display();
     let server = match serving {
         None => "port: 0
