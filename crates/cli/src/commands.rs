@@ -4,13 +4,9 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use nodeplugins::agent::{Agent, AgentConfig};
 use nodeplugins::device::AllocationRequest;
 use nodeplugins::dra::{ClaimPod, ClaimRef};
-use nodeplugins::kube_api::KubeApiConfig;
 use nodeplugins_api::constants::layout::DEFAULT_ROOT_DIR;
-use tokio::signal::unix::{SignalKind, signal};
-use tokio_util::sync::CancellationToken;
 
 use crate::config::{RunArgs, Settings};
 use crate::output::{self, Format};
@@ -271,7 +267,7 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
                 return Ok(());
             }
             logging::init(settings.log_format, &settings.log_level);
-            run(settings.agent, settings.kube).await
+            crate::agent_run::run(settings.agent, settings.kube).await
         }
         Command::Dra(DraCommand::Drivers { root_dir, output }) => {
             let status = nodeplugins::admin::status(&root_dir).await?;
@@ -427,30 +423,6 @@ pub(crate) async fn dispatch(cli: Cli) -> anyhow::Result<()> {
             output::status(&status, output, &mut std::io::stdout().lock())
         }
     }
-}
-
-pub(crate) async fn run(config: AgentConfig, kube: Option<KubeApiConfig>) -> anyhow::Result<()> {
-    let root_dir = config.root_dir.clone();
-    let shutdown = CancellationToken::new();
-    let mut terminate = signal(SignalKind::terminate()).context("install SIGTERM handler")?;
-    let mut interrupt = signal(SignalKind::interrupt()).context("install SIGINT handler")?;
-    let stop = shutdown.clone();
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = terminate.recv() => tracing::info!("SIGTERM received, stopping"),
-            _ = interrupt.recv() => tracing::info!("SIGINT received, stopping"),
-        }
-        stop.cancel();
-    });
-    let agent = match kube {
-        Some(kube) => Agent::with_kube_api(config, kube).await?,
-        None => Agent::new(config),
-    };
-    tracing::info!(root_dir = %root_dir.display(), "nodeplugins agent starting");
-    // The agent's errors name the root, the socket or the directory at fault.
-    agent.run(shutdown).await?;
-    tracing::info!("nodeplugins agent stopped");
-    Ok(())
 }
 
 /// `NAMESPACE/NAME` of a pod.

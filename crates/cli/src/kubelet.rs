@@ -83,7 +83,7 @@ pub(crate) async fn run(args: &[String]) -> anyhow::Result<()> {
             "kubelet settings this agent does not honour: ignored"
         );
     }
-    crate::commands::run(settings.agent, settings.kube).await
+    crate::agent_run::run(settings.agent, settings.kube).await
 }
 
 /// The agent's settings for `plan`.

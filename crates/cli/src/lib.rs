@@ -3,6 +3,7 @@
 //! `nodeplugins-conformance` crate finds; plugin authors who check their
 //! plugin in `cargo test` use that crate.
 
+mod agent_run;
 mod bench;
 mod commands;
 mod config;
