@@ -9,8 +9,14 @@
 //! | `root_lock` | one agent per root directory |
 //! | `private_dir` | a directory only the agent reads |
 //! | `unix_time` | wall-clock times as status and events show them |
+//! | `pem` | PEM as Go's `encoding/pem` reads and writes it (feature `kube`) |
+//! | `certificate_key` | private keys and the PKCS#10 requests signed by them, as the kubelet makes them (feature `kube`) |
 
+#[cfg(feature = "kube")]
+pub(crate) mod certificate_key;
 pub(crate) mod owner;
+#[cfg(feature = "kube")]
+pub(crate) mod pem;
 pub(crate) mod private_dir;
 pub(crate) mod root_lock;
 pub(crate) mod served_socket;

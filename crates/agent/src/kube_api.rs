@@ -19,6 +19,7 @@
 //! never holds up registration, allocation or prepare.
 
 mod client;
+mod client_certificate;
 mod config;
 mod csi;
 mod error;
@@ -32,6 +33,8 @@ mod writes;
 
 pub use client::credentials::Connection;
 pub(crate) use client::deadline::passed_deadline;
+pub use client_certificate::config::ClientCertificates;
+pub use client_certificate::error::ClientCertificateError;
 pub use config::{
     CSINODE_RECHECK, KubeApiConfig, KubeConfigSource, NODE_LEASE_DURATION, POD_RECONCILE_PERIOD,
     SYNC_FREQUENCY, default_node_name,

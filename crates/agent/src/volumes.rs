@@ -18,9 +18,9 @@
 //! | | `objects.rs` | one watch per ConfigMap or Secret a pod names |
 //! | | `token.rs` | the pods' service-account tokens, renewed at 80% of their life |
 //! | | `trust_bundles.rs` | the ClusterTrustBundles of `clusterTrustBundle` projections |
-//! | | `pod_certificates.rs`, `certificate_key.rs` | `podCertificate` projections: a key and a PodCertificateRequest each |
+//! | | `pod_certificates.rs` | `podCertificate` projections: a key (`common::certificate_key`) and a PodCertificateRequest each |
 //! | | `certificates_v1.rs` | the `certificates.k8s.io/v1` objects, in types of their own |
-//! | | `pem.rs`, `go_quote.rs` | PEM and `%q` as Go reads and writes them |
+//! | | `go_quote.rs` | `%q` as Go writes it (PEM: `common::pem`) |
 //! | `csi/` | `plugin.rs` | CSI volumes: the door, one lock per volume |
 //! | | `context.rs`, `mount_dir.rs` | what the steps share (what is staged and published); the directories made and removed |
 //! | | `source.rs` | an inline volume, or a claim's PersistentVolume, checked |

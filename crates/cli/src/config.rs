@@ -22,7 +22,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use nodeplugins::agent::{AgentConfig, DEFAULT_METRICS_ADDR};
-use nodeplugins::kube_api::{KubeApiConfig, KubeConfigSource, NodeRegistration, default_node_name};
+use nodeplugins::kube_api::{
+    ClientCertificates, KubeApiConfig, KubeConfigSource, NodeRegistration, default_node_name,
+};
 use nodeplugins_api::constants::layout::DEFAULT_ROOT_DIR;
 
 use nodeplugins_api::duration::parse_go_duration;
@@ -205,6 +207,17 @@ settings! {
     /// Taints the Node is made with, as the kubelet's
     /// --register-with-taints (key[=value]:Effect,...) [default: none].
     register_with_taints: Taints, "NODEPLUGINS_REGISTER_WITH_TAINTS", parse_taints;
+    /// The credentials that may ask for the node's first client
+    /// certificate, as the kubelet's --bootstrap-kubeconfig: when the
+    /// kubeconfig is missing or its certificate expired, a
+    /// CertificateSigningRequest is made with them and the kubeconfig
+    /// written, naming the certificate in the cert dir [default: none].
+    bootstrap_kubeconfig: PathBuf, "NODEPLUGINS_BOOTSTRAP_KUBECONFIG", parse_path;
+    /// Ask for a new client certificate at 70-90% of the current one's
+    /// life, as the kubelet's rotateCertificates (a kubeconfig naming
+    /// <cert dir>/kubelet-client-current.pem, as a bootstrap writes it)
+    /// [default: off].
+    rotate_certificates: Switch, "NODEPLUGINS_ROTATE_CERTIFICATES", parse_switch;
     /// The pods the node takes, as the kubelet's --max-pods [default: 110].
     max_pods: u32, "NODEPLUGINS_MAX_PODS", parse_max_pods;
     /// Where to serve the kubelet's HTTPS API (logs, exec, attach,
@@ -218,8 +231,9 @@ settings! {
     tls_cert_file: PathBuf, "NODEPLUGINS_TLS_CERT_FILE", parse_path;
     /// Its key, as the kubelet's --tls-private-key-file.
     tls_private_key_file: PathBuf, "NODEPLUGINS_TLS_PRIVATE_KEY_FILE", parse_path;
-    /// Where the self-signed serving certificate is kept, as the kubelet's
-    /// --cert-dir [default: <root>/pki].
+    /// Where the self-signed serving certificate and the client
+    /// certificates are kept, as the kubelet's --cert-dir [default:
+    /// <root>/pki].
     cert_dir: PathBuf, "NODEPLUGINS_CERT_DIR", parse_path;
     /// The CA client certificates of the kubelet's API must chain to, as
     /// the kubelet's --client-ca-file (the API server's kubelet client
@@ -578,6 +592,14 @@ impl Settings {
                     }
                     kube.node_registration = Some(registration);
                 }
+                let rotate = c.rotate_certificates.is_some_and(|Switch(on)| on);
+                if rotate || c.bootstrap_kubeconfig.is_some() {
+                    let cert_dir = c.cert_dir.clone().unwrap_or_else(|| root_dir.join("pki"));
+                    let mut certs = ClientCertificates::new(cert_dir);
+                    certs.bootstrap_kubeconfig = c.bootstrap_kubeconfig.clone();
+                    certs.rotate = rotate;
+                    kube.client_certificates = Some(certs);
+                }
                 Some(kube)
             }
         };
@@ -613,6 +635,10 @@ impl Settings {
             .kube
             .as_ref()
             .and_then(|k| k.node_registration.as_ref());
+        let certs = self
+            .kube
+            .as_ref()
+            .and_then(|k| k.client_certificates.as_ref());
         let lines = [
             ("root_dir", a.root_dir.display().to_string()),
             ("log_format", format.to_string()),
@@ -719,6 +745,21 @@ impl Settings {
                 }),
             ),
             (
+                "bootstrap_kubeconfig",
+                certs
+                    .and_then(|c| c.bootstrap_kubeconfig.as_ref())
+                    .map_or(String::new(), |p| p.display().to_string()),
+            ),
+            (
+                "rotate_certificates",
+                if certs.is_some_and(|c| c.rotate) {
+                    "on"
+                } else {
+                    "off"
+                }
+                .into(),
+            ),
+            (
                 "max_pods",
                 registration
                     .map_or(nodeplugins::kube_api::DEFAULT_MAX_PODS, |r| r.max_pods)
@@ -754,7 +795,10 @@ impl Settings {
                     Some(ServingCertificate::SelfSigned { cert_dir, .. }) => {
                         cert_dir.display().to_string()
                     }
-                    _ => a.root_dir.join("pki").display().to_string(),
+                    _ => certs.map_or_else(
+                        || a.root_dir.join("pki").display().to_string(),
+                        |c| c.cert_dir.display().to_string(),
+                    ),
                 },
             ),
             (

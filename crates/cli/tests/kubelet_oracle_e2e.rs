@@ -2819,3 +2819,273 @@ async fn our_agent_registers_its_node_as_the_real_kubelet_registers_its_own() {
         keys(&status(&theirs, "daemonEndpoints"))
     );
 }
+
+/// The kubeconfig `path`, as JSON, its certificate directory `cert_dir`
+/// written `<cert-dir>`.
+fn kubeconfig_view(path: &Path, cert_dir: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap();
+    let text = text.replace(&cert_dir.display().to_string(), "<cert-dir>");
+    serde_yaml_ng::from_str(&text).unwrap()
+}
+
+/// The `kubelet-client-*` entries of `cert_dir`: each file's name with its
+/// time as `<time>`, and where the current symlink points.
+fn certificate_files(cert_dir: &Path) -> (BTreeSet<String>, String) {
+    let mut names = BTreeSet::new();
+    for entry in std::fs::read_dir(cert_dir).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if !name.starts_with("kubelet-client") {
+            continue;
+        }
+        let stamp = name
+            .strip_prefix("kubelet-client-")
+            .and_then(|n| n.strip_suffix(".pem"))
+            .filter(|t| t.len() == 19 && t.chars().filter(|c| *c == '-').count() == 5);
+        names.insert(match stamp {
+            Some(_) => "kubelet-client-<time>.pem".to_string(),
+            None => name,
+        });
+    }
+    let target = std::fs::read_link(cert_dir.join("kubelet-client-current.pem")).unwrap();
+    let target = target
+        .display()
+        .to_string()
+        .replace(&cert_dir.display().to_string(), "<cert-dir>");
+    (names, target)
+}
+
+/// A CertificateSigningRequest of node `node`, what a node chooses in it:
+/// how it is named, its signer and usages, who asked, how it ended.
+fn csr_view(csr: &Value, node: &str) -> Value {
+    let name = csr["metadata"]["name"].as_str().unwrap();
+    let named = if name.starts_with("node-csr-") {
+        format!("node-csr-<{} chars>", name.len() - "node-csr-".len())
+    } else {
+        format!(
+            "{}<suffix>",
+            csr["metadata"]["generateName"].as_str().unwrap_or("?")
+        )
+    };
+    let mut groups: Vec<String> = csr["spec"]["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g.as_str().unwrap().to_string())
+        .collect();
+    groups.sort();
+    let approved: Vec<&str> = csr["status"]["conditions"]
+        .as_array()
+        .map(|all| {
+            all.iter()
+                .map(|c| c["reason"].as_str().unwrap_or(""))
+                .collect()
+        })
+        .unwrap_or_default();
+    json!({
+        "name": named,
+        "signerName": csr["spec"]["signerName"],
+        "usages": csr["spec"]["usages"],
+        "expirationSeconds": csr["spec"]["expirationSeconds"],
+        "username": csr["spec"]["username"].as_str().unwrap().replace(node, "<node>"),
+        "groups": groups,
+        "conditions": approved,
+        "issued": csr["status"]["certificate"].is_string(),
+    })
+}
+
+/// The certificate (PEM) a CertificateSigningRequest was issued.
+fn certificate_of(csr: &Value) -> Vec<u8> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD
+        .decode(csr["status"]["certificate"].as_str().unwrap())
+        .unwrap()
+}
+
+/// The subject of the first certificate in `pem`, as openssl prints it.
+async fn subject_of(pem: &[u8]) -> String {
+    let mut child = Command::new("openssl")
+        .args(["x509", "-noout", "-subject", "-nameopt", "RFC2253"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use tokio::io::AsyncWriteExt;
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(pem).await.unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().await.unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// Whether the certificate in `file` has expired (openssl's `-checkend 0`).
+fn expired(file: &Path) -> bool {
+    !std::process::Command::new("openssl")
+        .args(["x509", "-noout", "-checkend", "0", "-in"])
+        .arg(file)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap()
+        .success()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn our_agent_bootstraps_and_rotates_its_client_certificate_as_the_real_kubelet_does() {
+    nodeplugins_test_support::init_tracing();
+    let api = nodeplugins_test_support::kube_api::KubeApi::start(OUR_NODE).await;
+    api.allow_tls_bootstrap().await;
+    let (ca_cert, ca_key) = api.client_ca_files();
+    // Certificates of 30 s (the signer backdates them 5 min): each is past
+    // 70 % of its life when issued, so both rotate at once, again and
+    // again, and the first one expires while the test watches.
+    let _control = nodeplugins_test_support::control_plane::ControlPlane::start_with_args(
+        &api,
+        &[
+            "certificatesigningrequest-approving-controller",
+            "certificatesigningrequest-signing-controller",
+        ],
+        &[
+            &format!("--cluster-signing-cert-file={}", ca_cert.display()),
+            &format!("--cluster-signing-key-file={}", ca_key.display()),
+            "--cluster-signing-duration=30s",
+        ],
+    )
+    .await;
+    let bootstrap = api.bootstrap_kubeconfig();
+
+    let kubelet_containerd = Containerd::start().await;
+    let kubelet_files = TempDir::new().unwrap();
+    let kubelet_conf = kubelet_files.path().join("kubelet.conf");
+    let kubelet = RealKubelet::start_bootstrapping(
+        KUBELET_NODE,
+        &kubelet_conf,
+        &bootstrap,
+        &kubelet_containerd,
+    )
+    .await;
+    let root = TempDir::new().unwrap();
+    let our_conf = root.path().join("kubelet.conf");
+    let our_certs = root.path().join("pki");
+    let _agent = common::kube::publishing_agent_as(
+        &our_conf,
+        OUR_NODE,
+        root.path(),
+        &[
+            "--bootstrap-kubeconfig",
+            bootstrap.to_str().unwrap(),
+            "--rotate-certificates",
+            "on",
+            "--cert-dir",
+            our_certs.to_str().unwrap(),
+            "--register-node",
+            "on",
+        ],
+    );
+
+    // Each node's requests: its bootstrap one and its first renewal.
+    let csrs = |node: &'static str| {
+        let api = &api;
+        async move {
+            eventually(
+                &format!("{node}: bootstrapped, then renewed"),
+                LONG,
+                || async {
+                    let all = api
+                        .admin(
+                            "GET",
+                            "/apis/certificates.k8s.io/v1/certificatesigningrequests",
+                            None,
+                        )
+                        .await;
+                    let issued: Vec<&Value> = all["items"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .filter(|c| c["status"]["certificate"].is_string())
+                        .collect();
+                    let mut bootstrap = None;
+                    for csr in &issued {
+                        if csr["spec"]["username"]
+                            .as_str()
+                            .is_some_and(|u| u.starts_with("system:bootstrap:"))
+                            && subject_of(&certificate_of(csr))
+                                .await
+                                .contains(&format!("CN=system:node:{node},"))
+                        {
+                            bootstrap = Some((*csr).clone());
+                        }
+                    }
+                    let bootstrap = bootstrap?;
+                    let renewal = issued
+                        .iter()
+                        .find(|c| c["spec"]["username"] == format!("system:node:{node}"))
+                        .map(|c| (*c).clone())?;
+                    Some((bootstrap, renewal))
+                },
+            )
+            .await
+        }
+    };
+    // Two bootstraps on one bootstrap token: each request is the node's
+    // by the common name it asks for. With rotation on, the first request
+    // is named by the API server as every later one (`csr-...`).
+    let (their_bootstrap, their_renewal) = csrs(KUBELET_NODE).await;
+    let (our_bootstrap, our_renewal) = csrs(OUR_NODE).await;
+    for (theirs, ours) in [
+        (&their_bootstrap, &our_bootstrap),
+        (&their_renewal, &our_renewal),
+    ] {
+        assert_eq!(csr_view(ours, OUR_NODE), csr_view(theirs, KUBELET_NODE));
+        assert_eq!(
+            subject_of(&certificate_of(ours)).await,
+            subject_of(&certificate_of(theirs))
+                .await
+                .replace(KUBELET_NODE, OUR_NODE),
+        );
+    }
+    assert_eq!(
+        subject_of(&certificate_of(&our_bootstrap)).await,
+        format!("subject=CN=system:node:{OUR_NODE},O=system:nodes")
+    );
+
+    // The kubeconfig each wrote, and the files of each certificate
+    // directory.
+    assert_eq!(
+        kubeconfig_view(&our_conf, &our_certs),
+        kubeconfig_view(&kubelet_conf, &kubelet.cert_dir())
+    );
+    assert_eq!(
+        kubeconfig_view(&our_conf, &our_certs)["users"][0]["user"]["client-certificate"],
+        "<cert-dir>/kubelet-client-current.pem"
+    );
+    assert_eq!(
+        certificate_files(&our_certs),
+        certificate_files(&kubelet.cert_dir())
+    );
+
+    // The bootstrap certificate expires; the agent goes on with the ones
+    // it rotated to: its Lease is renewed after that.
+    let first = root.path().join("first.pem");
+    std::fs::write(&first, certificate_of(&our_bootstrap)).unwrap();
+    eventually("the bootstrap certificate expired", LONG, || async {
+        expired(&first).then_some(())
+    })
+    .await;
+    let since = OffsetDateTime::now_utc();
+    let path = format!("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{OUR_NODE}");
+    eventually(
+        "our Lease renewed with a rotated certificate",
+        LONG,
+        || async {
+            let lease = api.admin("GET", &path, None).await;
+            let renewed = lease["spec"]["renewTime"]
+                .as_str()
+                .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok())?;
+            (renewed > since).then_some(())
+        },
+    )
+    .await;
+    assert!(
+        !our_certs.join("kubelet-client.key.tmp").exists(),
+        "the bootstrap's key file is gone once its certificate is stored"
+    );
+}

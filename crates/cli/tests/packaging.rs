@@ -192,6 +192,9 @@ fn the_kubelet_units_drop_in_starts_the_agent_with_kubeadms_flags_and_config() {
         // kubeadm's zero durations are the kubelet's defaults.
         "sync_frequency = \"60s\"",
         "volume_stats_agg_period = \"60s\"",
+        // The kubelet's client certificate, bootstrapped and rotated.
+        "rotate_certificates = \"on\"",
+        "cert_dir = \"/var/lib/kubelet/pki\"",
     ] {
         assert!(settings.contains(expected), "{expected} in:\n{settings}");
     }
@@ -202,11 +205,17 @@ fn the_kubelet_units_drop_in_starts_the_agent_with_kubeadms_flags_and_config() {
         )),
         "{settings}"
     );
+    assert!(
+        settings.contains(&format!(
+            "bootstrap_kubeconfig = \"{}\"",
+            dir.path().join("bootstrap-kubelet.conf").display()
+        )),
+        "{settings}"
+    );
     // What a kubeadm node's kubelet does and the agent does not yet, said.
     for ignored in [
         "# not honoured: cgroupDriver=\"systemd\"",
         "# not honoured: clusterDNS=[\"10.96.0.10\"]",
-        "# not honoured: rotateCertificates=true",
         "# not honoured: staticPodPath=\"/etc/kubernetes/manifests\"",
     ] {
         assert!(settings.contains(ignored), "{ignored} in:\n{settings}");

@@ -58,6 +58,12 @@ impl ClientCa {
             .unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
     }
 
+    /// Writes the CA's key to `path` (PKCS#8 PEM), for a signer.
+    pub fn write_key(&self, path: &Path) {
+        std::fs::write(path, self.key.serialize_pem())
+            .unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    }
+
     /// A certificate for `user` in `group` (the node identity:
     /// `system:node:<name>` in `system:nodes`), valid from a minute ago for
     /// `valid_for`, written with its key to `path`.

@@ -30,6 +30,9 @@ use crate::go_programs::go_program;
 const ADMIN_USER: &str = "admin";
 const ADMIN_TOKEN: &str = "admin-token";
 const NODE_TOKEN: &str = "node-token";
+/// A bootstrap identity (`system:bootstrap:abcdef` in
+/// `system:bootstrappers`), as a kubeadm bootstrap token authenticates.
+const BOOTSTRAP_TOKEN: &str = "bootstrap-token";
 
 /// The deadline for etcd and the API server to become ready. About 6 s on
 /// an idle 2-core machine; this allows for one that is busy building.
@@ -128,6 +131,7 @@ impl KubeApi {
         write_token_file(&path.join("tokens.csv"), node_name);
         let client_ca = ClientCa::new();
         client_ca.write(&path.join("client-ca.crt"));
+        client_ca.write_key(&path.join("client-ca.key"));
         let service_account_key = path.join("service-account.key");
         generate_service_account_key(&service_account_key).await;
 
@@ -439,7 +443,8 @@ impl KubeApi {
 fn write_token_file(file: &Path, node_name: &str) {
     let text = format!(
         "{ADMIN_TOKEN},{ADMIN_USER},{ADMIN_USER},system:masters\n\
-         {NODE_TOKEN},system:node:{node_name},{node_name},system:nodes\n"
+         {NODE_TOKEN},system:node:{node_name},{node_name},system:nodes\n\
+         {BOOTSTRAP_TOKEN},system:bootstrap:abcdef,abcdef,system:bootstrappers\n"
     );
     std::fs::write(file, text).unwrap_or_else(|e| panic!("write {}: {e}", file.display()));
 }

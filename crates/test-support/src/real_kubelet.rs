@@ -50,7 +50,20 @@ impl RealKubelet {
     /// Starts the kubelet for node `node` with `kubeconfig` (the node's
     /// identity) on `containerd`. Waits for the machine-wide lock first.
     pub async fn start(node: &str, kubeconfig: &Path, containerd: &Containerd) -> Self {
-        Self::start_with(node, kubeconfig, containerd, None).await
+        Self::start_with(node, kubeconfig, containerd, None, None).await
+    }
+
+    /// [`start`](Self::start) as a node that joins: `kubeconfig` does not
+    /// exist yet, the kubelet asks for its client certificate with
+    /// `bootstrap` (`--bootstrap-kubeconfig`) and writes it, and rotates
+    /// the certificate (`rotateCertificates: true`), as on a kubeadm node.
+    pub async fn start_bootstrapping(
+        node: &str,
+        kubeconfig: &Path,
+        bootstrap: &Path,
+        containerd: &Containerd,
+    ) -> Self {
+        Self::start_with(node, kubeconfig, containerd, None, Some(bootstrap)).await
     }
 
     /// [`start`](Self::start), serving its HTTPS API as `serving` says.
@@ -60,7 +73,7 @@ impl RealKubelet {
         containerd: &Containerd,
         serving: &Serving,
     ) -> Self {
-        Self::start_with(node, kubeconfig, containerd, Some(serving)).await
+        Self::start_with(node, kubeconfig, containerd, Some(serving), None).await
     }
 
     async fn start_with(
@@ -68,6 +81,7 @@ impl RealKubelet {
         kubeconfig: &Path,
         containerd: &Containerd,
         serving: Option<&Serving>,
+        bootstrap: Option<&Path>,
     ) -> Self {
         std::fs::create_dir_all(DEVICE_PLUGINS).expect("the kubelet's device plugin directory");
         let lock_path = Path::new(DEVICE_PLUGINS)
@@ -90,11 +104,11 @@ impl RealKubelet {
             .tempdir()
             .expect("a directory for the kubelet");
         let config = dir.path().join("config.yaml");
-        std::fs::write(
-            &config,
-            kubelet_configuration(dir.path(), &containerd.endpoint(), serving),
-        )
-        .expect("write the kubelet's configuration");
+        let mut text = kubelet_configuration(dir.path(), &containerd.endpoint(), serving);
+        if bootstrap.is_some() {
+            text.push_str("rotateCertificates: true\n");
+        }
+        std::fs::write(&config, text).expect("write the kubelet's configuration");
         let log = File::create(dir.path().join("kubelet.log")).expect("the kubelet's log");
         let mut command = Command::new(go_program("kubelet"));
         command
@@ -107,6 +121,11 @@ impl RealKubelet {
             .arg("--cert-dir")
             .arg(dir.path().join("pki"))
             .args(["--hostname-override", node, "--v", "2"])
+            .args(
+                bootstrap
+                    .map(|b| vec![std::ffi::OsString::from("--bootstrap-kubeconfig"), b.into()])
+                    .unwrap_or_default(),
+            )
             .stdout(Stdio::null())
             .stderr(log)
             .kill_on_drop(true);
@@ -116,6 +135,11 @@ impl RealKubelet {
             dir,
             _lock: lock,
         }
+    }
+
+    /// Its certificate directory (`--cert-dir`).
+    pub fn cert_dir(&self) -> PathBuf {
+        self.dir.path().join("pki")
     }
 
     /// Its root directory (`plugins_registry` and `plugins` are under it).

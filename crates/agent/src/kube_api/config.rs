@@ -139,6 +139,11 @@ pub struct KubeApiConfig {
     /// written, while the pods are served. `None`: the Node is someone
     /// else's to make and keep. Default: `None`.
     pub node_registration: Option<crate::kube_api::NodeRegistration>,
+    /// The node's client certificate bootstrapped and rotated as the
+    /// kubelet's (its `--bootstrap-kubeconfig`, `rotateCertificates`,
+    /// `--cert-dir`), with a kubeconfig source. `None`: the credentials are
+    /// used as they are. Default: `None`.
+    pub client_certificates: Option<crate::kube_api::ClientCertificates>,
     /// Notices the credentials' files changing (the agent shares one among
     /// all its parts).
     pub fs_watcher: FsWatcher,
@@ -164,6 +169,7 @@ impl KubeApiConfig {
             node_lease_duration: Some(NODE_LEASE_DURATION),
             volume_stats_agg_period: crate::volumes::VOLUME_STATS_AGG_PERIOD,
             node_registration: None,
+            client_certificates: None,
             fs_watcher: FsWatcher::new(),
         }
     }

@@ -28,6 +28,9 @@ pub enum KubeApiError {
         #[source]
         source: std::io::Error,
     },
+    /// The node's client certificate could not be had (TLS bootstrap).
+    #[error("client certificate: {0}")]
+    ClientCertificate(#[source] crate::kube_api::ClientCertificateError),
     /// The pod's service account could not be used.
     #[error("in-cluster configuration: {0}")]
     InCluster(#[source] kube::config::InClusterError),

@@ -29,7 +29,7 @@ use tokio::sync::{broadcast, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::config::KubeApiConfig;
+use super::config::{KubeApiConfig, KubeConfigSource};
 use super::error::KubeApiError;
 use super::metrics::KubeApiMetrics;
 use super::resource_slices::{ResourceSliceCleanup, WipeFailures};
@@ -39,6 +39,8 @@ use crate::device::DeviceHandle;
 use crate::event::AgentEvent;
 use crate::kube_api::client::credentials::{Connection, Credentials};
 use crate::kube_api::client::identity::IdentityCheck;
+use crate::kube_api::client_certificate::bootstrap::load_client_cert;
+use crate::kube_api::client_certificate::rotation::Rotation;
 use crate::kube_api::csi::csi_node_writer::CsiNodeWriter;
 use crate::kube_api::node::kubelet_node::KubeletNode;
 use crate::kube_api::node::lease::NodeLease;
@@ -80,6 +82,13 @@ impl KubeApi {
         devices: DeviceHandle,
         csi: CsiDriverStore,
     ) -> Result<(Self, KubeApiHandle), KubeApiError> {
+        if let (Some(certs), KubeConfigSource::Kubeconfig(path)) =
+            (&config.client_certificates, &config.source)
+        {
+            load_client_cert(path, certs, &config.node_name)
+                .await
+                .map_err(KubeApiError::ClientCertificate)?;
+        }
         let credentials = Credentials::load(config.source.clone(), config.request_timeout).await?;
         let connection = credentials.subscribe();
         let status = KubeApiStatus {
@@ -210,6 +219,14 @@ impl KubeApi {
             if let Some(runtime) = self.runtime.clone() {
                 tasks.spawn(runtime_state.poll(runtime, stop.clone()).map(Ok));
             }
+        }
+        if let (Some(certs), KubeConfigSource::Kubeconfig(path)) =
+            (&config.client_certificates, &config.source)
+            && certs.rotate
+            && let Some(rotation) =
+                Rotation::for_kubeconfig(path, &certs.cert_dir, &config.node_name)
+        {
+            tasks.spawn(rotation.run(self.connection.clone(), stop.clone()).map(Ok));
         }
         let identity = IdentityCheck::new(config.node_name.clone(), policy.backoff);
         tasks.spawn(identity.run(self.connection.clone(), self.reporter, stop.clone()));

@@ -2,12 +2,10 @@
 //! the objects and tokens the node reads for its pods.
 
 pub(super) mod atomic_writer;
-pub(super) mod certificate_key;
 pub(super) mod certificates_v1;
 pub(super) mod go_quote;
 pub(super) mod objects;
 pub(super) mod payload;
-pub(super) mod pem;
 pub(super) mod pod_certificates;
 pub(super) mod token;
 pub(super) mod trust_bundles;

@@ -215,13 +215,47 @@ fn the_command_line_wins_and_what_is_not_honoured_is_named() {
 }
 
 #[test]
-fn a_missing_kubeconfig_with_a_bootstrap_one_is_refused_not_run_standalone() {
+fn a_bootstrap_kubeconfig_and_certificate_rotation_are_taken() {
     let given = flags::parse(&args(
-        "--kubeconfig /no/such/kubelet.conf --bootstrap-kubeconfig /etc/kubernetes/bootstrap-kubelet.conf",
+        "--kubeconfig /no/such/kubelet.conf --bootstrap-kubeconfig /etc/kubernetes/bootstrap-kubelet.conf --rotate-certificates",
     ))
     .unwrap();
-    let error = translate::plan(&given, &config_file::Loaded::default()).unwrap_err();
-    assert!(error.to_string().contains("TLS bootstrap"), "{error}");
+    let plan = translate::plan(&given, &config_file::Loaded::default()).unwrap();
+    let value = |name: &str| {
+        plan.values
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+    };
+    assert_eq!(value("kubeconfig"), Some("/no/such/kubelet.conf"));
+    assert_eq!(
+        value("bootstrap_kubeconfig"),
+        Some("/etc/kubernetes/bootstrap-kubelet.conf")
+    );
+    assert_eq!(value("rotate_certificates"), Some("on"));
+    assert!(
+        !plan
+            .ignored
+            .iter()
+            .any(|i| i.contains("rotate") || i.contains("bootstrap")),
+        "{:?}",
+        plan.ignored
+    );
+
+    // Without a kubeconfig the kubelet runs standalone and the bootstrap
+    // is unused: said.
+    let given = flags::parse(&args(
+        "--bootstrap-kubeconfig /etc/kubernetes/bootstrap-kubelet.conf",
+    ))
+    .unwrap();
+    let plan = translate::plan(&given, &config_file::Loaded::default()).unwrap();
+    assert!(
+        plan.ignored
+            .iter()
+            .any(|i| i.starts_with("--bootstrap-kubeconfig=") && i.contains("standalone")),
+        "{:?}",
+        plan.ignored
+    );
 }
 
 #[test]

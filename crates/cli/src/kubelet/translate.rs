@@ -6,7 +6,6 @@
 //! is reported at start rather than dropped without a word.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
@@ -149,10 +148,11 @@ fn as_the_agent_does(path: &str, value: &Value) -> bool {
     };
     match path {
         // No read-only port, no pod cgroups, no allocatable enforcement,
-        // no swap or cgroup v1 refusal, no certificate rotation.
+        // no swap or cgroup v1 refusal, no serving certificate requests.
         "readOnlyPort" => value.as_i64() == Some(0),
-        "cgroupsPerQOS" | "failSwapOn" | "failCgroupV1" | "rotateCertificates"
-        | "serverTLSBootstrap" | "runOnce" => value == &Value::Bool(false),
+        "cgroupsPerQOS" | "failSwapOn" | "failCgroupV1" | "serverTLSBootstrap" | "runOnce" => {
+            value == &Value::Bool(false)
+        }
         "enforceNodeAllocatable"
         | "staticPodPath"
         | "staticPodURL"
@@ -306,6 +306,12 @@ pub(crate) fn plan(given: &Given, loaded: &Loaded) -> Result<Plan, FieldError> {
         extras.status_report_frequency
     };
     extras.status_report_frequency = r.duration("nodeStatusReportFrequency", report_default)?;
+    // The client certificate.
+    let rotate = r.bool("rotateCertificates", false)?;
+    values.push((
+        "rotate_certificates",
+        if rotate { "on" } else { "off" }.into(),
+    ));
     extras.lease_duration = Duration::from_secs(
         u64::try_from(r.nonzero_int("nodeLeaseDurationSeconds", 40)?).unwrap_or(40),
     );
@@ -340,22 +346,32 @@ pub(crate) fn plan(given: &Given, loaded: &Loaded) -> Result<Plan, FieldError> {
     if let Some(root) = own("root-dir") {
         values.push(("root_dir", root));
     }
-    if let Some(dir) = own("cert-dir") {
-        values.push(("cert_dir", dir));
-    }
-    match own("kubeconfig") {
+    // The kubelet's certificate directory is its own flag, not under its
+    // root directory.
+    values.push((
+        "cert_dir",
+        own("cert-dir")
+            .filter(|d| !d.is_empty())
+            .unwrap_or_else(|| "/var/lib/kubelet/pki".into()),
+    ));
+    let bootstrap = own("bootstrap-kubeconfig").filter(|b| !b.is_empty());
+    match own("kubeconfig").filter(|k| !k.is_empty()) {
         Some(path) => {
-            if !PathBuf::from(&path).exists() && given.get("bootstrap-kubeconfig").is_some() {
-                return Err(FieldError {
-                    field: "--bootstrap-kubeconfig".into(),
-                    why: format!(
-                        "{path} does not exist and TLS bootstrap is not done by this agent yet: give a kubeconfig with the node's credentials"
-                    ),
-                });
-            }
             values.push(("kubeconfig", path));
+            if let Some(bootstrap) = bootstrap {
+                values.push(("bootstrap_kubeconfig", bootstrap));
+            }
         }
-        None => values.push(("kubeconfig", "off".into())),
+        None => {
+            // No kubeconfig: standalone, the bootstrap unused, as the
+            // kubelet.
+            if let Some(bootstrap) = bootstrap {
+                ignored.push(format!(
+                    "--bootstrap-kubeconfig={bootstrap} (no --kubeconfig: standalone)"
+                ));
+            }
+            values.push(("kubeconfig", "off".into()));
+        }
     }
     let node_name = match own("hostname-override").filter(|h| !h.trim().is_empty()) {
         Some(name) => Some(name.trim().to_lowercase()),

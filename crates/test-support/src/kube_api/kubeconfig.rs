@@ -44,6 +44,77 @@ impl KubeApi {
         kubeconfig
     }
 
+    /// A bootstrap kubeconfig, as `kubeadm join` writes one
+    /// (`bootstrap-kubelet.conf`): a token of `system:bootstrap:abcdef` in
+    /// group `system:bootstrappers`, which may ask for a node's client
+    /// certificate once [`allow_tls_bootstrap`](Self::allow_tls_bootstrap)
+    /// bound its roles. Written once in the API server's directory.
+    pub fn bootstrap_kubeconfig(&self) -> std::path::PathBuf {
+        let file = self.dir.path().join("bootstrap-kubelet.conf");
+        if !file.exists() {
+            self.write_kubeconfig(
+                &file,
+                "tls-bootstrap-token-user",
+                json!({"token": super::BOOTSTRAP_TOKEN}),
+            );
+        }
+        file
+    }
+
+    /// The client CA's certificate and key, as the controller-manager's
+    /// `--cluster-signing-cert-file` and `--cluster-signing-key-file` take
+    /// them: the certificates it signs are accepted by the API server.
+    pub fn client_ca_files(&self) -> (std::path::PathBuf, std::path::PathBuf) {
+        (
+            self.dir.path().join("client-ca.crt"),
+            self.dir.path().join("client-ca.key"),
+        )
+    }
+
+    /// The ClusterRoleBindings kubeadm makes for TLS bootstrap: the
+    /// bootstrappers may make CertificateSigningRequests and have them
+    /// approved (`nodeclient`), the nodes have their renewals approved
+    /// (`selfnodeclient`).
+    pub async fn allow_tls_bootstrap(&self) {
+        for (name, role, group) in [
+            (
+                "kubeadm:kubelet-bootstrap",
+                "system:node-bootstrapper",
+                "system:bootstrappers",
+            ),
+            (
+                "kubeadm:node-autoapprove-bootstrap",
+                "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
+                "system:bootstrappers",
+            ),
+            (
+                "kubeadm:node-autoapprove-certificate-rotation",
+                "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
+                "system:nodes",
+            ),
+        ] {
+            let binding = json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}],
+            });
+            let answer = self
+                .request(
+                    Identity::Admin,
+                    "POST",
+                    "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+                    Some(&binding),
+                )
+                .await;
+            assert!(
+                answer.status == 201 || answer.status == 409,
+                "create {name}: {answer:?}"
+            );
+        }
+    }
+
     /// A token the API server issues for ServiceAccount `namespace/name`
     /// (TokenRequest), valid for an hour; bound to pod `pod` in the same
     /// namespace when given, as the kubelet asks for a pod's projected

@@ -23,10 +23,10 @@ use rand::seq::SliceRandom;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::common::pem::{pem, pem_blocks};
 use crate::kube_api::Connection;
 use crate::volumes::content::certificates_v1::ClusterTrustBundle;
 use crate::volumes::content::objects::spawn_watch;
-use crate::volumes::content::pem::{pem, pem_blocks};
 
 /// How long a read waits for the bundles' first listing.
 const FIRST_LISTING: Duration = Duration::from_secs(1);

@@ -1,5 +1,8 @@
-//! The private key of a podCertificate projection and its proof of
-//! possession, as the kubelet's pod certificate manager makes them: a new
+//! Private keys and the PKCS#10 requests signed by them, as the kubelet
+//! makes them.
+//!
+//! For a podCertificate projection, as the kubelet's pod certificate
+//! manager makes its key and proof of possession: a new
 //! key of the type the projection asks for (`RSA3072`, `RSA4096`,
 //! `ECDSAP256`, `ECDSAP384`, `ECDSAP521`, `ED25519`), written as one PEM
 //! `PRIVATE KEY` block (PKCS#8), and a stub PKCS#10 request for it (empty
@@ -8,6 +11,12 @@
 //! carries the request; the signer reads the public key from it and the
 //! API server checks its signature.
 //!
+//! For the node's own client certificate ([`node_client_key`]), as the
+//! kubelet's certificate manager makes it: an ECDSA P-256 key and a request
+//! with the subject the signer puts in the certificate (`O=system:nodes`,
+//! `CN=system:node:<node>`, in the order and string types Go's
+//! `x509.CreateCertificateRequest` writes), no names, no attributes.
+//!
 //! Key generation takes a while (RSA: up to seconds): call it off the
 //! async runtime.
 
@@ -15,7 +24,7 @@ use getrandom::SysRng;
 use p256::elliptic_curve::Generate;
 use p256::pkcs8::{EncodePrivateKey, EncodePublicKey};
 
-use crate::volumes::content::pem::pem;
+use crate::common::pem::pem;
 
 /// A key and its proof.
 pub(crate) struct KeyAndProof {
@@ -56,7 +65,7 @@ macro_rules! ecdsa_key {
             .map_err(|e| failed($name, e))?;
         let public = key.verifying_key().to_public_key_der();
         let public = public.map_err(|e| failed($name, e))?;
-        let info = request_info(public.as_bytes());
+        let info = request_info(&[], public.as_bytes());
         let signature: $curve::ecdsa::Signature =
             $curve::ecdsa::signature::Signer::sign(&key, &info);
         let pkcs8 = key.to_pkcs8_der().map_err(|e| failed($name, e))?;
@@ -91,7 +100,7 @@ pub(crate) fn generate(key_type: &str) -> Result<KeyAndProof, KeyError> {
                 ]
                 .concat(),
             );
-            let info = request_info(&public);
+            let info = request_info(&[], &public);
             let signature = ed25519_dalek::ed25519::signature::Signer::sign(&key, &info);
             // PKCS#8 v1 as Go writes it: the seed in an OCTET STRING.
             let pkcs8 = der(
@@ -117,7 +126,7 @@ fn rsa_key(bits: usize, name: &'static str) -> Result<KeyAndProof, KeyError> {
     let key = rsa::PrivateKey::new(&mut SysRng, bits).map_err(|e| failed(name, e))?;
     let public = key.to_public_key().to_public_key_der();
     let public = public.map_err(|e| failed(name, e))?;
-    let info = request_info(public.as_bytes());
+    let info = request_info(&[], public.as_bytes());
     let signature = key
         .pkcs1v15_sign::<rsa::sha2::Sha256>(&info)
         .map_err(|e| failed(name, e))?;
@@ -135,14 +144,93 @@ fn failed(key_type: &'static str, error: impl std::fmt::Display) -> KeyError {
     }
 }
 
-/// `CertificationRequestInfo`: version 0, an empty subject, the public
-/// key, no attributes.
-fn request_info(public_key_info: &[u8]) -> Vec<u8> {
+/// An ECDSA P-256 key (PKCS#8) and a request for a certificate of
+/// `subject` (from [`subject`]), signed with it (ECDSA with SHA-256), and
+/// the key's `SubjectPublicKeyInfo` (DER). The key is `existing` (PEM,
+/// PKCS#8 or SEC 1, as the kubelet leaves it) when that is a P-256 key, so
+/// that a request made again is the same request; else a new one.
+pub(crate) fn node_client_key(
+    existing: Option<&[u8]>,
+    subject: &[u8],
+) -> Result<(KeyAndProof, Vec<u8>), KeyError> {
+    let name = "ECDSA P256";
+    let key = match existing.and_then(p256_key) {
+        Some(key) => key,
+        None => p256::ecdsa::SigningKey::try_generate_from_rng(&mut SysRng)
+            .map_err(|e| failed(name, e))?,
+    };
+    let public = key
+        .verifying_key()
+        .to_public_key_der()
+        .map_err(|e| failed(name, e))?;
+    let info = request_info(subject, public.as_bytes());
+    let signature: p256::ecdsa::Signature = p256::ecdsa::signature::Signer::sign(&key, &info);
+    let pkcs8 = key.to_pkcs8_der().map_err(|e| failed(name, e))?;
+    let made = KeyAndProof {
+        key_pem: pem("PRIVATE KEY", pkcs8.as_bytes()),
+        request: request(info, ECDSA_SHA256, false, signature.to_der().as_bytes()),
+    };
+    Ok((made, public.as_bytes().to_vec()))
+}
+
+/// The P-256 key in `pem_text`: its first block that is one, as PKCS#8 or
+/// SEC 1.
+fn p256_key(pem_text: &[u8]) -> Option<p256::ecdsa::SigningKey> {
+    use p256::pkcs8::DecodePrivateKey;
+    let text = std::str::from_utf8(pem_text).ok()?;
+    crate::common::pem::pem_blocks(text).iter().find_map(|der| {
+        p256::ecdsa::SigningKey::from_pkcs8_der(der)
+            .ok()
+            .or_else(|| {
+                p256::SecretKey::from_sec1_der(der)
+                    .ok()
+                    .map(p256::ecdsa::SigningKey::from)
+            })
+    })
+}
+
+/// `organizationName` (2.5.4.10) and `commonName` (2.5.4.3).
+const ORGANIZATION: &[u8] = &[0x55, 0x04, 0x0a];
+const COMMON_NAME: &[u8] = &[0x55, 0x04, 0x03];
+
+/// The DER of a subject with `organizations` (one RDN of them all) and a
+/// `common_name`, in the order Go writes them (organizations first), each
+/// a PrintableString when its characters allow, else a UTF8String.
+pub(crate) fn subject(common_name: &str, organizations: &[&str]) -> Vec<u8> {
+    let value = |text: &str| {
+        let printable = text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b" '()+,-./:=?".contains(&b));
+        der(if printable { 0x13 } else { 0x0c }, text.as_bytes())
+    };
+    let attribute = |oid: &[u8], text: &str| der(0x30, &[der(0x06, oid), value(text)].concat());
+    let mut rdns = Vec::new();
+    if !organizations.is_empty() {
+        let all: Vec<u8> = organizations
+            .iter()
+            .flat_map(|o| attribute(ORGANIZATION, o))
+            .collect();
+        rdns.push(der(0x31, &all));
+    }
+    if !common_name.is_empty() {
+        rdns.push(der(0x31, &attribute(COMMON_NAME, common_name)));
+    }
+    der(0x30, &rdns.concat())
+}
+
+/// `CertificationRequestInfo`: version 0, the subject (an empty one when
+/// `subject` is empty), the public key, no attributes.
+fn request_info(subject: &[u8], public_key_info: &[u8]) -> Vec<u8> {
+    let subject = if subject.is_empty() {
+        der(0x30, &[])
+    } else {
+        subject.to_vec()
+    };
     der(
         0x30,
         &[
             der(0x02, &[0]),
-            der(0x30, &[]),
+            subject,
             public_key_info.to_vec(),
             der(0xa0, &[]),
         ]
@@ -261,6 +349,68 @@ mod tests {
                 0x04, 0x20
             ]
         );
+    }
+
+    #[test]
+    fn a_node_subject_is_written_as_go_writes_it() {
+        // Go's pkix.Name{Organization: ["system:nodes"], CommonName:
+        // "system:node:n1"}.ToRDNSequence(), marshalled: the organization
+        // first, PrintableStrings.
+        let expected: Vec<u8> = [
+            &[
+                0x30, 0x30, 0x31, 0x15, 0x30, 0x13, 0x06, 0x03, 0x55, 0x04, 0x0a, 0x13, 0x0c,
+            ][..],
+            b"system:nodes",
+            &[
+                0x31, 0x17, 0x30, 0x15, 0x06, 0x03, 0x55, 0x04, 0x03, 0x13, 0x0e,
+            ],
+            b"system:node:n1",
+        ]
+        .concat();
+        assert_eq!(subject("system:node:n1", &["system:nodes"]), expected);
+        // An underscore is no PrintableString character: a UTF8String.
+        let written = subject("system:node:a_b", &["system:nodes"]);
+        let tail = [&[0x0c, 15][..], b"system:node:a_b"].concat();
+        assert!(written.ends_with(&tail), "{written:x?}");
+    }
+
+    #[test]
+    fn a_node_client_key_signs_a_request_with_its_subject() {
+        let name = subject("system:node:n1", &["system:nodes"]);
+        let (made, public) = node_client_key(None, &name).unwrap();
+        let (tag, _) = element(&made.request);
+        assert_eq!(tag, 0x30);
+        assert!(made.request.windows(name.len()).any(|w| w == name));
+        assert!(made.request.windows(public.len()).any(|w| w == public));
+        let pem = String::from_utf8(made.key_pem.clone()).unwrap();
+        assert!(pem.starts_with("-----BEGIN PRIVATE KEY-----\n"), "{pem}");
+        // Made again from its key: the same key, so the same request name.
+        let (again, same) = node_client_key(Some(&made.key_pem), &name).unwrap();
+        assert_eq!(same, public);
+        assert_eq!(again.key_pem, made.key_pem);
+        // Garbage or another kind of key: a new key.
+        let (other, new) = node_client_key(Some(b"not a key"), &name).unwrap();
+        assert_ne!(new, public);
+        assert_ne!(other.key_pem, made.key_pem);
+    }
+
+    #[test]
+    fn a_sec1_key_the_kubelet_left_is_taken_again() {
+        // What the kubelet's bootstrap writes to kubelet-client.key.tmp:
+        // an `EC PRIVATE KEY` (SEC 1) P-256 key.
+        let out = std::process::Command::new("openssl")
+            .args(["ecparam", "-name", "prime256v1", "-genkey", "-noout"])
+            .output()
+            .expect("run openssl");
+        assert!(out.status.success());
+        let sec1 = out.stdout;
+        assert!(String::from_utf8_lossy(&sec1).starts_with("-----BEGIN EC PRIVATE KEY-----"));
+        let name = subject("system:node:n1", &["system:nodes"]);
+        let (first, public) = node_client_key(Some(&sec1), &name).unwrap();
+        let (_, again) = node_client_key(Some(&sec1), &name).unwrap();
+        assert_eq!(public, again, "the same key both times");
+        let (_, from_pkcs8) = node_client_key(Some(&first.key_pem), &name).unwrap();
+        assert_eq!(public, from_pkcs8, "written as PKCS#8, the same key");
     }
 
     #[test]
