@@ -25,12 +25,11 @@ use std::time::{Duration, SystemTime};
 use base64::Engine;
 use kube::config::Kubeconfig;
 
-use crate::common::certificate_key;
 use crate::kube_api::client_certificate::certificate::certificates;
 use crate::kube_api::client_certificate::config::ClientCertificates;
 use crate::kube_api::client_certificate::error::ClientCertificateError;
 use crate::kube_api::client_certificate::signing_request::{
-    self, Asked, request_certificate, wait_for_certificate,
+    self, NodeRequest, request_certificate, wait_for_certificate,
 };
 use crate::kube_api::client_certificate::store::CertificateStore;
 
@@ -66,48 +65,24 @@ pub(crate) async fn load_client_cert(
     let existing = store.current().ok().flatten().map(|s| s.pem);
     let key_file = certs.cert_dir.join(TMP_PRIVATE_KEY_FILE);
     let left = std::fs::read(&key_file).ok();
-    let common_name = format!("system:node:{node}");
-    let organizations = ["system:nodes"];
-    let subject = certificate_key::subject(&common_name, &organizations);
     // With rotation, the certificate manager's way: a new key each time.
     let key_source = if certs.rotate {
         None
     } else {
         existing.or(left)
     };
-    let made = {
-        let subject = subject.clone();
-        tokio::task::spawn_blocking(move || {
-            certificate_key::node_client_key(key_source.as_deref(), &subject)
-        })
-        .await
-        .map_err(|e| ClientCertificateError::Invalid {
-            what: "the key".into(),
-            reason: e.to_string(),
-        })?
-        .map_err(|e| ClientCertificateError::Invalid {
-            what: "the key".into(),
-            reason: e.to_string(),
-        })?
-    };
-    let (key, public_key) = made;
+    let made = NodeRequest::make(node, key_source).await?;
     if !certs.rotate {
-        write_private(&key_file, &key.key_pem)?;
+        write_private(&key_file, &made.key.key_pem)?;
     }
 
     wait_for_server(&client).await;
-    let asked = Asked {
-        request: &key.request,
-        subject: &subject,
-        public_key: &public_key,
-        common_name: &common_name,
-        organizations: &organizations,
-    };
+    let asked = made.asked();
     let name = (!certs.rotate).then(|| signing_request::digested_name(&asked));
     let (name, uid) = request_certificate(&client, &asked, name.as_deref()).await?;
     tracing::info!(csr = %name, "waiting for the client certificate to be issued");
     let cert = wait_for_certificate(&client, &name, &uid, BOOTSTRAP_WAIT).await?;
-    store.update(&cert, &key.key_pem)?;
+    store.update(&cert, &made.key.key_pem)?;
     if let Err(e) = std::fs::remove_file(&key_file)
         && e.kind() != std::io::ErrorKind::NotFound
     {

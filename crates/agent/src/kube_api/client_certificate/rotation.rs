@@ -19,12 +19,11 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::common::certificate_key;
 use crate::kube_api::Connection;
 use crate::kube_api::client_certificate::bootstrap::current_user;
 use crate::kube_api::client_certificate::error::ClientCertificateError;
 use crate::kube_api::client_certificate::signing_request::{
-    Asked, request_certificate, wait_for_certificate,
+    NodeRequest, request_certificate, wait_for_certificate,
 };
 use crate::kube_api::client_certificate::store::CertificateStore;
 
@@ -157,31 +156,11 @@ impl Rotation {
 
     /// One rotation: a new key, a request, its certificate stored.
     async fn rotate(&self, client: &kube::Client) -> Result<String, ClientCertificateError> {
-        let common_name = format!("system:node:{}", self.node);
-        let organizations = ["system:nodes"];
-        let subject = certificate_key::subject(&common_name, &organizations);
-        let made = {
-            let subject = subject.clone();
-            tokio::task::spawn_blocking(move || certificate_key::node_client_key(None, &subject))
-                .await
-        };
-        let invalid = |reason: String| ClientCertificateError::Invalid {
-            what: "a new key".into(),
-            reason,
-        };
-        let (key, public_key) = made
-            .map_err(|e| invalid(e.to_string()))?
-            .map_err(|e| invalid(e.to_string()))?;
-        let asked = Asked {
-            request: &key.request,
-            subject: &subject,
-            public_key: &public_key,
-            common_name: &common_name,
-            organizations: &organizations,
-        };
+        let made = NodeRequest::make(&self.node, None).await?;
+        let asked = made.asked();
         let (name, uid) = request_certificate(client, &asked, None).await?;
         let cert = wait_for_certificate(client, &name, &uid, ROTATION_WAIT).await?;
-        self.store.update(&cert, &key.key_pem)?;
+        self.store.update(&cert, &made.key.key_pem)?;
         Ok(name)
     }
 }

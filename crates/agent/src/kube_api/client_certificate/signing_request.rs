@@ -39,6 +39,62 @@ pub(crate) const KUBELET_CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-cli
 /// What an ECDSA client certificate is asked for.
 pub(crate) const CLIENT_USAGES: [&str; 2] = ["digital signature", "client auth"];
 
+/// A node's key and its request, made off the async runtime.
+pub(crate) struct NodeRequest {
+    /// The key (PEM) and the request (DER).
+    pub(crate) key: crate::common::certificate_key::KeyAndProof,
+    public_key: Vec<u8>,
+    subject: Vec<u8>,
+    common_name: String,
+}
+
+/// What a node's certificate is issued to.
+const NODE_ORGANIZATIONS: [&str; 1] = ["system:nodes"];
+
+impl NodeRequest {
+    /// The request of node `node`'s client certificate, with the key in
+    /// `existing` (PEM) when it is a P-256 key, else a new one.
+    pub(crate) async fn make(
+        node: &str,
+        existing: Option<Vec<u8>>,
+    ) -> Result<Self, ClientCertificateError> {
+        let common_name = format!("system:node:{node}");
+        let subject =
+            crate::common::certificate_key::subject(&common_name, &NODE_ORGANIZATIONS);
+        let invalid = |reason: String| ClientCertificateError::Invalid {
+            what: "the key".into(),
+            reason,
+        };
+        let made = {
+            let subject = subject.clone();
+            tokio::task::spawn_blocking(move || {
+                crate::common::certificate_key::node_client_key(existing.as_deref(), &subject)
+            })
+            .await
+        };
+        let (key, public_key) = made
+            .map_err(|e| invalid(e.to_string()))?
+            .map_err(|e| invalid(e.to_string()))?;
+        Ok(Self {
+            key,
+            public_key,
+            subject,
+            common_name,
+        })
+    }
+
+    /// What it asks for.
+    pub(crate) fn asked(&self) -> Asked<'_> {
+        Asked {
+            request: &self.key.request,
+            subject: &self.subject,
+            public_key: &self.public_key,
+            common_name: &self.common_name,
+            organizations: &NODE_ORGANIZATIONS,
+        }
+    }
+}
+
 /// What the request asks for.
 pub(crate) struct Asked<'a> {
     /// The PKCS#10 request (DER).
