@@ -203,6 +203,10 @@ struct Writer {
     /// The next message begins a line (timestamps go there).
     at_line_start: bool,
     written: u64,
+    /// Without `follow`, how many more lines a tail gives: the file may
+    /// grow while it is read, and a tail of N gives N lines however
+    /// much was appended since it was measured.
+    lines_left: Option<u64>,
     out: mpsc::Sender<Bytes>,
 }
 
@@ -235,8 +239,16 @@ impl Writer {
                 return Ok(());
             }
         };
+        // A parsed line counts toward the tail even when `since` skips it.
+        let last = match &mut self.lines_left {
+            Some(left) => {
+                *left = left.saturating_sub(1);
+                *left == 0
+            }
+            None => false,
+        };
         if self.options.since.is_some_and(|since| message.time < since) {
-            return Ok(());
+            return if last { Err(Stop::Done) } else { Ok(()) };
         }
         let mut chunk = Vec::with_capacity(message.log.len() + 36);
         if self.options.timestamps && self.at_line_start {
@@ -257,7 +269,11 @@ impl Writer {
         if !chunk.is_empty() && self.out.send(Bytes::from(chunk)).await.is_err() {
             return Err(Stop::Done);
         }
-        if done { Err(Stop::Done) } else { Ok(()) }
+        if done || last {
+            Err(Stop::Done)
+        } else {
+            Ok(())
+        }
     }
 }
 
@@ -322,11 +338,16 @@ where
         .await
         .map_err(read_failed)?;
     let follow = options.follow;
+    let lines_left = options.tail.filter(|_| !follow);
+    if lines_left == Some(0) {
+        return Ok(());
+    }
     let mut writer = Writer {
         options,
         format: None,
         at_line_start: true,
         written: 0,
+        lines_left,
         out,
     };
     let mut reader = BufReader::new(file);

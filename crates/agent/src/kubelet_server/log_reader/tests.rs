@@ -184,3 +184,58 @@ fn tail_start_ignores_the_final_newline() {
     assert_eq!(tail_start(b"a\nb\nc\n", 3), 0);
     assert_eq!(tail_start(b"", 3), 0);
 }
+
+#[tokio::test]
+async fn a_tail_gives_its_count_of_lines_even_when_the_file_grew_after_it_was_measured() {
+    // The lines from the tail's start on, as the reader meets them: the
+    // two measured and one appended while they were read.
+    let (tx, mut rx) = mpsc::channel(8);
+    let mut writer = Writer {
+        options: LogOptions {
+            tail: Some(2),
+            ..LogOptions::default()
+        },
+        format: None,
+        at_line_start: true,
+        written: 0,
+        lines_left: Some(2),
+        out: tx,
+    };
+    let lines = [
+        "2024-05-01T10:00:03Z stdout F ee",
+        "not a line",
+        "2024-05-01T10:00:04Z stdout F four",
+        "2024-05-01T10:00:05Z stdout F appended",
+    ];
+    assert!(writer.line(lines[0].as_bytes()).await.is_ok());
+    assert!(
+        writer.line(lines[1].as_bytes()).await.is_ok(),
+        "an unparsed line does not count"
+    );
+    assert!(
+        writer.line(lines[2].as_bytes()).await.is_err(),
+        "the second line is the tail's last"
+    );
+    drop(writer);
+    let mut out = String::new();
+    while let Some(chunk) = rx.recv().await {
+        out.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    assert_eq!(out, "ee\nfour\n");
+}
+
+#[tokio::test]
+async fn lines_since_skips_count_toward_the_tail() {
+    let options = LogOptions {
+        tail: Some(2),
+        since: Some("2024-05-01T10:00:02Z".parse().unwrap()),
+        ..LogOptions::default()
+    };
+    let log = "\
+2024-05-01T10:00:00Z stdout F zero
+2024-05-01T10:00:01Z stdout F one
+2024-05-01T10:00:02Z stdout F two
+";
+    // The tail's two lines are "one" (older than since) and "two".
+    assert_eq!(read(log, options).await, "two\n");
+}
