@@ -59,8 +59,7 @@ impl NodeRequest {
         existing: Option<Vec<u8>>,
     ) -> Result<Self, ClientCertificateError> {
         let common_name = format!("system:node:{node}");
-        let subject =
-            crate::common::certificate_key::subject(&common_name, &NODE_ORGANIZATIONS);
+        let subject = crate::common::certificate_key::subject(&common_name, &NODE_ORGANIZATIONS);
         let invalid = |reason: String| ClientCertificateError::Invalid {
             what: "the key".into(),
             reason,
