@@ -102,6 +102,8 @@ pub(crate) use manual::unprepare_by_name;
 pub use pod::{ContainerDevices, PodClaims, PodRef, PreparedPod, UnpreparedPod};
 #[cfg(feature = "kube")]
 pub(crate) use run_options::env::expand;
+#[cfg(feature = "kube")]
+pub use run_options::pod_dns::PodDnsConfig;
 pub use snapshot::{PodPhase, PodStatus, PodsSnapshot, VolumeStatus};
 #[cfg(feature = "kube")]
 pub use teardown::release::ReleaseError;

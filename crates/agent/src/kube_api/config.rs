@@ -144,6 +144,10 @@ pub struct KubeApiConfig {
     /// `--cert-dir`), with a kubeconfig source. `None`: the credentials are
     /// used as they are. Default: `None`.
     pub client_certificates: Option<crate::kube_api::ClientCertificates>,
+    /// The resolver settings the pods get (the kubelet's `clusterDNS`,
+    /// `clusterDomain`, `resolvConf`). Default: no cluster name servers,
+    /// the node's `/etc/resolv.conf`.
+    pub pod_dns: crate::pods::PodDnsConfig,
     /// Notices the credentials' files changing (the agent shares one among
     /// all its parts).
     pub fs_watcher: FsWatcher,
@@ -170,6 +174,7 @@ impl KubeApiConfig {
             volume_stats_agg_period: crate::volumes::VOLUME_STATS_AGG_PERIOD,
             node_registration: None,
             client_certificates: None,
+            pod_dns: crate::pods::PodDnsConfig::default(),
             fs_watcher: FsWatcher::new(),
         }
     }

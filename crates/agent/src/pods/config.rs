@@ -65,6 +65,8 @@ pub struct PodsConfig {
     /// How often the usage of the pods' claimed volumes is read, up to
     /// twice as long at random. Default: the API settings' (1 min).
     pub volume_stats_agg_period: Duration,
+    /// The resolver settings the pods get. Default: the API settings'.
+    pub dns: super::PodDnsConfig,
 }
 
 impl PodsConfig {
@@ -84,6 +86,7 @@ impl PodsConfig {
             pods_dir: None,
             sync_frequency: kube.sync_frequency,
             volume_stats_agg_period: kube.volume_stats_agg_period,
+            dns: kube.pod_dns.clone(),
         }
     }
 }

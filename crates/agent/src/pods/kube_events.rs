@@ -25,6 +25,8 @@ use crate::kube_api::{Connection, KUBE_API_BURST, KUBE_API_QPS};
 pub const UNEXPECTED_ADMISSION_ERROR: &str = "UnexpectedAdmissionError";
 /// The kubelet's reason when a pod's claims cannot be prepared.
 pub const FAILED_PREPARE_DYNAMIC_RESOURCES: &str = "FailedPrepareDynamicResources";
+/// The kubelet's reason when a pod's sandbox cannot be made.
+pub(crate) const FAILED_CREATE_POD_SANDBOX: &str = "FailedCreatePodSandBox";
 /// The component named as the Events' source.
 const COMPONENT: &str = "nodeplugins";
 /// Longer messages are cut (the API refuses Events over 1 MiB; the kubelet

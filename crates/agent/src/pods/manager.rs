@@ -222,6 +222,7 @@ impl PodsManager {
             informers: self.admitter.informers.clone(),
             volumes: volumes.clone(),
             pod_events: self.warnings.clone(),
+            dns: Arc::new(self.config.dns.clone()),
             resync: Backoff::new(self.config.sync_frequency, self.config.sync_frequency)
                 .with_jitter(0.5),
         };

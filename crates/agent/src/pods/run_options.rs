@@ -10,7 +10,8 @@
 //! | `runtime_spec` | what the runtime is asked for a pod and a container |
 //! | `linux_resources` | a container's cgroup resources, as the kubelet sets them |
 //! | `service_env` | the Services' variables every container gets |
-//! | `host_dns` | the host's DNS settings, for a host-network sandbox |
+//! | `host_dns` | the node's resolver file, read as the kubelet reads it |
+//! | `pod_dns` | a pod's resolver settings, as the kubelet's DNS configurer makes them |
 //! | `pod_files` | a pod's hosts file and termination logs |
 
 #[cfg(feature = "kube")]
@@ -23,6 +24,8 @@ pub(super) mod host_dns;
 pub(super) mod linux_resources;
 #[cfg(feature = "kube")]
 pub(super) mod options;
+#[cfg(feature = "kube")]
+pub(crate) mod pod_dns;
 #[cfg(feature = "kube")]
 pub(super) mod pod_files;
 #[cfg(feature = "kube")]

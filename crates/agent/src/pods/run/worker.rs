@@ -21,7 +21,7 @@ mod start;
 mod volumes;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -37,18 +37,19 @@ use crate::dra::DraHandle;
 use crate::pods::admit::container::ContainerResources;
 use crate::pods::admit::spec::{containers, is_active};
 use crate::pods::informers::Informers;
-use crate::pods::kube_events::PodEvents;
+use crate::pods::kube_events::{FAILED_CREATE_POD_SANDBOX, PodEvents};
 use crate::pods::lifecycle::report::Report;
 use crate::pods::pod::PodRef;
 use crate::pods::run::crash_backoff::CrashBackoff;
 use crate::pods::run::lifecycle_events::LifecycleEvent;
 use crate::pods::run::pod_sync::{ApiPhase, Observed, StartErrors, SyncPlan, plan};
 use crate::pods::run::resource_health::{HealthSources, allocated_resources_status};
-use crate::pods::run_options::host_dns::{RESOLV_CONF, host_dns};
+use crate::pods::run_options::host_dns::host_dns;
+use crate::pods::run_options::pod_dns::{PodDns, PodDnsConfig, pod_dns};
 use crate::pods::run_options::runtime_spec::sandbox_spec;
 use crate::pods::status::api_status::{StatusInputs, api_status};
 use crate::pods::status::status_writer::StatusWriter;
-use crate::runtime::{ContainerRuntime, RuntimeError, SandboxSpec};
+use crate::runtime::{ContainerRuntime, DnsSpec, RuntimeError, SandboxSpec};
 use crate::volumes::{PodVolumes, VolumeError, VolumeHandle};
 
 /// A failed sandbox or container start is tried again this long after, or
@@ -98,6 +99,8 @@ pub(crate) struct WorkerContext {
     pub(crate) volumes: Option<VolumeHandle>,
     /// Events on pods (a volume that cannot be set up).
     pub(crate) pod_events: PodEvents,
+    /// The resolver settings pods get, with a real runtime.
+    pub(crate) dns: Arc<PodDnsConfig>,
     /// How often a pod's volumes are written again from their objects and
     /// tokens (the kubelet's pod resync, `syncFrequency`, jittered by up
     /// to half).
@@ -407,30 +410,11 @@ impl Worker {
             retry = self.volume_setup.due_at();
         }
         if let Some(attempt) = decided.sandbox.filter(|_| !hold) {
-            let spec = self.sandbox_spec(&pod, attempt);
-            if let Some(dir) = &self.context.pod_logs {
-                let dir = dir.join(&spec.log_directory);
-                if let Err(e) = tokio::fs::create_dir_all(&dir).await {
-                    tracing::warn!(dir = %dir.display(), error = %e, "cannot make the pod's log directory");
-                }
-            }
-            if let Some(old) = &observed.sandbox {
-                // Its containers start over in the new one; the old one is
-                // kept stopped (its containers count the restarts) until
-                // the pod goes.
-                let _ = self.context.runtime.stop_sandbox(&old.id).await;
-            }
-            match self.context.runtime.run_sandbox(&spec).await {
-                Ok(id) => {
-                    tracing::info!(sandbox = %id, attempt, "sandbox made");
-                    let observed =
-                        observe(self.context.runtime.as_ref(), &self.pod_ref.uid).await?;
-                    decided = plan(&pod, &observed, &self.backoff, &self.start_errors, now);
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot make the pod's sandbox; trying again");
-                    retry = Some(tokio::time::Instant::now() + SYNC_BACKOFF.delay(1));
-                }
+            if self.make_sandbox(&pod, attempt, &observed).await {
+                let observed = observe(self.context.runtime.as_ref(), &self.pod_ref.uid).await?;
+                decided = plan(&pod, &observed, &self.backoff, &self.start_errors, now);
+            } else {
+                retry = Some(tokio::time::Instant::now() + SYNC_BACKOFF.delay(1));
             }
         }
         let mut started = false;
@@ -489,6 +473,52 @@ impl Worker {
         Ok((phase, wake))
     }
 
+    /// Makes the pod's sandbox of `attempt`, in place of `observed`'s;
+    /// whether it was made. A failure is logged and recorded on the pod
+    /// (`FailedCreatePodSandBox`, as the kubelet's).
+    async fn make_sandbox(&self, pod: &Pod, attempt: u32, observed: &Observed) -> bool {
+        let mut spec = self.sandbox_spec(pod, attempt);
+        spec.dns = match self.pod_dns(pod) {
+            Ok(dns) => dns,
+            Err(e) => {
+                // The kubelet's sandbox config fails with it: no sandbox
+                // until the node's resolver file reads.
+                tracing::warn!(error = %e, "cannot make the pod's resolver settings; trying again");
+                self.event(
+                    FAILED_CREATE_POD_SANDBOX,
+                    format!("Failed to create pod sandbox: {e}"),
+                );
+                return false;
+            }
+        };
+        if let Some(dir) = &self.context.pod_logs {
+            let dir = dir.join(&spec.log_directory);
+            if let Err(e) = tokio::fs::create_dir_all(&dir).await {
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot make the pod's log directory");
+            }
+        }
+        if let Some(old) = &observed.sandbox {
+            // Its containers start over in the new one; the old one is
+            // kept stopped (its containers count the restarts) until the
+            // pod goes.
+            let _ = self.context.runtime.stop_sandbox(&old.id).await;
+        }
+        match self.context.runtime.run_sandbox(&spec).await {
+            Ok(id) => {
+                tracing::info!(sandbox = %id, attempt, "sandbox made");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot make the pod's sandbox; trying again");
+                self.event(
+                    FAILED_CREATE_POD_SANDBOX,
+                    format!("Failed to create pod sandbox: {e}"),
+                );
+                false
+            }
+        }
+    }
+
     /// The pod's sandbox of `attempt`.
     fn sandbox_spec(&self, pod: &Pod, attempt: u32) -> SandboxSpec {
         let logs = self
@@ -497,9 +527,24 @@ impl Worker {
             .as_deref()
             .map(|d| d.display().to_string())
             .unwrap_or_default();
-        let mut spec = sandbox_spec(pod, attempt, &logs);
-        spec.dns = host_dns(Path::new(RESOLV_CONF));
-        spec
+        sandbox_spec(pod, attempt, &logs)
+    }
+
+    /// The pod's resolver settings, with a real runtime (the simulated
+    /// one resolves nothing); the warnings made on the way recorded on
+    /// the pod.
+    fn pod_dns(&self, pod: &Pod) -> Result<Option<DnsSpec>, String> {
+        if self.context.pods_dir.is_none() {
+            return Ok(None);
+        }
+        let config = self.context.dns.as_ref();
+        let host = host_dns(config.resolv_conf.as_deref())?;
+        let PodDns { spec, warnings } = pod_dns(config, pod, host);
+        for (reason, message) in warnings {
+            tracing::warn!(%reason, %message, "the pod's resolver settings");
+            self.event(reason, message);
+        }
+        Ok(Some(spec))
     }
 
     /// Writes the pod's status when it changed; the phase written.

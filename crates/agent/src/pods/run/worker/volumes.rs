@@ -100,7 +100,7 @@ impl Worker {
     }
 
     /// Records a `Warning` Event on the pod, on a task of its own.
-    fn event(&self, reason: &'static str, message: String) {
+    pub(super) fn event(&self, reason: &'static str, message: String) {
         let events = self.context.pod_events.clone();
         let pod = self.pod_ref.clone();
         tokio::spawn(async move { events.warning(&pod, reason, &message).await });
