@@ -218,6 +218,19 @@ settings! {
     /// <cert dir>/kubelet-client-current.pem, as a bootstrap writes it)
     /// [default: off].
     rotate_certificates: Switch, "NODEPLUGINS_ROTATE_CERTIFICATES", parse_switch;
+    /// The cluster's DNS servers, comma-separated, as the kubelet's
+    /// --cluster-dns: a pod of dnsPolicy ClusterFirst (off the host's
+    /// network) or ClusterFirstWithHostNet resolves through them alone
+    /// [default: none, such pods get the node's resolver settings].
+    cluster_dns: ClusterDns, "NODEPLUGINS_CLUSTER_DNS", parse_cluster_dns;
+    /// The cluster's domain, as the kubelet's --cluster-domain: a
+    /// cluster-first pod searches <namespace>.svc.<domain>, svc.<domain>
+    /// and <domain> before the node's search domains [default: none].
+    cluster_domain: String, "NODEPLUGINS_CLUSTER_DOMAIN", parse_cluster_domain;
+    /// The node's resolver file, the base of the pods' DNS settings, as
+    /// the kubelet's --resolv-conf ("" for none: a pod in the node's DNS
+    /// gets a loopback name server) [default: /etc/resolv.conf].
+    resolv_conf: ResolvConf, "NODEPLUGINS_RESOLV_CONF", parse_resolv_conf;
     /// The pods the node takes, as the kubelet's --max-pods [default: 110].
     max_pods: u32, "NODEPLUGINS_MAX_PODS", parse_max_pods;
     /// Where to serve the kubelet's HTTPS API (logs, exec, attach,
@@ -277,6 +290,42 @@ fn parse_node_ips(text: &str) -> Result<NodeIps, String> {
             "expected one IP address, or two of different families (dual-stack), got {text:?}"
         )),
     }
+}
+
+/// The cluster's DNS servers (`--cluster-dns`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ClusterDns(Vec<std::net::IpAddr>);
+
+fn parse_cluster_dns(text: &str) -> Result<ClusterDns, String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|ip| !ip.is_empty())
+        .map(|ip| {
+            ip.parse::<std::net::IpAddr>()
+                .map_err(|_| format!("{ip:?} is not an IP address"))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(ClusterDns)
+}
+
+fn parse_cluster_domain(text: &str) -> Result<String, String> {
+    let domain = text.trim().trim_end_matches('.');
+    if domain.contains(char::is_whitespace) {
+        return Err(format!("{text:?} is not a domain"));
+    }
+    Ok(domain.to_string())
+}
+
+/// The node's resolver file (`--resolv-conf`); `None`: none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ResolvConf(Option<PathBuf>);
+
+fn parse_resolv_conf(text: &str) -> Result<ResolvConf, String> {
+    Ok(ResolvConf(
+        Some(text.trim())
+            .filter(|t| !t.is_empty())
+            .map(PathBuf::from),
+    ))
 }
 
 /// Labels (`--node-labels`).
@@ -576,6 +625,18 @@ impl Settings {
                 set(&mut kube.sync_frequency, c.sync_frequency);
                 set(&mut kube.volume_stats_agg_period, c.volume_stats_agg_period);
                 set(&mut kube.csinode_recheck, c.csinode_recheck);
+                if let Some(ClusterDns(ips)) = c.cluster_dns.clone() {
+                    kube.pod_dns.cluster_dns = ips;
+                }
+                if let Some(domain) = c.cluster_domain.clone() {
+                    kube.pod_dns.cluster_domain = domain;
+                }
+                if let Some(ResolvConf(file)) = c.resolv_conf.clone() {
+                    kube.pod_dns.resolv_conf = file;
+                }
+                if let Some(NodeIps(ips)) = c.node_ip.clone() {
+                    kube.pod_dns.node_ips = ips;
+                }
                 if c.register_node.is_some_and(|Switch(on)| on) {
                     let mut registration = NodeRegistration::new(root_dir.clone());
                     if let Some(NodeIps(ips)) = c.node_ip.clone() {
@@ -639,6 +700,8 @@ impl Settings {
             .kube
             .as_ref()
             .and_then(|k| k.client_certificates.as_ref());
+        let default_dns = nodeplugins::pods::PodDnsConfig::default();
+        let dns = self.kube.as_ref().map_or(&default_dns, |k| &k.pod_dns);
         let lines = [
             ("root_dir", a.root_dir.display().to_string()),
             ("log_format", format.to_string()),
@@ -758,6 +821,21 @@ impl Settings {
                     "off"
                 }
                 .into(),
+            ),
+            (
+                "cluster_dns",
+                dns.cluster_dns
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
+            ("cluster_domain", dns.cluster_domain.clone()),
+            (
+                "resolv_conf",
+                dns.resolv_conf
+                    .as_ref()
+                    .map_or(String::new(), |p| p.display().to_string()),
             ),
             (
                 "max_pods",

@@ -3089,3 +3089,190 @@ async fn our_agent_bootstraps_and_rotates_its_client_certificate_as_the_real_kub
         "the bootstrap's key file is gone once its certificate is stored"
     );
 }
+
+/// The node's resolver file both nodes are given.
+const NODE_RESOLV_CONF: &str = "nameserver 192.0.2.53\nnameserver 192.0.2.54\n\
+    search corp.example lab.example.\noptions ndots:2 timeout:1\n";
+
+/// A host-network busybox pod `name` bound to `node`, printing its
+/// resolver file and ending, with `dns` (its `dnsPolicy` and `dnsConfig`).
+fn resolver_pod(name: &str, node: &str, dns: Value) -> Value {
+    let mut spec = json!({
+        "nodeName": node,
+        "hostNetwork": true,
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": false,
+        "tolerations": [{"operator": "Exists"}],
+        "containers": [{
+            "name": "main", "image": BUSYBOX, "imagePullPolicy": "IfNotPresent",
+            "command": ["sh", "-c", "echo BEGIN; cat /etc/resolv.conf; echo END"],
+        }],
+    });
+    for (key, value) in dns.as_object().unwrap() {
+        spec[key] = value.clone();
+    }
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec})
+}
+
+/// What pod `name`'s container printed of its resolver file, each
+/// `options` line's words sorted (the kubelet merges options through a Go
+/// map, in no fixed order).
+async fn resolver_file(
+    api: &nodeplugins_test_support::kube_api::KubeApi,
+    name: &str,
+    logs: &Path,
+) -> Vec<String> {
+    let pod = eventually(&format!("{name} succeeded"), LONG, || async {
+        let pod = api
+            .admin(
+                "GET",
+                &format!("/api/v1/namespaces/default/pods/{name}"),
+                None,
+            )
+            .await;
+        (pod["status"]["phase"] == "Succeeded").then_some(pod)
+    })
+    .await;
+    let uid = pod["metadata"]["uid"].as_str().unwrap();
+    let log = logs.join(format!("default_{name}_{uid}/main/0.log"));
+    let lines = eventually(&format!("{name}'s resolver file"), LONG, || async {
+        let lines = cri_log_lines(&log);
+        lines.iter().any(|l| l == "END").then_some(lines)
+    })
+    .await;
+    let begin = lines.iter().position(|l| l == "BEGIN").unwrap();
+    let end = lines.iter().position(|l| l == "END").unwrap();
+    lines[begin + 1..end]
+        .iter()
+        .map(|line| match line.strip_prefix("options ") {
+            Some(options) => {
+                let mut words: Vec<&str> = options.split_whitespace().collect();
+                words.sort_unstable();
+                format!("options {}", words.join(" "))
+            }
+            None => line.clone(),
+        })
+        .collect()
+}
+
+/// The Warnings on pod `name`, as `REASON: MESSAGE`, sorted.
+async fn warnings_on(api: &nodeplugins_test_support::kube_api::KubeApi, name: &str) -> Vec<String> {
+    let events = api
+        .admin("GET", "/api/v1/namespaces/default/events", None)
+        .await;
+    let mut found: Vec<String> = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["involvedObject"]["name"] == name && e["type"] == "Warning")
+        .map(|e| {
+            format!(
+                "{}: {}",
+                e["reason"].as_str().unwrap(),
+                e["message"].as_str().unwrap()
+            )
+        })
+        .collect();
+    found.sort();
+    found.dedup();
+    found
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pods_resolver_file_on_our_agent_is_what_the_real_kubelet_gives() {
+    nodeplugins_test_support::init_tracing();
+    let api = nodeplugins_test_support::kube_api::KubeApi::start(OUR_NODE).await;
+    api.ensure_default_service_account("default").await;
+    let dir = TempDir::new().unwrap();
+    let resolv_conf = dir.path().join("resolv.conf");
+    std::fs::write(&resolv_conf, NODE_RESOLV_CONF).unwrap();
+
+    let kubelet_containerd = Containerd::start().await;
+    let kubelet_config = api.kubeconfig_of_node(KUBELET_NODE);
+    let kubelet = RealKubelet::start_configured(
+        KUBELET_NODE,
+        &kubelet_config,
+        &kubelet_containerd,
+        &format!(
+            "clusterDNS:\n- 10.96.0.10\nclusterDomain: cluster.local\nresolvConf: {}\n",
+            resolv_conf.display()
+        ),
+    )
+    .await;
+    let our_containerd = Containerd::start().await;
+    let root = TempDir::new().unwrap();
+    let our_logs = dir.path().join("agent-pod-logs");
+    let endpoint = our_containerd.endpoint();
+    let _agent = common::kube::publishing_agent_as(
+        &api.node_kubeconfig(),
+        OUR_NODE,
+        root.path(),
+        &[
+            "--register-node",
+            "on",
+            "--container-runtime-endpoint",
+            &endpoint,
+            "--pod-logs-dir",
+            our_logs.to_str().unwrap(),
+            "--cluster-dns",
+            "10.96.0.10",
+            "--cluster-domain",
+            "cluster.local",
+            "--resolv-conf",
+            resolv_conf.to_str().unwrap(),
+        ],
+    );
+
+    let own_config = json!({
+        "nameservers": ["192.0.2.1"],
+        "searches": ["own.example", "corp.example"],
+        "options": [{"name": "ndots", "value": "3"}, {"name": "rotate"}],
+    });
+    let cases = [
+        ("cluster", json!({"dnsPolicy": "ClusterFirstWithHostNet"})),
+        ("host", json!({"dnsPolicy": "ClusterFirst"})),
+        (
+            "default",
+            json!({"dnsPolicy": "Default", "dnsConfig": own_config}),
+        ),
+        (
+            "cluster-own",
+            json!({"dnsPolicy": "ClusterFirstWithHostNet", "dnsConfig": own_config}),
+        ),
+        (
+            "none",
+            json!({"dnsPolicy": "None", "dnsConfig": {
+                "nameservers": ["192.0.2.1", "192.0.2.2", "192.0.2.3", "192.0.2.4"],
+                "searches": ["own.example"]}}),
+        ),
+    ];
+    for (name, dns) in &cases {
+        for (prefix, node) in [("k", KUBELET_NODE), ("o", OUR_NODE)] {
+            let pod = resolver_pod(&format!("{prefix}-{name}"), node, dns.clone());
+            api.admin("POST", "/api/v1/namespaces/default/pods", Some(&pod))
+                .await;
+        }
+    }
+    for (name, _) in &cases {
+        let theirs = resolver_file(&api, &format!("k-{name}"), &kubelet.pod_logs()).await;
+        let ours = resolver_file(&api, &format!("o-{name}"), &our_logs).await;
+        assert_eq!(ours, theirs, "{name}'s /etc/resolv.conf");
+        assert!(
+            !theirs.is_empty(),
+            "{name}: the kubelet's pod printed nothing"
+        );
+    }
+    // The cut name servers are told on the pod, in the same words.
+    let theirs = eventually("the kubelet's DNSConfigForming Warning", LONG, || async {
+        let found = warnings_on(&api, "k-none").await;
+        (!found.is_empty()).then_some(found)
+    })
+    .await;
+    let ours = eventually("our DNSConfigForming Warning", LONG, || async {
+        let found = warnings_on(&api, "o-none").await;
+        (!found.is_empty()).then_some(found)
+    })
+    .await;
+    assert_eq!(ours, theirs);
+    assert!(theirs[0].starts_with("DNSConfigForming: "), "{theirs:?}");
+}

@@ -50,7 +50,7 @@ impl RealKubelet {
     /// Starts the kubelet for node `node` with `kubeconfig` (the node's
     /// identity) on `containerd`. Waits for the machine-wide lock first.
     pub async fn start(node: &str, kubeconfig: &Path, containerd: &Containerd) -> Self {
-        Self::start_with(node, kubeconfig, containerd, None, None).await
+        Self::start_with(node, kubeconfig, containerd, None, None, "").await
     }
 
     /// [`start`](Self::start) as a node that joins: `kubeconfig` does not
@@ -63,7 +63,7 @@ impl RealKubelet {
         bootstrap: &Path,
         containerd: &Containerd,
     ) -> Self {
-        Self::start_with(node, kubeconfig, containerd, None, Some(bootstrap)).await
+        Self::start_with(node, kubeconfig, containerd, None, Some(bootstrap), "").await
     }
 
     /// [`start`](Self::start), serving its HTTPS API as `serving` says.
@@ -73,7 +73,18 @@ impl RealKubelet {
         containerd: &Containerd,
         serving: &Serving,
     ) -> Self {
-        Self::start_with(node, kubeconfig, containerd, Some(serving), None).await
+        Self::start_with(node, kubeconfig, containerd, Some(serving), None, "").await
+    }
+
+    /// [`start`](Self::start), its configuration file ending with
+    /// `extra` (KubeletConfiguration fields, one per line).
+    pub async fn start_configured(
+        node: &str,
+        kubeconfig: &Path,
+        containerd: &Containerd,
+        extra: &str,
+    ) -> Self {
+        Self::start_with(node, kubeconfig, containerd, None, None, extra).await
     }
 
     async fn start_with(
@@ -82,6 +93,7 @@ impl RealKubelet {
         containerd: &Containerd,
         serving: Option<&Serving>,
         bootstrap: Option<&Path>,
+        extra: &str,
     ) -> Self {
         std::fs::create_dir_all(DEVICE_PLUGINS).expect("the kubelet's device plugin directory");
         let lock_path = Path::new(DEVICE_PLUGINS)
@@ -108,6 +120,7 @@ impl RealKubelet {
         if bootstrap.is_some() {
             text.push_str("rotateCertificates: true\n");
         }
+        text.push_str(extra);
         std::fs::write(&config, text).expect("write the kubelet's configuration");
         let log = File::create(dir.path().join("kubelet.log")).expect("the kubelet's log");
         let mut command = Command::new(go_program("kubelet"));

@@ -182,3 +182,32 @@ fn registration_flags_refuse_what_the_kubelet_refuses() {
     assert!(parse_taints("=v:NoSchedule").is_err());
     assert!(parse_max_pods("0").is_err());
 }
+
+#[test]
+fn the_pods_dns_settings_reach_the_pods_and_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nodeplugins.toml");
+    let args = RunArgs {
+        kubeconfig: Some(KubeconfigSetting::Source(KubeConfigSource::Kubeconfig(
+            "/etc/kubernetes/kubelet.conf".into(),
+        ))),
+        node_name: Some("node-1".into()),
+        cluster_dns: Some(parse_cluster_dns("10.96.0.10, fd00::a").unwrap()),
+        cluster_domain: Some(parse_cluster_domain("cluster.local.").unwrap()),
+        resolv_conf: Some(parse_resolv_conf("").unwrap()),
+        node_ip: Some(parse_node_ips("10.0.0.5").unwrap()),
+        ..Default::default()
+    };
+    let s = Settings::resolve(&args).unwrap();
+    let dns = &s.kube.as_ref().unwrap().pod_dns;
+    assert_eq!(dns.cluster_dns.len(), 2);
+    assert_eq!(dns.cluster_domain, "cluster.local");
+    assert_eq!(dns.resolv_conf, None);
+    assert_eq!(dns.node_ips.len(), 1);
+    assert_reads_back(&s, &path);
+    assert!(parse_cluster_dns("10.96.0.300").is_err());
+    assert_eq!(
+        parse_resolv_conf("/run/systemd/resolve/resolv.conf").unwrap(),
+        ResolvConf(Some("/run/systemd/resolve/resolv.conf".into()))
+    );
+}

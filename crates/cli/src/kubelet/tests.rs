@@ -205,11 +205,7 @@ fn the_command_line_wins_and_what_is_not_honoured_is_named() {
     );
     assert_eq!(
         plan.ignored,
-        [
-            "cgroupDriver=\"systemd\"",
-            "clusterDomain=\"cluster.local\"",
-            "--lock-file=/run/lock"
-        ],
+        ["cgroupDriver=\"systemd\"", "--lock-file=/run/lock"],
         "readOnlyPort 0 and cgroupsPerQOS false are what the agent does"
     );
 }
@@ -329,4 +325,31 @@ fn zero_values_are_the_kubelets_defaults_and_the_report_follows_the_update() {
         std::time::Duration::from_secs(4),
         "no report frequency: the update frequency's"
     );
+}
+
+#[test]
+fn the_pods_dns_settings_are_the_kubelets() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+         clusterDNS:\n- 10.96.0.10\n- fd00::a\nclusterDomain: cluster.local\n",
+    )
+    .unwrap();
+    let plan = plan_of("", Some(&file), None);
+    assert_eq!(value(&plan, "cluster_dns"), Some("10.96.0.10,fd00::a"));
+    assert_eq!(value(&plan, "cluster_domain"), Some("cluster.local"));
+    assert_eq!(value(&plan, "resolv_conf"), Some("/etc/resolv.conf"));
+    assert!(plan.ignored.is_empty(), "{:?}", plan.ignored);
+    // The command line wins; an empty resolver file is none, not the
+    // default.
+    let plan = plan_of(
+        "--cluster-dns 10.0.0.10 --cluster-domain example.org --resolv-conf=",
+        Some(&file),
+        None,
+    );
+    assert_eq!(value(&plan, "cluster_dns"), Some("10.0.0.10"));
+    assert_eq!(value(&plan, "cluster_domain"), Some("example.org"));
+    assert_eq!(value(&plan, "resolv_conf"), Some(""));
 }

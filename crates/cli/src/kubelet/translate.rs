@@ -157,7 +157,6 @@ fn as_the_agent_does(path: &str, value: &Value) -> bool {
         | "staticPodPath"
         | "staticPodURL"
         | "featureGates"
-        | "clusterDNS"
         | "tlsCipherSuites"
         | "providerID" => empty(value),
         _ => false,
@@ -266,6 +265,23 @@ pub(crate) fn plan(given: &Given, loaded: &Loaded) -> Result<Plan, FieldError> {
         "volume_stats_agg_period",
         millis(r.duration("volumeStatsAggPeriod", Duration::from_secs(60))?),
     ));
+
+    // The pods' DNS.
+    if let Some(servers) = r.value("clusterDNS") {
+        let servers = servers
+            .as_array()
+            .ok_or_else(|| Reader::wrong("clusterDNS", "a list of IP addresses", servers))?;
+        let text: Vec<&str> = servers.iter().filter_map(Value::as_str).collect();
+        values.push(("cluster_dns", text.join(",")));
+    }
+    values.push(("cluster_domain", r.string("clusterDomain", "")?));
+    // An empty resolvConf is no file, not the default.
+    let resolv_conf = match r.value("resolvConf") {
+        None => "/etc/resolv.conf".to_string(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => return Err(Reader::wrong("resolvConf", "a path", other)),
+    };
+    values.push(("resolv_conf", resolv_conf));
 
     // The Node.
     let register = r.bool("registerNode", true)?;
