@@ -3242,8 +3242,14 @@ async fn a_pods_resolver_file_on_our_agent_is_what_the_real_kubelet_gives() {
         (
             "none",
             json!({"dnsPolicy": "None", "dnsConfig": {
-                "nameservers": ["192.0.2.1", "192.0.2.2", "192.0.2.3", "192.0.2.4"],
+                "nameservers": ["192.0.2.1", "192.0.2.2", "192.0.2.3"],
                 "searches": ["own.example"]}}),
+        ),
+        // The node's two and the pod's two: one more than a resolver takes.
+        (
+            "cut",
+            json!({"dnsPolicy": "Default", "dnsConfig": {
+                "nameservers": ["192.0.2.1", "192.0.2.2"]}}),
         ),
     ];
     for (name, dns) in &cases {
@@ -3264,12 +3270,12 @@ async fn a_pods_resolver_file_on_our_agent_is_what_the_real_kubelet_gives() {
     }
     // The cut name servers are told on the pod, in the same words.
     let theirs = eventually("the kubelet's DNSConfigForming Warning", LONG, || async {
-        let found = warnings_on(&api, "k-none").await;
+        let found = warnings_on(&api, "k-cut").await;
         (!found.is_empty()).then_some(found)
     })
     .await;
     let ours = eventually("our DNSConfigForming Warning", LONG, || async {
-        let found = warnings_on(&api, "o-none").await;
+        let found = warnings_on(&api, "o-cut").await;
         (!found.is_empty()).then_some(found)
     })
     .await;
