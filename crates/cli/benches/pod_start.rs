@@ -52,7 +52,7 @@ use nodeplugins_test_support::kube_api::{Identity, KubeApi, bind};
 use nodeplugins_test_support::oci_image::BUSYBOX;
 use nodeplugins_test_support::process::ChildProcess;
 use nodeplugins_test_support::real_kubelet::RealKubelet;
-use nodeplugins_test_support::stats::{latencies, percentiles_ms};
+use nodeplugins_test_support::stats::{latencies, percentiles_ms, process_usage as usage};
 use serde_json::json;
 use tokio::process::Command;
 use tokio::time::Instant;
@@ -269,26 +269,6 @@ async fn delete_all(api: &KubeApi, containerd: &Containerd, names: &[String]) {
         assert!(Instant::now() < deadline, "tasks still running: {text}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-/// Process `pid`'s resident memory in KiB and CPU time so far (user and
-/// system), from `/proc`.
-fn usage(pid: u32) -> (u64, Duration) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let rss = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap();
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    // After the command's closing parenthesis: field 3 on; utime and stime
-    // are fields 14 and 15, in clock ticks (100 a second on Linux).
-    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..]
-        .split_whitespace()
-        .collect();
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    (rss, Duration::from_millis(ticks * 10))
 }
 
 /// Resident memory (KiB) and CPU time over [`IDLE`] of process `pid`.

@@ -2719,6 +2719,25 @@ fn condition_rows(node: &Value) -> Vec<(String, String, String, String)> {
 /// and allocatable keys and the machine's capacity, address types and
 /// values but the host name, `nodeInfo` but the kubelet's version, and
 /// the kubelet's runtime handlers and features.
+/// Our agent for [`OUR_NODE`] under `root`, registering its Node and
+/// running its pods on `containerd`, with `extra` flags.
+fn registered_agent(
+    api: &nodeplugins_test_support::kube_api::KubeApi,
+    root: &Path,
+    containerd: &Containerd,
+    extra: &[&str],
+) -> ChildProcess {
+    let endpoint = containerd.endpoint();
+    let mut args = vec![
+        "--register-node",
+        "on",
+        "--container-runtime-endpoint",
+        &endpoint,
+    ];
+    args.extend_from_slice(extra);
+    common::kube::publishing_agent_as(&api.node_kubeconfig(), OUR_NODE, root, &args)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn our_agent_registers_its_node_as_the_real_kubelet_registers_its_own() {
     nodeplugins_test_support::init_tracing();
@@ -2728,18 +2747,7 @@ async fn our_agent_registers_its_node_as_the_real_kubelet_registers_its_own() {
     let _kubelet = RealKubelet::start(KUBELET_NODE, &kubelet_config, &kubelet_containerd).await;
     let our_containerd = Containerd::start().await;
     let root = TempDir::new().unwrap();
-    let endpoint = our_containerd.endpoint();
-    let _agent = common::kube::publishing_agent_as(
-        &api.node_kubeconfig(),
-        OUR_NODE,
-        root.path(),
-        &[
-            "--register-node",
-            "on",
-            "--container-runtime-endpoint",
-            &endpoint,
-        ],
-    );
+    let _agent = registered_agent(&api, root.path(), &our_containerd, &[]);
     let registered = |node: &'static str| {
         let api = &api;
         async move {
@@ -3202,16 +3210,11 @@ async fn a_pods_resolver_file_on_our_agent_is_what_the_real_kubelet_gives() {
     let our_containerd = Containerd::start().await;
     let root = TempDir::new().unwrap();
     let our_logs = dir.path().join("agent-pod-logs");
-    let endpoint = our_containerd.endpoint();
-    let _agent = common::kube::publishing_agent_as(
-        &api.node_kubeconfig(),
-        OUR_NODE,
+    let _agent = registered_agent(
+        &api,
         root.path(),
+        &our_containerd,
         &[
-            "--register-node",
-            "on",
-            "--container-runtime-endpoint",
-            &endpoint,
             "--pod-logs-dir",
             our_logs.to_str().unwrap(),
             "--cluster-dns",

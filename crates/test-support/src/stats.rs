@@ -1,4 +1,4 @@
-//! Latency summaries for the benchmarks.
+//! Latency summaries for the benchmarks, and what a process uses.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -39,4 +39,30 @@ pub fn latencies(
     sent.iter()
         .map(|(name, at)| ready[name].duration_since(*at).unwrap_or_default())
         .collect()
+}
+
+/// Process `pid`'s resident memory in KiB and CPU time so far (user and
+/// system), from `/proc`.
+pub fn process_usage(pid: u32) -> (u64, Duration) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // After the command's closing parenthesis: field 3 on; utime and stime
+    // are fields 14 and 15, in clock ticks (100 a second on Linux).
+    let fields: Vec<&str> = stat
+        .rfind(')')
+        .map(|end| stat[end + 2..].split_whitespace().collect())
+        .unwrap_or_default();
+    let tick = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    (rss, Duration::from_millis((tick(11) + tick(12)) * 10))
 }
