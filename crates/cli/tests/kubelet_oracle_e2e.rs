@@ -2839,27 +2839,36 @@ fn kubeconfig_view(path: &Path, cert_dir: &Path) -> Value {
 /// The `kubelet-client-*` entries of `cert_dir`: each file's name with its
 /// time as `<time>`, and where the current symlink points.
 fn certificate_files(cert_dir: &Path) -> (BTreeSet<String>, String) {
-    let mut names = BTreeSet::new();
-    for entry in std::fs::read_dir(cert_dir).unwrap() {
-        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
-        if !name.starts_with("kubelet-client") {
-            continue;
-        }
+    // A rotated certificate's file is named by the second it was written:
+    // the two nodes' seconds differ, so the name is compared without it.
+    let timeless = |name: &str| -> String {
         let stamp = name
             .strip_prefix("kubelet-client-")
             .and_then(|n| n.strip_suffix(".pem"))
             .filter(|t| t.len() == 19 && t.chars().filter(|c| *c == '-').count() == 5);
-        names.insert(match stamp {
+        match stamp {
             Some(_) => "kubelet-client-<time>.pem".to_string(),
-            None => name,
-        });
+            None => name.to_string(),
+        }
+    };
+    let mut names = BTreeSet::new();
+    for entry in std::fs::read_dir(cert_dir).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if name.starts_with("kubelet-client") {
+            names.insert(timeless(&name));
+        }
     }
     let target = std::fs::read_link(cert_dir.join("kubelet-client-current.pem")).unwrap();
-    let target = target
-        .display()
-        .to_string()
-        .replace(&cert_dir.display().to_string(), "<cert-dir>");
-    (names, target)
+    let file = target
+        .file_name()
+        .map(|f| timeless(&f.to_string_lossy()))
+        .unwrap_or_default();
+    let dir = match target.parent() {
+        Some(parent) if parent == cert_dir => "<cert-dir>".to_string(),
+        Some(parent) => parent.display().to_string(),
+        None => String::new(),
+    };
+    (names, format!("{dir}/{file}"))
 }
 
 /// A CertificateSigningRequest of node `node`, what a node chooses in it:
