@@ -197,7 +197,11 @@ impl KubeletNode {
     async fn sync(&mut self, client: &kube::Client, seen: Option<&Node>) {
         let desired = self.desired(seen);
         let now = Instant::now();
-        let shown = kubelet_status::shows(seen, &desired);
+        let unshown = kubelet_status::unshown(seen, &desired);
+        if let Some(field) = &unshown {
+            tracing::debug!(node = %self.node_name, %field, "the Node does not show the status");
+        }
+        let shown = unshown.is_none();
         if shown && self.report_due.is_some_and(|due| now < due) {
             return;
         }

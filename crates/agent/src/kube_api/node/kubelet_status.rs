@@ -276,14 +276,16 @@ pub(in crate::kube_api) fn desired(inputs: &StatusInputs<'_>, seen: Option<&Node
             .handlers
             .iter()
             .map(|h| {
-                let mut handler = json!({"features": {
-                    "recursiveReadOnlyMounts": h.recursive_read_only_mounts,
-                    "userNamespaces": h.user_namespaces,
-                }});
-                if !h.name.is_empty() {
-                    handler["name"] = json!(h.name);
-                }
-                handler
+                // The default handler's name is written empty, as the
+                // API server shows it: left out, the Node would never
+                // show the status and each sync would write it.
+                json!({
+                    "name": h.name,
+                    "features": {
+                        "recursiveReadOnlyMounts": h.recursive_read_only_mounts,
+                        "userNamespaces": h.user_namespaces,
+                    },
+                })
             })
             .collect();
         status.insert("runtimeHandlers".into(), Value::Array(handlers));
@@ -296,35 +298,39 @@ pub(in crate::kube_api) fn desired(inputs: &StatusInputs<'_>, seen: Option<&Node
     Value::Object(status)
 }
 
-/// Whether `seen` shows `desired` (heartbeat times aside): when it does,
-/// nothing need be written until the report period is out.
-pub(in crate::kube_api) fn shows(seen: Option<&Node>, desired: &Value) -> bool {
+/// The first field of `desired` that `seen` does not show (heartbeat
+/// times aside), `None` when it shows them all: then nothing need be
+/// written until the report period is out.
+pub(in crate::kube_api) fn unshown(seen: Option<&Node>, desired: &Value) -> Option<String> {
     let Some(status) = seen
         .and_then(|n| n.status.as_ref())
         .and_then(|s| serde_json::to_value(s).ok())
     else {
-        return false;
+        return Some("status".into());
     };
     let Some(fields) = desired.as_object() else {
-        return false;
+        return Some("status".into());
     };
-    fields.iter().all(|(field, want)| match field.as_str() {
-        "capacity" | "allocatable" => want
-            .as_object()
-            .is_some_and(|keys| keys.iter().all(|(key, value)| &status[field][key] == value)),
-        "conditions" => want.as_array().is_some_and(|wanted| {
-            wanted.iter().all(|c| {
-                let shown = status["conditions"]
-                    .as_array()
-                    .and_then(|all| all.iter().find(|s| s["type"] == c["type"]));
-                shown.is_some_and(|s| {
-                    ["status", "reason", "message", "lastTransitionTime"]
-                        .iter()
-                        .all(|k| s[*k] == c[*k])
+    fields.iter().find_map(|(field, want)| {
+        let shown = match field.as_str() {
+            "capacity" | "allocatable" => want
+                .as_object()
+                .is_some_and(|keys| keys.iter().all(|(key, value)| &status[field][key] == value)),
+            "conditions" => want.as_array().is_some_and(|wanted| {
+                wanted.iter().all(|c| {
+                    let shown = status["conditions"]
+                        .as_array()
+                        .and_then(|all| all.iter().find(|s| s["type"] == c["type"]));
+                    shown.is_some_and(|s| {
+                        ["status", "reason", "message", "lastTransitionTime"]
+                            .iter()
+                            .all(|k| s[*k] == c[*k])
+                    })
                 })
-            })
-        }),
-        _ => &status[field] == want,
+            }),
+            _ => &status[field] == want,
+        };
+        (!shown).then(|| format!("{field}: {want} over {}", status[field]))
     })
 }
 
@@ -366,7 +372,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::runtime::RuntimeCondition;
+    use crate::runtime::{RuntimeCondition, RuntimeHandler};
 
     fn machine() -> MachineInfo {
         MachineInfo {
@@ -392,9 +398,14 @@ mod tests {
             reason: String::new(),
             message: String::new(),
         };
+        let handler = |name: &str| RuntimeHandler {
+            name: name.into(),
+            recursive_read_only_mounts: true,
+            user_namespaces: false,
+        };
         report.answered(
             &[ready("RuntimeReady"), ready("NetworkReady")],
-            Vec::new(),
+            vec![handler(""), handler("runc")],
             false,
             now,
         );
@@ -505,8 +516,15 @@ mod tests {
             &inputs(&machine, &runtime, now, "2026-12-03T10:00:00Z"),
             None,
         );
+        // The Node as the API server answers it: the default runtime
+        // handler's name shown empty.
+        let mut shown = first.clone();
+        shown["runtimeHandlers"] = json!([
+            {"name": "", "features": {"recursiveReadOnlyMounts": true, "userNamespaces": false}},
+            {"name": "runc", "features": {"recursiveReadOnlyMounts": true, "userNamespaces": false}},
+        ]);
         let node: Node = serde_json::from_value(json!({
-            "metadata": {"name": "n"}, "status": first.clone(),
+            "metadata": {"name": "n"}, "status": shown,
         }))
         .unwrap();
         let later = now + Duration::from_secs(10);
@@ -523,7 +541,7 @@ mod tests {
             second["conditions"][3]["lastHeartbeatTime"],
             "2026-12-03T10:00:10Z"
         );
-        assert!(shows(Some(&node), &second));
+        assert_eq!(unshown(Some(&node), &second), None);
         let not_ready = RuntimeReport::default();
         let third = desired(
             &inputs(&machine, &not_ready, later, "2026-12-03T10:00:10Z"),
@@ -533,7 +551,7 @@ mod tests {
             third["conditions"][3]["lastTransitionTime"],
             "2026-12-03T10:00:10Z"
         );
-        assert!(!shows(Some(&node), &third));
+        assert!(unshown(Some(&node), &third).is_some());
     }
 
     #[test]
