@@ -1,8 +1,8 @@
 //! A running pod's status as the kubelet writes it to the API: its phase,
 //! its conditions (`PodReadyToStartContainers`, `Initialized`,
-//! `ContainersReady`, `Ready`, each with the time it last changed), its
-//! addresses (the node's: pods run in the host's network), its start time,
-//! and one status per container (init containers apart) with its runtime
+//! `ContainersReady`, `Ready`, `PodScheduled`, each with the time it last
+//! changed), its addresses (the node's: pods run in the host's network),
+//! its start time, and one status per container (init containers apart) with its runtime
 //! id, state, last state, restart count, image, readiness and the health
 //! of what it holds (`resource_health`). A container is ready while it
 //! runs (no probes are run: see the operator guide).
@@ -149,6 +149,10 @@ pub(crate) fn api_status(
             )
         });
     }
+    // A pod the node runs is scheduled to it, whoever placed it there
+    // (the scheduler, its creator naming the node, or the node's own
+    // files for a static pod).
+    conditions.push(condition("PodScheduled", true, None, None));
 
     let specs: BTreeMap<&str, &Container> = containers(inputs.pod)
         .into_iter()
