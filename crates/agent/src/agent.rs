@@ -260,6 +260,7 @@ impl Agent {
     ) -> Result<Self, AgentError> {
         let parts = Parts::new(&config);
         let mut pods_config = crate::pods::PodsConfig::new(&kube);
+        pods_config.fs_watcher = config.fs_watcher.clone();
         let state_dir = config.root_dir.join(crate::admin::ADMIN_DIR);
         pods_config.boot_record = Some(state_dir.join(crate::pods::BOOT_RECORD_FILE));
         let runtime: Arc<dyn crate::runtime::ContainerRuntime> =
@@ -448,6 +449,9 @@ impl Agent {
                     .map_err(AgentError::KubeletServer)?;
                 if let Ok(addr) = server.local_addr() {
                     tracing::info!(%addr, "serving the kubelet's API");
+                }
+                if let Some(Ok(addr)) = server.read_only_addr() {
+                    tracing::info!(%addr, "serving the kubelet's read-only port");
                 }
                 Some(server)
             }

@@ -22,6 +22,7 @@
 //! | `authn` | who a request comes from |
 //! | `authz` | the kubelet's attributes and the SubjectAccessReview |
 //! | `server` | the listener, connections and the filter chain |
+//! | `read_only` | the read-only port: plain HTTP, no filters, no debugging |
 //! | `state` | what every request's handling reads |
 //! | `routes` | the endpoints, and which paths the kubelet has at all |
 //! | `container_logs` | `/containerLogs`: options and the container's file |
@@ -38,6 +39,7 @@ mod config;
 mod container_logs;
 mod log_reader;
 mod node_usage;
+mod read_only;
 mod reply;
 mod resource_metrics;
 mod routes;

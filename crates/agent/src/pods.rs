@@ -43,6 +43,7 @@
 //! | `run_options` | what the runtime is given for a pod and each container |
 //! | `run` | one admitted pod's containers run through the runtime |
 //! | `status` | the pod's status as the kubelet writes it |
+//! | `static_pods` | the pods the node runs from its own files, and their mirrors |
 //! | `teardown` | stopping what a pod runs, then giving back what it held |
 //!
 //! Beside them:
@@ -79,6 +80,8 @@ mod run;
 mod run_options;
 mod snapshot;
 #[cfg(feature = "kube")]
+mod static_pods;
+#[cfg(feature = "kube")]
 mod status;
 #[cfg(feature = "kube")]
 mod teardown;
@@ -105,5 +108,7 @@ pub(crate) use run_options::env::expand;
 #[cfg(feature = "kube")]
 pub use run_options::pod_dns::PodDnsConfig;
 pub use snapshot::{PodPhase, PodStatus, PodsSnapshot, VolumeStatus};
+#[cfg(feature = "kube")]
+pub use static_pods::source::{DEFAULT_FILE_CHECK_FREQUENCY, StaticPodsConfig};
 #[cfg(feature = "kube")]
 pub use teardown::release::ReleaseError;

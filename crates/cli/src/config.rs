@@ -231,6 +231,14 @@ settings! {
     /// the kubelet's --resolv-conf ("" for none: a pod in the node's DNS
     /// gets a loopback name server) [default: /etc/resolv.conf].
     resolv_conf: ResolvConf, "NODEPLUGINS_RESOLV_CONF", parse_resolv_conf;
+    /// The node's static pods, as the kubelet's staticPodPath (its
+    /// --pod-manifest-path): a manifest, or a directory of them (not
+    /// recursing, names starting with '.' skipped), each one v1 Pod run
+    /// on the node with a mirror pod in the API [default: none].
+    static_pod_path: PathBuf, "NODEPLUGINS_STATIC_POD_PATH", parse_path;
+    /// How often the static pod path is read again besides its inotify
+    /// watch, as the kubelet's fileCheckFrequency [default: 20s].
+    file_check_frequency: Duration, "NODEPLUGINS_FILE_CHECK_FREQUENCY", parse_go_duration;
     /// The pods the node takes, as the kubelet's --max-pods [default: 110].
     max_pods: u32, "NODEPLUGINS_MAX_PODS", parse_max_pods;
     /// Where to serve the kubelet's HTTPS API (logs, exec, attach,
@@ -634,6 +642,14 @@ impl Settings {
                 if let Some(ResolvConf(file)) = c.resolv_conf.clone() {
                     kube.pod_dns.resolv_conf = file;
                 }
+                if let Some(path) = c.static_pod_path.clone() {
+                    kube.static_pods = Some(nodeplugins::pods::StaticPodsConfig {
+                        path,
+                        check_frequency: c
+                            .file_check_frequency
+                            .unwrap_or(nodeplugins::pods::DEFAULT_FILE_CHECK_FREQUENCY),
+                    });
+                }
                 if let Some(NodeIps(ips)) = c.node_ip.clone() {
                     kube.pod_dns.node_ips = ips;
                 }
@@ -702,6 +718,7 @@ impl Settings {
             .and_then(|k| k.client_certificates.as_ref());
         let default_dns = nodeplugins::pods::PodDnsConfig::default();
         let dns = self.kube.as_ref().map_or(&default_dns, |k| &k.pod_dns);
+        let static_pods = self.kube.as_ref().and_then(|k| k.static_pods.as_ref());
         let lines = [
             ("root_dir", a.root_dir.display().to_string()),
             ("log_format", format.to_string()),
@@ -831,6 +848,18 @@ impl Settings {
                     .join(","),
             ),
             ("cluster_domain", dns.cluster_domain.clone()),
+            (
+                "static_pod_path",
+                static_pods.map_or(String::new(), |s| s.path.display().to_string()),
+            ),
+            (
+                "file_check_frequency",
+                human(
+                    static_pods.map_or(nodeplugins::pods::DEFAULT_FILE_CHECK_FREQUENCY, |s| {
+                        s.check_frequency
+                    }),
+                ),
+            ),
             (
                 "resolv_conf",
                 dns.resolv_conf

@@ -97,6 +97,7 @@ fn settings(plan: &translate::Plan) -> anyhow::Result<Settings> {
         server.authorized_ttl = extras.authorized_ttl;
         server.unauthorized_ttl = extras.unauthorized_ttl;
         server.debugging_handlers = extras.debugging_handlers;
+        server.read_only_addr = extras.read_only;
     }
     if let Some(kube) = settings.kube.as_mut() {
         kube.node_lease_duration = Some(extras.lease_duration);

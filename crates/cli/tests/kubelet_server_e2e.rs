@@ -150,6 +150,32 @@ async fn kubelet_request(
     (code.parse().unwrap(), body.to_string())
 }
 
+/// `curl` to a read-only port (plain HTTP, no credentials) with method
+/// `method`: the status, the body and the content type.
+async fn plain_request(port: u16, method: &str, path: &str) -> (u16, String, String) {
+    let output = Command::new("curl")
+        .args(["--silent", "--show-error", "--max-time", "10"])
+        .args(["--request", method])
+        .args(["--write-out", "\n%{content_type}\n%{http_code}"])
+        .arg(format!("http://127.0.0.1:{port}{path}"))
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "curl {path}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8(output.stdout).unwrap();
+    let (rest, code) = text.rsplit_once('\n').unwrap();
+    let (body, content_type) = rest.rsplit_once('\n').unwrap();
+    (
+        code.parse().unwrap(),
+        body.to_string(),
+        content_type.to_string(),
+    )
+}
+
 /// The tick number of a `tick N` line.
 fn tick(line: &str) -> u64 {
     line.strip_prefix("tick ")
@@ -562,9 +588,11 @@ async fn the_agents_kubelet_port_answers_as_the_real_kubelets_own() {
     let (api, certs) = api_with_kubelet_client(OUR_NODE).await;
     let kubelet_containerd = Containerd::start().await;
     let their_port = free_port();
+    let their_read_only = free_port();
     let serving = Serving {
         port: their_port,
         client_ca_file: certs.ca_file.clone(),
+        read_only_port: their_read_only,
     };
     let kubelet_config = api.kubeconfig_of_node(KUBELET_NODE);
     let kubelet =
@@ -574,6 +602,7 @@ async fn the_agents_kubelet_port_answers_as_the_real_kubelets_own() {
     // configuration file of the same shape.
     let our_containerd = Containerd::start().await;
     let our_port = free_port();
+    let our_read_only = free_port();
     let (_agent, _root) = agent_as_kubelet(
         &api,
         OUR_NODE,
@@ -581,6 +610,7 @@ async fn the_agents_kubelet_port_answers_as_the_real_kubelets_own() {
         &Serving {
             port: our_port,
             client_ca_file: certs.ca_file.clone(),
+            read_only_port: our_read_only,
         },
     );
 
@@ -794,6 +824,64 @@ async fn the_agents_kubelet_port_answers_as_the_real_kubelets_own() {
         if answers[0] != answers[1] {
             differences.push(format!(
                 "{who} {method} {path}:\n  kubelet: {:?}\n  ours:    {:?}",
+                answers[0], answers[1]
+            ));
+        }
+    }
+
+    // The read-only port: plain HTTP, nobody asked who they are, no
+    // debugging handlers. `true`: the body is compared too.
+    let read_only: &[(&str, &str, bool)] = &[
+        ("GET", "/healthz", true),
+        ("GET", "/healthz/ping", true),
+        ("POST", "/healthz", true),
+        ("GET", "/pods", false),
+        ("POST", "/pods", true),
+        ("GET", "/pods/x", true),
+        ("GET", "/metrics/resource", false),
+        ("GET", "/stats", true),
+        ("GET", "/exec", true),
+        ("GET", "/logs", true),
+        ("GET", "/exec/{ns}/talker/main?command=ls", true),
+        ("POST", "/exec/{ns}/talker/main?command=ls", true),
+        ("POST", "/run/{ns}/talker/main?cmd=ls", true),
+        ("GET", "/containerLogs/{ns}/talker/main", true),
+        ("POST", "/attach/{ns}/talker/main?output=1", true),
+        ("POST", "/portForward/{ns}/talker", true),
+        ("GET", "/logs/", true),
+        ("GET", "/debug/pprof/", true),
+        ("GET", "/runningpods/", true),
+        ("GET", "/configz", true),
+        ("GET", "/flagz", true),
+        ("GET", "/statusz", true),
+        ("GET", "/debug/flags/v", true),
+        ("GET", "/checkpoint/{ns}/talker/main", true),
+        ("GET", "/no/such/path", true),
+    ];
+    let read_only_ports = [("theirs", their_read_only), ("ours", our_read_only)];
+    for (ns, port) in read_only_ports {
+        eventually(
+            &format!("the read-only port of {ns} answers"),
+            TIMEOUT,
+            || async { (plain_request(port, "GET", "/healthz").await.0 == 200).then_some(()) },
+        )
+        .await;
+    }
+    for (method, path, with_body) in read_only {
+        let mut answers = Vec::new();
+        for (ns, port) in read_only_ports {
+            let path = path.replace("{ns}", ns);
+            let (status, body, content_type) = plain_request(port, method, &path).await;
+            let body = if *with_body {
+                body.replace(ns, "{ns}")
+            } else {
+                String::new()
+            };
+            answers.push((status, body, content_type));
+        }
+        if answers[0] != answers[1] {
+            differences.push(format!(
+                "read-only port {method} {path}:\n  kubelet: {:?}\n  ours:    {:?}",
                 answers[0], answers[1]
             ));
         }

@@ -1,7 +1,7 @@
 //! The Go programs of `interop/`: the kubelet's own plugin manager, DRA
 //! plugin manager and device-plugin server, its example plugins and stubs,
 //! the end-to-end suite's CSI mock driver, a DRA driver on the official Go
-//! helper, the kubelet's DRA manager and DNS configurer, etcd,
+//! helper, the kubelet's DRA manager, DNS configurer and static pod file source, etcd,
 //! kube-apiserver, kube-scheduler and kube-controller-manager, all built
 //! from the Kubernetes Go modules pinned in `interop/go.mod`; and the
 //! container runtime, containerd with its `ctr` client and runc shim, from
@@ -29,6 +29,7 @@ pub const PROGRAMS: &[&str] = &[
     "kubelet-dra",
     "kubelet-pods",
     "kubelet-dns",
+    "kubelet-static-pods",
     "csi-mock",
     "podcert-signer",
     "etcd",

@@ -36,6 +36,8 @@ pub struct Serving {
     pub port: u16,
     /// The CA of the client certificates it accepts (`clientCAFile`).
     pub client_ca_file: PathBuf,
+    /// Its read-only port (`readOnlyPort`), 0 for none.
+    pub read_only_port: u16,
 }
 
 /// A running kubelet.
@@ -224,6 +226,7 @@ authorization:
             serving.client_ca_file.display()
         ),
     };
+    let read_only = serving.map_or(0, |s| s.read_only_port);
     format!(
         r#"apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -235,7 +238,7 @@ cgroupDriver: cgroupfs
 containerRuntimeEndpoint: {endpoint}
 imageServiceEndpoint: {endpoint}
 podLogsDir: {dir}/pod-logs
-readOnlyPort: 0
+readOnlyPort: {read_only}
 healthzPort: 0
 {server}
 evictionHard:

@@ -148,6 +148,10 @@ pub struct KubeApiConfig {
     /// `clusterDomain`, `resolvConf`). Default: no cluster name servers,
     /// the node's `/etc/resolv.conf`.
     pub pod_dns: crate::pods::PodDnsConfig,
+    /// Where the node's static pods are read from (the kubelet's
+    /// `staticPodPath`, `fileCheckFrequency`); `None`: the node runs only
+    /// the API's pods. Default: `None`.
+    pub static_pods: Option<crate::pods::StaticPodsConfig>,
     /// Notices the credentials' files changing (the agent shares one among
     /// all its parts).
     pub fs_watcher: FsWatcher,
@@ -175,6 +179,7 @@ impl KubeApiConfig {
             node_registration: None,
             client_certificates: None,
             pod_dns: crate::pods::PodDnsConfig::default(),
+            static_pods: None,
             fs_watcher: FsWatcher::new(),
         }
     }

@@ -68,6 +68,11 @@ pub struct KubeletServerConfig {
     /// served (`enableDebuggingHandlers`, default on); off, they answer
     /// 405.
     pub debugging_handlers: bool,
+    /// The kubelet's read-only port (`readOnlyPort` on `address`): plain
+    /// HTTP with neither authentication nor authorization, the health
+    /// checks, `/pods` and the metrics, never the debugging handlers;
+    /// `None` (the default, the kubelet's `readOnlyPort: 0`) serves none.
+    pub read_only_addr: Option<SocketAddr>,
 }
 
 impl KubeletServerConfig {
@@ -88,6 +93,7 @@ impl KubeletServerConfig {
             authorized_ttl: Duration::from_secs(5 * 60),
             unauthorized_ttl: Duration::from_secs(30),
             debugging_handlers: true,
+            read_only_addr: None,
         }
     }
 }

@@ -23,7 +23,7 @@ use super::state::State;
 use crate::runtime::{ContainerState, Sample};
 
 /// The content type of the Prometheus text format.
-const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8; escaping=underscores";
 
 /// A family: its name, type and the kubelet's help (with its stability).
 struct Family {

@@ -135,7 +135,8 @@ pub(crate) async fn route(state: &State, request: Request<Incoming>) -> Reply {
             ) =>
         {
             if !state.debugging_handlers {
-                return reply::text(
+                // The kubelet's `http.Error`: with a newline.
+                return reply::http_error(
                     StatusCode::METHOD_NOT_ALLOWED,
                     "Debug endpoints are disabled.",
                 );

@@ -24,6 +24,7 @@ use tokio_util::task::TaskTracker;
 use super::authn::Authenticator;
 use super::authz::{Authorizer, Decision, describe, request_attributes};
 use super::config::KubeletServerConfig;
+use super::read_only::ReadOnlyPort;
 use super::reply::{self, Reply};
 use super::routes::{Mux, mux, not_found, redirect, route};
 use super::serving_cert::{self, CertError};
@@ -93,6 +94,8 @@ pub struct KubeletServer {
     listener: TcpListener,
     acceptor: TlsAcceptor,
     state: Arc<State>,
+    /// The read-only port, when one is asked for.
+    read_only: Option<ReadOnlyPort>,
 }
 
 impl KubeletServer {
@@ -115,6 +118,14 @@ impl KubeletServer {
                     addr: config.addr,
                     source,
                 })?;
+        let read_only = match config.read_only_addr {
+            None => None,
+            Some(addr) => Some(
+                ReadOnlyPort::bind(addr)
+                    .await
+                    .map_err(|source| KubeletServerError::Bind { addr, source })?,
+            ),
+        };
         let state = State {
             authenticator: Authenticator::new(
                 chain_check,
@@ -138,6 +149,7 @@ impl KubeletServer {
             listener,
             acceptor: TlsAcceptor::from(tls_config),
             state: Arc::new(state),
+            read_only,
         })
     }
 
@@ -146,10 +158,18 @@ impl KubeletServer {
         self.listener.local_addr()
     }
 
-    /// Serves until `shutdown`; then stops taking connections and ends
-    /// the open ones.
-    pub async fn serve(self, shutdown: CancellationToken) {
+    /// The address the read-only port listens on, when there is one.
+    pub fn read_only_addr(&self) -> Option<std::io::Result<SocketAddr>> {
+        self.read_only.as_ref().map(ReadOnlyPort::local_addr)
+    }
+
+    /// Serves (and the read-only port beside) until `shutdown`; then
+    /// stops taking connections and ends the open ones.
+    pub async fn serve(mut self, shutdown: CancellationToken) {
         let connections = TaskTracker::new();
+        if let Some(read_only) = self.read_only.take() {
+            connections.spawn(read_only.serve(self.state.clone(), shutdown.clone()));
+        }
         loop {
             let accepted = tokio::select! {
                 () = shutdown.cancelled() => break,

@@ -67,6 +67,12 @@ pub struct PodsConfig {
     pub volume_stats_agg_period: Duration,
     /// The resolver settings the pods get. Default: the API settings'.
     pub dns: super::PodDnsConfig,
+    /// Where static pods are read from; `None`: none are. Default: the
+    /// API settings'.
+    pub static_pods: Option<super::StaticPodsConfig>,
+    /// The agent's inotify instance, which the static pod path's watch
+    /// shares. Default: one of its own.
+    pub fs_watcher: crate::fs_watch::FsWatcher,
 }
 
 impl PodsConfig {
@@ -87,6 +93,8 @@ impl PodsConfig {
             sync_frequency: kube.sync_frequency,
             volume_stats_agg_period: kube.volume_stats_agg_period,
             dns: kube.pod_dns.clone(),
+            static_pods: kube.static_pods.clone(),
+            fs_watcher: kube.fs_watcher.clone(),
         }
     }
 }

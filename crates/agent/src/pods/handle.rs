@@ -13,7 +13,9 @@ use crate::dra::{DraError, DraHandle};
 use crate::event::AgentEvent;
 use crate::pods::admit::claims::{PodClaimsError, PodClaimsReader};
 use crate::pods::admit::container::container_devices;
+use crate::pods::admit::spec::is_mirror;
 use crate::pods::snapshot::{PodStatus, PodsSnapshot};
+use crate::pods::static_pods::source::StaticPods;
 use crate::published::Store;
 
 /// The pods owner has stopped.
@@ -54,13 +56,26 @@ pub struct PodsHandle {
     pub(crate) csi_operations: Option<crate::volumes::CsiOperations>,
     /// The pods' certificates by signer and state, when pods get volumes.
     pub(crate) pod_certificate_states: Option<crate::volumes::PodCertificateStates>,
+    /// The node's static pods, when it has a static pod path.
+    pub(crate) static_pods: Option<watch::Receiver<StaticPods>>,
 }
 
 impl PodsHandle {
-    /// Every pod bound to the node, as the API last showed it (none
-    /// before the first listing, or when pods are not served).
+    /// Every pod the node runs, as the kubelet lists them: those bound to
+    /// it in the API as the API last showed them (none before the first
+    /// listing, or when pods are not served), mirror pods aside, and its
+    /// static pods as read from their files.
     pub fn bound_pods(&self) -> Vec<Arc<k8s_openapi::api::core::v1::Pod>> {
-        self.bound.state()
+        let mut pods: Vec<_> = self
+            .bound
+            .state()
+            .into_iter()
+            .filter(|p| !is_mirror(p))
+            .collect();
+        if let Some(statics) = self.static_pods.as_ref().and_then(|s| s.borrow().clone()) {
+            pods.extend(statics.values().cloned());
+        }
+        pods
     }
 
     /// The pod `namespace`/`name` bound to the node, as the API last
@@ -70,8 +85,21 @@ impl PodsHandle {
         namespace: &str,
         name: &str,
     ) -> Option<Arc<k8s_openapi::api::core::v1::Pod>> {
-        self.bound
-            .get(&kube::runtime::reflector::ObjectRef::new(name).within(namespace))
+        // A static pod before its mirror pod, which has its name.
+        let statics = self.static_pods.as_ref().and_then(|s| s.borrow().clone());
+        let found = statics.and_then(|statics| {
+            statics
+                .values()
+                .find(|p| {
+                    p.metadata.namespace.as_deref() == Some(namespace)
+                        && p.metadata.name.as_deref() == Some(name)
+                })
+                .cloned()
+        });
+        found.or_else(|| {
+            self.bound
+                .get(&kube::runtime::reflector::ObjectRef::new(name).within(namespace))
+        })
     }
 
     /// The usage of the pods' claimed volumes (the kubelet's

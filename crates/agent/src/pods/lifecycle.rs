@@ -12,6 +12,7 @@
 //! | `admission_gate` | one pod's devices allocated at a time |
 //! | `operation` | one pod's operation: admitted then run, stopped then given back |
 //! | `report` | what operations and runtime listings tell the owner on the side |
+//! | `static_source` | the static pods followed beside the API's, their mirrors' changes |
 
 #[cfg(feature = "kube")]
 pub(super) mod admission_gate;
@@ -21,6 +22,8 @@ pub(super) mod operation;
 pub(super) mod owner;
 #[cfg(feature = "kube")]
 pub(super) mod report;
+#[cfg(feature = "kube")]
+pub(super) mod static_source;
 #[cfg(feature = "kube")]
 pub(super) mod tracked;
 #[cfg(feature = "kube")]

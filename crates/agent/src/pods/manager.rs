@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use nodeplugins_api::backoff::Backoff;
 use nodeplugins_api::retry::Retry;
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{Notify, broadcast, mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -53,6 +53,8 @@ use crate::pods::lifecycle::watch::watch_pods;
 use crate::pods::run::lifecycle_events::generate;
 use crate::pods::run::worker::{NodeFacts, WorkerContext};
 use crate::pods::snapshot::PodsSnapshot;
+use crate::pods::static_pods::mirror::{MirrorSync, Mirrors};
+use crate::pods::static_pods::source::{StaticPods, follow};
 use crate::pods::status::status_writer::StatusWriter;
 use crate::pods::teardown::release::Releaser;
 use crate::published::Publisher;
@@ -77,6 +79,8 @@ pub struct PodsManager {
     /// The pods bound to the node, as the watch keeps them, and its writer.
     pods: kube::runtime::reflector::Store<k8s_openapi::api::core::v1::Pod>,
     pods_writer: kube::runtime::reflector::store::Writer<k8s_openapi::api::core::v1::Pod>,
+    /// Where the static pods are published, with a static pod path.
+    static_pods: Option<watch::Sender<StaticPods>>,
 }
 
 impl PodsManager {
@@ -103,6 +107,7 @@ impl PodsManager {
             config.request_timeout,
         );
         let (pods, pods_writer) = kube::runtime::reflector::store();
+        let static_pods = config.static_pods.as_ref().map(|_| watch::channel(None).0);
         let handle = PodsHandle {
             serving: config.serve,
             bound: pods.clone(),
@@ -113,6 +118,7 @@ impl PodsManager {
             volume_stats: None,
             csi_operations: None,
             pod_certificate_states: None,
+            static_pods: static_pods.as_ref().map(watch::Sender::subscribe),
         };
         let writer = StatusWriter::new(connection.clone(), claims.limiter());
         let warnings = PodEvents::new(connection.clone(), config.node_name.clone());
@@ -134,6 +140,7 @@ impl PodsManager {
         let manager = Self {
             pods,
             pods_writer,
+            static_pods,
             volumes,
             admitter: Admitter {
                 devices,
@@ -195,6 +202,34 @@ impl PodsManager {
             watch_tx,
             shutdown.clone(),
         ));
+        // The static pods, followed from their path, and their mirror
+        // pods kept in step.
+        let mirrors_changed = Arc::new(Notify::new());
+        let static_pods =
+            self.config
+                .static_pods
+                .clone()
+                .zip(self.static_pods)
+                .map(|(config, sender)| {
+                    let receiver = sender.subscribe();
+                    tasks.spawn(follow(
+                        config,
+                        self.config.node_name.clone(),
+                        self.config.fs_watcher.clone(),
+                        sender,
+                        shutdown.clone(),
+                    ));
+                    let sync = MirrorSync {
+                        connection: self.connection.clone(),
+                        node_name: self.config.node_name.clone(),
+                        pods: pods.clone(),
+                        informers: self.admitter.informers.clone(),
+                        static_pods: receiver.clone(),
+                        changed: mirrors_changed.clone(),
+                    };
+                    tasks.spawn(sync.run(shutdown.clone()));
+                    receiver
+                });
         let lifecycle = broadcast::channel(1024).0;
         tasks.spawn(generate(
             self.runtime.clone(),
@@ -223,6 +258,7 @@ impl PodsManager {
             volumes: volumes.clone(),
             pod_events: self.warnings.clone(),
             dns: Arc::new(self.config.dns.clone()),
+            mirrors: Mirrors::new(pods.clone()),
             resync: Backoff::new(self.config.sync_frequency, self.config.sync_frequency)
                 .with_jitter(0.5),
         };
@@ -257,6 +293,8 @@ impl PodsManager {
             served: Served::default(),
             watch: watch_rx,
             pods,
+            static_pods,
+            mirrors_changed,
             watch_failures: Retry::default(),
             backoff,
             dirty: HashSet::new(),

@@ -181,13 +181,30 @@ pub(crate) enum ConfigError {
 pub(crate) struct Loaded {
     pub(crate) config: Map<String, Value>,
     pub(crate) unknown_fields: Vec<String>,
+    /// Whether `--config` named a file: without one the kubelet starts
+    /// from its legacy defaults ([`LEGACY_DEFAULTS`]).
+    pub(crate) from_file: bool,
 }
+
+/// A legacy default's value.
+pub(crate) type LegacyValue = fn() -> Value;
+
+/// What the kubelet's defaults are without a `--config` file, to keep its
+/// older command line's: anonymous requests allowed, no token webhook,
+/// every request authorized, the read-only port on 10255.
+pub(crate) const LEGACY_DEFAULTS: &[(&str, LegacyValue)] = &[
+    ("authentication.anonymous.enabled", || Value::Bool(true)),
+    ("authentication.webhook.enabled", || Value::Bool(false)),
+    ("authorization.mode", || Value::String("AlwaysAllow".into())),
+    ("readOnlyPort", || Value::from(10255)),
+];
 
 /// Loads `--config` (if given) and the drop-ins of `--config-dir` (if
 /// given) over it.
 pub(crate) fn load(config: Option<&Path>, drop_ins: Option<&Path>) -> Result<Loaded, ConfigError> {
     let mut loaded = Loaded::default();
     if let Some(path) = config {
+        loaded.from_file = true;
         let file = read(path)?;
         note_unknown(&file, &mut loaded.unknown_fields);
         loaded.config = file;

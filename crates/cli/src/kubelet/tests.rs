@@ -154,8 +154,9 @@ fn without_flags_or_file_the_kubelets_defaults_are_the_agents_settings() {
         Some(translate::DEFAULT_RUNTIME_ENDPOINT)
     );
     assert_eq!(value(&plan, "register_node"), Some("on"));
-    assert_eq!(value(&plan, "anonymous_auth"), Some("off"));
-    assert_eq!(value(&plan, "authorization_mode"), Some("Webhook"));
+    // Without a file, the kubelet's legacy defaults.
+    assert_eq!(value(&plan, "anonymous_auth"), Some("on"));
+    assert_eq!(value(&plan, "authorization_mode"), Some("AlwaysAllow"));
     assert_eq!(
         value(&plan, "kubeconfig"),
         Some("off"),
@@ -206,7 +207,49 @@ fn the_command_line_wins_and_what_is_not_honoured_is_named() {
     assert_eq!(
         plan.ignored,
         ["cgroupDriver=\"systemd\"", "--lock-file=/run/lock"],
-        "readOnlyPort 0 and cgroupsPerQOS false are what the agent does"
+        "cgroupsPerQOS false is what the agent does"
+    );
+    assert_eq!(plan.extras.read_only, None, "readOnlyPort 0: none");
+}
+
+#[test]
+fn without_a_config_file_the_kubelets_legacy_defaults_hold_and_the_read_only_port_is_served() {
+    // No --config: anonymous requests, no token webhook, AlwaysAllow and
+    // the read-only port on 10255, as the kubelet's older command line.
+    let plan = plan_of("--address 127.0.0.1", None, None);
+    assert_eq!(value(&plan, "anonymous_auth"), Some("on"));
+    assert_eq!(value(&plan, "authorization_mode"), Some("AlwaysAllow"));
+    assert!(!plan.extras.token_webhook);
+    assert_eq!(
+        plan.extras.read_only,
+        Some("127.0.0.1:10255".parse().unwrap())
+    );
+    // A flag wins over them.
+    let plan = plan_of("--read-only-port 0 --anonymous-auth=false", None, None);
+    assert_eq!(plan.extras.read_only, None);
+    assert_eq!(value(&plan, "anonymous_auth"), Some("off"));
+
+    // With a file, the file's defaults: none of them.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n",
+    )
+    .unwrap();
+    let plan = plan_of("", Some(&file), None);
+    assert_eq!(value(&plan, "anonymous_auth"), Some("off"));
+    assert_eq!(value(&plan, "authorization_mode"), Some("Webhook"));
+    assert_eq!(plan.extras.read_only, None);
+    let plan = plan_of("--read-only-port 10255", Some(&file), None);
+    assert_eq!(
+        plan.extras.read_only,
+        Some("0.0.0.0:10255".parse().unwrap())
+    );
+    assert!(
+        plan.ignored.iter().all(|i| !i.contains("read-only")),
+        "{:?}",
+        plan.ignored
     );
 }
 
@@ -352,4 +395,31 @@ fn the_pods_dns_settings_are_the_kubelets() {
     assert_eq!(value(&plan, "cluster_dns"), Some("10.0.0.10"));
     assert_eq!(value(&plan, "cluster_domain"), Some("example.org"));
     assert_eq!(value(&plan, "resolv_conf"), Some(""));
+}
+
+#[test]
+fn the_static_pod_path_is_the_kubelets() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+         staticPodPath: manifests\nfileCheckFrequency: 5s\n",
+    )
+    .unwrap();
+    let plan = plan_of("", Some(&file), None);
+    // Relative to the file, as the kubelet resolves it.
+    let manifests = dir.path().join("manifests");
+    assert_eq!(
+        value(&plan, "static_pod_path"),
+        Some(manifests.to_str().unwrap())
+    );
+    assert_eq!(value(&plan, "file_check_frequency"), Some("5000ms"));
+    assert!(plan.ignored.is_empty(), "{:?}", plan.ignored);
+    // The kubelet's flag wins; without a path, none is followed.
+    let plan = plan_of("--pod-manifest-path /etc/k8s/pods", Some(&file), None);
+    assert_eq!(value(&plan, "static_pod_path"), Some("/etc/k8s/pods"));
+    let plan = plan_of("", None, None);
+    assert_eq!(value(&plan, "static_pod_path"), None);
+    assert_eq!(value(&plan, "file_check_frequency"), Some("20000ms"));
 }

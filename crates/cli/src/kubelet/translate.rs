@@ -39,6 +39,9 @@ pub(crate) struct Extras {
     pub(crate) authorized_ttl: Duration,
     pub(crate) unauthorized_ttl: Duration,
     pub(crate) debugging_handlers: bool,
+    /// The read-only port's address (`readOnlyPort` on `address`), if
+    /// one is served.
+    pub(crate) read_only: Option<std::net::SocketAddr>,
     pub(crate) status_update_frequency: Duration,
     pub(crate) status_report_frequency: Duration,
     pub(crate) lease_duration: Duration,
@@ -52,6 +55,7 @@ impl Default for Extras {
             authorized_ttl: Duration::from_secs(300),
             unauthorized_ttl: Duration::from_secs(30),
             debugging_handlers: true,
+            read_only: None,
             status_update_frequency: Duration::from_secs(10),
             status_report_frequency: Duration::from_secs(300),
             lease_duration: Duration::from_secs(40),
@@ -147,9 +151,8 @@ fn as_the_agent_does(path: &str, value: &Value) -> bool {
         _ => false,
     };
     match path {
-        // No read-only port, no pod cgroups, no allocatable enforcement,
+        // No pod cgroups, no allocatable enforcement,
         // no swap or cgroup v1 refusal, no serving certificate requests.
-        "readOnlyPort" => value.as_i64() == Some(0),
         "cgroupsPerQOS" | "failSwapOn" | "failCgroupV1" | "serverTLSBootstrap" | "runOnce" => {
             value == &Value::Bool(false)
         }
@@ -182,6 +185,13 @@ fn listen(address: &str, port: i64) -> String {
 pub(crate) fn plan(given: &Given, loaded: &Loaded) -> Result<Plan, FieldError> {
     // The command line wins over the files.
     let mut config = loaded.config.clone();
+    if !loaded.from_file {
+        for (path, value) in config_file::LEGACY_DEFAULTS {
+            if config_file::get(&config, path).is_none() {
+                config_file::set(&mut config, path, value());
+            }
+        }
+    }
     for (flag, value) in given.iter() {
         if let Target::Config(path) = flag.target
             && let Ok(json) = super::flags::to_json(flag, value)
@@ -239,6 +249,16 @@ pub(crate) fn plan(given: &Given, loaded: &Loaded) -> Result<Plan, FieldError> {
         extras.unauthorized_ttl,
     )?;
     extras.debugging_handlers = r.bool("enableDebuggingHandlers", true)?;
+    // The read-only port, on the same address; it is served beside the
+    // kubelet's API.
+    let read_only_port = r.int("readOnlyPort", 0)?;
+    if read_only_port > 0 {
+        let addr = listen(&address, read_only_port);
+        extras.read_only = Some(addr.parse().map_err(|e| FieldError {
+            field: "readOnlyPort".into(),
+            why: format!("{addr}: {e}"),
+        })?);
+    }
 
     // Health (and the agent's metrics) where the kubelet's healthz is.
     let healthz_address = r.string("healthzBindAddress", "127.0.0.1")?;
@@ -282,6 +302,16 @@ pub(crate) fn plan(given: &Given, loaded: &Loaded) -> Result<Plan, FieldError> {
         Some(other) => return Err(Reader::wrong("resolvConf", "a path", other)),
     };
     values.push(("resolv_conf", resolv_conf));
+
+    // Static pods.
+    let static_pod_path = r.string("staticPodPath", "")?;
+    if !static_pod_path.is_empty() {
+        values.push(("static_pod_path", static_pod_path));
+    }
+    values.push((
+        "file_check_frequency",
+        millis(r.duration("fileCheckFrequency", Duration::from_secs(20))?),
+    ));
 
     // The Node.
     let register = r.bool("registerNode", true)?;

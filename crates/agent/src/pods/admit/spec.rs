@@ -41,7 +41,24 @@ pub(crate) fn is_active(pod: &Pod) -> bool {
 }
 
 /// The annotation that makes a pod the mirror of a static pod.
-const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+pub(crate) const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+/// A static pod's hash (its UID), on it and on its mirror pod.
+pub(crate) const CONFIG_HASH_ANNOTATION: &str = "kubernetes.io/config.hash";
+/// Where a pod came from: `file` for a static pod, `api` for the API's.
+pub(crate) const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
+/// When the node first saw a static pod.
+pub(crate) const CONFIG_SEEN_ANNOTATION: &str = "kubernetes.io/config.seen";
+
+/// Whether the pod is a static pod: read from the node's own files, not
+/// from the API (`kubernetes.io/config.source: file`).
+pub(crate) fn is_static(pod: &Pod) -> bool {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(CONFIG_SOURCE_ANNOTATION))
+        .is_some_and(|source| source == "file")
+        && !is_mirror(pod)
+}
 
 /// Whether the pod is a mirror pod: the API's copy of a static pod that a
 /// kubelet runs from its own files, never admitted from the API.

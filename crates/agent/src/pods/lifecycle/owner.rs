@@ -17,7 +17,7 @@ use std::time::SystemTime;
 use nodeplugins_api::backoff::Backoff;
 use nodeplugins_api::retry::{Retry, Said};
 use nodeplugins_api::timer::sleep_until;
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{Notify, broadcast, mpsc, watch};
 use tokio::task::{Id, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -27,22 +27,24 @@ use crate::event::{AgentEvent, EventKind};
 use crate::pods::admit::admission::Admitted;
 use crate::pods::admit::held::held_pods;
 use crate::pods::admit::served::Served;
-use crate::pods::admit::spec::{is_mirror, pod_ref};
+use crate::pods::admit::spec::{is_mirror, is_static, pod_ref};
 use crate::pods::config::PodsConfig;
 use crate::pods::kube_events::PodEvents;
 use crate::pods::lifecycle::admission_gate::{AdmissionGate, GatePass};
 use crate::pods::lifecycle::operation::{Lane, Operations, Outcome, Start};
 use crate::pods::lifecycle::report::Report;
+use crate::pods::lifecycle::static_source::static_changed;
 use crate::pods::lifecycle::tracked::{Next, Tracked};
 use crate::pods::lifecycle::watch::PodWatchEvent;
 use crate::pods::pod::PodRef;
 use crate::pods::snapshot::{PodStatus, PodsSnapshot};
+use crate::pods::static_pods::source::StaticPods;
 use crate::pods::teardown::release::{ReleaseError, ending_of};
 use crate::published::Publisher;
 
 /// One operation running for a pod.
 pub(in crate::pods) struct Running {
-    uid: String,
+    pub(super) uid: String,
     /// Where it is: admitting, running the pod, or giving back (its
     /// reports move it on).
     next: Next,
@@ -52,7 +54,7 @@ pub(in crate::pods) struct Running {
     frees_devices: bool,
     /// An admission or a worker: cut short or told to stop through this,
     /// and given the pod's changes.
-    lane: Option<(CancellationToken, watch::Sender<Arc<Pod>>)>,
+    pub(super) lane: Option<(CancellationToken, watch::Sender<Arc<Pod>>)>,
 }
 
 pub(in crate::pods) struct Owner {
@@ -79,6 +81,10 @@ pub(in crate::pods) struct Owner {
     pub(in crate::pods) watch: mpsc::UnboundedReceiver<PodWatchEvent>,
     /// Every pod bound to the node, as the watch keeps it.
     pub(in crate::pods) pods: Store<Pod>,
+    /// The static pods, when the node has a static pod path.
+    pub(in crate::pods) static_pods: Option<watch::Receiver<StaticPods>>,
+    /// Rung when a mirror pod changed in the API.
+    pub(in crate::pods) mirrors_changed: Arc<Notify>,
     /// The watch's failures in a row, each new error logged once.
     pub(in crate::pods) watch_failures: Retry<String>,
     pub(in crate::pods) backoff: Backoff,
@@ -119,6 +125,7 @@ impl Owner {
                 biased;
                 () = shutdown.cancelled() => break,
                 Some(event) = self.watch.recv() => self.on_watch(event),
+                () = static_changed(&mut self.static_pods) => self.on_static(),
                 Some(report) = self.reports.recv() => self.on_report(report),
                 Some(done) = self.ops.join_next_with_id(), if !self.ops.is_empty() => {
                     match done {
@@ -179,7 +186,10 @@ impl Owner {
             match tracked.next(now) {
                 Some(Next::Release) => releases.push(uid.clone()),
                 Some(Next::Run) => runs.push(uid.clone()),
-                Some(Next::Admit) => admissions.push((tracked.admission_order(), uid.clone())),
+                Some(Next::Admit) if !self.name_held(uid) => {
+                    admissions.push((tracked.admission_order(), uid.clone()));
+                }
+                Some(Next::Admit) => {}
                 None => {}
             }
         }
@@ -320,7 +330,7 @@ impl Owner {
     /// Cuts short the admission of pod `uid`, or stops its worker, when it
     /// is no longer to be admitted (deleted, ended): its operation gives
     /// back what it got instead.
-    fn cancel_unwanted(&mut self, uid: &str) {
+    pub(super) fn cancel_unwanted(&mut self, uid: &str) {
         let Some(tracked) = self.tracked.get(uid) else {
             return;
         };
@@ -371,7 +381,9 @@ impl Owner {
                 }
                 let mut went = Vec::new();
                 for (uid, tracked) in &mut self.tracked {
-                    if !listed.contains(uid) && tracked.in_api() {
+                    // Static pods are not the API's to end.
+                    let from_file = tracked.pod().is_some_and(|p| is_static(p));
+                    if !listed.contains(uid) && tracked.in_api() && !from_file {
                         tracked.gone(None);
                         went.push(uid.clone());
                     }
@@ -388,21 +400,18 @@ impl Owner {
                 self.reconcile();
                 self.list_runtime_pods();
                 self.next_reconcile = Instant::now() + self.config.reconcile_period;
+                self.mirrors_changed.notify_one();
                 // Listed shows even when no pod changed.
                 self.publish();
             }
+            PodWatchEvent::Applied(pod) if is_mirror(&pod) => self.on_mirror(&pod),
             PodWatchEvent::Applied(pod) => {
                 if let Some(uid) = self.upsert(pod.clone()) {
-                    for running in self.running.values() {
-                        if running.uid == uid
-                            && let Some((_, pod_tx)) = &running.lane
-                        {
-                            pod_tx.send_replace(pod.clone());
-                        }
-                    }
+                    self.update_lanes(&uid, &pod);
                     self.cancel_unwanted(&uid);
                 }
             }
+            PodWatchEvent::Deleted(pod) if is_mirror(&pod) => self.on_mirror(&pod),
             PodWatchEvent::Deleted(pod) => {
                 if let Some(pod_ref) = pod_ref(&pod)
                     && let Some(tracked) = self.tracked.get_mut(&pod_ref.uid)
@@ -423,7 +432,7 @@ impl Owner {
 
     /// Follows `pod` as the API shows it now; returns its UID. A mirror
     /// pod is not followed.
-    fn upsert(&mut self, pod: Arc<k8s_openapi::api::core::v1::Pod>) -> Option<String> {
+    pub(super) fn upsert(&mut self, pod: Arc<k8s_openapi::api::core::v1::Pod>) -> Option<String> {
         let pod_ref = pod_ref(&pod)?;
         if is_mirror(&pod) {
             let _pod = pod_ref.span("owner").entered();

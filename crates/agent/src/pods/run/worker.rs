@@ -18,6 +18,7 @@
 //! back what it held is the release's.
 
 mod start;
+mod status;
 mod volumes;
 
 use std::collections::BTreeMap;
@@ -27,7 +28,7 @@ use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 use nodeplugins_api::backoff::Backoff;
-use nodeplugins_api::retry::{Classify, Retry, RetryClass, Said};
+use nodeplugins_api::retry::{Retry, Said};
 use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -42,12 +43,12 @@ use crate::pods::lifecycle::report::Report;
 use crate::pods::pod::PodRef;
 use crate::pods::run::crash_backoff::CrashBackoff;
 use crate::pods::run::lifecycle_events::LifecycleEvent;
-use crate::pods::run::pod_sync::{ApiPhase, Observed, StartErrors, SyncPlan, plan};
+use crate::pods::run::pod_sync::{ApiPhase, Observed, StartErrors, plan};
 use crate::pods::run::resource_health::{HealthSources, allocated_resources_status};
 use crate::pods::run_options::host_dns::host_dns;
 use crate::pods::run_options::pod_dns::{PodDns, PodDnsConfig, pod_dns};
 use crate::pods::run_options::runtime_spec::sandbox_spec;
-use crate::pods::status::api_status::{StatusInputs, api_status};
+use crate::pods::static_pods::mirror::Mirrors;
 use crate::pods::status::status_writer::StatusWriter;
 use crate::runtime::{ContainerRuntime, DnsSpec, RuntimeError, SandboxSpec};
 use crate::volumes::{PodVolumes, VolumeError, VolumeHandle};
@@ -101,6 +102,8 @@ pub(crate) struct WorkerContext {
     pub(crate) pod_events: PodEvents,
     /// The resolver settings pods get, with a real runtime.
     pub(crate) dns: Arc<PodDnsConfig>,
+    /// The node's mirror pods, to which static pods' statuses are written.
+    pub(crate) mirrors: Mirrors,
     /// How often a pod's volumes are written again from their objects and
     /// tokens (the kubelet's pod resync, `syncFrequency`, jittered by up
     /// to half).
@@ -185,6 +188,10 @@ pub(crate) struct Worker {
     conditions: BTreeMap<String, (bool, SystemTime)>,
     start_time: SystemTime,
     written: Option<Value>,
+    /// The UID of the pod `written` went to (a static pod's mirror pod
+    /// changes UID when it is made again); `None` for a static pod's
+    /// status kept until its mirror is made.
+    written_to: Option<String>,
     phase: Option<ApiPhase>,
     /// The runtime's last failure, logged once until it answers again.
     runtime_reads: Retry<RuntimeError>,
@@ -252,6 +259,7 @@ impl Worker {
             conditions,
             start_time,
             written: None,
+            written_to: None,
             phase: None,
             runtime_reads: Retry::default(),
             service_env: None,
@@ -545,79 +553,6 @@ impl Worker {
             self.event(reason, message);
         }
         Ok(Some(spec))
-    }
-
-    /// Writes the pod's status when it changed; the phase written.
-    async fn write_status(&mut self, pod: &Pod, decided: &SyncPlan) -> Option<ApiPhase> {
-        let runtime_name = match self
-            .context
-            .node
-            .runtime_name(self.context.runtime.as_ref())
-            .await
-        {
-            Ok(name) => name,
-            Err(e) => {
-                tracing::warn!(error = %e, "the runtime does not tell its name; the status waits");
-                self.written = None;
-                return None;
-            }
-        };
-        let node_ip = self.context.node.node_ip().await;
-        let resource_health = self.current_resource_health(pod);
-        let recursive_read_only = self
-            .context
-            .node
-            .recursive_read_only(self.context.runtime.as_ref())
-            .await;
-        let inputs = StatusInputs {
-            runtime: &runtime_name,
-            recursive_read_only,
-            node_ip: node_ip.as_deref(),
-            start_time: self.start_time,
-            generation: pod.metadata.generation,
-            conditions: &self.conditions,
-            pod,
-            resource_health: &resource_health,
-            now: SystemTime::now(),
-        };
-        let (status, conditions) = api_status(decided, &inputs);
-        self.resource_health = resource_health;
-        if self.written.as_ref() == Some(&status) {
-            return self.phase;
-        }
-        let version = pod.metadata.resource_version.as_deref();
-        match self
-            .context
-            .writer
-            .patch_status(&self.pod_ref, version, &status)
-            .await
-        {
-            Ok(()) => {
-                self.written = Some(status);
-                self.conditions = conditions;
-                if self.phase != Some(decided.phase) {
-                    tracing::info!(phase = decided.phase.as_str(), "pod status written");
-                    let _ = self.context.reports.send(Report::Phase {
-                        uid: self.pod_ref.uid.clone(),
-                        phase: decided.phase,
-                    });
-                }
-                self.phase = Some(decided.phase);
-                self.phase
-            }
-            Err(e) if e.class() == RetryClass::Conflict => {
-                // Changed meanwhile (our own last write, or another
-                // writer's): written again from the pod as it is now.
-                tracing::debug!("the pod changed since it was read; its status is made again");
-                self.written = None;
-                None
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot write the pod's status; trying again");
-                self.written = None;
-                None
-            }
-        }
     }
 }
 

@@ -134,8 +134,9 @@ impl Releaser {
 
 /// How pod `pod` ends here: its containers' grace period (a deletion's,
 /// else the pod's `terminationGracePeriodSeconds`, 30 s by default; never
-/// under the kubelet's 2 s; 2 s for a pod gone from the API), its sidecars,
-/// and whether it is deleted once everything is given back.
+/// under the kubelet's 2 s; 2 s for a pod gone from the API, the pod's own
+/// for a static pod gone from its file), its sidecars, and whether it is
+/// deleted once everything is given back.
 pub(crate) fn ending_of(pod: Option<&k8s_openapi::api::core::v1::Pod>, in_api: bool) -> Ending {
     let Some(pod) = pod else {
         return Ending {
@@ -143,7 +144,7 @@ pub(crate) fn ending_of(pod: Option<&k8s_openapi::api::core::v1::Pod>, in_api: b
             ..Ending::default()
         };
     };
-    let seconds = if in_api {
+    let seconds = if in_api || crate::pods::admit::spec::is_static(pod) {
         pod.metadata
             .deletion_grace_period_seconds
             .or_else(|| pod.spec.as_ref()?.termination_grace_period_seconds)
