@@ -7,10 +7,11 @@
 //! | file | what |
 //! |---|---|
 //! | `watch` | the pods bound to the node |
-//! | `owner` | the owner task: watch events, operations started, reconcile |
+//! | `owner` | the owner task: watch events, operations started |
 //! | `tracked` | one pod's state and every decision about it |
 //! | `admission_gate` | one pod's devices allocated at a time |
 //! | `operation` | one pod's operation: admitted then run, stopped then given back |
+//! | `reconcile` | what is held or run for pods no longer followed, found and given back |
 //! | `report` | what operations and runtime listings tell the owner on the side |
 //! | `static_source` | the static pods followed beside the API's, their mirrors' changes |
 
@@ -20,6 +21,8 @@ pub(super) mod admission_gate;
 pub(super) mod operation;
 #[cfg(feature = "kube")]
 pub(super) mod owner;
+#[cfg(feature = "kube")]
+pub(super) mod reconcile;
 #[cfg(feature = "kube")]
 pub(super) mod report;
 #[cfg(feature = "kube")]

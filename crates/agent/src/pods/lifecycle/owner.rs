@@ -25,7 +25,6 @@ use tokio_util::task::TaskTracker;
 
 use crate::event::{AgentEvent, EventKind};
 use crate::pods::admit::admission::Admitted;
-use crate::pods::admit::held::held_pods;
 use crate::pods::admit::served::Served;
 use crate::pods::admit::spec::{is_mirror, is_static, pod_ref};
 use crate::pods::config::PodsConfig;
@@ -33,12 +32,11 @@ use crate::pods::kube_events::PodEvents;
 use crate::pods::lifecycle::admission_gate::{AdmissionGate, GatePass};
 use crate::pods::lifecycle::operation::{Lane, Operations, Outcome, Start};
 use crate::pods::lifecycle::report::Report;
-use crate::pods::lifecycle::static_source::static_changed;
 use crate::pods::lifecycle::tracked::{Next, Tracked};
 use crate::pods::lifecycle::watch::PodWatchEvent;
 use crate::pods::pod::PodRef;
 use crate::pods::snapshot::{PodStatus, PodsSnapshot};
-use crate::pods::static_pods::source::StaticPods;
+use crate::pods::static_pods::source::{StaticPods, static_changed};
 use crate::pods::teardown::release::{ReleaseError, ending_of};
 use crate::published::Publisher;
 
@@ -449,92 +447,6 @@ impl Owner {
         }
         self.dirty.insert(uid.clone());
         Some(uid)
-    }
-
-    /// Lists the runtime's sandboxes on a task of its own: a pod the
-    /// runtime runs that the owner does not follow (deleted while the
-    /// agent was away) is stopped. At every listing of the watch and every
-    /// reconcile period, not before each admission (the answer would wake
-    /// the owner, which would list again).
-    fn list_runtime_pods(&mut self) {
-        let runtime = self.operations.worker_context.runtime.clone();
-        let reports = self.operations.worker_context.reports.clone();
-        let shutdown = self.shutdown.clone();
-        self.tasks.spawn(async move {
-            let listed = tokio::select! {
-                () = shutdown.cancelled() => return,
-                listed = runtime.sandboxes() => listed,
-            };
-            match listed {
-                Ok(sandboxes) => {
-                    let pods = sandboxes
-                        .into_iter()
-                        .map(|s| PodRef {
-                            namespace: s.pod.namespace,
-                            name: s.pod.name,
-                            uid: s.pod.uid,
-                        })
-                        .collect();
-                    let _ = reports.send(Report::RuntimePods(pods));
-                }
-                Err(e) => tracing::debug!(error = %e, "cannot list the runtime's sandboxes"),
-            }
-        });
-    }
-
-    /// Gives back what the managers hold for pods that are not active:
-    /// every pod UID their records name that the API does not have (gone
-    /// while the agent was away, made again under the same name) or no
-    /// longer runs.
-    fn reconcile(&mut self) {
-        if !self.listed {
-            return;
-        }
-        let devices = self.operations.admitter.devices.snapshot();
-        let claims = self.operations.admitter.dra.claims().borrow().clone();
-        for (uid, pod_ref) in held_pods(&devices, &claims) {
-            match self.tracked.get_mut(&uid) {
-                Some(tracked) => {
-                    if !tracked.wants_admission() && !tracked.running() {
-                        tracked.holds_again();
-                        self.dirty.insert(uid);
-                    }
-                }
-                None => {
-                    let _pod = pod_ref.span("owner").entered();
-                    tracing::info!(
-                        "a pod the API no longer has holds devices or claims; giving them back"
-                    );
-                    let tracked = Tracked::orphan(pod_ref, SystemTime::now());
-                    self.tracked.insert(uid.clone(), tracked);
-                    self.dirty.insert(uid);
-                }
-            }
-        }
-        // Volumes on disk of a pod the API no longer has (gone while the
-        // agent was away, or left by the kubelet before it).
-        let on_disk = self
-            .operations
-            .releaser
-            .volumes
-            .as_ref()
-            .map(|v| v.pods_on_disk())
-            .unwrap_or_default();
-        for uid in on_disk {
-            if self.tracked.contains_key(&uid) {
-                continue;
-            }
-            let pod_ref = PodRef {
-                namespace: String::new(),
-                name: String::new(),
-                uid: uid.clone(),
-            };
-            let _pod = pod_ref.span("owner").entered();
-            tracing::info!("a pod the API no longer has left volumes on disk; tearing them down");
-            let tracked = Tracked::orphan(pod_ref, SystemTime::now());
-            self.tracked.insert(uid.clone(), tracked);
-            self.dirty.insert(uid);
-        }
     }
 
     fn on_done(&mut self, id: Id, outcome: Outcome) {

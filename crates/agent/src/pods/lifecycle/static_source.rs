@@ -11,11 +11,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
-use tokio::sync::watch;
 
 use super::owner::Owner;
 use crate::pods::admit::spec::{MIRROR_ANNOTATION, is_static};
-use crate::pods::static_pods::source::StaticPods;
 
 impl Owner {
     /// The static pod path changed: its pods followed, those gone stopped.
@@ -101,17 +99,5 @@ impl Owner {
                 pod_tx.send_replace(pod.clone());
             }
         }
-    }
-}
-
-/// Resolves when the static pods changed; never without a static pod path
-/// (or once its follower ended).
-pub(super) async fn static_changed(receiver: &mut Option<watch::Receiver<StaticPods>>) {
-    let Some(r) = receiver else {
-        return std::future::pending().await;
-    };
-    if r.changed().await.is_err() {
-        *receiver = None;
-        std::future::pending::<()>().await;
     }
 }

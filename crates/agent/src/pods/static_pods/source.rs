@@ -190,3 +190,15 @@ fn seen_stamp(time: SystemTime) -> String {
     let fraction = format!("{nanos:09}");
     format!("{stamp}.{}Z", fraction.trim_end_matches('0'))
 }
+
+/// Resolves when the static pods changed; never without a static pod path
+/// (or once its follower ended).
+pub(crate) async fn static_changed(receiver: &mut Option<watch::Receiver<StaticPods>>) {
+    let Some(r) = receiver else {
+        return std::future::pending().await;
+    };
+    if r.changed().await.is_err() {
+        *receiver = None;
+        std::future::pending::<()>().await;
+    }
+}
