@@ -255,3 +255,54 @@ async fn a_static_pod_and_its_mirror_pod_on_our_agent_are_the_real_kubelets() {
     })
     .await;
 }
+
+/// The runtime's tasks that run, as `ctr` lists them.
+async fn running_tasks(containerd: &Containerd) -> usize {
+    let out = containerd.ctr(&["-n", "k8s.io", "tasks", "ls"]).await;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|line| line.contains("RUNNING"))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_static_pod_runs_while_the_api_server_does_not_answer_and_gets_its_mirror_pod_after() {
+    nodeplugins_test_support::init_tracing();
+    let api = KubeApi::start(OUR_NODE).await;
+    let dir = TempDir::new().unwrap();
+    let manifests = dir.path().join("manifests");
+    std::fs::create_dir(&manifests).unwrap();
+    write_manifest(&manifests, &manifest("1"));
+    // The API server hangs, as one that is not up yet (the static pod
+    // could be the API server itself).
+    api.pause_apiserver().await;
+    let containerd = Containerd::start().await;
+    let root = TempDir::new().unwrap();
+    let endpoint = containerd.endpoint();
+    let _agent = common::kube::publishing_agent_as(
+        &api.node_kubeconfig(),
+        OUR_NODE,
+        root.path(),
+        &[
+            "--register-node",
+            "on",
+            "--container-runtime-endpoint",
+            &endpoint,
+            "--pod-logs-dir",
+            dir.path().join("pod-logs").to_str().unwrap(),
+            "--static-pod-path",
+            manifests.to_str().unwrap(),
+        ],
+    );
+    // Its sandbox and its container run.
+    eventually(
+        "the static pod's sandbox and container running",
+        LONG,
+        || async { (running_tasks(&containerd).await >= 2).then_some(()) },
+    )
+    .await;
+    api.resume_apiserver().await;
+    let mirror = mirror_when(&api, OUR_NODE, "running", running).await;
+    assert_eq!(mirror["metadata"]["labels"]["version"], "1");
+    assert_eq!(mirror["status"]["containerStatuses"][0]["restartCount"], 0);
+}

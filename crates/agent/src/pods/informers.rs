@@ -94,6 +94,23 @@ impl Informers {
         }
     }
 
+    /// Whether the Services were listed once: a static pod does not wait
+    /// for them (it may be the API server itself), and gets what the cache
+    /// holds, as the kubelet's.
+    pub(crate) fn services_listed(&self) -> bool {
+        use futures::FutureExt;
+        self.services
+            .wait_until_ready()
+            .now_or_never()
+            .is_some_and(|ready| ready.is_ok())
+    }
+
+    /// The node's Node as last seen, without waiting for a first listing
+    /// (`None` too before it).
+    pub(crate) fn node_now(&self) -> Option<Arc<Node>> {
+        self.node.get(&ObjectRef::new(&self.node_name))
+    }
+
     /// The node's Node, as last seen (`None`: it does not exist).
     pub(crate) async fn node(&self) -> Result<Option<Arc<Node>>, NotListed> {
         self.listed(&self.node, "the node's Node").await?;

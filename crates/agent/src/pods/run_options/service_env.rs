@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, Service};
 
+use crate::pods::admit::spec::is_static;
 use crate::pods::informers::{Informers, NotListed};
 
 /// The namespace of the cluster's own Service.
@@ -26,11 +27,16 @@ const MASTER_NAMESPACE: &str = "default";
 const MASTER_SERVICE: &str = "kubernetes";
 
 /// The service variables of `pod`'s containers, in name order, from the
-/// Services `informers` hold.
+/// Services `informers` hold. A static pod does not wait for the Services'
+/// first listing (it may be the API server itself): before it, it gets
+/// none, as the kubelet's.
 pub(crate) async fn for_pod(
     informers: &Informers,
     pod: &Pod,
 ) -> Result<Vec<(String, String)>, NotListed> {
+    if is_static(pod) && !informers.services_listed() {
+        return Ok(Vec::new());
+    }
     let namespace = pod.metadata.namespace.clone().unwrap_or_default();
     let links = pod
         .spec

@@ -84,6 +84,23 @@ fn mirrors(mirror: &Pod, pod: &Pod) -> bool {
     hash.is_some() && annotation(mirror, MIRROR_ANNOTATION) == hash
 }
 
+/// How a look at the mirror pods ended.
+enum Sync {
+    /// Every mirror pod is as the static pods say.
+    Done,
+    /// They cannot be made yet: the pods or the Node are not listed, or
+    /// the Node does not exist (yet, or any more).
+    NoNode,
+}
+
+/// Whether the reflector behind `pods` listed them once.
+fn listed(pods: &Store<Pod>) -> bool {
+    use futures::FutureExt;
+    pods.wait_until_ready()
+        .now_or_never()
+        .is_some_and(|ready| ready.is_ok())
+}
+
 /// What the mirror pods' sync needs.
 pub(crate) struct MirrorSync {
     pub(crate) connection: watch::Receiver<Connection>,
@@ -102,11 +119,23 @@ impl MirrorSync {
     /// `shutdown`.
     pub(crate) async fn run(mut self, shutdown: CancellationToken) {
         let mut failures = 0u32;
+        let mut waits = 0u32;
         loop {
-            let wait = match self.sync().await {
-                Ok(()) => {
+            let outcome = tokio::select! {
+                () = shutdown.cancelled() => return,
+                outcome = self.sync() => outcome,
+            };
+            let wait = match outcome {
+                Ok(Sync::Done) => {
                     failures = 0;
+                    waits = 0;
                     RESYNC
+                }
+                // The pods or the Node not listed yet, or no Node yet:
+                // looked at again soon.
+                Ok(Sync::NoNode) => {
+                    waits += 1;
+                    RETRY.delay(waits)
                 }
                 Err(e) => {
                     failures += 1;
@@ -129,14 +158,17 @@ impl MirrorSync {
 
     /// One look: mirror pods made, replaced or deleted as the static pods
     /// say.
-    async fn sync(&self) -> Result<(), KubeApiError> {
+    async fn sync(&self) -> Result<Sync, KubeApiError> {
         let Some(statics) = self.static_pods.borrow().clone() else {
-            return Ok(());
+            return Ok(Sync::Done);
         };
         // Until the pods were listed the store cannot tell a mirror pod
         // missing from one not listed yet.
+        if !listed(&self.pods) {
+            return Ok(Sync::NoNode);
+        }
         let Ok(node) = self.informers.node().await else {
-            return Ok(());
+            return Ok(Sync::NoNode);
         };
         let mut wanted: BTreeMap<(String, String), &Arc<Pod>> = BTreeMap::new();
         for pod in statics.values() {
@@ -163,10 +195,16 @@ impl MirrorSync {
             }
         }
         let Some(node) = node.filter(|n| n.metadata.deletion_timestamp.is_none()) else {
-            return result;
+            return result.map(|()| {
+                if wanted.is_empty() {
+                    Sync::Done
+                } else {
+                    Sync::NoNode
+                }
+            });
         };
         let Some(node_uid) = node.metadata.uid.clone() else {
-            return result;
+            return result.map(|()| Sync::NoNode);
         };
         for ((namespace, name), pod) in wanted {
             let key = ObjectRef::<Pod>::new(&name).within(&namespace);
@@ -192,7 +230,7 @@ impl MirrorSync {
                 result = Err(e);
             }
         }
-        result
+        result.map(|()| Sync::Done)
     }
 
     fn api(&self, namespace: &str) -> Api<Pod> {

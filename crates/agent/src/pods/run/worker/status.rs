@@ -26,6 +26,20 @@ enum StatusTarget {
 impl Worker {
     /// Writes the pod's status when it changed; the phase written.
     pub(super) async fn write_status(&mut self, pod: &Pod, decided: &SyncPlan) -> Option<ApiPhase> {
+        // Without a mirror pod nothing is written (and the API may be
+        // away: nothing is asked of it either).
+        let (target, version) = match self.status_target(pod) {
+            StatusTarget::Pod(target, version) => (target, version),
+            StatusTarget::Kept => {
+                if self.written_to.is_some() || self.written.is_none() {
+                    tracing::debug!("the static pod has no mirror pod yet; its status is kept");
+                }
+                self.written = Some(serde_json::Value::Null);
+                self.written_to = None;
+                self.phase_reached(decided.phase);
+                return self.phase;
+            }
+        };
         let runtime_name = match self
             .context
             .node
@@ -59,19 +73,6 @@ impl Worker {
         };
         let (status, conditions) = api_status(decided, &inputs);
         self.resource_health = resource_health;
-        let (target, version) = match self.status_target(pod) {
-            StatusTarget::Pod(target, version) => (target, version),
-            StatusTarget::Kept => {
-                if self.written_to.is_some() || self.written.is_none() {
-                    tracing::debug!("the static pod has no mirror pod yet; its status is kept");
-                }
-                self.written = Some(status);
-                self.written_to = None;
-                self.conditions = conditions;
-                self.phase_reached(decided.phase);
-                return self.phase;
-            }
-        };
         if self.written.as_ref() == Some(&status) && self.written_to.as_ref() == Some(&target.uid) {
             return self.phase;
         }

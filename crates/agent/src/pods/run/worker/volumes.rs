@@ -12,6 +12,7 @@ use nodeplugins_api::backoff::Backoff;
 use nodeplugins_api::retry::Said;
 
 use super::Worker;
+use crate::pods::admit::spec::is_static;
 use crate::volumes::FAILED_MOUNT;
 
 /// A pod's volumes that failed to be set up are tried again on the
@@ -40,7 +41,13 @@ impl Worker {
         if !due {
             return self.volumes.is_some();
         }
-        let node = self.context.informers.node().await.ok().flatten();
+        // A static pod does not wait for the Node (the API server may be
+        // one of them).
+        let node = if is_static(pod) {
+            self.context.informers.node_now()
+        } else {
+            self.context.informers.node().await.ok().flatten()
+        };
         let set_up = handle.set_up(pod, node.as_deref()).await;
         for warning in handle.take_warnings(&self.pod_ref.uid) {
             self.event(warning.reason, warning.message);
