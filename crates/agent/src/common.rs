@@ -8,6 +8,7 @@
 //! | `served_socket` | a Unix socket the agent serves, bound and cleaned up |
 //! | `root_lock` | one agent per root directory |
 //! | `private_dir` | a directory only the agent reads |
+//! | `tcp_accept` | the next connection on a TCP port, failures tried again (feature `kubelet-server`) |
 //! | `unix_time` | wall-clock times as status and events show them |
 //! | `pem` | PEM as Go's `encoding/pem` reads and writes it (feature `kube`) |
 //! | `certificate_key` | private keys and the PKCS#10 requests signed by them, as the kubelet makes them (feature `kube`) |
@@ -21,5 +22,7 @@ pub(crate) mod private_dir;
 pub(crate) mod root_lock;
 pub(crate) mod served_socket;
 pub(crate) mod shards;
+#[cfg(feature = "kubelet-server")]
+pub(crate) mod tcp_accept;
 pub(crate) mod token_bucket;
 pub(crate) mod unix_time;

@@ -53,6 +53,35 @@ fn write_manifest(dir: &Path, text: &str) {
     std::fs::rename(&temporary, dir.join("web.json")).unwrap();
 }
 
+/// Our agent on `root`, registering its node, running pods on
+/// `containerd` (their logs under `dir`) and the static pods of
+/// `manifests`.
+fn our_agent(
+    api: &KubeApi,
+    root: &Path,
+    containerd: &Containerd,
+    dir: &Path,
+    manifests: &Path,
+) -> nodeplugins_test_support::process::ChildProcess {
+    let endpoint = containerd.endpoint();
+    let logs = dir.join("pod-logs");
+    common::kube::publishing_agent_as(
+        &api.node_kubeconfig(),
+        OUR_NODE,
+        root,
+        &[
+            "--register-node",
+            "on",
+            "--container-runtime-endpoint",
+            &endpoint,
+            "--pod-logs-dir",
+            logs.to_str().unwrap(),
+            "--static-pod-path",
+            manifests.to_str().unwrap(),
+        ],
+    )
+}
+
 /// Mirror pod `web-<node>` as the API shows it, when `pred` holds for it.
 async fn mirror_when(
     api: &KubeApi,
@@ -146,21 +175,12 @@ async fn a_static_pod_and_its_mirror_pod_on_our_agent_are_the_real_kubelets() {
     .await;
     let our_containerd = Containerd::start().await;
     let root = TempDir::new().unwrap();
-    let endpoint = our_containerd.endpoint();
-    let _agent = common::kube::publishing_agent_as(
-        &api.node_kubeconfig(),
-        OUR_NODE,
+    let _agent = our_agent(
+        &api,
         root.path(),
-        &[
-            "--register-node",
-            "on",
-            "--container-runtime-endpoint",
-            &endpoint,
-            "--pod-logs-dir",
-            dir.path().join("pod-logs").to_str().unwrap(),
-            "--static-pod-path",
-            our_manifests.to_str().unwrap(),
-        ],
+        &our_containerd,
+        dir.path(),
+        &our_manifests,
     );
 
     // The static pod runs, and its mirror pod shows it alike.
@@ -278,22 +298,7 @@ async fn a_static_pod_runs_while_the_api_server_does_not_answer_and_gets_its_mir
     api.pause_apiserver().await;
     let containerd = Containerd::start().await;
     let root = TempDir::new().unwrap();
-    let endpoint = containerd.endpoint();
-    let _agent = common::kube::publishing_agent_as(
-        &api.node_kubeconfig(),
-        OUR_NODE,
-        root.path(),
-        &[
-            "--register-node",
-            "on",
-            "--container-runtime-endpoint",
-            &endpoint,
-            "--pod-logs-dir",
-            dir.path().join("pod-logs").to_str().unwrap(),
-            "--static-pod-path",
-            manifests.to_str().unwrap(),
-        ],
-    );
+    let _agent = our_agent(&api, root.path(), &containerd, dir.path(), &manifests);
     // Its sandbox and its container run.
     eventually(
         "the static pod's sandbox and container running",

@@ -22,28 +22,14 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::reply::{self, Reply};
-use super::routes::{Mux, not_found, redirect, route};
+use super::routes::{HEALTH_AND_METRICS, Mux, not_found, redirect, route};
 use super::state::State;
+use crate::common::tcp_accept::accept;
 
 /// How long a client has to send a request's head.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(60);
 /// The largest request head taken (Go's `MaxHeaderBytes`, 1 MiB).
 const MAX_HEADER_BYTES: usize = 1 << 20;
-
-/// The exact paths with a handler on the read-only port: the health
-/// checks and the metrics (no `/configz`, `/flagz`, `/statusz` or
-/// `/debug/flags/v`: those are installed with the debugging handlers).
-const HANDLERS: &[&str] = &[
-    "/healthz",
-    "/healthz/ping",
-    "/healthz/log",
-    "/healthz/syncloop",
-    "/metrics",
-    "/metrics/cadvisor",
-    "/metrics/resource",
-    "/metrics/probes",
-    "/metrics/slis",
-];
 
 /// The subtrees registered with their `/`: the stats, and the roots of
 /// the debugging handlers, each of those answering that they are
@@ -69,7 +55,9 @@ fn below(path: &str, root: &str) -> bool {
 
 /// What the read-only port's mux does with `path`.
 fn mux(path: &str) -> Mux {
-    if HANDLERS.contains(&path)
+    // No `/configz`, `/flagz`, `/statusz` or `/debug/flags/v`: those
+    // are installed with the debugging handlers.
+    if HEALTH_AND_METRICS.contains(&path)
         || path == "/pods"
         || below(path, "/pods")
         || SUBTREES.iter().any(|root| below(path, root))
@@ -127,20 +115,9 @@ impl ReadOnlyPort {
     /// ends the open ones.
     pub(crate) async fn serve(self, state: Arc<State>, shutdown: CancellationToken) {
         let connections = TaskTracker::new();
-        loop {
-            let accepted = tokio::select! {
-                () = shutdown.cancelled() => break,
-                accepted = self.listener.accept() => accepted,
-            };
-            let (stream, peer) = match accepted {
-                Ok(pair) => pair,
-                Err(e) => {
-                    tracing::warn!(error = %e, "kubelet read-only port: accept");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            let _ = stream.set_nodelay(true);
+        while let Some((stream, peer)) =
+            accept(&self.listener, "kubelet read-only port", &shutdown).await
+        {
             let state = state.clone();
             let shutdown = shutdown.clone();
             connections.spawn(async move {

@@ -21,9 +21,9 @@ use super::resource_metrics;
 use super::state::State;
 use super::streaming::{self, Session};
 
-/// The exact paths the kubelet's mux has handlers for (healthz checks,
-/// metrics, configz, the verbosity flag).
-const HANDLERS: &[&str] = &[
+/// The health checks and metrics, on the kubelet's port and its read-only
+/// port alike.
+pub(super) const HEALTH_AND_METRICS: &[&str] = &[
     "/healthz",
     "/healthz/ping",
     "/healthz/log",
@@ -33,11 +33,11 @@ const HANDLERS: &[&str] = &[
     "/metrics/resource",
     "/metrics/probes",
     "/metrics/slis",
-    "/configz",
-    "/flagz",
-    "/statusz",
-    "/debug/flags/v",
 ];
+
+/// The other exact paths the kubelet's mux has handlers for (configz,
+/// the verbosity flag), installed with its debugging handlers.
+const DEBUG_HANDLERS: &[&str] = &["/configz", "/flagz", "/statusz", "/debug/flags/v"];
 
 /// The roots of the kubelet's go-restful services: each is registered as
 /// itself and as itself with `/`, the latter matching everything below
@@ -75,7 +75,8 @@ pub(crate) enum Mux {
 /// Which of [`Mux`] `path` is.
 pub(crate) fn mux(path: &str) -> Mux {
     let below = |root: &str| path.strip_prefix(root).is_some_and(|r| r.starts_with('/'));
-    if HANDLERS.contains(&path)
+    if HEALTH_AND_METRICS.contains(&path)
+        || DEBUG_HANDLERS.contains(&path)
         || SERVICES.iter().any(|root| path == *root || below(root))
         || SUBTREES.iter().any(|root| below(root))
     {

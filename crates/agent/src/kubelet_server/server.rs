@@ -170,22 +170,9 @@ impl KubeletServer {
         if let Some(read_only) = self.read_only.take() {
             connections.spawn(read_only.serve(self.state.clone(), shutdown.clone()));
         }
-        loop {
-            let accepted = tokio::select! {
-                () = shutdown.cancelled() => break,
-                accepted = self.listener.accept() => accepted,
-            };
-            let (stream, peer) = match accepted {
-                Ok(pair) => pair,
-                Err(e) => {
-                    // Out of file descriptors and such: the next accept
-                    // may do better.
-                    tracing::warn!(error = %e, "kubelet server: accept");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            let _ = stream.set_nodelay(true);
+        while let Some((stream, peer)) =
+            crate::common::tcp_accept::accept(&self.listener, "kubelet server", &shutdown).await
+        {
             let acceptor = self.acceptor.clone();
             let state = self.state.clone();
             let shutdown = shutdown.clone();
