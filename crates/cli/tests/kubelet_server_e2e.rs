@@ -53,8 +53,17 @@ const LONG: Duration = Duration::from_secs(120);
 
 /// A port nothing listens on now.
 fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
+    let [port] = free_ports();
+    port
+}
+
+/// `N` distinct ports nothing listens on now (all held while they are
+/// picked, so that none is handed out twice).
+fn free_ports<const N: usize>() -> [u16; N] {
+    let listeners: Vec<_> = (0..N)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    std::array::from_fn(|i| listeners[i].local_addr().unwrap().port())
 }
 
 /// A busybox container running `script`.
@@ -587,8 +596,7 @@ async fn the_agents_kubelet_port_answers_as_the_real_kubelets_own() {
     nodeplugins_test_support::init_tracing();
     let (api, certs) = api_with_kubelet_client(OUR_NODE).await;
     let kubelet_containerd = Containerd::start().await;
-    let their_port = free_port();
-    let their_read_only = free_port();
+    let [their_port, their_read_only, our_port, our_read_only] = free_ports();
     let serving = Serving {
         port: their_port,
         client_ca_file: certs.ca_file.clone(),
@@ -601,8 +609,6 @@ async fn the_agents_kubelet_port_answers_as_the_real_kubelets_own() {
     // The agent started as the kubelet is: its command line and a
     // configuration file of the same shape.
     let our_containerd = Containerd::start().await;
-    let our_port = free_port();
-    let our_read_only = free_port();
     let (_agent, _root) = agent_as_kubelet(
         &api,
         OUR_NODE,

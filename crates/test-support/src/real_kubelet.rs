@@ -180,6 +180,17 @@ impl RealKubelet {
 
 impl Drop for RealKubelet {
     fn drop(&mut self) {
+        // A test that failed shows how the kubelet ended or what it last
+        // said (it may have refused its configuration or a port).
+        if std::thread::panicking() {
+            let log = self.log();
+            let lines: Vec<&str> = log.lines().collect();
+            let exited = self.process.try_wait().ok().flatten();
+            eprintln!(
+                "the real kubelet (exited: {exited:?}), its last lines:\n{}",
+                lines[lines.len().saturating_sub(60)..].join("\n")
+            );
+        }
         if let Some(pid) = self.process.id() {
             let _ = std::process::Command::new("kill")
                 .args(["-KILL", &pid.to_string()])
