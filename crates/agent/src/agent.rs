@@ -178,6 +178,9 @@ pub struct Agent {
     /// The runtime the pods run on, when the agent has an API server.
     #[cfg(feature = "kube")]
     runtime: Option<Arc<dyn crate::runtime::ContainerRuntime>>,
+    /// Stops the pods before the node shuts down, when configured.
+    #[cfg(feature = "kube")]
+    node_shutdown: Option<crate::node_shutdown::NodeShutdownManager>,
 }
 
 /// The parts every agent has before its DRA manager, which needs to know
@@ -228,6 +231,8 @@ impl Parts {
             pods: None,
             #[cfg(feature = "kube")]
             runtime: None,
+            #[cfg(feature = "kube")]
+            node_shutdown: None,
         }
     }
 }
@@ -297,20 +302,30 @@ impl Agent {
         {
             registration.kubelet_port = server.addr.port();
         }
+        let kube_serves_pods = kube.serve_pods;
+        let node_shutdown = kube.node_shutdown.clone();
         let (publisher, handle) =
             crate::kube_api::KubeApi::connect(kube, parts.devices.1.clone(), parts.csi.drivers())
                 .await
                 .map_err(AgentError::Kube)?;
-        let publisher = publisher.with_runtime(runtime.clone());
+        let mut publisher = publisher.with_runtime(runtime.clone());
         let mut agent = parts.with_dra(config, Arc::new(handle.slice_cleanup()));
-        agent.pods = Some(crate::pods::PodsManager::new(
+        let pods = crate::pods::PodsManager::new(
             pods_config,
             agent.devices_handle.clone(),
             agent.dra_handle.clone(),
             agent.csi.drivers(),
             runtime.clone(),
             &handle,
-        ));
+        );
+        if kube_serves_pods
+            && let Some(manager) = node_shutdown
+                .and_then(|c| crate::node_shutdown::NodeShutdownManager::new(c, pods.1.clone()))
+        {
+            publisher = publisher.with_node_shutdown(manager.shutting_down());
+            agent.node_shutdown = Some(manager);
+        }
+        agent.pods = Some(pods);
         agent.runtime = Some(runtime);
         agent.kube = Some((publisher, handle));
         Ok(agent)
@@ -468,6 +483,7 @@ impl Agent {
         let serving = {
             let shutdown = shutdown.clone();
             let pods = self.pods.map(|(manager, _)| manager);
+            let node_shutdown = self.node_shutdown;
             #[cfg(feature = "kubelet-server")]
             let api = {
                 let shutdown = shutdown.clone();
@@ -485,7 +501,12 @@ impl Agent {
                         pods.run(shutdown.clone()).await;
                     }
                 };
-                tokio::join!(pods, api);
+                let node_shutdown = async {
+                    if let Some(manager) = node_shutdown {
+                        manager.run(shutdown.clone()).await;
+                    }
+                };
+                tokio::join!(pods, api, node_shutdown);
                 shutdown.cancelled().await;
             }
         };

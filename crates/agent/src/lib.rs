@@ -40,6 +40,8 @@ pub mod kube_api;
 #[cfg(feature = "kubelet-server")]
 pub mod kubelet_server;
 pub mod metrics;
+#[cfg(feature = "kube")]
+pub mod node_shutdown;
 mod plugin_description;
 pub mod plugin_manager;
 pub mod pod_resources;

@@ -25,6 +25,7 @@ use nodeplugins::agent::{AgentConfig, DEFAULT_METRICS_ADDR};
 use nodeplugins::kube_api::{
     ClientCertificates, KubeApiConfig, KubeConfigSource, NodeRegistration, default_node_name,
 };
+use nodeplugins::node_shutdown::{NodeShutdownConfig, PriorityGracePeriod};
 use nodeplugins_api::constants::layout::DEFAULT_ROOT_DIR;
 
 use nodeplugins_api::duration::parse_go_duration;
@@ -239,6 +240,20 @@ settings! {
     /// How often the static pod path is read again besides its inotify
     /// watch, as the kubelet's fileCheckFrequency [default: 20s].
     file_check_frequency: Duration, "NODEPLUGINS_FILE_CHECK_FREQUENCY", parse_go_duration;
+    /// How long the node's shutdown is held for its pods, as the kubelet's
+    /// shutdownGracePeriod: with logind's shutdown lock held, the node is
+    /// not ready, new pods are refused and the running ones stopped,
+    /// lowest priority first (0s: off) [default: 0s].
+    shutdown_grace_period: Duration, "NODEPLUGINS_SHUTDOWN_GRACE_PERIOD", parse_go_duration;
+    /// The part of the shutdown grace period kept for critical pods
+    /// (priority 2000000000 and up), stopped last, as the kubelet's
+    /// shutdownGracePeriodCriticalPods [default: 0s].
+    shutdown_grace_period_critical_pods: Duration, "NODEPLUGINS_SHUTDOWN_GRACE_PERIOD_CRITICAL_PODS", parse_go_duration;
+    /// The shutdown's groups by pod priority instead of the two periods,
+    /// as the kubelet's shutdownGracePeriodByPodPriority:
+    /// PRIORITY=SECONDS,... (a pod goes to the highest group not above its
+    /// priority) [default: none].
+    shutdown_grace_period_by_pod_priority: ShutdownGroups, "NODEPLUGINS_SHUTDOWN_GRACE_PERIOD_BY_POD_PRIORITY", parse_shutdown_groups;
     /// The pods the node takes, as the kubelet's --max-pods [default: 110].
     max_pods: u32, "NODEPLUGINS_MAX_PODS", parse_max_pods;
     /// Where to serve the kubelet's HTTPS API (logs, exec, attach,
@@ -298,6 +313,34 @@ fn parse_node_ips(text: &str) -> Result<NodeIps, String> {
             "expected one IP address, or two of different families (dual-stack), got {text:?}"
         )),
     }
+}
+
+/// The node shutdown's groups by pod priority: (priority, seconds).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ShutdownGroups(Vec<(i32, i64)>);
+
+fn parse_shutdown_groups(text: &str) -> Result<ShutdownGroups, String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|g| !g.is_empty())
+        .map(|group| {
+            let (priority, seconds) = group
+                .split_once('=')
+                .ok_or_else(|| format!("{group:?} is not PRIORITY=SECONDS"))?;
+            let priority = priority
+                .trim()
+                .parse::<i32>()
+                .map_err(|_| format!("{priority:?} is not a priority"))?;
+            let seconds = seconds
+                .trim()
+                .parse::<i64>()
+                .ok()
+                .filter(|s| *s >= 0)
+                .ok_or_else(|| format!("{seconds:?} is not a number of seconds"))?;
+            Ok((priority, seconds))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(ShutdownGroups)
 }
 
 /// The cluster's DNS servers (`--cluster-dns`).
@@ -653,6 +696,21 @@ impl Settings {
                 if let Some(NodeIps(ips)) = c.node_ip.clone() {
                     kube.pod_dns.node_ips = ips;
                 }
+                let shutdown = match c.shutdown_grace_period_by_pod_priority.clone() {
+                    Some(ShutdownGroups(groups)) if !groups.is_empty() => {
+                        NodeShutdownConfig::by_pod_priority(
+                            groups
+                                .into_iter()
+                                .map(|(p, s)| PriorityGracePeriod::new(p, s))
+                                .collect(),
+                        )
+                    }
+                    _ => NodeShutdownConfig::new(
+                        c.shutdown_grace_period.unwrap_or_default(),
+                        c.shutdown_grace_period_critical_pods.unwrap_or_default(),
+                    ),
+                };
+                kube.node_shutdown = shutdown.enabled().then_some(shutdown);
                 if c.register_node.is_some_and(|Switch(on)| on) {
                     let mut registration = NodeRegistration::new(root_dir.clone());
                     if let Some(NodeIps(ips)) = c.node_ip.clone() {
@@ -719,6 +777,7 @@ impl Settings {
         let default_dns = nodeplugins::pods::PodDnsConfig::default();
         let dns = self.kube.as_ref().map_or(&default_dns, |k| &k.pod_dns);
         let static_pods = self.kube.as_ref().and_then(|k| k.static_pods.as_ref());
+        let shutdown = self.kube.as_ref().and_then(|k| k.node_shutdown.as_ref());
         let lines = [
             ("root_dir", a.root_dir.display().to_string()),
             ("log_format", format.to_string()),
@@ -859,6 +918,24 @@ impl Settings {
                         s.check_frequency
                     }),
                 ),
+            ),
+            (
+                "shutdown_grace_period",
+                human(shutdown.map_or(Duration::ZERO, |s| s.grace_period)),
+            ),
+            (
+                "shutdown_grace_period_critical_pods",
+                human(shutdown.map_or(Duration::ZERO, |s| s.critical_pods_grace_period)),
+            ),
+            (
+                "shutdown_grace_period_by_pod_priority",
+                shutdown.map_or(String::new(), |s| {
+                    s.by_pod_priority
+                        .iter()
+                        .map(|g| format!("{}={}", g.priority, g.grace_period_seconds))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                }),
             ),
             (
                 "resolv_conf",

@@ -22,6 +22,7 @@ pub mod fake_plugin;
 pub mod go_process;
 pub mod go_programs;
 pub mod kube_api;
+pub mod logind;
 pub mod mounts;
 pub mod oci_image;
 pub mod process;

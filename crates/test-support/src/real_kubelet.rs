@@ -52,7 +52,7 @@ impl RealKubelet {
     /// Starts the kubelet for node `node` with `kubeconfig` (the node's
     /// identity) on `containerd`. Waits for the machine-wide lock first.
     pub async fn start(node: &str, kubeconfig: &Path, containerd: &Containerd) -> Self {
-        Self::start_with(node, kubeconfig, containerd, None, None, "").await
+        Self::start_with(node, kubeconfig, containerd, None, None, "", &[]).await
     }
 
     /// [`start`](Self::start) as a node that joins: `kubeconfig` does not
@@ -65,7 +65,7 @@ impl RealKubelet {
         bootstrap: &Path,
         containerd: &Containerd,
     ) -> Self {
-        Self::start_with(node, kubeconfig, containerd, None, Some(bootstrap), "").await
+        Self::start_with(node, kubeconfig, containerd, None, Some(bootstrap), "", &[]).await
     }
 
     /// [`start`](Self::start), serving its HTTPS API as `serving` says.
@@ -75,7 +75,7 @@ impl RealKubelet {
         containerd: &Containerd,
         serving: &Serving,
     ) -> Self {
-        Self::start_with(node, kubeconfig, containerd, Some(serving), None, "").await
+        Self::start_with(node, kubeconfig, containerd, Some(serving), None, "", &[]).await
     }
 
     /// [`start`](Self::start), its configuration file ending with
@@ -86,7 +86,19 @@ impl RealKubelet {
         containerd: &Containerd,
         extra: &str,
     ) -> Self {
-        Self::start_with(node, kubeconfig, containerd, None, None, extra).await
+        Self::start_with(node, kubeconfig, containerd, None, None, extra, &[]).await
+    }
+
+    /// [`start_configured`](Self::start_configured), the kubelet's
+    /// environment having `env` too.
+    pub async fn start_configured_with_env(
+        node: &str,
+        kubeconfig: &Path,
+        containerd: &Containerd,
+        extra: &str,
+        env: &[(&str, &str)],
+    ) -> Self {
+        Self::start_with(node, kubeconfig, containerd, None, None, extra, env).await
     }
 
     async fn start_with(
@@ -96,6 +108,7 @@ impl RealKubelet {
         serving: Option<&Serving>,
         bootstrap: Option<&Path>,
         extra: &str,
+        env: &[(&str, &str)],
     ) -> Self {
         std::fs::create_dir_all(DEVICE_PLUGINS).expect("the kubelet's device plugin directory");
         let lock_path = Path::new(DEVICE_PLUGINS)
@@ -141,6 +154,7 @@ impl RealKubelet {
                     .map(|b| vec![std::ffi::OsString::from("--bootstrap-kubeconfig"), b.into()])
                     .unwrap_or_default(),
             )
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(log)
             .kill_on_drop(true);

@@ -152,6 +152,10 @@ pub struct KubeApiConfig {
     /// `staticPodPath`, `fileCheckFrequency`); `None`: the node runs only
     /// the API's pods. Default: `None`.
     pub static_pods: Option<crate::pods::StaticPodsConfig>,
+    /// The node's graceful shutdown (`shutdownGracePeriod` and the rest):
+    /// with a grace period, the agent holds logind's shutdown while it
+    /// stops its pods (with pods served and a runtime).
+    pub node_shutdown: Option<crate::node_shutdown::NodeShutdownConfig>,
     /// Notices the credentials' files changing (the agent shares one among
     /// all its parts).
     pub fs_watcher: FsWatcher,
@@ -180,6 +184,7 @@ impl KubeApiConfig {
             client_certificates: None,
             pod_dns: crate::pods::PodDnsConfig::default(),
             static_pods: None,
+            node_shutdown: None,
             fs_watcher: FsWatcher::new(),
         }
     }

@@ -71,6 +71,8 @@ pub struct KubeApi {
     /// The node's runtime, when the agent registers the node (its
     /// readiness is the Node's Ready condition).
     runtime: Option<Arc<dyn ContainerRuntime>>,
+    /// Whether the node is shutting down, when its shutdown is handled.
+    shutting_down: Option<watch::Receiver<bool>>,
 }
 
 impl KubeApi {
@@ -133,6 +135,7 @@ impl KubeApi {
             node_mirror,
             volumes_in_use,
             runtime: None,
+            shutting_down: None,
         };
         Ok((publisher, handle))
     }
@@ -143,6 +146,15 @@ impl KubeApi {
     /// a registered node is never Ready.
     pub fn with_runtime(mut self, runtime: Arc<dyn ContainerRuntime>) -> Self {
         self.runtime = Some(runtime);
+        self
+    }
+
+    /// The node's shutdown as `shutting_down` follows it (a
+    /// [`NodeShutdownManager`](crate::node_shutdown::NodeShutdownManager)'s):
+    /// while it is true the registered Node is not ready (`node is
+    /// shutting down`), its status written at once when it changes.
+    pub fn with_node_shutdown(mut self, shutting_down: watch::Receiver<bool>) -> Self {
+        self.shutting_down = Some(shutting_down);
         self
     }
 
@@ -211,6 +223,7 @@ impl KubeApi {
                 config.node_name.clone(),
                 registration,
                 runtime_state.subscribe(),
+                self.shutting_down.clone(),
             );
             tasks.spawn(
                 node.run(self.connection.clone(), seen.clone(), stop.clone())

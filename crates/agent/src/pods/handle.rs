@@ -14,6 +14,7 @@ use crate::event::AgentEvent;
 use crate::pods::admit::claims::{PodClaimsError, PodClaimsReader};
 use crate::pods::admit::container::container_devices;
 use crate::pods::admit::spec::is_mirror;
+use crate::pods::lifecycle::shutdown_requests::{ActivePod, ShutdownRequest};
 use crate::pods::snapshot::{PodStatus, PodsSnapshot};
 use crate::pods::static_pods::source::StaticPods;
 use crate::published::Store;
@@ -58,6 +59,8 @@ pub struct PodsHandle {
     pub(crate) pod_certificate_states: Option<crate::volumes::PodCertificateStates>,
     /// The node's static pods, when it has a static pod path.
     pub(crate) static_pods: Option<watch::Receiver<StaticPods>>,
+    /// To the pods owner, for the node shutdown manager.
+    pub(crate) shutdown_requests: tokio::sync::mpsc::UnboundedSender<ShutdownRequest>,
 }
 
 impl PodsHandle {
@@ -212,5 +215,41 @@ impl PodsHandle {
             }
         };
         Ok(super::manual::unprepare_by_name(&self.dra, namespace, name, live).await?)
+    }
+
+    /// Tells the pods owner the node is shutting down (`true`) or no
+    /// longer (`false`).
+    pub(crate) fn node_shutting_down(&self, now: bool) {
+        let _ = self
+            .shutdown_requests
+            .send(ShutdownRequest::ShuttingDown(now));
+    }
+
+    /// The pods the node runs now (none when the owner is gone).
+    pub(crate) async fn active_pods(&self) -> Vec<ActivePod> {
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        if self
+            .shutdown_requests
+            .send(ShutdownRequest::ActivePods(answer))
+            .is_err()
+        {
+            return Vec::new();
+        }
+        answered.await.unwrap_or_default()
+    }
+
+    /// Stops `pods` (UID, grace period) for good, as the node's shutdown
+    /// does; returns once all gave back what they held (at once when the
+    /// owner is gone).
+    pub(crate) async fn kill_for_shutdown(&self, pods: Vec<(String, Duration)>) {
+        let (done, finished) = tokio::sync::oneshot::channel();
+        if self
+            .shutdown_requests
+            .send(ShutdownRequest::Kill { pods, done })
+            .is_err()
+        {
+            return;
+        }
+        let _ = finished.await;
     }
 }

@@ -67,6 +67,45 @@ impl PodEvents {
         }
     }
 
+    /// Records an Event of `kind` (`Normal`, `Warning`) with `reason` and
+    /// `message` on the node's Node, as the kubelet's node events are (in
+    /// `default`, the Node named by kind and name).
+    pub(crate) async fn on_node(&self, kind: &str, reason: &str, message: &str) {
+        let client = self.connection.borrow().client.clone();
+        let events: Api<Event> = Api::namespaced(client, "default");
+        let now = Timestamp::now();
+        let event = Event {
+            metadata: ObjectMeta {
+                name: Some(format!("{}.{:x}", self.node, now.as_nanosecond())),
+                namespace: Some("default".into()),
+                ..ObjectMeta::default()
+            },
+            involved_object: ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Node".into()),
+                name: Some(self.node.clone()),
+                ..ObjectReference::default()
+            },
+            reason: Some(reason.to_string()),
+            message: Some(message.to_string()),
+            type_: Some(kind.into()),
+            source: Some(EventSource {
+                component: Some(COMPONENT.into()),
+                host: Some(self.node.clone()),
+            }),
+            first_timestamp: Some(Time(now)),
+            last_timestamp: Some(Time(now)),
+            count: Some(1),
+            reporting_component: Some(COMPONENT.into()),
+            reporting_instance: Some(self.node.clone()),
+            ..Event::default()
+        };
+        self.limiter.acquire().await;
+        if let Err(e) = events.create(&PostParams::default(), &event).await {
+            tracing::warn!(%reason, error = %e, "cannot record an Event on the Node");
+        }
+    }
+
     fn event(&self, pod: &PodRef, reason: &str, message: &str) -> Event {
         let now = Timestamp::now();
         let mut message = message.to_string();

@@ -14,9 +14,13 @@
 //! | `reconcile` | what is held or run for pods no longer followed, found and given back |
 //! | `report` | what operations and runtime listings tell the owner on the side |
 //! | `static_source` | the static pods followed beside the API's, their mirrors' changes |
+//! | `shutdown_requests` | what the node's shutdown asks, and the pods it stops for good |
+//! | `node_shutdown` | the owner's answers: pods refused, listed, stopped for good |
 
 #[cfg(feature = "kube")]
 pub(super) mod admission_gate;
+#[cfg(feature = "kube")]
+pub(super) mod node_shutdown;
 #[cfg(feature = "kube")]
 pub(super) mod operation;
 #[cfg(feature = "kube")]
@@ -25,6 +29,8 @@ pub(super) mod owner;
 pub(super) mod reconcile;
 #[cfg(feature = "kube")]
 pub(super) mod report;
+#[cfg(feature = "kube")]
+pub(crate) mod shutdown_requests;
 #[cfg(feature = "kube")]
 pub(super) mod static_source;
 #[cfg(feature = "kube")]

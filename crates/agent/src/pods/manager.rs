@@ -49,6 +49,7 @@ use crate::pods::admit::served::Served;
 use crate::pods::lifecycle::admission_gate::AdmissionGate;
 use crate::pods::lifecycle::operation::Operations;
 use crate::pods::lifecycle::owner::Owner;
+use crate::pods::lifecycle::shutdown_requests::{Kills, ShutdownRequest};
 use crate::pods::lifecycle::watch::watch_pods;
 use crate::pods::run::lifecycle_events::generate;
 use crate::pods::run::worker::{NodeFacts, WorkerContext};
@@ -81,6 +82,8 @@ pub struct PodsManager {
     pods_writer: kube::runtime::reflector::store::Writer<k8s_openapi::api::core::v1::Pod>,
     /// Where the static pods are published, with a static pod path.
     static_pods: Option<watch::Sender<StaticPods>>,
+    /// What the node shutdown manager asks.
+    shutdown_requests: mpsc::UnboundedReceiver<ShutdownRequest>,
 }
 
 impl PodsManager {
@@ -108,7 +111,9 @@ impl PodsManager {
         );
         let (pods, pods_writer) = kube::runtime::reflector::store();
         let static_pods = config.static_pods.as_ref().map(|_| watch::channel(None).0);
+        let (shutdown_tx, shutdown_requests) = mpsc::unbounded_channel();
         let handle = PodsHandle {
+            shutdown_requests: shutdown_tx,
             serving: config.serve,
             bound: pods.clone(),
             store,
@@ -138,6 +143,7 @@ impl PodsManager {
             ..handle
         };
         let manager = Self {
+            shutdown_requests,
             pods,
             pods_writer,
             static_pods,
@@ -281,6 +287,7 @@ impl PodsManager {
                 worker_context,
                 releaser,
                 pods: pods.clone(),
+                kills: Kills::default(),
             }),
             warnings: self.warnings,
             reports,
@@ -302,6 +309,9 @@ impl PodsManager {
             generation: 0,
             snapshot: self.snapshot,
             events: self.events,
+            requests: self.shutdown_requests,
+            node_shutting_down: false,
+            kill_waits: Vec::new(),
             tasks: tasks.clone(),
             shutdown: shutdown.clone(),
         };

@@ -423,3 +423,39 @@ fn the_static_pod_path_is_the_kubelets() {
     assert_eq!(value(&plan, "static_pod_path"), None);
     assert_eq!(value(&plan, "file_check_frequency"), Some("20000ms"));
 }
+
+#[test]
+fn the_shutdown_grace_periods_are_the_kubelets() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+         shutdownGracePeriod: 30s\nshutdownGracePeriodCriticalPods: 10s\n",
+    )
+    .unwrap();
+    let plan = plan_of("", Some(&file), None);
+    assert_eq!(value(&plan, "shutdown_grace_period"), Some("30000ms"));
+    assert_eq!(
+        value(&plan, "shutdown_grace_period_critical_pods"),
+        Some("10000ms")
+    );
+    assert!(plan.ignored.is_empty(), "{:?}", plan.ignored);
+    std::fs::write(
+        &file,
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n\
+         shutdownGracePeriodByPodPriority:\n\
+         - priority: 100000\n  shutdownGracePeriodSeconds: 20\n\
+         - priority: 0\n  shutdownGracePeriodSeconds: 10\n",
+    )
+    .unwrap();
+    let plan = plan_of("", Some(&file), None);
+    assert_eq!(
+        value(&plan, "shutdown_grace_period_by_pod_priority"),
+        Some("100000=20,0=10")
+    );
+    assert!(plan.ignored.is_empty(), "{:?}", plan.ignored);
+    // Off by default, as the kubelet's.
+    let plan = plan_of("", None, None);
+    assert_eq!(value(&plan, "shutdown_grace_period"), Some("0ms"));
+}

@@ -313,6 +313,38 @@ pub(crate) fn plan(given: &Given, loaded: &Loaded) -> Result<Plan, FieldError> {
         millis(r.duration("fileCheckFrequency", Duration::from_secs(20))?),
     ));
 
+    // The node's graceful shutdown.
+    values.push((
+        "shutdown_grace_period",
+        millis(r.duration("shutdownGracePeriod", Duration::ZERO)?),
+    ));
+    values.push((
+        "shutdown_grace_period_critical_pods",
+        millis(r.duration("shutdownGracePeriodCriticalPods", Duration::ZERO)?),
+    ));
+    if let Some(groups) = r.value("shutdownGracePeriodByPodPriority") {
+        let wrong = || {
+            Reader::wrong(
+                "shutdownGracePeriodByPodPriority",
+                "a list of {priority, shutdownGracePeriodSeconds}",
+                groups,
+            )
+        };
+        let list = groups.as_array().ok_or_else(wrong)?;
+        let mut text = Vec::new();
+        for group in list {
+            let priority = group["priority"].as_i64().unwrap_or(0);
+            let seconds = group["shutdownGracePeriodSeconds"].as_i64().unwrap_or(0);
+            if !group.is_object() {
+                return Err(wrong());
+            }
+            text.push(format!("{priority}={seconds}"));
+        }
+        if !text.is_empty() {
+            values.push(("shutdown_grace_period_by_pod_priority", text.join(",")));
+        }
+    }
+
     // The Node.
     let register = r.bool("registerNode", true)?;
     values.push(("register_node", if register { "on" } else { "off" }.into()));

@@ -52,6 +52,8 @@ pub(in crate::kube_api) struct KubeletNode {
     machine: MachineInfo,
     addresses: Option<Vec<NodeAddress>>,
     runtime: watch::Receiver<RuntimeReport>,
+    /// Whether the node is shutting down (never, without its manager).
+    shutting_down: watch::Receiver<bool>,
     registered: bool,
     /// When an unchanged status is next written.
     report_due: Option<Instant>,
@@ -66,6 +68,7 @@ impl KubeletNode {
         node_name: String,
         registration: NodeRegistration,
         runtime: watch::Receiver<RuntimeReport>,
+        shutting_down: Option<watch::Receiver<bool>>,
     ) -> Self {
         let machine = MachineInfo::read(&registration.root_dir);
         let addresses = node_addresses(&node_name, &registration.node_ips);
@@ -78,6 +81,8 @@ impl KubeletNode {
             machine,
             addresses,
             runtime,
+            // A sender dropped at once: the receiver stays false.
+            shutting_down: shutting_down.unwrap_or_else(|| watch::channel(false).1),
             registered: false,
             report_due: None,
             failing: false,
@@ -114,6 +119,8 @@ impl KubeletNode {
         tracing::info!(node = %self.node_name, "node registered");
         let period = self.registration.status_update_frequency;
         let mut runtime = self.runtime.clone();
+        let mut shutting_down = self.shutting_down.clone();
+        let mut shutdown_followed = true;
         loop {
             let client = connection.borrow().client.clone();
             let node = match &*seen.borrow_and_update() {
@@ -128,6 +135,11 @@ impl KubeletNode {
             tokio::select! {
                 () = stop.cancelled() => return,
                 Ok(()) = runtime.changed() => {}
+                // The node's shutdown is written at once, as the kubelet's
+                // shutdown manager syncs the status.
+                changed = shutting_down.changed(), if shutdown_followed => {
+                    shutdown_followed = changed.is_ok();
+                }
                 () = sleep_until(Some(Instant::now() + period + jitter)) => {}
             }
         }
@@ -147,6 +159,7 @@ impl KubeletNode {
             kubelet_port: self.registration.kubelet_port,
             now: Instant::now(),
             now_rfc3339: &stamp,
+            shutting_down: *self.shutting_down.borrow(),
         };
         kubelet_status::desired(&inputs, seen)
     }

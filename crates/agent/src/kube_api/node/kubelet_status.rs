@@ -11,7 +11,8 @@
 //! - The agent evicts nothing: the pressure conditions say there is none
 //!   (the kubelet's words for no pressure).
 //! - Ready is True ("kubelet is posting ready status") when the runtime
-//!   and its network are ready and the capacity is complete; otherwise
+//!   and its network are ready, the node is not shutting down, and the
+//!   capacity is complete; otherwise
 //!   False with the kubelet's sentences, one, or several as `[a, b]`.
 //! - A condition's `lastTransitionTime` is kept while its status stays;
 //!   `lastHeartbeatTime` is now at every computation.
@@ -52,6 +53,8 @@ pub(in crate::kube_api) struct StatusInputs<'a> {
     pub(in crate::kube_api) now: Instant,
     /// The time of the computation, as the API writes it.
     pub(in crate::kube_api) now_rfc3339: &'a str,
+    /// The node is shutting down.
+    pub(in crate::kube_api) shutting_down: bool,
 }
 
 /// `bytes` as a Kubernetes quantity in binary units, canonical as the API
@@ -205,7 +208,11 @@ fn conditions(
         };
         written.push(condition);
     }
+    // The runtime's errors, its network's, then the shutdown manager's.
     let mut errors = inputs.runtime.errors(inputs.now);
+    if inputs.shutting_down {
+        errors.push("node is shutting down".into());
+    }
     let missing: Vec<&str> = ["cpu", "memory", "pods", "ephemeral-storage"]
         .into_iter()
         .filter(|r| !capacity.contains_key(*r))
@@ -427,6 +434,7 @@ mod tests {
             kubelet_port: 10250,
             now,
             now_rfc3339: stamp,
+            shutting_down: false,
         }
     }
 
@@ -505,6 +513,28 @@ mod tests {
         );
         assert_eq!(status["conditions"][3]["reason"], "KubeletNotReady");
         assert_eq!(status["nodeInfo"]["containerRuntimeVersion"], "Unknown");
+    }
+
+    #[test]
+    fn a_node_shutting_down_is_not_ready_in_the_kubelets_words() {
+        let now = Instant::now();
+        let machine = machine();
+        let runtime = ready_runtime(now);
+        let mut shutting = inputs(&machine, &runtime, now, "t");
+        shutting.shutting_down = true;
+        let status = desired(&shutting, None);
+        assert_eq!(status["conditions"][3]["status"], "False");
+        assert_eq!(status["conditions"][3]["reason"], "KubeletNotReady");
+        assert_eq!(status["conditions"][3]["message"], "node is shutting down");
+        // After the runtime's own errors, as the kubelet aggregates them.
+        let runtime = RuntimeReport::default();
+        let mut shutting = inputs(&machine, &runtime, now, "t");
+        shutting.shutting_down = true;
+        let status = desired(&shutting, None);
+        assert_eq!(
+            status["conditions"][3]["message"],
+            "[container runtime status check may not have completed yet, network state unknown, node is shutting down]"
+        );
     }
 
     #[test]

@@ -26,6 +26,9 @@ use tracing::Instrument;
 use crate::pods::admit::admission::{AdmissionError, Admitted, Admitter};
 use crate::pods::lifecycle::admission_gate::GatePass;
 use crate::pods::lifecycle::report::Report;
+use crate::pods::lifecycle::shutdown_requests::{
+    Kills, NODE_SHUTDOWN_MESSAGE, NODE_SHUTDOWN_REASON,
+};
 use crate::pods::pod::PodRef;
 use crate::pods::run::worker::{Worker, WorkerContext, WorkerEnd};
 use crate::pods::teardown::release::{Ending, ReleaseError, Releaser, ending_of};
@@ -38,6 +41,9 @@ pub(in crate::pods) struct Operations {
     /// Every pod bound to the node, as the watch keeps it: whether the API
     /// still has a pod decides how it ends.
     pub(in crate::pods) pods: Store<Pod>,
+    /// Pods the node stops for good (its shutdown): UID → the grace
+    /// period each gets.
+    pub(in crate::pods) kills: Kills,
 }
 
 /// A running pod's lane to its operation: the pod's changes, and the stop
@@ -61,6 +67,12 @@ pub(in crate::pods) enum Start {
     /// failed release; a pod the API no longer has; an admission cut
     /// short).
     Release(Ending),
+    /// Refuse the pod for good: its status `Failed` with the reason and
+    /// message, and a Warning saying so (the kubelet's `rejectPod`).
+    Reject {
+        reason: &'static str,
+        message: &'static str,
+    },
 }
 
 /// How an operation ended: where the owner takes over.
@@ -79,6 +91,8 @@ pub(in crate::pods) enum Outcome {
     Abandoned,
     /// The release ended.
     Released(Result<(), ReleaseError>),
+    /// The pod was refused: whether its status says so.
+    Rejected(bool),
 }
 
 impl Operations {
@@ -86,6 +100,7 @@ impl Operations {
     pub(in crate::pods) async fn run(self: Arc<Self>, pod_ref: PodRef, start: Start) -> Outcome {
         match start {
             Start::Release(ending) => self.release(&pod_ref, &ending).await,
+            Start::Reject { reason, message } => self.reject(&pod_ref, reason, message).await,
             Start::Run { admitted, lane } => self.run_pod(&pod_ref, &admitted, lane).await,
             Start::Admit { pass, fresh, lane } => {
                 let pod = lane.pod.borrow().clone();
@@ -115,7 +130,7 @@ impl Operations {
     /// Runs the admitted pod's containers until it ends or is to stop, then
     /// gives back what it holds.
     async fn run_pod(&self, pod_ref: &PodRef, admitted: &Admitted, lane: Lane) -> Outcome {
-        let worker = Worker::new(
+        let mut worker = Worker::new(
             self.worker_context.clone(),
             pod_ref.clone(),
             lane.pod.clone(),
@@ -126,7 +141,17 @@ impl Operations {
         let ended = match worker.run().instrument(pod_ref.span("run")).await {
             WorkerEnd::RuntimeLost => return Outcome::RuntimeLost,
             WorkerEnd::Ended(phase) => Some(phase),
-            WorkerEnd::Stopped if lane.stop.is_cancelled() => None,
+            WorkerEnd::Stopped if lane.stop.is_cancelled() => {
+                match self.kills.grace_of(&pod_ref.uid) {
+                    Some(grace) => Some(
+                        worker
+                            .kill(grace, NODE_SHUTDOWN_REASON, NODE_SHUTDOWN_MESSAGE)
+                            .instrument(pod_ref.span("kill"))
+                            .await,
+                    ),
+                    None => None,
+                }
+            }
             WorkerEnd::Stopped => return Outcome::Abandoned,
         };
         self.report(Report::Releasing {
@@ -145,6 +170,41 @@ impl Operations {
             .instrument(pod_ref.span("release"))
             .await;
         Outcome::Released(released)
+    }
+
+    /// Refuses pod `pod_ref` for good, as the kubelet's `rejectPod`: a
+    /// Warning, and its status `Failed` with `reason` and the message.
+    async fn reject(
+        &self,
+        pod_ref: &PodRef,
+        reason: &'static str,
+        message: &'static str,
+    ) -> Outcome {
+        let _pod = pod_ref.span("admit").entered();
+        tracing::info!(%reason, %message, "the pod is refused");
+        drop(_pod);
+        self.worker_context
+            .pod_events
+            .warning(pod_ref, reason, message)
+            .await;
+        let status = serde_json::json!({
+            "phase": "Failed",
+            "reason": reason,
+            "message": format!("Pod was rejected: {message}"),
+        });
+        match self
+            .releaser
+            .writer
+            .patch_status(pod_ref, None, &status)
+            .await
+        {
+            Ok(()) => Outcome::Rejected(true),
+            Err(e) => {
+                let _pod = pod_ref.span("admit").entered();
+                tracing::warn!(error = %e, "cannot write the refused pod's status");
+                Outcome::Rejected(false)
+            }
+        }
     }
 
     /// Whether the API still has pod `pod_ref` (not one made again under

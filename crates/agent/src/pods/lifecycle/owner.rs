@@ -32,12 +32,14 @@ use crate::pods::kube_events::PodEvents;
 use crate::pods::lifecycle::admission_gate::{AdmissionGate, GatePass};
 use crate::pods::lifecycle::operation::{Lane, Operations, Outcome, Start};
 use crate::pods::lifecycle::report::Report;
+use crate::pods::lifecycle::shutdown_requests::{KillWait, ShutdownRequest};
 use crate::pods::lifecycle::tracked::{Next, Tracked};
 use crate::pods::lifecycle::watch::PodWatchEvent;
 use crate::pods::pod::PodRef;
 use crate::pods::snapshot::{PodStatus, PodsSnapshot};
 use crate::pods::static_pods::source::{StaticPods, static_changed};
 use crate::pods::teardown::release::{ReleaseError, ending_of};
+use crate::pods::teardown::terminate::MINIMUM_GRACE;
 use crate::published::Publisher;
 
 /// One operation running for a pod.
@@ -93,6 +95,12 @@ pub(in crate::pods) struct Owner {
     pub(in crate::pods) generation: u64,
     pub(in crate::pods) snapshot: Publisher<PodsSnapshot>,
     pub(in crate::pods) events: broadcast::Sender<AgentEvent>,
+    /// What the node shutdown manager asks.
+    pub(in crate::pods) requests: mpsc::UnboundedReceiver<ShutdownRequest>,
+    /// The node is shutting down: pods due for admission are refused.
+    pub(in crate::pods) node_shutting_down: bool,
+    /// The node shutdown's kills waited for.
+    pub(in crate::pods) kill_waits: Vec<KillWait>,
     /// The watch, and Warnings being recorded.
     pub(in crate::pods) tasks: TaskTracker,
     pub(in crate::pods) shutdown: CancellationToken,
@@ -115,6 +123,7 @@ impl Owner {
                 self.on_report(report);
             }
             self.start_due();
+            self.settle_kill_waits();
             if !self.dirty.is_empty() {
                 self.publish();
             }
@@ -125,6 +134,7 @@ impl Owner {
                 Some(event) = self.watch.recv() => self.on_watch(event),
                 () = static_changed(&mut self.static_pods) => self.on_static(),
                 Some(report) = self.reports.recv() => self.on_report(report),
+                Some(request) = self.requests.recv() => self.on_shutdown_request(request),
                 Some(done) = self.ops.join_next_with_id(), if !self.ops.is_empty() => {
                     match done {
                         Ok((id, outcome)) => self.on_done(id, outcome),
@@ -196,6 +206,13 @@ impl Owner {
         }
         for uid in runs {
             self.start_worker(uid);
+        }
+        if self.node_shutting_down {
+            for (_, uid) in admissions {
+                self.refuse_while_shutting_down(&uid);
+            }
+            self.forget_gone();
+            return;
         }
         // Devices that go back are free before anyone is admitted.
         self.gate_wanted = false;
@@ -279,7 +296,10 @@ impl Owner {
         let Some(tracked) = self.tracked.get_mut(&uid) else {
             return;
         };
-        let ending = ending_of(tracked.pod().map(Arc::as_ref), tracked.in_api());
+        let mut ending = ending_of(tracked.pod().map(Arc::as_ref), tracked.in_api());
+        if let Some(grace) = self.operations.kills.grace_of(&uid) {
+            ending.grace = ending.grace.min(grace.max(MINIMUM_GRACE));
+        }
         tracked.started(Next::Release);
         let frees_devices = self.frees_devices(&uid);
         self.start(
@@ -302,7 +322,7 @@ impl Owner {
             .is_empty()
     }
 
-    fn start(
+    pub(super) fn start(
         &mut self,
         uid: String,
         start: Start,
@@ -500,6 +520,7 @@ impl Owner {
                 tracked.runtime_lost();
             }
             Outcome::Abandoned => tracked.worker_ended(None),
+            Outcome::Rejected(written) => tracked.rejected(written, |n| backoff.delay(n), now),
             Outcome::Released(Err(e)) => {
                 tracing::warn!(error = %e, "what the pod held was not all given back; trying again with backoff");
                 tracked.not_released(&e, |n| backoff.delay(n), now);

@@ -82,6 +82,9 @@ pub(crate) struct Tracked {
     /// Its next admission sets up again what it holds (the runtime lost
     /// its containers).
     fresh: bool,
+    /// The node stops it for good (its shutdown): never admitted or run
+    /// again, whatever the API shows.
+    killed: bool,
 }
 
 impl Tracked {
@@ -112,6 +115,7 @@ impl Tracked {
             restored: false,
             fresh: false,
             room_made_while_running: false,
+            killed: false,
         }
     }
 
@@ -167,7 +171,45 @@ impl Tracked {
     /// Whether it is to be admitted and run: the API has it and it is
     /// active, and it did not end here.
     pub(crate) fn wants_admission(&self) -> bool {
-        self.in_api && self.ended.is_none() && self.pod.as_deref().is_some_and(is_active)
+        self.in_api
+            && self.ended.is_none()
+            && !self.killed
+            && self.pod.as_deref().is_some_and(is_active)
+    }
+
+    /// Whether it is admitted or being admitted, and not ended: what the
+    /// kubelet counts among its active pods.
+    pub(crate) fn active(&self) -> bool {
+        self.wants_admission() && matches!(self.phase, PodPhase::Admitting | PodPhase::Admitted)
+    }
+
+    /// Whether everything it held was given back and nothing runs for it.
+    pub(crate) fn given_back(&self) -> bool {
+        !self.running && self.phase == PodPhase::Released
+    }
+
+    /// The node stops it for good.
+    pub(crate) fn kill(&mut self) {
+        self.killed = true;
+        self.retry.wake();
+    }
+
+    /// It was refused for good (`written`: its status says so); if the
+    /// status could not be written, the refusal is tried again after the
+    /// backoff.
+    pub(crate) fn rejected(
+        &mut self,
+        written: bool,
+        delay: impl FnOnce(u32) -> std::time::Duration,
+        now: (Instant, SystemTime),
+    ) {
+        if written {
+            self.finished();
+            self.ended = Some(ApiPhase::Failed);
+            self.api_phase = Some(ApiPhase::Failed);
+        } else {
+            self.failed_attempt(delay, now);
+        }
     }
 
     /// Whether its next step is an admission (it wants one and is not

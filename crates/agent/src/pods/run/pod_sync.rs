@@ -415,6 +415,53 @@ impl Decide<'_> {
     }
 }
 
+/// What a pod's status shows once the kubelet stopped it for good (a node
+/// shutdown): each container as the runtime last had it, nothing started
+/// again, and the phase terminal, as `getPhase` decides it for a pod
+/// that is: `Succeeded` when every app container exited 0, else `Failed`
+/// (the status the kill asked for).
+pub(crate) fn terminal_plan(pod: &Pod, observed: &Observed, now: SystemTime) -> SyncPlan {
+    // The containers are read from their sandbox, stopped now.
+    let mut stopped = observed.clone();
+    if let Some(sandbox) = stopped.sandbox.as_mut() {
+        sandbox.ready = true;
+    }
+    let mut plan = plan(
+        pod,
+        &stopped,
+        &CrashBackoff::default(),
+        &StartErrors::new(),
+        now,
+    );
+    plan.start.clear();
+    plan.wake_at = None;
+    if observed.sandbox.is_some() {
+        plan.sandbox = None;
+    }
+    for view in &mut plan.containers {
+        if view.current.is_some() {
+            view.waiting = None;
+        }
+    }
+    let mut apps = plan
+        .containers
+        .iter()
+        .filter(|c| c.kind == ContainerKind::App)
+        .peekable();
+    let succeeded = apps.peek().is_some()
+        && apps.all(|c| {
+            c.current
+                .as_ref()
+                .is_some_and(|s| s.state == ContainerState::Exited && s.exit_code == Some(0))
+        });
+    plan.phase = if succeeded {
+        ApiPhase::Succeeded
+    } else {
+        ApiPhase::Failed
+    };
+    plan
+}
+
 /// A duration as Go prints it (`10s`, `2m40s`, `5m0s`), as the kubelet's
 /// back-off message shows it.
 pub(crate) fn go_duration(d: Duration) -> String {

@@ -17,6 +17,7 @@
 //! writes that and returns; stopping its containers, its sandbox and giving
 //! back what it held is the release's.
 
+mod kill;
 mod start;
 mod status;
 mod volumes;
@@ -215,6 +216,9 @@ pub(crate) struct Worker {
     volumes_resync_at: Option<tokio::time::Instant>,
     /// The pod as last seen, to tell an update from a status write.
     last_seen: Arc<Pod>,
+    /// The node stopped the pod for good: (reason, message) its status
+    /// shows.
+    disruption: Option<(&'static str, &'static str)>,
 }
 
 impl Worker {
@@ -271,11 +275,12 @@ impl Worker {
             volumes_resync_at: None,
             last_seen,
             pod,
+            disruption: None,
         }
     }
 
     /// Runs the pod until it ends or the worker is told to stop.
-    pub(crate) async fn run(mut self) -> WorkerEnd {
+    pub(crate) async fn run(&mut self) -> WorkerEnd {
         let mut events = self.context.events.subscribe();
         if self.adopting && self.runtime_lost().await {
             return WorkerEnd::RuntimeLost;

@@ -40,8 +40,15 @@ pub(crate) struct StatusInputs<'a> {
     pub(crate) pod: &'a Pod,
     /// Each app container's `allocatedResourcesStatus`, where it has one.
     pub(crate) resource_health: &'a BTreeMap<String, Value>,
+    /// The kubelet stopped the pod for good: (reason, message), shown as
+    /// its `DisruptionTarget` condition, and as the pod's once it failed.
+    pub(crate) disruption: Option<(&'a str, &'a str)>,
     pub(crate) now: SystemTime,
 }
+
+/// The reason of the `DisruptionTarget` condition of a pod the kubelet
+/// stopped itself.
+pub(crate) const TERMINATION_BY_KUBELET: &str = "TerminationByKubelet";
 
 /// The status to write, with each condition's (status, time), to keep for
 /// the next.
@@ -153,6 +160,14 @@ pub(crate) fn api_status(
     // (the scheduler, its creator naming the node, or the node's own
     // files for a static pod).
     conditions.push(condition("PodScheduled", true, None, None));
+    if let Some((_, message)) = inputs.disruption {
+        conditions.push(condition(
+            "DisruptionTarget",
+            true,
+            Some(TERMINATION_BY_KUBELET),
+            Some(message.to_string()),
+        ));
+    }
 
     let specs: BTreeMap<&str, &Container> = containers(inputs.pod)
         .into_iter()
@@ -171,6 +186,12 @@ pub(crate) fn api_status(
         "startTime": rfc3339(inputs.start_time),
         "containerStatuses": statuses(&[ContainerKind::App]),
     });
+    if let Some((reason, message)) = inputs.disruption
+        && plan.phase == ApiPhase::Failed
+    {
+        status["reason"] = json!(reason);
+        status["message"] = json!(message);
+    }
     let init = statuses(&[ContainerKind::Init, ContainerKind::Sidecar]);
     if !init.is_empty() {
         status["initContainerStatuses"] = json!(init);

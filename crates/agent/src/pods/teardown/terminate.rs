@@ -25,6 +25,23 @@ pub(crate) async fn terminate(
     grace: Duration,
     sidecars: &[String],
 ) -> Result<usize, RuntimeError> {
+    let (count, sandboxes) = stop(runtime, uid, grace, sidecars).await?;
+    for id in &sandboxes {
+        runtime.remove_sandbox(id).await.or_else(ignore_not_found)?;
+    }
+    Ok(count)
+}
+
+/// Stops every container of pod `uid` within `grace`, as [`terminate`],
+/// and stops its sandboxes, leaving them and their containers for their
+/// statuses to be read. Returns how many containers were running, and the
+/// sandboxes.
+pub(crate) async fn stop(
+    runtime: &dyn ContainerRuntime,
+    uid: &str,
+    grace: Duration,
+    sidecars: &[String],
+) -> Result<(usize, Vec<String>), RuntimeError> {
     let sandboxes: Vec<String> = runtime
         .sandboxes()
         .await?
@@ -33,7 +50,7 @@ pub(crate) async fn terminate(
         .map(|s| s.id)
         .collect();
     if sandboxes.is_empty() {
-        return Ok(0);
+        return Ok((0, sandboxes));
     }
     let running: Vec<_> = runtime
         .containers()
@@ -58,9 +75,8 @@ pub(crate) async fn terminate(
     }
     for id in &sandboxes {
         runtime.stop_sandbox(id).await.or_else(ignore_not_found)?;
-        runtime.remove_sandbox(id).await.or_else(ignore_not_found)?;
     }
-    Ok(count)
+    Ok((count, sandboxes))
 }
 
 fn ignore_not_found(e: RuntimeError) -> Result<(), RuntimeError> {

@@ -335,3 +335,45 @@ fn room_made_while_an_attempt_runs_makes_its_failure_try_again_at_once() {
     pod.not_admitted(&devices_failed("example.com/gpu"), SECOND, (at, wall));
     assert_eq!(pod.next(at), None, "a plain failure waits out its backoff");
 }
+
+#[test]
+fn a_pod_the_node_stops_for_good_is_given_back_and_never_run_again() {
+    let mut pod = seen();
+    let at = Instant::now();
+    pod.started(Next::Admit);
+    pod.admitted(
+        vec![ContainerResources::default()],
+        false,
+        SystemTime::now(),
+    );
+    assert!(pod.active(), "admitted: one of the node's active pods");
+    pod.kill();
+    assert!(!pod.active());
+    assert!(!pod.wants_admission(), "whatever the API still shows");
+    assert_eq!(pod.next(at), Some(Next::Release));
+    pod.started(Next::Release);
+    assert!(!pod.given_back(), "its release runs");
+    pod.released();
+    assert!(pod.given_back());
+    pod.update(self::pod("Running", false));
+    assert_eq!(pod.next(at), None, "a change does not bring it back");
+}
+
+#[test]
+fn a_refused_pod_ends_once_its_status_says_so() {
+    let mut pod = seen();
+    let at = Instant::now();
+    pod.started(Next::Admit);
+    // The status could not be written: refused again after the backoff.
+    pod.rejected(false, SECOND, now());
+    assert_eq!(pod.next(at), None, "after the backoff");
+    assert_eq!(pod.next(at + Duration::from_secs(2)), Some(Next::Admit));
+    pod.started(Next::Admit);
+    pod.rejected(true, SECOND, now());
+    assert!(!pod.wants_admission());
+    assert_eq!(
+        pod.next(at),
+        Some(Next::Release),
+        "whatever it holds given back"
+    );
+}

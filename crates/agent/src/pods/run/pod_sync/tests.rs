@@ -233,3 +233,38 @@ fn a_start_that_failed_shows_its_reason_until_it_succeeds() {
     assert_eq!(waiting(&plan, "main").as_deref(), Some("ErrImagePull"));
     assert_eq!(plan.phase, ApiPhase::Pending);
 }
+
+#[test]
+fn a_pod_stopped_for_good_shows_its_containers_stopped_and_ends() {
+    let pod = pod("Always", &[], &["a", "b"]);
+    // Killed: its sandbox stopped, one container exited 137, one 0.
+    let mut seen = observed(vec![
+        container("a", 0, ContainerState::Exited, Some(137)),
+        container("b", 0, ContainerState::Exited, Some(0)),
+    ]);
+    seen.sandbox = Some(sandbox(0, false));
+    let plan = terminal_plan(&pod, &seen, at(10));
+    assert_eq!(plan.phase, ApiPhase::Failed);
+    assert!(plan.start.is_empty(), "nothing restarts");
+    assert_eq!(plan.sandbox, None, "no new sandbox");
+    assert!(
+        plan.containers
+            .iter()
+            .all(|c| c.waiting.is_none() && c.current.is_some()),
+        "each container shows how it ended: {:?}",
+        plan.containers
+    );
+    // Every app container exited 0: it succeeded.
+    let seen = observed(vec![
+        container("a", 0, ContainerState::Exited, Some(0)),
+        container("b", 0, ContainerState::Exited, Some(0)),
+    ]);
+    assert_eq!(
+        terminal_plan(&pod, &seen, at(10)).phase,
+        ApiPhase::Succeeded
+    );
+    // A pod never started failed.
+    let mut empty = observed(vec![]);
+    empty.sandbox = None;
+    assert_eq!(terminal_plan(&pod, &empty, at(10)).phase, ApiPhase::Failed);
+}

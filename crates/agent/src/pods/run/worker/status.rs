@@ -69,6 +69,7 @@ impl Worker {
             conditions: &self.conditions,
             pod,
             resource_health: &resource_health,
+            disruption: self.disruption,
             now: SystemTime::now(),
         };
         let (status, conditions) = api_status(decided, &inputs);
