@@ -130,13 +130,11 @@ async fn the_agent_daemon_set_is_accepted_and_its_service_account_may_do_the_age
         format!("system:serviceaccount:{namespace}:{account}")
     );
     assert!(status.1["kube_api"]["last_error"].is_null(), "{}", status.1);
-    // The node's pods are watched with the ServiceAccount's grants.
-    eventually("the node's pods listed", TIMEOUT, || async {
-        let out = cli(root.path(), &["pods", "-o", "json"]).await;
-        let pods: Value = serde_json::from_slice(&out.stdout).ok()?;
-        (pods["serving"] == true && pods["listed"] == true).then_some(())
-    })
-    .await;
+    // It leaves the node's pods to the kubelet: its ServiceAccount may not
+    // write their status, and its container has no runtime for them.
+    let out = cli(root.path(), &["pods", "-o", "json"]).await;
+    let pods: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(pods["serving"], false, "{pods}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
