@@ -381,36 +381,39 @@ impl Agent {
         let kube = self.kube.as_ref().map(|(_, handle)| handle.clone());
         #[cfg(feature = "kube")]
         let pods_handle = self.pods.as_ref().map(|(_, handle)| handle.clone());
+        // What the agent's metrics endpoint and the kubelet's `/metrics`
+        // serve.
+        #[allow(unused_mut)]
+        let mut metric_sources: Vec<Arc<dyn crate::metrics::MetricsSource>> = vec![
+            Arc::new(plugins.clone()),
+            Arc::new(devices.metrics().clone()),
+            Arc::new(dra.metrics().clone()),
+            Arc::new(admin_metrics.clone()),
+            Arc::new(pod_resources_metrics.clone()),
+            Arc::new(self.config.runtime_metrics.clone()),
+        ];
+        #[cfg(feature = "kube")]
+        if let Some(kube) = &kube {
+            metric_sources.push(Arc::new(kube.metrics().clone()));
+        }
+        #[cfg(feature = "kube")]
+        if let Some(stats) = pods_handle.as_ref().and_then(|p| p.volume_stats()) {
+            metric_sources.push(Arc::new(stats));
+        }
+        #[cfg(feature = "kube")]
+        if let Some(operations) = pods_handle.as_ref().and_then(|p| p.csi_operations()) {
+            metric_sources.push(Arc::new(operations));
+        }
+        #[cfg(feature = "kube")]
+        if let Some(states) = pods_handle
+            .as_ref()
+            .and_then(|p| p.pod_certificate_states())
+        {
+            metric_sources.push(Arc::new(states));
+        }
         let (metrics_addr, metrics) = match self.config.metrics_addr {
             Some(addr) => {
-                #[allow(unused_mut)]
-                let mut sources: Vec<Arc<dyn crate::metrics::MetricsSource>> = vec![
-                    Arc::new(plugins.clone()),
-                    Arc::new(devices.metrics().clone()),
-                    Arc::new(dra.metrics().clone()),
-                    Arc::new(admin_metrics.clone()),
-                    Arc::new(pod_resources_metrics.clone()),
-                    Arc::new(self.config.runtime_metrics.clone()),
-                ];
-                #[cfg(feature = "kube")]
-                if let Some(kube) = &kube {
-                    sources.push(Arc::new(kube.metrics().clone()));
-                }
-                #[cfg(feature = "kube")]
-                if let Some(stats) = pods_handle.as_ref().and_then(|p| p.volume_stats()) {
-                    sources.push(Arc::new(stats));
-                }
-                #[cfg(feature = "kube")]
-                if let Some(operations) = pods_handle.as_ref().and_then(|p| p.csi_operations()) {
-                    sources.push(Arc::new(operations));
-                }
-                #[cfg(feature = "kube")]
-                if let Some(states) = pods_handle
-                    .as_ref()
-                    .and_then(|p| p.pod_certificate_states())
-                {
-                    sources.push(Arc::new(states));
-                }
+                let sources = metric_sources.clone();
                 let endpoint = MetricsEndpoint {
                     sources,
                     readiness: vec![Arc::new(plugins.clone()), Arc::new(devices.clone())],
@@ -458,6 +461,7 @@ impl Agent {
                     runtime: runtime.clone(),
                     connection: kube.connection(),
                     fs_watcher: self.config.fs_watcher.clone(),
+                    metrics: metric_sources.clone(),
                 };
                 let server = crate::kubelet_server::KubeletServer::bind(config, parts)
                     .await

@@ -29,8 +29,7 @@
 //! | `log_reader` | the CRI log format, tail, since, limit, follow |
 //! | `streaming` | `/exec`, `/attach`, `/portForward`, `/run` |
 //! | `upgrade_proxy` | splicing an upgraded connection to the runtime |
-//! | `resource_metrics` | `/metrics/resource`, in the Prometheus text format |
-//! | `node_usage` | the node's CPU time and working set from its root cgroup |
+//! | `metrics` | `/metrics` and `/metrics/resource` |
 //! | `reply` | answers and their bodies |
 
 mod authn;
@@ -38,10 +37,9 @@ mod authz;
 mod config;
 mod container_logs;
 mod log_reader;
-mod node_usage;
+mod metrics;
 mod read_only;
 mod reply;
-mod resource_metrics;
 mod routes;
 mod server;
 mod serving_cert;

@@ -701,6 +701,7 @@ async fn the_agents_kubelet_port_answers_as_the_real_kubelets_own() {
         ("stranger", stranger, "GET", "/healthz"),
         ("stranger", stranger, "GET", "/stats/summary"),
         ("stranger", stranger, "GET", "/metrics/resource"),
+        ("stranger", stranger, "GET", "/metrics"),
         ("stranger", stranger, "GET", "/logs/"),
         ("stranger", stranger, "GET", "/configz"),
         (
@@ -835,6 +836,15 @@ async fn the_agents_kubelet_port_answers_as_the_real_kubelets_own() {
         }
     }
 
+    // `/metrics`: each one's own families, the runtime operations under
+    // the kubelet's name in both.
+    for (ns, port) in ports {
+        let (status, body) = kubelet_request(port, "GET", "/metrics", api_server).await;
+        if status != 200 || !body.contains("# TYPE kubelet_runtime_operations_total counter") {
+            differences.push(format!("{ns} GET /metrics: {status}\n{body}"));
+        }
+    }
+
     // The read-only port: plain HTTP, nobody asked who they are, no
     // debugging handlers. `true`: the body is compared too.
     let read_only: &[(&str, &str, bool)] = &[
@@ -845,6 +855,7 @@ async fn the_agents_kubelet_port_answers_as_the_real_kubelets_own() {
         ("POST", "/pods", true),
         ("GET", "/pods/x", true),
         ("GET", "/metrics/resource", false),
+        ("GET", "/metrics", false),
         ("GET", "/stats", true),
         ("GET", "/exec", true),
         ("GET", "/logs", true),

@@ -1,7 +1,8 @@
 //! The endpoints, by path, once a request is authenticated and
 //! authorized: `/healthz` (and `/healthz/ping`, `/log`, `/syncloop`),
-//! `/pods` (the pods bound to the node, a `v1` `PodList`),
-//! `/metrics/resource` (what the metrics server scrapes), and the
+//! `/pods` (the pods bound to the node, a `v1` `PodList`), `/metrics`
+//! (the agent's own), `/metrics/resource` (what the metrics server
+//! scrapes), and the
 //! debugging handlers: `/containerLogs`, `/exec`, `/attach`,
 //! `/portForward`, `/run` (405 when they are off).
 //!
@@ -16,8 +17,8 @@ use http::{Method, Request, StatusCode};
 use hyper::body::Incoming;
 
 use super::container_logs;
+use super::metrics::{agent_metrics, resource_metrics};
 use super::reply::{self, Reply};
-use super::resource_metrics;
 use super::state::State;
 use super::streaming::{self, Session};
 
@@ -121,6 +122,7 @@ pub(crate) async fn route(state: &State, request: Request<Incoming>) -> Reply {
     match segments.as_slice() {
         // The health checks answer any method.
         ["healthz"] | ["healthz", "ping" | "log" | "syncloop"] => reply::text(StatusCode::OK, "ok"),
+        ["metrics"] => agent_metrics::serve(state),
         ["metrics", "resource"] => resource_metrics::serve(state).await,
         ["pods"] | ["pods", ""] => {
             if read_only {

@@ -55,6 +55,8 @@ pub struct ServerParts {
     pub connection: watch::Receiver<Connection>,
     /// The agent's inotify instance (followed logs wait on it).
     pub fs_watcher: FsWatcher,
+    /// What `/metrics` serves (the agent's metrics endpoint's sources).
+    pub metrics: Vec<Arc<dyn crate::metrics::MetricsSource>>,
 }
 
 /// Why the server could not start.
@@ -144,6 +146,7 @@ impl KubeletServer {
             runtime: parts.runtime,
             fs_watcher: parts.fs_watcher,
             debugging_handlers: config.debugging_handlers,
+            metrics: Arc::new(parts.metrics),
         };
         Ok(Self {
             listener,

@@ -20,4 +20,6 @@ pub(crate) struct State {
     pub(crate) debugging_handlers: bool,
     pub(crate) authenticator: Authenticator,
     pub(crate) authorizer: Authorizer,
+    /// What `/metrics` encodes.
+    pub(crate) metrics: Arc<Vec<Arc<dyn crate::metrics::MetricsSource>>>,
 }

@@ -18,8 +18,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use http::StatusCode;
 
 use super::node_usage::node_usage;
-use super::reply::{self, Reply};
-use super::state::State;
+use crate::kubelet_server::reply::{self, Reply};
+use crate::kubelet_server::state::State;
 use crate::runtime::{ContainerState, Sample};
 
 /// The content type of the Prometheus text format.
