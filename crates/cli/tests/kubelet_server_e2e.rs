@@ -23,6 +23,9 @@
 //! server's (refusals, unknown paths, missing pods and containers,
 //! invalid log options, streaming requests without an upgrade, `/run`,
 //! a log's tail), and `kubectl logs` and `kubectl exec` print the same.
+//! The metrics server (v0.8.0) scrapes both ports' `/metrics/resource`:
+//! `kubectl top pod` shows the pod on either node, `kubectl top node` both
+//! nodes, and the metrics API has the same shape for both pods.
 
 // Test code: a failed unwrap is a failed test with a precise location.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -36,6 +39,7 @@ use common::kube::publishing_agent_as;
 use nodeplugins_test_support::client_certificates::ClientCa;
 use nodeplugins_test_support::containerd::Containerd;
 use nodeplugins_test_support::kube_api::{Identity, KubeApi};
+use nodeplugins_test_support::metrics_server::MetricsServer;
 use nodeplugins_test_support::oci_image::BUSYBOX;
 use nodeplugins_test_support::process::ChildProcess;
 use nodeplugins_test_support::real_kubelet::{RealKubelet, Serving, kubelet_configuration};
@@ -78,22 +82,7 @@ fn busybox(name: &str, script: &str) -> Value {
 
 /// A host-network pod bound to [`NODE`] (no scheduler: the node is named).
 fn pod(name: &str, containers: Vec<Value>) -> Value {
-    pod_on(NODE, name, containers)
-}
-
-/// A host-network pod bound to node `node`.
-fn pod_on(node: &str, name: &str, containers: Vec<Value>) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeName": node,
-            "hostNetwork": true,
-            "automountServiceAccountToken": false,
-            "terminationGracePeriodSeconds": 1,
-            "containers": containers,
-        },
-    })
+    common::pods::bound_pod(NODE, name, containers)
 }
 
 async fn pod_when(api: &KubeApi, name: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
@@ -625,7 +614,7 @@ async fn the_agents_kubelet_port_answers_as_the_real_kubelets_own() {
     let script = "echo zero >&2; sleep 0.5; echo one; echo two; exec sleep 3600";
     for (ns, node) in [("theirs", KUBELET_NODE), ("ours", OUR_NODE)] {
         namespace(&api, ns).await;
-        let talker = pod_on(node, "talker", vec![busybox("main", script)]);
+        let talker = common::pods::bound_pod(node, "talker", vec![busybox("main", script)]);
         api.admin(
             "POST",
             &format!("/api/v1/namespaces/{ns}/pods"),
@@ -960,6 +949,47 @@ async fn the_agents_kubelet_port_answers_as_the_real_kubelets_own() {
             shapes[0], shapes[1]
         ));
     }
+    // The consumer of those metrics: the metrics server scrapes both ports
+    // and `kubectl top` shows either pod and both nodes; the metrics API
+    // gives the same shape for the same pod on either node.
+    let metrics = MetricsServer::start(&api, &certs.api_server).await;
+    let mut shapes = Vec::new();
+    for (ns, _) in ports {
+        let top = [
+            "top",
+            "pod",
+            "-n",
+            ns,
+            "talker",
+            "--containers",
+            "--no-headers",
+        ];
+        let out = kubectl_until(&api, &metrics, &top, |out| out.starts_with("talker ")).await;
+        let columns: Vec<&str> = out.split_whitespace().collect();
+        assert_eq!(
+            columns.len(),
+            4,
+            "{ns}: kubectl top pod --containers: {out:?}"
+        );
+        assert_eq!(columns[1], "main", "{ns}: {out:?}");
+        let path = format!("/apis/metrics.k8s.io/v1beta1/namespaces/{ns}/pods/talker");
+        let pod = api.admin("GET", &path, None).await;
+        shapes.push(pod_metrics_shape(&pod));
+    }
+    if shapes[0] != shapes[1] {
+        differences.push(format!(
+            "PodMetrics:\n  kubelet: {:?}\n  ours:    {:?}",
+            shapes[0], shapes[1]
+        ));
+    }
+    let top = ["top", "node", "--no-headers"];
+    let both = |out: &str| {
+        [KUBELET_NODE, OUR_NODE].iter().all(|node| {
+            out.lines()
+                .any(|line| line.starts_with(&format!("{node} ")))
+        })
+    };
+    kubectl_until(&api, &metrics, &top, both).await;
     assert!(
         differences.is_empty(),
         "{} answers differ:\n{}\n(the kubelet's log: {})",
@@ -997,4 +1027,59 @@ fn metric_shape(text: &str, ns: &str) -> std::collections::BTreeSet<String> {
             )
         })
         .collect()
+}
+
+/// Runs `kubectl args` until it succeeds with an output `ready` accepts,
+/// and returns that output; fails with the last output and the metrics
+/// server's log when none does in time.
+async fn kubectl_until(
+    api: &KubeApi,
+    metrics: &MetricsServer,
+    args: &[&str],
+    ready: impl Fn(&str) -> bool,
+) -> String {
+    let deadline = tokio::time::Instant::now() + LONG;
+    loop {
+        let out = api.kubectl(args, "").await;
+        if out.code == Some(0) && ready(&out.stdout) {
+            return out.stdout;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            let log = metrics.log();
+            let tail: Vec<&str> = log.lines().rev().take(20).collect();
+            panic!(
+                "kubectl {}: {:?} {:?} {:?}\nthe metrics server's log, newest first:\n{}",
+                args.join(" "),
+                out.code,
+                out.stdout,
+                out.stderr,
+                tail.join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// What of a PodMetrics object does not depend on the node or the moment:
+/// its containers' names with the resources of their usage, and whether
+/// its window is positive.
+fn pod_metrics_shape(pod: &Value) -> (Vec<(String, Vec<String>)>, bool) {
+    let containers = pod["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let name = c["name"].as_str().unwrap_or_default().to_string();
+            let mut usage: Vec<String> = c["usage"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(k, _)| k.clone())
+                .collect();
+            usage.sort();
+            (name, usage)
+        })
+        .collect();
+    let window = pod["window"].as_str().unwrap_or_default();
+    (containers, !window.is_empty() && window != "0s")
 }

@@ -39,22 +39,14 @@ const CRITICAL_GRACE: &str = "3s";
 /// A host-network pod `name` bound to `node`, whose process ignores
 /// SIGTERM (PID 1 with no handler): it is killed when its grace runs out.
 fn pod_on(node: &str, name: &str, priority_class: Option<&str>) -> Value {
-    let mut pod = json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeName": node,
-            "hostNetwork": true,
-            "automountServiceAccountToken": false,
-            "terminationGracePeriodSeconds": 30,
-            "containers": [{
-                "name": "app",
-                "image": BUSYBOX,
-                "imagePullPolicy": "IfNotPresent",
-                "command": ["sleep", "3600"],
-            }],
-        },
+    let app = json!({
+        "name": "app",
+        "image": BUSYBOX,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["sleep", "3600"],
     });
+    let mut pod = common::pods::bound_pod(node, name, vec![app]);
+    pod["spec"]["terminationGracePeriodSeconds"] = json!(30);
     if let Some(class) = priority_class {
         pod["spec"]["priorityClassName"] = json!(class);
     }

@@ -25,15 +25,13 @@ use tempfile::TempDir;
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
-use crate::control_process::{free_port, startup_failed};
+use crate::control_process::{free_port, startup_failed, wait_healthy};
 use crate::go_programs::go_program;
 use crate::kube_api::{Identity, KubeApi};
 
 /// The deadline for both programs to answer `/healthz`; they take 0.2-0.3 s
 /// on an idle machine, this allows for one that is busy building.
 const START_TIMEOUT: Duration = Duration::from_secs(90);
-/// How often `/healthz` is asked while they start.
-const HEALTH_POLL: Duration = Duration::from_millis(100);
 /// How often a pod is read while waiting for the scheduler; each read is a
 /// `curl` process, and the scheduler takes milliseconds, so this bounds
 /// the wait's latency only.
@@ -122,11 +120,18 @@ impl ControlPlane {
             controller_manager: manager_child,
             dir,
         };
-        if let Err(failure) = wait_healthy(&mut control.scheduler, scheduler_port, deadline).await {
+        if let Err(failure) =
+            wait_healthy(&mut control.scheduler, scheduler_port, "/healthz", deadline).await
+        {
             startup_failed(&failure, &scheduler, &scheduler_log);
         }
-        if let Err(failure) =
-            wait_healthy(&mut control.controller_manager, manager_port, deadline).await
+        if let Err(failure) = wait_healthy(
+            &mut control.controller_manager,
+            manager_port,
+            "/healthz",
+            deadline,
+        )
+        .await
         {
             startup_failed(&failure, &manager, &manager_log);
         }
@@ -387,31 +392,4 @@ fn spawn(command: &mut Command, log: &Path) -> Child {
     command
         .spawn()
         .unwrap_or_else(|e| panic!("spawn {:?}: {e}", command.as_std()))
-}
-
-/// Polls `https://127.0.0.1:<port>/healthz` of `child` until it answers
-/// `ok`; an error says why it never did.
-async fn wait_healthy(child: &mut Child, port: u16, deadline: Instant) -> Result<(), String> {
-    let url = format!("https://127.0.0.1:{port}/healthz");
-    loop {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Err(format!("exited ({status})"));
-        }
-        let output = Command::new("curl")
-            .args(["--silent", "--insecure", "--max-time", "2"])
-            .arg(&url)
-            .output()
-            .await
-            .map_err(|e| format!("run curl: {e}"))?;
-        if output.status.success() && output.stdout == b"ok" {
-            return Ok(());
-        }
-        if Instant::now() >= deadline {
-            return Err(format!(
-                "{url} did not answer ok within {START_TIMEOUT:?}: {}",
-                String::from_utf8_lossy(&output.stdout)
-            ));
-        }
-        tokio::time::sleep(HEALTH_POLL).await;
-    }
 }

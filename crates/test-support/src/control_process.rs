@@ -1,5 +1,5 @@
 //! Starting the control plane's processes (etcd, the API server, the
-//! scheduler and the controller-manager): spawned with their logs in
+//! scheduler, the controller-manager, the metrics server): spawned with their logs in
 //! files, their start-up events read, a test failed with the end of the log
 //! when one does not come up.
 
@@ -7,13 +7,17 @@ use std::fs::File;
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::Path;
 use std::process::Stdio;
+use std::time::Duration;
 
 use serde_json::Value;
 use tokio::io::{BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
+use tokio::time::Instant;
 
 /// Log lines shown when start-up fails.
 const LOG_TAIL_LINES: usize = 40;
+/// How often a health path is asked while a program starts.
+const HEALTH_POLL: Duration = Duration::from_millis(100);
 
 /// Spawns `command` with stdout to `stdout` and stderr to the file `log`,
 /// killed when dropped.
@@ -64,4 +68,37 @@ pub(crate) fn startup_failed(what: &str, command: &Command, log: &Path) -> ! {
         command.as_std(),
         log.display()
     );
+}
+
+/// Polls `https://127.0.0.1:<port><path>` of `child` (a health path:
+/// `/healthz`, `/livez`) until it answers `ok`, or `deadline`; an error
+/// says why it never did.
+pub(crate) async fn wait_healthy(
+    child: &mut Child,
+    port: u16,
+    path: &str,
+    deadline: Instant,
+) -> Result<(), String> {
+    let url = format!("https://127.0.0.1:{port}{path}");
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!("exited ({status})"));
+        }
+        let output = Command::new("curl")
+            .args(["--silent", "--insecure", "--max-time", "2"])
+            .arg(&url)
+            .output()
+            .await
+            .map_err(|e| format!("run curl: {e}"))?;
+        if output.status.success() && output.stdout == b"ok" {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "{url} did not answer ok in time: {}",
+                String::from_utf8_lossy(&output.stdout)
+            ));
+        }
+        tokio::time::sleep(HEALTH_POLL).await;
+    }
 }

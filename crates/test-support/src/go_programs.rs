@@ -5,7 +5,8 @@
 //! kube-apiserver, kube-scheduler and kube-controller-manager, all built
 //! from the Kubernetes Go modules pinned in `interop/go.mod`; and the
 //! container runtime, containerd with its `ctr` client and runc shim, from
-//! the module of its own in `interop/containerd/`.
+//! the module of its own in `interop/containerd/`; and the metrics server,
+//! from its own module in `interop/metrics-server/`.
 //!
 //! `scripts/test` builds them before the tests; a test that finds one
 //! missing or stale builds it here (`go build` is a no-op when up to date).
@@ -41,6 +42,7 @@ pub const PROGRAMS: &[&str] = &[
     "containerd",
     "ctr",
     "containerd-shim-runc-v2",
+    "metrics-server",
 ];
 
 /// The programs built from the Kubernetes module rather than from
@@ -76,6 +78,13 @@ const CONTAINERD_PACKAGES: &[(&str, &str)] = &[
         "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2",
     ),
 ];
+
+/// The programs built in `interop/metrics-server/`, a module of its own,
+/// with their packages.
+const METRICS_SERVER_PACKAGES: &[(&str, &str)] = &[(
+    "metrics-server",
+    "sigs.k8s.io/metrics-server/cmd/metrics-server",
+)];
 
 /// The linker flags `scripts/build-interop` builds with: the same, so that
 /// `go build` finds its binaries up to date.
@@ -114,13 +123,20 @@ fn build(dir: &Path, name: &str) {
         .expect("open interop/bin/.build.lock");
     // Released when `lock` is dropped at the end of this function.
     lock.lock().expect("lock interop/bin/.build.lock");
-    let (module, package) = match (
-        KUBERNETES_PACKAGES.iter().find(|(n, _)| *n == name),
-        CONTAINERD_PACKAGES.iter().find(|(n, _)| *n == name),
-    ) {
-        (Some((_, package)), _) => (dir.to_path_buf(), (*package).to_string()),
-        (None, Some((_, package))) => (dir.join("containerd"), (*package).to_string()),
-        (None, None) => (dir.to_path_buf(), format!("./cmd/{name}")),
+    let of = |packages: &[(&str, &'static str)]| {
+        packages
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, package)| (*package).to_string())
+    };
+    let (module, package) = if let Some(package) = of(KUBERNETES_PACKAGES) {
+        (dir.to_path_buf(), package)
+    } else if let Some(package) = of(CONTAINERD_PACKAGES) {
+        (dir.join("containerd"), package)
+    } else if let Some(package) = of(METRICS_SERVER_PACKAGES) {
+        (dir.join("metrics-server"), package)
+    } else {
+        (dir.to_path_buf(), format!("./cmd/{name}"))
     };
     let status = Command::new("go")
         .current_dir(&module)

@@ -12,7 +12,9 @@
 //! speaks TLS).
 //!
 //! etcd serves the API server on a Unix socket in the fixture's directory, so
-//! the only TCP port is the API server's.
+//! the only TCP port is the API server's. The aggregation layer is set up
+//! (a front proxy CA and client certificate), so that an aggregated API
+//! such as the metrics server's can be registered.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -33,6 +35,9 @@ const NODE_TOKEN: &str = "node-token";
 /// A bootstrap identity (`system:bootstrap:abcdef` in
 /// `system:bootstrappers`), as a kubeadm bootstrap token authenticates.
 const BOOTSTRAP_TOKEN: &str = "bootstrap-token";
+/// The name in the front proxy's client certificate, the one name
+/// aggregated API servers accept the proxied user from.
+const FRONT_PROXY_USER: &str = "front-proxy-client";
 
 /// The deadline for etcd and the API server to become ready. About 6 s on
 /// an idle 2-core machine; this allows for one that is busy building.
@@ -132,6 +137,19 @@ impl KubeApi {
         let client_ca = ClientCa::new();
         client_ca.write(&path.join("client-ca.crt"));
         client_ca.write_key(&path.join("client-ca.key"));
+        // The aggregation layer's front proxy, as kubeadm sets it up: the
+        // API server proxies `metrics.k8s.io` and other APIServices to their
+        // servers with a client certificate of its own CA, and the user in
+        // headers those servers trust because of it.
+        let front_proxy_ca = ClientCa::new();
+        front_proxy_ca.write(&path.join("front-proxy-ca.crt"));
+        let front_proxy_client = path.join("front-proxy-client.pem");
+        front_proxy_ca.issue(
+            FRONT_PROXY_USER,
+            "",
+            Duration::from_secs(24 * 3600),
+            &front_proxy_client,
+        );
         let service_account_key = path.join("service-account.key");
         generate_service_account_key(&service_account_key).await;
 
@@ -170,6 +188,22 @@ impl KubeApi {
                 service_account_key.display()
             ))
             .arg("--service-cluster-ip-range=10.0.0.0/24")
+            .arg(format!(
+                "--requestheader-client-ca-file={}",
+                path.join("front-proxy-ca.crt").display()
+            ))
+            .arg(format!("--requestheader-allowed-names={FRONT_PROXY_USER}"))
+            .arg("--requestheader-username-headers=X-Remote-User")
+            .arg("--requestheader-group-headers=X-Remote-Group")
+            .arg("--requestheader-extra-headers-prefix=X-Remote-Extra-")
+            .arg(format!(
+                "--proxy-client-cert-file={}",
+                front_proxy_client.display()
+            ))
+            .arg(format!(
+                "--proxy-client-key-file={}",
+                front_proxy_client.display()
+            ))
             // The default reconciler complains every 10 s that 127.0.0.1 is
             // a loopback address.
             .arg("--endpoint-reconciler-type=none")

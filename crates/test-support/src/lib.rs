@@ -23,6 +23,7 @@ pub mod go_process;
 pub mod go_programs;
 pub mod kube_api;
 pub mod logind;
+pub mod metrics_server;
 pub mod mounts;
 pub mod oci_image;
 pub mod process;

@@ -57,12 +57,16 @@ impl PodEvents {
     /// Records a `Warning` with `reason` and `message` on `pod`. A failure
     /// is logged: an Event is worth one try.
     pub(crate) async fn warning(&self, pod: &PodRef, reason: &str, message: &str) {
-        let client = self.connection.borrow().client.clone();
-        let events: Api<Event> = Api::namespaced(client, &pod.namespace);
-        let event = self.event(pod, reason, message);
-        let params = PostParams::default();
-        self.limiter.acquire().await;
-        if let Err(e) = events.create(&params, &event).await {
+        let involved = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            namespace: Some(pod.namespace.clone()),
+            name: Some(pod.name.clone()),
+            uid: Some(pod.uid.clone()),
+            ..ObjectReference::default()
+        };
+        let event = self.event(&pod.namespace, involved, "Warning", reason, message);
+        if let Err(e) = self.record(&pod.namespace, &event).await {
             tracing::warn!(pod = %pod, %reason, error = %e, "cannot record an Event on the pod");
         }
     }
@@ -71,42 +75,35 @@ impl PodEvents {
     /// `message` on the node's Node, as the kubelet's node events are (in
     /// `default`, the Node named by kind and name).
     pub(crate) async fn on_node(&self, kind: &str, reason: &str, message: &str) {
-        let client = self.connection.borrow().client.clone();
-        let events: Api<Event> = Api::namespaced(client, "default");
-        let now = Timestamp::now();
-        let event = Event {
-            metadata: ObjectMeta {
-                name: Some(format!("{}.{:x}", self.node, now.as_nanosecond())),
-                namespace: Some("default".into()),
-                ..ObjectMeta::default()
-            },
-            involved_object: ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Node".into()),
-                name: Some(self.node.clone()),
-                ..ObjectReference::default()
-            },
-            reason: Some(reason.to_string()),
-            message: Some(message.to_string()),
-            type_: Some(kind.into()),
-            source: Some(EventSource {
-                component: Some(COMPONENT.into()),
-                host: Some(self.node.clone()),
-            }),
-            first_timestamp: Some(Time(now)),
-            last_timestamp: Some(Time(now)),
-            count: Some(1),
-            reporting_component: Some(COMPONENT.into()),
-            reporting_instance: Some(self.node.clone()),
-            ..Event::default()
+        let involved = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(self.node.clone()),
+            ..ObjectReference::default()
         };
-        self.limiter.acquire().await;
-        if let Err(e) = events.create(&PostParams::default(), &event).await {
+        let event = self.event("default", involved, kind, reason, message);
+        if let Err(e) = self.record("default", &event).await {
             tracing::warn!(%reason, error = %e, "cannot record an Event on the Node");
         }
     }
 
-    fn event(&self, pod: &PodRef, reason: &str, message: &str) -> Event {
+    /// Creates `event` in `namespace`, paced.
+    async fn record(&self, namespace: &str, event: &Event) -> Result<(), kube::Error> {
+        let client = self.connection.borrow().client.clone();
+        let events: Api<Event> = Api::namespaced(client, namespace);
+        self.limiter.acquire().await;
+        events.create(&PostParams::default(), event).await.map(drop)
+    }
+
+    /// An Event of `kind` on `involved`, in `namespace`, from this node.
+    fn event(
+        &self,
+        namespace: &str,
+        involved: ObjectReference,
+        kind: &str,
+        reason: &str,
+        message: &str,
+    ) -> Event {
         let now = Timestamp::now();
         let mut message = message.to_string();
         if message.len() > MAX_MESSAGE {
@@ -116,24 +113,18 @@ impl PodEvents {
             }
             message.truncate(cut);
         }
+        let object = involved.name.clone().unwrap_or_default();
         Event {
             metadata: ObjectMeta {
                 // As client-go names them: the object's name and the time.
-                name: Some(format!("{}.{:x}", pod.name, now.as_nanosecond())),
-                namespace: Some(pod.namespace.clone()),
+                name: Some(format!("{object}.{:x}", now.as_nanosecond())),
+                namespace: Some(namespace.to_string()),
                 ..ObjectMeta::default()
             },
-            involved_object: ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Pod".into()),
-                namespace: Some(pod.namespace.clone()),
-                name: Some(pod.name.clone()),
-                uid: Some(pod.uid.clone()),
-                ..ObjectReference::default()
-            },
+            involved_object: involved,
             reason: Some(reason.to_string()),
             message: Some(message),
-            type_: Some("Warning".into()),
+            type_: Some(kind.into()),
             source: Some(EventSource {
                 component: Some(COMPONENT.into()),
                 host: Some(self.node.clone()),

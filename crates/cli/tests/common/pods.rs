@@ -467,6 +467,22 @@ pub fn pod(name: &str, node: &str, containers: Vec<Value>) -> Value {
     })
 }
 
+/// A host-network pod bound to node `node` (no scheduler needed), with
+/// `containers` and a 1 s grace period.
+pub fn bound_pod(node: &str, name: &str, containers: Vec<Value>) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeName": node,
+            "hostNetwork": true,
+            "automountServiceAccountToken": false,
+            "terminationGracePeriodSeconds": 1,
+            "containers": containers,
+        },
+    })
+}
+
 /// A container asking for `devices` devices of [`RESOURCE`] (none: asking
 /// for nothing) and naming `claims` (pod claim entries, whole).
 pub fn container(name: &str, devices: usize, claims: &[&str]) -> Value {
