@@ -8,13 +8,14 @@
 //! by every retry is not sent again (the kubelet's recorder folds repeats
 //! into a count; here they cost no request at all).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use kube::api::PostParams;
+use kube::api::{Patch, PatchParams, PostParams};
 use tokio::sync::watch;
 
 use super::pod::PodRef;
@@ -42,7 +43,23 @@ pub(crate) struct PodEvents {
     /// their own, limited apart from its other requests (`eventRecordQPS`
     /// 50, `eventBurst` 100).
     limiter: Arc<TokenBucket>,
+    /// The container Events recorded lately, by what they say: a repeat
+    /// counts on the first.
+    similar: Arc<Mutex<HashMap<String, Similar>>>,
 }
+
+/// An Event recorded lately.
+struct Similar {
+    name: String,
+    count: i32,
+    last: tokio::time::Instant,
+}
+
+/// How long an Event is counted on rather than made again (client-go's
+/// correlator's ten minutes).
+const SIMILAR_WINDOW: std::time::Duration = std::time::Duration::from_secs(600);
+/// The most Events remembered for counting.
+const MAX_SIMILAR: usize = 4096;
 
 impl PodEvents {
     /// Events from node `node` (the client's deadline bounds each write).
@@ -51,6 +68,7 @@ impl PodEvents {
             connection,
             node,
             limiter: Arc::new(TokenBucket::new(KUBE_API_QPS, KUBE_API_BURST)),
+            similar: Arc::default(),
         }
     }
 
@@ -69,6 +87,92 @@ impl PodEvents {
         if let Err(e) = self.record(&pod.namespace, &event).await {
             tracing::warn!(pod = %pod, %reason, error = %e, "cannot record an Event on the pod");
         }
+    }
+
+    /// Records an Event of `kind` (`Normal`, `Warning`) with `reason` and
+    /// `message` on the container of `pod` at `field_path`
+    /// (`spec.containers{app}`), as
+    /// the kubelet records a probe's failure or a container's kill. The
+    /// same Event again within ten minutes counts on the first one (its
+    /// `count` and `lastTimestamp` patched), as client-go's correlator
+    /// folds repeats. A failure is logged.
+    pub(crate) async fn on_container(
+        &self,
+        pod: &PodRef,
+        field_path: &str,
+        kind: &str,
+        reason: &str,
+        message: &str,
+    ) {
+        let involved = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            namespace: Some(pod.namespace.clone()),
+            name: Some(pod.name.clone()),
+            uid: Some(pod.uid.clone()),
+            field_path: Some(field_path.to_string()),
+            ..ObjectReference::default()
+        };
+        let key = format!("{}\n{field_path}\n{kind}\n{reason}\n{message}", pod.uid);
+        let now = tokio::time::Instant::now();
+        let repeat = {
+            let mut similar = self.similar.lock().unwrap_or_else(PoisonError::into_inner);
+            similar.retain(|_, s| now.duration_since(s.last) < SIMILAR_WINDOW);
+            if similar.len() >= MAX_SIMILAR {
+                similar.clear();
+            }
+            match similar.get_mut(&key) {
+                Some(seen) => {
+                    seen.count += 1;
+                    seen.last = now;
+                    Some((seen.name.clone(), seen.count))
+                }
+                None => None,
+            }
+        };
+        let result = match repeat {
+            Some((name, count)) => self.count_again(&pod.namespace, &name, count).await,
+            None => {
+                let event = self.event(&pod.namespace, involved, kind, reason, message);
+                let name = event.metadata.name.clone().unwrap_or_default();
+                let created = self.record(&pod.namespace, &event).await;
+                if created.is_ok() {
+                    let mut similar = self.similar.lock().unwrap_or_else(PoisonError::into_inner);
+                    similar.insert(
+                        key,
+                        Similar {
+                            name,
+                            count: 1,
+                            last: now,
+                        },
+                    );
+                }
+                created
+            }
+        };
+        if let Err(e) = result {
+            tracing::warn!(pod = %pod, container = %field_path, %reason, error = %e, "cannot record an Event on the container");
+        }
+    }
+
+    /// Patches Event `name` to say it happened `count` times, now.
+    async fn count_again(
+        &self,
+        namespace: &str,
+        name: &str,
+        count: i32,
+    ) -> Result<(), kube::Error> {
+        let client = self.connection.borrow().client.clone();
+        let events: Api<Event> = Api::namespaced(client, namespace);
+        let patch = serde_json::json!({
+            "count": count,
+            "lastTimestamp": Time(Timestamp::now()),
+        });
+        self.limiter.acquire().await;
+        events
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(drop)
     }
 
     /// Records an Event of `kind` (`Normal`, `Warning`) with `reason` and

@@ -25,6 +25,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use nodeplugins_api::backoff::Backoff;
 use nodeplugins_api::retry::Retry;
@@ -267,6 +268,7 @@ impl PodsManager {
             mirrors: Mirrors::new(pods.clone()),
             resync: Backoff::new(self.config.sync_frequency, self.config.sync_frequency)
                 .with_jitter(0.5),
+            started: (SystemTime::now(), tokio::time::Instant::now()),
         };
         let releaser = Releaser {
             pods_dir: self.config.pods_dir.clone(),

@@ -8,6 +8,7 @@
 //! | `worker` | one admitted pod's containers run through the runtime (`worker/start`: one container started) |
 //! | `pod_sync` | what a running pod's containers need next, and its phase |
 //! | `crash_backoff` | the kubelet's crash-loop back-off |
+//! | `probes` | the containers' liveness, readiness and startup probes |
 //! | `lifecycle_events` | the runtime's container events told to workers |
 //! | `resource_health` | the health of what each container holds, in its status |
 
@@ -17,6 +18,8 @@ pub(super) mod crash_backoff;
 pub(super) mod lifecycle_events;
 #[cfg(feature = "kube")]
 pub(super) mod pod_sync;
+#[cfg(feature = "kube")]
+pub(super) mod probes;
 #[cfg(feature = "kube")]
 pub(super) mod resource_health;
 #[cfg(feature = "kube")]

@@ -25,6 +25,7 @@ use k8s_openapi::api::core::v1::Pod;
 use crate::pods::admit::container::ContainerKind;
 use crate::pods::admit::spec::containers;
 use crate::pods::run::crash_backoff::CrashBackoff;
+use crate::pods::run::probes::{ProbeKind, Probed};
 use crate::runtime::{ContainerState, ContainerStatus, SandboxStatus};
 
 /// The kubelet's waiting reason of a container not made yet.
@@ -87,6 +88,8 @@ pub(crate) struct ContainerView {
     /// Why it does not run (shown instead of `current` when it is to be
     /// made, or restarted).
     pub(crate) waiting: Option<(String, String)>,
+    /// What its probes say of its latest container, while it runs.
+    pub(crate) probed: Probed,
 }
 
 impl ContainerView {
@@ -97,6 +100,18 @@ impl ContainerView {
                 .current
                 .as_ref()
                 .is_some_and(|c| c.state == ContainerState::Running)
+    }
+
+    /// Whether it runs and started: its startup probe succeeded, or it
+    /// has none.
+    pub(crate) fn started(&self) -> bool {
+        self.running() && !self.probed.not_started
+    }
+
+    /// Whether it is ready: started, and its readiness probe succeeded
+    /// (or it has none).
+    pub(crate) fn ready(&self) -> bool {
+        self.started() && !self.probed.not_ready
     }
 
     /// Its restart count: its latest container's attempt.
@@ -115,11 +130,24 @@ pub(crate) struct Start {
     pub(crate) restart: bool,
 }
 
+/// A running container to kill because a probe failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ProbeKill {
+    pub(crate) name: String,
+    /// Its runtime id.
+    pub(crate) id: String,
+    pub(crate) probe: ProbeKind,
+    /// Whether it is started again (its restart policy is not `Never`).
+    pub(crate) restart: bool,
+}
+
 /// What to do now, and what the status shows.
 #[derive(Debug, Clone)]
 pub(crate) struct SyncPlan {
     /// A new sandbox first, of this attempt.
     pub(crate) sandbox: Option<u32>,
+    /// Containers to kill first (a probe failed).
+    pub(crate) kill: Vec<ProbeKill>,
     /// Containers to start, in order.
     pub(crate) start: Vec<Start>,
     /// When a back-off ends.
@@ -135,10 +163,15 @@ pub(crate) struct SyncPlan {
 /// shown as its waiting state until a start succeeds.
 pub(crate) type StartErrors = BTreeMap<String, (String, String)>;
 
-/// Decides what `pod` needs now that the runtime shows `observed`.
+/// What the probes say of each container's latest container, by name.
+pub(crate) type ProbeVerdicts = BTreeMap<String, Probed>;
+
+/// Decides what `pod` needs now that the runtime shows `observed` and its
+/// probes say `probed`.
 pub(crate) fn plan(
     pod: &Pod,
     observed: &Observed,
+    probed: &ProbeVerdicts,
     backoff: &CrashBackoff,
     start_errors: &StartErrors,
     now: SystemTime,
@@ -151,6 +184,7 @@ pub(crate) fn plan(
         .to_string();
     let mut plan = SyncPlan {
         sandbox: None,
+        kill: Vec::new(),
         start: Vec::new(),
         wake_at: None,
         phase: ApiPhase::Pending,
@@ -176,6 +210,7 @@ pub(crate) fn plan(
                 current: None,
                 previous: None,
                 waiting: Some((reason.into(), String::new())),
+                probed: Probed::default(),
             });
         }
         return plan;
@@ -184,16 +219,29 @@ pub(crate) fn plan(
     let ctx = Decide {
         pod,
         observed,
+        probed,
         backoff,
         start_errors,
         now,
     };
     let mut views: BTreeMap<String, ContainerView> = BTreeMap::new();
     let mut wake_at: Option<SystemTime> = None;
+    let mut kills = Vec::new();
     let mut decide = |name: &str, kind: ContainerKind, restarts_on: &dyn Fn(i32) -> bool| {
         let (view, start, wake) = ctx.container(name, kind, restarts_on);
         if let Some(at) = wake {
             wake_at = Some(wake_at.map_or(at, |w| w.min(at)));
+        }
+        if let (Some(probe), true, Some(current)) =
+            (view.probed.kill, view.running(), view.current.as_ref())
+        {
+            kills.push(ProbeKill {
+                name: name.to_string(),
+                id: current.id.clone(),
+                probe,
+                // A kill exits non-zero: whether that restarts it.
+                restart: restarts_on(137),
+            });
         }
         (view, start)
     };
@@ -213,6 +261,7 @@ pub(crate) fn plan(
                     previous: observed.containers.get(name).and_then(|(_, p)| p.clone()),
                     waiting: (!observed.containers.contains_key(name))
                         .then(|| (POD_INITIALIZING.into(), String::new())),
+                    probed: Probed::default(),
                 },
             );
             continue;
@@ -222,7 +271,7 @@ pub(crate) fn plan(
             _ => decide(name, *kind, &|code| code != 0 && policy != "Never"),
         };
         let done = match kind {
-            ContainerKind::Sidecar => view.running(),
+            ContainerKind::Sidecar => view.started(),
             _ => {
                 view.current
                     .as_ref()
@@ -262,6 +311,7 @@ pub(crate) fn plan(
                     current: None,
                     previous: None,
                     waiting: Some((POD_INITIALIZING.into(), String::new())),
+                    probed: Probed::default(),
                 },
             );
             continue;
@@ -289,6 +339,7 @@ pub(crate) fn plan(
         views.insert(name.into(), view);
     }
 
+    plan.kill = kills;
     plan.wake_at = wake_at;
     plan.phase = if failed_init {
         ApiPhase::Failed
@@ -312,6 +363,7 @@ pub(crate) fn plan(
     if plan.phase.is_terminal() {
         // Nothing starts in a pod that ended; its sidecars are stopped.
         plan.start.clear();
+        plan.kill.clear();
         plan.wake_at = None;
     }
     plan.containers = all
@@ -325,6 +377,7 @@ pub(crate) fn plan(
 struct Decide<'a> {
     pod: &'a Pod,
     observed: &'a Observed,
+    probed: &'a ProbeVerdicts,
     backoff: &'a CrashBackoff,
     start_errors: &'a StartErrors,
     now: SystemTime,
@@ -351,6 +404,12 @@ impl Decide<'_> {
             current: current.clone(),
             previous,
             waiting: None,
+            probed: match &current {
+                Some(c) if c.state == ContainerState::Running => {
+                    self.probed.get(name).copied().unwrap_or_default()
+                }
+                _ => Probed::default(),
+            },
         };
         let start = match &current {
             None => Some(Start {
@@ -429,11 +488,13 @@ pub(crate) fn terminal_plan(pod: &Pod, observed: &Observed, now: SystemTime) -> 
     let mut plan = plan(
         pod,
         &stopped,
+        &ProbeVerdicts::new(),
         &CrashBackoff::default(),
         &StartErrors::new(),
         now,
     );
     plan.start.clear();
+    plan.kill.clear();
     plan.wake_at = None;
     if observed.sandbox.is_some() {
         plan.sandbox = None;

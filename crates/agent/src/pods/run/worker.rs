@@ -18,6 +18,7 @@
 //! back what it held is the release's.
 
 mod kill;
+mod probes;
 mod start;
 mod status;
 mod volumes;
@@ -45,6 +46,7 @@ use crate::pods::pod::PodRef;
 use crate::pods::run::crash_backoff::CrashBackoff;
 use crate::pods::run::lifecycle_events::LifecycleEvent;
 use crate::pods::run::pod_sync::{ApiPhase, Observed, StartErrors, plan};
+use crate::pods::run::probes::PodProber;
 use crate::pods::run::resource_health::{HealthSources, allocated_resources_status};
 use crate::pods::run_options::host_dns::host_dns;
 use crate::pods::run_options::pod_dns::{PodDns, PodDnsConfig, pod_dns};
@@ -109,6 +111,10 @@ pub(crate) struct WorkerContext {
     /// tokens (the kubelet's pod resync, `syncFrequency`, jittered by up
     /// to half).
     pub(crate) resync: Backoff,
+    /// When the pods started running here (the agent started): a probe
+    /// made within a period of it waits a random part of its period
+    /// first, and a container that ran before it keeps its status.
+    pub(crate) started: (SystemTime, tokio::time::Instant),
 }
 
 /// What the status of every pod names, learnt when first needed (not at
@@ -219,6 +225,9 @@ pub(crate) struct Worker {
     /// The node stopped the pod for good: (reason, message) its status
     /// shows.
     disruption: Option<(&'static str, &'static str)>,
+    /// Its containers' probes, once its worker first looked (none when
+    /// it has none).
+    prober: Option<Option<PodProber>>,
 }
 
 impl Worker {
@@ -276,6 +285,7 @@ impl Worker {
             last_seen,
             pod,
             disruption: None,
+            prober: None,
         }
     }
 
@@ -357,6 +367,7 @@ impl Worker {
                     dra_open = changed.is_ok();
                     resync = self.health_changed();
                 }
+                () = probe_results(self.prober.as_ref()) => {}
             }
         }
     }
@@ -413,9 +424,31 @@ impl Worker {
             // Ended or deleted in the API: never written back to running.
             return Ok((None, None));
         }
-        let observed = observe(self.context.runtime.as_ref(), &self.pod_ref.uid).await?;
+        let mut observed = observe(self.context.runtime.as_ref(), &self.pod_ref.uid).await?;
         let now = SystemTime::now();
-        let mut decided = plan(&pod, &observed, &self.backoff, &self.start_errors, now);
+        self.start_probes(&pod).await;
+        let mut decided = plan(
+            &pod,
+            &observed,
+            &self.verdicts(&observed),
+            &self.backoff,
+            &self.start_errors,
+            now,
+        );
+        if !decided.kill.is_empty() {
+            for kill in decided.kill.clone() {
+                self.kill_for_probe(&pod, &kill).await;
+            }
+            observed = observe(self.context.runtime.as_ref(), &self.pod_ref.uid).await?;
+            decided = plan(
+                &pod,
+                &observed,
+                &self.verdicts(&observed),
+                &self.backoff,
+                &self.start_errors,
+                now,
+            );
+        }
         let mut retry = None;
         // Nothing is made before its volumes are set up.
         let hold = !self.volumes_ready(&pod).await;
@@ -424,8 +457,15 @@ impl Worker {
         }
         if let Some(attempt) = decided.sandbox.filter(|_| !hold) {
             if self.make_sandbox(&pod, attempt, &observed).await {
-                let observed = observe(self.context.runtime.as_ref(), &self.pod_ref.uid).await?;
-                decided = plan(&pod, &observed, &self.backoff, &self.start_errors, now);
+                observed = observe(self.context.runtime.as_ref(), &self.pod_ref.uid).await?;
+                decided = plan(
+                    &pod,
+                    &observed,
+                    &self.verdicts(&observed),
+                    &self.backoff,
+                    &self.start_errors,
+                    now,
+                );
             } else {
                 retry = Some(tokio::time::Instant::now() + SYNC_BACKOFF.delay(1));
             }
@@ -463,15 +503,17 @@ impl Worker {
         }
         if started {
             // Show what was started.
-            let observed = observe(self.context.runtime.as_ref(), &self.pod_ref.uid).await?;
+            observed = observe(self.context.runtime.as_ref(), &self.pod_ref.uid).await?;
             decided = plan(
                 &pod,
                 &observed,
+                &self.verdicts(&observed),
                 &self.backoff,
                 &self.start_errors,
                 SystemTime::now(),
             );
         }
+        self.show_probes(&observed);
         let phase = self.write_status(&pod, &decided).await;
         let wake = decided
             .wake_at
@@ -558,6 +600,14 @@ impl Worker {
             self.event(reason, message);
         }
         Ok(Some(spec))
+    }
+}
+
+/// Waits for a probe's result to change (never without probes).
+async fn probe_results(prober: Option<&Option<PodProber>>) {
+    match prober.and_then(Option::as_ref) {
+        Some(prober) => prober.results().changed().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -4,8 +4,9 @@
 //! changed), its addresses (the node's: pods run in the host's network),
 //! its start time, and one status per container (init containers apart) with its runtime
 //! id, state, last state, restart count, image, readiness and the health
-//! of what it holds (`resource_health`). A container is ready while it
-//! runs (no probes are run: see the operator guide).
+//! of what it holds (`resource_health`). A container is started while it
+//! runs and its startup probe succeeded, ready once started and its
+//! readiness probe succeeded (at once for a probe it does not have).
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;
@@ -60,7 +61,7 @@ pub(crate) fn api_status(
     let unready: Vec<&str> = plan
         .containers
         .iter()
-        .filter(|c| c.kind != ContainerKind::Init && !c.running())
+        .filter(|c| c.kind != ContainerKind::Init && !c.ready())
         .map(|c| c.name.as_str())
         .collect();
     let uninitialized: Vec<&str> = plan
@@ -68,7 +69,7 @@ pub(crate) fn api_status(
         .iter()
         .filter(|c| c.kind != ContainerKind::App)
         .filter(|c| match c.kind {
-            ContainerKind::Sidecar => !c.running(),
+            ContainerKind::Sidecar => !c.started(),
             _ => !c
                 .current
                 .as_ref()
@@ -233,8 +234,8 @@ fn container_status(
         "name": view.name,
         "image": image,
         "imageID": "",
-        "ready": view.running(),
-        "started": view.running(),
+        "ready": view.ready(),
+        "started": view.started(),
         "restartCount": view.restart_count(),
         "lastState": {},
     });

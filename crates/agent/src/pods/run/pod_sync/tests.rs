@@ -94,6 +94,7 @@ fn decide(pod: &Pod, observed: &Observed) -> SyncPlan {
     plan(
         pod,
         observed,
+        &ProbeVerdicts::new(),
         &CrashBackoff::default(),
         &StartErrors::new(),
         at(3),
@@ -197,7 +198,14 @@ fn a_restart_within_its_back_off_waits_with_the_kubelets_words() {
     let mut backoff = CrashBackoff::default();
     backoff.restarted("main", at(1));
     let crashed = observed(vec![container("main", 1, ContainerState::Exited, Some(1))]);
-    let plan = plan(&pod, &crashed, &backoff, &StartErrors::new(), at(3));
+    let plan = plan(
+        &pod,
+        &crashed,
+        &ProbeVerdicts::new(),
+        &backoff,
+        &StartErrors::new(),
+        at(3),
+    );
     assert!(plan.start.is_empty());
     assert_eq!(plan.wake_at, Some(at(11)));
     let view = &plan.containers[0];
@@ -225,6 +233,7 @@ fn a_start_that_failed_shows_its_reason_until_it_succeeds() {
     let plan = plan(
         &pod,
         &observed(vec![]),
+        &ProbeVerdicts::new(),
         &CrashBackoff::default(),
         &errors,
         at(3),

@@ -36,11 +36,13 @@ impl Worker {
             let mut decided = plan(
                 &pod,
                 &observed,
+                &self.verdicts(&observed),
                 &self.backoff,
                 &self.start_errors,
                 SystemTime::now(),
             );
             decided.start.clear();
+            decided.kill.clear();
             self.write_status(&pod, &decided).await;
         }
         let sidecars: Vec<String> = containers(&pod)
