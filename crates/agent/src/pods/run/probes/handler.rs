@@ -1,10 +1,10 @@
 //! One probe run, as the kubelet's prober runs it: the handler of the
 //! probe's kind called up to three times in a row while it errs, its
 //! answer made a result and the Event the kubelet records for it: a
-//! failure is `Unhealthy` ("Readiness probe failed: <output>"), a warning
+//! failure is `Unhealthy` (`Readiness probe failed: <output>`), a warning
 //! (an HTTP redirect not followed) a success with `ProbeWarning`, and a
-//! handler that kept erring `Unhealthy` ("... probe errored and resulted
-//! in unknown state: <error>") with its result thrown away.
+//! handler that kept erring `Unhealthy` (`... probe errored and resulted
+//! in unknown state: <error>`) with its result thrown away.
 
 use super::exec::exec_probe;
 use super::grpc::grpc_probe;
