@@ -45,7 +45,7 @@ use crate::pods::lifecycle::report::Report;
 use crate::pods::pod::PodRef;
 use crate::pods::run::crash_backoff::CrashBackoff;
 use crate::pods::run::lifecycle_events::LifecycleEvent;
-use crate::pods::run::pod_sync::{ApiPhase, Observed, StartErrors, plan};
+use crate::pods::run::pod_sync::{ApiPhase, Observed, StartErrors, SyncPlan, plan};
 use crate::pods::run::probes::PodProber;
 use crate::pods::run::resource_health::{HealthSources, allocated_resources_status};
 use crate::pods::run_options::host_dns::host_dns;
@@ -427,27 +427,13 @@ impl Worker {
         let mut observed = observe(self.context.runtime.as_ref(), &self.pod_ref.uid).await?;
         let now = SystemTime::now();
         self.start_probes(&pod).await;
-        let mut decided = plan(
-            &pod,
-            &observed,
-            &self.verdicts(&observed),
-            &self.backoff,
-            &self.start_errors,
-            now,
-        );
+        let mut decided = self.plan(&pod, &observed, now);
         if !decided.kill.is_empty() {
             for kill in decided.kill.clone() {
                 self.kill_for_probe(&pod, &kill).await;
             }
             observed = observe(self.context.runtime.as_ref(), &self.pod_ref.uid).await?;
-            decided = plan(
-                &pod,
-                &observed,
-                &self.verdicts(&observed),
-                &self.backoff,
-                &self.start_errors,
-                now,
-            );
+            decided = self.plan(&pod, &observed, now);
         }
         let mut retry = None;
         // Nothing is made before its volumes are set up.
@@ -458,14 +444,7 @@ impl Worker {
         if let Some(attempt) = decided.sandbox.filter(|_| !hold) {
             if self.make_sandbox(&pod, attempt, &observed).await {
                 observed = observe(self.context.runtime.as_ref(), &self.pod_ref.uid).await?;
-                decided = plan(
-                    &pod,
-                    &observed,
-                    &self.verdicts(&observed),
-                    &self.backoff,
-                    &self.start_errors,
-                    now,
-                );
+                decided = self.plan(&pod, &observed, now);
             } else {
                 retry = Some(tokio::time::Instant::now() + SYNC_BACKOFF.delay(1));
             }
@@ -504,14 +483,7 @@ impl Worker {
         if started {
             // Show what was started.
             observed = observe(self.context.runtime.as_ref(), &self.pod_ref.uid).await?;
-            decided = plan(
-                &pod,
-                &observed,
-                &self.verdicts(&observed),
-                &self.backoff,
-                &self.start_errors,
-                SystemTime::now(),
-            );
+            decided = self.plan(&pod, &observed, SystemTime::now());
         }
         self.show_probes(&observed);
         let phase = self.write_status(&pod, &decided).await;
@@ -526,6 +498,19 @@ impl Worker {
             .chain(self.volumes_resync_at)
             .min();
         Ok((phase, wake))
+    }
+
+    /// What `pod` needs now that the runtime shows `observed`, its probes,
+    /// back-offs and start errors as the worker has them.
+    fn plan(&self, pod: &Pod, observed: &Observed, now: SystemTime) -> SyncPlan {
+        plan(
+            pod,
+            observed,
+            &self.verdicts(observed),
+            &self.backoff,
+            &self.start_errors,
+            now,
+        )
     }
 
     /// Makes the pod's sandbox of `attempt`, in place of `observed`'s;

@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 use super::{TRANSIENT_BACKOFF, Worker, observe};
 use crate::pods::admit::container::ContainerKind;
 use crate::pods::admit::spec::containers;
-use crate::pods::run::pod_sync::{ApiPhase, plan, terminal_plan};
+use crate::pods::run::pod_sync::{ApiPhase, terminal_plan};
 use crate::pods::teardown::terminate::{MINIMUM_GRACE, stop};
 
 /// How often the terminal status is tried before the pod is given back
@@ -33,14 +33,7 @@ impl Worker {
         let runtime = self.context.runtime.clone();
         let uid = self.pod_ref.uid.clone();
         if let Ok(observed) = observe(runtime.as_ref(), &uid).await {
-            let mut decided = plan(
-                &pod,
-                &observed,
-                &self.verdicts(&observed),
-                &self.backoff,
-                &self.start_errors,
-                SystemTime::now(),
-            );
+            let mut decided = self.plan(&pod, &observed, SystemTime::now());
             decided.start.clear();
             decided.kill.clear();
             self.write_status(&pod, &decided).await;
