@@ -248,12 +248,13 @@ impl PodsManager {
         if let Some(volumes) = volumes.clone() {
             tasks.spawn(async move { volumes.sync().await });
         }
+        let node = Arc::new(NodeFacts::new(
+            self.config.node_ip.clone(),
+            self.admitter.informers.clone(),
+        ));
         let worker_context = WorkerContext {
             runtime: self.runtime.clone(),
-            node: Arc::new(NodeFacts::new(
-                self.config.node_ip.clone(),
-                self.admitter.informers.clone(),
-            )),
+            node: node.clone(),
             devices: self.admitter.devices.clone(),
             dra: self.admitter.dra.clone(),
             writer: self.writer.clone(),
@@ -277,6 +278,8 @@ impl PodsManager {
             dra: self.admitter.dra.clone(),
             writer: self.writer.clone(),
             volumes: volumes.clone(),
+            pod_events: self.warnings.clone(),
+            node,
         };
         tracing::info!(node = %self.config.node_name, "serving the node's pods");
         let backoff = Backoff::new(self.config.retry_initial, self.config.retry_max)

@@ -9,11 +9,14 @@
 //! | `pod_sync` | what a running pod's containers need next, and its phase |
 //! | `crash_backoff` | the kubelet's crash-loop back-off |
 //! | `probes` | the containers' liveness, readiness and startup probes |
+//! | `hooks` | a container's `postStart` and `preStop` hooks |
 //! | `lifecycle_events` | the runtime's container events told to workers |
 //! | `resource_health` | the health of what each container holds, in its status |
 
 #[cfg(feature = "kube")]
 pub(super) mod crash_backoff;
+#[cfg(feature = "kube")]
+pub(crate) mod hooks;
 #[cfg(feature = "kube")]
 pub(super) mod lifecycle_events;
 #[cfg(feature = "kube")]

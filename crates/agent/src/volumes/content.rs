@@ -3,7 +3,6 @@
 
 pub(super) mod atomic_writer;
 pub(super) mod certificates_v1;
-pub(super) mod go_quote;
 pub(super) mod objects;
 pub(super) mod payload;
 pub(super) mod pod_certificates;

@@ -8,6 +8,7 @@ pub mod cluster_drivers;
 pub mod kube;
 pub mod packaging;
 pub mod pods;
+pub mod two_nodes;
 
 use std::path::Path;
 

@@ -19,10 +19,10 @@
 mod exec;
 mod grpc;
 mod handler;
-mod http;
+pub(crate) mod http;
 mod probe_loop;
 mod results;
-mod spec;
+pub(crate) mod spec;
 mod tcp;
 mod verdict;
 

@@ -44,6 +44,7 @@ use crate::pods::kube_events::{FAILED_CREATE_POD_SANDBOX, PodEvents};
 use crate::pods::lifecycle::report::Report;
 use crate::pods::pod::PodRef;
 use crate::pods::run::crash_backoff::CrashBackoff;
+use crate::pods::run::hooks::POST_START_HOOK_ERROR;
 use crate::pods::run::lifecycle_events::LifecycleEvent;
 use crate::pods::run::pod_sync::{ApiPhase, Observed, StartErrors, SyncPlan, plan};
 use crate::pods::run::probes::PodProber;
@@ -169,7 +170,7 @@ impl NodeFacts {
     }
 
     /// The node's address, once read (none when the Node has none).
-    async fn node_ip(&self) -> Option<String> {
+    pub(crate) async fn node_ip(&self) -> Option<String> {
         if let Some(ip) = &self.configured_ip {
             return Some(ip.clone());
         }
@@ -472,6 +473,13 @@ impl Worker {
                         started = true;
                     }
                     Err((reason, message)) => {
+                        if reason == POST_START_HOOK_ERROR {
+                            // It ran, and was killed: a restart all the same.
+                            if start.restart {
+                                self.backoff.restarted(&start.name, SystemTime::now());
+                            }
+                            started = true;
+                        }
                         tracing::warn!(container = %start.name, %reason, %message, "cannot start the container; trying again");
                         self.start_errors
                             .insert(start.name.clone(), (reason, message));

@@ -19,6 +19,11 @@ use crate::device::DeviceHandle;
 use crate::dra::{DraError, DraHandle};
 use crate::pods::pod::PodRef;
 use crate::pods::status::status_writer::StatusWriter;
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::pods::kube_events::PodEvents;
+use crate::pods::run::worker::NodeFacts;
+use crate::pods::teardown::kill_container::PodKiller;
 use crate::pods::teardown::terminate::terminate;
 use crate::runtime::{ContainerRuntime, RuntimeError};
 
@@ -54,9 +59,9 @@ pub enum ReleaseError {
 pub(crate) struct Ending {
     /// The grace period of its containers.
     pub(crate) grace: Duration,
-    /// Its sidecars (restartable init containers), stopped after the
-    /// others.
-    pub(crate) sidecars: Vec<String>,
+    /// The pod, when known: its containers' hooks, its sidecars stopped
+    /// after the others, the Events of its containers' stop.
+    pub(crate) pod: Option<Arc<Pod>>,
     /// Delete it from the API once everything is given back (its deletion
     /// was asked for).
     pub(crate) delete: bool,
@@ -73,20 +78,26 @@ pub(crate) struct Releaser {
     pub(crate) writer: StatusWriter,
     /// The volume manager, with a real runtime.
     pub(crate) volumes: Option<crate::volumes::VolumeHandle>,
+    /// Events on the pods' containers being stopped.
+    pub(crate) pod_events: PodEvents,
+    /// The node's address: pods' `httpGet` hooks go there.
+    pub(crate) node: Arc<NodeFacts>,
 }
 
 impl Releaser {
     /// Stops what pod `pod` runs and gives back what it holds, as `ending`
     /// says.
     pub(crate) async fn release(&self, pod: &PodRef, ending: &Ending) -> Result<(), ReleaseError> {
-        let stopped = terminate(
-            self.runtime.as_ref(),
-            &pod.uid,
-            ending.grace,
-            &ending.sidecars,
-        )
-        .await
-        .map_err(|e| ReleaseError::Runtime(Arc::new(e)))?;
+        let killer = PodKiller {
+            runtime: self.runtime.clone(),
+            events: self.pod_events.clone(),
+            pod_ref: pod.clone(),
+            pod: ending.pod.clone(),
+            pod_ip: self.node.node_ip().await,
+        };
+        let stopped = terminate(&killer, ending.grace)
+            .await
+            .map_err(|e| ReleaseError::Runtime(Arc::new(e)))?;
         if stopped > 0 {
             tracing::info!(containers = stopped, grace = ?ending.grace, "the pod's containers stopped");
         }
@@ -135,9 +146,9 @@ impl Releaser {
 /// How pod `pod` ends here: its containers' grace period (a deletion's,
 /// else the pod's `terminationGracePeriodSeconds`, 30 s by default; never
 /// under the kubelet's 2 s; 2 s for a pod gone from the API, the pod's own
-/// for a static pod gone from its file), its sidecars, and whether it is
+/// for a static pod gone from its file), the pod, and whether it is
 /// deleted once everything is given back.
-pub(crate) fn ending_of(pod: Option<&k8s_openapi::api::core::v1::Pod>, in_api: bool) -> Ending {
+pub(crate) fn ending_of(pod: Option<&Pod>, in_api: bool) -> Ending {
     let Some(pod) = pod else {
         return Ending {
             grace: crate::pods::teardown::terminate::MINIMUM_GRACE,
@@ -154,14 +165,9 @@ pub(crate) fn ending_of(pod: Option<&k8s_openapi::api::core::v1::Pod>, in_api: b
     };
     let grace = Duration::from_secs(u64::try_from(seconds).unwrap_or(0))
         .max(crate::pods::teardown::terminate::MINIMUM_GRACE);
-    let sidecars = crate::pods::admit::spec::containers(pod)
-        .into_iter()
-        .filter(|(_, kind)| *kind == crate::pods::admit::container::ContainerKind::Sidecar)
-        .map(|(c, _)| c.name.clone())
-        .collect();
     Ending {
         grace,
-        sidecars,
+        pod: Some(Arc::new(pod.clone())),
         delete: in_api && pod.metadata.deletion_timestamp.is_some(),
     }
 }

@@ -18,8 +18,8 @@ use k8s_openapi::api::core::v1::{
 };
 use nodeplugins_api::quantity;
 
+use crate::common::go_quote::go_quote;
 use crate::volumes::content::atomic_writer::{FileProjection, Payload};
-use crate::volumes::content::go_quote::go_quote;
 use crate::volumes::content::objects::{ObjectError, ObjectWatches};
 use crate::volumes::content::pod_certificates::{PodCertificateError, PodCertificates};
 use crate::volumes::content::token::{TokenError, TokenKey, TokenManager};

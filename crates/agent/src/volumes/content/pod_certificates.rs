@@ -54,13 +54,13 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use crate::common::certificate_key;
+use crate::common::go_quote::go_quote;
 use crate::common::pem::{pem, pem_blocks};
 use crate::kube_api::Connection;
 use crate::metrics::MetricsSource;
 use crate::volumes::content::certificates_v1::{
     PodCertificateRequest, RequestCondition, RequestSpec,
 };
-use crate::volumes::content::go_quote::go_quote;
 use crate::volumes::content::objects::spawn_watch;
 use crate::volumes::error::Warning;
 

@@ -8,7 +8,7 @@
 
 use super::exec::exec_probe;
 use super::grpc::grpc_probe;
-use super::http::{HttpGet, http_probe};
+use super::http::{HttpGet, PROBE_AGENT, http_probe};
 use super::spec::{Action, ProbeSpec};
 use super::tcp::tcp_probe;
 use super::verdict::{Handled, Verdict};
@@ -100,6 +100,7 @@ async fn handle(spec: &ProbeSpec, target: &Target<'_>) -> Handled {
                 port,
                 path,
                 headers,
+                agent: PROBE_AGENT,
             };
             http_probe(&get, timeout).await
         }

@@ -1,11 +1,13 @@
-//! The HTTP probe, as the kubelet's: a GET of the path on the host and
-//! port (HTTPS without verifying the server's certificate), with the
-//! probe's headers, `User-Agent: kube-probe/1.37` and `Accept: */*` unless
-//! given (an `Accept` given empty is left out), no keep-alive; redirects
-//! followed to the same host name only, at most ten; the whole exchange,
-//! redirects and body included, within the timeout. 2xx is success, a 3xx
-//! not followed a success with a warning, anything else a failure naming
-//! the status code (never the body).
+//! The HTTP GET of probes and lifecycle hooks, as the kubelet's: a GET of
+//! the path on the host and port (HTTPS without verifying the server's
+//! certificate), with the handler's headers, a `User-Agent` of the
+//! kubelet's version (`kube-probe/1.37`, `kube-lifecycle/1.37`) and
+//! `Accept: */*` unless given (an `Accept` given empty is left out), no
+//! keep-alive; redirects followed to the same host name only, at most ten.
+//! A probe's whole exchange, redirects and body included, is within its
+//! timeout; 2xx is success, a 3xx not followed a success with a warning,
+//! anything else a failure naming the status code (never the body). A
+//! hook has no timeout and fails only when no answer came.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,44 +21,96 @@ use tokio::net::TcpStream;
 use super::verdict::{Handled, MAX_OUTPUT, Verdict, connect_error, join_host_port};
 
 /// The kubelet's probe user agent, of its major and minor version.
-const USER_AGENT: &str = "kube-probe/1.37";
+pub(crate) const PROBE_AGENT: &str = "kube-probe/1.37";
+/// The kubelet's lifecycle hook user agent.
+pub(crate) const HOOK_AGENT: &str = "kube-lifecycle/1.37";
 /// Redirects followed before giving up.
 const MAX_REDIRECTS: usize = 10;
 
-/// One HTTP probe's request.
-pub(super) struct HttpGet<'a> {
-    pub(super) https: bool,
-    pub(super) host: String,
-    pub(super) port: u16,
-    pub(super) path: &'a str,
-    pub(super) headers: &'a [(String, String)],
+/// One HTTP GET of a probe or hook.
+pub(crate) struct HttpGet<'a> {
+    pub(crate) https: bool,
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) path: &'a str,
+    pub(crate) headers: &'a [(String, String)],
+    /// The `User-Agent` sent unless the headers name one.
+    pub(crate) agent: &'static str,
+}
+
+/// The last answer of a GET, redirects followed.
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    /// At most 10 KiB of it.
+    pub(crate) body: String,
+}
+
+/// Why a GET has no answer.
+pub(crate) enum FetchError {
+    /// No answer: Go's `Get "<url>": <error>`.
+    Request(String),
+    /// The answer's body could not be read.
+    Body(String),
+}
+
+impl HttpGet<'_> {
+    /// The URL first asked.
+    fn url(&self) -> String {
+        let scheme = if self.https { "https" } else { "http" };
+        let path = if self.path.starts_with('/') {
+            self.path.to_string()
+        } else {
+            format!("/{}", self.path)
+        };
+        format!("{scheme}://{}{path}", join_host_port(&self.host, self.port))
+    }
 }
 
 /// Probes `get` within `timeout`.
 pub(super) async fn http_probe(get: &HttpGet<'_>, timeout: Duration) -> Handled {
-    let scheme = if get.https { "https" } else { "http" };
-    let path = if get.path.starts_with('/') {
-        get.path.to_string()
-    } else {
-        format!("/{}", get.path)
-    };
-    let url = format!("{scheme}://{}{path}", join_host_port(&get.host, get.port));
+    let url = get.url();
     let mut last_url = url.clone();
-    match tokio::time::timeout(timeout, follow(get, &url, &mut last_url)).await {
-        Ok(handled) => handled,
-        Err(_) => Ok((
+    let answer = match tokio::time::timeout(timeout, follow(get, &url, &mut last_url)).await {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(FetchError::Request(e))) => return Ok((Verdict::Failure, e)),
+        Ok(Err(FetchError::Body(e))) => return Err(("failure", e)),
+        Err(_) => {
+            return Ok((
+                Verdict::Failure,
+                format!(
+                    "Get {last_url:?}: context deadline exceeded (Client.Timeout exceeded while awaiting headers)"
+                ),
+            ));
+        }
+    };
+    let status = answer.status;
+    Ok(match status {
+        200..=299 => (Verdict::Success, answer.body),
+        300..=399 => (
+            Verdict::Warning,
+            format!("Probe terminated redirects, Response body: {}", answer.body),
+        ),
+        _ => (
             Verdict::Failure,
-            format!(
-                "Get {last_url:?}: context deadline exceeded (Client.Timeout exceeded while awaiting headers)"
-            ),
-        )),
-    }
+            format!("HTTP probe failed with statuscode: {status}"),
+        ),
+    })
+}
+
+/// GETs `get` with no time limit, as a lifecycle hook does: any answer
+/// (whatever its status) is one.
+pub(crate) async fn http_fetch(get: &HttpGet<'_>) -> Result<Answer, FetchError> {
+    let url = get.url();
+    let mut last_url = url.clone();
+    follow(get, &url, &mut last_url).await
 }
 
 /// GETs `url`, following the redirects the kubelet follows; `last_url` is
 /// the one asked last.
-async fn follow(get: &HttpGet<'_>, url: &str, last_url: &mut String) -> Handled {
-    let first = url.parse::<Uri>().map_err(|e| ("unknown", e.to_string()))?;
+async fn follow(get: &HttpGet<'_>, url: &str, last_url: &mut String) -> Result<Answer, FetchError> {
+    let first = url
+        .parse::<Uri>()
+        .map_err(|e| FetchError::Request(format!("parse {url:?}: {e}")))?;
     let first_host = first.host().unwrap_or_default().to_string();
     let mut uri = first;
     let mut redirects = 0;
@@ -64,7 +118,7 @@ async fn follow(get: &HttpGet<'_>, url: &str, last_url: &mut String) -> Handled 
         *last_url = uri.to_string();
         let response = match exchange(get, &uri).await {
             Ok(response) => response,
-            Err(e) => return Ok((Verdict::Failure, format!("Get {:?}: {e}", last_url))),
+            Err(e) => return Err(FetchError::Request(format!("Get {:?}: {e}", last_url))),
         };
         let status = response.status().as_u16();
         let location = response
@@ -77,13 +131,10 @@ async fn follow(get: &HttpGet<'_>, url: &str, last_url: &mut String) -> Handled 
             && next.host().unwrap_or_default() == first_host
         {
             if redirects >= MAX_REDIRECTS {
-                return Ok((
-                    Verdict::Failure,
-                    format!(
-                        "Get {:?}: stopped after {MAX_REDIRECTS} redirects",
-                        next.to_string()
-                    ),
-                ));
+                return Err(FetchError::Request(format!(
+                    "Get {:?}: stopped after {MAX_REDIRECTS} redirects",
+                    next.to_string()
+                )));
             }
             redirects += 1;
             uri = next;
@@ -96,19 +147,9 @@ async fn follow(get: &HttpGet<'_>, url: &str, last_url: &mut String) -> Handled 
             Ok(body) => String::from_utf8_lossy(&body.to_bytes()).into_owned(),
             // The limit reached is no error: what came is the body.
             Err(e) if e.is::<http_body_util::LengthLimitError>() => String::new(),
-            Err(e) => return Err(("failure", e.to_string())),
+            Err(e) => return Err(FetchError::Body(e.to_string())),
         };
-        return Ok(match status {
-            200..=299 => (Verdict::Success, body),
-            300..=399 => (
-                Verdict::Warning,
-                format!("Probe terminated redirects, Response body: {body}"),
-            ),
-            _ => (
-                Verdict::Failure,
-                format!("HTTP probe failed with statuscode: {status}"),
-            ),
-        });
+        return Ok(Answer { status, body });
     }
 }
 
@@ -152,7 +193,7 @@ async fn exchange(
     }
     request = request.header(http::header::HOST, host_header);
     if user_agent {
-        request = request.header(http::header::USER_AGENT, USER_AGENT);
+        request = request.header(http::header::USER_AGENT, get.agent);
     }
     if let Some(accept) = accept {
         request = request.header(http::header::ACCEPT, accept);
@@ -321,6 +362,7 @@ mod tests {
             port,
             path,
             headers,
+            agent: PROBE_AGENT,
         }
     }
 

@@ -158,7 +158,7 @@ fn action(probe: &Probe, container: &Container) -> Action {
 
 /// A probe's port: a number as given, a name looked up in the container's
 /// ports; an error in the kubelet's words.
-fn resolve_port(port: &IntOrString, container: &Container) -> Result<u16, String> {
+pub(crate) fn resolve_port(port: &IntOrString, container: &Container) -> Result<u16, String> {
     let number = match port {
         IntOrString::Int(n) => *n,
         IntOrString::String(name) => container

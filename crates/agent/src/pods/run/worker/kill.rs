@@ -7,12 +7,14 @@
 //! or `Succeeded` when every app container exited 0) from what the
 //! runtime shows of them then.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use k8s_openapi::api::core::v1::Pod;
+
 use super::{TRANSIENT_BACKOFF, Worker, observe};
-use crate::pods::admit::container::ContainerKind;
-use crate::pods::admit::spec::containers;
 use crate::pods::run::pod_sync::{ApiPhase, terminal_plan};
+use crate::pods::teardown::kill_container::PodKiller;
 use crate::pods::teardown::terminate::{MINIMUM_GRACE, stop};
 
 /// How often the terminal status is tried before the pod is given back
@@ -38,13 +40,9 @@ impl Worker {
             decided.kill.clear();
             self.write_status(&pod, &decided).await;
         }
-        let sidecars: Vec<String> = containers(&pod)
-            .into_iter()
-            .filter(|(_, kind)| *kind == ContainerKind::Sidecar)
-            .map(|(c, _)| c.name.clone())
-            .collect();
         let grace = grace.max(MINIMUM_GRACE);
-        match stop(runtime.as_ref(), &uid, grace, &sidecars).await {
+        let killer = self.killer(&pod).await;
+        match stop(&killer, grace).await {
             Ok((stopped, _)) => {
                 tracing::info!(containers = stopped, ?grace, %reason, "the pod's containers stopped")
             }
@@ -73,5 +71,19 @@ impl Worker {
             "the stopped pod's status could not be written; it is given back without it"
         );
         phase
+    }
+}
+
+impl Worker {
+    /// What stops `pod`'s containers: with their hooks, the pod's
+    /// address and its Events.
+    pub(super) async fn killer(&self, pod: &Pod) -> PodKiller {
+        PodKiller {
+            runtime: self.context.runtime.clone(),
+            events: self.context.pod_events.clone(),
+            pod_ref: self.pod_ref.clone(),
+            pod: Some(Arc::new(pod.clone())),
+            pod_ip: self.context.node.node_ip().await,
+        }
     }
 }

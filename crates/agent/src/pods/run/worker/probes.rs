@@ -3,10 +3,9 @@
 //! the worker sees of each container, read for each round's plan, and a
 //! container whose liveness or startup probe failed is killed as the
 //! kubelet kills it: a `Killing` Event ("Container app failed liveness
-//! probe, will be restarted"), then a stop with the probe's own grace
-//! period when it has one, else the pod's (at least 2 s).
-
-use std::time::Duration;
+//! probe, will be restarted"), its `preStop` hook, then a stop with a
+//! deletion's grace period, else the probe's own when it has one, else
+//! the pod's (at least 2 s).
 
 use k8s_openapi::api::core::v1::Pod;
 
@@ -14,16 +13,9 @@ use super::Worker;
 use crate::pods::admit::container::ContainerKind;
 use crate::pods::admit::spec::containers;
 use crate::pods::run::pod_sync::{Observed, ProbeKill, ProbeVerdicts};
-use crate::pods::run::probes::{
-    ContainerTarget, PodProber, ProbeContext, ProbeKind, Targets, field_path,
-};
+use crate::pods::run::probes::{ContainerTarget, PodProber, ProbeContext, ProbeKind, Targets};
+use crate::pods::teardown::kill_container::ContainerKill;
 use crate::runtime::ContainerState;
-
-/// The shortest grace a kill gets (the kubelet's
-/// `minimumGracePeriodInSeconds`).
-const MINIMUM_GRACE: Duration = Duration::from_secs(2);
-/// The kubelet's reason of a container's kill Event.
-const KILLING: &str = "Killing";
 
 impl Worker {
     /// Starts the pod's probes, once.
@@ -112,21 +104,23 @@ impl Worker {
                 .and_then(|s| s.termination_grace),
             _ => None,
         };
-        let grace = match pod_grace {
-            Some(pod_grace) => probe_grace.unwrap_or(pod_grace),
-            None => 0,
+        // A deletion's grace first, as the kubelet's
+        // `setTerminationGracePeriod`.
+        let grace = match (pod.metadata.deletion_grace_period_seconds, pod_grace) {
+            (Some(deletion), _) => deletion,
+            (None, Some(pod_grace)) => probe_grace.unwrap_or(pod_grace),
+            (None, None) => 0,
         };
-        let grace = Duration::from_secs(u64::try_from(grace).unwrap_or(0)).max(MINIMUM_GRACE);
-        tracing::info!(container = %kill.name, probe, ?grace, "{message}");
-        let events = self.context.pod_events.clone();
-        let pod_ref = self.pod_ref.clone();
-        let path = field_path(&kill.name, kind);
-        tokio::spawn(async move {
-            events
-                .on_container(&pod_ref, &path, "Normal", KILLING, &message)
-                .await;
-        });
-        if let Err(e) = self.context.runtime.stop_container(&kill.id, grace).await {
+        tracing::info!(container = %kill.name, probe, grace, "{message}");
+        let killer = self.killer(pod).await;
+        let stop = ContainerKill {
+            id: &kill.id,
+            name: &kill.name,
+            message: Some(&message),
+            grace,
+            order: None,
+        };
+        if let Err(e) = killer.kill(&stop).await {
             tracing::warn!(container = %kill.name, error = %e, "cannot stop the container whose probe failed; trying again");
         }
     }

@@ -1,17 +1,24 @@
 //! Starting one container, as the kubelet's runtime manager does in
 //! `startContainer`: its image pulled as the pull policy says, its device
 //! plugins' PreStartContainer, its run options made (the Services'
-//! variables read once per worker), then create and start; the containers
-//! older than the one before it removed.
+//! variables read once per worker), then create and start, then its
+//! `postStart` hook (a failure kills it); the containers older than the
+//! one before it removed.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::Worker;
+use crate::pods::admit::container::ContainerKind;
+use crate::pods::admit::spec::containers;
+use crate::pods::run::hooks::{
+    FAILED_POST_START_HOOK, Hook, HookTarget, POST_START_HOOK_ERROR, run_hook,
+};
 use crate::pods::run_options::generate::{NodeGiven, run_container_spec};
 use crate::pods::run_options::pod_files::PodFiles;
 use crate::pods::run_options::service_env;
+use crate::pods::teardown::kill_container::{ContainerKill, MINIMUM_GRACE_SECONDS};
 use crate::runtime::{PullPolicy, SandboxSpec};
 use crate::volumes::VolumeImage;
 
@@ -101,6 +108,14 @@ impl Worker {
             .await
             .map_err(|e| ("RunContainerError".to_string(), e.to_string()))?;
         tracing::info!(container = %container.name, id = %id, attempt, "container started");
+        if let Some(post_start) = container
+            .lifecycle
+            .as_ref()
+            .and_then(|l| l.post_start.as_ref())
+        {
+            self.post_start(pod, container, &id, &Hook::of(post_start, container))
+                .await?;
+        }
         // Containers older than the one before this are of no use.
         if let Ok(all) = runtime.containers().await {
             for old in all.iter().filter(|c| {
@@ -110,6 +125,67 @@ impl Worker {
             }
         }
         Ok(())
+    }
+
+    /// Runs `container`'s `postStart` hook `hook` in its container `id`,
+    /// as the kubelet does before it starts the next container: a failure
+    /// is a Warning `FailedPostStartHook` Event (without the hook's
+    /// output), the container killed ("FailedPostStartHook") and the
+    /// start failed with `PostStartHookError` and the hook's message.
+    async fn post_start(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        id: &str,
+        hook: &Hook,
+    ) -> Result<(), (String, String)> {
+        let pod_ip = self.context.node.node_ip().await;
+        let target = HookTarget {
+            runtime: self.context.runtime.as_ref(),
+            container_id: id,
+            container: &container.name,
+            pod: &self.pod_ref,
+            pod_ip: pod_ip.as_deref(),
+            gone: &self.stop,
+        };
+        let message = tokio::select! {
+            () = self.stop.cancelled() => return Err(("Stopping".into(), String::new())),
+            ran = run_hook(hook, &target) => match ran {
+                Ok(()) => return Ok(()),
+                Err(message) => message,
+            },
+        };
+        tracing::warn!(container = %container.name, %message, "PostStartHook failed");
+        let killer = self.killer(pod).await;
+        let kind = containers(pod)
+            .into_iter()
+            .find(|(c, _)| c.name == container.name)
+            .map_or(ContainerKind::App, |(_, kind)| kind);
+        killer.event(
+            kind,
+            &container.name,
+            "Warning",
+            FAILED_POST_START_HOOK,
+            "PostStartHook failed".into(),
+        );
+        // The pod's grace (a deletion's first), as the kubelet's
+        // `setTerminationGracePeriod` for this reason.
+        let grace = pod
+            .metadata
+            .deletion_grace_period_seconds
+            .or_else(|| pod.spec.as_ref()?.termination_grace_period_seconds)
+            .unwrap_or(MINIMUM_GRACE_SECONDS);
+        let kill = ContainerKill {
+            id,
+            name: &container.name,
+            message: Some(FAILED_POST_START_HOOK),
+            grace,
+            order: None,
+        };
+        if let Err(e) = killer.kill(&kill).await {
+            tracing::warn!(container = %container.name, error = %e, "cannot stop the container whose postStart hook failed");
+        }
+        Err((POST_START_HOOK_ERROR.to_string(), message))
     }
 
     /// The image volumes `container` mounts, by name, as set up for the
