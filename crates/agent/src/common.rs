@@ -10,12 +10,13 @@
 //! | `private_dir` | a directory only the agent reads |
 //! | `tcp_accept` | the next connection on a TCP port, failures tried again (feature `kubelet-server`) |
 //! | `unix_time` | wall-clock times as status and events show them |
-//! | `go_quote` | text quoted as Go's `%q` quotes it, for messages copied from the kubelet |
+//! | `go_quote` | text quoted as Go's `%q` quotes it, for messages copied from the kubelet (feature `kube`) |
 //! | `pem` | PEM as Go's `encoding/pem` reads and writes it (feature `kube`) |
 //! | `certificate_key` | private keys and the PKCS#10 requests signed by them, as the kubelet makes them (feature `kube`) |
 
 #[cfg(feature = "kube")]
 pub(crate) mod certificate_key;
+#[cfg(feature = "kube")]
 pub(crate) mod go_quote;
 pub(crate) mod owner;
 #[cfg(feature = "kube")]

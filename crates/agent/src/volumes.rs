@@ -59,6 +59,9 @@ mod set_up;
 mod shared_root;
 mod sub_path;
 
+pub(crate) use content::payload::{
+    pod_field as downward_pod_field, resource_field as downward_resource_field,
+};
 pub use content::pod_certificates::PodCertificateStates;
 pub use csi::operations::CsiOperations;
 pub use csi::stats::{VOLUME_STATS_AGG_PERIOD, VolumeStats};

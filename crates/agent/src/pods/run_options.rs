@@ -7,6 +7,7 @@
 //! | `generate` | what a container is given, assembled in one place |
 //! | `options` | a container's run options, as the kubelet's `RunContainerOptions` |
 //! | `env` | a container's environment, as the kubelet makes it |
+//! | `env_sources` | the ConfigMaps and Secrets a container's environment names, read |
 //! | `runtime_spec` | what the runtime is asked for a pod and a container |
 //! | `linux_resources` | a container's cgroup resources, as the kubelet sets them |
 //! | `service_env` | the Services' variables every container gets |
@@ -16,6 +17,8 @@
 
 #[cfg(feature = "kube")]
 pub(super) mod env;
+#[cfg(feature = "kube")]
+pub(super) mod env_sources;
 #[cfg(feature = "kube")]
 pub(super) mod generate;
 #[cfg(feature = "kube")]

@@ -18,7 +18,7 @@ use crate::csi::CsiDriverStore;
 use crate::kube_api::KubeApiHandle;
 use crate::pods::VolumeStatus;
 use crate::volumes::book::Book;
-use crate::volumes::content::objects::ObjectWatches;
+use crate::volumes::content::objects::{ObjectError, ObjectWatches};
 use crate::volumes::content::payload::{Owners, Sources};
 use crate::volumes::content::pod_certificates::{PodCertificateStates, PodCertificates};
 use crate::volumes::content::token::TokenManager;
@@ -382,9 +382,41 @@ impl VolumeHandle {
         given
     }
 
-    /// Starts the watches of the objects `pod`'s volumes name.
+    /// ConfigMap `namespace`/`name`, which a container of pod `uid` takes
+    /// variables from, as its watch has it (`None`: it does not exist).
+    pub(crate) async fn env_config_map(
+        &self,
+        uid: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Arc<ConfigMap>>, ObjectError> {
+        self.inner.config_maps.register(namespace, name, uid);
+        self.inner.config_maps.get(namespace, name).await
+    }
+
+    /// Secret `namespace`/`name`, as [`Self::env_config_map`].
+    pub(crate) async fn env_secret(
+        &self,
+        uid: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Arc<Secret>>, ObjectError> {
+        self.inner.secrets.register(namespace, name, uid);
+        self.inner.secrets.get(namespace, name).await
+    }
+
+    /// Starts the watches of the objects `pod`'s volumes and its
+    /// containers' environment name (as the kubelet's managers register
+    /// every ConfigMap and Secret a pod names).
     fn register_objects(&self, pod: &Pod, uid: &str) {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let (config_maps, secrets) = crate::pods::env_objects_named(pod);
+        for name in &config_maps {
+            self.inner.config_maps.register(namespace, name, uid);
+        }
+        for name in &secrets {
+            self.inner.secrets.register(namespace, name, uid);
+        }
         for volume in plan(pod) {
             match &volume.kind {
                 VolumeKind::ConfigMap(source) => {

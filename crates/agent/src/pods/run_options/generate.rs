@@ -18,7 +18,8 @@ use std::path::Path;
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use crate::pods::admit::container::ContainerResources;
-use crate::pods::run_options::env::container_env;
+use crate::pods::run_options::env::{EnvInputs, container_env};
+use crate::pods::run_options::env_sources::EnvObjects;
 use crate::pods::run_options::options::RunContainerOptions;
 use crate::pods::run_options::pod_files::{ETC_HOSTS, PodFiles};
 use crate::pods::run_options::runtime_spec::container_spec;
@@ -40,6 +41,11 @@ pub(crate) struct NodeGiven<'a> {
     /// The images of the pod's `image` volumes the container mounts, as
     /// pulled for it, by volume.
     pub(crate) images: &'a BTreeMap<String, String>,
+    /// The ConfigMaps and Secrets the container's environment names.
+    pub(crate) env_objects: &'a EnvObjects,
+    /// The node's allocatable resources (a limit a container does not
+    /// set, for its `resourceFieldRef` variables).
+    pub(crate) allocatable: &'a BTreeMap<String, String>,
 }
 
 /// Why a container's run options could not be made (the kubelet's
@@ -50,12 +56,15 @@ pub(crate) enum RunOptionsError {
     PodFiles(std::io::Error),
     /// A volume mount could not be made.
     Mounts(MountError),
+    /// The environment could not be made: the kubelet's message.
+    Env(String),
 }
 
 impl fmt::Display for RunOptionsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::PodFiles(e) => write!(f, "cannot make the container's files: {e}"),
+            Self::Env(message) => f.write_str(message),
             Self::Mounts(e) => write!(f, "{e}"),
         }
     }
@@ -66,6 +75,7 @@ impl std::error::Error for RunOptionsError {
         match self {
             Self::PodFiles(e) => Some(e),
             Self::Mounts(e) => Some(e),
+            Self::Env(_) => None,
         }
     }
 }
@@ -91,7 +101,13 @@ pub(crate) fn run_options(
     admitted: &ContainerResources,
     node: &NodeGiven<'_>,
 ) -> Result<RunContainerOptions, RunOptionsError> {
-    let envs = container_env(pod, container, &admitted.envs, node.service_env);
+    let inputs = EnvInputs {
+        plugins: &admitted.envs,
+        services: node.service_env,
+        objects: node.env_objects,
+        allocatable: node.allocatable,
+    };
+    let envs = container_env(pod, container, &inputs).map_err(RunOptionsError::Env)?;
     let mut mounts = admitted.mounts.clone();
     if let Some((volumes, pod_dir)) = node.volumes {
         let sources = MountSources {

@@ -242,7 +242,7 @@ pub(crate) fn downward_api(
 }
 
 /// A pod metadata field as the downward API volume writes it.
-fn pod_field(pod: &Pod, path: &str) -> Result<String, PayloadError> {
+pub(crate) fn pod_field(pod: &Pod, path: &str) -> Result<String, PayloadError> {
     let meta = &pod.metadata;
     let subscript = |prefix: &str| {
         path.strip_prefix(prefix)
@@ -287,7 +287,7 @@ fn format_map(map: Option<&BTreeMap<String, String>>) -> String {
 /// A container's resource as the downward API writes it: its limit (the
 /// node's allocatable when it sets none) or request, divided by `divisor`
 /// and rounded up.
-fn resource_field(
+pub(crate) fn resource_field(
     pod: &Pod,
     container: &str,
     resource: &str,

@@ -15,6 +15,7 @@ use crate::pods::admit::spec::containers;
 use crate::pods::run::hooks::{
     FAILED_POST_START_HOOK, Hook, HookTarget, POST_START_HOOK_ERROR, run_hook,
 };
+use crate::pods::run_options::env_sources::{EnvObjects, named_by, no_client};
 use crate::pods::run_options::generate::{NodeGiven, run_container_spec};
 use crate::pods::run_options::pod_files::PodFiles;
 use crate::pods::run_options::service_env;
@@ -90,7 +91,19 @@ impl Worker {
             .volumes
             .as_ref()
             .map(|v| v.pods_dir().join(&self.pod_ref.uid));
+        let env_objects = self.env_objects(container).await;
+        let allocatable: BTreeMap<String, String> = self
+            .context
+            .informers
+            .node_now()
+            .and_then(|n| n.status.as_ref()?.allocatable.clone())
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k, v.0))
+            .collect();
         let node = NodeGiven {
+            env_objects: &env_objects,
+            allocatable: &allocatable,
             service_env: &service_env,
             pod_files: pod_files.as_ref(),
             volumes: self.volumes.as_ref().zip(volumes_dir.as_deref()),
@@ -98,15 +111,15 @@ impl Worker {
             images: &images,
         };
         let spec = run_container_spec(pod, container, &resources, &node, attempt)
-            .map_err(|e| ("CreateContainerConfigError".to_string(), e.to_string()))?;
+            .map_err(|e| self.failed(pod, container, "CreateContainerConfigError", e))?;
         let id = runtime
             .create_container(sandbox_id, sandbox, &spec, &image_ref)
             .await
-            .map_err(|e| ("CreateContainerError".to_string(), e.to_string()))?;
+            .map_err(|e| self.failed(pod, container, "CreateContainerError", e))?;
         runtime
             .start_container(&id)
             .await
-            .map_err(|e| ("RunContainerError".to_string(), e.to_string()))?;
+            .map_err(|e| self.failed(pod, container, "RunContainerError", e))?;
         tracing::info!(container = %container.name, id = %id, attempt, "container started");
         if let Some(post_start) = container
             .lifecycle
@@ -188,6 +201,64 @@ impl Worker {
         Err((POST_START_HOOK_ERROR.to_string(), message))
     }
 
+    /// The ConfigMaps and Secrets `container`'s environment names, read
+    /// through the volume manager's watches (with none, each is the
+    /// kubelet's error of a node without an API server).
+    async fn env_objects(&self, container: &Container) -> EnvObjects {
+        let namespace = self.pod_ref.namespace.as_str();
+        let uid = self.pod_ref.uid.as_str();
+        let volumes = self.context.volumes.as_ref();
+        let mut objects = EnvObjects::new(namespace);
+        let (config_maps, secrets) = named_by(container);
+        for name in config_maps {
+            let read = match volumes {
+                Some(v) => v
+                    .env_config_map(uid, namespace, &name)
+                    .await
+                    .map_err(|e| e.to_string()),
+                None => Err(no_client("configMap", namespace, &name)),
+            };
+            objects.insert_config_map(name, read);
+        }
+        for name in secrets {
+            let read = match volumes {
+                Some(v) => v
+                    .env_secret(uid, namespace, &name)
+                    .await
+                    .map_err(|e| e.to_string()),
+                None => Err(no_client("secret", namespace, &name)),
+            };
+            objects.insert_secret(name, read);
+        }
+        objects
+    }
+
+    /// The start error (`reason`, `e`) of `container`, recorded as the
+    /// kubelet records it: a Warning `Failed` Event, "Error: `e`".
+    fn failed(
+        &self,
+        pod: &Pod,
+        container: &Container,
+        reason: &str,
+        e: impl std::fmt::Display,
+    ) -> (String, String) {
+        let message = e.to_string();
+        let kind = containers(pod)
+            .into_iter()
+            .find(|(c, _)| c.name == container.name)
+            .map_or(ContainerKind::App, |(_, kind)| kind);
+        let events = self.context.pod_events.clone();
+        let pod_ref = self.pod_ref.clone();
+        let path = crate::pods::run::probes::field_path(&container.name, kind);
+        let text = format!("Error: {message}");
+        tokio::spawn(async move {
+            events
+                .on_container(&pod_ref, &path, "Warning", FAILED, &text)
+                .await;
+        });
+        (reason.to_string(), message)
+    }
+
     /// The image volumes `container` mounts, by name, as set up for the
     /// pod.
     fn image_volumes(&self, container: &Container) -> Vec<(String, VolumeImage)> {
@@ -205,6 +276,10 @@ impl Worker {
         found
     }
 }
+
+/// The reason of the Event of a container that could not be made or
+/// started (the kubelet's `FailedToCreateContainer`).
+const FAILED: &str = "Failed";
 
 /// The kubelet's (reason, message) of image `image` that could not be
 /// pulled under `policy`.

@@ -49,6 +49,8 @@ fn a_container_gets_the_plugins_answers_and_its_own_settings_as_the_kubelet_send
         volumes: None,
         recursive_read_only: false,
         images: &BTreeMap::new(),
+        env_objects: &EnvObjects::default(),
+        allocatable: &BTreeMap::new(),
     };
     let spec = run_container_spec(&pod, main, &resources(), &node, 2).unwrap();
     assert_eq!(spec.attempt, 2);
@@ -113,6 +115,8 @@ fn the_services_follow_the_containers_own_variables_and_the_pods_files_the_plugi
         volumes: None,
         recursive_read_only: false,
         images: &BTreeMap::new(),
+        env_objects: &EnvObjects::default(),
+        allocatable: &BTreeMap::new(),
     };
     let options = run_options(&pod, main, &resources(), &node).unwrap();
     let names: Vec<&str> = options.envs.iter().map(|(k, _)| k.as_str()).collect();
