@@ -90,12 +90,8 @@ async fn a_containers_environment_sources_on_our_agent_are_the_real_kubelets() {
                 .await;
             states.push(waiting(&pod));
         }
-        if states[0] != states[1] {
-            differences.push(format!(
-                "waiting for {missing}:\n  kubelet: {}\n  ours:    {}",
-                states[0], states[1]
-            ));
-        }
+        let states: [Value; 2] = states.try_into().unwrap();
+        TwoNodes::compare(&mut differences, &format!("waiting for {missing}"), states);
         let (collection, object) = &objects[step];
         for (ns, _) in two.nodes {
             let path = format!("/api/v1/namespaces/{ns}/{collection}");
@@ -111,24 +107,9 @@ async fn a_containers_environment_sources_on_our_agent_are_the_real_kubelets() {
             .await;
         shapes.push(shape(&pod));
     }
-    if shapes[0] != shapes[1] {
-        differences.push(format!(
-            "running:\n  kubelet: {}\n  ours:    {}",
-            shapes[0], shapes[1]
-        ));
-    }
+    let shapes: [Value; 2] = shapes.try_into().unwrap();
+    TwoNodes::compare(&mut differences, "running", shapes);
     let events = two.events("env", &["Failed"]).await;
-    if events[0] != events[1] {
-        differences.push(format!(
-            "Events:\n  kubelet: {:#?}\n  ours:    {:#?}",
-            events[0], events[1]
-        ));
-    }
-    assert!(
-        differences.is_empty(),
-        "{} differences:\n{}\n(the kubelet's log: {})",
-        differences.len(),
-        differences.join("\n"),
-        two.kubelet_log_tail()
-    );
+    TwoNodes::compare(&mut differences, "Events", events);
+    two.assert_alike(&differences);
 }

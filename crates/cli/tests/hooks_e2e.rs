@@ -103,12 +103,8 @@ async fn a_pods_hooks_on_our_agent_run_as_the_real_kubelets_run_them() {
         for (ns, _) in two.nodes {
             shapes.push(shape(&two.pod_when(ns, name, what, pred).await));
         }
-        if shapes[0] != shapes[1] {
-            differences.push(format!(
-                "{name} {what}:\n  kubelet: {}\n  ours:    {}",
-                shapes[0], shapes[1]
-            ));
-        }
+        let shapes: [Value; 2] = shapes.try_into().unwrap();
+        TwoNodes::compare(&mut differences, &format!("{name} {what}"), shapes);
         if name == "pre-stop-fails" {
             for (ns, _) in two.nodes {
                 let path = format!("/api/v1/namespaces/{ns}/pods/{name}");
@@ -124,18 +120,7 @@ async fn a_pods_hooks_on_our_agent_run_as_the_real_kubelets_run_them() {
             }
         }
         let events = two.events(name, &REASONS).await;
-        if events[0] != events[1] {
-            differences.push(format!(
-                "{name}'s Events:\n  kubelet: {:#?}\n  ours:    {:#?}",
-                events[0], events[1]
-            ));
-        }
+        TwoNodes::compare(&mut differences, &format!("{name}'s Events"), events);
     }
-    assert!(
-        differences.is_empty(),
-        "{} differences:\n{}\n(the kubelet's log: {})",
-        differences.len(),
-        differences.join("\n"),
-        two.kubelet_log_tail()
-    );
+    two.assert_alike(&differences);
 }

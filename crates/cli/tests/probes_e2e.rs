@@ -95,28 +95,13 @@ async fn a_pods_probes_on_our_agent_decide_what_the_real_kubelets_decide() {
             for (ns, _) in two.nodes {
                 shapes.push(shape(&two.pod_when(ns, name, what, pred).await));
             }
-            if shapes[0] != shapes[1] {
-                differences.push(format!(
-                    "{name} {what}:\n  kubelet: {}\n  ours:    {}",
-                    shapes[0], shapes[1]
-                ));
-            }
+            let shapes: [Value; 2] = shapes.try_into().unwrap();
+            TwoNodes::compare(&mut differences, &format!("{name} {what}"), shapes);
         }
         let events = two
             .events(name, &["Unhealthy", "ProbeWarning", "Killing"])
             .await;
-        if events[0] != events[1] {
-            differences.push(format!(
-                "{name}'s Events:\n  kubelet: {:#?}\n  ours:    {:#?}",
-                events[0], events[1]
-            ));
-        }
+        TwoNodes::compare(&mut differences, &format!("{name}'s Events"), events);
     }
-    assert!(
-        differences.is_empty(),
-        "{} differences:\n{}\n(the kubelet's log: {})",
-        differences.len(),
-        differences.join("\n"),
-        two.kubelet_log_tail()
-    );
+    two.assert_alike(&differences);
 }

@@ -161,15 +161,36 @@ impl TwoNodes {
             .collect()
     }
 
-    /// The last lines of the kubelet's log.
-    pub fn kubelet_log_tail(&self) -> String {
-        self.kubelet
-            .log()
-            .lines()
-            .rev()
-            .take(5)
-            .collect::<Vec<_>>()
-            .join("\n")
+    /// Adds to `differences` what differs between the kubelet's `theirs`
+    /// and our `ours` of `what`.
+    pub fn compare<T: PartialEq + std::fmt::Debug>(
+        differences: &mut Vec<String>,
+        what: &str,
+        [theirs, ours]: [T; 2],
+    ) {
+        if theirs != ours {
+            differences.push(format!(
+                "{what}:\n  kubelet: {theirs:#?}\n  ours:    {ours:#?}"
+            ));
+        }
+    }
+
+    /// Fails with `differences`, when there are any, and the last lines
+    /// of the kubelet's log.
+    pub fn assert_alike(&self, differences: &[String]) {
+        assert!(
+            differences.is_empty(),
+            "{} differences:\n{}\n(the kubelet's log: {})",
+            differences.len(),
+            differences.join("\n"),
+            self.kubelet
+                .log()
+                .lines()
+                .rev()
+                .take(5)
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
     }
 }
 
