@@ -19,6 +19,7 @@
 //! | `container_runtime` | the interface |
 //! | `spec` | what is asked of a runtime and what it reports |
 //! | `cri` | CRI v1 over a Unix socket |
+//! | `termination_message` | an exited container's termination message, from its file or its log |
 //! | `metrics` | the kubelet's runtime operation metrics |
 //! | `simulated` | the runtime that runs nothing |
 //! | `streaming` | a user's session with a container: exec, attach, port-forward |
@@ -32,6 +33,7 @@ mod simulated;
 mod spec;
 mod stats;
 mod streaming;
+mod termination_message;
 
 pub use container_runtime::{
     ContainerRuntime, RuntimeCondition, RuntimeHandler, RuntimeStatus, RuntimeVersion,

@@ -34,6 +34,7 @@ use super::spec::{
 };
 use super::stats::{ContainerStats, Sample, SandboxStats};
 use super::streaming::{AttachRequest, EXEC_SYNC_DEFAULT_DEADLINE, ExecRequest, ExecSyncOutput};
+use super::termination_message::{Exited, with_termination_message};
 use nodeplugins_api::call_layer::{CallLayer, CallService};
 
 /// Container events held for a reader that is behind.
@@ -374,6 +375,25 @@ impl ContainerRuntime for CriRuntime {
         let metadata = status.metadata.unwrap_or_default();
         let state = state(status.state);
         let when = |nanos: i64| (nanos > 0).then(|| from_unix_nanos(nanos));
+        let message = if state == ContainerState::Exited {
+            let annotation = |key: &str| status.annotations.get(key).map(String::as_str);
+            let exited = Exited {
+                path: annotation("io.kubernetes.container.terminationMessagePath"),
+                fallback_to_logs: annotation("io.kubernetes.container.terminationMessagePolicy")
+                    == Some("FallbackToLogsOnError"),
+                exit_code: status.exit_code,
+                reason: &status.reason,
+                mounts: status
+                    .mounts
+                    .iter()
+                    .map(|m| (m.container_path.as_str(), m.host_path.as_str()))
+                    .collect(),
+                log_path: &status.log_path,
+            };
+            with_termination_message(status.message.clone(), &exited)
+        } else {
+            status.message.clone()
+        };
         Ok(ContainerStatus {
             pod: pod_of(&status.labels),
             sandbox_id: String::new(),
@@ -385,7 +405,7 @@ impl ContainerRuntime for CriRuntime {
             finished_at: when(status.finished_at),
             exit_code: (state == ContainerState::Exited).then_some(status.exit_code),
             reason: status.reason,
-            message: status.message,
+            message,
             user: status
                 .user
                 .and_then(|u| u.linux)
