@@ -18,7 +18,9 @@
 //! |---|---|
 //! | `container_runtime` | the interface |
 //! | `spec` | what is asked of a runtime and what it reports |
+//! | `security` | how a sandbox and its containers are confined |
 //! | `cri` | CRI v1 over a Unix socket |
+//! | `cri_security` | the confinement in CRI's messages |
 //! | `termination_message` | an exited container's termination message, from its file or its log |
 //! | `metrics` | the kubelet's runtime operation metrics |
 //! | `simulated` | the runtime that runs nothing |
@@ -27,8 +29,10 @@
 
 mod container_runtime;
 mod cri;
+mod cri_security;
 mod error;
 mod metrics;
+mod security;
 mod simulated;
 mod spec;
 mod stats;
@@ -41,6 +45,10 @@ pub use container_runtime::{
 pub use cri::CriRuntime;
 pub use error::RuntimeError;
 pub use metrics::{RUNTIME_REQUEST_TIMEOUT, RuntimeMetrics};
+pub use security::{
+    Capabilities, ContainerSecurity, ImageUser, NamespaceMode, Namespaces, SandboxSecurity,
+    SeLinuxLabel, SecurityProfile, SupplementalGroupsPolicy,
+};
 pub use simulated::SimulatedRuntime;
 pub use spec::{
     CONTAINER_NAME_LABEL, ContainerEvent, ContainerEventKind, ContainerSpec, ContainerState,

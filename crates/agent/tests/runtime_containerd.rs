@@ -37,6 +37,7 @@ fn sandbox(logs: &std::path::Path) -> SandboxSpec {
         attempt: 0,
         pod,
         dns: None,
+        ..SandboxSpec::default()
     }
 }
 

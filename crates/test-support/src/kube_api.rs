@@ -177,6 +177,9 @@ impl KubeApi {
                 path.join("client-ca.crt").display()
             ))
             .arg("--authorization-mode=Node,RBAC")
+            // As a kubeadm cluster runs: privileged pods (CSI node plugins,
+            // CNI agents) are allowed.
+            .arg("--allow-privileged=true")
             .arg("--enable-admission-plugins=NodeRestriction")
             .arg("--service-account-issuer=https://kubernetes.default.svc")
             .arg(format!(

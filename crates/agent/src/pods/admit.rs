@@ -10,6 +10,7 @@
 //! | `container` | what a container got at admission, merged as the kubelet merges it |
 //! | `held` | what the node holds for pods, from both managers |
 //! | `served` | what the plugins serve, to wake waiting pods |
+//! | `sysctls` | the sysctls a pod may set, as the kubelet's sysctl admission allows them |
 
 #[cfg(feature = "kube")]
 pub(super) mod admission;
@@ -22,3 +23,5 @@ pub(super) mod held;
 pub(super) mod served;
 #[cfg(feature = "kube")]
 pub(super) mod spec;
+#[cfg(feature = "kube")]
+pub(super) mod sysctls;

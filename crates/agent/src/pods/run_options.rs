@@ -10,6 +10,7 @@
 //! | `env_sources` | the ConfigMaps and Secrets a container's environment names, read |
 //! | `runtime_spec` | what the runtime is asked for a pod and a container |
 //! | `linux_resources` | a container's cgroup resources, as the kubelet sets them |
+//! | `security_context` | a pod's and a container's security context, as the kubelet hands it to the runtime |
 //! | `service_env` | the Services' variables every container gets |
 //! | `host_dns` | the node's resolver file, read as the kubelet reads it |
 //! | `pod_dns` | a pod's resolver settings, as the kubelet's DNS configurer makes them |
@@ -33,5 +34,7 @@ pub(crate) mod pod_dns;
 pub(super) mod pod_files;
 #[cfg(feature = "kube")]
 pub(super) mod runtime_spec;
+#[cfg(feature = "kube")]
+pub(super) mod security_context;
 #[cfg(feature = "kube")]
 pub(super) mod service_env;

@@ -6,6 +6,7 @@ use std::time::Duration;
 use futures::stream::BoxStream;
 
 use super::error::RuntimeError;
+use super::security::ImageUser;
 use super::spec::{
     ContainerEvent, ContainerSpec, ContainerStatus, PullPolicy, SandboxSpec, SandboxStatus,
 };
@@ -96,6 +97,14 @@ pub trait ContainerRuntime: Send + Sync + 'static {
         policy: PullPolicy,
         sandbox: &SandboxSpec,
     ) -> Result<String, RuntimeError>;
+
+    /// Who image `image` (present on the node) runs as, by its
+    /// configuration; root when it names nobody (the kubelet's
+    /// `getImageUser`). A runtime that runs nothing says root.
+    async fn image_user(&self, image: &str) -> Result<ImageUser, RuntimeError> {
+        let _ = image;
+        Ok(ImageUser::default())
+    }
 
     /// Makes the pod's sandbox; its id.
     async fn run_sandbox(&self, sandbox: &SandboxSpec) -> Result<String, RuntimeError>;

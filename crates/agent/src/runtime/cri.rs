@@ -25,8 +25,10 @@ use tower::ServiceBuilder;
 use super::container_runtime::{
     ContainerRuntime, RuntimeCondition, RuntimeHandler, RuntimeStatus, RuntimeVersion,
 };
+use super::cri_security::{container_security, sandbox_security};
 use super::error::RuntimeError;
 use super::metrics::RuntimeMetrics;
+use super::security::ImageUser;
 use super::spec::{
     CONTAINER_NAME_LABEL, ContainerEvent, ContainerEventKind, ContainerSpec, ContainerState,
     ContainerStatus, LinuxResources, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL,
@@ -200,6 +202,28 @@ impl ContainerRuntime for CriRuntime {
             .map_err(failed("PullImage"))?
             .into_inner();
         Ok(pulled.image_ref)
+    }
+
+    async fn image_user(&self, image: &str) -> Result<ImageUser, RuntimeError> {
+        let found = self
+            .images
+            .clone()
+            .image_status(cri::ImageStatusRequest {
+                image: Some(cri::ImageSpec {
+                    image: image.to_string(),
+                    ..Default::default()
+                }),
+                verbose: false,
+            })
+            .await
+            .map_err(failed("ImageStatus"))?
+            .into_inner()
+            .image;
+        Ok(match found {
+            Some(cri::Image { uid: Some(uid), .. }) => ImageUser::Id(uid.value),
+            Some(cri::Image { username, .. }) if !username.is_empty() => ImageUser::Name(username),
+            _ => ImageUser::default(),
+        })
     }
 
     async fn run_sandbox(&self, sandbox: &SandboxSpec) -> Result<String, RuntimeError> {
@@ -623,10 +647,8 @@ fn sandbox_config(sandbox: &SandboxSpec) -> cri::PodSandboxConfig {
         labels: labeled(&sandbox.labels, &sandbox.pod, None),
         annotations: sandbox.annotations.clone().into_iter().collect(),
         linux: Some(cri::LinuxPodSandboxConfig {
-            security_context: Some(cri::LinuxSandboxSecurityContext {
-                namespace_options: Some(namespace_options()),
-                ..Default::default()
-            }),
+            security_context: Some(sandbox_security(&sandbox.security)),
+            sysctls: sandbox.security.sysctls.clone().into_iter().collect(),
             ..Default::default()
         }),
         ..Default::default()
@@ -714,12 +736,7 @@ fn container_config(
         stdin_once: container.stdin_once,
         tty: container.tty,
         linux: Some(cri::LinuxContainerConfig {
-            security_context: Some(cri::LinuxContainerSecurityContext {
-                namespace_options: Some(namespace_options()),
-                masked_paths: masked_paths(),
-                readonly_paths: READONLY_PATHS.iter().map(|p| p.to_string()).collect(),
-                ..Default::default()
-            }),
+            security_context: Some(container_security(&container.security)),
             resources: Some(linux_resources(&container.resources)),
         }),
         ..Default::default()
@@ -746,60 +763,6 @@ fn linux_resources(resources: &LinuxResources) -> cri::LinuxContainerResources {
         unified: resources.unified.clone().into_iter().collect(),
         ..Default::default()
     }
-}
-
-/// The namespaces of a host-network pod's sandbox and containers: the
-/// node's network, the pod's IPC, each container's PID.
-fn namespace_options() -> cri::NamespaceOption {
-    cri::NamespaceOption {
-        network: cri::NamespaceMode::Node as i32,
-        pid: cri::NamespaceMode::Container as i32,
-        ipc: cri::NamespaceMode::Pod as i32,
-        ..Default::default()
-    }
-}
-
-/// The paths the kubelet masks in a container with the default `/proc`
-/// mount (`securitycontext`'s default masked paths).
-const MASKED_PATHS: &[&str] = &[
-    "/proc/asound",
-    "/proc/acpi",
-    "/proc/interrupts",
-    "/proc/kcore",
-    "/proc/keys",
-    "/proc/latency_stats",
-    "/proc/timer_list",
-    "/proc/timer_stats",
-    "/proc/sched_debug",
-    "/proc/scsi",
-    "/sys/firmware",
-    "/sys/devices/virtual/powercap",
-];
-
-/// The paths the kubelet makes read-only in such a container.
-const READONLY_PATHS: &[&str] = &[
-    "/proc/bus",
-    "/proc/fs",
-    "/proc/irq",
-    "/proc/sys",
-    "/proc/sysrq-trigger",
-];
-
-/// The masked paths, with each CPU's `thermal_throttle` directory that
-/// exists on the node, as the kubelet adds them.
-fn masked_paths() -> Vec<String> {
-    let mut paths: Vec<String> = MASKED_PATHS.iter().map(|p| p.to_string()).collect();
-    if let Ok(cpus) = std::fs::read_dir("/sys/devices/system/cpu") {
-        let mut throttles: Vec<String> = cpus
-            .flatten()
-            .map(|cpu| cpu.path().join("thermal_throttle"))
-            .filter(|p| p.is_dir())
-            .map(|p| p.display().to_string())
-            .collect();
-        throttles.sort();
-        paths.extend(throttles);
-    }
-    paths
 }
 
 /// `labels` with the kubelet's pod (and container) labels.

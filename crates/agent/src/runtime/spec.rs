@@ -7,6 +7,8 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
+use crate::runtime::security::{ContainerSecurity, SandboxSecurity};
+
 /// A host path mounted into the container.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct MountSpec {
@@ -109,6 +111,8 @@ pub struct SandboxSpec {
     pub annotations: BTreeMap<String, String>,
     /// Its DNS settings; none: the runtime's default.
     pub dns: Option<DnsSpec>,
+    /// What it runs as and may do.
+    pub security: SandboxSecurity,
 }
 
 /// A sandbox's DNS settings (its `/etc/resolv.conf`).
@@ -165,6 +169,8 @@ pub struct ContainerSpec {
     pub stdin_once: bool,
     /// It runs on a terminal (`tty`).
     pub tty: bool,
+    /// What it runs as and may do.
+    pub security: ContainerSecurity,
 }
 
 /// A container's cgroup resources (CRI `LinuxContainerResources`), as the

@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::pods::admit::admission::{AdmissionError, Admitted, Admitter};
+use crate::pods::admit::sysctls::{SYSCTL_FORBIDDEN, forbidden_sysctl, running_kernel};
 use crate::pods::lifecycle::admission_gate::GatePass;
 use crate::pods::lifecycle::report::Report;
 use crate::pods::lifecycle::shutdown_requests::{
@@ -32,6 +33,10 @@ use crate::pods::lifecycle::shutdown_requests::{
 use crate::pods::pod::PodRef;
 use crate::pods::run::worker::{Worker, WorkerContext, WorkerEnd};
 use crate::pods::teardown::release::{Ending, ReleaseError, Releaser, ending_of};
+
+/// The running kernel's version, read once.
+static RUNNING_KERNEL: std::sync::LazyLock<Option<(u32, u32)>> =
+    std::sync::LazyLock::new(running_kernel);
 
 /// What operations use, shared by all of them.
 pub(in crate::pods) struct Operations {
@@ -104,6 +109,12 @@ impl Operations {
             Start::Run { admitted, lane } => self.run_pod(&pod_ref, &admitted, lane).await,
             Start::Admit { pass, fresh, lane } => {
                 let pod = lane.pod.borrow().clone();
+                // The kubelet's sysctl admission comes before its
+                // resource admission.
+                if let Some(message) = forbidden_sysctl(&pod, *RUNNING_KERNEL) {
+                    drop(pass);
+                    return self.reject(&pod_ref, SYSCTL_FORBIDDEN, &message).await;
+                }
                 let admission = self
                     .admitter
                     .admit(&pod, &pod_ref, pass, fresh)
@@ -174,12 +185,7 @@ impl Operations {
 
     /// Refuses pod `pod_ref` for good, as the kubelet's `rejectPod`: a
     /// Warning, and its status `Failed` with `reason` and the message.
-    async fn reject(
-        &self,
-        pod_ref: &PodRef,
-        reason: &'static str,
-        message: &'static str,
-    ) -> Outcome {
+    async fn reject(&self, pod_ref: &PodRef, reason: &str, message: &str) -> Outcome {
         let _pod = pod_ref.span("admit").entered();
         tracing::info!(%reason, %message, "the pod is refused");
         drop(_pod);

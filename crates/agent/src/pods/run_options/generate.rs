@@ -23,7 +23,8 @@ use crate::pods::run_options::env_sources::EnvObjects;
 use crate::pods::run_options::options::RunContainerOptions;
 use crate::pods::run_options::pod_files::{ETC_HOSTS, PodFiles};
 use crate::pods::run_options::runtime_spec::container_spec;
-use crate::runtime::ContainerSpec;
+use crate::pods::run_options::security_context::container_security;
+use crate::runtime::{ContainerSpec, ImageUser};
 use crate::volumes::{MountError, MountSources, PodVolumes, container_mounts};
 
 /// What the node adds to every container of one pod, gathered before its
@@ -46,6 +47,10 @@ pub(crate) struct NodeGiven<'a> {
     /// The node's allocatable resources (a limit a container does not
     /// set, for its `resourceFieldRef` variables).
     pub(crate) allocatable: &'a BTreeMap<String, String>,
+    /// Who the container's image runs as.
+    pub(crate) image_user: &'a ImageUser,
+    /// Where the node's seccomp profiles are (`<root>/seccomp`).
+    pub(crate) seccomp_root: &'a Path,
 }
 
 /// Why a container's run options could not be made (the kubelet's
@@ -58,13 +63,16 @@ pub(crate) enum RunOptionsError {
     Mounts(MountError),
     /// The environment could not be made: the kubelet's message.
     Env(String),
+    /// The security context refuses the container, or names what cannot
+    /// be: the kubelet's message.
+    Security(String),
 }
 
 impl fmt::Display for RunOptionsError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::PodFiles(e) => write!(f, "cannot make the container's files: {e}"),
-            Self::Env(message) => f.write_str(message),
+            Self::Env(message) | Self::Security(message) => f.write_str(message),
             Self::Mounts(e) => write!(f, "{e}"),
         }
     }
@@ -75,7 +83,7 @@ impl std::error::Error for RunOptionsError {
         match self {
             Self::PodFiles(e) => Some(e),
             Self::Mounts(e) => Some(e),
-            Self::Env(_) => None,
+            Self::Env(_) | Self::Security(_) => None,
         }
     }
 }
@@ -91,7 +99,9 @@ pub(crate) fn run_container_spec(
     attempt: u32,
 ) -> Result<ContainerSpec, RunOptionsError> {
     let options = run_options(pod, container, admitted, node)?;
-    Ok(container_spec(pod, container, options, attempt))
+    let security = container_security(pod, container, node.image_user, node.seccomp_root)
+        .map_err(RunOptionsError::Security)?;
+    Ok(container_spec(pod, container, options, security, attempt))
 }
 
 /// The run options of `container` (its files made now).

@@ -19,9 +19,8 @@
 //!
 //! What the container is given (environment, mounts, device nodes, CDI
 //! devices, the plugins' annotations) comes assembled in one place
-//! (`generate`); the cgroup resources from `linux_resources`. Not made:
-//! `envFrom`, volumes and the security context (see the operator guide
-//! for what a pod that needs them gets).
+//! (`generate`); the cgroup resources from `linux_resources`; the
+//! security context from `security_context`.
 
 use std::collections::BTreeMap;
 
@@ -30,9 +29,10 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use crate::pods::run_options::env::expand;
 use crate::pods::run_options::linux_resources::{Host, container_resources};
 use crate::pods::run_options::options::RunContainerOptions;
+use crate::pods::run_options::security_context::sandbox_security;
 use crate::runtime::{
-    CONTAINER_NAME_LABEL, ContainerSpec, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL,
-    PodIdentity, SandboxSpec,
+    CONTAINER_NAME_LABEL, ContainerSecurity, ContainerSpec, POD_NAME_LABEL, POD_NAMESPACE_LABEL,
+    POD_UID_LABEL, PodIdentity, SandboxSpec,
 };
 
 /// The pod's sandbox, its `attempt`th, with its logs under `pod_logs`.
@@ -64,6 +64,7 @@ pub(crate) fn sandbox_spec(pod: &Pod, attempt: u32, pod_logs: &str) -> SandboxSp
         attempt,
         pod: identity,
         dns: None,
+        security: sandbox_security(pod),
     }
 }
 
@@ -77,6 +78,7 @@ pub(crate) fn container_spec(
     pod: &Pod,
     container: &Container,
     options: RunContainerOptions,
+    security: ContainerSecurity,
     restart_count: u32,
 ) -> ContainerSpec {
     let identity = identity(pod);
@@ -173,6 +175,7 @@ pub(crate) fn container_spec(
         stdin: container.stdin.unwrap_or(false),
         stdin_once: container.stdin_once.unwrap_or(false),
         tty: container.tty.unwrap_or(false),
+        security,
     }
 }
 

@@ -23,6 +23,9 @@ use crate::pods::teardown::kill_container::{ContainerKill, MINIMUM_GRACE_SECONDS
 use crate::runtime::{PullPolicy, SandboxSpec};
 use crate::volumes::VolumeImage;
 
+/// The kubelet's root directory, for a node that keeps no pod files.
+const DEFAULT_ROOT: &str = "/var/lib/kubelet";
+
 impl Worker {
     /// Makes and starts container `container` of `pod` in sandbox
     /// `sandbox_id`: its image, PreStartContainer, create, start. A
@@ -101,7 +104,20 @@ impl Worker {
             .flatten()
             .map(|(k, v)| (k, v.0))
             .collect();
+        let image_user = runtime
+            .image_user(&image_ref)
+            .await
+            .map_err(|e| self.failed(pod, container, "CreateContainerConfigError", e))?;
+        let seccomp_root = self
+            .context
+            .pods_dir
+            .as_deref()
+            .and_then(std::path::Path::parent)
+            .unwrap_or(std::path::Path::new(DEFAULT_ROOT))
+            .join("seccomp");
         let node = NodeGiven {
+            image_user: &image_user,
+            seccomp_root: &seccomp_root,
             env_objects: &env_objects,
             allocatable: &allocatable,
             service_env: &service_env,

@@ -51,6 +51,8 @@ fn a_container_gets_the_plugins_answers_and_its_own_settings_as_the_kubelet_send
         images: &BTreeMap::new(),
         env_objects: &EnvObjects::default(),
         allocatable: &BTreeMap::new(),
+        image_user: &crate::runtime::ImageUser::default(),
+        seccomp_root: std::path::Path::new("/var/lib/kubelet/seccomp"),
     };
     let spec = run_container_spec(&pod, main, &resources(), &node, 2).unwrap();
     assert_eq!(spec.attempt, 2);
@@ -117,6 +119,8 @@ fn the_services_follow_the_containers_own_variables_and_the_pods_files_the_plugi
         images: &BTreeMap::new(),
         env_objects: &EnvObjects::default(),
         allocatable: &BTreeMap::new(),
+        image_user: &crate::runtime::ImageUser::default(),
+        seccomp_root: std::path::Path::new("/var/lib/kubelet/seccomp"),
     };
     let options = run_options(&pod, main, &resources(), &node).unwrap();
     let names: Vec<&str> = options.envs.iter().map(|(k, _)| k.as_str()).collect();
