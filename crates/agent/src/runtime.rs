@@ -54,7 +54,7 @@ pub use spec::{
     CONTAINER_NAME_LABEL, ContainerEvent, ContainerEventKind, ContainerSpec, ContainerState,
     ContainerStatus, ContainerUser, DeviceNodeSpec, DnsSpec, LinuxResources, MountImage,
     MountPropagation, MountSpec, POD_LOGS_DIR, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL,
-    PodIdentity, PullPolicy, SandboxSpec, SandboxStatus,
+    PodIdentity, PullPolicy, PulledImage, SandboxSpec, SandboxStatus,
 };
 pub use stats::{ContainerStats, Sample, SandboxStats};
 pub use streaming::{AttachRequest, EXEC_SYNC_DEFAULT_DEADLINE, ExecRequest, ExecSyncOutput};

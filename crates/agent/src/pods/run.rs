@@ -5,9 +5,10 @@
 //!
 //! | file | what |
 //! |---|---|
-//! | `worker` | one admitted pod's containers run through the runtime (`worker/start`: one container started) |
+//! | `worker` | one admitted pod's containers run through the runtime (`worker/start`: one container started; `worker/pull`: its image made present) |
 //! | `pod_sync` | what a running pod's containers need next, and its phase |
 //! | `crash_backoff` | the kubelet's crash-loop back-off |
+//! | `image_pulls` | the kubelet's image pull back-off |
 //! | `probes` | the containers' liveness, readiness and startup probes |
 //! | `hooks` | a container's `postStart` and `preStop` hooks |
 //! | `lifecycle_events` | the runtime's container events told to workers |
@@ -17,6 +18,8 @@
 pub(super) mod crash_backoff;
 #[cfg(feature = "kube")]
 pub(crate) mod hooks;
+#[cfg(feature = "kube")]
+pub(super) mod image_pulls;
 #[cfg(feature = "kube")]
 pub(super) mod lifecycle_events;
 #[cfg(feature = "kube")]

@@ -8,7 +8,8 @@ use futures::stream::BoxStream;
 use super::error::RuntimeError;
 use super::security::ImageUser;
 use super::spec::{
-    ContainerEvent, ContainerSpec, ContainerStatus, PullPolicy, SandboxSpec, SandboxStatus,
+    ContainerEvent, ContainerSpec, ContainerStatus, PullPolicy, PulledImage, SandboxSpec,
+    SandboxStatus,
 };
 use super::stats::{ContainerStats, SandboxStats};
 use super::streaming::{AttachRequest, ExecRequest, ExecSyncOutput};
@@ -89,6 +90,17 @@ pub trait ContainerRuntime: Send + Sync + 'static {
             .is_some_and(|h| h.recursive_read_only_mounts))
     }
 
+    /// The reference of `image` when the node has it.
+    async fn image_present(&self, image: &str) -> Result<Option<String>, RuntimeError>;
+
+    /// Pulls `image` for a container of `sandbox`'s pod: its reference and
+    /// size.
+    async fn pull_image(
+        &self,
+        image: &str,
+        sandbox: &SandboxSpec,
+    ) -> Result<PulledImage, RuntimeError>;
+
     /// The reference of `image`, pulled first when `policy` says so (for a
     /// container of `sandbox`'s pod).
     async fn ensure_image(
@@ -96,7 +108,20 @@ pub trait ContainerRuntime: Send + Sync + 'static {
         image: &str,
         policy: PullPolicy,
         sandbox: &SandboxSpec,
-    ) -> Result<String, RuntimeError>;
+    ) -> Result<String, RuntimeError> {
+        if policy != PullPolicy::Always {
+            match self.image_present(image).await? {
+                Some(reference) => return Ok(reference),
+                None if policy == PullPolicy::Never => {
+                    return Err(RuntimeError::ImageNeverPulled {
+                        image: image.to_string(),
+                    });
+                }
+                None => {}
+            }
+        }
+        Ok(self.pull_image(image, sandbox).await?.reference)
+    }
 
     /// Who image `image` (present on the node) runs as, by its
     /// configuration; root when it names nobody (the kubelet's

@@ -32,7 +32,7 @@ use super::security::ImageUser;
 use super::spec::{
     CONTAINER_NAME_LABEL, ContainerEvent, ContainerEventKind, ContainerSpec, ContainerState,
     ContainerStatus, LinuxResources, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL,
-    PodIdentity, PullPolicy, SandboxSpec, SandboxStatus,
+    PodIdentity, PulledImage, SandboxSpec, SandboxStatus,
 };
 use super::stats::{ContainerStats, Sample, SandboxStats};
 use super::streaming::{AttachRequest, EXEC_SYNC_DEFAULT_DEADLINE, ExecRequest, ExecSyncOutput};
@@ -58,6 +58,24 @@ pub struct CriRuntime {
 }
 
 impl CriRuntime {
+    /// What the runtime has of `image`, when it has it.
+    async fn image_status(&self, image: &str) -> Result<Option<cri::Image>, RuntimeError> {
+        Ok(self
+            .images
+            .clone()
+            .image_status(cri::ImageStatusRequest {
+                image: Some(cri::ImageSpec {
+                    image: image.to_string(),
+                    ..Default::default()
+                }),
+                verbose: false,
+            })
+            .await
+            .map_err(failed("ImageStatus"))?
+            .into_inner()
+            .image)
+    }
+
     /// A runtime at `endpoint` (`unix:///run/containerd/containerd.sock`
     /// or a plain path); calls bounded by `timeout` unless they set their
     /// own, counted in `metrics`. Nothing is dialed until the first call.
@@ -158,68 +176,40 @@ impl ContainerRuntime for CriRuntime {
         })
     }
 
-    async fn ensure_image(
+    async fn image_present(&self, image: &str) -> Result<Option<String>, RuntimeError> {
+        Ok(self.image_status(image).await?.map(|found| found.id))
+    }
+
+    async fn pull_image(
         &self,
         image: &str,
-        policy: PullPolicy,
         sandbox: &SandboxSpec,
-    ) -> Result<String, RuntimeError> {
-        let spec = cri::ImageSpec {
-            image: image.to_string(),
-            ..Default::default()
-        };
-        if policy != PullPolicy::Always {
-            let present = self
-                .images
-                .clone()
-                .image_status(cri::ImageStatusRequest {
-                    image: Some(spec.clone()),
-                    verbose: false,
-                })
-                .await
-                .map_err(failed("ImageStatus"))?
-                .into_inner()
-                .image;
-            match present {
-                Some(found) => return Ok(found.id),
-                None if policy == PullPolicy::Never => {
-                    return Err(RuntimeError::ImageNeverPulled {
-                        image: image.to_string(),
-                    });
-                }
-                None => {}
-            }
-        }
-        let pulled = self
+    ) -> Result<PulledImage, RuntimeError> {
+        let reference = self
             .images
             .clone()
             .pull_image(cri::PullImageRequest {
-                image: Some(spec),
+                image: Some(cri::ImageSpec {
+                    image: image.to_string(),
+                    ..Default::default()
+                }),
                 auth: None,
                 sandbox_config: Some(sandbox_config(sandbox)),
             })
             .await
             .map_err(failed("PullImage"))?
-            .into_inner();
-        Ok(pulled.image_ref)
+            .into_inner()
+            .image_ref;
+        // Its size, as the kubelet tells it in its Event.
+        let size = self
+            .image_status(&reference)
+            .await?
+            .map_or(0, |found| found.size);
+        Ok(PulledImage { reference, size })
     }
 
     async fn image_user(&self, image: &str) -> Result<ImageUser, RuntimeError> {
-        let found = self
-            .images
-            .clone()
-            .image_status(cri::ImageStatusRequest {
-                image: Some(cri::ImageSpec {
-                    image: image.to_string(),
-                    ..Default::default()
-                }),
-                verbose: false,
-            })
-            .await
-            .map_err(failed("ImageStatus"))?
-            .into_inner()
-            .image;
-        Ok(match found {
+        Ok(match self.image_status(image).await? {
             Some(cri::Image { uid: Some(uid), .. }) => ImageUser::Id(uid.value),
             Some(cri::Image { username, .. }) if !username.is_empty() => ImageUser::Name(username),
             _ => ImageUser::default(),

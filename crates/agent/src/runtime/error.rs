@@ -68,6 +68,20 @@ impl RuntimeError {
         }
     }
 
+    /// The failure as the kubelet's CRI client words it (grpc-go's
+    /// `rpc error: code = NotFound desc = ...`).
+    pub fn go_text(&self) -> String {
+        match self {
+            Self::Call { code, message, .. } => {
+                format!("rpc error: code = {code:?} desc = {message}")
+            }
+            Self::Deadline { .. } => {
+                "rpc error: code = DeadlineExceeded desc = context deadline exceeded".into()
+            }
+            other => other.to_string(),
+        }
+    }
+
     /// Whether the runtime said the thing asked about does not exist.
     pub fn is_not_found(&self) -> bool {
         self.code() == Some(tonic::Code::NotFound)

@@ -28,8 +28,8 @@ use super::container_runtime::{
 };
 use super::error::RuntimeError;
 use super::spec::{
-    ContainerEvent, ContainerEventKind, ContainerSpec, ContainerState, ContainerStatus, PullPolicy,
-    SandboxSpec, SandboxStatus,
+    ContainerEvent, ContainerEventKind, ContainerSpec, ContainerState, ContainerStatus,
+    PulledImage, SandboxSpec, SandboxStatus,
 };
 
 /// The exit code of a process killed by SIGKILL.
@@ -197,13 +197,19 @@ impl ContainerRuntime for SimulatedRuntime {
         })
     }
 
-    async fn ensure_image(
+    async fn image_present(&self, image: &str) -> Result<Option<String>, RuntimeError> {
+        Ok(Some(image.to_string()))
+    }
+
+    async fn pull_image(
         &self,
         image: &str,
-        _policy: PullPolicy,
         _sandbox: &SandboxSpec,
-    ) -> Result<String, RuntimeError> {
-        Ok(image.to_string())
+    ) -> Result<PulledImage, RuntimeError> {
+        Ok(PulledImage {
+            reference: image.to_string(),
+            size: 0,
+        })
     }
 
     async fn run_sandbox(&self, sandbox: &SandboxSpec) -> Result<String, RuntimeError> {
@@ -399,7 +405,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::runtime::PodIdentity;
+    use crate::runtime::{PodIdentity, PullPolicy};
 
     fn sandbox() -> SandboxSpec {
         SandboxSpec {

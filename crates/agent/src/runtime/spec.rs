@@ -297,6 +297,15 @@ pub struct ContainerEvent {
     pub pod_uid: Option<String>,
 }
 
+/// An image the runtime pulled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PulledImage {
+    /// Its reference (an image id).
+    pub reference: String,
+    /// Its size in bytes, as the runtime tells it.
+    pub size: u64,
+}
+
 /// When an image is pulled, as the pod's `imagePullPolicy` says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PullPolicy {

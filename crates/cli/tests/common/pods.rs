@@ -113,8 +113,9 @@ impl Cluster {
         list["items"].as_array().cloned().unwrap_or_default()
     }
 
-    /// The Events a node agent recorded on pod `default/NAME` (the
-    /// scheduler's are left out).
+    /// The Warning Events a node agent recorded on pod `default/NAME` (the
+    /// scheduler's, and the Normal ones of its containers' lives, left
+    /// out).
     pub async fn events_of(&self, name: &str) -> Vec<Value> {
         let path =
             format!("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D{name}");
@@ -124,7 +125,7 @@ impl Cluster {
             .cloned()
             .unwrap_or_default()
             .into_iter()
-            .filter(|e| e["source"]["component"] == "nodeplugins")
+            .filter(|e| e["source"]["component"] == "nodeplugins" && e["type"] == "Warning")
             .collect()
     }
 }

@@ -1,10 +1,11 @@
-//! The kubelet's crash-loop back-off: a container that exited and is to be
-//! restarted is restarted at once the first time; each restart then waits
-//! twice as long as the one before (10 s, 20 s, ... up to 5 min) when the
-//! container ended within that long of its last restart, and the wait goes
-//! back to 10 s once the container ran for 10 minutes since its last
-//! restart (the kubelet's `MaxContainerBackOff`, its initial 10 s and its
-//! reset after a container ran that long).
+//! The kubelet's crash-loop back-off (its `crashLoopBackOff`, asked by
+//! `doBackOff` with the exited container's finish time): a container that
+//! exited and is to be restarted is restarted at once the first time;
+//! after that it waits, from its exit, the back-off its last restart set:
+//! 10 s after the first restart, twice that after each next one, up to
+//! 5 min (`MaxContainerBackOff`). A container that exits more than
+//! 10 minutes after its last restart starts over: restarted at once, the
+//! back-off back to 10 s.
 
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
@@ -13,17 +14,26 @@ use std::time::{Duration, SystemTime};
 pub(crate) const CRASH_BACKOFF_INITIAL: Duration = Duration::from_secs(10);
 /// The longest wait before a restart.
 pub(crate) const CRASH_BACKOFF_MAX: Duration = Duration::from_secs(300);
-/// A container whose last restart is this long ago starts over at the
-/// first wait.
+/// A container that exits this long after its last restart starts over at
+/// the first wait (the kubelet's `HasExpiredFunc`).
 pub(crate) const CRASH_BACKOFF_RESET: Duration = Duration::from_secs(600);
 
 /// One container's back-off.
 #[derive(Debug, Clone, Copy)]
 struct Entry {
-    /// The wait the next restart may owe.
+    /// The wait after its next exit.
     wait: Duration,
     /// When it was last restarted.
     restarted_at: SystemTime,
+}
+
+impl Entry {
+    /// Whether an exit at `finished_at` starts over.
+    fn expired_by(&self, finished_at: SystemTime) -> bool {
+        finished_at
+            .duration_since(self.restarted_at)
+            .is_ok_and(|since| since > CRASH_BACKOFF_RESET)
+    }
 }
 
 /// The back-off of each container of one pod, by name.
@@ -33,9 +43,9 @@ pub(crate) struct CrashBackoff {
 }
 
 impl CrashBackoff {
-    /// When container `name`, which ended at `finished_at`, may be
+    /// When container `name`, which exited at `finished_at`, may be
     /// restarted: `None` when now (`now`), else the time and the wait it
-    /// serves.
+    /// serves (the kubelet's `IsInBackOffSince`).
     pub(crate) fn restart_at(
         &self,
         name: &str,
@@ -43,24 +53,19 @@ impl CrashBackoff {
         now: SystemTime,
     ) -> Option<(SystemTime, Duration)> {
         let entry = self.entries.get(name)?;
-        let ran = finished_at
-            .duration_since(entry.restarted_at)
-            .unwrap_or_default();
-        if ran >= entry.wait {
+        if entry.expired_by(finished_at) {
             return None;
         }
-        let at = entry.restarted_at + entry.wait;
+        let at = finished_at + entry.wait;
         (at > now).then_some((at, entry.wait))
     }
 
-    /// Container `name` is restarted at `now`: the next restart owes twice
-    /// the wait (the first wait, after the first restart or a long run).
-    pub(crate) fn restarted(&mut self, name: &str, now: SystemTime) {
+    /// Container `name`, which exited at `finished_at`, is restarted at
+    /// `now`: its next exit waits twice as long, or the first wait after
+    /// its first restart or one that starts over (the kubelet's `Next`).
+    pub(crate) fn restarted(&mut self, name: &str, finished_at: SystemTime, now: SystemTime) {
         let wait = match self.entries.get(name) {
-            Some(entry)
-                if now.duration_since(entry.restarted_at).unwrap_or_default()
-                    < CRASH_BACKOFF_RESET =>
-            {
+            Some(entry) if !entry.expired_by(finished_at) => {
                 (entry.wait * 2).min(CRASH_BACKOFF_MAX)
             }
             _ => CRASH_BACKOFF_INITIAL,
@@ -84,20 +89,21 @@ mod tests {
     }
 
     #[test]
-    fn the_first_restart_is_at_once_then_each_waits_twice_as_long_up_to_five_minutes() {
+    fn the_first_restart_is_at_once_then_each_waits_twice_as_long_from_the_exit_up_to_five_minutes()
+    {
         let mut backoff = CrashBackoff::default();
         assert_eq!(backoff.restart_at("c", at(1), at(1)), None);
-        backoff.restarted("c", at(1));
-        // Crashed one second later: it waits out 10 s from its restart.
+        backoff.restarted("c", at(1), at(1));
+        // Exited one second later: it waits 10 s from its exit.
         assert_eq!(
             backoff.restart_at("c", at(2), at(2)),
-            Some((at(11), Duration::from_secs(10)))
+            Some((at(12), Duration::from_secs(10)))
         );
-        assert_eq!(backoff.restart_at("c", at(2), at(11)), None);
-        let mut now = 11;
+        assert_eq!(backoff.restart_at("c", at(2), at(12)), None);
+        let mut now = 12;
         let mut waits = Vec::new();
         for _ in 0..7 {
-            backoff.restarted("c", at(now));
+            backoff.restarted("c", at(now - 10), at(now));
             let (due, wait) = backoff.restart_at("c", at(now + 1), at(now + 1)).unwrap();
             waits.push(wait.as_secs());
             now = due.duration_since(at(0)).unwrap().as_secs();
@@ -106,23 +112,39 @@ mod tests {
     }
 
     #[test]
-    fn a_container_that_ran_longer_than_its_wait_restarts_at_once_and_a_long_run_resets_the_wait() {
+    fn a_container_that_runs_a_while_still_waits_its_back_off_after_each_exit() {
+        // Crashes 60 s after each start: the kubelet waits 10, 20, 40, 80,
+        // 160, 300 s after each exit, however long the run was.
         let mut backoff = CrashBackoff::default();
-        backoff.restarted("c", at(0));
-        backoff.restarted("c", at(1));
-        // 20 s owed; it ran 30 s: restarted at once.
-        assert_eq!(backoff.restart_at("c", at(31), at(31)), None);
-        backoff.restarted("c", at(31));
+        let mut now = 0;
+        backoff.restarted("c", at(now), at(now));
+        let mut waits = Vec::new();
+        for _ in 0..6 {
+            let exit = now + 60;
+            let (due, wait) = backoff.restart_at("c", at(exit), at(exit)).unwrap();
+            waits.push(wait.as_secs());
+            now = due.duration_since(at(0)).unwrap().as_secs();
+            backoff.restarted("c", at(exit), at(now));
+        }
+        assert_eq!(waits, [10, 20, 40, 80, 160, 300]);
+    }
+
+    #[test]
+    fn an_exit_ten_minutes_after_the_last_restart_starts_over() {
+        let mut backoff = CrashBackoff::default();
+        backoff.restarted("c", at(0), at(0));
+        backoff.restarted("c", at(5), at(15));
         assert_eq!(
-            backoff.restart_at("c", at(32), at(32)).map(|(_, w)| w),
-            Some(Duration::from_secs(40))
+            backoff.restart_at("c", at(16), at(16)).map(|(_, w)| w),
+            Some(Duration::from_secs(20))
         );
-        // Restarted again 10 minutes after the last restart: back to 10 s.
-        backoff.restarted("c", at(31 + 601));
+        // Ran 601 s since its last restart: restarted at once, then 10 s.
+        assert_eq!(backoff.restart_at("c", at(616), at(616)), None);
+        backoff.restarted("c", at(616), at(616));
         assert_eq!(
-            backoff.restart_at("c", at(633), at(633)).map(|(_, w)| w),
+            backoff.restart_at("c", at(617), at(617)).map(|(_, w)| w),
             Some(Duration::from_secs(10))
         );
-        assert_eq!(backoff.restart_at("other", at(633), at(633)), None);
+        assert_eq!(backoff.restart_at("other", at(617), at(617)), None);
     }
 }

@@ -126,8 +126,9 @@ pub(crate) struct Start {
     pub(crate) name: String,
     /// Its attempt: 0, or the one after its latest container's.
     pub(crate) attempt: u32,
-    /// A restart, which counts against its back-off.
-    pub(crate) restart: bool,
+    /// A restart of the container that exited then, which counts
+    /// against its back-off.
+    pub(crate) restart: Option<SystemTime>,
 }
 
 /// A running container to kill because a probe failed.
@@ -415,7 +416,7 @@ impl Decide<'_> {
             None => Some(Start {
                 name: name.into(),
                 attempt: self.observed.next_attempts.get(name).copied().unwrap_or(0),
-                restart: false,
+                restart: None,
             }),
             Some(c) if c.state == ContainerState::Running => None,
             Some(c) if c.state == ContainerState::Exited => {
@@ -443,7 +444,7 @@ impl Decide<'_> {
                         None => Some(Start {
                             name: name.into(),
                             attempt: c.attempt + 1,
-                            restart: true,
+                            restart: Some(finished),
                         }),
                     }
                 }
@@ -452,7 +453,7 @@ impl Decide<'_> {
             Some(c) => Some(Start {
                 name: name.into(),
                 attempt: c.attempt + 1,
-                restart: false,
+                restart: None,
             }),
         };
         if let Some(start) = &start {
@@ -461,7 +462,7 @@ impl Decide<'_> {
             } else if view.waiting.is_none() && view.current.is_none() {
                 view.waiting = Some((CONTAINER_CREATING.into(), String::new()));
             }
-            if start.restart
+            if start.restart.is_some()
                 && let Some(c) = &current
             {
                 view.previous = Some(c.clone());

@@ -19,6 +19,7 @@
 
 mod kill;
 mod probes;
+mod pull;
 mod start;
 mod status;
 mod volumes;
@@ -45,8 +46,11 @@ use crate::pods::lifecycle::report::Report;
 use crate::pods::pod::PodRef;
 use crate::pods::run::crash_backoff::CrashBackoff;
 use crate::pods::run::hooks::POST_START_HOOK_ERROR;
+use crate::pods::run::image_pulls::ImagePulls;
 use crate::pods::run::lifecycle_events::LifecycleEvent;
-use crate::pods::run::pod_sync::{ApiPhase, Observed, StartErrors, SyncPlan, plan};
+use crate::pods::run::pod_sync::{
+    ApiPhase, CRASH_LOOP_BACK_OFF, Observed, StartErrors, SyncPlan, plan,
+};
 use crate::pods::run::probes::PodProber;
 use crate::pods::run::resource_health::{HealthSources, allocated_resources_status};
 use crate::pods::run_options::host_dns::host_dns;
@@ -192,6 +196,11 @@ pub(crate) struct Worker {
     stop: CancellationToken,
     backoff: CrashBackoff,
     start_errors: StartErrors,
+    /// The pull back-off of the pod's images.
+    image_pulls: ImagePulls,
+    /// The attempt of each container whose crash-loop back-off was told
+    /// in an Event.
+    backoff_told: BTreeMap<String, u32>,
     /// Each condition as last written.
     conditions: BTreeMap<String, (bool, SystemTime)>,
     start_time: SystemTime,
@@ -270,6 +279,8 @@ impl Worker {
             stop,
             backoff: CrashBackoff::default(),
             start_errors: StartErrors::new(),
+            image_pulls: ImagePulls::default(),
+            backoff_told: BTreeMap::new(),
             conditions,
             start_time,
             written: None,
@@ -356,7 +367,9 @@ impl Worker {
                     if changed.is_err() {
                         return WorkerEnd::Stopped;
                     }
-                    self.pod_updated();
+                    // Its status alone changing (this worker's own write,
+                    // most often) asks for nothing, as with the kubelet.
+                    resync = self.pod_updated();
                 }
                 () = next_event(&mut events, &uid) => {}
                 () = nodeplugins_api::timer::sleep_until(next) => {}
@@ -467,16 +480,18 @@ impl Worker {
                 {
                     Ok(()) => {
                         self.start_errors.remove(&start.name);
-                        if start.restart {
-                            self.backoff.restarted(&start.name, SystemTime::now());
+                        if let Some(finished) = start.restart {
+                            self.backoff
+                                .restarted(&start.name, finished, SystemTime::now());
                         }
                         started = true;
                     }
                     Err((reason, message)) => {
                         if reason == POST_START_HOOK_ERROR {
                             // It ran, and was killed: a restart all the same.
-                            if start.restart {
-                                self.backoff.restarted(&start.name, SystemTime::now());
+                            if let Some(finished) = start.restart {
+                                self.backoff
+                                    .restarted(&start.name, finished, SystemTime::now());
                             }
                             started = true;
                         }
@@ -494,6 +509,7 @@ impl Worker {
             decided = self.plan(&pod, &observed, SystemTime::now());
         }
         self.show_probes(&observed);
+        self.tell_backoffs(&pod, &decided);
         let phase = self.write_status(&pod, &decided).await;
         let wake = decided
             .wake_at
@@ -506,6 +522,39 @@ impl Worker {
             .chain(self.volumes_resync_at)
             .min();
         Ok((phase, wake))
+    }
+
+    /// A Warning `BackOff` for each container that waits out its
+    /// crash-loop back-off, once per exit, as the kubelet's `doBackOff`
+    /// records it.
+    fn tell_backoffs(&mut self, pod: &Pod, decided: &SyncPlan) {
+        for view in &decided.containers {
+            let waits = view
+                .waiting
+                .as_ref()
+                .is_some_and(|(reason, _)| reason == CRASH_LOOP_BACK_OFF);
+            let Some(exited) = view.previous.as_ref().filter(|_| waits) else {
+                continue;
+            };
+            if self.backoff_told.get(&view.name) == Some(&exited.attempt) {
+                continue;
+            }
+            self.backoff_told.insert(view.name.clone(), exited.attempt);
+            let pod_name = format!(
+                "{}_{}({})",
+                self.pod_ref.name, self.pod_ref.namespace, self.pod_ref.uid
+            );
+            self.container_event(
+                pod,
+                &view.name,
+                "Warning",
+                "BackOff",
+                format!(
+                    "Back-off restarting failed container {} in pod {pod_name}",
+                    view.name
+                ),
+            );
+        }
     }
 
     /// What `pod` needs now that the runtime shows `observed`, its probes,

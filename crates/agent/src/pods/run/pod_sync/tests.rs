@@ -168,7 +168,7 @@ fn a_failed_init_container_fails_a_never_pod_and_is_restarted_otherwise() {
         [Start {
             name: "setup".into(),
             attempt: 1,
-            restart: true
+            restart: Some(at(2))
         }]
     );
 }
@@ -196,7 +196,7 @@ fn the_restart_policy_decides_restarts_and_the_phase() {
 fn a_restart_within_its_back_off_waits_with_the_kubelets_words() {
     let pod = pod("Always", &[], &["main"]);
     let mut backoff = CrashBackoff::default();
-    backoff.restarted("main", at(1));
+    backoff.restarted("main", at(0), at(1));
     let crashed = observed(vec![container("main", 1, ContainerState::Exited, Some(1))]);
     let plan = plan(
         &pod,
@@ -207,7 +207,8 @@ fn a_restart_within_its_back_off_waits_with_the_kubelets_words() {
         at(3),
     );
     assert!(plan.start.is_empty());
-    assert_eq!(plan.wake_at, Some(at(11)));
+    // Ten seconds from its exit, not from its restart.
+    assert_eq!(plan.wake_at, Some(at(12)));
     let view = &plan.containers[0];
     let (reason, message) = view.waiting.clone().unwrap();
     assert_eq!(reason, CRASH_LOOP_BACK_OFF);

@@ -38,27 +38,23 @@ impl Worker {
         container: &Container,
         attempt: u32,
     ) -> Result<(), (String, String)> {
-        let runtime = self.context.runtime.as_ref();
         // The images of the image volumes it mounts, before its own (as
         // the kubelet pulls them before its containers start).
         let mut images = BTreeMap::new();
         for (name, source) in self.image_volumes(container) {
             let reference = source.reference;
             let policy = PullPolicy::of(source.pull_policy.as_deref(), &reference);
-            let pulled = tokio::select! {
-                () = self.stop.cancelled() => return Err(("Stopping".into(), String::new())),
-                pulled = runtime.ensure_image(&reference, policy, sandbox) => pulled,
-            }
-            .map_err(|e| pull_failure(policy, &reference, &e))?;
+            let pulled = self
+                .pull(pod, &container.name, &reference, policy, sandbox)
+                .await?;
             images.insert(name, pulled);
         }
         let image = container.image.clone().unwrap_or_default();
         let policy = PullPolicy::of(container.image_pull_policy.as_deref(), &image);
-        let image_ref = tokio::select! {
-            () = self.stop.cancelled() => return Err(("Stopping".into(), String::new())),
-            pulled = runtime.ensure_image(&image, policy, sandbox) => pulled,
-        }
-        .map_err(|e| pull_failure(policy, &image, &e))?;
+        let image_ref = self
+            .pull(pod, &container.name, &image, policy, sandbox)
+            .await?;
+        let runtime = self.context.runtime.as_ref();
         let resources = self
             .resources
             .get(&container.name)
@@ -259,20 +255,38 @@ impl Worker {
         e: impl std::fmt::Display,
     ) -> (String, String) {
         let message = e.to_string();
+        self.container_event(
+            pod,
+            &container.name,
+            "Warning",
+            FAILED,
+            format!("Error: {message}"),
+        );
+        (reason.to_string(), message)
+    }
+
+    /// Records an Event of `type_` and `reason` on container `name` of
+    /// `pod`, in the background.
+    pub(super) fn container_event(
+        &self,
+        pod: &Pod,
+        name: &str,
+        type_: &'static str,
+        reason: &'static str,
+        message: String,
+    ) {
         let kind = containers(pod)
             .into_iter()
-            .find(|(c, _)| c.name == container.name)
+            .find(|(c, _)| c.name == name)
             .map_or(ContainerKind::App, |(_, kind)| kind);
         let events = self.context.pod_events.clone();
         let pod_ref = self.pod_ref.clone();
-        let path = crate::pods::run::probes::field_path(&container.name, kind);
-        let text = format!("Error: {message}");
+        let path = crate::pods::run::probes::field_path(name, kind);
         tokio::spawn(async move {
             events
-                .on_container(&pod_ref, &path, "Warning", FAILED, &text)
+                .on_container(&pod_ref, &path, type_, reason, &message)
                 .await;
         });
-        (reason.to_string(), message)
     }
 
     /// The image volumes `container` mounts, by name, as set up for the
@@ -296,15 +310,3 @@ impl Worker {
 /// The reason of the Event of a container that could not be made or
 /// started (the kubelet's `FailedToCreateContainer`).
 const FAILED: &str = "Failed";
-
-/// The kubelet's (reason, message) of image `image` that could not be
-/// pulled under `policy`.
-fn pull_failure(policy: PullPolicy, image: &str, e: &impl std::fmt::Display) -> (String, String) {
-    match policy {
-        PullPolicy::Never => (
-            "ErrImageNeverPull".to_string(),
-            format!("Container image \"{image}\" is not present with pull policy of Never"),
-        ),
-        _ => ("ErrImagePull".to_string(), e.to_string()),
-    }
-}

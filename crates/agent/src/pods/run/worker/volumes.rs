@@ -94,7 +94,9 @@ impl Worker {
     /// annotations, not its status alone) makes its volumes due at once,
     /// as an update makes the kubelet sync the pod and its volume manager
     /// read the pod's volumes again (a grown claim, changed content).
-    pub(super) fn pod_updated(&mut self) {
+    /// Whether the pod is to be synced: an update, a deletion, or a phase
+    /// another writer set (the kubelet's reconcile); not a status alone.
+    pub(super) fn pod_updated(&mut self) -> bool {
         let pod = self.pod.borrow().clone();
         let (old, new) = (&self.last_seen, &pod);
         let updated = old.spec != new.spec
@@ -103,7 +105,13 @@ impl Worker {
         if updated && self.volumes.is_some() {
             self.volumes_resync_at = Some(tokio::time::Instant::now());
         }
+        let deleted = old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
+            || old.metadata.deletion_grace_period_seconds
+                != new.metadata.deletion_grace_period_seconds;
+        let phase = |p: &Pod| p.status.as_ref().and_then(|s| s.phase.clone());
+        let deleted = deleted || phase(old) != phase(new);
         self.last_seen = pod;
+        updated || deleted
     }
 
     /// Records a `Warning` Event on the pod, on a task of its own.
