@@ -128,10 +128,24 @@ impl Worker {
             .create_container(sandbox_id, sandbox, &spec, &image_ref)
             .await
             .map_err(|e| self.failed(pod, container, "CreateContainerError", e))?;
+        self.container_event(
+            pod,
+            &container.name,
+            "Normal",
+            "Created",
+            "Container created".into(),
+        );
         runtime
             .start_container(&id)
             .await
             .map_err(|e| self.failed(pod, container, "RunContainerError", e))?;
+        self.container_event(
+            pod,
+            &container.name,
+            "Normal",
+            "Started",
+            "Container started".into(),
+        );
         tracing::info!(container = %container.name, id = %id, attempt, "container started");
         if let Some(post_start) = container
             .lifecycle
