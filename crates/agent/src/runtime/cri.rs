@@ -356,6 +356,7 @@ impl ContainerRuntime for CriRuntime {
                     attempt: metadata.attempt,
                     state: state(c.state),
                     image_ref: c.image_ref,
+                    image: c.image.map(|i| i.image).unwrap_or_default(),
                     created_at: from_unix_nanos(c.created_at),
                     started_at: None,
                     finished_at: None,
@@ -413,6 +414,11 @@ impl ContainerRuntime for CriRuntime {
             sandbox_id: String::new(),
             name: metadata.name,
             attempt: metadata.attempt,
+            image: status
+                .image
+                .as_ref()
+                .map(|i| i.image.clone())
+                .unwrap_or_default(),
             image_ref: status.image_ref,
             created_at: from_unix_nanos(status.created_at),
             started_at: when(status.started_at),

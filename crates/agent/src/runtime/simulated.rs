@@ -299,6 +299,7 @@ impl ContainerRuntime for SimulatedRuntime {
                     attempt: container.attempt,
                     state: ContainerState::Created,
                     image_ref: image_ref.to_string(),
+                    image: container.image.clone(),
                     created_at: SystemTime::now(),
                     started_at: None,
                     finished_at: None,

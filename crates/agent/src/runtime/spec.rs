@@ -241,6 +241,10 @@ pub struct ContainerStatus {
     pub state: ContainerState,
     /// The image reference it runs.
     pub image_ref: String,
+    /// The image it runs, as the runtime names it (`docker.io/library/busybox:1.36`
+    /// for `busybox:1.36`; empty when not told).
+    #[serde(default)]
+    pub image: String,
     /// When it was made.
     pub created_at: SystemTime,
     /// When it started, once it did.

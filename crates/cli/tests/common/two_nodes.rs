@@ -244,7 +244,7 @@ pub fn one_container_pod(node: &str, name: &str, script: &str, fields: Value) ->
 }
 
 /// What of a pod's status its containers' lives decide: the phase, its
-/// first container's ready, started, running, restart count and last
+/// first container's image (as the runtime names it), ready, started, running, restart count and last
 /// state's reason and exit code (its state's, once terminated), and the
 /// pod's conditions' (type, status, reason, message).
 pub fn shape(pod: &Value) -> Value {
@@ -260,6 +260,7 @@ pub fn shape(pod: &Value) -> Value {
     conditions.sort_by_key(|c| c[0].as_str().unwrap_or_default().to_string());
     json!({
         "phase": pod["status"]["phase"],
+        "image": c["image"],
         "ready": c["ready"],
         "started": c["started"],
         "running": c["state"]["running"].is_object(),

@@ -181,11 +181,15 @@ pub(crate) fn api_status(
             .map(|c| container_status(c, specs.get(c.name.as_str()).copied(), inputs))
             .collect()
     };
+    // The app containers by name, the init containers in the spec's order,
+    // as the kubelet lists them.
+    let mut apps = statuses(&[ContainerKind::App]);
+    apps.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
     let mut status = json!({
         "phase": plan.phase.as_str(),
         "conditions": conditions,
         "startTime": rfc3339(inputs.start_time),
-        "containerStatuses": statuses(&[ContainerKind::App]),
+        "containerStatuses": apps,
     });
     if let Some((reason, message)) = inputs.disruption
         && plan.phase == ApiPhase::Failed
@@ -262,6 +266,10 @@ fn container_status(
     if let Some(c) = latest {
         status["containerID"] = json!(format!("{}://{}", inputs.runtime, c.id));
         status["imageID"] = json!(c.image_ref);
+        // The image as the runtime names it, once it runs one.
+        if !c.image.is_empty() {
+            status["image"] = json!(c.image);
+        }
     }
     let previous = if view.waiting.is_some() {
         view.previous.as_ref().or(view.current.as_ref())

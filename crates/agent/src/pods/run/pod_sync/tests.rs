@@ -59,6 +59,7 @@ fn container(
         attempt,
         state,
         image_ref: "i".into(),
+        image: String::new(),
         created_at: at(1),
         started_at: Some(at(1)),
         finished_at: exit.map(|_| at(2)),
