@@ -27,7 +27,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::two_nodes::{LONG, TwoNodes, container, one_container_pod};
+use common::two_nodes::{LONG, TwoNodes, container, normalized, one_container_pod};
 use serde_json::{Value, json};
 
 const ABSENT: &str = "registry.nodeplugins.invalid/absent:1";
@@ -42,12 +42,6 @@ fn pods(node: &str) -> Vec<Value> {
         one_container_pod(node, "present", "exec sleep 3600", json!({})),
         one_container_pod(node, "crashing", "sleep 3; exit 1", json!({})),
     ]
-}
-
-/// `text` with the pod's namespace and UID in words both nodes share.
-fn normalized(text: &str, ns: &str, uid: &str) -> String {
-    text.replace(uid, "{uid}")
-        .replace(&format!("_{ns}("), "_{ns}(")
 }
 
 /// Seconds between two RFC 3339 times of a status.

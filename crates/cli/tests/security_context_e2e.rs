@@ -33,7 +33,7 @@
 
 mod common;
 
-use common::two_nodes::{TwoNodes, container, one_container_pod};
+use common::two_nodes::{TwoNodes, container, normalized, one_container_pod};
 use serde_json::{Value, json};
 
 /// What a container sees of itself, written to its termination log.
@@ -102,12 +102,6 @@ fn pods(node: &str) -> Vec<Value> {
             pod
         },
     ]
-}
-
-/// `text` with the pod's namespace and UID in words both nodes share.
-fn normalized(text: &str, ns: &str, uid: &str) -> String {
-    text.replace(uid, "{uid}")
-        .replace(&format!("_{ns}("), "_{ns}(")
 }
 
 #[tokio::test(flavor = "multi_thread")]

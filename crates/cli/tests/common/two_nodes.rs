@@ -271,6 +271,13 @@ pub fn shape(pod: &Value) -> Value {
     })
 }
 
+/// `text` with a pod's namespace and UID in words both nodes share (as
+/// in the kubelet's `name_namespace(uid)`).
+pub fn normalized(text: &str, ns: &str, uid: &str) -> String {
+    text.replace(uid, "{uid}")
+        .replace(&format!("_{ns}("), "_{ns}(")
+}
+
 /// A pod's first container's status.
 pub fn container(pod: &Value) -> &Value {
     &pod["status"]["containerStatuses"][0]
