@@ -343,7 +343,8 @@ async fn a_pod_deleted_while_it_is_admitted_has_its_admission_cut_short() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_pod_bound_while_another_gives_its_devices_back_waits_for_them() {
+async fn a_pod_bound_while_another_gives_its_devices_back_waits_for_them_and_one_asking_for_none_does_not()
+ {
     let cluster = Cluster::start(&[NODE]).await;
     let node = Node::start(&cluster, NODE, 2, 1).await;
     cluster.claim_template("gpu").await;
@@ -371,6 +372,16 @@ async fn a_pod_bound_while_another_gives_its_devices_back_waits_for_them() {
         next["phase"], "pending",
         "not admitted while devices go back: {next}"
     );
+    // A pod that asks for no device does not wait for them.
+    cluster
+        .create(&bound(
+            pod("plain", NODE, vec![container("main", 0, &[])]),
+            NODE,
+        ))
+        .await;
+    node.pod_when("plain", "admitted", admitted).await;
+    let going = node.pod_when("going", "listed", |_| true).await;
+    assert_eq!(going["phase"], "releasing", "still giving back: {going}");
     node.signal_driver("-CONT").await;
     let next = node.pod_when("next", "admitted", admitted).await;
     assert_eq!(devices_of(&next, "main").len(), 2);

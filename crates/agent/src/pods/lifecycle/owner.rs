@@ -26,7 +26,9 @@ use tokio_util::task::TaskTracker;
 use crate::event::{AgentEvent, EventKind};
 use crate::pods::admit::admission::Admitted;
 use crate::pods::admit::served::Served;
-use crate::pods::admit::spec::{is_mirror, is_static, pod_ref};
+use crate::pods::admit::spec::{
+    containers, device_requests, is_extended_resource, is_mirror, is_static, pod_ref,
+};
 use crate::pods::config::PodsConfig;
 use crate::pods::kube_events::PodEvents;
 use crate::pods::lifecycle::admission_gate::{AdmissionGate, GatePass};
@@ -48,9 +50,9 @@ pub(in crate::pods) struct Running {
     /// Where it is: admitting, running the pod, or giving back (its
     /// reports move it on).
     next: Next,
-    /// A release of a pod that holds devices: admissions wait for it, as
-    /// the kubelet drops the devices of pods no longer active before it
-    /// allocates.
+    /// A release of a pod that holds devices: admissions of pods that ask
+    /// for devices wait for it, as the kubelet drops the devices of pods no
+    /// longer active before it allocates.
     frees_devices: bool,
     /// An admission or a worker: cut short or told to stop through this,
     /// and given the pod's changes.
@@ -164,11 +166,13 @@ impl Owner {
         // While admissions wait for a release that frees devices or for
         // the gate, a due admission is started when they end, not when
         // its retry falls due (waking for it would wake again at once).
-        let blocked = self.gate_wanted || self.running.values().any(|r| r.frees_devices);
+        let freeing = self.freeing_devices();
         let retry = self
             .tracked
             .values()
-            .filter(|t| !(blocked && t.waits_for_admission()))
+            .filter(|t| {
+                !(t.waits_for_admission() && (self.gate_wanted || (freeing && wants_devices(t))))
+            })
             .filter_map(Tracked::retry_at)
             .min();
         let reconcile = self.listed.then_some(self.next_reconcile);
@@ -214,15 +218,19 @@ impl Owner {
             self.forget_gone();
             return;
         }
-        // Devices that go back are free before anyone is admitted.
+        // Devices that go back are free before a pod that asks for
+        // devices is admitted; the others are admitted meanwhile, as the
+        // kubelet admits them while a pod terminates.
         self.gate_wanted = false;
-        if self.running.values().any(|r| r.frees_devices) {
-            self.forget_gone();
-            return;
-        }
+        let freeing = self.freeing_devices();
         // The oldest first; the others once it has its devices.
         admissions.sort();
-        let mut admissions = admissions.into_iter().map(|(_, uid)| uid);
+        let admissions: Vec<String> = admissions
+            .into_iter()
+            .map(|(_, uid)| uid)
+            .filter(|uid| !(freeing && self.tracked.get(uid).is_some_and(wants_devices)))
+            .collect();
+        let mut admissions = admissions.into_iter();
         if let Some(uid) = admissions.next() {
             match self.gate.try_pass() {
                 Some(pass) => {
@@ -309,6 +317,11 @@ impl Owner {
             frees_devices,
             None,
         );
+    }
+
+    /// Whether a release that frees devices runs.
+    fn freeing_devices(&self) -> bool {
+        self.running.values().any(|r| r.frees_devices)
     }
 
     /// Whether giving back what pod `uid` holds frees devices.
@@ -668,4 +681,14 @@ fn lane(pod: Arc<Pod>) -> (Lane, (CancellationToken, watch::Sender<Arc<Pod>>)) {
         stop: stop.clone(),
     };
     (lane, (stop, sender))
+}
+
+/// Whether `tracked`'s pod asks for extended resources (devices a plugin
+/// serves, or none does): its admission waits while devices go back.
+fn wants_devices(tracked: &Tracked) -> bool {
+    tracked.pod().is_some_and(|pod| {
+        containers(pod)
+            .into_iter()
+            .any(|(c, _)| !device_requests(pod, c, is_extended_resource).is_empty())
+    })
 }
