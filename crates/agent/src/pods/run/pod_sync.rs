@@ -4,11 +4,14 @@
 //! says.
 //!
 //! - No ready sandbox: a new one first (its containers, if any, start
-//!   over: init containers run again).
+//!   over: init containers run again), unless the pod's `restartPolicy`
+//!   is `Never` and its containers ran: it then ends as they did.
 //! - Init containers one after another: a regular one must exit 0 before
 //!   the next starts (one that fails is restarted unless the pod's
 //!   `restartPolicy` is `Never`, which fails the pod); a restartable one (a
-//!   sidecar) must be running, and is restarted whenever it stops.
+//!   sidecar) must be running, and is restarted whenever it stops. Once an
+//!   app container was made in the sandbox the pod stays initialized: a
+//!   sidecar restarting then holds nothing back.
 //! - Then every app container not running is started, or restarted as the
 //!   pod's `restartPolicy` says (`Always`; `OnFailure` for a non-zero exit;
 //!   `Never`), each restart after the container's crash-loop back-off.
@@ -195,6 +198,12 @@ pub(crate) fn plan(
     let all = containers(pod);
     let sandbox_ready = observed.sandbox.as_ref().is_some_and(|s| s.ready);
     if !sandbox_ready {
+        if policy == "Never" && observed.sandbox.is_some() && !observed.containers.is_empty() {
+            // Its containers ran and are not to run again: no new sandbox,
+            // and the pod ends with them, as the kubelet's
+            // `computePodActions` decides for a pod that does not restart.
+            return terminal_plan(pod, observed, now);
+        }
         plan.sandbox = Some(observed.sandbox.as_ref().map_or(0, |s| s.attempt + 1));
         let has_init = all.iter().any(|(_, k)| *k != ContainerKind::App);
         // With no init container to run, the pod is initialized already.
@@ -247,24 +256,30 @@ pub(crate) fn plan(
         (view, start)
     };
 
+    // Once an app container was made in this sandbox the pod has been
+    // initialized (the kubelet's `HasAnyActiveRegularContainerStarted`):
+    // its regular init containers are not looked at again, and a sidecar
+    // that stops is restarted while the app containers go on.
+    let initialized_before = all
+        .iter()
+        .any(|(c, k)| *k == ContainerKind::App && observed.containers.contains_key(&c.name));
     // Init containers, one at a time.
     let mut initialized = true;
     let mut failed_init = false;
     for (container, kind) in all.iter().filter(|(_, k)| *k != ContainerKind::App) {
         let name = container.name.as_str();
+        if initialized_before {
+            if *kind == ContainerKind::Sidecar {
+                let (view, start) = decide(name, *kind, &|_| true);
+                plan.start.extend(start);
+                views.insert(name.into(), view);
+            } else {
+                views.insert(name.into(), as_observed(name, *kind, observed));
+            }
+            continue;
+        }
         if !initialized {
-            views.insert(
-                name.into(),
-                ContainerView {
-                    name: name.into(),
-                    kind: *kind,
-                    current: observed.containers.get(name).map(|(c, _)| c.clone()),
-                    previous: observed.containers.get(name).and_then(|(_, p)| p.clone()),
-                    waiting: (!observed.containers.contains_key(name))
-                        .then(|| (POD_INITIALIZING.into(), String::new())),
-                    probed: Probed::default(),
-                },
-            );
+            views.insert(name.into(), as_observed(name, *kind, observed));
             continue;
         }
         let (view, start) = match kind {
@@ -372,6 +387,21 @@ pub(crate) fn plan(
         .filter_map(|(c, _)| views.remove(c.name.as_str()))
         .collect();
     plan
+}
+
+/// Container `name` as the runtime last had it, nothing decided for it
+/// (an init container after the one that runs, or once the pod was
+/// initialized): `PodInitializing` when it was never made.
+fn as_observed(name: &str, kind: ContainerKind, observed: &Observed) -> ContainerView {
+    ContainerView {
+        name: name.into(),
+        kind,
+        current: observed.containers.get(name).map(|(c, _)| c.clone()),
+        previous: observed.containers.get(name).and_then(|(_, p)| p.clone()),
+        waiting: (!observed.containers.contains_key(name))
+            .then(|| (POD_INITIALIZING.into(), String::new())),
+        probed: Probed::default(),
+    }
 }
 
 /// What one container needs, from the pod's observation.

@@ -6,7 +6,9 @@
 //! id, state, last state, restart count, image, readiness and the health
 //! of what it holds (`resource_health`). A container is started while it
 //! runs and its startup probe succeeded, ready once started and its
-//! readiness probe succeeded (at once for a probe it does not have).
+//! readiness probe succeeded (at once for a probe it does not have). The
+//! pod is Ready once its containers are and the condition of each of its
+//! readiness gates (written by the gate's owner) is `True`.
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;
@@ -120,9 +122,18 @@ pub(crate) fn api_status(
             Some(sandbox_missing.to_string()),
         )
     }];
+    // An app container that ran says the pod was initialized, whatever its
+    // sidecars do now (the kubelet's `HasAnyRegularContainerStarted`).
+    let app_ran = plan.containers.iter().any(|c| {
+        c.kind == ContainerKind::App
+            && c.waiting.is_none()
+            && c.current.as_ref().is_some_and(|s| {
+                matches!(s.state, ContainerState::Running | ContainerState::Exited)
+            })
+    });
     conditions.push(if plan.phase == ApiPhase::Succeeded {
         condition("Initialized", true, Some("PodCompleted"), None)
-    } else if uninitialized.is_empty() && plan.initialized {
+    } else if (uninitialized.is_empty() && plan.initialized) || app_ran {
         condition("Initialized", true, None, None)
     } else {
         condition(
@@ -135,6 +146,7 @@ pub(crate) fn api_status(
             )),
         )
     });
+    let gates = unready_gates(inputs.pod);
     for kind in ["Ready", "ContainersReady"] {
         conditions.push(if terminal {
             let reason = if plan.phase == ApiPhase::Failed {
@@ -143,6 +155,13 @@ pub(crate) fn api_status(
                 "PodCompleted"
             };
             condition(kind, false, Some(reason), None)
+        } else if unready.is_empty() && kind == "Ready" && !gates.is_empty() {
+            condition(
+                kind,
+                false,
+                Some("ReadinessGatesNotReady"),
+                Some(gates.join(", ")),
+            )
         } else if unready.is_empty() {
             condition(kind, true, None, None)
         } else {
@@ -225,6 +244,37 @@ pub(crate) fn api_status(
         status["podIPs"] = json!([{"ip": ip}]);
     }
     (status, times)
+}
+
+/// Why the pod's readiness gates hold it back, in the kubelet's words:
+/// each gate whose condition (written by whoever owns it) is missing or
+/// not `True`.
+fn unready_gates(pod: &Pod) -> Vec<String> {
+    let conditions = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.readiness_gates.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|gate| {
+            let kind = &gate.condition_type;
+            match conditions.iter().find(|c| &c.type_ == kind) {
+                None => Some(format!(
+                    "corresponding condition of pod readiness gate {kind:?} does not exist."
+                )),
+                Some(c) if c.status != "True" => Some(format!(
+                    "the status of pod readiness gate {kind:?} is not \"True\", but {}",
+                    c.status
+                )),
+                Some(_) => None,
+            }
+        })
+        .collect()
 }
 
 /// One container's status (`spec`: the container in the pod).

@@ -102,6 +102,17 @@ fn decide(pod: &Pod, observed: &Observed) -> SyncPlan {
     )
 }
 
+fn plan_with(pod: &Pod, observed: &Observed, backoff: &CrashBackoff) -> SyncPlan {
+    plan(
+        pod,
+        observed,
+        &ProbeVerdicts::new(),
+        backoff,
+        &StartErrors::new(),
+        at(3),
+    )
+}
+
 #[test]
 fn a_pod_without_a_ready_sandbox_gets_one_first_and_a_gone_one_is_replaced() {
     let pod = pod("Always", &[], &["main"]);
@@ -116,6 +127,32 @@ fn a_pod_without_a_ready_sandbox_gets_one_first_and_a_gone_one_is_replaced() {
         ..Observed::default()
     };
     assert_eq!(decide(&pod, &stopped).sandbox, Some(1));
+}
+
+#[test]
+fn a_never_pod_whose_sandbox_stopped_gets_no_new_one_and_ends_as_its_containers_did() {
+    let mut stopped = observed(vec![container(
+        "main",
+        0,
+        ContainerState::Exited,
+        Some(137),
+    )]);
+    stopped.sandbox = Some(sandbox(0, false));
+    let never = pod("Never", &[], &["main"]);
+    let plan = decide(&never, &stopped);
+    assert_eq!(plan.sandbox, None, "no new sandbox");
+    assert!(plan.start.is_empty());
+    assert_eq!(plan.phase, ApiPhase::Failed);
+
+    // Restarted otherwise, in a new sandbox.
+    let always = pod("Always", &[], &["main"]);
+    assert_eq!(decide(&always, &stopped).sandbox, Some(1));
+    // And a pod whose sandbox never got a container tries again.
+    let empty = Observed {
+        sandbox: Some(sandbox(0, false)),
+        ..Observed::default()
+    };
+    assert_eq!(decide(&never, &empty).sandbox, Some(1));
 }
 
 #[test]
@@ -151,6 +188,44 @@ fn init_containers_run_one_after_another_then_sidecars_and_app_containers_start(
     let plan = decide(&pod, &all_run);
     assert!(plan.start.is_empty());
     assert_eq!(plan.phase, ApiPhase::Running);
+}
+
+#[test]
+fn a_sidecar_that_stops_after_the_pod_initialized_restarts_while_the_app_containers_go_on() {
+    let pod = pod("Always", &[("setup", false), ("proxy", true)], &["a", "b"]);
+    // The proxy crashed; `a` exited and is restarted meanwhile; the
+    // setup container was removed by the runtime.
+    let crashed = observed(vec![
+        container("proxy", 0, ContainerState::Exited, Some(1)),
+        container("a", 0, ContainerState::Exited, Some(2)),
+        container("b", 0, ContainerState::Running, None),
+    ]);
+    let plan = decide(&pod, &crashed);
+    assert!(plan.initialized, "initialized once an app container ran");
+    assert_eq!(plan.phase, ApiPhase::Running);
+    assert_eq!(names(&plan), ["proxy", "a"], "setup is not run again");
+    let b = plan.containers.iter().find(|c| c.name == "b").unwrap();
+    assert!(b.running(), "b is shown as it runs: {b:?}");
+
+    // In its back-off the proxy holds nothing back either.
+    let mut backoff = CrashBackoff::default();
+    backoff.restarted("proxy", at(0), at(1));
+    let crashed_again = observed(vec![
+        container("setup", 0, ContainerState::Exited, Some(0)),
+        container("proxy", 1, ContainerState::Exited, Some(1)),
+        container("a", 0, ContainerState::Running, None),
+        container("b", 0, ContainerState::Running, None),
+    ]);
+    let plan = plan_with(&pod, &crashed_again, &backoff);
+    assert_eq!(
+        waiting(&plan, "proxy").as_deref(),
+        Some(CRASH_LOOP_BACK_OFF)
+    );
+    assert!(plan.initialized);
+    assert_eq!(plan.phase, ApiPhase::Running);
+    assert!(plan.start.is_empty());
+    let a = plan.containers.iter().find(|c| c.name == "a").unwrap();
+    assert_eq!(a.current.as_ref().map(|c| c.id.as_str()), Some("a-0"));
 }
 
 #[test]

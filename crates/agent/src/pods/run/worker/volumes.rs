@@ -110,8 +110,11 @@ impl Worker {
                 != new.metadata.deletion_grace_period_seconds;
         let phase = |p: &Pod| p.status.as_ref().and_then(|s| s.phase.clone());
         let deleted = deleted || phase(old) != phase(new);
+        // A readiness gate's condition, written by its owner, changes
+        // the pod's Ready.
+        let gated = gate_conditions(old) != gate_conditions(new);
         self.last_seen = pod;
-        updated || deleted
+        updated || deleted || gated
     }
 
     /// Records a `Warning` Event on the pod, on a task of its own.
@@ -120,4 +123,22 @@ impl Worker {
         let pod = self.pod_ref.clone();
         tokio::spawn(async move { events.warning(&pod, reason, &message).await });
     }
+}
+
+/// The statuses of the conditions `pod`'s readiness gates name.
+fn gate_conditions(pod: &Pod) -> Vec<Option<String>> {
+    let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.readiness_gates.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|gate| {
+            conditions
+                .into_iter()
+                .flatten()
+                .find(|c| c.type_ == gate.condition_type)
+                .map(|c| c.status.clone())
+        })
+        .collect()
 }
