@@ -28,6 +28,10 @@ pub(crate) struct EnvInputs<'a> {
     /// The node's allocatable resources: a limit a container does not
     /// set.
     pub(crate) allocatable: &'a BTreeMap<String, String>,
+    /// The node's address, which is the pod's too (every pod has the
+    /// node's network here): known before the pod's status says it, as
+    /// the kubelet takes it from the node and the sandbox.
+    pub(crate) node_ip: Option<&'a str>,
 }
 
 /// Container `container`'s variables, in order; an error is the
@@ -118,7 +122,7 @@ fn own_env(
             }),
             (None, Some(from)) => {
                 if let Some(field) = &from.field_ref {
-                    pod_field(pod, &field.field_path)?
+                    pod_field(pod, &field.field_path, inputs.node_ip)?
                 } else if let Some(resource) = &from.resource_field_ref {
                     let of = resource
                         .container_name
@@ -181,7 +185,7 @@ fn not_found(kind: ObjectKind, name: &str) -> String {
 
 /// A downward-API field of the pod, as the kubelet reads it for a
 /// variable.
-fn pod_field(pod: &Pod, path: &str) -> Result<String, String> {
+fn pod_field(pod: &Pod, path: &str, node_ip: Option<&str>) -> Result<String, String> {
     let spec = pod.spec.as_ref();
     let status = pod.status.as_ref();
     Ok(match path {
@@ -190,9 +194,10 @@ fn pod_field(pod: &Pod, path: &str) -> Result<String, String> {
             .and_then(|s| s.service_account_name.clone())
             .unwrap_or_default(),
         // A host-network pod's IP is the node's.
-        "status.hostIP" | "status.podIP" | "status.hostIPs" | "status.podIPs" => {
-            status.and_then(|s| s.host_ip.clone()).unwrap_or_default()
-        }
+        "status.hostIP" | "status.podIP" | "status.hostIPs" | "status.podIPs" => node_ip
+            .map(str::to_string)
+            .or_else(|| status.and_then(|s| s.host_ip.clone()))
+            .unwrap_or_default(),
         _ => downward_pod_field(pod, path).map_err(|e| e.to_string())?,
     })
 }
@@ -256,6 +261,7 @@ mod tests {
             services: &[("SVC_HOST".to_string(), "10.0.0.1".to_string())],
             objects,
             allocatable: &BTreeMap::from([("cpu".to_string(), "4".to_string())]),
+            node_ip: Some("192.0.2.7"),
         };
         container_env(pod, c, &inputs)
     }
@@ -298,6 +304,23 @@ mod tests {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn the_pods_addresses_are_known_before_its_status_says_them() {
+        let field = |path: &str| json!({"valueFrom": {"fieldRef": {"fieldPath": path}}});
+        let mut vars = Vec::new();
+        for (name, path) in [("POD_IP", "status.podIP"), ("HOST_IP", "status.hostIP")] {
+            let mut var = field(path);
+            var["name"] = json!(name);
+            vars.push(var);
+        }
+        let (pod, c) = pod(json!({"name": "app", "env": vars}));
+        assert!(pod.status.is_none(), "a pod not written yet");
+        let env = env(&pod, &c, &EnvObjects::default()).unwrap();
+        let get = |n: &str| env.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str());
+        assert_eq!(get("POD_IP"), Some("192.0.2.7"));
+        assert_eq!(get("HOST_IP"), Some("192.0.2.7"));
     }
 
     #[test]

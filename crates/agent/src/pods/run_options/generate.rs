@@ -51,6 +51,8 @@ pub(crate) struct NodeGiven<'a> {
     pub(crate) image_user: &'a ImageUser,
     /// Where the node's seccomp profiles are (`<root>/seccomp`).
     pub(crate) seccomp_root: &'a Path,
+    /// The node's address, the pod's too (`status.hostIP`, `status.podIP`).
+    pub(crate) node_ip: Option<&'a str>,
 }
 
 /// Why a container's run options could not be made (the kubelet's
@@ -116,6 +118,7 @@ pub(crate) fn run_options(
         services: node.service_env,
         objects: node.env_objects,
         allocatable: node.allocatable,
+        node_ip: node.node_ip,
     };
     let envs = container_env(pod, container, &inputs).map_err(RunOptionsError::Env)?;
     let mut mounts = admitted.mounts.clone();

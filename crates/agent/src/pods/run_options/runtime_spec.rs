@@ -64,6 +64,8 @@ pub(crate) fn sandbox_spec(pod: &Pod, attempt: u32, pod_logs: &str) -> SandboxSp
         attempt,
         pod: identity,
         dns: None,
+        // Set from the pod's RuntimeClass when the sandbox is made.
+        runtime_handler: String::new(),
         security: sandbox_security(pod),
     }
 }

@@ -111,7 +111,9 @@ impl Worker {
             .and_then(std::path::Path::parent)
             .unwrap_or(std::path::Path::new(DEFAULT_ROOT))
             .join("seccomp");
+        let node_ip = self.context.node.node_ip().await;
         let node = NodeGiven {
+            node_ip: node_ip.as_deref(),
             image_user: &image_user,
             seccomp_root: &seccomp_root,
             env_objects: &env_objects,
@@ -186,6 +188,7 @@ impl Worker {
             pod: &self.pod_ref,
             pod_ip: pod_ip.as_deref(),
             gone: &self.stop,
+            events: Some(&self.context.pod_events),
         };
         let message = tokio::select! {
             () = self.stop.cancelled() => return Err(("Stopping".into(), String::new())),

@@ -53,6 +53,7 @@ fn a_container_gets_the_plugins_answers_and_its_own_settings_as_the_kubelet_send
         allocatable: &BTreeMap::new(),
         image_user: &crate::runtime::ImageUser::default(),
         seccomp_root: std::path::Path::new("/var/lib/kubelet/seccomp"),
+        node_ip: None,
     };
     let spec = run_container_spec(&pod, main, &resources(), &node, 2).unwrap();
     assert_eq!(spec.attempt, 2);
@@ -121,6 +122,7 @@ fn the_services_follow_the_containers_own_variables_and_the_pods_files_the_plugi
         allocatable: &BTreeMap::new(),
         image_user: &crate::runtime::ImageUser::default(),
         seccomp_root: std::path::Path::new("/var/lib/kubelet/seccomp"),
+        node_ip: None,
     };
     let options = run_options(&pod, main, &resources(), &node).unwrap();
     let names: Vec<&str> = options.envs.iter().map(|(k, _)| k.as_str()).collect();
