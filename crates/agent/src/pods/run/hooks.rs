@@ -13,9 +13,11 @@ use k8s_openapi::api::core::v1::{Container, LifecycleHandler};
 use tokio_util::sync::CancellationToken;
 
 use crate::common::go_quote::go_quote;
+use crate::pods::kube_events::PodEvents;
 use crate::pods::pod::PodRef;
-use crate::pods::run::probes::http::{FetchError, HOOK_AGENT, HttpGet, http_fetch};
+use crate::pods::run::probes::http::{FetchError, HOOK_AGENT, HttpGet, PLAIN_ANSWER, http_fetch};
 use crate::pods::run::probes::spec::resolve_port;
+use crate::pods::run::probes::verdict::join_host_port;
 use crate::runtime::ContainerRuntime;
 
 /// The reason of the Event of a `postStart` hook that failed.
@@ -89,6 +91,8 @@ pub(crate) struct HookTarget<'a> {
     pub(crate) pod_ip: Option<&'a str>,
     /// Cancelled when the container is gone: a sleep ends early.
     pub(crate) gone: &'a CancellationToken,
+    /// Where an `httpGet` hook's fall back to HTTP is told.
+    pub(crate) events: Option<&'a PodEvents>,
 }
 
 /// Runs `hook` on `target`; a failure is the kubelet's message.
@@ -188,6 +192,43 @@ async fn http_hook(
         }
         // The body is only drained.
         Err(FetchError::Body(_)) => Ok(()),
+        Err(FetchError::Request(e)) if https && e.ends_with(PLAIN_ANSWER) => {
+            // Answered in plain HTTP: asked again over HTTP, without the
+            // credentials, as the kubelet's hook runner does.
+            let headers: Vec<(String, String)> = headers
+                .iter()
+                .filter(|(name, _)| !name.eq_ignore_ascii_case("authorization"))
+                .cloned()
+                .collect();
+            let plain = HttpGet {
+                https: false,
+                headers: &headers,
+                ..get
+            };
+            match http_fetch(&plain).await {
+                Ok(_) | Err(FetchError::Body(_)) => {
+                    tracing::warn!(
+                        container = target.container,
+                        "an HTTPS lifecycle hook got an HTTP answer; asked again over HTTP"
+                    );
+                    if let Some(events) = target.events {
+                        let events = events.clone();
+                        let pod = target.pod.clone();
+                        let message = format!(
+                            "request to HTTPS lifecycle hook {} got HTTP response, retry with HTTP succeeded",
+                            join_host_port(&plain.host, plain.port)
+                        );
+                        tokio::spawn(async move {
+                            events
+                                .warning(&pod, "LifecycleHTTPFallback", &message)
+                                .await;
+                        });
+                    }
+                    Ok(())
+                }
+                Err(FetchError::Request(_)) => Err(e),
+            }
+        }
         Err(FetchError::Request(e)) => Err(e),
     }
 }
@@ -272,6 +313,7 @@ mod tests {
             pod: &pod,
             pod_ip: Some("127.0.0.1"),
             gone: &gone,
+            events: None,
         };
         let hook = |port: u16| Hook::Http {
             https: false,
@@ -308,6 +350,52 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_https_hook_answered_in_plain_http_is_asked_again_over_http_without_credentials() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            let mut requests = Vec::new();
+            for _ in 0..2 {
+                let (mut stream, _) = listener.accept().await.unwrap();
+                let mut buf = vec![0; 4096];
+                let n = stream.read(&mut buf).await.unwrap();
+                requests.push(buf[..n].to_vec());
+                stream
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                    .await
+                    .unwrap();
+            }
+            requests
+        });
+        let runtime = SimulatedRuntime::new();
+        let pod = pod_ref();
+        let gone = CancellationToken::new();
+        let target = HookTarget {
+            runtime: &runtime,
+            container_id: "c1",
+            container: "app",
+            pod: &pod,
+            pod_ip: Some("127.0.0.1"),
+            gone: &gone,
+            events: None,
+        };
+        let hook = Hook::Http {
+            https: true,
+            host: String::new(),
+            port: Ok(port),
+            path: "/drain".into(),
+            headers: vec![("Authorization".into(), "Bearer secret".into())],
+        };
+        assert_eq!(run_hook(&hook, &target).await, Ok(()));
+        let requests = server.await.unwrap();
+        assert_eq!(requests[0][0], 0x16, "a TLS handshake first");
+        let plain = String::from_utf8_lossy(&requests[1]).to_ascii_lowercase();
+        assert!(plain.starts_with("get /drain http/1.1\r\n"), "{plain}");
+        assert!(!plain.contains("authorization"), "{plain}");
+    }
+
+    #[tokio::test]
     async fn a_sleep_ends_early_when_its_container_is_gone() {
         let runtime = SimulatedRuntime::new();
         let pod = pod_ref();
@@ -320,6 +408,7 @@ mod tests {
             pod: &pod,
             pod_ip: None,
             gone: &gone,
+            events: None,
         };
         assert_eq!(
             run_hook(&Hook::Sleep { seconds: 3600 }, &target)

@@ -24,7 +24,7 @@ mod probe_loop;
 mod results;
 pub(crate) mod spec;
 mod tcp;
-mod verdict;
+pub(crate) mod verdict;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;

@@ -124,6 +124,7 @@ impl PodKiller {
                 pod: &killer.pod_ref,
                 pod_ip: killer.pod_ip.as_deref(),
                 gone: &gone,
+                events: Some(&killer.events),
             };
             if let Err(message) = run_hook(&hook, &target).await {
                 tracing::warn!(container = %name, %message, "PreStop hook failed");

@@ -7,7 +7,8 @@
 //! A probe's whole exchange, redirects and body included, is within its
 //! timeout; 2xx is success, a 3xx not followed a success with a warning,
 //! anything else a failure naming the status code (never the body). A
-//! hook has no timeout and fails only when no answer came.
+//! hook has no timeout and fails only when no answer came. An HTTPS
+//! handshake answered in plain HTTP fails in Go's words.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -203,7 +204,25 @@ async fn exchange(
         .body(Empty::<Bytes>::new())
         .map_err(|e| e.to_string())?;
     if https {
-        let stream = tls_connect(tcp, host).await?;
+        let first = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let recording = Recording {
+            inner: tcp,
+            first: first.clone(),
+        };
+        let stream = match tls_connect(recording, host).await {
+            Ok(stream) => stream,
+            Err(e) => {
+                let answered_plain = first
+                    .lock()
+                    .map(|bytes| bytes.as_slice() == b"HTTP/")
+                    .unwrap_or(false);
+                return Err(if answered_plain {
+                    PLAIN_ANSWER.to_string()
+                } else {
+                    e
+                });
+            }
+        };
         send(TokioIo::new(stream), request).await
     } else {
         send(TokioIo::new(tcp), request).await
@@ -229,12 +248,67 @@ where
         .map_err(|e| e.to_string())
 }
 
+/// Go's error for a TLS handshake answered in plain HTTP (the first five
+/// bytes back `HTTP/`), which a lifecycle hook tries again over HTTP.
+pub(crate) const PLAIN_ANSWER: &str = "http: server gave HTTP response to HTTPS client";
+
+/// A TCP stream that keeps the first five bytes the server sent, to tell a
+/// handshake answered in plain HTTP as Go's client tells it.
+struct Recording {
+    inner: TcpStream,
+    first: Arc<std::sync::Mutex<Vec<u8>>>,
+}
+
+impl tokio::io::AsyncRead for Recording {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut this.inner).poll_read(cx, buf);
+        if let Ok(mut first) = this.first.lock()
+            && first.len() < 5
+        {
+            let new = &buf.filled()[before..];
+            let take = (5 - first.len()).min(new.len());
+            first.extend_from_slice(&new[..take]);
+        }
+        polled
+    }
+}
+
+impl tokio::io::AsyncWrite for Recording {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
 /// A TLS connection over `tcp` that accepts any server certificate, as the
 /// kubelet's probes do (`InsecureSkipVerify`).
 async fn tls_connect(
-    tcp: TcpStream,
+    tcp: Recording,
     host: &str,
-) -> Result<tokio_rustls::client::TlsStream<TcpStream>, String> {
+) -> Result<tokio_rustls::client::TlsStream<Recording>, String> {
     let provider = rustls::crypto::CryptoProvider::get_default()
         .cloned()
         .ok_or("no TLS crypto provider installed")?;

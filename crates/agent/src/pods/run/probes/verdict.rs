@@ -22,7 +22,7 @@ pub(crate) enum Verdict {
 pub(super) type Handled = Result<(Verdict, String), (&'static str, String)>;
 
 /// `host:port`, an IPv6 address in brackets, as Go's `JoinHostPort`.
-pub(super) fn join_host_port(host: &str, port: impl std::fmt::Display) -> String {
+pub(crate) fn join_host_port(host: &str, port: impl std::fmt::Display) -> String {
     if host.contains(':') {
         format!("[{host}]:{port}")
     } else {
