@@ -1,8 +1,9 @@
 //! What the pods read from the API besides pods and claims, kept current
 //! by watches as the kubelet keeps it in its informers: the node's own
 //! Node (its allocatable resources for admission, its address for the
-//! pod's `hostIP`) and the cluster's Services (the containers' service
-//! variables). A read asks the cache and sends no request; before the
+//! pod's `hostIP`), the cluster's Services (the containers' service
+//! variables) and RuntimeClasses (the runtime handler a pod's sandbox
+//! runs on). A read asks the cache and sends no request; before the
 //! first listing it waits for it, up to the request timeout. The Node's
 //! cache is the one the Kubernetes API publisher's watch of the Node keeps
 //! ([`KubeApiHandle::node`](crate::kube_api::KubeApiHandle::node)): one
@@ -13,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Service};
+use k8s_openapi::api::node::v1::RuntimeClass;
 use kube::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::watcher;
@@ -28,6 +30,7 @@ pub(crate) struct Informers {
     node_name: String,
     node: Store<Node>,
     services: Store<Service>,
+    runtime_classes: Store<RuntimeClass>,
     /// How long a read waits for a cache's first listing.
     first_listing: Duration,
 }
@@ -35,6 +38,7 @@ pub(crate) struct Informers {
 /// The Services cache's writer, until its watch starts.
 pub(crate) struct InformerWriters {
     services: Writer<Service>,
+    runtime_classes: Writer<RuntimeClass>,
 }
 
 /// A cache not listed yet.
@@ -52,20 +56,23 @@ impl Informers {
         first_listing: Duration,
     ) -> (Self, InformerWriters) {
         let (services, services_writer) = reflector::store();
+        let (runtime_classes, runtime_classes_writer) = reflector::store();
         let informers = Self {
             node_name,
             node,
             services,
+            runtime_classes,
             first_listing,
         };
         let writers = InformerWriters {
             services: services_writer,
+            runtime_classes: runtime_classes_writer,
         };
         (informers, writers)
     }
 
-    /// Starts the watch that fills the Services cache, on `tasks`, until
-    /// `shutdown`.
+    /// Starts the watches that fill the Services and RuntimeClasses
+    /// caches, on `tasks`, until `shutdown`.
     pub(crate) fn start(
         &self,
         writers: InformerWriters,
@@ -81,6 +88,30 @@ impl Informers {
             writers.services,
             shutdown.clone(),
         ));
+        tasks.spawn(reflect(
+            "the cluster's RuntimeClasses",
+            connection.clone(),
+            Api::<RuntimeClass>::all,
+            watcher::Config::default(),
+            writers.runtime_classes,
+            shutdown.clone(),
+        ));
+    }
+
+    /// The runtime handler of RuntimeClass `name` (none: the runtime's
+    /// default handler), as the kubelet's `LookupRuntimeHandler`; an error
+    /// is its message.
+    pub(crate) async fn runtime_handler(&self, name: Option<&str>) -> Result<String, String> {
+        let Some(name) = name.filter(|n| !n.is_empty()) else {
+            return Ok(String::new());
+        };
+        self.listed(&self.runtime_classes, "runtimeclasses")
+            .await
+            .map_err(|e| format!("failed to lookup RuntimeClass {name}: {e}"))?;
+        match self.runtime_classes.get(&ObjectRef::new(name)) {
+            Some(class) => Ok(class.handler.clone()),
+            None => Err(format!("runtimeclass.node.k8s.io {name:?} not found")),
+        }
     }
 
     async fn listed<K>(&self, store: &Store<K>, what: &'static str) -> Result<(), NotListed>

@@ -222,7 +222,7 @@ impl ContainerRuntime for CriRuntime {
             .clone()
             .run_pod_sandbox(cri::RunPodSandboxRequest {
                 config: Some(sandbox_config(sandbox)),
-                runtime_handler: String::new(),
+                runtime_handler: sandbox.runtime_handler.clone(),
             })
             .await
             .map_err(failed("RunPodSandbox"))?

@@ -113,6 +113,9 @@ pub struct SandboxSpec {
     pub dns: Option<DnsSpec>,
     /// What it runs as and may do.
     pub security: SandboxSecurity,
+    /// The runtime's handler it runs on, as its pod's RuntimeClass names
+    /// it (empty: the runtime's default).
+    pub runtime_handler: String,
 }
 
 /// A sandbox's DNS settings (its `/etc/resolv.conf`).

@@ -153,10 +153,23 @@ impl Operations {
             WorkerEnd::RuntimeLost => return Outcome::RuntimeLost,
             WorkerEnd::Ended(phase) => Some(phase),
             WorkerEnd::Stopped if lane.stop.is_cancelled() => {
-                match self.kills.grace_of(&pod_ref.uid) {
-                    Some(grace) => Some(
+                let pod = lane.pod.borrow().clone();
+                let disruption = (NODE_SHUTDOWN_REASON, NODE_SHUTDOWN_MESSAGE);
+                let kill = match self.kills.grace_of(&pod_ref.uid) {
+                    Some(grace) => Some((grace, Some(disruption))),
+                    // A deleted pod's terminal status is written before it
+                    // is deleted for good.
+                    None if pod.metadata.deletion_timestamp.is_some()
+                        && self.in_api(&pod, pod_ref) =>
+                    {
+                        Some((ending_of(Some(&pod), true).grace, None))
+                    }
+                    None => None,
+                };
+                match kill {
+                    Some((grace, disruption)) => Some(
                         worker
-                            .kill(grace, NODE_SHUTDOWN_REASON, NODE_SHUTDOWN_MESSAGE)
+                            .kill(grace, disruption)
                             .instrument(pod_ref.span("kill"))
                             .await,
                     ),
@@ -204,7 +217,7 @@ impl Operations {
             .patch_status(pod_ref, None, &status)
             .await
         {
-            Ok(()) => Outcome::Rejected(true),
+            Ok(_) => Outcome::Rejected(true),
             Err(e) => {
                 let _pod = pod_ref.span("admit").entered();
                 tracing::warn!(error = %e, "cannot write the refused pod's status");

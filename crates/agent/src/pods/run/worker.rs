@@ -38,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::device::DeviceHandle;
 use crate::dra::DraHandle;
-use crate::pods::admit::container::ContainerResources;
+use crate::pods::admit::container::{ContainerKind, ContainerResources};
 use crate::pods::admit::spec::{containers, is_active};
 use crate::pods::informers::Informers;
 use crate::pods::kube_events::{FAILED_CREATE_POD_SANDBOX, PodEvents};
@@ -205,6 +205,11 @@ pub(crate) struct Worker {
     conditions: BTreeMap<String, (bool, SystemTime)>,
     start_time: SystemTime,
     written: Option<Value>,
+    /// The pod's version the last write went against, and the one it
+    /// made: a pod still seen at the first is at the second.
+    own_write: Option<(String, String)>,
+    /// The last status write found the pod gone from the API.
+    pod_gone: bool,
     /// The UID of the pod `written` went to (a static pod's mirror pod
     /// changes UID when it is made again); `None` for a static pod's
     /// status kept until its mirror is made.
@@ -284,6 +289,8 @@ impl Worker {
             conditions,
             start_time,
             written: None,
+            own_write: None,
+            pod_gone: false,
             written_to: None,
             phase: None,
             runtime_reads: Retry::default(),
@@ -449,6 +456,13 @@ impl Worker {
             observed = observe(self.context.runtime.as_ref(), &self.pod_ref.uid).await?;
             decided = self.plan(&pod, &observed, now);
         }
+        if self.written.is_none() && (decided.sandbox.is_some() || !decided.start.is_empty()) {
+            // The pod's first status (Pending, `ContainerCreating`, its
+            // addresses and start time) before its volumes, sandbox and
+            // images, which may take long: the kubelet writes it before
+            // `SyncPod`.
+            self.write_status(&pod, &decided).await;
+        }
         let mut retry = None;
         // Nothing is made before its volumes are set up.
         let hold = !self.volumes_ready(&pod).await;
@@ -507,6 +521,15 @@ impl Worker {
             // Show what was started.
             observed = observe(self.context.runtime.as_ref(), &self.pod_ref.uid).await?;
             decided = self.plan(&pod, &observed, SystemTime::now());
+        }
+        if decided.phase.is_terminal()
+            && decided
+                .containers
+                .iter()
+                .any(|c| c.kind == ContainerKind::Sidecar && c.running())
+        {
+            // Its terminal status shows its sidecars stopped.
+            decided = self.stop_sidecars(&pod).await?;
         }
         self.show_probes(&observed);
         self.tell_backoffs(&pod, &decided);
@@ -575,6 +598,21 @@ impl Worker {
     /// (`FailedCreatePodSandBox`, as the kubelet's).
     async fn make_sandbox(&self, pod: &Pod, attempt: u32, observed: &Observed) -> bool {
         let mut spec = self.sandbox_spec(pod, attempt);
+        let class = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.runtime_class_name.as_deref());
+        spec.runtime_handler = match self.context.informers.runtime_handler(class).await {
+            Ok(handler) => handler,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot find the pod's runtime handler; trying again");
+                self.event(
+                    FAILED_CREATE_POD_SANDBOX,
+                    format!("Failed to create pod sandbox: {e}"),
+                );
+                return false;
+            }
+        };
         spec.dns = match self.pod_dns(pod) {
             Ok(dns) => dns,
             Err(e) => {
@@ -609,7 +647,7 @@ impl Worker {
                 tracing::warn!(error = %e, "cannot make the pod's sandbox; trying again");
                 self.event(
                     FAILED_CREATE_POD_SANDBOX,
-                    format!("Failed to create pod sandbox: {e}"),
+                    format!("Failed to create pod sandbox: {}", e.go_text()),
                 );
                 false
             }

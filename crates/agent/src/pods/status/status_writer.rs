@@ -45,13 +45,14 @@ impl StatusWriter {
     /// Writes `status` as pod `pod`'s status, if the pod is still at
     /// `resource_version` (what the status was made from): a pod another
     /// writer changed meanwhile (ended it, say) is never written over with
-    /// an older view (409: the caller looks again).
+    /// an older view (409: the caller looks again). Returns the pod's
+    /// version after the write.
     pub(crate) async fn patch_status(
         &self,
         pod: &PodRef,
         resource_version: Option<&str>,
         status: &Value,
-    ) -> Result<(), KubeApiError> {
+    ) -> Result<Option<String>, KubeApiError> {
         let mut metadata = json!({"uid": pod.uid});
         if let Some(version) = resource_version {
             metadata["resourceVersion"] = json!(version);
@@ -64,7 +65,7 @@ impl StatusWriter {
         let call = api.patch_status(&pod.name, &params, &patch);
         request(|| format!("patch pod {} status", pod), call)
             .await
-            .map(|_| ())
+            .map(|written| written.metadata.resource_version)
     }
 
     /// Deletes pod `pod` with no grace period, if it is still this pod.

@@ -1,11 +1,13 @@
-//! A pod stopped for good by the node itself (its shutdown), as the
-//! kubelet's `SyncTerminatingPod` stops a pod killed with a status: the
-//! status first shows the `DisruptionTarget` condition while the
-//! containers stop (the phase stays, since they may still run), then the
-//! containers and sandbox are stopped within the grace period given, and
-//! the status is written terminal (`Failed` with the reason and message,
-//! or `Succeeded` when every app container exited 0) from what the
-//! runtime shows of them then.
+//! A pod stopped for good, as the kubelet's `SyncTerminatingPod` stops
+//! it: by the node itself (its shutdown: the status first shows the
+//! `DisruptionTarget` condition while the containers stop, the phase
+//! staying, since they may still run), or because it is deleted. The
+//! containers and sandbox are stopped within the grace period given,
+//! then the status is written terminal (`Failed`, with the node's reason
+//! and message if it stopped the pod, or `Succeeded` when every app
+//! container exited 0) from what the runtime shows of them then, before
+//! the pod is given back and a deleted pod deleted for good: a Job's
+//! controller reads a deleted pod's end from it (kubernetes#116410).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -13,9 +15,11 @@ use std::time::{Duration, SystemTime};
 use k8s_openapi::api::core::v1::Pod;
 
 use super::{TRANSIENT_BACKOFF, Worker, observe};
-use crate::pods::run::pod_sync::{ApiPhase, terminal_plan};
+use crate::pods::run::pod_sync::{ApiPhase, SyncPlan, terminal_plan};
 use crate::pods::teardown::kill_container::PodKiller;
+use crate::pods::teardown::release::ending_of;
 use crate::pods::teardown::terminate::{MINIMUM_GRACE, stop};
+use crate::runtime::RuntimeError;
 
 /// How often the terminal status is tried before the pod is given back
 /// without it.
@@ -23,14 +27,15 @@ const STATUS_TRIES: u32 = 5;
 
 impl Worker {
     /// Stops the pod within `grace` (at least the kubelet's 2 s), its
-    /// status saying (`reason`, `message`); the phase it ended in.
+    /// status saying `disruption` (reason, message) if the node stops it;
+    /// the phase it ended in.
     pub(crate) async fn kill(
         &mut self,
         grace: Duration,
-        reason: &'static str,
-        message: &'static str,
+        disruption: Option<(&'static str, &'static str)>,
     ) -> ApiPhase {
-        self.disruption = Some((reason, message));
+        self.disruption = disruption;
+        let reason = disruption.map_or("the pod is deleted", |(reason, _)| reason);
         let pod = self.pod.borrow().clone();
         let runtime = self.context.runtime.clone();
         let uid = self.pod_ref.uid.clone();
@@ -61,6 +66,10 @@ impl Worker {
                     if self.write_status(&pod, &decided).await.is_some() {
                         return phase;
                     }
+                    if self.pod_gone {
+                        // Deleted for good meanwhile (force-deleted, say).
+                        return phase;
+                    }
                 }
                 Err(e) => tracing::warn!(error = %e, "cannot read the stopped pod's containers"),
             }
@@ -75,6 +84,24 @@ impl Worker {
 }
 
 impl Worker {
+    /// A pod whose app containers all ended for good while its sidecars
+    /// run: the sidecars stopped within the pod's grace period, in the
+    /// kubelet's termination order, with its sandbox (the kubelet's
+    /// `KillPod` once no regular container is left to keep), then the
+    /// pod as the runtime shows it stopped: terminal.
+    pub(super) async fn stop_sidecars(&self, pod: &Pod) -> Result<SyncPlan, RuntimeError> {
+        let grace = ending_of(Some(pod), true).grace;
+        let killer = self.killer(pod).await;
+        let (stopped, _) = stop(&killer, grace).await?;
+        tracing::info!(
+            containers = stopped,
+            ?grace,
+            "the pod's app containers ended: its sidecars stopped"
+        );
+        let observed = observe(self.context.runtime.as_ref(), &self.pod_ref.uid).await?;
+        Ok(terminal_plan(pod, &observed, SystemTime::now()))
+    }
+
     /// What stops `pod`'s containers: with their hooks, the pod's
     /// address and its Events.
     pub(super) async fn killer(&self, pod: &Pod) -> PodKiller {

@@ -83,7 +83,10 @@ impl Worker {
             .patch_status(&target, version.as_deref(), &status)
             .await
         {
-            Ok(()) => {
+            Ok(now_at) => {
+                // Until the pod's watch shows this write, the next one
+                // goes against the version it made.
+                self.own_write = version.zip(now_at);
                 self.written = Some(status);
                 self.written_to = Some(target.uid);
                 self.conditions = conditions;
@@ -98,7 +101,10 @@ impl Worker {
                 None
             }
             Err(e) => {
-                tracing::warn!(error = %e, "cannot write the pod's status; trying again");
+                self.pod_gone = e.is_not_found();
+                if !self.pod_gone {
+                    tracing::warn!(error = %e, "cannot write the pod's status; trying again");
+                }
                 self.written = None;
                 None
             }
@@ -121,7 +127,12 @@ impl Worker {
     /// Where pod `pod`'s status goes.
     fn status_target(&self, pod: &Pod) -> StatusTarget {
         if !is_static(pod) {
-            return StatusTarget::Pod(self.pod_ref.clone(), pod.metadata.resource_version.clone());
+            let seen = pod.metadata.resource_version.clone();
+            let version = match &self.own_write {
+                Some((from, to)) if seen.as_ref() == Some(from) => Some(to.clone()),
+                _ => seen,
+            };
+            return StatusTarget::Pod(self.pod_ref.clone(), version);
         }
         match self.context.mirrors.mirror_of(pod) {
             Some(mirror) => StatusTarget::Pod(mirror, None),
