@@ -36,6 +36,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::kube::publishing_agent_as;
+use common::two_nodes::without_ids;
 use nodeplugins_test_support::client_certificates::ClientCa;
 use nodeplugins_test_support::containerd::Containerd;
 use nodeplugins_test_support::kube_api::{Identity, KubeApi};
@@ -547,27 +548,6 @@ async fn kubectl_reaches_the_pods_of_the_agents_node_and_the_port_refuses_who_it
 /// The node of the real kubelet in the oracle test, and ours.
 const KUBELET_NODE: &str = "kubelet-node";
 const OUR_NODE: &str = "agent-node";
-
-/// `text` with each run of 64 hex digits (a runtime's id) as `{id}`.
-fn without_ids(text: &str) -> String {
-    let mut out = String::new();
-    let mut run = String::new();
-    for c in text.chars().chain(std::iter::once(' ')) {
-        if c.is_ascii_hexdigit() {
-            run.push(c);
-            continue;
-        }
-        if run.len() == 64 {
-            out.push_str("{id}");
-        } else {
-            out.push_str(&run);
-        }
-        run.clear();
-        out.push(c);
-    }
-    out.pop();
-    out
-}
 
 /// Creates namespace `name` with its default ServiceAccount.
 async fn namespace(api: &KubeApi, name: &str) {

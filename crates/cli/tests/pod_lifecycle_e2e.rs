@@ -29,7 +29,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::two_nodes::{LONG, TwoNodes, container, one_container_pod};
+use common::two_nodes::{LONG, TwoNodes, container, one_container_pod, without_ids};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams, WatchEvent, WatchParams};
@@ -72,23 +72,6 @@ fn condition(pod: &Value, kind: &str) -> Value {
         .find(|c| c["type"] == kind)
         .map(|c| c["status"].clone())
         .unwrap_or(Value::Null)
-}
-
-/// `text` with each runtime id (64 hex digits) as `{id}`.
-fn without_ids(text: &str) -> String {
-    let mut out = String::new();
-    let mut run = String::new();
-    for c in text.chars().chain(std::iter::once(' ')) {
-        if c.is_ascii_hexdigit() {
-            run.push(c);
-            continue;
-        }
-        out.push_str(if run.len() == 64 { "{id}" } else { &run });
-        run.clear();
-        out.push(c);
-    }
-    out.pop();
-    out
 }
 
 /// The pod's `Ready` condition: status, reason, message.

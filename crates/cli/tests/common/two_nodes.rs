@@ -282,3 +282,24 @@ pub fn normalized(text: &str, ns: &str, uid: &str) -> String {
 pub fn container(pod: &Value) -> &Value {
     &pod["status"]["containerStatuses"][0]
 }
+
+/// `text` with each run of 64 hex digits (a runtime's id) as `{id}`.
+pub fn without_ids(text: &str) -> String {
+    let mut out = String::new();
+    let mut run = String::new();
+    for c in text.chars().chain(std::iter::once(' ')) {
+        if c.is_ascii_hexdigit() {
+            run.push(c);
+            continue;
+        }
+        if run.len() == 64 {
+            out.push_str("{id}");
+        } else {
+            out.push_str(&run);
+        }
+        run.clear();
+        out.push(c);
+    }
+    out.pop();
+    out
+}
