@@ -115,6 +115,7 @@ async fn run() {
         .arg(root.path())
         .arg("--kubeconfig")
         .arg(api.node_kubeconfig())
+        .args(["--container-runtime-endpoint", "simulated"])
         .args(["--node-name", NODE]);
     let _agent = ChildProcess::spawn("nodeplugins run", command);
     let plugins = root.path().join("device-plugins");

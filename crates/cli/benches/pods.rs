@@ -200,6 +200,7 @@ async fn main() {
         .arg(ours_root.path())
         .arg("--kubeconfig")
         .arg(&ours_config)
+        .args(["--container-runtime-endpoint", "simulated"])
         .args(["--node-name", OURS]);
     let _agent = ChildProcess::spawn("nodeplugins run", agent_command);
     let _ours_plugins = plugins(&api, ours_root.path(), OURS, &ours_config);

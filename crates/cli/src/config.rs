@@ -177,10 +177,11 @@ settings! {
     /// volumeStatsAggPeriod (up to twice as long at random) [default: 1m].
     volume_stats_agg_period: Duration, "NODEPLUGINS_VOLUME_STATS_AGG_PERIOD", parse_go_duration;
     /// The container runtime the node's pods run on, as the kubelet's
-    /// --container-runtime-endpoint (unix:///run/containerd/containerd.sock,
-    /// or a socket path), or simulated: containers "run" from their start
-    /// until stopped and nothing is executed, for nodes without a runtime
-    /// [default: simulated].
+    /// --container-runtime-endpoint (unix:///path, or a socket path), or
+    /// simulated: containers "run" from their start until stopped and
+    /// nothing is executed, for trying the agent on a machine without a
+    /// runtime, only when asked for [default, when pods are served:
+    /// unix:///run/containerd/containerd.sock, the kubelet's].
     container_runtime_endpoint: RuntimeEndpoint, "NODEPLUGINS_CONTAINER_RUNTIME_ENDPOINT", parse_runtime_endpoint;
     /// Where the container runtime writes the pods' logs, as the kubelet's
     /// podLogsDir [default: /var/log/pods].
@@ -461,6 +462,10 @@ fn parse_authorization_mode(text: &str) -> Result<AuthzMode, String> {
     }
 }
 
+/// The kubelet's default runtime endpoint, the node's pods' runtime when
+/// none is given.
+pub(crate) const DEFAULT_RUNTIME_ENDPOINT: &str = "unix:///run/containerd/containerd.sock";
+
 /// The container runtime: an endpoint, or the simulated one (`None`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RuntimeEndpoint(Option<String>);
@@ -627,9 +632,6 @@ impl Settings {
         set(&mut agent.plugins.notify_timeout, c.notify_timeout);
         set(&mut agent.plugins.max_backoff, c.max_backoff);
         set(&mut agent.csi_timeout, c.csi_timeout);
-        if let Some(RuntimeEndpoint(endpoint)) = c.container_runtime_endpoint {
-            agent.container_runtime_endpoint = endpoint;
-        }
         if let Some(dir) = c.pod_logs_dir {
             agent.pod_logs_dir = dir;
         }
@@ -737,6 +739,16 @@ impl Settings {
                 }
                 Some(kube)
             }
+        };
+        // Pods run on the kubelet's endpoint unless another, or the
+        // simulated runtime, is asked for: a node never reports its pods
+        // Running on a runtime nobody chose.
+        agent.container_runtime_endpoint = match c.container_runtime_endpoint {
+            Some(RuntimeEndpoint(endpoint)) => endpoint,
+            None if kube.as_ref().is_some_and(|k| k.serve_pods) => {
+                Some(DEFAULT_RUNTIME_ENDPOINT.to_string())
+            }
+            None => None,
         };
         Ok(Self {
             agent,

@@ -239,7 +239,7 @@ fn agent_logging_to(root: &Path, log: &Path, args: &[&str]) -> tokio::process::C
     Command::new(env!("CARGO_BIN_EXE_nodeplugins"))
         .args(["run", "--metrics-addr", "off", "--root-dir"])
         .arg(root)
-        .args(args)
+        .args(simulated_unless_named(args))
         .env_remove("RUST_LOG")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(log).unwrap())

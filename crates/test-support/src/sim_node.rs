@@ -116,6 +116,7 @@ impl SimNode {
             .arg(root.path())
             .arg("--kubeconfig")
             .arg(&kubeconfig)
+            .args(["--container-runtime-endpoint", "simulated"])
             .args(["--node-name", &name]);
         let agent = ChildProcess::spawn("nodeplugins run", agent);
 

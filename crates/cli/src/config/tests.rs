@@ -70,6 +70,54 @@ fn pods_are_served_with_a_kubeconfig_unless_turned_off() {
 }
 
 #[test]
+fn served_pods_run_on_the_kubelets_runtime_endpoint_unless_simulated_is_asked_for() {
+    let kubeconfig = Some(KubeconfigSetting::Source(KubeConfigSource::Kubeconfig(
+        "/etc/kubernetes/kubelet.conf".into(),
+    )));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nodeplugins.toml");
+    let served = Settings::resolve(&RunArgs {
+        kubeconfig: kubeconfig.clone(),
+        node_name: Some("node-1".into()),
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(
+        served.agent.container_runtime_endpoint.as_deref(),
+        Some("unix:///run/containerd/containerd.sock")
+    );
+    assert!(
+        served
+            .to_toml()
+            .contains("container_runtime_endpoint = \"unix:///run/containerd/containerd.sock\"")
+    );
+    assert_reads_back(&served, &path);
+    let simulated = Settings::resolve(&RunArgs {
+        kubeconfig: kubeconfig.clone(),
+        node_name: Some("node-1".into()),
+        container_runtime_endpoint: Some(parse_runtime_endpoint("simulated").unwrap()),
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(simulated.agent.container_runtime_endpoint, None);
+    assert!(
+        simulated
+            .to_toml()
+            .contains("container_runtime_endpoint = \"simulated\"")
+    );
+    assert_reads_back(&simulated, &path);
+    // Without pods to run, no runtime is called.
+    let off = Settings::resolve(&RunArgs {
+        kubeconfig,
+        node_name: Some("node-1".into()),
+        pods: Some(Switch(false)),
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(off.agent.container_runtime_endpoint, None);
+}
+
+#[test]
 fn the_pod_resources_socket_takes_an_octal_mode_or_off() {
     let mode = |text| parse_pod_resources_mode(text).map(|m| m.0);
     assert_eq!(mode("0660"), Ok(Some(0o660)));

@@ -14,8 +14,7 @@ use super::config_file::{self, Loaded};
 use super::flags::{Given, Target};
 use nodeplugins_api::duration::parse_go_duration;
 
-/// The kubelet's default runtime endpoint.
-pub(crate) const DEFAULT_RUNTIME_ENDPOINT: &str = "unix:///run/containerd/containerd.sock";
+pub(crate) use crate::config::DEFAULT_RUNTIME_ENDPOINT;
 
 /// What the kubelet's command line asks of the agent.
 #[derive(Debug, Clone, Default, PartialEq)]

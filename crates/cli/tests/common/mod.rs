@@ -23,18 +23,32 @@ pub fn agent(root: &Path) -> ChildProcess {
 
 /// `nodeplugins run --root-dir ROOT ARGS...` as a child process. It logs
 /// at `info` unless ARGS name a `--log-level` (`RUST_LOG` would override it).
+/// With a kubeconfig its pods run on the simulated runtime unless ARGS name
+/// another ([`simulated_unless_named`]).
 pub fn agent_with(root: &Path, args: &[&str]) -> ChildProcess {
     let mut command = Command::new(env!("CARGO_BIN_EXE_nodeplugins"));
     command
         .args(["run", "--metrics-addr", "127.0.0.1:0", "--root-dir"])
         .arg(root)
-        .args(args);
+        .args(simulated_unless_named(args));
     if args.contains(&"--log-level") {
         command.env_remove("RUST_LOG");
     } else {
         command.env("RUST_LOG", "info");
     }
     ChildProcess::spawn("nodeplugins run", command)
+}
+
+/// ARGS of `nodeplugins run`, with `--container-runtime-endpoint simulated`
+/// added when they give a kubeconfig and name no runtime: the agent's pods
+/// run on the kubelet's containerd endpoint unless told otherwise, and most
+/// tests run theirs on the simulated runtime.
+pub fn simulated_unless_named<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    let mut args = args.to_vec();
+    if args.contains(&"--kubeconfig") && !args.contains(&"--container-runtime-endpoint") {
+        args.extend(["--container-runtime-endpoint", "simulated"]);
+    }
+    args
 }
 
 /// `nodeplugins ARGS... --root-dir ROOT`, run to completion.
