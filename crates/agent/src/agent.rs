@@ -397,6 +397,10 @@ impl Agent {
             metric_sources.push(Arc::new(kube.metrics().clone()));
         }
         #[cfg(feature = "kube")]
+        if let Some(pods) = &pods_handle {
+            metric_sources.push(Arc::new(pods.lifecycle_metrics().clone()));
+        }
+        #[cfg(feature = "kube")]
         if let Some(stats) = pods_handle.as_ref().and_then(|p| p.volume_stats()) {
             metric_sources.push(Arc::new(stats));
         }

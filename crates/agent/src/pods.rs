@@ -104,9 +104,9 @@ pub use manager::PodsManager;
 pub(crate) use manual::unprepare_by_name;
 pub use pod::{ContainerDevices, PodClaims, PodRef, PreparedPod, UnpreparedPod};
 #[cfg(feature = "kube")]
-pub(crate) use run_options::env::expand;
-#[cfg(feature = "kube")]
 pub(crate) use run_options::env_sources::env_objects_named;
+#[cfg(feature = "kube")]
+pub(crate) use run_options::expand::expand;
 #[cfg(feature = "kube")]
 pub use run_options::pod_dns::PodDnsConfig;
 pub use snapshot::{PodPhase, PodStatus, PodsSnapshot, VolumeStatus};

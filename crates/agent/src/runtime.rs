@@ -50,6 +50,8 @@ pub use security::{
     SeLinuxLabel, SecurityProfile, SupplementalGroupsPolicy,
 };
 pub use simulated::SimulatedRuntime;
+#[cfg(feature = "kube")]
+pub(crate) use spec::CONTAINER_HASH_ANNOTATION;
 pub use spec::{
     CONTAINER_NAME_LABEL, ContainerEvent, ContainerEventKind, ContainerSpec, ContainerState,
     ContainerStatus, ContainerUser, DeviceNodeSpec, DnsSpec, LinuxResources, MountImage,

@@ -11,6 +11,11 @@
 //! - once the ConfigMap is made, `secret "db" not found`;
 //! - once the Secret is made, it runs and is ready, never restarted.
 //!
+//! A second pod's init container writes an environment file into an
+//! `emptyDir`, which its app container's `fileKeyRef` variables read (one
+//! over two lines, one optional and absent); a third's names a key its
+//! file lacks, and waits with the kubelet's message.
+//!
 //! Compared on both nodes: the container's waiting reason and message at
 //! each step, its state at the end, and the Warning `Failed` Events
 //! ("Error: ...").
@@ -51,6 +56,36 @@ fn pod(node: &str) -> Value {
     pod
 }
 
+/// A pod whose init container writes `FILE` into an `emptyDir` and whose
+/// app container reads key `key` (and an absent optional one) from it.
+fn env_file_pod(node: &str, name: &str, key: &str) -> Value {
+    const FILE: &str = "# written by setup\nTOKEN='abc def'\nLINES='one\ntwo' # two lines\n";
+    let from_file = |name: &str, key: &str, optional: bool| {
+        json!({"name": name, "valueFrom": {"fileKeyRef": {
+            "volumeName": "data", "path": "env", "key": key, "optional": optional}}})
+    };
+    let mut pod = one_container_pod(
+        node,
+        name,
+        "printf '%s|%s|%s' \"$TOKEN\" \"$LINES\" \"${ABSENT-unset}\" > /dev/termination-log",
+        json!({
+            "env": [from_file("TOKEN", key, false), from_file("LINES", "LINES", false),
+                from_file("ABSENT", "ABSENT", true)],
+            "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+        }),
+    );
+    pod["spec"]["volumes"] = json!([{"name": "data", "emptyDir": {}}]);
+    pod["spec"]["restartPolicy"] = json!("Never");
+    pod["spec"]["initContainers"] = json!([{
+        "name": "setup",
+        "image": nodeplugins_test_support::oci_image::BUSYBOX,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["sh", "-c", format!("printf \"{FILE}\" > /data/env")],
+        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+    }]);
+    pod
+}
+
 fn waiting(pod: &Value) -> Value {
     let w = &container(pod)["state"]["waiting"];
     json!([w["reason"], w["message"]])
@@ -62,7 +97,67 @@ async fn a_containers_environment_sources_on_our_agent_are_the_real_kubelets() {
     let mut differences = Vec::new();
     for (ns, node) in two.nodes {
         two.create(ns, &pod(node)).await;
+        two.create(ns, &env_file_pod(node, "env-file", "TOKEN"))
+            .await;
+        two.create(ns, &env_file_pod(node, "env-file-lacks", "NOPE"))
+            .await;
     }
+    // Variables from a file an init container wrote, as the container
+    // printed them.
+    let mut seen = Vec::new();
+    for (ns, _) in two.nodes {
+        let pod = two
+            .pod_when(ns, "env-file", "ended", |p| {
+                matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed"))
+            })
+            .await;
+        seen.push(json!([
+            shape(&pod),
+            container(&pod)["state"]["terminated"]["message"]
+        ]));
+    }
+    assert_eq!(
+        seen[0][1], "abc def|one\ntwo|unset",
+        "the kubelet's variables"
+    );
+    TwoNodes::compare(
+        &mut differences,
+        "env-file",
+        [seen[0].clone(), seen[1].clone()],
+    );
+    // A key the file lacks: the path in the message is each node's own.
+    let mut seen = Vec::new();
+    for (ns, _) in two.nodes {
+        let pod = two
+            .pod_when(ns, "env-file-lacks", "waiting", |p| {
+                container(p)["state"]["waiting"]["reason"] == "CreateContainerConfigError"
+            })
+            .await;
+        let message = container(&pod)["state"]["waiting"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
+        let common = match (message.find(" in file \""), message.find(uid)) {
+            (Some(at), Some(from)) => format!(
+                "{}{{root}}/pods/{{uid}}{}",
+                &message[..at + 10],
+                &message[from + uid.len()..]
+            ),
+            _ => message.clone(),
+        };
+        seen.push(json!(common));
+    }
+    assert_eq!(
+        seen[0],
+        "environment variable key \"NOPE\" not found in file \"{root}/pods/{uid}/volumes/kubernetes.io~empty-dir/data/env\"",
+        "the kubelet's message"
+    );
+    TwoNodes::compare(
+        &mut differences,
+        "env-file-lacks",
+        [seen[0].clone(), seen[1].clone()],
+    );
     let objects = [
         (
             "configmaps",

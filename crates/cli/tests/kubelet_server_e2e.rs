@@ -594,7 +594,9 @@ async fn the_agents_kubelet_port_answers_as_the_real_kubelets_own() {
     let script = "echo zero >&2; sleep 0.5; echo one; echo two; exec sleep 3600";
     for (ns, node) in [("theirs", KUBELET_NODE), ("ours", OUR_NODE)] {
         namespace(&api, ns).await;
-        let talker = common::pods::bound_pod(node, "talker", vec![busybox("main", script)]);
+        let mut main = busybox("main", script);
+        main["readinessProbe"] = json!({"exec": {"command": ["true"]}, "periodSeconds": 1});
+        let talker = common::pods::bound_pod(node, "talker", vec![main]);
         api.admin(
             "POST",
             &format!("/api/v1/namespaces/{ns}/pods"),
@@ -604,6 +606,10 @@ async fn the_agents_kubelet_port_answers_as_the_real_kubelets_own() {
     }
     for ns in ["theirs", "ours"] {
         pod_in_when(&api, ns, "talker", "running", all_running).await;
+        pod_in_when(&api, ns, "talker", "ready", |p| {
+            p["status"]["containerStatuses"][0]["ready"] == true
+        })
+        .await;
         eventually(
             &format!("{ns}/talker logged its lines"),
             TIMEOUT,
@@ -909,6 +915,30 @@ async fn the_agents_kubelet_port_answers_as_the_real_kubelets_own() {
                 outputs[1]
             ));
         }
+    }
+    // The probes' metrics: the same families and series for the talker's
+    // readiness probe.
+    let mut shapes = Vec::new();
+    for (ns, port) in ports {
+        let talker = api
+            .admin("GET", &format!("/api/v1/namespaces/{ns}/pods/talker"), None)
+            .await;
+        let uid = talker["metadata"]["uid"].as_str().unwrap_or_default();
+        let (status, body) = kubelet_get(port, "/metrics/probes", api_server).await;
+        assert_eq!(status, 200, "{ns}: {body}");
+        let shape: std::collections::BTreeSet<String> =
+            metric_shape(&body.replace(uid, "the-uid"), ns)
+                .into_iter()
+                .filter(|line| line.contains("prober_"))
+                .collect();
+        assert!(!shape.is_empty(), "{ns}: no probe metrics in {body}");
+        shapes.push(shape);
+    }
+    if shapes[0] != shapes[1] {
+        differences.push(format!(
+            "/metrics/probes:\n  kubelet: {:#?}\n  ours:    {:#?}",
+            shapes[0], shapes[1]
+        ));
     }
     // The resource metrics: the same families, with the same help and
     // type, and the same labels on their samples, each with a timestamp

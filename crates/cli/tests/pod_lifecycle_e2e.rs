@@ -18,7 +18,17 @@
 //!   whose RuntimeClass names a handler the runtime lacks gets no sandbox
 //!   and the kubelet's Event;
 //! - a deleted pod's HTTPS `preStop` hook, answered in plain HTTP: asked
-//!   again over HTTP, where it succeeds.
+//!   again over HTTP, where it succeeds;
+//! - a `Never` pod whose running container's image is changed: the
+//!   container is killed ("definition changed") and made again from the
+//!   new image, its restart count one, the pod Running;
+//! - a Job whose pod succeeds, and one whose pods fail past its
+//!   `backoffLimit` (the job controller of a real kube-controller-manager
+//!   reads what each node writes): the Jobs' conditions and counts, and
+//!   their pods' phases and exit codes;
+//! - a Deployment of two pods with readiness and liveness probes, rolled
+//!   out to a new image: its conditions and counts once the rollout is
+//!   done, and its pods all ready on the new image.
 //!
 //! Compared on both nodes: phases, conditions, and the containers' states.
 
@@ -29,12 +39,14 @@ mod common;
 
 use std::time::Duration;
 
-use common::two_nodes::{LONG, TwoNodes, container, one_container_pod, without_ids};
+use common::two_nodes::{LONG, TwoNodes, container, one_container_pod, shape, without_ids};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams, WatchEvent, WatchParams};
+use nodeplugins_test_support::control_plane::ControlPlane;
 use nodeplugins_test_support::kube_api::Identity;
-use nodeplugins_test_support::oci_image::BUSYBOX;
+use nodeplugins_test_support::oci_image::{BUSYBOX, PAUSE};
+use nodeplugins_test_support::wait::eventually;
 use serde_json::{Value, json};
 
 /// The condition a readiness gate waits for.
@@ -42,6 +54,134 @@ const GATE: &str = "example.com/gate";
 
 /// Runs until SIGTERM, then exits 0.
 const UNTIL_TERM: &str = "trap 'exit 0' TERM; while true; do sleep 0.2; done";
+
+/// A Job of one pod on `node` whose container runs `script`, retried once.
+fn job(node: &str, name: &str, script: &str) -> Value {
+    let pod = common::pods::bound_pod(node, name, vec![busybox("app", script)]);
+    let mut spec = pod["spec"].clone();
+    spec["restartPolicy"] = json!("Never");
+    json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {"backoffLimit": 1, "template": {"spec": spec}},
+    })
+}
+
+/// A Deployment of two pods on `node`, probed, of `image`.
+fn deployment(node: &str, image: &str) -> Value {
+    let mut app = busybox("app", "sleep 3600");
+    app["image"] = json!(image);
+    app["readinessProbe"] = json!({"exec": {"command": ["true"]}, "periodSeconds": 1});
+    app["livenessProbe"] = json!({"exec": {"command": ["true"]}, "periodSeconds": 2});
+    let pod = common::pods::bound_pod(node, "web", vec![app]);
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": pod["spec"]},
+        },
+    })
+}
+
+/// Deployment `web` of `ns` once its rollout of `image` is done: its
+/// conditions (type, status, reason), counts, and its pods' images and
+/// readiness.
+async fn rolled_out(two: &TwoNodes, ns: &str, image: &str) -> Value {
+    let path = format!("/apis/apps/v1/namespaces/{ns}/deployments/web");
+    let pods_path = format!("/api/v1/namespaces/{ns}/pods?labelSelector=app%3Dweb");
+    eventually(&format!("{ns}/web rolled out"), LONG, || async {
+        let d = two.api.admin("GET", &path, None).await;
+        let status = &d["status"];
+        let done = status["observedGeneration"] == d["metadata"]["generation"]
+            && status["updatedReplicas"] == 2
+            && status["readyReplicas"] == 2
+            && status["availableReplicas"] == 2
+            && status["replicas"] == 2;
+        if !done {
+            return None;
+        }
+        let pods = two.api.admin("GET", &pods_path, None).await;
+        let mut shown: Vec<Value> = pods["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|p| {
+                json!([
+                    p["spec"]["containers"][0]["image"],
+                    container(p)["ready"],
+                    p["status"]["phase"]
+                ])
+            })
+            .collect();
+        shown.sort_by_key(|s| s.to_string());
+        let settled = shown.len() == 2 && shown.iter().all(|s| s[0] == image && s[1] == true);
+        if !settled {
+            return None;
+        }
+        let mut conditions: Vec<Value> = status["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| json!([c["type"], c["status"], c["reason"]]))
+            .collect();
+        conditions.sort_by_key(|c| c.to_string());
+        Some(json!({"conditions": conditions, "pods": shown}))
+    })
+    .await
+}
+
+/// What Job `name` of `ns` ended as, once it did: its conditions (type,
+/// status, reason), counts, and its pods' phases and exit codes.
+async fn job_end(two: &TwoNodes, ns: &str, name: &str) -> Value {
+    let path = format!("/apis/batch/v1/namespaces/{ns}/jobs/{name}");
+    let job = eventually(&format!("{ns}/{name} ended"), LONG, || async {
+        let job = two.api.admin("GET", &path, None).await;
+        let ended = job["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| {
+                matches!(c["type"].as_str(), Some("Complete" | "Failed")) && c["status"] == "True"
+            });
+        ended.then_some(job)
+    })
+    .await;
+    let mut conditions: Vec<Value> = job["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| json!([c["type"], c["status"], c["reason"]]))
+        .collect();
+    conditions.sort_by_key(|c| c.to_string());
+    let pods = two
+        .api
+        .admin(
+            "GET",
+            &format!("/api/v1/namespaces/{ns}/pods?labelSelector=job-name%3D{name}"),
+            None,
+        )
+        .await;
+    let mut ends: Vec<Value> = pods["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            json!([
+                p["status"]["phase"],
+                container(p)["state"]["terminated"]["exitCode"],
+            ])
+        })
+        .collect();
+    ends.sort_by_key(|e| e.to_string());
+    json!({
+        "conditions": conditions,
+        "succeeded": job["status"]["succeeded"],
+        "failed": job["status"]["failed"],
+        "pods": ends,
+    })
+}
 
 fn busybox(name: &str, script: &str) -> Value {
     json!({
@@ -131,6 +271,15 @@ fn sidecar_pod(node: &str, name: &str, sidecar: &str, app: &str) -> Value {
 #[tokio::test(flavor = "multi_thread")]
 async fn what_pods_live_through_on_our_agent_is_what_they_live_through_on_the_real_kubelet() {
     let two = TwoNodes::start().await;
+    let _control = ControlPlane::start_with(
+        &two.api,
+        &[
+            "job-controller",
+            "deployment-controller",
+            "replicaset-controller",
+        ],
+    )
+    .await;
     let mut differences = Vec::new();
     for (class, handler) in [("plain", "runc"), ("elsewhere", "absent-handler")] {
         let class = json!({
@@ -172,6 +321,20 @@ async fn what_pods_live_through_on_our_agent_is_what_they_live_through_on_the_re
         ends["spec"]["restartPolicy"] = json!("Never");
         ends["spec"]["terminationGracePeriodSeconds"] = json!(20);
         two.create(ns, &ends).await;
+        let mut new_image = one_container_pod(node, "new-image", "sleep 3600", json!({}));
+        new_image["spec"]["restartPolicy"] = json!("Never");
+        new_image["spec"]["terminationGracePeriodSeconds"] = json!(2);
+        two.create(ns, &new_image).await;
+        let path = format!("/apis/apps/v1/namespaces/{ns}/deployments");
+        two.api
+            .admin("POST", &path, Some(&deployment(node, BUSYBOX)))
+            .await;
+        for (name, script) in [("job-ok", "exit 0"), ("job-fails", "exit 1")] {
+            let path = format!("/apis/batch/v1/namespaces/{ns}/jobs");
+            two.api
+                .admin("POST", &path, Some(&job(node, name, script)))
+                .await;
+        }
         let mut gated = one_container_pod(node, "gated", "sleep 3600", json!({}));
         gated["spec"]["readinessGates"] = json!([{"conditionType": GATE}]);
         two.create(ns, &gated).await;
@@ -317,6 +480,67 @@ async fn what_pods_live_through_on_our_agent_is_what_they_live_through_on_the_re
         .await;
     assert!(!stopped[0].is_empty(), "the kubelet's Killing Event");
     TwoNodes::compare(&mut differences, "fallback", stopped);
+
+    // The image changed on a running container: made again from it.
+    for (ns, _) in two.nodes {
+        two.pod_when(ns, "new-image", "running", |p| {
+            container(p)["state"]["running"].is_object()
+        })
+        .await;
+        let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+        let image = json!({"spec": {"containers": [{"name": "app", "image": PAUSE}]}});
+        pods.patch(
+            "new-image",
+            &PatchParams::default(),
+            &Patch::Strategic(&image),
+        )
+        .await
+        .unwrap();
+    }
+    let mut seen = Vec::new();
+    for (ns, _) in two.nodes {
+        let pod = two
+            .pod_when(ns, "new-image", "running its new image", |p| {
+                container(p)["restartCount"] == 1 && container(p)["state"]["running"].is_object()
+            })
+            .await;
+        seen.push(shape(&pod));
+    }
+    assert_eq!(seen[0]["phase"], "Running", "the kubelet's phase");
+    TwoNodes::compare(
+        &mut differences,
+        "new-image",
+        [seen[0].clone(), seen[1].clone()],
+    );
+    let killed = two.events("new-image", &["Killing"]).await;
+    assert!(!killed[0].is_empty(), "the kubelet's Killing Event");
+    TwoNodes::compare(&mut differences, "new-image events", killed);
+
+    // The Deployment, available, then rolled out to a new image.
+    for (ns, _) in two.nodes {
+        rolled_out(&two, ns, BUSYBOX).await;
+        let image = json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": PAUSE}]}}}});
+        let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+            Api::namespaced(client.clone(), ns);
+        deployments
+            .patch("web", &PatchParams::default(), &Patch::Strategic(&image))
+            .await
+            .unwrap();
+    }
+    let mut seen = Vec::new();
+    for (ns, _) in two.nodes {
+        seen.push(rolled_out(&two, ns, PAUSE).await);
+    }
+    TwoNodes::compare(&mut differences, "web", [seen[0].clone(), seen[1].clone()]);
+
+    // The Jobs, as their controller saw them end.
+    for name in ["job-ok", "job-fails"] {
+        let mut seen = Vec::new();
+        for (ns, _) in two.nodes {
+            seen.push(job_end(&two, ns, name).await);
+        }
+        TwoNodes::compare(&mut differences, name, [seen[0].clone(), seen[1].clone()]);
+    }
 
     // The deleted pod's last status.
     let mut seen = Vec::new();

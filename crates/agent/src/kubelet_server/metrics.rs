@@ -3,7 +3,7 @@
 //!
 //! | file | what |
 //! |---|---|
-//! | `agent_metrics` | `/metrics`: the agent's own metrics |
+//! | `agent_metrics` | `/metrics`: the agent's own metrics; `/metrics/probes` |
 //! | `resource_metrics` | `/metrics/resource`: what the metrics server scrapes |
 //! | `node_usage` | the node's CPU time and working set from its root cgroup |
 

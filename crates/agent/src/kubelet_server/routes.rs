@@ -2,7 +2,7 @@
 //! authorized: `/healthz` (and `/healthz/ping`, `/log`, `/syncloop`),
 //! `/pods` (the pods bound to the node, a `v1` `PodList`), `/metrics`
 //! (the agent's own), `/metrics/resource` (what the metrics server
-//! scrapes), and the
+//! scrapes), `/metrics/probes` (the probes' results and durations), and the
 //! debugging handlers: `/containerLogs`, `/exec`, `/attach`,
 //! `/portForward`, `/run` (405 when they are off).
 //!
@@ -124,6 +124,7 @@ pub(crate) async fn route(state: &State, request: Request<Incoming>) -> Reply {
         ["healthz"] | ["healthz", "ping" | "log" | "syncloop"] => reply::text(StatusCode::OK, "ok"),
         ["metrics"] => agent_metrics::serve(state),
         ["metrics", "resource"] => resource_metrics::serve(state).await,
+        ["metrics", "probes"] => agent_metrics::serve_probes(state),
         ["pods"] | ["pods", ""] => {
             if read_only {
                 pods(state)

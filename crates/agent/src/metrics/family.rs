@@ -100,6 +100,20 @@ impl CounterVec {
         }
     }
 
+    /// Removes the counter of `label_values`, if any.
+    #[cfg_attr(not(feature = "kube"), allow(dead_code))]
+    pub(crate) fn remove(&self, label_values: &[&str]) {
+        let labels = labels(self.label_names, label_values);
+        match &self.counters {
+            Counters::Total(family) => {
+                family.remove(&labels);
+            }
+            Counters::Untyped(family) => {
+                family.remove(&labels);
+            }
+        }
+    }
+
     /// Registers the family in `registry`.
     pub(crate) fn register(&self, registry: &mut Registry) {
         match &self.counters {
@@ -175,6 +189,12 @@ impl HistogramVec {
         self.family
             .get_or_create(&labels(self.label_names, label_values))
             .observe(duration.as_secs_f64());
+    }
+
+    /// Removes the histogram of `label_values`, if any.
+    #[cfg_attr(not(feature = "kube"), allow(dead_code))]
+    pub(crate) fn remove(&self, label_values: &[&str]) {
+        self.family.remove(&labels(self.label_names, label_values));
     }
 
     /// Registers the family in `registry`.

@@ -61,6 +61,11 @@ pub struct PodsHandle {
     pub(crate) static_pods: Option<watch::Receiver<StaticPods>>,
     /// To the pods owner, for the node shutdown manager.
     pub(crate) shutdown_requests: tokio::sync::mpsc::UnboundedSender<ShutdownRequest>,
+    /// The pods' probes' metrics (`/metrics/probes`).
+    #[cfg_attr(not(feature = "kubelet-server"), allow(dead_code))]
+    pub(crate) prober_metrics: crate::pods::run::probes::ProberMetrics,
+    /// The hooks' metrics, served on `/metrics`.
+    pub(crate) lifecycle_metrics: crate::pods::run::lifecycle_metrics::LifecycleMetrics,
 }
 
 impl PodsHandle {
@@ -103,6 +108,21 @@ impl PodsHandle {
             self.bound
                 .get(&kube::runtime::reflector::ObjectRef::new(name).within(namespace))
         })
+    }
+
+    /// The pods' probes' metrics, as the kubelet serves them on
+    /// `/metrics/probes`.
+    #[cfg(feature = "kubelet-server")]
+    pub(crate) fn prober_metrics(&self) -> &crate::pods::run::probes::ProberMetrics {
+        &self.prober_metrics
+    }
+
+    /// The hooks' metrics (`kubelet_lifecycle_handler_http_fallbacks_total`,
+    /// `kubelet_sleep_action_terminated_early_total`).
+    pub(crate) fn lifecycle_metrics(
+        &self,
+    ) -> &crate::pods::run::lifecycle_metrics::LifecycleMetrics {
+        &self.lifecycle_metrics
     }
 
     /// The usage of the pods' claimed volumes (the kubelet's

@@ -53,6 +53,8 @@ use crate::pods::lifecycle::owner::Owner;
 use crate::pods::lifecycle::shutdown_requests::{Kills, ShutdownRequest};
 use crate::pods::lifecycle::watch::watch_pods;
 use crate::pods::run::lifecycle_events::generate;
+use crate::pods::run::lifecycle_metrics::LifecycleMetrics;
+use crate::pods::run::probes::ProberMetrics;
 use crate::pods::run::worker::{NodeFacts, WorkerContext};
 use crate::pods::snapshot::PodsSnapshot;
 use crate::pods::static_pods::mirror::{MirrorSync, Mirrors};
@@ -85,6 +87,10 @@ pub struct PodsManager {
     static_pods: Option<watch::Sender<StaticPods>>,
     /// What the node shutdown manager asks.
     shutdown_requests: mpsc::UnboundedReceiver<ShutdownRequest>,
+    /// The pods' probes' metrics.
+    prober_metrics: ProberMetrics,
+    /// The hooks' metrics.
+    lifecycle_metrics: LifecycleMetrics,
 }
 
 impl PodsManager {
@@ -113,7 +119,11 @@ impl PodsManager {
         let (pods, pods_writer) = kube::runtime::reflector::store();
         let static_pods = config.static_pods.as_ref().map(|_| watch::channel(None).0);
         let (shutdown_tx, shutdown_requests) = mpsc::unbounded_channel();
+        let prober_metrics = ProberMetrics::default();
+        let lifecycle_metrics = LifecycleMetrics::default();
         let handle = PodsHandle {
+            prober_metrics: prober_metrics.clone(),
+            lifecycle_metrics: lifecycle_metrics.clone(),
             shutdown_requests: shutdown_tx,
             serving: config.serve,
             bound: pods.clone(),
@@ -163,6 +173,8 @@ impl PodsManager {
             config,
             runtime,
             writer,
+            prober_metrics,
+            lifecycle_metrics,
         };
         (manager, handle)
     }
@@ -270,6 +282,8 @@ impl PodsManager {
             resync: Backoff::new(self.config.sync_frequency, self.config.sync_frequency)
                 .with_jitter(0.5),
             started: (SystemTime::now(), tokio::time::Instant::now()),
+            prober_metrics: self.prober_metrics.clone(),
+            lifecycle_metrics: self.lifecycle_metrics.clone(),
         };
         let releaser = Releaser {
             pods_dir: self.config.pods_dir.clone(),
@@ -280,6 +294,7 @@ impl PodsManager {
             volumes: volumes.clone(),
             pod_events: self.warnings.clone(),
             node,
+            lifecycle_metrics: self.lifecycle_metrics.clone(),
         };
         tracing::info!(node = %self.config.node_name, "serving the node's pods");
         let backoff = Backoff::new(self.config.retry_initial, self.config.retry_max)

@@ -11,6 +11,7 @@
 //! | `image_pulls` | the kubelet's image pull back-off |
 //! | `probes` | the containers' liveness, readiness and startup probes |
 //! | `hooks` | a container's `postStart` and `preStop` hooks |
+//! | `lifecycle_metrics` | the hooks' metrics |
 //! | `lifecycle_events` | the runtime's container events told to workers |
 //! | `resource_health` | the health of what each container holds, in its status |
 
@@ -22,6 +23,8 @@ pub(crate) mod hooks;
 pub(super) mod image_pulls;
 #[cfg(feature = "kube")]
 pub(super) mod lifecycle_events;
+#[cfg(feature = "kube")]
+pub(crate) mod lifecycle_metrics;
 #[cfg(feature = "kube")]
 pub(super) mod pod_sync;
 #[cfg(feature = "kube")]

@@ -8,6 +8,8 @@
 //! | `options` | a container's run options, as the kubelet's `RunContainerOptions` |
 //! | `env` | a container's environment, as the kubelet makes it |
 //! | `env_sources` | the ConfigMaps and Secrets a container's environment names, read |
+//! | `env_file` | a variable read from a file in one of the pod's volumes (`fileKeyRef`) |
+//! | `expand` | `$(NAME)` references expanded, as the kubelet expands them |
 //! | `runtime_spec` | what the runtime is asked for a pod and a container |
 //! | `linux_resources` | a container's cgroup resources, as the kubelet sets them |
 //! | `security_context` | a pod's and a container's security context, as the kubelet hands it to the runtime |
@@ -19,7 +21,11 @@
 #[cfg(feature = "kube")]
 pub(super) mod env;
 #[cfg(feature = "kube")]
+pub(super) mod env_file;
+#[cfg(feature = "kube")]
 pub(super) mod env_sources;
+#[cfg(feature = "kube")]
+pub(super) mod expand;
 #[cfg(feature = "kube")]
 pub(super) mod generate;
 #[cfg(feature = "kube")]

@@ -30,9 +30,10 @@ use super::error::RuntimeError;
 use super::metrics::RuntimeMetrics;
 use super::security::ImageUser;
 use super::spec::{
-    CONTAINER_NAME_LABEL, ContainerEvent, ContainerEventKind, ContainerSpec, ContainerState,
-    ContainerStatus, LinuxResources, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL,
-    PodIdentity, PulledImage, SandboxSpec, SandboxStatus,
+    CONTAINER_HASH_ANNOTATION, CONTAINER_NAME_LABEL, ContainerEvent, ContainerEventKind,
+    ContainerSpec, ContainerState, ContainerStatus, LinuxResources, POD_NAME_LABEL,
+    POD_NAMESPACE_LABEL, POD_UID_LABEL, PodIdentity, PulledImage, SandboxSpec, SandboxStatus,
+    container_hash_of,
 };
 use super::stats::{ContainerStats, Sample, SandboxStats};
 use super::streaming::{AttachRequest, EXEC_SYNC_DEFAULT_DEADLINE, ExecRequest, ExecSyncOutput};
@@ -365,6 +366,7 @@ impl ContainerRuntime for CriRuntime {
                     message: String::new(),
                     user: None,
                     log_path: String::new(),
+                    hash: container_hash_of(c.annotations.get(CONTAINER_HASH_ANNOTATION)),
                     id: c.id,
                     sandbox_id: c.pod_sandbox_id,
                 }
@@ -436,6 +438,7 @@ impl ContainerRuntime for CriRuntime {
                 }),
             state,
             log_path: status.log_path,
+            hash: container_hash_of(status.annotations.get(CONTAINER_HASH_ANNOTATION)),
             id: status.id,
         })
     }

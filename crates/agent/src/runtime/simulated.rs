@@ -28,8 +28,8 @@ use super::container_runtime::{
 };
 use super::error::RuntimeError;
 use super::spec::{
-    ContainerEvent, ContainerEventKind, ContainerSpec, ContainerState, ContainerStatus,
-    PulledImage, SandboxSpec, SandboxStatus,
+    CONTAINER_HASH_ANNOTATION, ContainerEvent, ContainerEventKind, ContainerSpec, ContainerState,
+    ContainerStatus, PulledImage, SandboxSpec, SandboxStatus, container_hash_of,
 };
 
 /// The exit code of a process killed by SIGKILL.
@@ -308,6 +308,7 @@ impl ContainerRuntime for SimulatedRuntime {
                     message: String::new(),
                     user: None,
                     log_path: String::new(),
+                    hash: container_hash_of(container.annotations.get(CONTAINER_HASH_ANNOTATION)),
                 },
             );
             Ok(id)

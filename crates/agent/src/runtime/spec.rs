@@ -267,6 +267,21 @@ pub struct ContainerStatus {
     /// listing).
     #[serde(default)]
     pub log_path: String,
+    /// The hash of the container spec it was made from, as the kubelet
+    /// writes it in its `io.kubernetes.container.hash` annotation (`None`:
+    /// no such annotation): a spec whose hash differs asks for another
+    /// container.
+    #[serde(default)]
+    pub hash: Option<u64>,
+}
+
+/// The annotation a container's spec hash is kept in.
+pub(crate) const CONTAINER_HASH_ANNOTATION: &str = "io.kubernetes.container.hash";
+
+/// The spec hash of a container whose [`CONTAINER_HASH_ANNOTATION`] is
+/// `annotation` (hexadecimal, as the kubelet writes and reads it).
+pub(crate) fn container_hash_of(annotation: Option<&String>) -> Option<u64> {
+    annotation.and_then(|h| u64::from_str_radix(h, 16).ok())
 }
 
 /// Who a container's process runs as.

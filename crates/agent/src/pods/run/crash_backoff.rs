@@ -10,6 +10,10 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
+use k8s_openapi::api::core::v1::Container;
+
+use crate::pods::run_options::runtime_spec::container_hash;
+
 /// The first wait before a restart.
 pub(crate) const CRASH_BACKOFF_INITIAL: Duration = Duration::from_secs(10);
 /// The longest wait before a restart.
@@ -17,6 +21,13 @@ pub(crate) const CRASH_BACKOFF_MAX: Duration = Duration::from_secs(300);
 /// A container that exits this long after its last restart starts over at
 /// the first wait (the kubelet's `HasExpiredFunc`).
 pub(crate) const CRASH_BACKOFF_RESET: Duration = Duration::from_secs(600);
+
+/// The key of `container`'s back-off: its name and its spec's hash, as
+/// the kubelet's `GetStableKey`, so that a container whose image changed
+/// starts without the back-off of the one it replaces.
+pub(crate) fn backoff_key(container: &Container) -> String {
+    format!("{}_{:x}", container.name, container_hash(container))
+}
 
 /// One container's back-off.
 #[derive(Debug, Clone, Copy)]
@@ -36,14 +47,14 @@ impl Entry {
     }
 }
 
-/// The back-off of each container of one pod, by name.
+/// The back-off of each container of one pod, by [`backoff_key`].
 #[derive(Debug, Default)]
 pub(crate) struct CrashBackoff {
     entries: HashMap<String, Entry>,
 }
 
 impl CrashBackoff {
-    /// When container `name`, which exited at `finished_at`, may be
+    /// When the container of key `name`, which exited at `finished_at`, may be
     /// restarted: `None` when now (`now`), else the time and the wait it
     /// serves (the kubelet's `IsInBackOffSince`).
     pub(crate) fn restart_at(
@@ -60,7 +71,7 @@ impl CrashBackoff {
         (at > now).then_some((at, entry.wait))
     }
 
-    /// Container `name`, which exited at `finished_at`, is restarted at
+    /// The container of key `name`, which exited at `finished_at`, is restarted at
     /// `now`: its next exit waits twice as long, or the first wait after
     /// its first restart or one that starts over (the kubelet's `Next`).
     pub(crate) fn restarted(&mut self, name: &str, finished_at: SystemTime, now: SystemTime) {

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::common::go_quote::go_quote;
 use crate::pods::kube_events::PodEvents;
 use crate::pods::pod::PodRef;
+use crate::pods::run::lifecycle_metrics::LifecycleMetrics;
 use crate::pods::run::probes::http::{FetchError, HOOK_AGENT, HttpGet, PLAIN_ANSWER, http_fetch};
 use crate::pods::run::probes::spec::resolve_port;
 use crate::pods::run::probes::verdict::join_host_port;
@@ -93,6 +94,8 @@ pub(crate) struct HookTarget<'a> {
     pub(crate) gone: &'a CancellationToken,
     /// Where an `httpGet` hook's fall back to HTTP is told.
     pub(crate) events: Option<&'a PodEvents>,
+    /// Where a fall back to HTTP and a `sleep` cut short are counted.
+    pub(crate) metrics: Option<&'a LifecycleMetrics>,
 }
 
 /// Runs `hook` on `target`; a failure is the kubelet's message.
@@ -146,9 +149,14 @@ pub(crate) async fn run_hook(hook: &Hook, target: &HookTarget<'_>) -> Result<(),
             let pause = Duration::from_secs(u64::try_from(*seconds).unwrap_or(0));
             tokio::select! {
                 () = tokio::time::sleep(pause) => Ok(()),
-                () = target.gone.cancelled() => Err(format!(
-                    "Sleep lifecycle hook ({seconds}) for Container {name} in Pod {pod} failed - error: container terminated before sleep hook finished"
-                )),
+                () = target.gone.cancelled() => {
+                    if let Some(metrics) = target.metrics {
+                        metrics.sleep_cut_short();
+                    }
+                    Err(format!(
+                        "Sleep lifecycle hook ({seconds}) for Container {name} in Pod {pod} failed - error: container terminated before sleep hook finished"
+                    ))
+                }
             }
         }
         Hook::Invalid => Err("Cannot run handler: invalid handler".to_string()),
@@ -211,6 +219,9 @@ async fn http_hook(
                         container = target.container,
                         "an HTTPS lifecycle hook got an HTTP answer; asked again over HTTP"
                     );
+                    if let Some(metrics) = target.metrics {
+                        metrics.http_fell_back();
+                    }
                     if let Some(events) = target.events {
                         let events = events.clone();
                         let pod = target.pod.clone();
@@ -314,6 +325,7 @@ mod tests {
             pod_ip: Some("127.0.0.1"),
             gone: &gone,
             events: None,
+            metrics: None,
         };
         let hook = |port: u16| Hook::Http {
             https: false,
@@ -371,6 +383,7 @@ mod tests {
         let runtime = SimulatedRuntime::new();
         let pod = pod_ref();
         let gone = CancellationToken::new();
+        let metrics = LifecycleMetrics::default();
         let target = HookTarget {
             runtime: &runtime,
             container_id: "c1",
@@ -379,6 +392,7 @@ mod tests {
             pod_ip: Some("127.0.0.1"),
             gone: &gone,
             events: None,
+            metrics: Some(&metrics),
         };
         let hook = Hook::Http {
             https: true,
@@ -393,6 +407,7 @@ mod tests {
         let plain = String::from_utf8_lossy(&requests[1]).to_ascii_lowercase();
         assert!(plain.starts_with("get /drain http/1.1\r\n"), "{plain}");
         assert!(!plain.contains("authorization"), "{plain}");
+        assert_eq!(metrics.http_fallbacks(), 1);
     }
 
     #[tokio::test]
@@ -401,6 +416,7 @@ mod tests {
         let pod = pod_ref();
         let gone = CancellationToken::new();
         gone.cancel();
+        let metrics = LifecycleMetrics::default();
         let target = HookTarget {
             runtime: &runtime,
             container_id: "c1",
@@ -409,6 +425,7 @@ mod tests {
             pod_ip: None,
             gone: &gone,
             events: None,
+            metrics: Some(&metrics),
         };
         assert_eq!(
             run_hook(&Hook::Sleep { seconds: 3600 }, &target)
@@ -416,5 +433,6 @@ mod tests {
                 .unwrap_err(),
             "Sleep lifecycle hook (3600) for Container \"app\" in Pod \"web_default(u1)\" failed - error: container terminated before sleep hook finished"
         );
+        assert_eq!(metrics.sleeps_cut_short(), 1);
     }
 }

@@ -5,7 +5,9 @@
 //!
 //! - No ready sandbox: a new one first (its containers, if any, start
 //!   over: init containers run again), unless the pod's `restartPolicy`
-//!   is `Never` and its containers ran: it then ends as they did.
+//!   is `Never` and its containers ran, or `OnFailure` and every app
+//!   container succeeded: it then ends as they did. In a new sandbox an
+//!   `OnFailure` pod's app container that succeeded is not run again.
 //! - Init containers one after another: a regular one must exit 0 before
 //!   the next starts (one that fails is restarted unless the pod's
 //!   `restartPolicy` is `Never`, which fails the pod); a restartable one (a
@@ -15,20 +17,25 @@
 //! - Then every app container not running is started, or restarted as the
 //!   pod's `restartPolicy` says (`Always`; `OnFailure` for a non-zero exit;
 //!   `Never`), each restart after the container's crash-loop back-off.
+//! - A running app container or sidecar whose spec changed (its image:
+//!   the kubelet's `containerChanged`, by the hash of its name and image)
+//!   is killed and made again, whatever the `restartPolicy`, without the
+//!   back-off of the one it replaces.
 //! - The phase: `Pending` until initialized and while a container was
 //!   never started; `Running` while one runs (or all restart);
 //!   `Succeeded` when every app container exited 0 and none restarts;
 //!   `Failed` when none restarts and one failed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Container, Pod};
 
 use crate::pods::admit::container::ContainerKind;
 use crate::pods::admit::spec::containers;
-use crate::pods::run::crash_backoff::CrashBackoff;
+use crate::pods::run::crash_backoff::{CrashBackoff, backoff_key};
 use crate::pods::run::probes::{ProbeKind, Probed};
+use crate::pods::run_options::runtime_spec::container_hash;
 use crate::runtime::{ContainerState, ContainerStatus, SandboxStatus};
 
 /// The kubelet's waiting reason of a container not made yet.
@@ -77,6 +84,10 @@ pub(crate) struct Observed {
     /// the pod's sandboxes: a container made again in a new sandbox goes
     /// on counting its restarts.
     pub(crate) next_attempts: BTreeMap<String, u32>,
+    /// Container name → its latest container, ended in an earlier sandbox,
+    /// for the containers not in the latest one: an `OnFailure` pod's app
+    /// container that succeeded is not run again in a new sandbox.
+    pub(crate) ended_before: BTreeMap<String, ContainerStatus>,
 }
 
 /// One container as the pod's status shows it.
@@ -134,14 +145,24 @@ pub(crate) struct Start {
     pub(crate) restart: Option<SystemTime>,
 }
 
-/// A running container to kill because a probe failed.
+/// Why a running container is killed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KillCause {
+    /// This probe of it failed.
+    Probe(ProbeKind),
+    /// Its spec changed since it was made (its image): it is made again.
+    DefinitionChanged,
+}
+
+/// A running container to kill.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ProbeKill {
+pub(crate) struct Kill {
     pub(crate) name: String,
     /// Its runtime id.
     pub(crate) id: String,
-    pub(crate) probe: ProbeKind,
-    /// Whether it is started again (its restart policy is not `Never`).
+    pub(crate) cause: KillCause,
+    /// Whether it is started again (its restart policy is not `Never`, or
+    /// its spec changed).
     pub(crate) restart: bool,
 }
 
@@ -150,8 +171,8 @@ pub(crate) struct ProbeKill {
 pub(crate) struct SyncPlan {
     /// A new sandbox first, of this attempt.
     pub(crate) sandbox: Option<u32>,
-    /// Containers to kill first (a probe failed).
-    pub(crate) kill: Vec<ProbeKill>,
+    /// Containers to kill first (a probe failed, or their spec changed).
+    pub(crate) kill: Vec<Kill>,
     /// Containers to start, in order.
     pub(crate) start: Vec<Start>,
     /// When a back-off ends.
@@ -170,14 +191,21 @@ pub(crate) type StartErrors = BTreeMap<String, (String, String)>;
 /// What the probes say of each container's latest container, by name.
 pub(crate) type ProbeVerdicts = BTreeMap<String, Probed>;
 
+/// The runtime ids of the containers killed because their spec changed:
+/// each is made again once, whatever the pod's `restartPolicy` (the
+/// kubelet kills and starts it in one `SyncPod`).
+pub(crate) type Replaced = BTreeSet<String>;
+
 /// Decides what `pod` needs now that the runtime shows `observed` and its
-/// probes say `probed`.
+/// probes say `probed`; the containers of `replaced` were killed to be
+/// made again.
 pub(crate) fn plan(
     pod: &Pod,
     observed: &Observed,
     probed: &ProbeVerdicts,
     backoff: &CrashBackoff,
     start_errors: &StartErrors,
+    replaced: &Replaced,
     now: SystemTime,
 ) -> SyncPlan {
     let policy = pod
@@ -204,6 +232,11 @@ pub(crate) fn plan(
             // `computePodActions` decides for a pod that does not restart.
             return terminal_plan(pod, observed, now);
         }
+        if policy == "OnFailure" && observed.sandbox.is_some() && all_apps_succeeded(&all, observed)
+        {
+            // Nothing is left to run: no new sandbox either.
+            return terminal_plan(pod, observed, now);
+        }
         plan.sandbox = Some(observed.sandbox.as_ref().map_or(0, |s| s.attempt + 1));
         let has_init = all.iter().any(|(_, k)| *k != ContainerKind::App);
         // With no init container to run, the pod is initialized already.
@@ -228,10 +261,12 @@ pub(crate) fn plan(
 
     let ctx = Decide {
         pod,
+        specs: all.iter().map(|(c, _)| (c.name.as_str(), *c)).collect(),
         observed,
         probed,
         backoff,
         start_errors,
+        replaced,
         now,
     };
     let mut views: BTreeMap<String, ContainerView> = BTreeMap::new();
@@ -242,16 +277,24 @@ pub(crate) fn plan(
         if let Some(at) = wake {
             wake_at = Some(wake_at.map_or(at, |w| w.min(at)));
         }
-        if let (Some(probe), true, Some(current)) =
-            (view.probed.kill, view.running(), view.current.as_ref())
-        {
-            kills.push(ProbeKill {
-                name: name.to_string(),
-                id: current.id.clone(),
-                probe,
-                // A kill exits non-zero: whether that restarts it.
-                restart: restarts_on(137),
-            });
+        if let Some(current) = view.current.as_ref().filter(|_| view.running()) {
+            // A regular init container runs to its end whatever its spec
+            // says now, as the kubelet's.
+            let cause = if kind != ContainerKind::Init && ctx.changed(current) {
+                Some(KillCause::DefinitionChanged)
+            } else {
+                view.probed.kill.map(KillCause::Probe)
+            };
+            if let Some(cause) = cause {
+                kills.push(Kill {
+                    name: name.to_string(),
+                    id: current.id.clone(),
+                    cause,
+                    // A kill exits non-zero: whether that restarts it, unless
+                    // it is made again for its new spec.
+                    restart: cause == KillCause::DefinitionChanged || restarts_on(137),
+                });
+            }
         }
         (view, start)
     };
@@ -270,6 +313,7 @@ pub(crate) fn plan(
         let name = container.name.as_str();
         if initialized_before {
             if *kind == ContainerKind::Sidecar {
+                // A sidecar whose spec changed is made again too.
                 let (view, start) = decide(name, *kind, &|_| true);
                 plan.start.extend(start);
                 views.insert(name.into(), view);
@@ -338,7 +382,13 @@ pub(crate) fn plan(
             _ => true,
         };
         let (view, start) = decide(name, ContainerKind::App, &restarts_on);
+        let replacing = observed
+            .containers
+            .get(name)
+            .is_some_and(|(c, _)| replaced.contains(&c.id));
         match (&view.waiting, &view.current) {
+            // Killed to be made again at once: it goes on.
+            _ if replacing => running += 1,
             (None, Some(c)) if c.state == ContainerState::Running => running += 1,
             (None, Some(c)) if c.state == ContainerState::Exited => {
                 stopped += 1;
@@ -389,6 +439,24 @@ pub(crate) fn plan(
     plan
 }
 
+/// Whether each app container of `all` (one at least) last exited 0, in
+/// the latest sandbox or an earlier one.
+fn all_apps_succeeded(all: &[(&Container, ContainerKind)], observed: &Observed) -> bool {
+    let mut apps = all
+        .iter()
+        .filter(|(_, k)| *k == ContainerKind::App)
+        .peekable();
+    apps.peek().is_some()
+        && apps.all(|(c, _)| {
+            observed
+                .containers
+                .get(&c.name)
+                .map(|(latest, _)| latest)
+                .or_else(|| observed.ended_before.get(&c.name))
+                .is_some_and(|c| c.state == ContainerState::Exited && c.exit_code == Some(0))
+        })
+}
+
 /// Container `name` as the runtime last had it, nothing decided for it
 /// (an init container after the one that runs, or once the pod was
 /// initialized): `PodInitializing` when it was never made.
@@ -407,14 +475,27 @@ fn as_observed(name: &str, kind: ContainerKind, observed: &Observed) -> Containe
 /// What one container needs, from the pod's observation.
 struct Decide<'a> {
     pod: &'a Pod,
+    /// The pod's containers, by name.
+    specs: BTreeMap<&'a str, &'a Container>,
     observed: &'a Observed,
     probed: &'a ProbeVerdicts,
     backoff: &'a CrashBackoff,
     start_errors: &'a StartErrors,
+    replaced: &'a Replaced,
     now: SystemTime,
 }
 
 impl Decide<'_> {
+    /// Whether `current` was made from another spec than its container's
+    /// now (the kubelet's `containerChanged`). A container without the
+    /// hash annotation was not made by a kubelet: never.
+    fn changed(&self, current: &ContainerStatus) -> bool {
+        match (current.hash, self.specs.get(current.name.as_str())) {
+            (Some(hash), Some(spec)) => hash != u64::from(container_hash(spec)),
+            _ => false,
+        }
+    }
+
     /// Container `name`: how the status shows it, whether it starts now
     /// (`restarts_on` says whether an exit code restarts it), and when its
     /// back-off ends.
@@ -427,7 +508,18 @@ impl Decide<'_> {
         let mut wake = None;
         let (current, previous) = match self.observed.containers.get(name) {
             Some((c, p)) => (Some(c.clone()), p.clone()),
-            None => (None, None),
+            // An app container that ended in an earlier sandbox and is not
+            // to restart (an `OnFailure` pod's that succeeded) is shown as
+            // it ended, not run again (the kubelet's `computePodActions`
+            // for a new sandbox).
+            None => match self.observed.ended_before.get(name) {
+                Some(c)
+                    if kind == ContainerKind::App && !restarts_on(c.exit_code.unwrap_or(-1)) =>
+                {
+                    (Some(c.clone()), None)
+                }
+                _ => (None, None),
+            },
         };
         let mut view = ContainerView {
             name: name.to_string(),
@@ -451,11 +543,15 @@ impl Decide<'_> {
             Some(c) if c.state == ContainerState::Running => None,
             Some(c) if c.state == ContainerState::Exited => {
                 let code = c.exit_code.unwrap_or(-1);
-                if !restarts_on(code) {
+                if !restarts_on(code) && !self.replaced.contains(&c.id) {
                     None
                 } else {
                     let finished = c.finished_at.unwrap_or(self.now);
-                    match self.backoff.restart_at(name, finished, self.now) {
+                    let key = self
+                        .specs
+                        .get(name)
+                        .map_or_else(|| name.to_string(), |spec| backoff_key(spec));
+                    match self.backoff.restart_at(&key, finished, self.now) {
                         Some((at, wait)) => {
                             wake = Some(at);
                             let pod_name = self.pod.metadata.name.clone().unwrap_or_default();
@@ -522,6 +618,7 @@ pub(crate) fn terminal_plan(pod: &Pod, observed: &Observed, now: SystemTime) -> 
         &ProbeVerdicts::new(),
         &CrashBackoff::default(),
         &StartErrors::new(),
+        &Replaced::new(),
         now,
     );
     plan.start.clear();

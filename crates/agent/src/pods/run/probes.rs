@@ -14,12 +14,14 @@
 //! | `handler` | one probe run: its handler, retries, result and Event |
 //! | `exec`, `http`, `tcp`, `grpc` | the four handlers |
 //! | `results` | the results by container, and what they make of it |
+//! | `metrics` | the probes' metrics (`/metrics/probes`) |
 //! | `verdict` | what a handler answers, in the words shared with Go |
 
 mod exec;
 mod grpc;
 mod handler;
 pub(crate) mod http;
+mod metrics;
 mod probe_loop;
 mod results;
 pub(crate) mod spec;
@@ -33,6 +35,7 @@ use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::watch;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+pub(crate) use self::metrics::ProberMetrics;
 pub(crate) use self::probe_loop::{ContainerTarget, ProbeContext, Targets};
 pub(crate) use self::results::{Adopted, Probed, Results};
 pub(crate) use self::spec::{ProbeKind, ProbeSpec, probes_of};

@@ -44,21 +44,21 @@ use crate::pods::informers::Informers;
 use crate::pods::kube_events::{FAILED_CREATE_POD_SANDBOX, PodEvents};
 use crate::pods::lifecycle::report::Report;
 use crate::pods::pod::PodRef;
-use crate::pods::run::crash_backoff::CrashBackoff;
+use crate::pods::run::crash_backoff::{CrashBackoff, backoff_key};
 use crate::pods::run::hooks::POST_START_HOOK_ERROR;
 use crate::pods::run::image_pulls::ImagePulls;
 use crate::pods::run::lifecycle_events::LifecycleEvent;
 use crate::pods::run::pod_sync::{
-    ApiPhase, CRASH_LOOP_BACK_OFF, Observed, StartErrors, SyncPlan, plan,
+    ApiPhase, CRASH_LOOP_BACK_OFF, KillCause, Observed, Replaced, StartErrors, SyncPlan, plan,
 };
-use crate::pods::run::probes::PodProber;
+use crate::pods::run::probes::{PodProber, ProberMetrics};
 use crate::pods::run::resource_health::{HealthSources, allocated_resources_status};
 use crate::pods::run_options::host_dns::host_dns;
 use crate::pods::run_options::pod_dns::{PodDns, PodDnsConfig, pod_dns};
 use crate::pods::run_options::runtime_spec::sandbox_spec;
 use crate::pods::static_pods::mirror::Mirrors;
 use crate::pods::status::status_writer::StatusWriter;
-use crate::runtime::{ContainerRuntime, DnsSpec, RuntimeError, SandboxSpec};
+use crate::runtime::{ContainerRuntime, ContainerState, DnsSpec, RuntimeError, SandboxSpec};
 use crate::volumes::{PodVolumes, VolumeError, VolumeHandle};
 
 /// A failed sandbox or container start is tried again this long after, or
@@ -120,6 +120,10 @@ pub(crate) struct WorkerContext {
     /// made within a period of it waits a random part of its period
     /// first, and a container that ran before it keeps its status.
     pub(crate) started: (SystemTime, tokio::time::Instant),
+    /// The node's probes' metrics.
+    pub(crate) prober_metrics: ProberMetrics,
+    /// The hooks' metrics.
+    pub(crate) lifecycle_metrics: crate::pods::run::lifecycle_metrics::LifecycleMetrics,
 }
 
 /// What the status of every pod names, learnt when first needed (not at
@@ -196,6 +200,9 @@ pub(crate) struct Worker {
     stop: CancellationToken,
     backoff: CrashBackoff,
     start_errors: StartErrors,
+    /// The containers killed because their spec changed, made again at
+    /// the next start of containers.
+    replaced: Replaced,
     /// The pull back-off of the pod's images.
     image_pulls: ImagePulls,
     /// The attempt of each container whose crash-loop back-off was told
@@ -284,6 +291,7 @@ impl Worker {
             stop,
             backoff: CrashBackoff::default(),
             start_errors: StartErrors::new(),
+            replaced: Replaced::new(),
             image_pulls: ImagePulls::default(),
             backoff_told: BTreeMap::new(),
             conditions,
@@ -451,7 +459,10 @@ impl Worker {
         let mut decided = self.plan(&pod, &observed, now);
         if !decided.kill.is_empty() {
             for kill in decided.kill.clone() {
-                self.kill_for_probe(&pod, &kill).await;
+                if kill.cause == KillCause::DefinitionChanged {
+                    self.replaced.insert(kill.id.clone());
+                }
+                self.kill_running(&pod, &kill).await;
             }
             observed = observe(self.context.runtime.as_ref(), &self.pod_ref.uid).await?;
             decided = self.plan(&pod, &observed, now);
@@ -495,8 +506,11 @@ impl Worker {
                     Ok(()) => {
                         self.start_errors.remove(&start.name);
                         if let Some(finished) = start.restart {
-                            self.backoff
-                                .restarted(&start.name, finished, SystemTime::now());
+                            self.backoff.restarted(
+                                &backoff_key(container),
+                                finished,
+                                SystemTime::now(),
+                            );
                         }
                         started = true;
                     }
@@ -504,8 +518,11 @@ impl Worker {
                         if reason == POST_START_HOOK_ERROR {
                             // It ran, and was killed: a restart all the same.
                             if let Some(finished) = start.restart {
-                                self.backoff
-                                    .restarted(&start.name, finished, SystemTime::now());
+                                self.backoff.restarted(
+                                    &backoff_key(container),
+                                    finished,
+                                    SystemTime::now(),
+                                );
                             }
                             started = true;
                         }
@@ -516,6 +533,9 @@ impl Worker {
                     }
                 }
             }
+            // A replaced container is made again once: a start that failed
+            // is then retried only as its restart policy says.
+            self.replaced.clear();
         }
         if started {
             // Show what was started.
@@ -589,6 +609,7 @@ impl Worker {
             &self.verdicts(observed),
             &self.backoff,
             &self.start_errors,
+            &self.replaced,
             now,
         )
     }
@@ -725,7 +746,8 @@ async fn observed_sandbox(
 }
 
 /// What the runtime shows of pod `uid`: its latest sandbox, and in it each
-/// container's latest two attempts, in full.
+/// container's latest two attempts, in full; and each container whose
+/// latest attempt ended in an earlier sandbox, in full.
 pub(crate) async fn observe(
     runtime: &dyn ContainerRuntime,
     uid: &str,
@@ -744,6 +766,7 @@ pub(crate) async fn observe(
         return Ok(observed);
     };
     let mut by_name: BTreeMap<String, Vec<crate::runtime::ContainerStatus>> = BTreeMap::new();
+    let mut elsewhere: BTreeMap<String, crate::runtime::ContainerStatus> = BTreeMap::new();
     for c in runtime.containers().await? {
         if c.pod.uid != uid {
             continue;
@@ -752,6 +775,16 @@ pub(crate) async fn observe(
         *next = (*next).max(c.attempt + 1);
         if c.sandbox_id == sandbox.id {
             by_name.entry(c.name.clone()).or_default().push(c);
+        } else if elsewhere
+            .get(&c.name)
+            .is_none_or(|e| (e.attempt, e.created_at) < (c.attempt, c.created_at))
+        {
+            elsewhere.insert(c.name.clone(), c);
+        }
+    }
+    for (name, c) in elsewhere {
+        if !by_name.contains_key(&name) && c.state == ContainerState::Exited {
+            observed.ended_before.insert(name, full(runtime, c).await?);
         }
     }
     for (name, mut all) in by_name {

@@ -4,7 +4,8 @@
 //! keys, with the source's prefix), then its own `env`, each replacing one
 //! of the same name: a value expanded against the variables before it and
 //! the Services', or taken from its source (a pod field, a resource of a
-//! container, a ConfigMap's or Secret's key); then the Services'
+//! container, a ConfigMap's or Secret's key, a file's key in a volume:
+//! `env_file.rs`); then the Services'
 //! variables the container does not set. A source that does not exist,
 //! or a key it lacks, leaves the variable out when it is optional, and
 //! otherwise refuses the container with the kubelet's message (its
@@ -14,8 +15,10 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, EnvVar, Pod};
 
+use crate::pods::run_options::env_file::file_key_value;
 use crate::pods::run_options::env_sources::{EnvObjects, ObjectKind};
-use crate::volumes::{downward_pod_field, downward_resource_field};
+use crate::pods::run_options::expand::expand;
+use crate::volumes::{PodVolumes, downward_pod_field, downward_resource_field};
 
 /// What a container's environment is made from besides the pod.
 pub(crate) struct EnvInputs<'a> {
@@ -32,6 +35,8 @@ pub(crate) struct EnvInputs<'a> {
     /// node's network here): known before the pod's status says it, as
     /// the kubelet takes it from the node and the sandbox.
     pub(crate) node_ip: Option<&'a str>,
+    /// The pod's volumes as set up, which `fileKeyRef` reads from.
+    pub(crate) volumes: Option<&'a PodVolumes>,
 }
 
 /// Container `container`'s variables, in order; an error is the
@@ -138,6 +143,11 @@ fn own_env(
                         inputs.allocatable,
                     )
                     .map_err(|e| e.to_string())?
+                } else if let Some(file) = &from.file_key_ref {
+                    match file_key_value(file, inputs.volumes)? {
+                        Some(value) => value,
+                        None => continue,
+                    }
                 } else {
                     let key_ref = if let Some(key) = &from.config_map_key_ref {
                         Some((ObjectKind::ConfigMap, &key.name, &key.key, key.optional))
@@ -202,40 +212,6 @@ fn pod_field(pod: &Pod, path: &str, node_ip: Option<&str>) -> Result<String, Str
     })
 }
 
-/// `text` with each `$(NAME)` replaced by `lookup(NAME)` (left as it is
-/// when unknown) and `$$` by `$`, as the kubelet expands commands and
-/// environment values.
-pub(crate) fn expand(text: &str, lookup: impl Fn(&str) -> Option<String>) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find('$') {
-        out.push_str(&rest[..at]);
-        let after = &rest[at + 1..];
-        if let Some(tail) = after.strip_prefix('$') {
-            out.push('$');
-            rest = tail;
-        } else if let Some(inner) = after.strip_prefix('(')
-            && let Some(close) = inner.find(')')
-        {
-            let name = &inner[..close];
-            match lookup(name) {
-                Some(value) => out.push_str(&value),
-                None => {
-                    out.push_str("$(");
-                    out.push_str(name);
-                    out.push(')');
-                }
-            }
-            rest = &inner[close + 1..];
-        } else {
-            out.push('$');
-            rest = after;
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -262,6 +238,7 @@ mod tests {
             objects,
             allocatable: &BTreeMap::from([("cpu".to_string(), "4".to_string())]),
             node_ip: Some("192.0.2.7"),
+            volumes: None,
         };
         container_env(pod, c, &inputs)
     }

@@ -119,6 +119,7 @@ pub(crate) fn run_options(
         objects: node.env_objects,
         allocatable: node.allocatable,
         node_ip: node.node_ip,
+        volumes: node.volumes.map(|(volumes, _)| volumes),
     };
     let envs = container_env(pod, container, &inputs).map_err(RunOptionsError::Env)?;
     let mut mounts = admitted.mounts.clone();

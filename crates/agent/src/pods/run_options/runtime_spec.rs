@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
-use crate::pods::run_options::env::expand;
+use crate::pods::run_options::expand::expand;
 use crate::pods::run_options::linux_resources::{Host, container_resources};
 use crate::pods::run_options::options::RunContainerOptions;
 use crate::pods::run_options::security_context::sandbox_security;
@@ -110,7 +110,7 @@ pub(crate) fn container_spec(
 
     let spec = pod.spec.as_ref();
     annotations.insert(
-        "io.kubernetes.container.hash".into(),
+        crate::runtime::CONTAINER_HASH_ANNOTATION.into(),
         format!("{:x}", container_hash(container)),
     );
     annotations.insert(
@@ -204,7 +204,7 @@ fn identity(pod: &Pod) -> PodIdentity {
 /// of its hash printer's rendering of the JSON `{"image":..,"name":..}` as
 /// bytes, `([]uint8)[123 34 ...]`. (Go's JSON escapes `<`, `>` and `&`,
 /// which no image or container name holds.)
-fn container_hash(container: &Container) -> u32 {
+pub(crate) fn container_hash(container: &Container) -> u32 {
     let quote = |text: &str| serde_json::to_string(text).unwrap_or_default();
     let json = format!(
         "{{\"image\":{},\"name\":{}}}",

@@ -21,6 +21,7 @@ use crate::pods::admit::spec::containers;
 use crate::pods::kube_events::PodEvents;
 use crate::pods::pod::PodRef;
 use crate::pods::run::hooks::{Hook, HookTarget, run_hook};
+use crate::pods::run::lifecycle_metrics::LifecycleMetrics;
 use crate::runtime::{ContainerRuntime, RuntimeError};
 
 /// The shortest grace the kubelet gives a container
@@ -43,6 +44,8 @@ pub(crate) struct PodKiller {
     pub(crate) pod: Option<Arc<Pod>>,
     /// The pod's address, for an `httpGet` hook without a host.
     pub(crate) pod_ip: Option<String>,
+    /// The hooks' metrics.
+    pub(crate) lifecycle_metrics: LifecycleMetrics,
 }
 
 /// One container to stop.
@@ -125,6 +128,7 @@ impl PodKiller {
                 pod_ip: killer.pod_ip.as_deref(),
                 gone: &gone,
                 events: Some(&killer.events),
+                metrics: Some(&killer.lifecycle_metrics),
             };
             if let Err(message) = run_hook(&hook, &target).await {
                 tracing::warn!(container = %name, %message, "PreStop hook failed");

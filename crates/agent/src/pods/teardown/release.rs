@@ -82,6 +82,8 @@ pub(crate) struct Releaser {
     pub(crate) pod_events: PodEvents,
     /// The node's address: pods' `httpGet` hooks go there.
     pub(crate) node: Arc<NodeFacts>,
+    /// The hooks' metrics.
+    pub(crate) lifecycle_metrics: crate::pods::run::lifecycle_metrics::LifecycleMetrics,
 }
 
 impl Releaser {
@@ -94,6 +96,7 @@ impl Releaser {
             pod_ref: pod.clone(),
             pod: ending.pod.clone(),
             pod_ip: self.node.node_ip().await,
+            lifecycle_metrics: self.lifecycle_metrics.clone(),
         };
         let stopped = terminate(&killer, ending.grace)
             .await

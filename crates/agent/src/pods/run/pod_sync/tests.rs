@@ -68,6 +68,7 @@ fn container(
         message: String::new(),
         user: None,
         log_path: String::new(),
+        hash: None,
     }
 }
 
@@ -79,7 +80,17 @@ fn observed(containers: Vec<ContainerStatus>) -> Observed {
             .map(|c| (c.name.clone(), (c, None)))
             .collect(),
         next_attempts: BTreeMap::new(),
+        ended_before: BTreeMap::new(),
     }
+}
+
+/// The back-off key of `pod`'s container `name`.
+fn key(pod: &Pod, name: &str) -> String {
+    let (spec, _) = containers(pod)
+        .into_iter()
+        .find(|(c, _)| c.name == name)
+        .unwrap();
+    backoff_key(spec)
 }
 
 fn names(plan: &SyncPlan) -> Vec<&str> {
@@ -98,6 +109,7 @@ fn decide(pod: &Pod, observed: &Observed) -> SyncPlan {
         &ProbeVerdicts::new(),
         &CrashBackoff::default(),
         &StartErrors::new(),
+        &Replaced::new(),
         at(3),
     )
 }
@@ -109,6 +121,7 @@ fn plan_with(pod: &Pod, observed: &Observed, backoff: &CrashBackoff) -> SyncPlan
         &ProbeVerdicts::new(),
         backoff,
         &StartErrors::new(),
+        &Replaced::new(),
         at(3),
     )
 }
@@ -209,7 +222,7 @@ fn a_sidecar_that_stops_after_the_pod_initialized_restarts_while_the_app_contain
 
     // In its back-off the proxy holds nothing back either.
     let mut backoff = CrashBackoff::default();
-    backoff.restarted("proxy", at(0), at(1));
+    backoff.restarted(&key(&pod, "proxy"), at(0), at(1));
     let crashed_again = observed(vec![
         container("setup", 0, ContainerState::Exited, Some(0)),
         container("proxy", 1, ContainerState::Exited, Some(1)),
@@ -272,7 +285,7 @@ fn the_restart_policy_decides_restarts_and_the_phase() {
 fn a_restart_within_its_back_off_waits_with_the_kubelets_words() {
     let pod = pod("Always", &[], &["main"]);
     let mut backoff = CrashBackoff::default();
-    backoff.restarted("main", at(0), at(1));
+    backoff.restarted(&key(&pod, "main"), at(0), at(1));
     let crashed = observed(vec![container("main", 1, ContainerState::Exited, Some(1))]);
     let plan = plan(
         &pod,
@@ -280,6 +293,7 @@ fn a_restart_within_its_back_off_waits_with_the_kubelets_words() {
         &ProbeVerdicts::new(),
         &backoff,
         &StartErrors::new(),
+        &Replaced::new(),
         at(3),
     );
     assert!(plan.start.is_empty());
@@ -313,6 +327,7 @@ fn a_start_that_failed_shows_its_reason_until_it_succeeds() {
         &ProbeVerdicts::new(),
         &CrashBackoff::default(),
         &errors,
+        &Replaced::new(),
         at(3),
     );
     assert_eq!(names(&plan), ["main"]);
@@ -353,4 +368,140 @@ fn a_pod_stopped_for_good_shows_its_containers_stopped_and_ends() {
     let mut empty = observed(vec![]);
     empty.sandbox = None;
     assert_eq!(terminal_plan(&pod, &empty, at(10)).phase, ApiPhase::Failed);
+}
+
+/// The hash of container `name` made from `image`.
+fn hash_of(name: &str, image: &str) -> Option<u64> {
+    let spec: Container = serde_json::from_value(json!({"name": name, "image": image})).unwrap();
+    Some(u64::from(container_hash(&spec)))
+}
+
+#[test]
+fn a_running_container_whose_image_changed_is_killed_and_made_again_whatever_the_policy() {
+    let pod = pod("Never", &[("setup", false), ("proxy", true)], &["main"]);
+    let made = |name: &str, image: &str, state, exit| {
+        let mut c = container(name, 0, state, exit);
+        c.hash = hash_of(name, image);
+        c
+    };
+    // Each made from image "i", as the pod says: nothing to do.
+    let same = observed(vec![
+        made("setup", "i", ContainerState::Exited, Some(0)),
+        made("proxy", "i", ContainerState::Running, None),
+        made("main", "i", ContainerState::Running, None),
+    ]);
+    let decided = decide(&pod, &same);
+    assert!(
+        decided.kill.is_empty() && decided.start.is_empty(),
+        "{decided:?}"
+    );
+
+    // The pod's images were "old" when its sidecar and app were made.
+    let changed = observed(vec![
+        made("setup", "old", ContainerState::Exited, Some(0)),
+        made("proxy", "old", ContainerState::Running, None),
+        made("main", "old", ContainerState::Running, None),
+    ]);
+    let decided = decide(&pod, &changed);
+    let kills: Vec<_> = decided
+        .kill
+        .iter()
+        .map(|k| (k.name.as_str(), k.cause, k.restart))
+        .collect();
+    assert_eq!(
+        kills,
+        [
+            ("proxy", KillCause::DefinitionChanged, true),
+            ("main", KillCause::DefinitionChanged, true),
+        ],
+        "the ended init container is left alone; a Never pod's app is made again"
+    );
+    assert_eq!(decided.phase, ApiPhase::Running);
+
+    // Killed: made again once, though the pod never restarts, and it
+    // stays Running meanwhile.
+    let killed = observed(vec![
+        made("setup", "old", ContainerState::Exited, Some(0)),
+        made("proxy", "old", ContainerState::Exited, Some(137)),
+        made("main", "old", ContainerState::Exited, Some(137)),
+    ]);
+    let replaced: Replaced = ["proxy-0".to_string(), "main-0".to_string()].into();
+    let decided = plan(
+        &pod,
+        &killed,
+        &ProbeVerdicts::new(),
+        &CrashBackoff::default(),
+        &StartErrors::new(),
+        &replaced,
+        at(3),
+    );
+    assert_eq!(names(&decided), ["proxy", "main"]);
+    assert_eq!(decided.start[1].attempt, 1, "it counts a restart");
+    assert_eq!(decided.phase, ApiPhase::Running);
+    // Once tried, the Never pod ends as its app did.
+    let decided = decide(&pod, &killed);
+    assert_eq!(names(&decided), Vec::<&str>::new());
+    assert_eq!(decided.phase, ApiPhase::Failed);
+}
+
+#[test]
+fn a_container_made_for_a_new_image_does_not_serve_the_old_ones_back_off() {
+    let pod = pod("Always", &[], &["main"]);
+    let old: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+        "spec": {"containers": [{"name": "main", "image": "old"}]},
+    }))
+    .unwrap();
+    let mut backoff = CrashBackoff::default();
+    backoff.restarted(&key(&old, "main"), at(0), at(1));
+    let crashed = observed(vec![container("main", 1, ContainerState::Exited, Some(1))]);
+    assert_eq!(
+        waiting(&plan_with(&old, &crashed, &backoff), "main").as_deref(),
+        Some(CRASH_LOOP_BACK_OFF)
+    );
+    let plan = plan_with(&pod, &crashed, &backoff);
+    assert_eq!(names(&plan), ["main"], "restarted at once");
+}
+
+#[test]
+fn an_on_failure_pods_new_sandbox_does_not_run_again_what_succeeded() {
+    let on_failure = pod("OnFailure", &[("setup", false)], &["a", "b"]);
+    // Sandbox 0 stopped after `a` succeeded and while `b` ran.
+    let mut seen = observed(vec![]);
+    seen.sandbox = Some(sandbox(1, true));
+    seen.ended_before.insert(
+        "a".into(),
+        container("a", 0, ContainerState::Exited, Some(0)),
+    );
+    seen.ended_before.insert(
+        "b".into(),
+        container("b", 0, ContainerState::Exited, Some(137)),
+    );
+    // The init container runs again first; then only `b`.
+    let plan = decide(&on_failure, &seen);
+    assert_eq!(names(&plan), ["setup"]);
+    seen.containers.insert(
+        "setup".into(),
+        (container("setup", 0, ContainerState::Exited, Some(0)), None),
+    );
+    let plan = decide(&on_failure, &seen);
+    assert_eq!(names(&plan), ["b"], "`a` succeeded: not run again");
+    let a = plan.containers.iter().find(|c| c.name == "a").unwrap();
+    assert_eq!(a.current.as_ref().and_then(|c| c.exit_code), Some(0));
+    // Always: both run again.
+    let always = pod("Always", &[], &["a", "b"]);
+    assert_eq!(names(&decide(&always, &seen)), ["a", "b"]);
+
+    // Every app container succeeded and the sandbox stopped: no new one,
+    // the pod succeeded.
+    let mut done = observed(vec![container("b", 1, ContainerState::Exited, Some(0))]);
+    done.sandbox = Some(sandbox(1, false));
+    done.ended_before.insert(
+        "a".into(),
+        container("a", 0, ContainerState::Exited, Some(0)),
+    );
+    let plan = decide(&on_failure, &done);
+    assert_eq!(plan.sandbox, None);
+    assert_eq!(plan.phase, ApiPhase::Succeeded);
+    assert!(plan.start.is_empty());
 }

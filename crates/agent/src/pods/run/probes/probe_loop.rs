@@ -13,9 +13,12 @@
 //! - within its initial delay (whole seconds since it started): nothing;
 //! - a startup probe of a started container, or a liveness or readiness
 //!   probe of one not started yet: nothing;
-//! - else the probe runs; its Event is recorded on the container; the
-//!   result counts towards its threshold (the counts carry over to a newer
-//!   container, as the kubelet's), and once there it is the container's.
+//! - else the probe runs; its Event is recorded on the container, its
+//!   result counted in the probes' metrics; the result counts towards its
+//!   threshold (the counts carry over to a newer container, as the
+//!   kubelet's), and once there it is the container's.
+//!
+//! When the probe stops, its metrics' series are removed.
 //!
 //! A readiness probe also runs at once, its period starting again, when
 //! the pod's worker saw the pod again and the container runs, started and
@@ -31,6 +34,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
 use super::handler::{ProbeRun, Target, run_probe};
+use super::metrics::ProberMetrics;
 use super::results::Results;
 use super::spec::{ProbeKind, ProbeSpec};
 use crate::pods::kube_events::PodEvents;
@@ -61,6 +65,23 @@ pub(crate) struct ProbeContext {
     /// When the agent started: probes made within a period of it wait a
     /// random part of their period first.
     pub(crate) agent_start: Instant,
+    /// The node's probes' metrics.
+    pub(crate) metrics: ProberMetrics,
+}
+
+/// Removes a probe's metrics' series when the probe stops.
+struct ForgetOnStop<'a> {
+    context: &'a ProbeContext,
+    kind: ProbeKind,
+    name: &'a str,
+}
+
+impl Drop for ForgetOnStop<'_> {
+    fn drop(&mut self) {
+        self.context
+            .metrics
+            .forget(self.kind, &self.context.pod, self.name);
+    }
 }
 
 /// A probe's own state, carried from one run to the next.
@@ -82,6 +103,11 @@ pub(crate) async fn probe_loop(
     mut targets: watch::Receiver<Targets>,
     stop: CancellationToken,
 ) {
+    let _forget = ForgetOnStop {
+        context: &context,
+        kind: spec.kind,
+        name: &name,
+    };
     if context.agent_start.elapsed() < spec.period {
         let wait = spec.period.mul_f64(rand::random::<f64>());
         tokio::select! {
@@ -137,6 +163,7 @@ async fn probe_once(
     target: &ContainerTarget,
     state: &mut State,
 ) {
+    let began = Instant::now();
     let results = &context.results;
     if state.container_id.as_deref() != Some(target.id.as_str()) {
         if let Some(old) = state.container_id.take() {
@@ -184,6 +211,9 @@ async fn probe_once(
     let Some(success) = success else {
         return;
     };
+    context
+        .metrics
+        .observed(spec.kind, &context.pod, name, success, began.elapsed());
     if counted(state, success, spec) {
         results.set(&target.id, spec.kind, success);
         if (spec.kind == ProbeKind::Liveness && !success) || spec.kind == ProbeKind::Startup {

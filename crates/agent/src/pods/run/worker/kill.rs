@@ -111,6 +111,7 @@ impl Worker {
             pod_ref: self.pod_ref.clone(),
             pod: Some(Arc::new(pod.clone())),
             pod_ip: self.context.node.node_ip().await,
+            lifecycle_metrics: self.context.lifecycle_metrics.clone(),
         }
     }
 }

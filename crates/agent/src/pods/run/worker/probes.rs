@@ -5,14 +5,17 @@
 //! kubelet kills it: a `Killing` Event ("Container app failed liveness
 //! probe, will be restarted"), its `preStop` hook, then a stop with a
 //! deletion's grace period, else the probe's own when it has one, else
-//! the pod's (at least 2 s).
+//! the pod's (at least 2 s). A running container whose spec changed (its
+//! image) is killed the same way, with the pod's grace ("Container app
+//! definition changed, will be restarted"; "Init container proxy
+//! definition changed" for a sidecar), to be made again.
 
 use k8s_openapi::api::core::v1::Pod;
 
 use super::Worker;
 use crate::pods::admit::container::ContainerKind;
 use crate::pods::admit::spec::containers;
-use crate::pods::run::pod_sync::{Observed, ProbeKill, ProbeVerdicts};
+use crate::pods::run::pod_sync::{Kill, KillCause, Observed, ProbeVerdicts};
 use crate::pods::run::probes::{ContainerTarget, PodProber, ProbeContext, ProbeKind, Targets};
 use crate::pods::teardown::kill_container::ContainerKill;
 use crate::runtime::ContainerState;
@@ -37,6 +40,7 @@ impl Worker {
             events: self.context.pod_events.clone(),
             results,
             agent_start,
+            metrics: self.context.prober_metrics.clone(),
         };
         self.prober = Some(PodProber::start(pod, context, agent_started));
     }
@@ -74,33 +78,34 @@ impl Worker {
         prober.saw(targets);
     }
 
-    /// Kills the container of `kill`, whose probe failed.
-    pub(super) async fn kill_for_probe(&self, pod: &Pod, kill: &ProbeKill) {
+    /// Kills the container of `kill`, whose probe failed or whose spec
+    /// changed.
+    pub(super) async fn kill_running(&self, pod: &Pod, kill: &Kill) {
         let kind = containers(pod)
             .into_iter()
             .find(|(c, _)| c.name == kill.name)
             .map_or(ContainerKind::App, |(_, k)| k);
-        let probe = match kill.probe {
-            ProbeKind::Startup => "startup",
-            _ => "liveness",
+        let (why, probe) = match kill.cause {
+            KillCause::Probe(ProbeKind::Startup) => {
+                ("failed startup probe", Some(ProbeKind::Startup))
+            }
+            KillCause::Probe(probe) => ("failed liveness probe", Some(probe)),
+            KillCause::DefinitionChanged => ("definition changed", None),
         };
         let message = match kind {
             ContainerKind::App if kill.restart => {
-                format!(
-                    "Container {} failed {probe} probe, will be restarted",
-                    kill.name
-                )
+                format!("Container {} {why}, will be restarted", kill.name)
             }
-            ContainerKind::App => format!("Container {} failed {probe} probe", kill.name),
-            _ => format!("Init container {} failed {probe} probe", kill.name),
+            ContainerKind::App => format!("Container {} {why}", kill.name),
+            _ => format!("Init container {} {why}", kill.name),
         };
         let pod_grace = pod
             .spec
             .as_ref()
             .and_then(|s| s.termination_grace_period_seconds);
-        let probe_grace = match &self.prober {
-            Some(Some(prober)) => prober
-                .spec(&kill.name, kill.probe)
+        let probe_grace = match (&self.prober, probe) {
+            (Some(Some(prober)), Some(probe)) => prober
+                .spec(&kill.name, probe)
                 .and_then(|s| s.termination_grace),
             _ => None,
         };
@@ -111,7 +116,7 @@ impl Worker {
             (None, Some(pod_grace)) => probe_grace.unwrap_or(pod_grace),
             (None, None) => 0,
         };
-        tracing::info!(container = %kill.name, probe, grace, "{message}");
+        tracing::info!(container = %kill.name, grace, "{message}");
         let killer = self.killer(pod).await;
         let stop = ContainerKill {
             id: &kill.id,
@@ -121,7 +126,7 @@ impl Worker {
             order: None,
         };
         if let Err(e) = killer.kill(&stop).await {
-            tracing::warn!(container = %kill.name, error = %e, "cannot stop the container whose probe failed; trying again");
+            tracing::warn!(container = %kill.name, error = %e, "cannot stop the container ({why}); trying again");
         }
     }
 }

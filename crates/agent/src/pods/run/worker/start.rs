@@ -189,6 +189,7 @@ impl Worker {
             pod_ip: pod_ip.as_deref(),
             gone: &self.stop,
             events: Some(&self.context.pod_events),
+            metrics: Some(&self.context.lifecycle_metrics),
         };
         let message = tokio::select! {
             () = self.stop.cancelled() => return Err(("Stopping".into(), String::new())),

@@ -2,7 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use super::*;
-use crate::pods::run_options::env::expand;
+use crate::pods::run_options::expand::expand;
 use crate::pods::run_options::runtime_spec::tests::pod;
 use crate::runtime::DeviceNodeSpec;
 use crate::runtime::{CONTAINER_NAME_LABEL, MountSpec};
