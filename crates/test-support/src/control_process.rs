@@ -49,13 +49,27 @@ pub(crate) async fn next_event(
     None
 }
 
-/// A loopback port that was free a moment ago. The API server binds it
-/// right after, so another process taking it in between is unlikely.
+/// Where [`free_port`] looks: below Linux's ephemeral range (32768 and
+/// up by default), from which the kernel picks the source port of every
+/// outgoing connection. A port the kernel handed out and took back could
+/// be given to one of the many connections the tests' processes open
+/// before the program it was meant for binds it (`bind: address already
+/// in use`); a port below the range is never given that way.
+const PORTS: std::ops::Range<u16> = 20_000..32_000;
+
+/// A loopback port that was free a moment ago, below the ephemeral range.
+/// The program binds it right after; another test picking the same one
+/// in between is unlikely, as each starts at a point of its own.
 pub(crate) fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|listener| listener.local_addr())
-        .expect("bind a free loopback port")
-        .port()
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    let span = u64::from(PORTS.end - PORTS.start);
+    let start = hasher.finish() % span;
+    (0..span)
+        .map(|i| PORTS.start + u16::try_from((start + i) % span).unwrap_or(0))
+        .find(|port| TcpListener::bind((Ipv4Addr::LOCALHOST, *port)).is_ok())
+        .expect("a free loopback port below the ephemeral range")
 }
 
 /// Fails the test: what went wrong, the command line and the end of its log.
