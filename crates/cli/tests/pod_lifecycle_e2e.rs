@@ -26,6 +26,12 @@
 //!   `backoffLimit` (the job controller of a real kube-controller-manager
 //!   reads what each node writes): the Jobs' conditions and counts, and
 //!   their pods' phases and exit codes;
+//! - a deleted pod whose container stops answering its readiness probe
+//!   on SIGTERM and goes on for a while: shown not ready while it still
+//!   runs;
+//! - a `Never` pod whose container's `restartPolicyRules` restart it on
+//!   exit code 42: it exits 42, is restarted, exits 0 and the pod
+//!   succeeds, its restart count one;
 //! - a Deployment of two pods with readiness and liveness probes, rolled
 //!   out to a new image: its conditions and counts once the rollout is
 //!   done, and its pods all ready on the new image.
@@ -321,6 +327,30 @@ async fn what_pods_live_through_on_our_agent_is_what_they_live_through_on_the_re
         ends["spec"]["restartPolicy"] = json!("Never");
         ends["spec"]["terminationGracePeriodSeconds"] = json!(20);
         two.create(ns, &ends).await;
+        let mut ruled = one_container_pod(
+            node,
+            "restart-rules",
+            "[ -f /data/ran ] && exit 0; touch /data/ran; exit 42",
+            json!({
+                "restartPolicy": "Never",
+                "restartPolicyRules": [{"action": "Restart", "exitCodes": {"operator": "In", "values": [42]}}],
+                "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+            }),
+        );
+        ruled["spec"]["restartPolicy"] = json!("Never");
+        ruled["spec"]["volumes"] = json!([{"name": "data", "emptyDir": {}}]);
+        two.create(ns, &ruled).await;
+        let mut draining = one_container_pod(
+            node,
+            "draining",
+            "touch /tmp/ready; trap 'rm /tmp/ready; sleep 10; exit 0' TERM; while true; do sleep 0.2; done",
+            json!({"readinessProbe": {
+                "exec": {"command": ["test", "-f", "/tmp/ready"]},
+                "periodSeconds": 1, "failureThreshold": 1,
+            }}),
+        );
+        draining["spec"]["terminationGracePeriodSeconds"] = json!(30);
+        two.create(ns, &draining).await;
         let mut new_image = one_container_pod(node, "new-image", "sleep 3600", json!({}));
         new_image["spec"]["restartPolicy"] = json!("Never");
         new_image["spec"]["terminationGracePeriodSeconds"] = json!(2);
@@ -480,6 +510,50 @@ async fn what_pods_live_through_on_our_agent_is_what_they_live_through_on_the_re
         .await;
     assert!(!stopped[0].is_empty(), "the kubelet's Killing Event");
     TwoNodes::compare(&mut differences, "fallback", stopped);
+
+    // The container that stops answering its readiness probe while it
+    // drains: not ready before it is gone.
+    for (ns, _) in two.nodes {
+        two.pod_when(ns, "draining", "ready", |p| condition(p, "Ready") == "True")
+            .await;
+        let path = format!("/api/v1/namespaces/{ns}/pods/draining");
+        two.api.admin("DELETE", &path, None).await;
+    }
+    let mut seen = Vec::new();
+    for (ns, _) in two.nodes {
+        let pod = two
+            .pod_when(ns, "draining", "not ready while it drains", |p| {
+                container(p)["state"]["running"].is_object() && container(p)["ready"] == false
+            })
+            .await;
+        seen.push(json!({
+            "phase": pod["status"]["phase"],
+            "ready": ready(&pod),
+            "containers ready": condition(&pod, "ContainersReady"),
+        }));
+    }
+    TwoNodes::compare(
+        &mut differences,
+        "draining",
+        [seen[0].clone(), seen[1].clone()],
+    );
+
+    // The container its rule restarted once.
+    let mut seen = Vec::new();
+    for (ns, _) in two.nodes {
+        let pod = two
+            .pod_when(ns, "restart-rules", "terminal", |p| {
+                matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed"))
+            })
+            .await;
+        seen.push(shape(&pod));
+    }
+    assert_eq!(seen[0]["restartCount"], 1, "the kubelet restarted it once");
+    TwoNodes::compare(
+        &mut differences,
+        "restart-rules",
+        [seen[0].clone(), seen[1].clone()],
+    );
 
     // The image changed on a running container: made again from it.
     for (ns, _) in two.nodes {

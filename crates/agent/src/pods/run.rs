@@ -8,6 +8,7 @@
 //! | `worker` | one admitted pod's containers run through the runtime (`worker/start`: one container started; `worker/pull`: its image made present) |
 //! | `pod_sync` | what a running pod's containers need next, and its phase |
 //! | `crash_backoff` | the kubelet's crash-loop back-off |
+//! | `restart_rules` | whether a container that exited starts again (`restartPolicyRules`, `restartPolicy`) |
 //! | `image_pulls` | the kubelet's image pull back-off |
 //! | `probes` | the containers' liveness, readiness and startup probes |
 //! | `hooks` | a container's `postStart` and `preStop` hooks |
@@ -31,5 +32,7 @@ pub(super) mod pod_sync;
 pub(super) mod probes;
 #[cfg(feature = "kube")]
 pub(super) mod resource_health;
+#[cfg(feature = "kube")]
+pub(super) mod restart_rules;
 #[cfg(feature = "kube")]
 pub(super) mod worker;

@@ -12,8 +12,6 @@ use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::Container;
 
-use crate::pods::run_options::runtime_spec::container_hash;
-
 /// The first wait before a restart.
 pub(crate) const CRASH_BACKOFF_INITIAL: Duration = Duration::from_secs(10);
 /// The longest wait before a restart.
@@ -22,11 +20,16 @@ pub(crate) const CRASH_BACKOFF_MAX: Duration = Duration::from_secs(300);
 /// the first wait (the kubelet's `HasExpiredFunc`).
 pub(crate) const CRASH_BACKOFF_RESET: Duration = Duration::from_secs(600);
 
-/// The key of `container`'s back-off: its name and its spec's hash, as
-/// the kubelet's `GetStableKey`, so that a container whose image changed
-/// starts without the back-off of the one it replaces.
+/// The key of `container`'s back-off: its name, image and resources, as
+/// the kubelet's `GetBackoffKey`, so that a container whose image or
+/// resources changed starts without the back-off of the one it replaces.
 pub(crate) fn backoff_key(container: &Container) -> String {
-    format!("{}_{:x}", container.name, container_hash(container))
+    let resources = serde_json::to_string(&container.resources).unwrap_or_default();
+    format!(
+        "{}/{}/{resources}",
+        container.name,
+        container.image.as_deref().unwrap_or_default()
+    )
 }
 
 /// One container's back-off.

@@ -14,17 +14,20 @@
 //!   sidecar) must be running, and is restarted whenever it stops. Once an
 //!   app container was made in the sandbox the pod stays initialized: a
 //!   sidecar restarting then holds nothing back.
-//! - Then every app container not running is started, or restarted as the
-//!   pod's `restartPolicy` says (`Always`; `OnFailure` for a non-zero exit;
-//!   `Never`), each restart after the container's crash-loop back-off.
+//! - Then every app container not running is started, or restarted as its
+//!   `restartPolicyRules` and `restartPolicy` say, else the pod's
+//!   (`Always`; `OnFailure` for a non-zero exit; `Never`: see
+//!   `restart_rules`), each restart after the container's crash-loop
+//!   back-off.
 //! - A running app container or sidecar whose spec changed (its image:
 //!   the kubelet's `containerChanged`, by the hash of its name and image)
 //!   is killed and made again, whatever the `restartPolicy`, without the
 //!   back-off of the one it replaces.
 //! - The phase: `Pending` until initialized and while a container was
-//!   never started; `Running` while one runs (or all restart);
+//!   never started; `Running` while one runs (or one restarts);
 //!   `Succeeded` when every app container exited 0 and none restarts;
-//!   `Failed` when none restarts and one failed.
+//!   `Failed` when none restarts and one failed, or an init container
+//!   failed and is not restarted.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
@@ -35,6 +38,7 @@ use crate::pods::admit::container::ContainerKind;
 use crate::pods::admit::spec::containers;
 use crate::pods::run::crash_backoff::{CrashBackoff, backoff_key};
 use crate::pods::run::probes::{ProbeKind, Probed};
+use crate::pods::run::restart_rules::{restarts_after_probe_kill, should_restart};
 use crate::pods::run_options::runtime_spec::container_hash;
 use crate::runtime::{ContainerState, ContainerStatus, SandboxStatus};
 
@@ -272,6 +276,7 @@ pub(crate) fn plan(
     let mut views: BTreeMap<String, ContainerView> = BTreeMap::new();
     let mut wake_at: Option<SystemTime> = None;
     let mut kills = Vec::new();
+    let specs = &ctx.specs;
     let mut decide = |name: &str, kind: ContainerKind, restarts_on: &dyn Fn(i32) -> bool| {
         let (view, start, wake) = ctx.container(name, kind, restarts_on);
         if let Some(at) = wake {
@@ -290,9 +295,13 @@ pub(crate) fn plan(
                     name: name.to_string(),
                     id: current.id.clone(),
                     cause,
-                    // A kill exits non-zero: whether that restarts it, unless
-                    // it is made again for its new spec.
-                    restart: cause == KillCause::DefinitionChanged || restarts_on(137),
+                    // Made again for its new spec; after a probe's kill, as
+                    // its restart policy says.
+                    restart: cause == KillCause::DefinitionChanged
+                        || kind == ContainerKind::Sidecar
+                        || specs
+                            .get(name)
+                            .is_none_or(|spec| restarts_after_probe_kill(spec, &policy)),
                 });
             }
         }
@@ -326,9 +335,10 @@ pub(crate) fn plan(
             views.insert(name.into(), as_observed(name, *kind, observed));
             continue;
         }
+        let restarts_on = |code: i32| code != 0 && should_restart(container, &policy, code);
         let (view, start) = match kind {
             ContainerKind::Sidecar => decide(name, *kind, &|_| true),
-            _ => decide(name, *kind, &|code| code != 0 && policy != "Never"),
+            _ => decide(name, *kind, &restarts_on),
         };
         let done = match kind {
             ContainerKind::Sidecar => view.started(),
@@ -340,11 +350,11 @@ pub(crate) fn plan(
             }
         };
         if *kind == ContainerKind::Init
-            && policy == "Never"
-            && view
-                .current
-                .as_ref()
-                .is_some_and(|c| c.state == ContainerState::Exited && c.exit_code != Some(0))
+            && view.current.as_ref().is_some_and(|c| {
+                c.state == ContainerState::Exited
+                    && c.exit_code != Some(0)
+                    && !restarts_on(c.exit_code.unwrap_or(-1))
+            })
         {
             failed_init = true;
         }
@@ -360,6 +370,8 @@ pub(crate) fn plan(
 
     // App containers.
     let (mut running, mut waiting, mut stopped, mut succeeded) = (0, 0, 0, 0);
+    // Of the stopped, those not to restart.
+    let mut ended = 0;
     for (container, _) in all.iter().filter(|(_, k)| *k == ContainerKind::App) {
         let name = container.name.as_str();
         if !initialized || failed_init {
@@ -376,11 +388,7 @@ pub(crate) fn plan(
             );
             continue;
         }
-        let restarts_on = |code: i32| match policy.as_str() {
-            "Never" => false,
-            "OnFailure" => code != 0,
-            _ => true,
-        };
+        let restarts_on = |code: i32| should_restart(container, &policy, code);
         let (view, start) = decide(name, ContainerKind::App, &restarts_on);
         let replacing = observed
             .containers
@@ -394,6 +402,9 @@ pub(crate) fn plan(
                 stopped += 1;
                 if c.exit_code == Some(0) {
                     succeeded += 1;
+                }
+                if !restarts_on(c.exit_code.unwrap_or(-1)) {
+                    ended += 1;
                 }
             }
             (Some(_), _) if view.previous.is_some() => stopped += 1,
@@ -414,14 +425,13 @@ pub(crate) fn plan(
     } else if running > 0 {
         ApiPhase::Running
     } else if stopped > 0 {
-        if policy == "Always" {
+        // The kubelet's `getPhase` with `ContainerRestartRules`.
+        if stopped != ended {
             ApiPhase::Running
         } else if stopped == succeeded {
             ApiPhase::Succeeded
-        } else if policy == "Never" {
-            ApiPhase::Failed
         } else {
-            ApiPhase::Running
+            ApiPhase::Failed
         }
     } else {
         ApiPhase::Pending

@@ -51,6 +51,8 @@ pub(crate) struct PodProber {
     targets: watch::Sender<Targets>,
     results: Results,
     specs: BTreeMap<String, Vec<ProbeSpec>>,
+    /// Stops the liveness and startup probes alone.
+    liveness_and_startup: CancellationToken,
     _stop: DropGuard,
 }
 
@@ -85,15 +87,20 @@ impl PodProber {
         let context = context(results.clone());
         let (targets, _) = watch::channel(Targets::new());
         let stop = CancellationToken::new();
+        let liveness_and_startup = stop.child_token();
         for (name, path, probes) in probed {
             for spec in probes {
+                let stop = match spec.kind {
+                    ProbeKind::Readiness => stop.child_token(),
+                    _ => liveness_and_startup.child_token(),
+                };
                 tokio::spawn(probe_loop::probe_loop(
                     context.clone(),
                     name.clone(),
                     path.clone(),
                     spec,
                     targets.subscribe(),
-                    stop.child_token(),
+                    stop,
                 ));
             }
         }
@@ -101,8 +108,15 @@ impl PodProber {
             targets,
             results,
             specs,
+            liveness_and_startup,
             _stop: stop.drop_guard(),
         })
+    }
+
+    /// Stops the liveness and startup probes; the readiness probes go on
+    /// (the kubelet's `StopLivenessAndStartup`, when a pod terminates).
+    pub(crate) fn stop_liveness_and_startup(&self) {
+        self.liveness_and_startup.cancel();
     }
 
     /// The containers as the worker sees them now.

@@ -505,3 +505,46 @@ fn an_on_failure_pods_new_sandbox_does_not_run_again_what_succeeded() {
     assert_eq!(plan.phase, ApiPhase::Succeeded);
     assert!(plan.start.is_empty());
 }
+
+#[test]
+fn a_containers_own_restart_policy_and_rules_decide_its_restarts_and_the_phase() {
+    let with = |own: serde_json::Value| -> Pod {
+        let mut app = json!({"name": "main", "image": "i"});
+        for (k, v) in own.as_object().unwrap() {
+            app[k] = v.clone();
+        }
+        serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+            "spec": {"restartPolicy": "Always", "containers": [app]},
+        }))
+        .unwrap()
+    };
+    let exited = |code| {
+        observed(vec![container(
+            "main",
+            0,
+            ContainerState::Exited,
+            Some(code),
+        )])
+    };
+    // Its own Never wins over the pod's Always: it ends, and so does the pod.
+    let never = with(json!({"restartPolicy": "Never"}));
+    let plan = decide(&never, &exited(1));
+    assert_eq!((plan.phase, plan.start.len()), (ApiPhase::Failed, 0));
+    let plan = decide(&never, &exited(0));
+    assert_eq!(plan.phase, ApiPhase::Succeeded);
+    // A rule restarts it on the codes it names.
+    let ruled = with(json!({
+        "restartPolicy": "Never",
+        "restartPolicyRules": [{"action": "Restart", "exitCodes": {"operator": "In", "values": [42]}}],
+    }));
+    let plan = decide(&ruled, &exited(42));
+    assert_eq!(names(&plan), ["main"]);
+    assert_eq!(
+        plan.phase,
+        ApiPhase::Running,
+        "restarting counts as running"
+    );
+    let plan = decide(&ruled, &exited(3));
+    assert_eq!((plan.phase, plan.start.len()), (ApiPhase::Failed, 0));
+}

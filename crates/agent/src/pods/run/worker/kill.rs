@@ -2,8 +2,9 @@
 //! it: by the node itself (its shutdown: the status first shows the
 //! `DisruptionTarget` condition while the containers stop, the phase
 //! staying, since they may still run), or because it is deleted. The
-//! containers and sandbox are stopped within the grace period given,
-//! then the status is written terminal (`Failed`, with the node's reason
+//! containers and sandbox are stopped within the grace period given (the
+//! readiness probes going on meanwhile, their verdicts written), then
+//! the status is written terminal (`Failed`, with the node's reason
 //! and message if it stopped the pod, or `Succeeded` when every app
 //! container exited 0) from what the runtime shows of them then, before
 //! the pod is given back and a deleted pod deleted for good: a Job's
@@ -14,8 +15,8 @@ use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::{TRANSIENT_BACKOFF, Worker, observe};
-use crate::pods::run::pod_sync::{ApiPhase, SyncPlan, terminal_plan};
+use super::{TRANSIENT_BACKOFF, Worker, observe, probe_results};
+use crate::pods::run::pod_sync::{ApiPhase, Observed, SyncPlan, terminal_plan};
 use crate::pods::teardown::kill_container::PodKiller;
 use crate::pods::teardown::release::ending_of;
 use crate::pods::teardown::terminate::{MINIMUM_GRACE, stop};
@@ -39,15 +40,35 @@ impl Worker {
         let pod = self.pod.borrow().clone();
         let runtime = self.context.runtime.clone();
         let uid = self.pod_ref.uid.clone();
+        if let Some(Some(prober)) = &self.prober {
+            prober.stop_liveness_and_startup();
+        }
         if let Ok(observed) = observe(runtime.as_ref(), &uid).await {
-            let mut decided = self.plan(&pod, &observed, SystemTime::now());
-            decided.start.clear();
-            decided.kill.clear();
+            let decided = self.while_stopping(&pod, &observed);
             self.write_status(&pod, &decided).await;
         }
         let grace = grace.max(MINIMUM_GRACE);
         let killer = self.killer(&pod).await;
-        match stop(&killer, grace).await {
+        let stopping = stop(&killer, grace);
+        tokio::pin!(stopping);
+        let stopped = loop {
+            tokio::select! {
+                stopped = &mut stopping => break stopped,
+                // The readiness probes go on while the containers stop, as
+                // the kubelet's (it stops only liveness and startup): a
+                // container that stops answering is shown not ready, and
+                // the pod's endpoints stop serving before it is gone.
+                () = probe_results(self.prober.as_ref()) => {
+                    if let Ok(observed) = observe(runtime.as_ref(), &uid).await {
+                        self.show_probes(&observed);
+                        let pod = self.pod.borrow().clone();
+                        let decided = self.while_stopping(&pod, &observed);
+                        self.write_status(&pod, &decided).await;
+                    }
+                }
+            }
+        };
+        match stopped {
             Ok((stopped, _)) => {
                 tracing::info!(containers = stopped, ?grace, %reason, "the pod's containers stopped")
             }
@@ -84,6 +105,22 @@ impl Worker {
 }
 
 impl Worker {
+    /// What the status shows while the pod's containers stop: each
+    /// container as the runtime has it, nothing started again, and what
+    /// its probes say.
+    fn while_stopping(&self, pod: &Pod, observed: &Observed) -> SyncPlan {
+        let mut decided = self.plan(pod, observed, SystemTime::now());
+        decided.start.clear();
+        decided.kill.clear();
+        decided.wake_at = None;
+        for view in &mut decided.containers {
+            if view.current.is_some() {
+                view.waiting = None;
+            }
+        }
+        decided
+    }
+
     /// A pod whose app containers all ended for good while its sidecars
     /// run: the sidecars stopped within the pod's grace period, in the
     /// kubelet's termination order, with its sandbox (the kubelet's
