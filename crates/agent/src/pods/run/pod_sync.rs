@@ -188,6 +188,22 @@ pub(crate) struct SyncPlan {
     pub(crate) containers: Vec<ContainerView>,
 }
 
+impl SyncPlan {
+    /// Nothing more to do: nothing killed or started, no back-off to wake
+    /// for, and each container shown as the runtime has it (a pod that
+    /// stops, or stopped).
+    pub(crate) fn settle(&mut self) {
+        self.start.clear();
+        self.kill.clear();
+        self.wake_at = None;
+        for view in &mut self.containers {
+            if view.current.is_some() {
+                view.waiting = None;
+            }
+        }
+    }
+}
+
 /// Why a container could not be started last time: (reason, message),
 /// shown as its waiting state until a start succeeds.
 pub(crate) type StartErrors = BTreeMap<String, (String, String)>;
@@ -631,16 +647,9 @@ pub(crate) fn terminal_plan(pod: &Pod, observed: &Observed, now: SystemTime) -> 
         &Replaced::new(),
         now,
     );
-    plan.start.clear();
-    plan.kill.clear();
-    plan.wake_at = None;
+    plan.settle();
     if observed.sandbox.is_some() {
         plan.sandbox = None;
-    }
-    for view in &mut plan.containers {
-        if view.current.is_some() {
-            view.waiting = None;
-        }
     }
     let mut apps = plan
         .containers

@@ -74,36 +74,22 @@ impl ProberMetrics {
         elapsed: Duration,
     ) {
         let result = if success { SUCCESSFUL } else { FAILED };
-        self.results.inc(&[
-            container,
-            &pod.namespace,
-            &pod.name,
-            &pod.uid,
-            kind.as_str(),
-            result,
-        ]);
+        self.results
+            .inc(&results_labels(kind.as_str(), pod, container, result));
         if success {
-            self.durations.observe(
-                &[container, &pod.namespace, &pod.name, kind.as_str()],
-                elapsed,
-            );
+            self.durations
+                .observe(&durations_labels(kind, pod, container), elapsed);
         }
     }
 
     /// Probe `kind` of `container` in `pod` stopped: its series go.
     pub(crate) fn forget(&self, kind: ProbeKind, pod: &PodRef, container: &str) {
         for result in [SUCCESSFUL, FAILED, UNKNOWN] {
-            self.results.remove(&[
-                container,
-                &pod.namespace,
-                &pod.name,
-                &pod.uid,
-                kind.as_str(),
-                result,
-            ]);
+            self.results
+                .remove(&results_labels(kind.as_str(), pod, container, result));
         }
         self.durations
-            .remove(&[container, &pod.namespace, &pod.name, kind.as_str()]);
+            .remove(&durations_labels(kind, pod, container));
     }
 
     /// How many runs of probe `kind` of `container` in `pod` gave
@@ -114,6 +100,21 @@ impl ProberMetrics {
         self.results
             .get(&[container, &pod.namespace, &pod.name, &pod.uid, kind, result])
     }
+}
+
+/// The values of `prober_probe_total`'s labels, in their order.
+fn results_labels<'a>(
+    kind: &'a str,
+    pod: &'a PodRef,
+    container: &'a str,
+    result: &'a str,
+) -> [&'a str; 6] {
+    [container, &pod.namespace, &pod.name, &pod.uid, kind, result]
+}
+
+/// The values of `prober_probe_duration_seconds`'s labels, in their order.
+fn durations_labels<'a>(kind: ProbeKind, pod: &'a PodRef, container: &'a str) -> [&'a str; 4] {
+    [container, &pod.namespace, &pod.name, kind.as_str()]
 }
 
 impl MetricsSource for ProberMetrics {

@@ -110,14 +110,7 @@ impl Worker {
     /// its probes say.
     fn while_stopping(&self, pod: &Pod, observed: &Observed) -> SyncPlan {
         let mut decided = self.plan(pod, observed, SystemTime::now());
-        decided.start.clear();
-        decided.kill.clear();
-        decided.wake_at = None;
-        for view in &mut decided.containers {
-            if view.current.is_some() {
-                view.waiting = None;
-            }
-        }
+        decided.settle();
         decided
     }
 
